@@ -1,0 +1,191 @@
+# cifar-ae — a C++/CUDA toolkit: CIFAR-10 → convolutional autoencoder → RBF SVM.
+#
+#   make                 build every tool into build/bin/ (CUDA too when nvcc is found)
+#   make test            unit + CLI tests (installs missing Debian packages first)
+#   make pipeline        data → model → features → svm → eval → report (pipelines/cifar10.mk)
+#   make test-gpu        CUDA kernels against their CPU twins (skips without a GPU)
+#   make test-asan       the suites under AddressSanitizer + UBSan
+#   make bench-cpu / bench-gpu / fuzz / install / deps / clean
+#
+# Sources are discovered by folder, so adding a layer or a tool adds no Makefile line:
+#   common/*.cpp, kernels/cpu/*.cpp, kernels/cuda/*.cu  → build/lib/libcifarae.a
+#   tools/*.cpp                                         → build/bin/<name>
+#   tests/unit/*.cpp                                    → build/tests/unit_tests (GoogleTest)
+#   tests/gpu/*.cu                                      → build/tests/gpu_tests
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+.DELETE_ON_ERROR:
+
+VERSION  := 0.1.0
+BUILD    ?= build
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+PYTHON   ?= /usr/bin/python3
+
+# ---- toolchain ---------------------------------------------------------------------------
+CXX      ?= g++
+ifeq ($(CXX),c++)
+CXX      := g++
+endif
+# x86-64-v3 (AVX2/FMA) runs on this machine, CI and the lent GPU hosts alike; override for others.
+CPU_ARCH ?= -march=x86-64-v3 -mtune=generic
+OPT      ?= -O3
+CXXFLAGS ?= $(OPT) $(CPU_ARCH) -g1
+CXXFLAGS += -std=c++17 -Wall -Wextra -Wpedantic -Wshadow -fopenmp -MMD -MP
+CPPFLAGS += -I. -DCIFARAE_VERSION=\"$(VERSION)\"
+
+HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/include/hdf5/serial)
+HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)
+CPPFLAGS += $(HDF5_CFLAGS)
+# $ORIGIN/../lib lets a build folder carry its own shared libraries (make gpu-bundle).
+LDFLAGS  += -fopenmp -Wl,-rpath,'$$ORIGIN/../lib'
+LDLIBS   += $(HDF5_LIBS) -larchive -lsvm -lopenblas -lm -lpthread
+
+ifeq ($(SANITIZE),1)
+CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS  += -fsanitize=address,undefined
+endif
+
+# ---- CUDA (optional) ---------------------------------------------------------------------
+# GPU=0 forces a CPU-only build. Without nvcc everything still builds and --device gpu
+# fails with a clear message.
+GPU ?= 1
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+ifeq ($(GPU),0)
+NVCC :=
+endif
+ifeq ($(SANITIZE),1)
+NVCC :=
+endif
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+ifneq ($(NVCC),)
+CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
+CPPFLAGS   += -DCIFARAE_WITH_CUDA -I$(CUDA_HOME)/include
+NVCCFLAGS  ?= -O3 -lineinfo
+NVCCFLAGS  += -std=c++17 $(CUDA_ARCH) -I. $(HDF5_CFLAGS) -DCIFARAE_WITH_CUDA -DCIFARAE_VERSION=\"$(VERSION)\" \
+              -Xcompiler -fopenmp,-Wall -MMD -MP --expt-relaxed-constexpr
+LDLIBS     += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
+endif
+
+# ---- sources -----------------------------------------------------------------------------
+COMMON_SRCS := $(wildcard common/*.cpp)
+KERNEL_SRCS := $(wildcard kernels/*.cpp kernels/cpu/*.cpp)
+CUDA_SRCS   := $(if $(NVCC),$(wildcard kernels/cuda/*.cu))
+TOOL_SRCS   := $(wildcard tools/*.cpp)
+UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
+GPU_TEST_SRCS := $(if $(NVCC),$(wildcard tests/gpu/*.cu))
+FUZZ_SRCS   := $(wildcard tests/fuzz/*.cpp)
+
+LIB_OBJS  := $(COMMON_SRCS:%.cpp=$(BUILD)/obj/%.o) $(KERNEL_SRCS:%.cpp=$(BUILD)/obj/%.o) \
+             $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
+LIB       := $(BUILD)/lib/libcifarae.a
+TOOLS     := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/bin/%) $(BUILD)/bin/report
+UNIT_BIN  := $(BUILD)/tests/unit_tests
+GPU_TEST_BIN := $(BUILD)/tests/gpu_tests
+DEPS_STAMP := $(BUILD)/.deps-ok
+
+.PHONY: all deps test test-unit test-cli test-gpu test-asan bench bench-cpu bench-gpu fuzz \
+        install uninstall clean gpu-bundle help
+
+all: $(TOOLS)
+
+help:
+	@sed -n '3,10p' Makefile
+
+# ---- dependencies ------------------------------------------------------------------------
+# Installs missing Debian packages (apt-get; sudo only when not root). Re-checked when the
+# package list changes.
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP): tools/install-deps.sh
+	@bash tools/install-deps.sh
+	@mkdir -p $(@D) && touch $@
+
+# ---- build -------------------------------------------------------------------------------
+$(BUILD)/obj/%.o: %.cpp | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+# The version string carries `git describe`; only this object is rebuilt when it changes.
+GIT_DESCRIBE := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
+$(BUILD)/obj/common/version.o: CPPFLAGS += -DCIFARAE_GIT_DESCRIBE=\"$(GIT_DESCRIBE)\"
+$(BUILD)/obj/common/version.o: $(BUILD)/git-describe.txt
+$(BUILD)/git-describe.txt: FORCE
+	@mkdir -p $(@D); echo '$(GIT_DESCRIBE)' | cmp -s - $@ || echo '$(GIT_DESCRIBE)' > $@
+FORCE:
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/bin/report: tools/report.py
+	@mkdir -p $(@D)
+	install -m 755 $< $@
+
+$(UNIT_BIN): $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o) $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIB) $(LDLIBS) -lgtest -lgtest_main -o $@
+
+$(GPU_TEST_BIN): $(GPU_TEST_SRCS:%.cu=$(BUILD)/obj/%.o) $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIB) $(LDLIBS) -lgtest -lgtest_main -o $@
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- tests -------------------------------------------------------------------------------
+# tests/run-all.sh prints one closing line "N passed, N failed, N skipped".
+test: all $(UNIT_BIN)
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run-all.sh
+
+test-unit: $(UNIT_BIN)
+	$(UNIT_BIN)
+
+test-cli: all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run-all.sh --only-bats
+
+ifneq ($(NVCC),)
+test-gpu: all $(GPU_TEST_BIN)
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run-gpu.sh
+else
+test-gpu:
+	@echo "test-gpu: skipped: this build has no CUDA (nvcc not found)"
+endif
+
+test-asan:
+	$(MAKE) BUILD=build-asan SANITIZE=1 OPT=-O1 test
+
+# ---- benchmarks, fuzzing -----------------------------------------------------------------
+bench: bench-cpu
+bench-cpu: all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash bench/bench-cpu.sh
+bench-gpu: all
+	@BUILD=$(BUILD) bash bench/bench-gpu.sh
+
+fuzz:
+	@BUILD=build-fuzz bash tests/fuzz/run.sh
+
+# Copies the shared libraries a build needs beside it (build/lib), for machines that have
+# CUDA but not HDF5/OpenBLAS/libsvm (the binaries' rpath is $ORIGIN/../lib).
+gpu-bundle: all $(if $(NVCC),$(GPU_TEST_BIN)) $(UNIT_BIN)
+	@bash tools/bundle-libs.sh $(BUILD)
+
+# ---- install -----------------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(TOOLS)))
+
+clean:
+	rm -rf $(BUILD) build-asan build-fuzz
+
+include pipelines/cifar10.mk

@@ -1,0 +1,355 @@
+#include "common/hdf5_io.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "common/error.h"
+
+namespace cae {
+namespace {
+
+// HDF5 prints its whole error stack by default; we report one line ourselves.
+struct SilenceHdf5 {
+  SilenceHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+const SilenceHdf5 g_silence;
+
+// Closes an HDF5 handle of any kind when it leaves scope.
+class Handle {
+ public:
+  explicit Handle(hid_t id = -1) : id_(id) {}
+  ~Handle() {
+    if (id_ >= 0) H5Idec_ref(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+};
+
+std::string type_name(hid_t t) {
+  H5T_class_t cls = H5Tget_class(t);
+  size_t size = H5Tget_size(t);
+  if (cls == H5T_INTEGER) {
+    bool sign = H5Tget_sign(t) == H5T_SGN_2;
+    return std::string(sign ? "int" : "uint") + std::to_string(size * 8);
+  }
+  if (cls == H5T_FLOAT) return "float" + std::to_string(size * 8);
+  if (cls == H5T_STRING) return "string";
+  return "a non-numeric type";
+}
+
+// True when the stored type `t` is exactly the native type `want` (class, size, sign).
+bool same_type(hid_t t, hid_t want) {
+  if (H5Tget_class(t) != H5Tget_class(want) || H5Tget_size(t) != H5Tget_size(want)) return false;
+  if (H5Tget_class(t) == H5T_INTEGER && H5Tget_sign(t) != H5Tget_sign(want)) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// ---- writer ------------------------------------------------------------------------------
+Hdf5Writer::Hdf5Writer(const std::string& path, const std::string& display_name)
+    : display_(display_name.empty() ? path : display_name) {
+  file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file_ < 0) fail_file(display_, "cannot create HDF5 file (check that the folder exists and is writable)");
+}
+
+Hdf5Writer::~Hdf5Writer() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+void Hdf5Writer::close() {
+  if (file_ < 0) return;
+  herr_t flush = H5Fflush(file_, H5F_SCOPE_GLOBAL);
+  herr_t st = H5Fclose(file_);
+  file_ = -1;
+  if (flush < 0 || st < 0) fail_file(display_, "write failed (disk full or file size limit?)");
+}
+
+void Hdf5Writer::ensure_parent_groups(const std::string& name) {
+  std::string path;
+  size_t start = 1;
+  while (true) {
+    size_t slash = name.find('/', start);
+    if (slash == std::string::npos) break;
+    path = name.substr(0, slash);
+    if (H5Lexists(file_, path.c_str(), H5P_DEFAULT) <= 0) {
+      Handle g(H5Gcreate2(file_, path.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      if (!g.ok()) fail_file(display_, "cannot create group " + path);
+    }
+    start = slash + 1;
+  }
+}
+
+void Hdf5Writer::create_raw(const std::string& name, hid_t type, const Shape& shape, DatasetOptions opt) {
+  if (file_ < 0) fail_file(display_, "file already closed");
+  ensure_parent_groups(name);
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  if (opt.chunk_rows > 0 && !dims.empty() && dims[0] > 0) {
+    std::vector<hsize_t> chunk(dims);
+    chunk[0] = std::min<hsize_t>(opt.chunk_rows, dims[0]);
+    H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+    if (opt.deflate > 0) {
+      H5Pset_shuffle(dcpl.get());
+      H5Pset_deflate(dcpl.get(), static_cast<unsigned>(opt.deflate));
+    }
+  }
+  Handle ds(H5Dcreate2(file_, name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
+  if (!ds.ok()) fail_file(display_, "cannot create dataset " + name);
+}
+
+void Hdf5Writer::write_rows_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, const void* data) {
+  Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+  if (!ds.ok()) fail_file(display_, "no dataset " + name);
+  Handle fspace(H5Dget_space(ds.get()));
+  int rank = H5Sget_simple_extent_ndims(fspace.get());
+  herr_t st;
+  if (rank == 0) {
+    st = H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  } else {
+    std::vector<hsize_t> dims(static_cast<size_t>(rank));
+    H5Sget_simple_extent_dims(fspace.get(), dims.data(), nullptr);
+    if (row0 + rows > dims[0]) fail_file(display_, "row range past the end of " + name);
+    std::vector<hsize_t> start(dims.size(), 0), count(dims);
+    start[0] = row0;
+    count[0] = rows;
+    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+    Handle mspace(H5Screate_simple(rank, count.data(), nullptr));
+    st = H5Dwrite(ds.get(), type, mspace.get(), fspace.get(), H5P_DEFAULT, data);
+  }
+  if (st < 0) fail_file(display_, "cannot write " + name + " (disk full or file size limit?)");
+}
+
+namespace {
+hid_t open_object(hid_t file, const std::string& obj) { return H5Oopen(file, obj.c_str(), H5P_DEFAULT); }
+
+void write_attr(hid_t file, const std::string& display, const std::string& obj, const std::string& key,
+                hid_t type, hid_t space, const void* data) {
+  Handle o(open_object(file, obj));
+  if (!o.ok()) fail_file(display, "no object " + obj + " for attribute " + key);
+  if (H5Aexists(o.get(), key.c_str()) > 0) H5Adelete(o.get(), key.c_str());
+  Handle a(H5Acreate2(o.get(), key.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT));
+  if (!a.ok() || H5Awrite(a.get(), type, data) < 0) fail_file(display, "cannot write attribute " + key);
+}
+}  // namespace
+
+void Hdf5Writer::set_attr(const std::string& obj, const std::string& key, const std::string& value) {
+  // Variable-length UTF-8 strings: what h5py reads back as `str`.
+  Handle type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  Handle space(H5Screate(H5S_SCALAR));
+  const char* p = value.c_str();
+  write_attr(file_, display_, obj, key, type.get(), space.get(), &p);
+}
+
+void Hdf5Writer::set_attr(const std::string& obj, const std::string& key, double value) {
+  Handle space(H5Screate(H5S_SCALAR));
+  write_attr(file_, display_, obj, key, H5T_NATIVE_DOUBLE, space.get(), &value);
+}
+
+void Hdf5Writer::set_attr(const std::string& obj, const std::string& key, int64_t value) {
+  Handle space(H5Screate(H5S_SCALAR));
+  write_attr(file_, display_, obj, key, H5T_NATIVE_INT64, space.get(), &value);
+}
+
+void Hdf5Writer::set_attr(const std::string& obj, const std::string& key, const std::vector<double>& values) {
+  hsize_t n = values.size();
+  Handle space(H5Screate_simple(1, &n, nullptr));
+  write_attr(file_, display_, obj, key, H5T_NATIVE_DOUBLE, space.get(), values.data());
+}
+
+void Hdf5Writer::set_attr(const std::string& obj, const std::string& key, const std::vector<std::string>& values) {
+  Handle type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  hsize_t n = values.size();
+  Handle space(H5Screate_simple(1, &n, nullptr));
+  std::vector<const char*> ptrs;
+  for (auto& s : values) ptrs.push_back(s.c_str());
+  write_attr(file_, display_, obj, key, type.get(), space.get(), ptrs.data());
+}
+
+// ---- reader ------------------------------------------------------------------------------
+Hdf5Reader::Hdf5Reader(const std::string& path) : path_(path) {
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) fail_file(path, std::string("cannot open: ") + strerror(errno));
+    fclose(f);
+    fail_file(path, "not an HDF5 file (or truncated/corrupted)");
+  }
+  file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file_ < 0) fail_file(path, "cannot open as HDF5 (truncated or corrupted?)");
+}
+
+Hdf5Reader::~Hdf5Reader() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+bool Hdf5Reader::has(const std::string& name) const {
+  if (name == "/") return true;
+  // Check every path component so "/a/b" on a file without "/a" is false, not an error.
+  size_t start = 1;
+  while (true) {
+    size_t slash = name.find('/', start);
+    std::string part = slash == std::string::npos ? name : name.substr(0, slash);
+    if (H5Lexists(file_, part.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (slash == std::string::npos) return true;
+    start = slash + 1;
+  }
+}
+
+Shape Hdf5Reader::shape(const std::string& name) const {
+  if (!has(name)) fail_file(path_, name + " is missing");
+  Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+  if (!ds.ok()) fail_file(path_, name + " is not a dataset (corrupted file?)");
+  Handle space(H5Dget_space(ds.get()));
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) fail_file(path_, name + ": unreadable dataspace (corrupted file?)");
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return Shape(dims.begin(), dims.end());
+}
+
+Shape Hdf5Reader::require(const std::string& name, const Shape& expect) const {
+  Shape s = shape(name);
+  bool ok = s.size() == expect.size();
+  for (size_t i = 0; ok && i < s.size(); ++i) ok = expect[i] == 0 || expect[i] == s[i];
+  if (!ok) {
+    std::string want = "[";
+    for (size_t i = 0; i < expect.size(); ++i) want += (i ? "," : "") + (expect[i] ? std::to_string(expect[i]) : std::string("N"));
+    fail_file(path_, name + " has shape " + shape_str(s) + ", expected " + want + "]");
+  }
+  return s;
+}
+
+void Hdf5Reader::check_type(const std::string& name, hid_t want, const char* want_name) const {
+  Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+  if (!ds.ok()) fail_file(path_, name + " is missing");
+  Handle t(H5Dget_type(ds.get()));
+  if (!same_type(t.get(), want)) fail_file(path_, name + " has dtype " + type_name(t.get()) + ", expected " + want_name);
+}
+
+void Hdf5Reader::read_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, void* out) const {
+  Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+  if (!ds.ok()) fail_file(path_, name + " is missing");
+  Handle fspace(H5Dget_space(ds.get()));
+  int rank = H5Sget_simple_extent_ndims(fspace.get());
+  herr_t st;
+  if (rank <= 0) {
+    st = H5Dread(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out);
+  } else {
+    std::vector<hsize_t> dims(static_cast<size_t>(rank));
+    H5Sget_simple_extent_dims(fspace.get(), dims.data(), nullptr);
+    if (row0 + rows > dims[0]) fail_file(path_, "reading past the end of " + name);
+    std::vector<hsize_t> start(dims.size(), 0), count(dims);
+    start[0] = row0;
+    count[0] = rows;
+    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+    Handle mspace(H5Screate_simple(rank, count.data(), nullptr));
+    st = H5Dread(ds.get(), type, mspace.get(), fspace.get(), H5P_DEFAULT, out);
+  }
+  if (st < 0) fail_file(path_, "cannot read " + name + " (truncated or corrupted file?)");
+}
+
+hid_t Hdf5Reader::open_attr(const std::string& obj, const std::string& key) const {
+  if (!has(obj)) fail_file(path_, obj + " is missing");
+  Handle o(H5Oopen(file_, obj.c_str(), H5P_DEFAULT));
+  if (!o.ok()) fail_file(path_, "cannot open " + obj + " (corrupted file?)");
+  if (H5Aexists(o.get(), key.c_str()) <= 0) fail_file(path_, "attribute " + key + " is missing on " + obj);
+  hid_t a = H5Aopen(o.get(), key.c_str(), H5P_DEFAULT);
+  if (a < 0) fail_file(path_, "cannot open attribute " + key + " (corrupted file?)");
+  return a;
+}
+
+bool Hdf5Reader::has_attr(const std::string& obj, const std::string& key) const {
+  if (!has(obj)) return false;
+  Handle o(H5Oopen(file_, obj.c_str(), H5P_DEFAULT));
+  return o.ok() && H5Aexists(o.get(), key.c_str()) > 0;
+}
+
+std::vector<std::string> Hdf5Reader::attr_strings(const std::string& obj, const std::string& key) const {
+  Handle a(open_attr(obj, key));
+  Handle t(H5Aget_type(a.get()));
+  if (H5Tget_class(t.get()) != H5T_STRING) fail_file(path_, "attribute " + key + " is not a string");
+  Handle space(H5Aget_space(a.get()));
+  hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 0 || n > (1 << 20)) fail_file(path_, "attribute " + key + " has a bad size");
+  std::vector<std::string> out;
+  if (H5Tis_variable_str(t.get()) > 0) {
+    Handle mt(H5Tcopy(H5T_C_S1));
+    H5Tset_size(mt.get(), H5T_VARIABLE);
+    H5Tset_cset(mt.get(), H5Tget_cset(t.get()));
+    std::vector<char*> ptrs(static_cast<size_t>(n), nullptr);
+    if (H5Aread(a.get(), mt.get(), ptrs.data()) < 0) fail_file(path_, "cannot read attribute " + key);
+    for (char* p : ptrs) out.emplace_back(p ? p : "");
+    H5Dvlen_reclaim(mt.get(), space.get(), H5P_DEFAULT, ptrs.data());
+  } else {
+    size_t size = H5Tget_size(t.get());
+    std::vector<char> buf(size * static_cast<size_t>(n) + 1, 0);
+    if (H5Aread(a.get(), t.get(), buf.data()) < 0) fail_file(path_, "cannot read attribute " + key);
+    for (hssize_t i = 0; i < n; ++i) out.emplace_back(strnlen(&buf[static_cast<size_t>(i) * size], size) ? std::string(&buf[static_cast<size_t>(i) * size], strnlen(&buf[static_cast<size_t>(i) * size], size)) : "");
+  }
+  return out;
+}
+
+std::string Hdf5Reader::attr_string(const std::string& obj, const std::string& key) const {
+  auto v = attr_strings(obj, key);
+  if (v.size() != 1) fail_file(path_, "attribute " + key + " is not a single string");
+  return v[0];
+}
+
+std::vector<double> Hdf5Reader::attr_doubles(const std::string& obj, const std::string& key) const {
+  Handle a(open_attr(obj, key));
+  Handle t(H5Aget_type(a.get()));
+  H5T_class_t cls = H5Tget_class(t.get());
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT) fail_file(path_, "attribute " + key + " is not numeric");
+  Handle space(H5Aget_space(a.get()));
+  hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 0 || n > (1 << 24)) fail_file(path_, "attribute " + key + " has a bad size");
+  std::vector<double> out(static_cast<size_t>(n));
+  if (n && H5Aread(a.get(), H5T_NATIVE_DOUBLE, out.data()) < 0) fail_file(path_, "cannot read attribute " + key);
+  return out;
+}
+
+double Hdf5Reader::attr_double(const std::string& obj, const std::string& key) const {
+  auto v = attr_doubles(obj, key);
+  if (v.size() != 1) fail_file(path_, "attribute " + key + " is not a scalar");
+  return v[0];
+}
+
+int64_t Hdf5Reader::attr_int(const std::string& obj, const std::string& key) const {
+  Handle a(open_attr(obj, key));
+  Handle t(H5Aget_type(a.get()));
+  if (H5Tget_class(t.get()) != H5T_INTEGER) fail_file(path_, "attribute " + key + " is not an integer");
+  Handle space(H5Aget_space(a.get()));
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) fail_file(path_, "attribute " + key + " is not a scalar");
+  int64_t v = 0;
+  if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) fail_file(path_, "cannot read attribute " + key);
+  return v;
+}
+
+void Hdf5Reader::require_format(const std::string& format, int max_version) const {
+  if (!has_attr("/", "format")) fail_file(path_, "not a " + format + " file (no 'format' attribute)");
+  std::string got = attr_string("/", "format");
+  if (got != format) fail_file(path_, "is a " + got + " file, expected " + format);
+  if (has_attr("/", "format_version")) {
+    int64_t v = attr_int("/", "format_version");
+    if (v < 1 || v > max_version)
+      fail_file(path_, "format_version " + std::to_string(v) + " is not supported (this build reads up to " + std::to_string(max_version) + ")");
+  }
+}
+
+}  // namespace cae

@@ -1,0 +1,144 @@
+// HDF5 reading and writing for every file the toolkit exchanges (see docs/FORMATS.md).
+//
+// Both classes throw std::runtime_error("<file>: <problem>") on any failure, with HDF5's
+// own error stack silenced, so a tool prints one clear line instead of a library dump.
+// Readers check dtype and shape before they copy anything: a file written by somebody
+// else is untrusted input.
+#pragma once
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cae {
+
+using Shape = std::vector<uint64_t>;
+std::string shape_str(const Shape& s);  // "[50000,3,32,32]"
+
+// Element types the toolkit stores. Each maps to one HDF5 native type.
+template <typename T> struct H5Type;
+template <> struct H5Type<uint8_t> { static hid_t id() { return H5T_NATIVE_UINT8; } static const char* name() { return "uint8"; } };
+template <> struct H5Type<int32_t> { static hid_t id() { return H5T_NATIVE_INT32; } static const char* name() { return "int32"; } };
+template <> struct H5Type<int64_t> { static hid_t id() { return H5T_NATIVE_INT64; } static const char* name() { return "int64"; } };
+template <> struct H5Type<float>   { static hid_t id() { return H5T_NATIVE_FLOAT; } static const char* name() { return "float32"; } };
+template <> struct H5Type<double>  { static hid_t id() { return H5T_NATIVE_DOUBLE; } static const char* name() { return "float64"; } };
+
+struct DatasetOptions {
+  uint64_t chunk_rows = 0;  // chunk along the first axis; 0 = contiguous (no compression)
+  int deflate = 0;          // 0..9, needs chunk_rows > 0
+};
+
+class Hdf5Writer {
+ public:
+  // Creates (truncates) `path`. Tools pass AtomicOutput::temp_path() here and name the
+  // final file in messages via `display_name`.
+  explicit Hdf5Writer(const std::string& path, const std::string& display_name = "");
+  ~Hdf5Writer();
+  Hdf5Writer(const Hdf5Writer&) = delete;
+  Hdf5Writer& operator=(const Hdf5Writer&) = delete;
+  void close();  // flushes; errors surface here rather than in the destructor
+
+  // Intermediate groups are created as needed ("/train/images" creates "/train").
+  template <typename T>
+  void write(const std::string& name, const T* data, const Shape& shape, DatasetOptions opt = {});
+  template <typename T>
+  void write(const std::string& name, const std::vector<T>& v) {
+    write(name, v.data(), Shape{v.size()});
+  }
+
+  // Streaming: create a dataset of the full shape, then fill it a block of rows at a time.
+  template <typename T>
+  void create(const std::string& name, const Shape& shape, DatasetOptions opt = {});
+  template <typename T>
+  void write_rows(const std::string& name, uint64_t row0, uint64_t rows, const T* data);
+
+  // Attributes on a group or dataset ("/" for the root).
+  void set_attr(const std::string& obj, const std::string& key, const std::string& value);
+  void set_attr(const std::string& obj, const std::string& key, const char* value) { set_attr(obj, key, std::string(value)); }
+  void set_attr(const std::string& obj, const std::string& key, double value);
+  void set_attr(const std::string& obj, const std::string& key, int64_t value);
+  void set_attr(const std::string& obj, const std::string& key, int value) { set_attr(obj, key, static_cast<int64_t>(value)); }
+  void set_attr(const std::string& obj, const std::string& key, const std::vector<double>& values);
+  void set_attr(const std::string& obj, const std::string& key, const std::vector<std::string>& values);
+
+  const std::string& name() const { return display_; }
+
+ private:
+  void ensure_parent_groups(const std::string& name);
+  void create_raw(const std::string& name, hid_t type, const Shape& shape, DatasetOptions opt);
+  void write_rows_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, const void* data);
+  hid_t file_ = -1;
+  std::string display_;
+};
+
+class Hdf5Reader {
+ public:
+  explicit Hdf5Reader(const std::string& path);
+  ~Hdf5Reader();
+  Hdf5Reader(const Hdf5Reader&) = delete;
+  Hdf5Reader& operator=(const Hdf5Reader&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool has(const std::string& name) const;  // dataset or group
+  Shape shape(const std::string& name) const;
+
+  // Reads a whole dataset; throws unless its stored type is exactly T and, when
+  // `expect` is non-empty, its shape equals it (0 in `expect` matches any extent).
+  template <typename T>
+  std::vector<T> read(const std::string& name, const Shape& expect = {}) const;
+  // Reads rows [row0, row0+rows) of a dataset whose type is exactly T.
+  template <typename T>
+  void read_rows(const std::string& name, uint64_t row0, uint64_t rows, T* out) const;
+  // Throws "<file>: <name> has shape X, expected Y" / "... is missing".
+  Shape require(const std::string& name, const Shape& expect) const;
+
+  bool has_attr(const std::string& obj, const std::string& key) const;
+  std::string attr_string(const std::string& obj, const std::string& key) const;
+  double attr_double(const std::string& obj, const std::string& key) const;
+  int64_t attr_int(const std::string& obj, const std::string& key) const;
+  std::vector<double> attr_doubles(const std::string& obj, const std::string& key) const;
+  std::vector<std::string> attr_strings(const std::string& obj, const std::string& key) const;
+
+  // Checks the root `format` attribute (and that format_version is supported).
+  void require_format(const std::string& format, int max_version = 1) const;
+
+ private:
+  void check_type(const std::string& name, hid_t want, const char* want_name) const;
+  void read_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, void* out) const;
+  hid_t open_attr(const std::string& obj, const std::string& key) const;
+  hid_t file_ = -1;
+  std::string path_;
+};
+
+// ---- template definitions ----------------------------------------------------------------
+template <typename T>
+void Hdf5Writer::create(const std::string& name, const Shape& shape, DatasetOptions opt) {
+  create_raw(name, H5Type<T>::id(), shape, opt);
+}
+template <typename T>
+void Hdf5Writer::write_rows(const std::string& name, uint64_t row0, uint64_t rows, const T* data) {
+  write_rows_raw(name, H5Type<T>::id(), row0, rows, data);
+}
+template <typename T>
+void Hdf5Writer::write(const std::string& name, const T* data, const Shape& shape, DatasetOptions opt) {
+  create_raw(name, H5Type<T>::id(), shape, opt);
+  if (shape.empty() || shape[0] > 0) write_rows_raw(name, H5Type<T>::id(), 0, shape.empty() ? 1 : shape[0], data);
+}
+template <typename T>
+std::vector<T> Hdf5Reader::read(const std::string& name, const Shape& expect) const {
+  Shape s = expect.empty() ? shape(name) : require(name, expect);
+  check_type(name, H5Type<T>::id(), H5Type<T>::name());
+  uint64_t count = 1;
+  for (auto d : s) count *= d;
+  std::vector<T> out(count);
+  if (count) read_raw(name, H5Type<T>::id(), 0, s.empty() ? 1 : s[0], out.data());
+  return out;
+}
+template <typename T>
+void Hdf5Reader::read_rows(const std::string& name, uint64_t row0, uint64_t rows, T* out) const {
+  check_type(name, H5Type<T>::id(), H5Type<T>::name());
+  if (rows) read_raw(name, H5Type<T>::id(), row0, rows, out);
+}
+
+}  // namespace cae

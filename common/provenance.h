@@ -1,0 +1,28 @@
+// Provenance attributes carried by every file the toolkit writes (docs/FORMATS.md):
+// format, format_version, created_by, created_at, inputs (name + sha256), params (JSON).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "common/hdf5_io.h"
+
+namespace cae {
+
+struct InputFile {
+  std::string name;    // as given on the command line
+  std::string sha256;  // of the file's bytes (a folder input hashes its files in order)
+};
+
+struct Provenance {
+  std::string format;       // e.g. "cifar10-dataset"
+  int format_version = 1;
+  std::string params_json;  // JSON object of the options used
+  std::vector<InputFile> inputs;
+};
+
+InputFile hash_input(const std::string& path);
+std::string utc_now_iso8601();
+// Writes the provenance attributes on "/" (created_by from the current tool's name).
+void write_provenance(Hdf5Writer& w, const Provenance& p);
+
+}  // namespace cae

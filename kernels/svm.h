@@ -1,0 +1,54 @@
+// Multiclass (one-vs-one) C-SVM with RBF or linear kernel — the device seam.
+//
+// The model is held in libsvm's layout so it can be exported to libsvm's own tools:
+// classes sorted ascending, support vectors grouped by class, dual_coef[(k-1) x n_sv],
+// rho[k(k-1)/2] in pair order (0,1),(0,2),...,(1,2),...; decision > 0 votes for the
+// first class of the pair. Inputs are already scaled and feature-masked by the caller.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace svm {
+
+enum class KernelType { rbf, linear };
+const char* kernel_name(KernelType k);
+
+struct FitParams {
+  KernelType kernel = KernelType::rbf;
+  double C = 10.0;
+  double gamma = 0.0;  // resolved value (> 0 for rbf)
+  double tol = 1e-3;   // KKT tolerance, as libsvm's -e
+  int64_t cache_mb = 2048;
+};
+
+struct Model {
+  KernelType kernel = KernelType::rbf;
+  double gamma = 0.0;
+  int dim = 0;                           // features per vector (after masking)
+  std::vector<int> classes;              // labels, ascending
+  std::vector<int> n_support;            // per class
+  std::vector<float> support_vectors;    // [n_sv, dim], grouped by class
+  std::vector<int64_t> support_indices;  // row in the training set of each SV
+  std::vector<double> dual_coef;         // [(k-1), n_sv]
+  std::vector<double> rho;               // [k(k-1)/2]
+  int64_t n_sv() const { return static_cast<int64_t>(support_indices.size()); }
+  int n_pairs() const { return static_cast<int>(classes.size() * (classes.size() - 1) / 2); }
+};
+
+// pairs_done of pairs_total, for progress bars.
+using PairCallback = std::function<void(int pairs_done, int pairs_total)>;
+
+// X: [n, dim] row-major float32; y: n labels (at least two distinct classes).
+Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb);
+Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb);
+
+// Decision values [n, n_pairs] in libsvm's pair order.
+void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec);
+void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec);
+
+// One-vs-one voting on decision values, ties to the smaller class index (as libsvm).
+std::vector<int32_t> vote(const Model& m, const double* dec, int64_t n);
+
+}  // namespace svm
