@@ -40,7 +40,7 @@ HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null || echo -L/usr/lib/x86
 CPPFLAGS += $(HDF5_CFLAGS)
 # $ORIGIN/../lib lets a build folder carry its own shared libraries (make gpu-bundle).
 LDFLAGS  += -fopenmp -Wl,-rpath,'$$ORIGIN/../lib'
-LDLIBS   += $(HDF5_LIBS) -larchive -lsvm -lopenblas -lm -lpthread
+LDLIBS   += $(HDF5_LIBS) -larchive -ldeflate -lcrypto -lsvm -lopenblas -lm -lpthread
 
 ifeq ($(SANITIZE),1)
 CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -58,6 +58,10 @@ endif
 ifeq ($(SANITIZE),1)
 NVCC :=
 endif
+# Until the CUDA sources exist, a build with nvcc is still a CPU-only build.
+ifeq ($(wildcard kernels/cuda/*.cu),)
+NVCC :=
+endif
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 ifneq ($(NVCC),)
 CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -66,6 +70,11 @@ NVCCFLAGS  ?= -O3 -lineinfo
 NVCCFLAGS  += -std=c++17 $(CUDA_ARCH) -I. $(HDF5_CFLAGS) -DCIFARAE_WITH_CUDA -DCIFARAE_VERSION=\"$(VERSION)\" \
               -Xcompiler -fopenmp,-Wall -MMD -MP --expt-relaxed-constexpr
 LDLIBS     += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
+# The GPU SVM lands separately from the GPU autoencoder; until then its entry points are stubs.
+ifneq ($(wildcard kernels/cuda/svm*.cu),)
+CPPFLAGS   += -DCIFARAE_WITH_CUDA_SVM
+NVCCFLAGS  += -DCIFARAE_WITH_CUDA_SVM
+endif
 endif
 
 # ---- sources -----------------------------------------------------------------------------
@@ -80,7 +89,7 @@ FUZZ_SRCS   := $(wildcard tests/fuzz/*.cpp)
 LIB_OBJS  := $(COMMON_SRCS:%.cpp=$(BUILD)/obj/%.o) $(KERNEL_SRCS:%.cpp=$(BUILD)/obj/%.o) \
              $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
 LIB       := $(BUILD)/lib/libcifarae.a
-TOOLS     := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/bin/%) $(BUILD)/bin/report
+TOOLS     := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/bin/%) $(if $(wildcard tools/report.py),$(BUILD)/bin/report)
 UNIT_BIN  := $(BUILD)/tests/unit_tests
 GPU_TEST_BIN := $(BUILD)/tests/gpu_tests
 DEPS_STAMP := $(BUILD)/.deps-ok

@@ -18,7 +18,7 @@ std::string options_json() {
   JsonObject j;
   if (!g_app) return j.str();
   for (const CLI::Option* opt : g_app->get_options()) {
-    std::string name = opt->get_name(false, true);
+    std::string name = opt->get_name();
     if (name.empty() || name == "--help" || name == "--version" || name == "--quiet" || name == "--json") continue;
     while (!name.empty() && name[0] == '-') name.erase(0, 1);
     if (opt->get_expected_min() == 0) {  // a flag

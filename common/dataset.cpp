@@ -62,9 +62,10 @@ ImageSplit DatasetReader::read(const std::string& split, int64_t limit) const {
 
 void write_split(Hdf5Writer& w, const std::string& split, const ImageSplit& s) {
   uint64_t n = static_cast<uint64_t>(s.size());
-  // 256 images a chunk (~768 KB): large enough to compress well, small enough to stream.
-  w.write("/" + split + "/images", s.images.data(), {n, kImageChannels, kImageSize, kImageSize}, {256, 4});
-  w.write("/" + split + "/labels", s.labels.data(), {n}, {4096, 4});
+  // 256 images a chunk (~768 KB): large enough to compress, small enough to stream.
+  // Level 1: photos barely compress (~0.94 at any level) and level 1 is the fastest.
+  w.write("/" + split + "/images", s.images.data(), {n, kImageChannels, kImageSize, kImageSize}, {256, 1});
+  w.write("/" + split + "/labels", s.labels.data(), {n}, {4096, 1});
 }
 
 }  // namespace cae

@@ -26,7 +26,7 @@ template <> struct H5Type<double>  { static hid_t id() { return H5T_NATIVE_DOUBL
 
 struct DatasetOptions {
   uint64_t chunk_rows = 0;  // chunk along the first axis; 0 = contiguous (no compression)
-  int deflate = 0;          // 0..9, needs chunk_rows > 0
+  int deflate = 0;          // 0..9, needs chunk_rows > 0 (whole-chunk writes compress in parallel)
 };
 
 class Hdf5Writer {
@@ -68,6 +68,8 @@ class Hdf5Writer {
   void ensure_parent_groups(const std::string& name);
   void create_raw(const std::string& name, hid_t type, const Shape& shape, DatasetOptions opt);
   void write_rows_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, const void* data);
+  bool write_chunks_parallel(hid_t ds, hid_t type, const std::vector<hsize_t>& dims, uint64_t row0, uint64_t rows,
+                             const void* data);
   hid_t file_ = -1;
   std::string display_;
 };

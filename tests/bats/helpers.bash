@@ -1,0 +1,63 @@
+# Shared bats helpers. Load with `load helpers` from tests/bats/*.bats.
+#
+#   BIN            build/bin of the build under test (from $BUILD, default build)
+#   PYTHON         Debian's python3 (h5py, numpy, torch, sklearn)
+#   FIXTURES       a per-run cache of generated inputs (tests/tmp/fixtures)
+#   cifar_fixture  → prints a folder with generated CIFAR batches (known contents)
+#   make_dataset OUT.h5 TRAIN TEST  → small cifar10.h5 from the generated batches
+#   real_cifar     → prints ../shared/cifar-10-batches-bin if present, else nothing
+#   assert_no_output FILE → FILE and any hidden temp of it are absent
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD="${BUILD:-build}"
+case "$BUILD" in /*) ;; *) BUILD="$REPO_ROOT/$BUILD" ;; esac
+BIN="$BUILD/bin"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+FIXTURES="${FIXTURES:-$REPO_ROOT/tests/tmp/fixtures}"
+
+cifar_fixture() {
+  local dir="$FIXTURES/generated"
+  # mkdir as a lock: bats files may run one after another but never half-build this.
+  if [ ! -f "$dir/.done" ]; then
+    mkdir -p "$FIXTURES"
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    "$PYTHON" "$REPO_ROOT/tests/helpers/gen_cifar.py" "$dir.tmp" --tar "$dir.tmp/cifar-10-binary.tar.gz" >&2
+    rm -rf "$dir" && mv "$dir.tmp" "$dir" && touch "$dir/.done"
+  fi
+  echo "$dir/cifar-10-batches-bin"
+}
+
+cifar_fixture_tar() {
+  cifar_fixture >/dev/null
+  echo "$FIXTURES/generated/cifar-10-binary.tar.gz"
+}
+
+make_dataset() {
+  local out="$1" train="${2:-500}" test="${3:-200}"
+  "$BIN/cifar-convert" --quiet --input "$(cifar_fixture)" --train-limit "$train" --test-limit "$test" -o "$out"
+}
+
+real_cifar() {
+  local d="$REPO_ROOT/../shared/cifar-10-batches-bin"
+  [ -f "$d/test_batch.bin" ] && echo "$d"
+  return 0
+}
+
+assert_no_output() {
+  local f="$1"
+  if [ -e "$f" ]; then echo "unexpected output file $f" >&2; return 1; fi
+  local leftovers
+  leftovers=$(ls -a "$(dirname "$f")" | grep -F ".$(basename "$f").tmp" || true)
+  if [ -n "$leftovers" ]; then echo "temporary files left: $leftovers" >&2; return 1; fi
+}
+
+# Asserts the last `run` failed with exit code $1 and printed exactly one line
+# (to stderr, captured by bats `run` into $output) matching the regex $2.
+assert_error() {
+  local code="$1" pattern="$2"
+  if [ "$status" -ne "$code" ]; then echo "exit $status, expected $code; output: $output" >&2; return 1; fi
+  local lines
+  lines=$(printf '%s\n' "$output" | grep -c . || true)
+  if [ "$lines" -ne 1 ]; then echo "expected one message line, got $lines: $output" >&2; return 1; fi
+  if ! [[ "$output" =~ $pattern ]]; then echo "message '$output' does not match '$pattern'" >&2; return 1; fi
+}
