@@ -1,0 +1,334 @@
+// The CPU layers (kernels/layers.h): forward against the direct-loop reference
+// (kernels/cpu/reference.h), every backward against central finite differences of the
+// reference forward computed in double precision, optimizer steps against values worked
+// out by hand.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/reference.h"
+#include "kernels/layers.h"
+
+namespace {
+
+using Vec = std::vector<float>;
+using DVec = std::vector<double>;
+
+// Uniform in [-1,1] but at least 0.05 away from 0, so ReLU kinks and max-pool ties stay
+// far from the finite-difference step. Values are floats, so double and float agree.
+Vec random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  Vec v(n);
+  for (float& x : v) {
+    do x = u(rng);
+    while (std::fabs(x) < 0.05f);
+  }
+  return v;
+}
+DVec to_double(const Vec& v) { return DVec(v.begin(), v.end()); }
+
+// Central difference of a scalar function of a vector, at every element.
+DVec finite_diff(DVec at, const std::function<double(const DVec&)>& f, double h = 1e-6) {
+  DVec grad(at.size());
+  for (size_t i = 0; i < at.size(); ++i) {
+    const double keep = at[i];
+    at[i] = keep + h;
+    const double up = f(at);
+    at[i] = keep - h;
+    const double down = f(at);
+    at[i] = keep;
+    grad[i] = (up - down) / (2 * h);
+  }
+  return grad;
+}
+
+double dot(const DVec& a, const DVec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// max |a-b| / max(max|b|, tiny): one relative error for a whole tensor.
+template <typename A, typename B>
+double rel_err(const A& a, const B& b) {
+  double diff = 0, scale = 1e-12;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::fabs(double(b[i])));
+  }
+  return diff / scale;
+}
+
+struct ConvCase {
+  int N, C, K, H, W;
+  bool relu;
+};
+// Both GEMM mappings: input side (C <= K) and output side (C > K), odd sizes, one pixel.
+const ConvCase kConvCases[] = {
+    {2, 3, 5, 6, 6, true}, {2, 6, 2, 5, 7, false}, {3, 4, 4, 4, 4, true}, {1, 5, 3, 1, 1, false},
+    {2, 7, 1, 3, 5, true}, {1, 1, 7, 6, 3, false},
+};
+
+TEST(Conv3x3, ForwardMatchesReference) {
+  for (const ConvCase& t : kConvCases) {
+    Vec x = random_vec(size_t(t.N) * t.C * t.H * t.W, 1), w = random_vec(size_t(t.K) * t.C * 9, 2),
+        b = random_vec(t.K, 3);
+    Vec y(size_t(t.N) * t.K * t.H * t.W);
+    DVec y_ref(y.size());
+    ae::cpu::conv3x3_forward(x.data(), w.data(), b.data(), y.data(), t.N, t.C, t.K, t.H, t.W, t.relu);
+    DVec xd = to_double(x), wd = to_double(w), bd = to_double(b);
+    ae::ref::conv3x3_forward(xd.data(), wd.data(), bd.data(), y_ref.data(), t.N, t.C, t.K, t.H, t.W, t.relu);
+    EXPECT_LT(rel_err(y, y_ref), 1e-6) << "C=" << t.C << " K=" << t.K << " H=" << t.H << " W=" << t.W;
+  }
+}
+
+TEST(Conv3x3, ForwardAtModelShapes) {
+  // The five layers of the model at their real sizes, one image each.
+  const ConvCase shapes[] = {{1, 3, 256, 32, 32, true}, {1, 256, 128, 16, 16, true}, {1, 128, 128, 8, 8, true},
+                             {1, 128, 256, 16, 16, true}, {1, 256, 3, 32, 32, false}};
+  for (const ConvCase& t : shapes) {
+    Vec x = random_vec(size_t(t.C) * t.H * t.W, 4), w = random_vec(size_t(t.K) * t.C * 9, 5, -0.1f, 0.1f),
+        b = random_vec(t.K, 6);
+    Vec y(size_t(t.K) * t.H * t.W);
+    DVec y_ref(y.size());
+    ae::cpu::conv3x3_forward(x.data(), w.data(), b.data(), y.data(), 1, t.C, t.K, t.H, t.W, t.relu);
+    DVec xd = to_double(x), wd = to_double(w), bd = to_double(b);
+    ae::ref::conv3x3_forward(xd.data(), wd.data(), bd.data(), y_ref.data(), 1, t.C, t.K, t.H, t.W, t.relu);
+    EXPECT_LT(rel_err(y, y_ref), 1e-5) << "C=" << t.C << " K=" << t.K;
+  }
+}
+
+// L = Σ r·conv(x) with a random r: dL/dx, dL/dw, dL/db are the backward pass applied to r.
+TEST(Conv3x3, BackwardMatchesFiniteDifferences) {
+  for (const ConvCase& t : kConvCases) {
+    const size_t nx = size_t(t.N) * t.C * t.H * t.W, ny = size_t(t.N) * t.K * t.H * t.W, nw = size_t(t.K) * t.C * 9;
+    Vec x = random_vec(nx, 11), w = random_vec(nw, 12), b = random_vec(t.K, 13), r = random_vec(ny, 14);
+    DVec xd = to_double(x), wd = to_double(w), bd = to_double(b), rd = to_double(r);
+    auto loss = [&](const DVec& xx, const DVec& ww, const DVec& bb) {
+      DVec y(ny);
+      ae::ref::conv3x3_forward(xx.data(), ww.data(), bb.data(), y.data(), t.N, t.C, t.K, t.H, t.W, false);
+      return dot(y, rd);
+    };
+    DVec gx = finite_diff(xd, [&](const DVec& v) { return loss(v, wd, bd); });
+    DVec gw = finite_diff(wd, [&](const DVec& v) { return loss(xd, v, bd); });
+    DVec gb = finite_diff(bd, [&](const DVec& v) { return loss(xd, wd, v); });
+
+    Vec dx(nx), dw(nw), db(t.K);
+    ae::cpu::conv3x3_backward(x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data(), t.N, t.C, t.K, t.H,
+                              t.W);
+    EXPECT_LT(rel_err(dx, gx), 1e-5) << "dx, C=" << t.C << " K=" << t.K;
+    EXPECT_LT(rel_err(dw, gw), 1e-5) << "dw, C=" << t.C << " K=" << t.K;
+    EXPECT_LT(rel_err(db, gb), 1e-5) << "db, C=" << t.C << " K=" << t.K;
+
+    // The separate entry points give the same numbers, and accumulate adds.
+    Vec dx2(nx), dw2(nw, 1.0f), db2(t.K, 1.0f);
+    ae::cpu::conv3x3_backward_data(r.data(), w.data(), dx2.data(), t.N, t.C, t.K, t.H, t.W);
+    ae::cpu::conv3x3_backward_weights(x.data(), r.data(), dw2.data(), db2.data(), t.N, t.C, t.K, t.H, t.W, true);
+    EXPECT_EQ(dx, dx2);
+    for (size_t i = 0; i < nw; ++i) EXPECT_FLOAT_EQ(dw2[i], dw[i] + 1.0f);
+    for (int k = 0; k < t.K; ++k) EXPECT_FLOAT_EQ(db2[k], db[k] + 1.0f);
+
+    // The double reference backward agrees with the finite differences too (so it can
+    // serve as the oracle for GPU tests).
+    DVec rdx(nx), rdw(nw), rdb(t.K);
+    ae::ref::conv3x3_backward_data(rd.data(), wd.data(), rdx.data(), t.N, t.C, t.K, t.H, t.W);
+    ae::ref::conv3x3_backward_weights(xd.data(), rd.data(), rdw.data(), rdb.data(), t.N, t.C, t.K, t.H, t.W);
+    EXPECT_LT(rel_err(rdx, gx), 1e-7);
+    EXPECT_LT(rel_err(rdw, gw), 1e-7);
+  }
+}
+
+TEST(Conv3x3, BackwardAtModelShapesMatchesReference) {
+  const ConvCase shapes[] = {{2, 3, 256, 32, 32, true}, {2, 256, 128, 16, 16, true}, {2, 128, 128, 8, 8, true},
+                             {2, 128, 256, 16, 16, true}, {2, 256, 3, 32, 32, false}};
+  for (const ConvCase& t : shapes) {
+    const size_t nx = size_t(t.N) * t.C * t.H * t.W, ny = size_t(t.N) * t.K * t.H * t.W, nw = size_t(t.K) * t.C * 9;
+    Vec x = random_vec(nx, 21), w = random_vec(nw, 22, -0.1f, 0.1f), dy = random_vec(ny, 23);
+    Vec dx(nx), dw(nw), db(t.K);
+    ae::cpu::conv3x3_backward(x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(), t.N, t.C, t.K, t.H,
+                              t.W);
+    DVec xd = to_double(x), wd = to_double(w), dyd = to_double(dy), rdx(nx), rdw(nw), rdb(t.K);
+    ae::ref::conv3x3_backward_data(dyd.data(), wd.data(), rdx.data(), t.N, t.C, t.K, t.H, t.W);
+    ae::ref::conv3x3_backward_weights(xd.data(), dyd.data(), rdw.data(), rdb.data(), t.N, t.C, t.K, t.H, t.W);
+    EXPECT_LT(rel_err(dx, rdx), 1e-5) << "C=" << t.C << " K=" << t.K;
+    EXPECT_LT(rel_err(dw, rdw), 1e-5) << "C=" << t.C << " K=" << t.K;
+    EXPECT_LT(rel_err(db, rdb), 1e-5) << "C=" << t.C << " K=" << t.K;
+  }
+}
+
+TEST(Conv3x3, SameThreadCountIsBitIdentical) {
+  const int N = 7, C = 6, K = 4, H = 8, W = 8;
+  Vec x = random_vec(size_t(N) * C * H * W, 31), w = random_vec(size_t(K) * C * 9, 32),
+      dy = random_vec(size_t(N) * K * H * W, 33);
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    Vec dw(size_t(K) * C * 9), db(K);
+    ae::cpu::conv3x3_backward_weights(x.data(), dy.data(), dw.data(), db.data(), N, C, K, H, W);
+    return dw;
+  };
+  const int saved = omp_get_max_threads();
+  Vec one = run(1), two_a = run(2), two_b = run(2);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(two_a, two_b);
+  EXPECT_LT(rel_err(two_a, one), 1e-5);
+}
+
+TEST(Conv3x3, Im2colAndShiftSumAreAdjoint) {
+  // <im2col(x), z> == <x, col2im(z)>: the backward rearrangement is the transpose of the
+  // forward one, for both offset signs.
+  const int C = 3, H = 5, W = 4;
+  Vec x = random_vec(size_t(C) * H * W, 41), z = random_vec(size_t(C) * 9 * H * W, 42);
+  for (int sign : {+1, -1}) {
+    Vec col(z.size()), back(x.size());
+    ae::cpu::im2col3x3(x.data(), C, H, W, sign, col.data());
+    ae::cpu::shift_sum3x3(z.data(), C, H, W, -sign, nullptr, false, back.data());
+    EXPECT_NEAR(dot(to_double(col), to_double(z)), dot(to_double(x), to_double(back)), 1e-4);
+  }
+}
+
+TEST(Relu, BackwardMatchesFiniteDifferences) {
+  const size_t n = 200;
+  Vec x = random_vec(n, 51), r = random_vec(n, 52);
+  DVec rd = to_double(r);
+  auto relu_dot = [&](const DVec& v) {
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += std::max(v[i], 0.0) * rd[i];
+    return s;
+  };
+  DVec g = finite_diff(to_double(x), relu_dot);
+  Vec y(n), dx(n);
+  for (size_t i = 0; i < n; ++i) y[i] = std::max(x[i], 0.0f);
+  ae::cpu::relu_backward(r.data(), y.data(), dx.data(), n);
+  EXPECT_LT(rel_err(dx, g), 1e-7);
+  int zeros = 0;
+  for (float v : dx) zeros += v == 0.0f;
+  EXPECT_GT(zeros, 50);  // the input really had negative values
+  EXPECT_LT(zeros, 150);
+}
+
+TEST(MaxPool2, ForwardAndBackward) {
+  const int N = 2, C = 3, H = 6, W = 8;
+  const size_t nx = size_t(N) * C * H * W, ny = nx / 4;
+  Vec x = random_vec(nx, 61), r = random_vec(ny, 62);
+  Vec y(ny), dx(nx);
+  std::vector<int32_t> arg(ny), arg_ref(ny);
+  ae::cpu::maxpool2_forward(x.data(), y.data(), arg.data(), N, C, H, W);
+  DVec xd = to_double(x), y_ref(ny), rd = to_double(r);
+  ae::ref::maxpool2_forward(xd.data(), y_ref.data(), arg_ref.data(), N, C, H, W);
+  EXPECT_EQ(arg, arg_ref);
+  EXPECT_LT(rel_err(y, y_ref), 1e-12);
+  DVec g = finite_diff(xd, [&](const DVec& v) {
+    DVec yy(ny);
+    std::vector<int32_t> a(ny);
+    ae::ref::maxpool2_forward(v.data(), yy.data(), a.data(), N, C, H, W);
+    return dot(yy, rd);
+  });
+  ae::cpu::maxpool2_backward(r.data(), arg.data(), dx.data(), N, C, H, W);
+  EXPECT_LT(rel_err(dx, g), 1e-7);
+}
+
+TEST(MaxPool2, TiesAndNanFollowPyTorch) {
+  // One 2×2 window per case: ties go to the first element, a NaN wins.
+  const float nan = std::nanf("");
+  struct Case {
+    float v[4];
+    int32_t expect;
+  } cases[] = {{{1, 1, 1, 1}, 0}, {{0, 2, 2, 1}, 1}, {{1, nan, 3, 0}, 1}, {{-1, -3, -2, -1}, 0}};
+  for (const Case& c : cases) {
+    float y;
+    int32_t a;
+    ae::cpu::maxpool2_forward(c.v, &y, &a, 1, 1, 2, 2);
+    EXPECT_EQ(a, c.expect);
+  }
+}
+
+TEST(Upsample2, ForwardAndBackward) {
+  const int N = 2, C = 3, H = 3, W = 5;
+  const size_t nx = size_t(N) * C * H * W, ny = nx * 4;
+  Vec x = random_vec(nx, 71), r = random_vec(ny, 72), y(ny), dx(nx);
+  DVec xd = to_double(x), y_ref(ny), rd = to_double(r);
+  ae::cpu::upsample2_forward(x.data(), y.data(), N, C, H, W);
+  ae::ref::upsample2_forward(xd.data(), y_ref.data(), N, C, H, W);
+  EXPECT_LT(rel_err(y, y_ref), 1e-12);
+  EXPECT_EQ(y[1], x[0]);                  // (0,1) copies (0,0)
+  EXPECT_EQ(y[2 * W * 2 + 2], x[W + 1]);  // (2,2) copies (1,1)
+  DVec g = finite_diff(xd, [&](const DVec& v) {
+    DVec yy(ny);
+    ae::ref::upsample2_forward(v.data(), yy.data(), N, C, H, W);
+    return dot(yy, rd);
+  });
+  ae::cpu::upsample2_backward(r.data(), dx.data(), N, C, H, W);
+  EXPECT_LT(rel_err(dx, g), 1e-7);
+}
+
+TEST(MseLoss, ValueAndGradient) {
+  const size_t n = 300;
+  Vec p = random_vec(n, 81), t = random_vec(n, 82, 0.05f, 1.0f), dp(n);
+  double loss = ae::cpu::mse_loss(p.data(), t.data(), n, dp.data());
+  DVec pd = to_double(p), td = to_double(t);
+  EXPECT_NEAR(loss, ae::ref::mse_loss(pd.data(), td.data(), n, static_cast<double*>(nullptr)), 1e-9);
+  DVec g = finite_diff(pd, [&](const DVec& v) { return ae::ref::mse_loss(v.data(), td.data(), n, static_cast<double*>(nullptr)); });
+  EXPECT_LT(rel_err(dp, g), 1e-6);
+  // Hand-checked: pred {1,2}, target {0,0}: (1+4)/2 = 2.5, gradient {2·1/2, 2·2/2} = {1, 2}.
+  float p2[2] = {1, 2}, t2[2] = {0, 0}, d2[2];
+  EXPECT_DOUBLE_EQ(ae::cpu::mse_loss(p2, t2, 2, d2), 2.5);
+  EXPECT_FLOAT_EQ(d2[0], 1.0f);
+  EXPECT_FLOAT_EQ(d2[1], 2.0f);
+}
+
+TEST(Optimizer, SgdMomentumWeightDecayByHand) {
+  // p = 1, g = 0.5, lr 0.1, momentum 0.9, weight decay 0.01:
+  // step 1: g' = 0.5 + 0.01·1 = 0.51; buf = 0.51; p = 1 - 0.051 = 0.949
+  // step 2 (g = 0.5): g' = 0.5 + 0.00949 = 0.50949; buf = 0.9·0.51 + 0.50949 = 0.96849;
+  //         p = 0.949 - 0.096849 = 0.852151
+  float p = 1.0f, g = 0.5f, buf = 0.0f;
+  ae::cpu::sgd_step(&p, &g, &buf, 1, 0.1f, 0.9f, 0.01f);
+  EXPECT_NEAR(p, 0.949, 1e-6);
+  EXPECT_NEAR(buf, 0.51, 1e-6);
+  ae::cpu::sgd_step(&p, &g, &buf, 1, 0.1f, 0.9f, 0.01f);
+  EXPECT_NEAR(buf, 0.96849, 1e-6);
+  EXPECT_NEAR(p, 0.852151, 1e-6);
+  // Plain SGD needs no buffer.
+  float q = 2.0f, gq = -1.0f;
+  ae::cpu::sgd_step(&q, &gq, nullptr, 1, 0.5f, 0.0f, 0.0f);
+  EXPECT_FLOAT_EQ(q, 2.5f);
+}
+
+TEST(Optimizer, AdamByHand) {
+  // Step 1 with bias correction: m̂ = g, v̂ = g², so p moves by lr·g/(|g|+eps) ≈ lr·sign(g).
+  float p[2] = {1.0f, -2.0f}, g[2] = {0.5f, -0.25f}, m[2] = {0, 0}, v[2] = {0, 0};
+  ae::cpu::adam_step(p, g, m, v, 2, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f);
+  EXPECT_NEAR(p[0], 0.9, 1e-6);
+  EXPECT_NEAR(p[1], -1.9, 1e-6);
+  EXPECT_NEAR(m[0], 0.05, 1e-7);
+  EXPECT_NEAR(v[0], 0.00025, 1e-8);  // 1-β2 is not exact in float
+  // Step 2, g = 0.5 again: m = 0.9·0.05 + 0.05 = 0.095, v = 0.999·0.00025 + 0.00025 = 0.00049975,
+  // m̂ = 0.095/0.19 = 0.5, v̂ = 0.00049975/0.001999 = 0.25 → p = 0.9 - 0.1·0.5/0.5 = 0.8.
+  float g2[2] = {0.5f, -0.25f};
+  ae::cpu::adam_step(p, g2, m, v, 2, 2, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f);
+  EXPECT_NEAR(m[0], 0.095, 1e-7);
+  EXPECT_NEAR(v[0], 0.00049975, 1e-8);
+  EXPECT_NEAR(p[0], 0.8, 1e-6);
+  // Weight decay joins the gradient: g' = 0 + 0.5·1 = 0.5 → the same first step as above.
+  float q = 1.0f, gq = 0.0f, mq = 0, vq = 0;
+  ae::cpu::adam_step(&q, &gq, &mq, &vq, 1, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.5f);
+  EXPECT_NEAR(q, 0.9, 1e-6);
+}
+
+TEST(Optimizer, ClipGradNorm) {
+  float g[2] = {3.0f, 4.0f};
+  EXPECT_DOUBLE_EQ(ae::cpu::clip_grad_norm(g, 2, 10.0f), 5.0);  // below the limit: untouched
+  EXPECT_EQ(g[0], 3.0f);
+  EXPECT_DOUBLE_EQ(ae::cpu::clip_grad_norm(g, 2, 1.0f), 5.0);
+  EXPECT_NEAR(g[0], 0.6, 1e-6);
+  EXPECT_NEAR(g[1], 0.8, 1e-6);
+  EXPECT_NEAR(ae::cpu::global_norm(g, 2), 1.0, 1e-6);
+}
+
+}  // namespace
