@@ -1,0 +1,37 @@
+// The binary C-SVC dual solver (SMO with second-order working-set selection, Fan, Chen
+// and Lin 2005 — the formulation libsvm uses), over kernel rows supplied by the caller.
+//
+//   min_a  ½ aᵀQa − eᵀa   s.t.  0 ≤ a_t ≤ C,  yᵀa = 0,   Q_ts = y_t y_s K(x_t, x_s)
+//
+// Stops when m(a) − M(a) < tol (libsvm's -e). Decision value f(x) = Σ y_t a_t K(x_t, x) − rho.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace svm::detail {
+
+// Kernel rows of one binary problem. row(t) gives K(x_t, x_s) for every s in [0, n); the
+// pointer stays valid at least until the second call after it (the solver holds two rows).
+class KernelRows {
+ public:
+  virtual ~KernelRows() = default;
+  virtual const float* row(int t) = 0;
+  virtual double diag(int t) const = 0;  // K(x_t, x_t)
+};
+
+struct BinaryResult {
+  std::vector<double> alpha;  // a_t ≥ 0 (libsvm stores y_t a_t; the caller signs them)
+  double rho = 0;
+  double objective = 0;
+  int64_t iterations = 0;
+  bool hit_iteration_limit = false;
+};
+
+// y: +1 / −1 per sample.
+BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double C, double tol);
+
+// For tests: the largest KKT violation m(a) − M(a) of a solution (≤ tol when converged),
+// with the gradient recomputed from scratch.
+double kkt_gap(KernelRows& K, const int8_t* y, int n, double C, const std::vector<double>& alpha);
+
+}  // namespace svm::detail

@@ -1,0 +1,471 @@
+// The CPU SVM against its definitions and against libsvm's own C API (Debian libsvm-dev),
+// on small generated problems.
+#include <gtest/gtest.h>
+#include <libsvm/svm.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/atomic_output.h"
+#include "common/error.h"
+#include "common/hdf5_io.h"
+#include "common/svm_io.h"
+#include "kernels/cpu/svm_kernel.h"
+#include "kernels/cpu/svm_smo.h"
+#include "kernels/svm.h"
+
+namespace {
+
+// Classes as Gaussian clouds with overlap, so some vectors are bounded and some free.
+struct Problem {
+  std::vector<float> X;
+  std::vector<int32_t> y;
+  int64_t n = 0;
+  int dim = 0;
+};
+
+Problem make_problem(int n, int dim, int classes, unsigned seed, double spread = 1.2) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> centres(static_cast<size_t>(classes) * dim);
+  for (double& c : centres) c = normal(rng);
+  Problem p;
+  p.n = n;
+  p.dim = dim;
+  p.X.resize(static_cast<size_t>(n) * dim);
+  p.y.resize(n);
+  for (int i = 0; i < n; ++i) {
+    // The first `classes` samples run through the classes in order, so libsvm (which orders
+    // classes by first appearance) and we (ascending) agree on the class order.
+    int c = i < classes ? i : static_cast<int>(rng() % classes);
+    p.y[i] = c;
+    for (int f = 0; f < dim; ++f) p.X[static_cast<size_t>(i) * dim + f] = static_cast<float>(centres[c * dim + f] + spread * normal(rng));
+  }
+  return p;
+}
+
+// libsvm's sparse rows (all features, then the −1 terminator), kept alive with the problem.
+struct LibsvmData {
+  std::vector<std::vector<svm_node>> rows;
+  std::vector<svm_node*> ptrs;
+  std::vector<double> labels;
+  svm_problem prob{};
+  explicit LibsvmData(const Problem& p) {
+    rows.resize(p.n);
+    for (int64_t i = 0; i < p.n; ++i) {
+      for (int f = 0; f < p.dim; ++f) rows[i].push_back({f + 1, p.X[static_cast<size_t>(i * p.dim + f)]});
+      rows[i].push_back({-1, 0.0});
+      ptrs.push_back(rows[i].data());
+      labels.push_back(p.y[i]);
+    }
+    prob.l = static_cast<int>(p.n);
+    prob.y = labels.data();
+    prob.x = ptrs.data();
+  }
+};
+
+void quiet_libsvm(const char*) {}
+
+struct LibsvmModel {
+  svm_model* m = nullptr;
+  ~LibsvmModel() {
+    if (m) svm_free_and_destroy_model(&m);
+  }
+};
+
+svm_parameter libsvm_params(svm::KernelType k, double C, double gamma, double eps, bool shrinking) {
+  svm_parameter prm{};
+  prm.svm_type = C_SVC;
+  prm.kernel_type = k == svm::KernelType::rbf ? RBF : LINEAR;
+  prm.gamma = gamma;
+  prm.cache_size = 100;
+  prm.eps = eps;
+  prm.C = C;
+  prm.shrinking = shrinking ? 1 : 0;
+  return prm;
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// Compares our multiclass model with libsvm's trained on the same data.
+void expect_same_model(const svm::Model& ours, const svm_model* ref, double rel) {
+  const int k = static_cast<int>(ours.classes.size());
+  ASSERT_EQ(ref->nr_class, k);
+  for (int c = 0; c < k; ++c) {
+    EXPECT_EQ(ref->label[c], ours.classes[c]);
+    EXPECT_EQ(ref->nSV[c], ours.n_support[c]) << "class " << c;
+  }
+  ASSERT_EQ(ref->l, ours.n_sv());
+  for (int64_t v = 0; v < ours.n_sv(); ++v) EXPECT_EQ(ref->sv_indices[v], ours.support_indices[v] + 1);
+  const double coef_scale = max_abs(ours.dual_coef);
+  for (int r = 0; r < k - 1; ++r)
+    for (int64_t v = 0; v < ours.n_sv(); ++v)
+      EXPECT_NEAR(ours.dual_coef[r * ours.n_sv() + v], ref->sv_coef[r][v], rel * coef_scale) << "row " << r << " sv " << v;
+  for (int p = 0; p < ours.n_pairs(); ++p)
+    EXPECT_NEAR(ours.rho[p], ref->rho[p], rel * std::max(1.0, std::fabs(ref->rho[p]))) << "pair " << p;
+}
+
+class DenseRowsForTest : public svm::detail::KernelRows {
+ public:
+  DenseRowsForTest(const svm::detail::KernelSpec& k, const Problem& p, const std::vector<int>& idx) : n_(static_cast<int>(idx.size())) {
+    m_.resize(static_cast<size_t>(n_) * n_);
+    for (int a = 0; a < n_; ++a)
+      for (int b = 0; b < n_; ++b)
+        m_[static_cast<size_t>(a) * n_ + b] = static_cast<float>(svm::detail::kernel_reference(
+            k, p.X.data() + static_cast<int64_t>(idx[a]) * p.dim, p.X.data() + static_cast<int64_t>(idx[b]) * p.dim, p.dim));
+  }
+  const float* row(int t) override { return m_.data() + static_cast<size_t>(t) * n_; }
+  double diag(int t) const override { return m_[static_cast<size_t>(t) * n_ + t]; }
+
+ private:
+  int n_;
+  std::vector<float> m_;
+};
+
+}  // namespace
+
+TEST(SvmKernel, BlocksMatchTheDefinition) {
+  Problem p = make_problem(150, 37, 3, 1);
+  std::vector<double> norms(p.n);
+  svm::detail::row_squared_norms(p.X.data(), p.n, p.dim, norms.data());
+  for (auto type : {svm::KernelType::rbf, svm::KernelType::linear}) {
+    svm::detail::KernelSpec k{type, 0.02};
+    const int64_t na = 60, nb = 90;
+    const float* A = p.X.data();
+    const float* B = p.X.data() + na * p.dim;
+    std::vector<float> block(static_cast<size_t>(na * nb)), sym(static_cast<size_t>(na * na));
+    svm::detail::kernel_block(k, A, na, norms.data(), B, nb, norms.data() + na, p.dim, block.data(), nb);
+    svm::detail::kernel_block_symmetric(k, A, na, norms.data(), p.dim, sym.data(), na);
+    // Float dot products carry ~1e-7 relative error of |a|² + |b|²; rbf scales it by gamma·K ≤ gamma.
+    auto tol = [&](int64_t i, int64_t j) {
+      return 1e-6 * (norms[i] + norms[j]) * (type == svm::KernelType::rbf ? k.gamma : 1.0) + 1e-7;
+    };
+    for (int64_t i = 0; i < na; ++i) {
+      for (int64_t j = 0; j < nb; ++j) {
+        double ref = svm::detail::kernel_reference(k, A + i * p.dim, B + j * p.dim, p.dim);
+        ASSERT_NEAR(block[i * nb + j], ref, tol(i, na + j));
+      }
+      for (int64_t j = 0; j < na; ++j) {
+        double ref = svm::detail::kernel_reference(k, A + i * p.dim, A + j * p.dim, p.dim);
+        ASSERT_NEAR(sym[i * na + j], ref, tol(i, j));
+        ASSERT_EQ(sym[i * na + j], sym[j * na + i]);
+      }
+      if (type == svm::KernelType::rbf) {
+        EXPECT_EQ(sym[i * na + i], 1.0f);
+      }
+    }
+  }
+}
+
+TEST(SvmSmo, SolutionSatisfiesKktAndConstraints) {
+  Problem p = make_problem(400, 12, 2, 2);
+  std::vector<int> idx(p.n);
+  std::vector<int8_t> ys(p.n);
+  for (int i = 0; i < p.n; ++i) {
+    idx[i] = i;
+    ys[i] = p.y[i] == 0 ? 1 : -1;
+  }
+  svm::detail::KernelSpec k{svm::KernelType::rbf, 0.05};
+  DenseRowsForTest rows(k, p, idx);
+  for (double C : {0.5, 10.0}) {
+    for (double tol : {1e-3, 1e-5}) {
+      auto r = svm::detail::solve_binary(rows, ys.data(), static_cast<int>(p.n), C, tol);
+      EXPECT_FALSE(r.hit_iteration_limit);
+      EXPECT_GT(r.iterations, 10);
+      double balance = 0;
+      int bounded = 0, free_sv = 0;
+      for (int i = 0; i < p.n; ++i) {
+        ASSERT_GE(r.alpha[i], 0.0);
+        ASSERT_LE(r.alpha[i], C);
+        balance += ys[i] * r.alpha[i];
+        bounded += r.alpha[i] >= C;
+        free_sv += r.alpha[i] > 0 && r.alpha[i] < C;
+      }
+      EXPECT_NEAR(balance, 0.0, 1e-9 * C * p.n);
+      EXPECT_GT(free_sv, 0);
+      if (C == 0.5) {
+        EXPECT_GT(bounded, 0);  // overlapping clouds: some vectors at the bound
+      }
+      EXPECT_LT(svm::detail::kkt_gap(rows, ys.data(), static_cast<int>(p.n), C, r.alpha), tol * 1.01);
+      EXPECT_LT(r.objective, 0.0);
+    }
+  }
+}
+
+// With shrinking off, libsvm runs the same algorithm: the same model to ~1e-3 relative.
+TEST(SvmFit, MatchesLibsvmMulticlassRbf) {
+  svm_set_print_string_function(quiet_libsvm);
+  Problem p = make_problem(600, 20, 4, 3);
+  for (double tol : {1e-3, 1e-6}) {
+    svm::FitParams prm;
+    prm.C = 10;
+    prm.gamma = 1.0 / (20 * 1.7);
+    prm.tol = tol;
+    svm::Model ours = svm::fit_cpu(p.X.data(), p.y.data(), p.n, p.dim, prm, nullptr);
+    LibsvmData data(p);
+    svm_parameter lp = libsvm_params(prm.kernel, prm.C, prm.gamma, tol, false);
+    LibsvmModel ref{svm_train(&data.prob, &lp)};
+    expect_same_model(ours, ref.m, tol < 1e-4 ? 1e-4 : 1e-3);
+  }
+}
+
+// libsvm's default run shrinks, so its path differs; the solution agrees within tol.
+TEST(SvmFit, CloseToLibsvmWithShrinking) {
+  svm_set_print_string_function(quiet_libsvm);
+  Problem p = make_problem(500, 16, 3, 4);
+  svm::FitParams prm;
+  prm.C = 10;
+  prm.gamma = 0.03;
+  prm.tol = 1e-3;
+  svm::Model ours = svm::fit_cpu(p.X.data(), p.y.data(), p.n, p.dim, prm, nullptr);
+  LibsvmData data(p);
+  svm_parameter lp = libsvm_params(prm.kernel, prm.C, prm.gamma, prm.tol, true);
+  LibsvmModel ref{svm_train(&data.prob, &lp)};
+  EXPECT_NEAR(static_cast<double>(ref.m->l), static_cast<double>(ours.n_sv()), 0.01 * ref.m->l + 1);
+  for (int q = 0; q < ours.n_pairs(); ++q) {
+    EXPECT_NEAR(ours.rho[q], ref.m->rho[q], 0.02 * std::max(1.0, std::fabs(ref.m->rho[q])));
+  }
+}
+
+TEST(SvmFit, MatchesLibsvmLinear) {
+  svm_set_print_string_function(quiet_libsvm);
+  Problem p = make_problem(300, 8, 3, 5, 2.0);
+  svm::FitParams prm;
+  prm.kernel = svm::KernelType::linear;
+  prm.C = 0.1;
+  prm.tol = 1e-6;
+  svm::Model ours = svm::fit_cpu(p.X.data(), p.y.data(), p.n, p.dim, prm, nullptr);
+  LibsvmData data(p);
+  svm_parameter lp = libsvm_params(prm.kernel, prm.C, 0, prm.tol, false);
+  LibsvmModel ref{svm_train(&data.prob, &lp)};
+  expect_same_model(ours, ref.m, 1e-4);
+}
+
+// Decision values and votes equal libsvm's svm_predict_values on its own model.
+TEST(SvmPredict, MatchesLibsvmDecisionValuesAndVotes) {
+  svm_set_print_string_function(quiet_libsvm);
+  Problem p = make_problem(700, 10, 5, 6);
+  const int64_t n_train = 500;
+  svm::FitParams prm;
+  prm.C = 3;
+  prm.gamma = 0.08;
+  prm.tol = 1e-6;
+  svm::Model ours = svm::fit_cpu(p.X.data(), p.y.data(), n_train, p.dim, prm, nullptr);
+  Problem train = p;
+  train.n = n_train;
+  LibsvmData data(train);
+  svm_parameter lp = libsvm_params(prm.kernel, prm.C, prm.gamma, prm.tol, false);
+  LibsvmModel ref{svm_train(&data.prob, &lp)};
+
+  const int64_t n_test = p.n - n_train;
+  const float* Xt = p.X.data() + n_train * p.dim;
+  std::vector<double> dec(static_cast<size_t>(n_test * ours.n_pairs()));
+  svm::decision_values_cpu(ours, Xt, n_test, dec.data());
+  std::vector<int32_t> pred = svm::vote(ours, dec.data(), n_test);
+  LibsvmData test(p);
+  std::vector<double> ref_dec(ours.n_pairs());
+  int same = 0;
+  for (int64_t i = 0; i < n_test; ++i) {
+    double label = svm_predict_values(ref.m, test.ptrs[n_train + i], ref_dec.data());
+    for (int q = 0; q < ours.n_pairs(); ++q) EXPECT_NEAR(dec[i * ours.n_pairs() + q], ref_dec[q], 1e-3);
+    same += static_cast<int>(label) == pred[i];
+  }
+  EXPECT_GE(same, n_test - 1);  // a decision value within 1e-3 of 0 may flip one vote
+}
+
+TEST(SvmPredict, VoteTiesGoToTheSmallerClass) {
+  svm::Model m;
+  m.classes = {2, 5, 7};
+  // pairs (2,5), (2,7), (5,7): 2 beats 5, 7 beats 2, 5 beats 7 → one vote each → class 2.
+  std::vector<double> dec = {1.0, -1.0, 1.0,  /* row 2: 5 wins twice */ -1.0, 1.0, 1.0};
+  auto pred = svm::vote(m, dec.data(), 2);
+  EXPECT_EQ(pred[0], 2);
+  EXPECT_EQ(pred[1], 5);
+}
+
+// A budget too small for the pair matrix switches to the row cache: same model.
+TEST(SvmFit, RowCacheModeMatchesDenseMode) {
+  Problem p = make_problem(640, 24, 2, 7);
+  svm::FitParams prm;
+  prm.C = 10;
+  prm.gamma = 0.02;
+  prm.tol = 1e-4;
+  prm.cache_mb = 1;  // 640² floats = 1.6 MB does not fit
+  svm::Model rows = svm::fit_cpu(p.X.data(), p.y.data(), p.n, p.dim, prm, nullptr);
+  prm.cache_mb = 64;
+  svm::Model dense = svm::fit_cpu(p.X.data(), p.y.data(), p.n, p.dim, prm, nullptr);
+  ASSERT_EQ(rows.n_sv(), dense.n_sv());
+  EXPECT_EQ(rows.support_indices, dense.support_indices);
+  EXPECT_NEAR(rows.rho[0], dense.rho[0], 1e-4);
+  for (size_t i = 0; i < dense.dual_coef.size(); ++i) EXPECT_NEAR(rows.dual_coef[i], dense.dual_coef[i], 1e-3);
+}
+
+TEST(SvmFit, ProgressCallbackCountsPairs) {
+  Problem p = make_problem(120, 5, 4, 8);
+  svm::FitParams prm;
+  prm.gamma = 0.2;
+  std::vector<int> seen;
+  svm::fit_cpu(p.X.data(), p.y.data(), p.n, p.dim, prm, [&](int done, int total) {
+    EXPECT_EQ(total, 6);
+    seen.push_back(done);
+  });
+  EXPECT_EQ(seen, (std::vector<int>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(SvmFit, RejectsASingleClassAndBadParameters) {
+  Problem p = make_problem(50, 4, 1, 9);
+  svm::FitParams prm;
+  prm.gamma = 0.1;
+  EXPECT_THROW(svm::fit_cpu(p.X.data(), p.y.data(), p.n, p.dim, prm, nullptr), std::invalid_argument);
+  Problem q = make_problem(50, 4, 2, 9);
+  prm.C = 0;
+  EXPECT_THROW(svm::fit_cpu(q.X.data(), q.y.data(), q.n, q.dim, prm, nullptr), std::invalid_argument);
+  prm.C = 1;
+  prm.gamma = -1;
+  EXPECT_THROW(svm::fit_cpu(q.X.data(), q.y.data(), q.n, q.dim, prm, nullptr), std::invalid_argument);
+}
+
+// ---- scaling, gamma, dropped features ---------------------------------------------------------
+TEST(SvmScaling, StandardScalerAndGammaScale) {
+  // Column 0 varies, column 1 is constant 3.5, column 2 is constant 0.
+  std::vector<float> X = {1, 3.5f, 0, 2, 3.5f, 0, 4, 3.5f, 0, 9, 3.5f, 0};
+  cae::Scaler s = cae::fit_standard_scaler(X.data(), 4, 3);
+  EXPECT_DOUBLE_EQ(s.mean[0], 4.0);
+  EXPECT_DOUBLE_EQ(s.scale[0], std::sqrt((9.0 + 4.0 + 0.0 + 25.0) / 4.0));
+  EXPECT_EQ(s.mean[1], 3.5);
+  EXPECT_EQ(s.scale[1], 1.0);  // zero variance → scale 1, as StandardScaler
+  EXPECT_EQ(s.scale[2], 1.0);
+  cae::apply_scaler(s, X.data(), 4, 3);
+  EXPECT_EQ(X[1], 0.0f);
+  EXPECT_FLOAT_EQ(X[0], static_cast<float>(-3.0 / std::sqrt(9.5)));
+  // Var over all 12 entries: column 0 holds 4 values of variance 1, the rest 0 → Var = 1/3.
+  EXPECT_NEAR(cae::gamma_scale(X.data(), 4, 3), 1.0 / (3 * (1.0 / 3.0)), 1e-6);
+  EXPECT_DOUBLE_EQ(cae::resolve_gamma("auto", X.data(), 4, 3), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(cae::resolve_gamma("0.25", X.data(), 4, 3), 0.25);
+  EXPECT_THROW(cae::resolve_gamma("-1", X.data(), 4, 3), cae::UsageError);
+  EXPECT_THROW(cae::resolve_gamma("fast", X.data(), 4, 3), cae::UsageError);
+
+  std::vector<float> dropped;
+  auto keep = cae::constant_feature_mask(X.data(), 4, 3, &dropped);
+  EXPECT_EQ(keep, (std::vector<uint8_t>{1, 0, 0}));
+  EXPECT_EQ(dropped, (std::vector<float>{0.0f, 0.0f}));
+  EXPECT_EQ(cae::compact_features(X.data(), 4, 3, keep), 1);
+  EXPECT_FLOAT_EQ(X[1], static_cast<float>(-2.0 / std::sqrt(9.5)));
+}
+
+// Dropping constant features and correcting afterwards equals an SVM on all features,
+// also for inputs whose dropped features are not at the training value.
+TEST(SvmScaling, DroppedFeaturesLeaveDecisionValuesUnchanged) {
+  Problem p = make_problem(300, 6, 3, 10);
+  const int D = p.dim + 2;
+  std::vector<float> full(static_cast<size_t>(p.n) * D);
+  for (int64_t i = 0; i < p.n; ++i) {
+    std::copy_n(p.X.data() + i * p.dim, p.dim, full.data() + i * D);
+    full[i * D + p.dim] = 0.5f;  // constant in training
+    full[i * D + p.dim + 1] = 0.0f;
+  }
+  const int64_t n_train = 200;
+  std::vector<float> dropped;
+  auto keep = cae::constant_feature_mask(full.data(), n_train, D, &dropped);
+  ASSERT_EQ(std::count(keep.begin(), keep.end(), 0), 2);
+  // Test rows: the dropped features take other values.
+  for (int64_t i = n_train; i < p.n; ++i) {
+    full[i * D + p.dim] = 0.5f + 0.01f * static_cast<float>(i % 9);
+    full[i * D + p.dim + 1] = static_cast<float>(i % 3) * 0.2f;
+  }
+  svm::FitParams prm;
+  prm.gamma = 0.1;
+  prm.tol = 1e-6;
+  svm::Model on_all = svm::fit_cpu(full.data(), p.y.data(), n_train, D, prm, nullptr);
+  std::vector<float> kept_train(full.begin(), full.begin() + n_train * D);
+  int dk = cae::compact_features(kept_train.data(), n_train, D, keep);
+  svm::Model on_kept = svm::fit_cpu(kept_train.data(), p.y.data(), n_train, dk, prm, nullptr);
+  ASSERT_EQ(on_all.n_sv(), on_kept.n_sv());
+
+  const int64_t n_test = p.n - n_train;
+  std::vector<float> test(full.begin() + n_train * D, full.end());
+  std::vector<double> dec_all(static_cast<size_t>(n_test * 3)), dec_kept(dec_all.size());
+  svm::decision_values_cpu(on_all, test.data(), n_test, dec_all.data());
+  auto e = cae::dropped_feature_distance(test.data(), n_test, D, keep, dropped);
+  EXPECT_GT(*std::max_element(e.begin(), e.end()), 0.0);
+  cae::compact_features(test.data(), n_test, D, keep);
+  svm::decision_values_cpu(on_kept, test.data(), n_test, dec_kept.data());
+  cae::correct_for_dropped_features(on_kept, e, dec_kept.data(), n_test);
+  for (size_t i = 0; i < dec_all.size(); ++i) EXPECT_NEAR(dec_kept[i], dec_all[i], 1e-4);
+}
+
+// The svm-model file round-trips, and its libsvm export loads in libsvm and predicts the same.
+TEST(SvmModelFile, RoundTripAndLibsvmExport) {
+  svm_set_print_string_function(quiet_libsvm);
+  Problem p = make_problem(260, 5, 3, 11);
+  const int D = p.dim + 1;  // plus one dropped feature with training value 0.25
+  cae::SvmModelFile f;
+  svm::FitParams prm;
+  prm.gamma = 0.15;
+  f.model = svm::fit_cpu(p.X.data(), p.y.data(), 200, p.dim, prm, nullptr);
+  f.scaler = cae::identity_scaler(D);
+  f.feature_mask.assign(D, 1);
+  f.feature_mask[2] = 0;  // the dropped one sits between kept features
+  f.dropped_values = {0.25f};
+  f.class_names = {"a", "b", "c"};
+  f.n_train = 200;
+
+  char dir[] = "/tmp/test_svm_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string h5 = std::string(dir) + "/svm.h5", txt = std::string(dir) + "/model.txt";
+  {
+    cae::Hdf5Writer w(h5);
+    w.set_attr("/", "format", "svm-model");
+    w.set_attr("/", "format_version", int64_t{1});
+    cae::write_svm_model(w, f);
+    w.close();
+  }
+  cae::SvmModelFile g = cae::read_svm_model(h5);
+  EXPECT_EQ(g.model.support_vectors, f.model.support_vectors);
+  EXPECT_EQ(g.model.dual_coef, f.model.dual_coef);
+  EXPECT_EQ(g.model.rho, f.model.rho);
+  EXPECT_EQ(g.model.support_indices, f.model.support_indices);
+  EXPECT_EQ(g.feature_mask, f.feature_mask);
+  EXPECT_EQ(g.dropped_values, f.dropped_values);
+  EXPECT_EQ(g.model.gamma, f.model.gamma);
+  {
+    cae::AtomicOutput out(txt);
+    cae::write_libsvm_model(out, f);
+    out.commit();
+  }
+  LibsvmModel ref{svm_load_model(txt.c_str())};
+  ASSERT_NE(ref.m, nullptr);
+  // Test rows in the full D-feature space (feature 2 at the training value or not).
+  const int64_t n_test = 60;
+  std::vector<float> full(static_cast<size_t>(n_test) * D), kept(static_cast<size_t>(n_test) * p.dim);
+  for (int64_t i = 0; i < n_test; ++i) {
+    const float* x = p.X.data() + (200 + i) * p.dim;
+    int kf = 0;
+    for (int feat = 0; feat < D; ++feat) full[i * D + feat] = feat == 2 ? (i % 2 ? 0.25f : 0.9f) : x[kf++];
+    std::copy_n(x, p.dim, kept.data() + i * p.dim);
+  }
+  std::vector<double> dec(static_cast<size_t>(n_test * 3));
+  svm::decision_values_cpu(g.model, kept.data(), n_test, dec.data());
+  auto e = cae::dropped_feature_distance(full.data(), n_test, D, g.feature_mask, g.dropped_values);
+  cae::correct_for_dropped_features(g.model, e, dec.data(), n_test);
+  std::vector<double> ref_dec(3);
+  for (int64_t i = 0; i < n_test; ++i) {
+    std::vector<svm_node> row;
+    for (int feat = 0; feat < D; ++feat) row.push_back({feat + 1, full[i * D + feat]});
+    row.push_back({-1, 0});
+    svm_predict_values(ref.m, row.data(), ref_dec.data());
+    for (int q = 0; q < 3; ++q) EXPECT_NEAR(dec[i * 3 + q], ref_dec[q], 1e-5);
+  }
+  unlink(h5.c_str());
+  unlink(txt.c_str());
+  rmdir(dir);
+}

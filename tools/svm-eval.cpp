@@ -1,0 +1,183 @@
+// svm-eval: predict a features split with an svm-fit model; accuracy and confusion matrix.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "common/atomic_output.h"
+#include "common/blas_runtime.h"
+#include "common/cli.h"
+#include "common/device.h"
+#include "common/error.h"
+#include "common/hdf5_io.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/provenance.h"
+#include "common/svm_io.h"
+#include "common/timer.h"
+#include "kernels/svm.h"
+
+namespace {
+
+const cae::ToolInfo kInfo{"svm-eval", "classify encoder features with an svm-fit model; accuracy and confusion matrix",
+                          "svm-eval --model data/svm.h5 --features data/features.h5 --split test -o data/eval.h5", true,
+                          true};
+
+struct Options {
+  std::string model, features, split = "test", export_data;
+  bool decision_values = false;
+  int64_t limit = 0;
+};
+
+std::string json_array(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + cae::json_number(v[i]);
+  return s + "]";
+}
+
+void print_table(const std::vector<std::string>& names, const std::vector<int64_t>& confusion, int K) {
+  if (cae::is_quiet()) return;
+  std::string s = "class        accuracy      n   predicted as:\n             ";
+  s += "                    ";
+  for (int c = 0; c < K; ++c) s += cae::strprintf(" %5.5s", names[c].c_str());
+  s += "\n";
+  for (int t = 0; t < K; ++t) {
+    int64_t row = 0;
+    for (int c = 0; c < K; ++c) row += confusion[t * K + c];
+    std::string acc = row ? cae::strprintf("%6.2f %%", 100.0 * confusion[t * K + t] / row) : std::string("     -  ");
+    s += cae::strprintf("%-12.12s %s %6lld   ", names[t].c_str(), acc.c_str(), static_cast<long long>(row));
+    for (int c = 0; c < K; ++c) s += cae::strprintf(" %5lld", static_cast<long long>(confusion[t * K + c]));
+    s += "\n";
+  }
+  fputs(s.c_str(), stderr);
+}
+
+void evaluate(const Options& opt, const cae::CommonOptions& common) {
+  if (opt.limit < 0) throw cae::UsageError("--limit must be >= 0");
+  const cae::Device device = cae::resolve_device(common.device);
+  cae::Stopwatch clock;
+  cae::AtomicOutput out(common.output);
+  std::unique_ptr<cae::AtomicOutput> data_out;
+  if (!opt.export_data.empty()) data_out = std::make_unique<cae::AtomicOutput>(opt.export_data);
+
+  const cae::SvmModelFile mf = cae::read_svm_model(opt.model);
+  const svm::Model& m = mf.model;
+  cae::FeaturesReader reader(opt.features);
+  const int64_t available = reader.count(opt.split);
+  const int D = reader.dim(opt.split);
+  if (D != mf.n_features())
+    cae::fail_file(opt.features, "/" + opt.split + "/features has " + std::to_string(D) + " features per row, but " +
+                                     opt.model + " was trained on " + std::to_string(mf.n_features()));
+  const std::vector<std::string> names = reader.class_names();
+  const int K = static_cast<int>(names.size());
+  for (int c : m.classes)
+    if (c < 0 || c >= K)
+      cae::fail_file(opt.model, "class " + std::to_string(c) + " is not one of the " + std::to_string(K) +
+                                    " classes of " + opt.features);
+  const int64_t n = opt.limit > 0 ? std::min(opt.limit, available) : available;
+  if (n == 0) cae::fail_file(opt.features, "/" + opt.split + "/features has no rows");
+  cae::FeatureSplit s = reader.read(opt.split, n);
+  const double read_s = clock.seconds();
+
+  cae::Stopwatch predict_clock;
+  cae::apply_scaler(mf.scaler, s.X.data(), n, D);
+  if (data_out) cae::write_libsvm_data(*data_out, s.X.data(), s.labels.data(), n, D);
+  const std::vector<double> extra = cae::dropped_feature_distance(s.X.data(), n, D, mf.feature_mask, mf.dropped_values);
+  cae::compact_features(s.X.data(), n, D, mf.feature_mask);
+  const int pairs = m.n_pairs();
+  std::vector<double> dec(static_cast<size_t>(n) * pairs);
+  if (device == cae::Device::gpu)
+    svm::decision_values_gpu(m, s.X.data(), n, dec.data());
+  else
+    svm::decision_values_cpu(m, s.X.data(), n, dec.data());
+  cae::correct_for_dropped_features(m, extra, dec.data(), n);
+  const std::vector<int32_t> pred = svm::vote(m, dec.data(), n);
+  const double predict_s = predict_clock.seconds();
+
+  std::vector<int64_t> confusion(static_cast<size_t>(K) * K, 0);
+  int64_t correct = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    ++confusion[static_cast<size_t>(s.labels[r]) * K + pred[r]];
+    correct += s.labels[r] == pred[r];
+  }
+  const double accuracy = n ? static_cast<double>(correct) / static_cast<double>(n) : std::nan("");
+  std::vector<double> per_class(K);
+  for (int t = 0; t < K; ++t) {
+    int64_t row = 0;
+    for (int c = 0; c < K; ++c) row += confusion[t * K + c];
+    per_class[t] = row ? static_cast<double>(confusion[t * K + t]) / static_cast<double>(row) : std::nan("");
+  }
+  const double total_s = clock.seconds();
+
+  {
+    cae::Hdf5Writer w(out.temp_path(), common.output);
+    w.write("/predictions", pred);
+    w.write("/labels", s.labels);
+    w.write("/confusion", confusion.data(), {static_cast<uint64_t>(K), static_cast<uint64_t>(K)});
+    if (opt.decision_values)
+      w.write("/decision_values", dec.data(), {static_cast<uint64_t>(n), static_cast<uint64_t>(pairs)});
+    w.set_attr("/", "accuracy", accuracy);
+    w.set_attr("/", "per_class_accuracy", per_class);
+    w.set_attr("/", "class_names", names);
+    w.set_attr("/", "split", opt.split);
+    w.set_attr("/", "seconds", total_s);
+    w.set_attr("/", "predict_seconds", predict_s);
+    w.set_attr("/", "device", cae::device_name(device));
+    w.set_attr("/", "n_sv", m.n_sv());
+    cae::write_provenance(w, {"svm-eval", 1, cae::options_json(), {cae::hash_input(opt.model), cae::hash_input(opt.features)}});
+    w.close();
+  }
+  out.commit();
+  if (data_out) data_out->commit();
+
+  cae::log_info("%s split of %s: accuracy %.2f %% (%lld of %lld), %lld support vectors, predict %.2f s, total %.2f s "
+                "(read %.2f s), %s",
+                opt.split.c_str(), opt.features.c_str(), 100 * accuracy, static_cast<long long>(correct),
+                static_cast<long long>(n), static_cast<long long>(m.n_sv()), predict_s, total_s, read_s,
+                cae::device_name(device));
+  print_table(names, confusion, K);
+  std::string conf = "[";
+  for (int t = 0; t < K; ++t) {
+    conf += t ? ",[" : "[";
+    for (int c = 0; c < K; ++c) conf += (c ? "," : "") + std::to_string(confusion[t * K + c]);
+    conf += "]";
+  }
+  conf += "]";
+  std::string names_json = "[";
+  for (int c = 0; c < K; ++c) names_json += (c ? "," : "") + cae::json_escape(names[c]);
+  names_json += "]";
+  cae::emit_json(common, cae::JsonObject()
+                             .add("tool", kInfo.name)
+                             .add("output", common.output)
+                             .add("split", opt.split)
+                             .add("n", n)
+                             .add("correct", correct)
+                             .add("accuracy", accuracy)
+                             .add_raw("per_class_accuracy", json_array(per_class))
+                             .add_raw("class_names", names_json)
+                             .add_raw("confusion", conf)
+                             .add("n_sv", m.n_sv())
+                             .add("predict_seconds", predict_s)
+                             .add("seconds", total_s)
+                             .add("device", cae::device_name(device))
+                             .str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cae::use_best_openblas_core(argv);
+  Options opt;
+  cae::CommonOptions common;
+  return cae::run_tool(
+      argc, argv, kInfo, common,
+      [&](CLI::App& app) {
+        app.add_option("--model", opt.model, "svm-fit model file (svm-model)")->required();
+        app.add_option("--features", opt.features, "Encoder features file (ae-features)")->required();
+        app.add_option("--split", opt.split, "Which split of the features file to classify");
+        app.add_option("--limit", opt.limit, "Classify only the first N rows (0 = all)")->check(CLI::NonNegativeNumber);
+        app.add_flag("--decision-values", opt.decision_values, "Also store /decision_values [N, k(k-1)/2]");
+        app.add_option("--export-libsvm-data", opt.export_data,
+                       "Also write the scaled features in libsvm's text format (for svm-predict)");
+      },
+      [&] { evaluate(opt, common); });
+}

@@ -1,0 +1,152 @@
+// svm-fit: train a one-vs-one RBF (or linear) C-SVM on encoder features, libsvm's way.
+#include <algorithm>
+#include <memory>
+#include <set>
+
+#include "common/atomic_output.h"
+#include "common/blas_runtime.h"
+#include "common/cli.h"
+#include "common/device.h"
+#include "common/error.h"
+#include "common/hdf5_io.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/progress.h"
+#include "common/provenance.h"
+#include "common/svm_io.h"
+#include "common/timer.h"
+#include "kernels/svm.h"
+
+namespace {
+
+const cae::ToolInfo kInfo{"svm-fit", "train a one-vs-one C-SVM (libsvm formulation) on encoder features",
+                          "svm-fit --features data/features.h5 --C 10 --gamma scale -o data/svm.h5", true, true};
+
+struct Options {
+  std::string features, kernel = "rbf", gamma = "scale", scale = "standard", export_libsvm;
+  double C = 10, tol = 1e-3;
+  int64_t cache_mb = 2048, train_limit = 0;
+};
+
+void fit(const Options& opt, const cae::CommonOptions& common) {
+  if (!(opt.C > 0)) throw cae::UsageError("--C must be > 0");
+  if (!(opt.tol > 0)) throw cae::UsageError("--tol must be > 0");
+  if (opt.gamma != "scale" && opt.gamma != "auto") cae::resolve_gamma(opt.gamma, nullptr, 0, 1);  // validates
+  const cae::Device device = cae::resolve_device(common.device);
+  cae::Stopwatch clock;
+  // Output paths are checked now, not after the fit.
+  cae::AtomicOutput out(common.output);
+  std::unique_ptr<cae::AtomicOutput> libsvm_out;
+  if (!opt.export_libsvm.empty()) libsvm_out = std::make_unique<cae::AtomicOutput>(opt.export_libsvm);
+
+  cae::FeaturesReader reader(opt.features);
+  const int64_t available = reader.count("train");
+  int64_t n = available;
+  if (opt.train_limit > 0) {
+    if (opt.train_limit > available)
+      cae::log_warn("--train-limit %lld is larger than the %lld training rows of %s; using all %lld",
+                    static_cast<long long>(opt.train_limit), static_cast<long long>(available),
+                    opt.features.c_str(), static_cast<long long>(available));
+    n = std::min(opt.train_limit, available);
+  }
+  cae::FeatureSplit train = reader.read("train", n);
+  const int D = train.dim;
+  std::set<int32_t> distinct(train.labels.begin(), train.labels.end());
+  if (distinct.size() < 2)
+    cae::fail_file(opt.features, "the " + std::to_string(n) + " training rows hold a single class (" +
+                                     (distinct.empty() ? std::string("none") : std::to_string(*distinct.begin())) +
+                                     "); an SVM needs at least two");
+  const double read_s = clock.seconds();
+
+  cae::SvmModelFile f;
+  f.scaler = opt.scale == "standard" ? cae::fit_standard_scaler(train.X.data(), n, D) : cae::identity_scaler(D);
+  cae::apply_scaler(f.scaler, train.X.data(), n, D);
+  svm::FitParams p;
+  p.kernel = opt.kernel == "linear" ? svm::KernelType::linear : svm::KernelType::rbf;
+  p.C = opt.C;
+  p.tol = opt.tol;
+  p.cache_mb = opt.cache_mb;
+  p.gamma = cae::resolve_gamma(opt.gamma, train.X.data(), n, D);
+  f.feature_mask = cae::constant_feature_mask(train.X.data(), n, D, &f.dropped_values);
+  const int kept = cae::compact_features(train.X.data(), n, D, f.feature_mask);
+  if (kept == 0) cae::fail_file(opt.features, "all " + std::to_string(D) + " features are constant over the training rows");
+  cae::log_info("%lld training rows x %d features (%d constant, dropped), %zu classes, gamma %.6g (%s), C %g, %s",
+                static_cast<long long>(n), D, D - kept, distinct.size(), p.gamma, opt.gamma.c_str(), opt.C,
+                cae::device_name(device));
+
+  const int pairs = static_cast<int>(distinct.size() * (distinct.size() - 1) / 2);
+  cae::ProgressBar bar("svm-fit", pairs, "pairs");
+  auto on_pair = [&](int done, int) { bar.update(done); };
+  cae::Stopwatch fit_clock;
+  f.model = device == cae::Device::gpu ? svm::fit_gpu(train.X.data(), train.labels.data(), n, kept, p, on_pair)
+                                       : svm::fit_cpu(train.X.data(), train.labels.data(), n, kept, p, on_pair);
+  bar.finish();
+  f.fit_seconds = fit_clock.seconds();
+  f.gamma_spec = opt.gamma;
+  f.C = opt.C;
+  f.tol = opt.tol;
+  f.n_train = n;
+  f.device = cae::device_name(device);
+  f.class_names = reader.class_names();
+
+  {
+    cae::Hdf5Writer w(out.temp_path(), common.output);
+    cae::write_svm_model(w, f);
+    cae::write_provenance(w, {"svm-model", 1, cae::options_json(), {cae::hash_input(opt.features)}});
+    w.close();
+  }
+  if (libsvm_out) cae::write_libsvm_model(*libsvm_out, f);
+  out.commit();
+  if (libsvm_out) libsvm_out->commit();
+
+  const double total_s = clock.seconds();
+  cae::log_info("wrote %s: %lld support vectors (%s), fit %.1f s, total %.1f s (read %.1f s)", common.output.c_str(),
+                static_cast<long long>(f.model.n_sv()),
+                [&] {
+                  std::string s;
+                  for (size_t c = 0; c < f.model.n_support.size(); ++c) s += (c ? " " : "") + std::to_string(f.model.n_support[c]);
+                  return s;
+                }().c_str(),
+                f.fit_seconds, total_s, read_s);
+  std::vector<double> n_support(f.model.n_support.begin(), f.model.n_support.end());
+  cae::emit_json(common, cae::JsonObject()
+                             .add("tool", kInfo.name)
+                             .add("output", common.output)
+                             .add("n_train", n)
+                             .add("n_features", D)
+                             .add("n_features_kept", kept)
+                             .add("gamma", p.gamma)
+                             .add("C", opt.C)
+                             .add("n_sv", f.model.n_sv())
+                             .add("n_support", n_support)
+                             .add("fit_seconds", f.fit_seconds)
+                             .add("seconds", total_s)
+                             .add("device", cae::device_name(device))
+                             .str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cae::use_best_openblas_core(argv);
+  Options opt;
+  cae::CommonOptions common;
+  return cae::run_tool(
+      argc, argv, kInfo, common,
+      [&](CLI::App& app) {
+        app.add_option("--features", opt.features, "Encoder features file (ae-features); uses /train")->required();
+        app.add_option("--kernel", opt.kernel, "Kernel")->check(CLI::IsMember({"rbf", "linear"}));
+        app.add_option("--C", opt.C, "Penalty C (> 0)");
+        app.add_option("--gamma", opt.gamma, "rbf gamma: scale = 1/(D*Var(X)), auto = 1/D, or a number > 0");
+        app.add_option("--scale", opt.scale, "Feature standardisation (mean/std of the training rows)")
+            ->check(CLI::IsMember({"standard", "none"}));
+        app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");
+        app.add_option("--cache-mb", opt.cache_mb, "Memory for kernel values, MB")->check(CLI::PositiveNumber);
+        app.add_option("--train-limit", opt.train_limit,
+                       "Use the first N training rows (0 = all; more than there are = all, with a warning)")
+            ->check(CLI::NonNegativeNumber);
+        app.add_option("--export-libsvm", opt.export_libsvm,
+                       "Also write the model in libsvm's text format (for svm-predict on scaled data)");
+      },
+      [&] { fit(opt, common); });
+}
