@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/layers.h"
 
@@ -160,7 +161,7 @@ void Conv3x3::finish_weight_grad(const float* grad_work, float* dw, float* db, b
 // ---- batch entry points (kernels/layers.h) -------------------------------------------------
 
 namespace {
-int threads_for(int N) { return (omp_in_parallel() || N <= 1) ? 1 : std::min(N, omp_get_max_threads()); }
+int threads_for(int N) { return (!outside_parallel_region() || N <= 1) ? 1 : std::min(N, omp_get_max_threads()); }
 }  // namespace
 
 void conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K,
