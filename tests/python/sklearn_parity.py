@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Parity of svm-fit / svm-eval with scikit-learn's SVC (which wraps libsvm).
 
-  sklearn_parity.py make-features OUT [--train N --test M --dim D --seed S]
+  sklearn_parity.py make-features OUT [--train N --test M --dim D --seed S --noise X]
       A generated, ReLU-like features file (format ae-features, docs/FORMATS.md) with
       provenance: 10 classes in a low-dimensional latent space pushed through a random
       ReLU layer, plus features that are constant over the training split (dead units and a
@@ -35,7 +35,7 @@ def make_features(args):
 
     def split(n):
         y = rng.integers(0, k, n).astype(np.uint8)
-        z = centres[y] + rng.normal(0, 0.9, (n, latent))
+        z = centres[y] + rng.normal(0, args.noise, (n, latent))
         x = np.maximum(z @ A.T + b + rng.normal(0, 0.3, (n, args.dim)), 0.0)
         return x.astype(np.float32), y
 
@@ -59,7 +59,8 @@ def make_features(args):
         f.attrs["created_by"] = "sklearn_parity.py make-features"
         f.attrs["created_at"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         f.attrs["inputs"] = "[]"
-        f.attrs["params"] = json.dumps({"train": args.train, "test": args.test, "dim": args.dim, "seed": args.seed})
+        f.attrs["params"] = json.dumps({"train": args.train, "test": args.test, "dim": args.dim, "seed": args.seed,
+                                       "noise": args.noise})
         f.attrs["device"] = "cpu"
         f.attrs["seconds"] = 0.0
         f.attrs["images_per_second"] = 0.0
@@ -143,6 +144,7 @@ def main():
     mk.add_argument("--test", type=int, default=1000)
     mk.add_argument("--dim", type=int, default=512)
     mk.add_argument("--seed", type=int, default=1)
+    mk.add_argument("--noise", type=float, default=0.9, help="class overlap (latent noise)")
     ck = sub.add_parser("check")
     ck.add_argument("--features", required=True)
     ck.add_argument("--model", required=True)

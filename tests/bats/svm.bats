@@ -1,0 +1,243 @@
+#!/usr/bin/env bats
+# svm-fit / svm-eval (issue 4): parity with scikit-learn's SVC and libsvm's svm-predict,
+# file layouts, bad inputs.
+
+load helpers
+
+PARITY="$REPO_ROOT/tests/python/sklearn_parity.py"
+
+setup_file() {
+  export SVM_DIR="$BATS_FILE_TMPDIR/svm"
+  mkdir -p "$SVM_DIR"
+  # 2,000 train / 1,000 test rows, 512 features, 10 overlapping classes (~55 % accuracy,
+  # ~90 % of the rows become support vectors: many free ones, a hard parity case).
+  "$PYTHON" "$PARITY" make-features "$SVM_DIR/features.h5" --train 2000 --test 1000 --dim 512 --noise 1.5 --seed 11
+  "$BIN/svm-fit" -q --features "$SVM_DIR/features.h5" -o "$SVM_DIR/svm.h5" --export-libsvm "$SVM_DIR/model.libsvm"
+}
+
+setup() {
+  TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/svm.XXXXXX")"
+}
+
+teardown() {
+  rm -rf "$TMP"
+}
+
+# features.h5 variants for bad-input tests: python code that edits arrays xtr, ytr, xte, yte
+# (and may set `drop` to a list of datasets to leave out) before they are written to $1.
+features_variant() {
+  local out="$1" edit="$2"
+  "$PYTHON" - "$SVM_DIR/features.h5" "$out" "$edit" <<'PY'
+import sys, h5py, numpy as np
+src, out, edit = sys.argv[1:4]
+f = h5py.File(src, "r")
+xtr, ytr, xte, yte = (f[k][()] for k in ("/train/features", "/train/labels", "/test/features", "/test/labels"))
+drop = []
+exec(edit)
+with h5py.File(out, "w") as g:
+    for k, v in (("/train/features", xtr), ("/train/labels", ytr), ("/test/features", xte), ("/test/labels", yte)):
+        if k not in drop:
+            g[k] = v
+    for k, v in f.attrs.items():
+        g.attrs[k] = v
+PY
+}
+
+@test "svm-fit + svm-eval match scikit-learn SVC: gamma, support vectors, predictions, accuracy" {
+  run "$BIN/svm-eval" --model "$SVM_DIR/svm.h5" --features "$SVM_DIR/features.h5" -o "$TMP/eval.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"accuracy"* && "$output" == *"airplane"* && "$output" == *"truck"* ]]
+  run "$PYTHON" "$PARITY" check --features "$SVM_DIR/features.h5" --model "$SVM_DIR/svm.h5" --eval "$TMP/eval.h5"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"failures": []'* ]]
+}
+
+@test "libsvm's svm-predict gives the same predictions from the exported model" {
+  "$BIN/svm-eval" -q --model "$SVM_DIR/svm.h5" --features "$SVM_DIR/features.h5" -o "$TMP/eval.h5" \
+    --export-libsvm-data "$TMP/test.libsvm"
+  [ "$(wc -l < "$TMP/test.libsvm")" -eq 1000 ]
+  head -3 "$SVM_DIR/model.libsvm" | grep -q '^svm_type c_svc$'
+  svm-predict "$TMP/test.libsvm" "$SVM_DIR/model.libsvm" "$TMP/predicted.txt" > "$TMP/svm-predict.log"
+  # Kernel values in double (libsvm) and float (ours) may flip a decision value within ~1e-6 of 0.
+  run "$PYTHON" "$PARITY" compare-predictions --eval "$TMP/eval.h5" --libsvm-out "$TMP/predicted.txt" --min-agreement 0.999
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "svm.h5 follows docs/FORMATS.md" {
+  "$PYTHON" - "$SVM_DIR/svm.h5" <<'PY'
+import json, sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+a = f.attrs
+assert a["format"] == "svm-model" and a["format_version"] == 1
+assert a["created_by"].startswith("svm-fit ") and a["created_at"].endswith("Z")
+assert len(json.loads(a["inputs"])[0]["sha256"]) == 64
+assert json.loads(a["params"])["C"] == "10"
+D, k = 512, 10
+assert a["kernel"] == "rbf" and a["C"] == 10 and a["tol"] == 1e-3 and a["gamma_spec"] == "scale"
+assert a["n_train"] == 2000 and a["n_features"] == D and a["device"] == "cpu" and a["fit_seconds"] > 0
+assert list(a["class_names"])[0] == "airplane"
+mask = f["svm/feature_mask"][()]
+assert mask.dtype == np.uint8 and mask.shape == (D,) and set(np.unique(mask)) == {0, 1}
+kept = int(mask.sum())
+assert a["n_features_kept"] == kept and kept < D          # the generator makes constant features
+assert f["svm/dropped_values"].shape == (D - kept,) and f["svm/dropped_values"].dtype == np.float32
+assert (f["svm/dropped_values"][()] == 0).all()              # standardised: constants become exactly 0
+for name in ("scaler/mean", "scaler/scale"):
+    assert f[name].dtype == np.float64 and f[name].shape == (D,)
+assert (f["scaler/scale"][()] > 0).all()
+ns = f["svm/n_support"][()]
+assert ns.dtype == np.int32 and ns.shape == (k,)
+n_sv = int(ns.sum())
+assert f["svm/support_vectors"].shape == (n_sv, kept) and f["svm/support_vectors"].dtype == np.float32
+assert f["svm/dual_coef"].shape == (k - 1, n_sv) and f["svm/dual_coef"].dtype == np.float64
+assert f["svm/rho"].shape == (k * (k - 1) // 2,) and f["svm/rho"].dtype == np.float64
+assert list(f["svm/classes"][()]) == list(range(10)) and f["svm/classes"].dtype == np.int32
+idx = f["svm/support_indices"][()]
+assert idx.dtype == np.int64 and idx.shape == (n_sv,) and len(set(idx)) == n_sv and idx.max() < 2000
+assert (np.abs(f["svm/dual_coef"][()]) <= 10 + 1e-9).all()   # 0 <= alpha <= C
+# Support vectors grouped by class, each the scaled, masked training row.
+src = h5py.File(sys.argv[1].replace("svm.h5", "features.h5"), "r")
+labels = src["train/labels"][()][idx]
+assert (np.diff(labels.astype(int)) >= 0).all()
+x = src["train/features"][()][idx]
+xs = ((x - f["scaler/mean"][()]).astype(np.float32) / f["scaler/scale"][()]).astype(np.float32)
+assert np.array_equal(xs[:, mask == 1], f["svm/support_vectors"][()])
+PY
+}
+
+@test "svm-eval writes eval.h5 per FORMATS.md, --decision-values and --json" {
+  run "$BIN/svm-eval" -q --json --decision-values --model "$SVM_DIR/svm.h5" --features "$SVM_DIR/features.h5" -o "$TMP/eval.h5"
+  [ "$status" -eq 0 ]
+  "$PYTHON" - "$TMP/eval.h5" "$output" <<'PY'
+import json, sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+j = json.loads(sys.argv[2])
+a = f.attrs
+assert a["format"] == "svm-eval" and a["split"] == "test" and a["device"] == "cpu" and a["seconds"] > 0
+assert len(json.loads(a["inputs"])) == 2
+p, y, c = f["predictions"][()], f["labels"][()], f["confusion"][()]
+assert p.dtype == np.int32 and y.dtype == np.int32 and p.shape == y.shape == (1000,)
+assert c.dtype == np.int64 and c.shape == (10, 10) and c.sum() == 1000
+assert np.array_equal(np.diag(c), [np.sum((y == k) & (p == k)) for k in range(10)])
+assert abs(a["accuracy"] - np.mean(p == y)) < 1e-12 and 0.4 < a["accuracy"] < 0.8
+pc = a["per_class_accuracy"]
+assert pc.shape == (10,) and np.allclose(pc, np.diag(c) / c.sum(axis=1))
+d = f["decision_values"][()]
+assert d.shape == (1000, 45) and d.dtype == np.float64
+# The votes of the decision values are the predictions (ties to the smaller class).
+pairs = [(i, j) for i in range(10) for j in range(i + 1, 10)]
+votes = np.zeros((1000, 10), int)
+for q, (i, jj) in enumerate(pairs):
+    votes[d[:, q] > 0, i] += 1
+    votes[d[:, q] <= 0, jj] += 1
+assert np.array_equal(votes.argmax(axis=1), p)
+assert j["n"] == 1000 and abs(j["accuracy"] - a["accuracy"]) < 1e-12 and np.array_equal(j["confusion"], c)
+assert j["class_names"][9] == "truck"
+PY
+}
+
+@test "svm-fit: --train-limit larger than the training split uses all rows, with a warning" {
+  run "$BIN/svm-fit" -q --features "$SVM_DIR/features.h5" --train-limit 999999 --gamma auto --C 1 -o "$TMP/svm.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"warning: --train-limit 999999 is larger than the 2000 training rows"*"using all 2000"* ]]
+  "$PYTHON" -c "import h5py,sys; a=h5py.File(sys.argv[1],'r').attrs; assert a['n_train']==2000 and abs(a['gamma']-1/512)<1e-15" "$TMP/svm.h5"
+}
+
+@test "svm-fit: --train-limit, linear kernel and a fixed gamma are honoured" {
+  "$BIN/svm-fit" -q --features "$SVM_DIR/features.h5" --train-limit 300 --kernel linear --C 0.5 -o "$TMP/lin.h5"
+  "$BIN/svm-fit" -q --features "$SVM_DIR/features.h5" --train-limit 300 --gamma 0.01 --scale none -o "$TMP/g.h5"
+  "$PYTHON" - "$TMP/lin.h5" "$TMP/g.h5" <<'PY'
+import sys, h5py
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+assert (b["scaler/mean"][()] == 0).all() and (b["scaler/scale"][()] == 1).all()
+assert 0.75 in b["svm/dropped_values"][()]  # unscaled: the generator's constant non-zero feature
+assert a.attrs["kernel"] == "linear" and a.attrs["n_train"] == 300 and a.attrs["C"] == 0.5
+assert b.attrs["gamma"] == 0.01 and b.attrs["gamma_spec"] == "0.01"
+assert b["svm/support_indices"][()].max() < 300
+PY
+  run "$BIN/svm-eval" -q --model "$TMP/lin.h5" --features "$SVM_DIR/features.h5" -o "$TMP/e.h5"
+  [ "$status" -eq 0 ]
+}
+
+@test "bad input: features file without labels" {
+  features_variant "$TMP/nolabels.h5" 'drop = ["/train/labels", "/test/labels"]'
+  run "$BIN/svm-fit" --features "$TMP/nolabels.h5" -o "$TMP/svm.h5"
+  assert_error 1 "nolabels.h5: /train/labels is missing"
+  assert_no_output "$TMP/svm.h5"
+  run "$BIN/svm-eval" --model "$SVM_DIR/svm.h5" --features "$TMP/nolabels.h5" -o "$TMP/eval.h5"
+  assert_error 1 "nolabels.h5: /test/labels is missing"
+  assert_no_output "$TMP/eval.h5"
+}
+
+@test "bad input: feature dimension differs between model and features" {
+  features_variant "$TMP/narrow.h5" 'xtr = xtr[:, :256]; xte = xte[:, :256]'
+  run "$BIN/svm-eval" --model "$SVM_DIR/svm.h5" --features "$TMP/narrow.h5" -o "$TMP/eval.h5"
+  assert_error 1 "narrow.h5: /test/features has 256 features per row, but .*svm.h5 was trained on 512"
+  assert_no_output "$TMP/eval.h5"
+}
+
+@test "bad input: NaN or Inf in features" {
+  features_variant "$TMP/nan.h5" 'xtr[7, 3] = np.nan'
+  run "$BIN/svm-fit" --features "$TMP/nan.h5" -o "$TMP/svm.h5"
+  assert_error 1 "nan.h5: /train/features row 7 feature 3 is NaN"
+  assert_no_output "$TMP/svm.h5"
+  features_variant "$TMP/inf.h5" 'xte[5, 100] = -np.inf'
+  run "$BIN/svm-eval" --model "$SVM_DIR/svm.h5" --features "$TMP/inf.h5" -o "$TMP/eval.h5"
+  assert_error 1 "inf.h5: /test/features row 5 feature 100 is infinite"
+  assert_no_output "$TMP/eval.h5"
+}
+
+@test "bad input: a single class" {
+  features_variant "$TMP/one.h5" 'ytr[:] = 3'
+  run "$BIN/svm-fit" --features "$TMP/one.h5" -o "$TMP/svm.h5"
+  assert_error 1 "one.h5: the 2000 training rows hold a single class \(3\)"
+  assert_no_output "$TMP/svm.h5"
+}
+
+@test "bad input: C <= 0, gamma <= 0 or not a number (usage errors)" {
+  for c in 0 -1; do
+    run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --C "$c" -o "$TMP/svm.h5"
+    assert_error 2 "--C must be > 0"
+  done
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --gamma 0 -o "$TMP/svm.h5"
+  assert_error 2 "--gamma must be > 0"
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --gamma fast -o "$TMP/svm.h5"
+  assert_error 2 "--gamma must be 'scale', 'auto' or a number > 0"
+  assert_no_output "$TMP/svm.h5"
+}
+
+@test "bad input: wrong file kinds and --device gpu without a GPU" {
+  run "$BIN/svm-fit" --features "$TMP/missing.h5" -o "$TMP/svm.h5"
+  [ "$status" -eq 1 ]
+  run "$BIN/svm-eval" --model "$SVM_DIR/features.h5" --features "$SVM_DIR/features.h5" -o "$TMP/eval.h5"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"features.h5"*"svm-model"* ]]
+  run "$BIN/svm-fit" --features "$SVM_DIR/svm.h5" -o "$TMP/svm.h5"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"ae-features"* ]]
+  if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+    run "$BIN/svm-fit" --device gpu --features "$SVM_DIR/features.h5" -o "$TMP/svm.h5"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"--device gpu"* ]]
+  fi
+  assert_no_output "$TMP/svm.h5"
+  assert_no_output "$TMP/eval.h5"
+}
+
+# Real encoder features (needs ../shared CIFAR-10 and the ae tools): 2,000 training images.
+@test "real features of a small model: parity with scikit-learn" {
+  local cifar
+  cifar="$(real_cifar)"
+  [ -n "$cifar" ] || skip "no ../shared/cifar-10-batches-bin"
+  [ -x "$BIN/ae-train" ] && [ -x "$BIN/ae-encode" ] || skip "ae-train/ae-encode not built"
+  "$BIN/cifar-convert" -q --input "$cifar" --train-limit 2000 --test-limit 1000 -o "$TMP/cifar.h5"
+  "$BIN/ae-train" -q --data "$TMP/cifar.h5" --epochs 1 -o "$TMP/ae.h5"
+  "$BIN/ae-encode" -q --model "$TMP/ae.h5" --data "$TMP/cifar.h5" -o "$TMP/features.h5"
+  "$BIN/svm-fit" -q --features "$TMP/features.h5" -o "$TMP/svm.h5"
+  "$BIN/svm-eval" -q --model "$TMP/svm.h5" --features "$TMP/features.h5" -o "$TMP/eval.h5"
+  run "$PYTHON" "$PARITY" check --features "$TMP/features.h5" --model "$TMP/svm.h5" --eval "$TMP/eval.h5"
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
