@@ -1,0 +1,722 @@
+// Implicit-GEMM convolution and weight-gradient kernels (see layers_cuda.cuh, docs/GPU.md).
+//
+// Both kernels are classic multistage tensor-core GEMMs: a block computes a BM×BN tile,
+// its warps WM×WN sub-tiles; each stage brings 64 bytes of the reduction per tile row into
+// shared memory with cp.async (zero-fill for padding and out-of-image taps), three stages
+// in flight; fragments come out of shared memory with ldmatrix and feed mma.sync (bf16
+// m16n8k16 or tf32 m16n8k8, fp32 accumulators). What makes them convolutions is only
+// the address computation of each 16-byte chunk: an im2col matrix is never written.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/layers_cuda.cuh"
+#include "kernels/cuda/mma_ptx.cuh"
+
+namespace ae::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using namespace ptx;
+
+int ilog2_exact(int v, const char* what) {
+  int l = 0;
+  while ((1 << l) < v) ++l;
+  if (v <= 0 || (1 << l) != v) throw std::invalid_argument(std::string(what) + " must be a power of two, got " + std::to_string(v));
+  return l;
+}
+
+int sm_count() {
+  static int n = [] {
+    int dev = 0, v = 0;
+    AE_CUDA_CHECK(cudaGetDevice(&dev));
+    AE_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
+
+// ---- convolution -------------------------------------------------------------------------
+struct ConvK {
+  const void* src;
+  int Hs, Ws, lcs, lup;  // source NHWC, channel pitch 1<<lcs, upsampling 1<<lup
+  int lh, lw;            // log2 of the output (= virtual input) size
+  int M;                 // output pixels (images·H·W)
+  int taps, Kpad;
+  const void* wgt;
+  int N;
+  int epi, quad, relu;
+  const float* bias;
+  void* out;
+  int ldo;
+  uint8_t* argmax_out;
+  const void* aux;
+  int ld_aux;
+  const uint8_t* argmax_in;
+  float* out_nchw;
+  const uint8_t* images;
+  const int* order;
+  const int* order_pos;
+  float grad_scale;
+  double* loss_sum;
+};
+
+// Row m of the GEMM → output pixel. In quad order the four pixels of each 2×2 block are
+// consecutive rows, so pooling (and the 2×2 sum of the upsample backward) happens inside
+// one tile's epilogue.
+__device__ __forceinline__ void decode_pixel(int m, bool quad, int lh, int lw, int& img, int& y, int& x) {
+  if (quad) {
+    const int q = m >> 2, s = m & 3, lhl = lh - 1, lwl = lw - 1;
+    img = q >> (lhl + lwl);
+    y = (((q >> lwl) & ((1 << lhl) - 1)) << 1) | (s >> 1);
+    x = ((q & ((1 << lwl) - 1)) << 1) | (s & 1);
+  } else {
+    img = m >> (lh + lw);
+    y = (m >> lw) & ((1 << lh) - 1);
+    x = m & ((1 << lw) - 1);
+  }
+}
+
+constexpr int kRowPitch = 80;  // 64 bytes of k per tile row + 16 pad: ldmatrix conflict-free
+
+template <int BM, int BN, int STAGES>
+constexpr int conv_smem_bytes() {
+  return std::max(STAGES * (BM + BN) * kRowPitch, BM * (BN + 4) * 4);
+}
+
+template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const ConvK p) {
+  constexpr int NT = WARPS_M * WARPS_N * 32;
+  constexpr int KE = 64 / int(sizeof(T));  // k elements per stage
+  constexpr int CH = 16 / int(sizeof(T));  // elements per 16-byte chunk
+  constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
+  constexpr int MI = WM / 16, NI = WN / 8;
+  static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile");
+  static_assert((BM * 4) % NT == 0, "A chunks per thread");
+  constexpr int A_IT = BM * 4 / NT;
+  constexpr int B_IT = (BN * 4 + NT - 1) / NT;
+  constexpr int A_STAGE = BM * kRowPitch, STAGE = (BM + BN) * kRowPitch;
+  constexpr int CLD = BN + 4;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sbase = smem_u32(smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const T* src = static_cast<const T*>(p.src);
+  const T* wgt = static_cast<const T*>(p.wgt);
+  const int H = 1 << p.lh, W = 1 << p.lw, cmask = (1 << p.lcs) - 1;
+
+  // This thread copies chunk column (tid & 3) of A_IT rows of every A stage.
+  const int a_chunk = tid & 3;
+  int a_img[A_IT], a_y[A_IT], a_x[A_IT];
+#pragma unroll
+  for (int i = 0; i < A_IT; ++i) {
+    const int m = m0 + (tid >> 2) + i * (NT / 4);
+    if (m < p.M) {
+      decode_pixel(m, p.quad, p.lh, p.lw, a_img[i], a_y[i], a_x[i]);
+    } else {
+      a_img[i] = -1;
+      a_y[i] = a_x[i] = 0;
+    }
+  }
+
+  auto load_stage = [&](int kt, int slot) {
+    const uint32_t sA = sbase + slot * STAGE, sB = sA + A_STAGE;
+    const int k = kt * KE + a_chunk * CH;
+    const int t = k >> p.lcs, c = k & cmask;
+    int ky = 1, kx = 1;
+    if (p.taps == 9) {
+      ky = (t * 11) >> 5;  // t / 3 for t < 9
+      kx = t - 3 * ky;
+    }
+    const bool tap_ok = t < p.taps;
+#pragma unroll
+    for (int i = 0; i < A_IT; ++i) {
+      const int row = (tid >> 2) + i * (NT / 4);
+      const int yy = a_y[i] + ky - 1, xx = a_x[i] + kx - 1;
+      const bool ok = tap_ok && a_img[i] >= 0 && unsigned(yy) < unsigned(H) && unsigned(xx) < unsigned(W);
+      const T* g = src;
+      if (ok) g = src + ((((size_t(a_img[i]) * p.Hs + (yy >> p.lup)) * p.Ws + (xx >> p.lup)) << p.lcs) + c);
+      cp_async16(sA + row * kRowPitch + a_chunk * 16, g, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < B_IT; ++i) {
+      const int s = tid + i * NT;
+      if (B_IT * NT > BN * 4 && s >= BN * 4) break;
+      const int row = s >> 2, ch = s & 3, n = n0 + row;
+      const bool ok = n < p.N;
+      const T* g = ok ? wgt + size_t(n) * p.Kpad + kt * KE + ch * CH : wgt;
+      cp_async16(sB + row * kRowPitch + ch * 16, g, ok);
+    }
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+
+  auto compute_stage = [&](int slot) {
+    const uint32_t sA = sbase + slot * STAGE, sB = sA + A_STAGE;
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {  // two mma k-steps of 32 bytes per stage
+      uint32_t af[MI][4], bfr[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const int row = wm * WM + mi * 16 + (lane & 15);
+        ldmatrix_x4(af[mi], sA + row * kRowPitch + ks * 32 + (lane >> 4) * 16);
+      }
+#pragma unroll
+      for (int nj = 0; nj < NI / 2; ++nj) {
+        const int row = wn * WN + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
+        uint32_t r[4];
+        ldmatrix_x4(r, sB + row * kRowPitch + ks * 32 + ((lane >> 3) & 1) * 16);
+        bfr[2 * nj][0] = r[0];
+        bfr[2 * nj][1] = r[1];
+        bfr[2 * nj + 1][0] = r[2];
+        bfr[2 * nj + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) Mma<T>::fix(af[mi][r]);
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        Mma<T>::fix(bfr[ni][0]);
+        Mma<T>::fix(bfr[ni][1]);
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) Mma<T>::mma(acc[mi][ni], af[mi], bfr[ni]);
+    }
+  };
+
+  const int KT = p.Kpad / KE;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) load_stage(s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < KT; ++kt) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int nk = kt + STAGES - 1;
+    if (nk < KT) load_stage(nk, nk % STAGES);
+    cp_async_commit();
+    compute_stage(kt % STAGES);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // ---- epilogue: the fp32 tile goes through shared memory so that every mode can read
+  // whole rows / 2×2 blocks and write channel-contiguous (coalesced) NHWC output.
+  float* ct = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int r = wm * WM + mi * 16 + (lane >> 2), c = wn * WN + ni * 8 + (lane & 3) * 2;
+      ct[r * CLD + c] = acc[mi][ni][0];
+      ct[r * CLD + c + 1] = acc[mi][ni][1];
+      ct[(r + 8) * CLD + c] = acc[mi][ni][2];
+      ct[(r + 8) * CLD + c + 1] = acc[mi][ni][3];
+    }
+  __syncthreads();
+
+  T* out = static_cast<T*>(p.out);
+  const T* aux = static_cast<const T*>(p.aux);
+  switch (p.epi) {
+    case 0: {  // store
+      for (int it = tid; it < BM * BN; it += NT) {
+        const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
+        if (m >= p.M || n >= p.ldo) continue;
+        float v = 0.f;
+        if (n < p.N) {
+          v = ct[r * CLD + c] + (p.bias ? p.bias[n] : 0.f);
+          if (p.relu) v = fmaxf(v, 0.f);
+        }
+        store_f(out + size_t(m) * p.ldo + n, v);
+      }
+      break;
+    }
+    case 1: {  // 2×2 max pool of relu(acc + bias); rows are in quad order
+      const int lq = p.lh + p.lw - 2;  // log2 pooled pixels per image
+      for (int it = tid; it < (BM / 4) * BN; it += NT) {
+        const int q = it / BN, c = it % BN, m = m0 + 4 * q, n = n0 + c;
+        if (m >= p.M || n >= p.N) continue;
+        const float b = p.bias ? p.bias[n] : 0.f;
+        float best = -INFINITY;
+        int arg = 0;
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          float v = ct[(4 * q + s) * CLD + c] + b;
+          if (p.relu) v = fmaxf(v, 0.f);
+          if (v > best || isnan(v)) best = v, arg = s;
+        }
+        const int low = m >> 2;
+        store_f(out + size_t(low) * p.ldo + n, best);
+        p.argmax_out[size_t(low) * p.ldo + n] = uint8_t(arg);
+        if (p.out_nchw) {
+          const int img = low >> lq, rem = low & ((1 << lq) - 1);
+          p.out_nchw[((size_t(img) * p.N + n) << lq) + rem] = best;
+        }
+      }
+      break;
+    }
+    case 2: {  // Σ over each 2×2 block (upsample backward) × ReLU mask at the low-res pixel
+      for (int it = tid; it < (BM / 4) * BN; it += NT) {
+        const int q = it / BN, c = it % BN, m = m0 + 4 * q, n = n0 + c;
+        if (m >= p.M || n >= p.N) continue;
+        const float s = ct[(4 * q) * CLD + c] + ct[(4 * q + 1) * CLD + c] + ct[(4 * q + 2) * CLD + c] +
+                        ct[(4 * q + 3) * CLD + c];
+        const int low = m >> 2;
+        const bool alive = load_f(aux + size_t(low) * p.ld_aux + n) > 0.f;
+        store_f(out + size_t(low) * p.ldo + n, alive ? s : 0.f);
+      }
+      break;
+    }
+    case 3: {  // unpool: acc × ReLU mask, to the argmax of each 2×2 block of the 2H×2W output
+      const int W2 = W * 2, H2 = H * 2;
+      for (int it = tid; it < BM * BN; it += NT) {
+        const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
+        if (m >= p.M || n >= p.N) continue;
+        const size_t ai = size_t(m) * p.ld_aux + n;
+        const float v = load_f(aux + ai) > 0.f ? ct[r * CLD + c] : 0.f;
+        const int a = p.argmax_in[ai];
+        int img, y, x;
+        decode_pixel(m, false, p.lh, p.lw, img, y, x);
+        const size_t base = ((size_t(img) * H2 + 2 * y) * W2 + 2 * x) * p.ldo + n;
+        store_f(out + base, a == 0 ? v : 0.f);
+        store_f(out + base + p.ldo, a == 1 ? v : 0.f);
+        store_f(out + base + size_t(W2) * p.ldo, a == 2 ? v : 0.f);
+        store_f(out + base + size_t(W2 + 1) * p.ldo, a == 3 ? v : 0.f);
+      }
+      break;
+    }
+    case 4: {  // MSE loss against the uint8 input, gradient into out
+      __shared__ float red[32];
+      const int lhw = p.lh + p.lw;
+      const int pos0 = p.order_pos ? *p.order_pos : 0;
+      float local = 0.f;
+      const int cols = out ? p.ldo : p.N;
+      for (int it = tid; it < BM * BN; it += NT) {
+        const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
+        if (m >= p.M || n >= cols) continue;
+        if (n >= p.N) {
+          store_f(out + size_t(m) * p.ldo + n, 0.f);
+          continue;
+        }
+        const float v = ct[r * CLD + c] + (p.bias ? p.bias[n] : 0.f);
+        const int img = m >> lhw, pix = m & ((1 << lhw) - 1);
+        const int idx = p.order ? p.order[pos0 + img] : img;
+        const float target = float(p.images[(size_t(idx) * p.N + n) * (size_t(1) << lhw) + pix]) * (1.f / 255.f);
+        const float d = v - target;
+        local += d * d;
+        if (out) store_f(out + size_t(m) * p.ldo + n, d * p.grad_scale);
+        if (p.out_nchw) p.out_nchw[((size_t(img) * p.N + n) << lhw) + pix] = v;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
+      if (lane == 0) red[warp] = local;
+      __syncthreads();
+      if (warp == 0) {
+        local = lane < NT / 32 ? red[lane] : 0.f;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
+        if (lane == 0 && p.loss_sum) atomicAdd(p.loss_sum, double(local));
+      }
+      break;
+    }
+  }
+}
+
+template <typename T, int BM, int BN, int WM_, int WN_, int ST>
+void launch_conv(const ConvK& k, cudaStream_t stream) {
+  constexpr int smem = conv_smem_bytes<BM, BN, ST>();
+  dim3 grid((k.M + BM - 1) / BM, (k.N + BN - 1) / BN);
+  if (k.epi == 0 || k.epi == 4) grid.y = (std::max(k.N, k.ldo) + BN - 1) / BN;
+  conv_igemm_kernel<T, BM, BN, WM_, WN_, ST><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void dispatch_conv(const ConvK& k, cudaStream_t stream) {
+  if (k.N <= 16 && k.ldo <= 16)
+    launch_conv<T, 128, 16, 4, 1, 3>(k, stream);
+  else
+    launch_conv<T, 128, 128, 2, 4, 3>(k, stream);
+}
+
+// ---- weight gradient ---------------------------------------------------------------------
+struct PixOpK {
+  const void* src;
+  int Hs, Ws, lcs, lup, patch;
+};
+struct WgradK {
+  PixOpK a, b;
+  int lh, lw;  // pixel grid
+  int64_t P;
+  int pix_per_split;
+  float* partial;
+  int Mp, Np;
+};
+
+// One 16-byte chunk of row `pix` (columns col..col+CH-1) of a pixel matrix.
+template <typename T>
+__device__ __forceinline__ void load_pix_chunk(const PixOpK& op, int lh, int lw, int64_t pix, bool pix_ok, int col,
+                                               uint32_t dst) {
+  constexpr int CH = 16 / int(sizeof(T));
+  const T* base = static_cast<const T*>(op.src);
+  const int Cs = 1 << op.lcs;
+  bool ok = pix_ok;
+  const T* g = base;
+  if (!op.patch) {
+    ok = ok && col + CH <= Cs;
+    if (ok) g = base + ((size_t(pix) << op.lcs) + col);
+  } else {
+    const int t = col >> op.lcs, c = col & (Cs - 1);
+    const int ky = (t * 11) >> 5, kx = t - 3 * ky;
+    const int img = int(pix >> (lh + lw));
+    const int y = int(pix >> lw) & ((1 << lh) - 1), x = int(pix) & ((1 << lw) - 1);
+    const int yy = y + ky - 1, xx = x + kx - 1;
+    ok = ok && t < 9 && unsigned(yy) < unsigned(1 << lh) && unsigned(xx) < unsigned(1 << lw);
+    if (ok) g = base + ((((size_t(img) * op.Hs + (yy >> op.lup)) * op.Ws + (xx >> op.lup)) << op.lcs) + c);
+  }
+  cp_async16(dst, g, ok);
+}
+
+template <typename T, int BM, int BN>
+struct WgradGeom {
+  static constexpr int KR = 64 / int(sizeof(T));  // pixels per stage
+  static constexpr int PAD = sizeof(T) == 2 ? 16 : 32;
+  static constexpr int A_PITCH = BM * int(sizeof(T)) + PAD, B_PITCH = BN * int(sizeof(T)) + PAD;
+  static constexpr int STAGE = KR * (A_PITCH + B_PITCH);
+};
+
+template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(const WgradK p) {
+  using G = WgradGeom<T, BM, BN>;
+  constexpr int NT = WARPS_M * WARPS_N * 32;
+  constexpr int KR = G::KR, CH = 16 / int(sizeof(T));
+  constexpr int A_CPR = BM * int(sizeof(T)) / 16, B_CPR = BN * int(sizeof(T)) / 16;
+  constexpr int A_CHUNKS = KR * A_CPR, B_CHUNKS = KR * B_CPR;
+  constexpr int A_IT = (A_CHUNKS + NT - 1) / NT, B_IT = (B_CHUNKS + NT - 1) / NT;
+  constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
+  constexpr int MI = WM / 16, NI = WN / 8;
+  static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile");
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sbase = smem_u32(smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const int i0 = blockIdx.x * BM, j0 = blockIdx.y * BN;
+  const int64_t p_begin = int64_t(blockIdx.z) * p.pix_per_split;
+  const int64_t p_end = p_begin + p.pix_per_split < p.P ? p_begin + p.pix_per_split : p.P;
+  const int KT = p_end > p_begin ? int((p_end - p_begin + KR - 1) / KR) : 0;
+
+  auto load_stage = [&](int kt, int slot) {
+    const uint32_t sA = sbase + slot * G::STAGE, sB = sA + KR * G::A_PITCH;
+    const int64_t pb = p_begin + int64_t(kt) * KR;
+#pragma unroll
+    for (int i = 0; i < A_IT; ++i) {
+      const int s = tid + i * NT;
+      if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
+      const int row = s / A_CPR, cc = s % A_CPR;
+      const int64_t pix = pb + row;
+      load_pix_chunk<T>(p.a, p.lh, p.lw, pix, pix < p_end, i0 + cc * CH, sA + row * G::A_PITCH + cc * 16);
+    }
+#pragma unroll
+    for (int i = 0; i < B_IT; ++i) {
+      const int s = tid + i * NT;
+      if (B_IT * NT > B_CHUNKS && s >= B_CHUNKS) break;
+      const int row = s / B_CPR, cc = s % B_CPR;
+      const int64_t pix = pb + row;
+      load_pix_chunk<T>(p.b, p.lh, p.lw, pix, pix < p_end, j0 + cc * CH, sB + row * G::B_PITCH + cc * 16);
+    }
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+
+  auto compute_stage = [&](int slot) {
+    const uint32_t sA = sbase + slot * G::STAGE, sB = sA + KR * G::A_PITCH;
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      uint32_t af[MI][4], bfr[NI][2];
+      if constexpr (sizeof(T) == 2) {
+        // Shared tiles are [pixel][column]; ldmatrix.trans hands out the fragments of the
+        // transposed (column-major in k) operands that mma expects.
+        const int q = lane >> 3, r = lane & 7;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          const int krow = ks * 16 + r + ((q >> 1) << 3);
+          const int mcol = wm * WM + mi * 16 + ((q & 1) << 3);
+          ldmatrix_x4_trans(af[mi], sA + krow * G::A_PITCH + mcol * 2);
+        }
+#pragma unroll
+        for (int nj = 0; nj < NI / 2; ++nj) {
+          const int krow = ks * 16 + r + ((q & 1) << 3);
+          const int ncol = wn * WN + nj * 16 + ((q >> 1) << 3);
+          uint32_t rr[4];
+          ldmatrix_x4_trans(rr, sB + krow * G::B_PITCH + ncol * 2);
+          bfr[2 * nj][0] = rr[0];
+          bfr[2 * nj][1] = rr[1];
+          bfr[2 * nj + 1][0] = rr[2];
+          bfr[2 * nj + 1][1] = rr[3];
+        }
+      } else {
+        // tf32: 32-bit elements, read the fragments one word at a time (row pitches are
+        // 8 words mod 32 banks, so a warp's loads are conflict-free).
+        const uint32_t* A = reinterpret_cast<const uint32_t*>(smem + slot * G::STAGE);
+        const uint32_t* B = A + KR * G::A_PITCH / 4;
+        constexpr int AP = G::A_PITCH / 4, BP = G::B_PITCH / 4;
+        const int kb = ks * 8;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          const int mr = wm * WM + mi * 16 + g;
+          af[mi][0] = Mma<float>::fix_ret(A[(kb + t4) * AP + mr]);
+          af[mi][1] = Mma<float>::fix_ret(A[(kb + t4) * AP + mr + 8]);
+          af[mi][2] = Mma<float>::fix_ret(A[(kb + t4 + 4) * AP + mr]);
+          af[mi][3] = Mma<float>::fix_ret(A[(kb + t4 + 4) * AP + mr + 8]);
+        }
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          const int nc = wn * WN + ni * 8 + g;
+          bfr[ni][0] = Mma<float>::fix_ret(B[(kb + t4) * BP + nc]);
+          bfr[ni][1] = Mma<float>::fix_ret(B[(kb + t4 + 4) * BP + nc]);
+        }
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) Mma<T>::mma(acc[mi][ni], af[mi], bfr[ni]);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) load_stage(s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < KT; ++kt) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int nk = kt + STAGES - 1;
+    if (nk < KT) load_stage(nk, nk % STAGES);
+    cp_async_commit();
+    compute_stage(kt % STAGES);
+  }
+  cp_async_wait<0>();
+
+  float* part = p.partial + size_t(blockIdx.z) * p.Mp * p.Np;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int i = i0 + wm * WM + mi * 16 + (lane >> 2), j = j0 + wn * WN + ni * 8 + (lane & 3) * 2;
+      *reinterpret_cast<float2*>(part + size_t(i) * p.Np + j) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      *reinterpret_cast<float2*>(part + size_t(i + 8) * p.Np + j) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+}
+
+template <typename T, int BM, int BN, int WM_, int WN_, int ST>
+void launch_wgrad(const WgradK& k, int splits, cudaStream_t stream) {
+  constexpr int smem = ST * WgradGeom<T, BM, BN>::STAGE;
+  dim3 grid(k.Mp / BM, k.Np / BN, splits);
+  wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream) {
+  if (plan.bn == 128)
+    launch_wgrad<T, 128, 128, 2, 4, 3>(k, plan.splits, stream);
+  else if (plan.bn == 32)
+    launch_wgrad<T, 128, 32, 4, 1, 3>(k, plan.splits, stream);
+  else
+    launch_wgrad<T, 128, 16, 4, 1, 3>(k, plan.splits, stream);
+}
+
+__global__ void wgrad_reduce_kernel(const float* __restrict__ part, int splits, int Mp, int Np, int M, int N,
+                                    WgradScatter s) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= int64_t(M) * N) return;
+  const int i = int(idx / N), j = int(idx % N);
+  float sum = 0.f;
+  for (int z = 0; z < splits; ++z) sum += part[(size_t(z) * Mp + i) * Np + j];
+  const int k = s.a_is_channels ? i : j, col = s.a_is_channels ? j : i;
+  if (k >= s.K) return;
+  if (col == s.bias_column) {
+    s.bias_grad[k] = sum;
+    return;
+  }
+  int t, c;
+  if (s.rgb_im2col) {
+    if (col >= 27) return;
+    t = col / 3;
+    c = col % 3;
+  } else {
+    t = col / s.Cs;
+    c = col % s.Cs;
+  }
+  if (t >= 9 || c >= s.C) return;
+  s.weight_grad[(size_t(k) * s.C + c) * 9 + t] = sum;
+}
+
+template <typename T, int BM, int BN, int WM_, int WN_, int ST>
+void allow_conv_smem() {
+  AE_CUDA_CHECK(cudaFuncSetAttribute(conv_igemm_kernel<T, BM, BN, WM_, WN_, ST>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, conv_smem_bytes<BM, BN, ST>()));
+}
+template <typename T, int BM, int BN, int WM_, int WN_, int ST>
+void allow_wgrad_smem() {
+  AE_CUDA_CHECK(cudaFuncSetAttribute(wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     ST * WgradGeom<T, BM, BN>::STAGE));
+}
+template <typename T>
+void allow_smem_all() {
+  allow_conv_smem<T, 128, 16, 4, 1, 3>();
+  allow_conv_smem<T, 128, 128, 2, 4, 3>();
+  allow_wgrad_smem<T, 128, 128, 2, 4, 3>();
+  allow_wgrad_smem<T, 128, 32, 4, 1, 3>();
+  allow_wgrad_smem<T, 128, 16, 4, 1, 3>();
+}
+
+}  // namespace
+
+// ---- public entry points -----------------------------------------------------------------
+void init_kernels() {
+  // Kernels using more than 48 KB of shared memory must say so once per process; done
+  // here, outside any stream capture.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    allow_smem_all<bf16>();
+    allow_smem_all<float>();
+  });
+}
+
+void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
+  if (a.images <= 0) return;
+  init_kernels();
+  if (a.Cs < 8) throw std::invalid_argument("conv_igemm: channel pitch must be ≥ 8");
+  if (a.taps != 9 && a.taps != 1) throw std::invalid_argument("conv_igemm: taps must be 9 or 1");
+  if (a.Kpad % 32 != 0 || a.Kpad < a.taps * a.Cs) throw std::invalid_argument("conv_igemm: bad Kpad");
+  ConvK k{};
+  k.src = a.src;
+  k.Hs = a.Hs;
+  k.Ws = a.Ws;
+  k.lcs = ilog2_exact(a.Cs, "conv_igemm: channel pitch");
+  k.lup = ilog2_exact(a.up, "conv_igemm: upsampling");
+  k.lh = ilog2_exact(a.Hs * a.up, "conv_igemm: height");
+  k.lw = ilog2_exact(a.Ws * a.up, "conv_igemm: width");
+  const int64_t M = int64_t(a.images) << (k.lh + k.lw);
+  if (M > (int64_t(1) << 30)) throw std::invalid_argument("conv_igemm: too many pixels");
+  k.M = int(M);
+  k.taps = a.taps;
+  k.Kpad = a.Kpad;
+  k.wgt = a.weights;
+  k.N = a.N;
+  k.epi = int(a.epilogue);
+  k.quad = (a.epilogue == ConvEpilogue::pool || a.epilogue == ConvEpilogue::upsum_mask) ? 1 : 0;
+  k.relu = a.relu ? 1 : 0;
+  k.bias = a.bias;
+  k.out = a.out;
+  k.ldo = a.ldo;
+  k.argmax_out = a.argmax_out;
+  k.aux = a.aux;
+  k.ld_aux = a.ld_aux;
+  k.argmax_in = a.argmax_in;
+  k.out_nchw = a.out_nchw;
+  k.images = a.images_u8;
+  k.order = a.order;
+  k.order_pos = a.order_pos;
+  k.grad_scale = a.grad_scale;
+  k.loss_sum = a.loss_sum;
+  if (k.ldo < k.N && a.epilogue != ConvEpilogue::loss) throw std::invalid_argument("conv_igemm: ldo < N");
+  if (t == DType::bf16)
+    dispatch_conv<bf16>(k, stream);
+  else
+    dispatch_conv<float>(k, stream);
+}
+
+WgradPlan plan_wgrad(int M, int N, int64_t pixels, DType t, int max_splits) {
+  WgradPlan p;
+  p.bm = 128;
+  p.bn = N > 32 ? 128 : (N > 16 ? 32 : 16);
+  p.Mp = (M + p.bm - 1) / p.bm * p.bm;
+  p.Np = (N + p.bn - 1) / p.bn * p.bn;
+  p.pixels = pixels;
+  const int tiles = (p.Mp / p.bm) * (p.Np / p.bn);
+  const int64_t kr = 32;  // a multiple of both element types' pixels per stage
+  // About two waves of blocks, each with at least 8 stages of pixels.
+  const int64_t want = std::max<int64_t>(1, (2 * int64_t(sm_count()) + tiles - 1) / tiles);
+  const int64_t most = std::max<int64_t>(1, pixels / (8 * kr));
+  int64_t splits = std::min<int64_t>({want, most, int64_t(max_splits)});
+  int64_t per = (pixels + splits - 1) / splits;
+  per = (per + kr - 1) / kr * kr;
+  splits = (pixels + per - 1) / per;
+  p.splits = int(std::max<int64_t>(1, splits));
+  p.pix_per_split = int(per);
+  (void)t;
+  return p;
+}
+
+void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, int images, const WgradPlan& plan, float* workspace,
+                 DType t, cudaStream_t stream) {
+  if (images <= 0) return;
+  init_kernels();
+  if (a.Cs < 8 || b.Cs < 8) throw std::invalid_argument("wgrad_igemm: channel pitch must be ≥ 8");
+  WgradK k{};
+  auto op = [](const PixelMatrix& m) {
+    PixOpK o{};
+    o.src = m.src;
+    o.Hs = m.Hs;
+    o.Ws = m.Ws;
+    o.lcs = ilog2_exact(m.Cs, "wgrad_igemm: channel pitch");
+    o.lup = ilog2_exact(m.up, "wgrad_igemm: upsampling");
+    o.patch = m.patch ? 1 : 0;
+    return o;
+  };
+  k.a = op(a);
+  k.b = op(b);
+  if (a.Hs * a.up != b.Hs * b.up || a.Ws * a.up != b.Ws * b.up)
+    throw std::invalid_argument("wgrad_igemm: operands on different pixel grids");
+  k.lh = ilog2_exact(a.Hs * a.up, "wgrad_igemm: height");
+  k.lw = ilog2_exact(a.Ws * a.up, "wgrad_igemm: width");
+  k.P = int64_t(images) << (k.lh + k.lw);
+  if (k.P != plan.pixels) throw std::invalid_argument("wgrad_igemm: plan made for another pixel count");
+  k.pix_per_split = plan.pix_per_split;
+  k.partial = workspace;
+  k.Mp = plan.Mp;
+  k.Np = plan.Np;
+  if (t == DType::bf16)
+    dispatch_wgrad<bf16>(k, plan, stream);
+  else
+    dispatch_wgrad<float>(k, plan, stream);
+}
+
+void wgrad_reduce(const float* workspace, const WgradPlan& plan, int M, int N, const WgradScatter& s,
+                  cudaStream_t stream) {
+  const int64_t n = int64_t(M) * N;
+  const int threads = 256;
+  wgrad_reduce_kernel<<<unsigned((n + threads - 1) / threads), threads, 0, stream>>>(workspace, plan.splits, plan.Mp,
+                                                                                     plan.Np, M, N, s);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace ae::cuda

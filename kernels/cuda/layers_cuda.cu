@@ -1,0 +1,561 @@
+// The small GPU kernels around the GEMMs (input im2col, weight packing, bias gradients,
+// optimizers) and the CPU twins of kernels/layers.h on device pointers.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/layers_cuda.cuh"
+#include "kernels/cuda/mma_ptx.cuh"
+
+namespace ae::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using ptx::load_f;
+using ptx::store_f;
+
+constexpr int kThreads = 256;
+unsigned blocks_for(int64_t n, int threads = kThreads) { return unsigned((n + threads - 1) / threads); }
+
+int pow2_at_least(int v) {
+  int p = 8;
+  while (p < v) p <<= 1;
+  return p;
+}
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+// ---- input -------------------------------------------------------------------------------
+template <typename T>
+__global__ void im2col_rgb_kernel(const uint8_t* __restrict__ images, const int* __restrict__ order,
+                                  const int* __restrict__ order_pos, int n_images, T* __restrict__ col) {
+  const int64_t pix = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (pix >= int64_t(n_images) * 1024) return;
+  const int img = int(pix >> 10), y = int(pix >> 5) & 31, x = int(pix) & 31;
+  const int idx = order ? order[(order_pos ? *order_pos : 0) + img] : img;
+  const uint8_t* im = images + size_t(idx) * 3072;
+  alignas(16) T v[32];
+#pragma unroll
+  for (int t = 0; t < 9; ++t) {
+    const int yy = y + t / 3 - 1, xx = x + t % 3 - 1;
+    const bool in = unsigned(yy) < 32u && unsigned(xx) < 32u;
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+      const float f = in ? float(im[c * 1024 + yy * 32 + xx]) * (1.f / 255.f) : 0.f;
+      store_f(&v[t * 3 + c], f);
+    }
+  }
+  store_f(&v[27], 1.f);
+#pragma unroll
+  for (int j = 28; j < 32; ++j) store_f(&v[j], 0.f);
+  uint4* dst = reinterpret_cast<uint4*>(col + pix * 32);
+  const uint4* s = reinterpret_cast<const uint4*>(v);
+#pragma unroll
+  for (int j = 0; j < int(32 * sizeof(T) / 16); ++j) dst[j] = s[j];
+}
+
+// ---- weight packing ----------------------------------------------------------------------
+template <typename T>
+__device__ __forceinline__ void scatter_packed(const PackTable& tab, int64_t i, float v) {
+#pragma unroll
+  for (int L = 0; L < kNumConvs; ++L) {
+    const PackedLayer& l = tab.layer[L];
+    const int64_t r = i - l.weight_offset, n = int64_t(l.K) * l.C * 9;
+    if (r < 0 || r >= n) continue;
+    const int k = int(r / (l.C * 9)), rem = int(r % (l.C * 9)), c = rem / 9, tap = rem % 9;
+    if (l.fwd) store_f(static_cast<T*>(l.fwd) + size_t(k) * l.kpad_fwd + (l.rgb ? tap * 3 + c : tap * l.cs_fwd + c), v);
+    if (l.bwd) store_f(static_cast<T*>(l.bwd) + size_t(c) * l.kpad_bwd + (8 - tap) * l.kp_bwd + k, v);
+    return;
+  }
+}
+
+template <typename T>
+__global__ void pack_all_kernel(const float* __restrict__ params, int64_t count, PackTable tab) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) scatter_packed<T>(tab, i, params[i]);
+}
+
+int64_t packed_extent(const PackTable& tab) {
+  int64_t n = 0;
+  for (const PackedLayer& l : tab.layer)
+    if (l.K > 0) n = std::max(n, l.weight_offset + int64_t(l.K) * l.C * 9);
+  return n;
+}
+
+// ---- optimizers (PyTorch semantics, as kernels/layers.h) ---------------------------------
+struct OptK {
+  float beta1, beta2, eps, weight_decay, momentum, grad_clip;
+};
+
+__device__ __forceinline__ float clipped_grad(const OptimizerDeviceState& s, float clip, int64_t i) {
+  float g = s.grad[i];
+  if (clip > 0.f) {
+    const double norm = sqrt(*s.grad_sumsq);
+    if (norm > clip) g = float(double(g) * (clip / (norm + 1e-6)));
+  }
+  return g;
+}
+
+template <typename T>
+__global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o, PackTable tab) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  const int64_t step = *s.step_counter + 1;
+  const float lr = *s.lr;
+  float p = s.params[i];
+  float g = clipped_grad(s, o.grad_clip, i);
+  if (o.weight_decay != 0.f) g += o.weight_decay * p;
+  const float m = o.beta1 * s.m[i] + (1.f - o.beta1) * g;
+  const float v = o.beta2 * s.v[i] + (1.f - o.beta2) * g * g;
+  s.m[i] = m;
+  s.v[i] = v;
+  const double bc1 = 1.0 - pow(double(o.beta1), double(step));
+  const double bc2 = 1.0 - pow(double(o.beta2), double(step));
+  const float step_size = float(double(lr) / bc1);
+  const float denom = sqrtf(v) / float(sqrt(bc2)) + o.eps;
+  p -= step_size * (m / denom);
+  s.params[i] = p;
+  scatter_packed<T>(tab, i, p);
+}
+
+template <typename T>
+__global__ void sgd_kernel(OptimizerDeviceState s, int64_t count, OptK o, PackTable tab) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  const float lr = *s.lr;
+  float p = s.params[i];
+  float g = clipped_grad(s, o.grad_clip, i);
+  if (o.weight_decay != 0.f) g += o.weight_decay * p;
+  if (o.momentum != 0.f) {
+    const float b = o.momentum * s.m[i] + g;
+    s.m[i] = b;
+    g = b;
+  }
+  p -= lr * g;
+  s.params[i] = p;
+  scatter_packed<T>(tab, i, p);
+}
+
+__global__ void sumsq_kernel(const float* __restrict__ x, int64_t count, double* out) {
+  __shared__ double red[kThreads / 32];
+  double local = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    local += double(x[i]) * x[i];
+  for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = local;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0;
+    for (int w = 0; w < kThreads / 32; ++w) s += red[w];
+    atomicAdd(out, s);
+  }
+}
+
+__global__ void advance_kernel(int* pos, int64_t* step, int batch) {
+  *pos += batch;
+  *step += 1;
+}
+
+// ---- bias gradient: column sums ----------------------------------------------------------
+constexpr int kBiasBlocks = 256;
+
+template <typename T>
+__global__ void colsum_partial_kernel(const T* __restrict__ src, int64_t rows, int ld, float* __restrict__ work) {
+  __shared__ float part[kThreads];
+  const int col = threadIdx.x % ld, lane_row = threadIdx.x / ld, rows_par = kThreads / ld;
+  float sum = 0.f;
+  for (int64_t r = int64_t(blockIdx.x) * rows_par + lane_row; r < rows; r += int64_t(gridDim.x) * rows_par)
+    sum += load_f(src + size_t(r) * ld + col);
+  part[threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.x < ld) {
+    float s = 0.f;
+    for (int j = 0; j < rows_par; ++j) s += part[j * ld + threadIdx.x];
+    work[size_t(blockIdx.x) * ld + threadIdx.x] = s;
+  }
+}
+
+__global__ void colsum_final_kernel(const float* __restrict__ work, int blocks, int ld, int ncols, float* out) {
+  const int col = threadIdx.x;
+  if (col >= ncols) return;
+  float s = 0.f;
+  for (int b = 0; b < blocks; ++b) s += work[size_t(b) * ld + col];
+  out[col] = s;
+}
+
+// ---- layout ------------------------------------------------------------------------------
+template <typename T>
+__global__ void nchw_to_nhwc_kernel(const float* __restrict__ x, T* __restrict__ y, int N, int C, int HW, int Cp) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(N) * HW * Cp) return;
+  const int c = int(i % Cp);
+  const int64_t np = i / Cp;
+  const int n = int(np / HW), p = int(np % HW);
+  store_f(y + i, c < C ? x[(size_t(n) * C + c) * HW + p] : 0.f);
+}
+
+template <typename T>
+__global__ void nhwc_to_nchw_kernel(const T* __restrict__ x, float* __restrict__ y, int N, int C, int HW, int Cp) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(N) * C * HW) return;
+  const int p = int(i % HW);
+  const int64_t nc = i / HW;
+  const int c = int(nc % C), n = int(nc / C);
+  y[i] = load_f(x + (size_t(n) * HW + p) * Cp + c);
+}
+
+// ---- the elementwise twins ---------------------------------------------------------------
+__global__ void relu_backward_kernel(const float* dy, const float* y, float* dx, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+}
+
+__global__ void maxpool2_forward_kernel(const float* x, float* y, int32_t* argmax, int NC, int H, int W) {
+  const int Ho = H / 2, Wo = W / 2;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(NC) * Ho * Wo) return;
+  const int wo = int(i % Wo), ho = int((i / Wo) % Ho);
+  const int64_t plane = i / (int64_t(Ho) * Wo);
+  const float* xp = x + plane * H * W;
+  int best = (2 * ho) * W + 2 * wo;
+  float bv = -INFINITY;
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b) {
+      const int idx = (2 * ho + a) * W + 2 * wo + b;
+      const float v = xp[idx];
+      if (v > bv || isnan(v)) best = idx, bv = v;
+    }
+  y[i] = bv;
+  argmax[i] = best;
+}
+
+__global__ void maxpool2_backward_kernel(const float* dy, const int32_t* argmax, float* dx, int NC, int H, int W) {
+  const int64_t out_plane = int64_t(H / 2) * (W / 2);
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(NC) * out_plane) return;
+  const int64_t plane = i / out_plane;
+  atomicAdd(dx + plane * H * W + argmax[i], dy[i]);
+}
+
+__global__ void upsample2_forward_kernel(const float* x, float* y, int NC, int H, int W) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(NC) * 4 * H * W) return;
+  const int w2 = int(i % (2 * W)), h2 = int((i / (2 * W)) % (2 * H));
+  const int64_t plane = i / (int64_t(4) * H * W);
+  y[i] = x[(plane * H + h2 / 2) * W + w2 / 2];
+}
+
+__global__ void upsample2_backward_kernel(const float* dy, float* dx, int NC, int H, int W) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(NC) * H * W) return;
+  const int w = int(i % W), h = int((i / W) % H);
+  const int64_t plane = i / (int64_t(H) * W);
+  const float* d = dy + plane * 4 * H * W;
+  dx[i] = d[(2 * h) * 2 * W + 2 * w] + d[(2 * h) * 2 * W + 2 * w + 1] + d[(2 * h + 1) * 2 * W + 2 * w] +
+          d[(2 * h + 1) * 2 * W + 2 * w + 1];
+}
+
+__global__ void mse_kernel(const float* pred, const float* target, int64_t count, float* dpred, double* sum) {
+  __shared__ double red[kThreads / 32];
+  double local = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    const float d = pred[i] - target[i];
+    local += double(d) * d;
+    if (dpred) dpred[i] = 2.f * d / float(count);
+  }
+  for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = local;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0;
+    for (int w = 0; w < kThreads / 32; ++w) s += red[w];
+    atomicAdd(sum, s);
+  }
+}
+
+__global__ void add_kernel(float* dst, const float* src, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] += src[i];
+}
+
+DType dtype_of(Precision p) { return p == Precision::bf16 ? DType::bf16 : DType::f32; }
+
+void sync_default() {
+  AE_CUDA_LAUNCH_CHECK();
+  AE_CUDA_CHECK(cudaStreamSynchronize(0));
+}
+
+}  // namespace
+
+// ---- fused-operation entry points ----------------------------------------------------------
+void im2col_rgb(const uint8_t* images_u8, const int* order, const int* order_pos, int images, void* col, DType t,
+                cudaStream_t stream) {
+  if (images <= 0) return;
+  const int64_t n = int64_t(images) * 1024;
+  if (t == DType::bf16)
+    im2col_rgb_kernel<bf16><<<blocks_for(n), kThreads, 0, stream>>>(images_u8, order, order_pos, images,
+                                                                     static_cast<bf16*>(col));
+  else
+    im2col_rgb_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(images_u8, order, order_pos, images,
+                                                                      static_cast<float*>(col));
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void pack_all(const float* params, const PackTable& table, DType t, cudaStream_t stream) {
+  const int64_t n = packed_extent(table);
+  if (n == 0) return;
+  if (t == DType::bf16)
+    pack_all_kernel<bf16><<<blocks_for(n), kThreads, 0, stream>>>(params, n, table);
+  else
+    pack_all_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(params, n, table);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s, int64_t count, const PackTable& table,
+                      DType t, cudaStream_t stream) {
+  OptK o{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, cfg.momentum, cfg.grad_clip};
+  const unsigned blocks = blocks_for(count);
+  if (cfg.kind == "adam") {
+    if (t == DType::bf16)
+      adam_kernel<bf16><<<blocks, kThreads, 0, stream>>>(s, count, o, table);
+    else
+      adam_kernel<float><<<blocks, kThreads, 0, stream>>>(s, count, o, table);
+  } else if (cfg.kind == "sgd") {
+    if (t == DType::bf16)
+      sgd_kernel<bf16><<<blocks, kThreads, 0, stream>>>(s, count, o, table);
+    else
+      sgd_kernel<float><<<blocks, kThreads, 0, stream>>>(s, count, o, table);
+  } else {
+    throw std::invalid_argument("unknown optimizer '" + cfg.kind + "'");
+  }
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void grad_sumsq_compute(const float* grad, int64_t count, double* out, cudaStream_t stream) {
+  AE_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double), stream));
+  sumsq_kernel<<<std::min<unsigned>(blocks_for(count), 264), kThreads, 0, stream>>>(grad, count, out);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void advance_step(int* pos, int64_t* step, int batch, cudaStream_t stream) {
+  advance_kernel<<<1, 1, 0, stream>>>(pos, step, batch);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+size_t bias_grad_work_floats(int ld) { return size_t(kBiasBlocks) * ld; }
+
+void bias_grad(const void* src, int64_t rows, int ld, int ncols, float* work, float* out, DType t,
+               cudaStream_t stream) {
+  if (ld < 1 || ld > kThreads || (ld & (ld - 1)) != 0) throw std::invalid_argument("bias_grad: pitch must be a power of two ≤ 256");
+  if (ncols > ld) throw std::invalid_argument("bias_grad: more columns than the pitch");
+  const int rows_par = kThreads / ld;
+  const int blocks = int(std::min<int64_t>(kBiasBlocks, std::max<int64_t>(1, (rows + rows_par - 1) / rows_par)));
+  if (t == DType::bf16)
+    colsum_partial_kernel<bf16><<<blocks, kThreads, 0, stream>>>(static_cast<const bf16*>(src), rows, ld, work);
+  else
+    colsum_partial_kernel<float><<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(src), rows, ld, work);
+  AE_CUDA_LAUNCH_CHECK();
+  colsum_final_kernel<<<1, kThreads, 0, stream>>>(work, blocks, ld, ncols, out);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void nchw_to_nhwc(const float* x, void* y, int N, int C, int HW, int Cp, DType t, cudaStream_t stream) {
+  const int64_t n = int64_t(N) * HW * Cp;
+  if (t == DType::bf16)
+    nchw_to_nhwc_kernel<bf16><<<blocks_for(n), kThreads, 0, stream>>>(x, static_cast<bf16*>(y), N, C, HW, Cp);
+  else
+    nchw_to_nhwc_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(x, static_cast<float*>(y), N, C, HW, Cp);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void nhwc_to_nchw(const void* x, float* y, int N, int C, int HW, int Cp, DType t, cudaStream_t stream) {
+  const int64_t n = int64_t(N) * C * HW;
+  if (t == DType::bf16)
+    nhwc_to_nchw_kernel<bf16><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const bf16*>(x), y, N, C, HW, Cp);
+  else
+    nhwc_to_nchw_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const float*>(x), y, N, C, HW, Cp);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+// ---- CPU twins ---------------------------------------------------------------------------
+void conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K, int H, int W,
+                     bool relu, Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Cp = pow2_at_least(C), Kpad = round_up(9 * Cp, 32), HW = H * W;
+  DeviceBuffer<char> xs(size_t(N) * HW * Cp * es), ws(size_t(K) * Kpad * es), ys(size_t(N) * HW * K * es);
+  AE_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.bytes()));
+  nchw_to_nhwc(x, xs.get(), N, C, HW, Cp, t, 0);
+  PackTable tab{};
+  tab.layer[0] = PackedLayer{0, K, C, ws.get(), Kpad, Cp, false, nullptr, 0, 0};
+  pack_all(w, tab, t, 0);
+  ConvArgs a;
+  a.src = xs.get();
+  a.images = N;
+  a.Hs = H;
+  a.Ws = W;
+  a.Cs = Cp;
+  a.Kpad = Kpad;
+  a.weights = ws.get();
+  a.N = K;
+  a.bias = b;
+  a.relu = relu;
+  a.out = ys.get();
+  a.ldo = K;
+  conv_igemm(a, t, 0);
+  nhwc_to_nchw(ys.get(), y, N, K, HW, K, t, 0);
+  sync_default();
+}
+
+void conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K, int H, int W,
+                           Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Kp = pow2_at_least(K), Kpad = round_up(9 * Kp, 32), HW = H * W;
+  DeviceBuffer<char> dys(size_t(N) * HW * Kp * es), ws(size_t(C) * Kpad * es), dxs(size_t(N) * HW * C * es);
+  AE_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.bytes()));
+  nchw_to_nhwc(dy, dys.get(), N, K, HW, Kp, t, 0);
+  PackTable tab{};
+  tab.layer[0] = PackedLayer{0, K, C, nullptr, 0, 0, false, ws.get(), Kpad, Kp};
+  pack_all(w, tab, t, 0);
+  ConvArgs a;
+  a.src = dys.get();
+  a.images = N;
+  a.Hs = H;
+  a.Ws = W;
+  a.Cs = Kp;
+  a.Kpad = Kpad;
+  a.weights = ws.get();
+  a.N = C;
+  a.out = dxs.get();
+  a.ldo = C;
+  conv_igemm(a, t, 0);
+  nhwc_to_nchw(dxs.get(), dx, N, C, HW, C, t, 0);
+  sync_default();
+}
+
+void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N, int C, int K, int H, int W,
+                              bool accumulate, Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Cp = pow2_at_least(C), Kp = pow2_at_least(K), HW = H * W;
+  DeviceBuffer<char> xs(size_t(N) * HW * Cp * es), dys(size_t(N) * HW * Kp * es);
+  nchw_to_nhwc(x, xs.get(), N, C, HW, Cp, t, 0);
+  nchw_to_nhwc(dy, dys.get(), N, K, HW, Kp, t, 0);
+  PixelMatrix A{dys.get(), H, W, Kp, 1, false}, B{xs.get(), H, W, Cp, 1, true};
+  const WgradPlan plan = plan_wgrad(K, B.width(), int64_t(N) * HW, t);
+  DeviceBuffer<float> work(plan.workspace_floats()), tmp_w, tmp_b, bias_work(bias_grad_work_floats(Kp));
+  wgrad_igemm(A, B, N, plan, work.get(), t, 0);
+  float* dw_out = dw;
+  float* db_out = db;
+  if (accumulate) {
+    tmp_w.resize(size_t(K) * C * 9);
+    tmp_b.resize(size_t(K));
+    dw_out = tmp_w.get();
+    db_out = db ? tmp_b.get() : nullptr;
+  }
+  WgradScatter s;
+  s.K = K;
+  s.C = C;
+  s.Cs = Cp;
+  s.weight_grad = dw_out;
+  wgrad_reduce(work.get(), plan, K, B.width(), s, 0);
+  if (db_out) bias_grad(dys.get(), int64_t(N) * HW, Kp, K, bias_work.get(), db_out, t, 0);
+  if (accumulate) {
+    add_kernel<<<blocks_for(int64_t(K) * C * 9), kThreads>>>(dw, tmp_w.get(), int64_t(K) * C * 9);
+    if (db) add_kernel<<<blocks_for(K), kThreads>>>(db, tmp_b.get(), K);
+  }
+  sync_default();
+}
+
+void relu_backward(const float* dy, const float* y, float* dx, int64_t count) {
+  relu_backward_kernel<<<blocks_for(count), kThreads>>>(dy, y, dx, count);
+  sync_default();
+}
+
+void maxpool2_forward(const float* x, float* y, int32_t* argmax, int N, int C, int H, int W) {
+  maxpool2_forward_kernel<<<blocks_for(int64_t(N) * C * (H / 2) * (W / 2)), kThreads>>>(x, y, argmax, N * C, H, W);
+  sync_default();
+}
+
+void maxpool2_backward(const float* dy, const int32_t* argmax, float* dx, int N, int C, int H, int W) {
+  AE_CUDA_CHECK(cudaMemset(dx, 0, sizeof(float) * size_t(N) * C * H * W));
+  maxpool2_backward_kernel<<<blocks_for(int64_t(N) * C * (H / 2) * (W / 2)), kThreads>>>(dy, argmax, dx, N * C, H, W);
+  sync_default();
+}
+
+void upsample2_forward(const float* x, float* y, int N, int C, int H, int W) {
+  upsample2_forward_kernel<<<blocks_for(int64_t(N) * C * 4 * H * W), kThreads>>>(x, y, N * C, H, W);
+  sync_default();
+}
+
+void upsample2_backward(const float* dy, float* dx, int N, int C, int H, int W) {
+  upsample2_backward_kernel<<<blocks_for(int64_t(N) * C * H * W), kThreads>>>(dy, dx, N * C, H, W);
+  sync_default();
+}
+
+double mse_loss(const float* pred, const float* target, int64_t count, float* dpred) {
+  DeviceBuffer<double> sum(1);
+  AE_CUDA_CHECK(cudaMemset(sum.get(), 0, sizeof(double)));
+  mse_kernel<<<std::min<unsigned>(blocks_for(count), 1024), kThreads>>>(pred, target, count, dpred, sum.get());
+  sync_default();
+  double h = 0;
+  AE_CUDA_CHECK(cudaMemcpy(&h, sum.get(), sizeof(double), cudaMemcpyDeviceToHost));
+  return h / double(count);
+}
+
+namespace {
+void run_optimizer_twin(const OptimizerConfig& cfg, float* params, const float* grad, float* m, float* v, int64_t count,
+                        int64_t step) {
+  DeviceBuffer<int64_t> d_step(1);
+  DeviceBuffer<float> d_lr(1);
+  const int64_t before = step - 1;
+  AE_CUDA_CHECK(cudaMemcpy(d_step.get(), &before, sizeof(before), cudaMemcpyHostToDevice));
+  AE_CUDA_CHECK(cudaMemcpy(d_lr.get(), &cfg.lr, sizeof(float), cudaMemcpyHostToDevice));
+  OptimizerDeviceState s;
+  s.params = params;
+  s.grad = grad;
+  s.m = m;
+  s.v = v;
+  s.step_counter = d_step.get();
+  s.lr = d_lr.get();
+  optimizer_update(cfg, s, count, PackTable{}, DType::f32, 0);
+  sync_default();
+}
+}  // namespace
+
+void sgd_step(float* params, const float* grad, float* momentum_buf, int64_t count, float lr, float momentum,
+              float weight_decay) {
+  OptimizerConfig cfg;
+  cfg.kind = "sgd";
+  cfg.lr = lr;
+  cfg.momentum = momentum_buf ? momentum : 0.f;
+  cfg.weight_decay = weight_decay;
+  run_optimizer_twin(cfg, params, grad, momentum_buf, nullptr, count, 1);
+}
+
+void adam_step(float* params, const float* grad, float* m, float* v, int64_t count, int64_t step, float lr,
+               float beta1, float beta2, float eps, float weight_decay) {
+  OptimizerConfig cfg;
+  cfg.kind = "adam";
+  cfg.lr = lr;
+  cfg.beta1 = beta1;
+  cfg.beta2 = beta2;
+  cfg.eps = eps;
+  cfg.weight_decay = weight_decay;
+  run_optimizer_twin(cfg, params, grad, m, v, count, step);
+}
+
+double global_norm(const float* grad, int64_t count) {
+  DeviceBuffer<double> sum(1);
+  grad_sumsq_compute(grad, count, sum.get(), 0);
+  sync_default();
+  double h = 0;
+  AE_CUDA_CHECK(cudaMemcpy(&h, sum.get(), sizeof(double), cudaMemcpyDeviceToHost));
+  return std::sqrt(h);
+}
+
+}  // namespace ae::cuda

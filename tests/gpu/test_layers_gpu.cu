@@ -1,0 +1,243 @@
+// Every CUDA layer kernel (kernels/cuda/layers_cuda.cuh) against its CPU twin
+// (kernels/layers.h) on random inputs of the model's real layer shapes.
+// Tolerances (‖gpu − cpu‖ / ‖cpu‖): fp32 elementwise 1e-5, TF32 convolutions 1e-3,
+// bf16 convolutions 1e-2.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/autoencoder.h"
+#include "kernels/cuda/layers_cuda.cuh"
+#include "kernels/layers.h"
+#include "tests/gpu/gpu_test_util.h"
+
+using namespace gpu_test;
+using ae::Precision;
+
+namespace {
+
+constexpr int kImages = 4;  // batch for the layer checks (the CPU twin must stay quick)
+
+double conv_tolerance(Precision p) { return p == Precision::bf16 ? 1e-2 : 1e-3; }
+
+struct ConvCase {
+  int layer;
+  Precision precision;
+};
+std::string case_name(const testing::TestParamInfo<ConvCase>& info) {
+  static const char* names[] = {"enc_conv1", "enc_conv2", "dec_conv1", "dec_conv2", "dec_conv3"};
+  return std::string(names[info.param.layer]) + "_" + ae::precision_name(info.param.precision);
+}
+
+std::vector<ConvCase> all_layers() {
+  std::vector<ConvCase> v;
+  for (int l = 0; l < ae::kNumConvs; ++l)
+    for (Precision p : {Precision::fp32, Precision::bf16}) v.push_back({l, p});
+  return v;
+}
+
+class ConvLayer : public testing::TestWithParam<ConvCase> {
+ protected:
+  void SetUp() override {
+    REQUIRE_GPU();
+    const ae::ConvSpec& s = ae::kConvs[GetParam().layer];
+    C = s.in;
+    K = s.out;
+    H = W = s.size;
+    relu = s.relu;
+    rng.seed(1000 + GetParam().layer * 10 + int(GetParam().precision));
+  }
+  int C = 0, K = 0, H = 0, W = 0;
+  bool relu = false;
+  std::mt19937_64 rng;
+};
+
+TEST_P(ConvLayer, ForwardMatchesCpu) {
+  const size_t nx = size_t(kImages) * C * H * W, ny = size_t(kImages) * K * H * W;
+  auto x = uniform(nx, 0.f, 1.f, rng);  // the model's inputs are pixels/255 or ReLU outputs
+  auto w = normal(size_t(K) * C * 9, std::sqrt(2.f / (C * 9)), rng);
+  auto b = normal(K, 0.1f, rng);
+  std::vector<float> ref(ny);
+  ae::cpu::conv3x3_forward(x.data(), w.data(), b.data(), ref.data(), kImages, C, K, H, W, relu);
+
+  auto dx = to_device(x), dw = to_device(w), db = to_device(b);
+  auto dy = poisoned(ny);
+  ae::cuda::conv3x3_forward(dx.get(), dw.get(), db.get(), dy.get(), kImages, C, K, H, W, relu, GetParam().precision);
+  const double err = rel_err(to_host(dy, ny), ref);
+  RecordProperty("rel_err", std::to_string(err));
+  std::printf("    conv forward %dx%dx%d->%d %s: rel err %.2e\n", H, W, C, K, ae::precision_name(GetParam().precision), err);
+  EXPECT_LT(err, conv_tolerance(GetParam().precision));
+}
+
+TEST_P(ConvLayer, BackwardDataMatchesCpu) {
+  const size_t nx = size_t(kImages) * C * H * W, ny = size_t(kImages) * K * H * W;
+  auto dyv = normal(ny, 1.f, rng);
+  auto w = normal(size_t(K) * C * 9, std::sqrt(2.f / (C * 9)), rng);
+  std::vector<float> ref(nx);
+  ae::cpu::conv3x3_backward_data(dyv.data(), w.data(), ref.data(), kImages, C, K, H, W);
+
+  auto ddy = to_device(dyv), dw = to_device(w);
+  auto ddx = poisoned(nx);
+  ae::cuda::conv3x3_backward_data(ddy.get(), dw.get(), ddx.get(), kImages, C, K, H, W, GetParam().precision);
+  const double err = rel_err(to_host(ddx, nx), ref);
+  std::printf("    conv backward-data %dx%dx%d->%d %s: rel err %.2e\n", H, W, C, K,
+              ae::precision_name(GetParam().precision), err);
+  EXPECT_LT(err, conv_tolerance(GetParam().precision));
+}
+
+TEST_P(ConvLayer, BackwardWeightsMatchesCpu) {
+  const size_t nx = size_t(kImages) * C * H * W, ny = size_t(kImages) * K * H * W, nw = size_t(K) * C * 9;
+  auto x = uniform(nx, 0.f, 1.f, rng);
+  auto dyv = normal(ny, 1.f, rng);
+  std::vector<float> ref_w(nw), ref_b(K);
+  ae::cpu::conv3x3_backward_weights(x.data(), dyv.data(), ref_w.data(), ref_b.data(), kImages, C, K, H, W);
+
+  auto dx = to_device(x), ddy = to_device(dyv);
+  auto dw = poisoned(nw), db = poisoned(K);
+  ae::cuda::conv3x3_backward_weights(dx.get(), ddy.get(), dw.get(), db.get(), kImages, C, K, H, W, false,
+                                     GetParam().precision);
+  const double err_w = rel_err(to_host(dw, nw), ref_w), err_b = rel_err(to_host(db, K), ref_b);
+  std::printf("    conv backward-weights %dx%dx%d->%d %s: rel err w %.2e b %.2e\n", H, W, C, K,
+              ae::precision_name(GetParam().precision), err_w, err_b);
+  EXPECT_LT(err_w, conv_tolerance(GetParam().precision));
+  EXPECT_LT(err_b, conv_tolerance(GetParam().precision));
+
+  // accumulate adds to what is there
+  ae::cuda::conv3x3_backward_weights(dx.get(), ddy.get(), dw.get(), db.get(), kImages, C, K, H, W, true,
+                                     GetParam().precision);
+  std::vector<float> twice(nw);
+  for (size_t i = 0; i < nw; ++i) twice[i] = 2 * ref_w[i];
+  EXPECT_LT(rel_err(to_host(dw, nw), twice), conv_tolerance(GetParam().precision));
+}
+
+INSTANTIATE_TEST_SUITE_P(RealShapes, ConvLayer, testing::ValuesIn(all_layers()), case_name);
+
+// ---- elementwise layers, fp32 exact up to rounding ----------------------------------------
+TEST(GpuLayers, ReluBackwardMatchesCpu) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(1);
+  const size_t n = size_t(kImages) * 256 * 32 * 32;
+  auto y = normal(n, 1.f, rng), dy = normal(n, 1.f, rng);
+  for (auto& v : y) v = std::max(v, 0.f);  // ReLU outputs, many exact zeros
+  std::vector<float> ref(n);
+  ae::cpu::relu_backward(dy.data(), y.data(), ref.data(), int64_t(n));
+  auto dyd = to_device(dy), yd = to_device(y);
+  auto dxd = poisoned(n);
+  ae::cuda::relu_backward(dyd.get(), yd.get(), dxd.get(), int64_t(n));
+  EXPECT_EQ(rel_err(to_host(dxd, n), ref), 0.0);
+}
+
+class PoolShape : public testing::TestWithParam<std::pair<int, int>> {};  // (C, H)
+
+TEST_P(PoolShape, MaxPoolForwardBackwardMatchCpu) {
+  REQUIRE_GPU();
+  const auto [C, H] = GetParam();
+  std::mt19937_64 rng(C + H);
+  const size_t nx = size_t(kImages) * C * H * H, ny = nx / 4;
+  auto x = normal(nx, 1.f, rng);
+  for (size_t i = 0; i < nx; i += 7) x[i] = 0.f;  // ties at zero, as after a ReLU
+  std::vector<float> ref_y(ny), ref_dx(nx);
+  std::vector<int32_t> ref_arg(ny);
+  ae::cpu::maxpool2_forward(x.data(), ref_y.data(), ref_arg.data(), kImages, C, H, H);
+  auto xd = to_device(x);
+  auto yd = poisoned(ny);
+  ae::cuda::DeviceBuffer<int32_t> argd(ny);
+  ae::cuda::maxpool2_forward(xd.get(), yd.get(), argd.get(), kImages, C, H, H);
+  EXPECT_EQ(rel_err(to_host(yd, ny), ref_y), 0.0);
+  EXPECT_EQ(to_host(argd, ny), ref_arg);
+
+  auto dy = normal(ny, 1.f, rng);
+  ae::cpu::maxpool2_backward(dy.data(), ref_arg.data(), ref_dx.data(), kImages, C, H, H);
+  auto dyd = to_device(dy);
+  auto dxd = poisoned(nx);
+  ae::cuda::maxpool2_backward(dyd.get(), argd.get(), dxd.get(), kImages, C, H, H);
+  EXPECT_EQ(rel_err(to_host(dxd, nx), ref_dx), 0.0);
+}
+INSTANTIATE_TEST_SUITE_P(RealShapes, PoolShape, testing::Values(std::make_pair(256, 32), std::make_pair(128, 16)));
+
+class UpsampleShape : public testing::TestWithParam<std::pair<int, int>> {};  // (C, H) of the input
+
+TEST_P(UpsampleShape, ForwardBackwardMatchCpu) {
+  REQUIRE_GPU();
+  const auto [C, H] = GetParam();
+  std::mt19937_64 rng(C * 3 + H);
+  const size_t nx = size_t(kImages) * C * H * H, ny = nx * 4;
+  auto x = normal(nx, 1.f, rng);
+  std::vector<float> ref_y(ny), ref_dx(nx);
+  ae::cpu::upsample2_forward(x.data(), ref_y.data(), kImages, C, H, H);
+  auto xd = to_device(x);
+  auto yd = poisoned(ny);
+  ae::cuda::upsample2_forward(xd.get(), yd.get(), kImages, C, H, H);
+  EXPECT_EQ(rel_err(to_host(yd, ny), ref_y), 0.0);
+
+  auto dy = normal(ny, 1.f, rng);
+  ae::cpu::upsample2_backward(dy.data(), ref_dx.data(), kImages, C, H, H);
+  auto dyd = to_device(dy);
+  auto dxd = poisoned(nx);
+  ae::cuda::upsample2_backward(dyd.get(), dxd.get(), kImages, C, H, H);
+  EXPECT_LT(rel_err(to_host(dxd, nx), ref_dx), 1e-6);
+}
+INSTANTIATE_TEST_SUITE_P(RealShapes, UpsampleShape, testing::Values(std::make_pair(128, 8), std::make_pair(256, 16)));
+
+TEST(GpuLayers, MseLossMatchesCpu) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(5);
+  const size_t n = size_t(kImages) * 3072;
+  auto pred = uniform(n, 0.f, 1.f, rng), target = uniform(n, 0.f, 1.f, rng);
+  std::vector<float> ref_d(n);
+  const double ref = ae::cpu::mse_loss(pred.data(), target.data(), int64_t(n), ref_d.data());
+  auto pd = to_device(pred), td = to_device(target);
+  auto dd = poisoned(n);
+  const double got = ae::cuda::mse_loss(pd.get(), td.get(), int64_t(n), dd.get());
+  EXPECT_NEAR(got, ref, 1e-9 * ref);
+  EXPECT_LT(rel_err(to_host(dd, n), ref_d), 1e-6);
+}
+
+TEST(GpuLayers, AdamStepsMatchCpu) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(6);
+  const size_t n = size_t(ae::kParamCount);
+  auto p = normal(n, 0.05f, rng);
+  std::vector<float> m(n, 0.f), v(n, 0.f);
+  auto pd = to_device(p), md = to_device(m), vd = to_device(v);
+  for (int step = 1; step <= 3; ++step) {
+    auto g = normal(n, 1e-2f, rng);
+    ae::cpu::adam_step(p.data(), g.data(), m.data(), v.data(), int64_t(n), step, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f);
+    auto gd = to_device(g);
+    ae::cuda::adam_step(pd.get(), gd.get(), md.get(), vd.get(), int64_t(n), step, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f);
+  }
+  EXPECT_LT(rel_err(to_host(pd, n), p), 1e-6);
+  EXPECT_LT(rel_err(to_host(md, n), m), 1e-6);
+  EXPECT_LT(rel_err(to_host(vd, n), v), 1e-6);
+}
+
+TEST(GpuLayers, SgdMomentumStepsMatchCpu) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(7);
+  const size_t n = size_t(ae::kParamCount);
+  auto p = normal(n, 0.05f, rng);
+  std::vector<float> buf(n, 0.f);
+  auto pd = to_device(p), bd = to_device(buf);
+  for (int step = 1; step <= 3; ++step) {
+    auto g = normal(n, 1e-2f, rng);
+    ae::cpu::sgd_step(p.data(), g.data(), buf.data(), int64_t(n), 0.05f, 0.9f, 1e-4f);
+    auto gd = to_device(g);
+    ae::cuda::sgd_step(pd.get(), gd.get(), bd.get(), int64_t(n), 0.05f, 0.9f, 1e-4f);
+  }
+  EXPECT_LT(rel_err(to_host(pd, n), p), 1e-6);
+  EXPECT_LT(rel_err(to_host(bd, n), buf), 1e-6);
+}
+
+TEST(GpuLayers, GlobalNormMatchesCpu) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(8);
+  auto g = normal(size_t(ae::kParamCount), 1e-2f, rng);
+  auto gd = to_device(g);
+  const double ref = ae::cpu::global_norm(g.data(), int64_t(g.size()));
+  EXPECT_NEAR(ae::cuda::global_norm(gd.get(), int64_t(g.size())), ref, 1e-9 * ref);
+}
+
+}  // namespace
