@@ -1,0 +1,243 @@
+#!/usr/bin/env bats
+# ae-train / ae-encode (issue 3): options, the model file, PyTorch reference checks,
+# resume after kill -9, bad inputs, and a real-data smoke test.
+
+load helpers
+
+setup_file() {
+  export AE_DIR
+  AE_DIR="$(mktemp -d "${BATS_TMPDIR:-/tmp}/ae.XXXXXX")"
+  make_dataset "$AE_DIR/data.h5" 192 64
+  # The uninterrupted reference run of the resume test, also used by the file and
+  # training-log tests. Fixed threads: bit-identical results need the same count.
+  "$BIN/ae-train" --data "$AE_DIR/data.h5" --epochs 3 --batch-size 16 --seed 7 --threads 2 \
+    -o "$AE_DIR/full.h5" 2>"$AE_DIR/full.log"
+}
+
+teardown_file() {
+  rm -rf "$AE_DIR"
+}
+
+setup() {
+  TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/ae-test.XXXXXX")"
+}
+
+teardown() {
+  rm -rf "$TMP"
+}
+
+@test "ae-train and ae-encode: --help shows an example, bad options are usage errors" {
+  run "$BIN/ae-train" --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"Example:"*"ae-train --data"* ]]
+  [[ "$output" == *"--lr-plateau-patience"* ]]
+  [[ "$output" != *"--dump-gradients"* ]]  # a hidden test hook
+  run "$BIN/ae-encode" --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"Example:"*"ae-encode --model"* ]]
+  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --optimizer rmsprop -o "$TMP/m.h5"
+  [ "$status" -eq 2 ]
+  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --batch-size 0 -o "$TMP/m.h5"
+  [ "$status" -eq 2 ]
+  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --device cpu --precision bf16 -o "$TMP/m.h5"
+  assert_error 2 "bf16 needs --device gpu"
+  run "$BIN/ae-encode" --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" --split valid -o "$TMP/f.h5"
+  assert_error 2 "'valid' is not train or test"
+  assert_no_output "$TMP/m.h5"
+  assert_no_output "$TMP/f.h5"
+}
+
+@test "ae-train logs the parameter count and one line per epoch, and the loss falls" {
+  grep -q "751875 parameters" "$AE_DIR/full.log"
+  [ "$(grep -c 'epoch [0-9]/3: train loss .*, test loss .*, .* s, .* img/s, lr' "$AE_DIR/full.log")" -eq 3 ]
+  "$PYTHON" - "$AE_DIR/full.h5" <<'PY'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+loss = f["/history/train_loss"][...]
+assert loss.shape == (3,) and np.all(np.isfinite(loss)), loss
+assert loss[0] > loss[1] > loss[2], f"train loss does not fall: {loss}"
+assert np.all(f["/history/test_loss"][...] > 0)
+PY
+}
+
+@test "model.h5 follows docs/FORMATS.md (ae-model)" {
+  "$PYTHON" - "$AE_DIR/full.h5" <<'PY'
+import json, sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+a = f.attrs
+assert a["format"] == "ae-model" and a["format_version"] == 1
+for key in ("created_by", "created_at", "inputs", "params", "architecture"):
+    assert key in a, key
+inputs = json.loads(a["inputs"])
+assert len(inputs) == 1 and len(inputs[0]["sha256"]) == 64 and inputs[0]["sha256"] == a["data_sha256"]
+params = json.loads(a["params"])
+assert params["epochs"] == "3" and params["batch-size"] == "16" and params["optimizer"] == "adam", params
+shapes = {"/encoder/conv1": (256, 3), "/encoder/conv2": (128, 256), "/decoder/conv1": (128, 128),
+          "/decoder/conv2": (256, 128), "/decoder/conv3": (3, 256)}
+total = 0
+for g, (out, cin) in shapes.items():
+    w, b = f[g + "/weight"], f[g + "/bias"]
+    assert w.shape == (out, cin, 3, 3) and w.dtype == np.float32, (g, w.shape, w.dtype)
+    assert b.shape == (out,) and b.dtype == np.float32
+    assert np.any(b[...] != 0), g + " biases never moved from their zero init"
+    total += w.size + b.size
+assert total == 751875 == a["param_count"]
+for h in ("train_loss", "test_loss", "epoch_seconds", "lr"):
+    d = f["/history/" + h]
+    assert d.shape == (3,) and d.dtype == np.float64, h
+assert np.all(f["/history/lr"][...] == np.float32(1e-3))
+assert f["/samples/images"].shape == (10, 3, 32, 32) and f["/samples/images"].dtype == np.uint8
+assert list(f["/samples/labels"][...]) == list(range(10))
+rec = f["/samples/reconstructions"][...]
+assert rec.shape == (10, 3, 32, 32) and rec.dtype == np.float32 and np.all(np.isfinite(rec)) and rec.std() > 0
+for m in ("/optimizer/m", "/optimizer/v"):
+    assert f[m].shape == (751875,) and f[m].dtype == np.float32 and np.any(f[m][...] != 0)
+assert a["epochs_done"] == 3 and a["epochs_target"] == 3 and a["seed"] == 7
+assert a["optimizer_step"] == 3 * 12  # 192 images / batch 16
+assert a["train_count"] == 192 and a["test_count"] == 64 and a["device"] == "cpu" and a["precision"] == "fp32"
+assert a["total_seconds"] > 0 and a["images_per_second"] > 0
+PY
+}
+
+@test "one batch's output, loss and every parameter gradient match PyTorch (rel err < 1e-4)" {
+  "$BIN/ae-train" --quiet --data "$AE_DIR/data.h5" --batch-size 24 -o "$AE_DIR/full.h5" --resume \
+    --dump-gradients "$TMP/grads.h5"
+  run "$PYTHON" "$REPO_ROOT/tests/python/torch_reference.py" gradients --model "$AE_DIR/full.h5" \
+    --dump "$TMP/grads.h5"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '^ok ' <<<"$output")" -eq 12 ]  # output, loss, 5 weight and 5 bias gradients
+}
+
+@test "ae-encode features match PyTorch's encoder (rel err < 1e-5) and carry provenance" {
+  run "$BIN/ae-encode" --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5" --batch-size 50 --json
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"images":256'* ]]
+  run "$PYTHON" "$REPO_ROOT/tests/python/torch_reference.py" features --model "$AE_DIR/full.h5" \
+    --data "$AE_DIR/data.h5" --features "$TMP/f.h5"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"ok   train features (192 x 8192)"* ]]
+  [[ "$output" == *"ok   test features (64 x 8192)"* ]]
+  "$PYTHON" - "$TMP/f.h5" "$AE_DIR/full.h5" "$AE_DIR/data.h5" <<'PY'
+import hashlib, json, sys, h5py
+f = h5py.File(sys.argv[1], "r")
+assert f.attrs["format"] == "ae-features" and f["/train/features"].dtype == "float32"
+sha = lambda p: hashlib.sha256(open(p, "rb").read()).hexdigest()
+inputs = json.loads(f.attrs["inputs"])
+assert [i["sha256"] for i in inputs] == [sha(sys.argv[2]), sha(sys.argv[3])], inputs
+assert len(f.attrs["class_names"]) == 10 and f.attrs["images_per_second"] > 0
+PY
+  # One split only.
+  "$BIN/ae-encode" --quiet --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" --split test -o "$TMP/t.h5"
+  "$PYTHON" -c "import h5py,sys; f=h5py.File(sys.argv[1]); assert list(f) == ['test'], list(f)" "$TMP/t.h5"
+}
+
+@test "a run killed with SIGKILL during epoch 2 resumes to exactly the weights of an uninterrupted run" {
+  opts=(--data "$AE_DIR/data.h5" --epochs 3 --batch-size 16 --seed 7 --threads 2 -o "$TMP/m.h5")
+  "$BIN/ae-train" "${opts[@]}" --quiet &
+  pid=$!
+  # The checkpoint appears when epoch 1 is done; epoch 2 then takes well over 50 ms.
+  for _ in $(seq 1 2400); do [ -f "$TMP/m.h5" ] && break; sleep 0.05; done
+  kill -9 "$pid"
+  wait "$pid" || true
+  [ "$("$PYTHON" -c "import h5py,sys; print(h5py.File(sys.argv[1]).attrs['epochs_done'])" "$TMP/m.h5")" = 1 ]
+  "$BIN/ae-train" "${opts[@]}" --resume --quiet
+  "$PYTHON" - "$AE_DIR/full.h5" "$TMP/m.h5" <<'PY'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+assert len(names) == 19, names
+for n in names:
+    if n == "history/epoch_seconds":
+        continue
+    x, y = a[n][...], b[n][...]
+    assert x.dtype == y.dtype and x.shape == y.shape, n
+    assert np.array_equal(x.view(np.uint8), y.view(np.uint8)), f"{n} differs after resume"
+for k in ("epochs_done", "optimizer_step", "lr_current", "plateau_best", "plateau_bad_epochs"):
+    assert a.attrs[k] == b.attrs[k], k
+PY
+}
+
+@test "--resume refuses a checkpoint trained with other options, and is a no-op when done" {
+  cp "$AE_DIR/full.h5" "$TMP/m.h5"
+  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --epochs 4 --batch-size 32 --seed 7 --resume -o "$TMP/m.h5"
+  assert_error 2 "m.h5: cannot --resume: it was trained with --batch-size 16, this run has 32"
+  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --epochs 3 --batch-size 16 --seed 7 --resume -o "$TMP/m.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"already has 3 of 3 epochs: nothing to do"* ]]
+  cmp "$AE_DIR/full.h5" "$TMP/m.h5"
+}
+
+@test "bad model files give one line naming the file and leave no output" {
+  "$PYTHON" - "$AE_DIR/full.h5" "$TMP" <<'PY'
+import shutil, sys, h5py, numpy as np
+src, tmp = sys.argv[1], sys.argv[2]
+shutil.copy(src, tmp + "/shape.h5")
+with h5py.File(tmp + "/shape.h5", "a") as f:
+    del f["/decoder/conv2/weight"]
+    f["/decoder/conv2/weight"] = np.ones((256, 64, 3, 3), np.float32)
+shutil.copy(src, tmp + "/arch.h5")
+with h5py.File(tmp + "/arch.h5", "a") as f:
+    f.attrs["architecture"] = "resnet-18"
+shutil.copy(src, tmp + "/nan.h5")
+with h5py.File(tmp + "/nan.h5", "a") as f:
+    f["/encoder/conv1/bias"][3] = np.nan
+PY
+  run "$BIN/ae-encode" --model "$TMP/shape.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
+  assert_error 1 "shape.h5: /decoder/conv2/weight has shape \[256,64,3,3\], expected \[256,128,3,3\]"
+  run "$BIN/ae-encode" --model "$TMP/arch.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
+  assert_error 1 "arch.h5: was trained for another architecture \('resnet-18'\)"
+  run "$BIN/ae-encode" --model "$TMP/nan.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
+  assert_error 1 "nan.h5: weights contain NaN or Inf"
+  run "$BIN/ae-encode" --model "$AE_DIR/data.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
+  assert_error 1 "data.h5: is a cifar10-dataset file, expected ae-model"
+  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --epochs 4 --batch-size 16 --seed 7 --resume -o "$TMP/shape.h5"
+  assert_error 1 "shape.h5: /decoder/conv2/weight has shape"
+  assert_no_output "$TMP/f.h5"
+}
+
+@test "a diverging run stops with a clear message and keeps the last good checkpoint" {
+  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --train-limit 64 --epochs 4 --batch-size 16 --optimizer sgd \
+    --lr 50 --threads 2 --quiet -o "$TMP/m.h5"
+  assert_error 1 "training diverged in epoch [1-4] \(the loss became (NaN|Inf)\); .*Try a lower --lr or --grad-clip"
+  epoch=$(sed -n 's/.*diverged in epoch \([0-9]\).*/\1/p' <<<"$output")
+  if [ "$epoch" -eq 1 ]; then
+    [[ "$output" == *"no model was written"* ]]
+    assert_no_output "$TMP/m.h5"
+  else
+    [[ "$output" == *"m.h5 keeps epoch $((epoch - 1))"* ]]
+    "$PYTHON" - "$TMP/m.h5" "$((epoch - 1))" <<'PY'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+assert f.attrs["epochs_done"] == int(sys.argv[2])
+assert np.all(np.isfinite(f["/history/train_loss"][...]))
+assert all(np.all(np.isfinite(f[g + "/weight"][...])) for g in ("/encoder/conv1", "/decoder/conv3"))
+PY
+  fi
+}
+
+@test "--device gpu without a GPU fails with one clear line" {
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then skip "a GPU is present"; fi
+  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --device gpu -o "$TMP/m.h5"
+  assert_error 1 "--device gpu: (this build has no CUDA support|no CUDA GPU found)"
+  run "$BIN/ae-encode" --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" --device gpu -o "$TMP/f.h5"
+  assert_error 1 "--device gpu: "
+  assert_no_output "$TMP/m.h5"
+}
+
+@test "real CIFAR-10: 2,000 images, 2 epochs: the loss falls and test MSE < 0.03" {
+  src="$(real_cifar)"
+  [ -n "$src" ] || skip "no ../shared/cifar-10-batches-bin"
+  "$BIN/cifar-convert" --quiet --input "$src" --train-limit 2000 --test-limit 500 -o "$TMP/real.h5"
+  "$BIN/ae-train" --quiet --data "$TMP/real.h5" --epochs 2 -o "$TMP/m.h5"
+  "$PYTHON" - "$TMP/m.h5" <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+train, test = f["/history/train_loss"][...], f["/history/test_loss"][...]
+print("train loss", train, "test loss", test)
+assert train[1] < train[0] and test[1] < test[0], (train, test)
+assert test[-1] < 0.03, test
+PY
+}
