@@ -74,6 +74,12 @@ class Hdf5Writer {
   std::string display_;
 };
 
+// Before a reader opens a file, a forked child walks all of the file's metadata under a
+// memory and time limit (HDF5 1.10 can crash or allocate gigabytes on damaged metadata);
+// a file the child cannot walk is refused with one line. Fuzz targets switch the probe off
+// to exercise the library in-process.
+void set_hdf5_metadata_probe(bool enabled);
+
 class Hdf5Reader {
  public:
   explicit Hdf5Reader(const std::string& path);

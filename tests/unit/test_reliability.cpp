@@ -1,0 +1,108 @@
+// Reliability (issue 8): every input that ever crashed a reader — found by the fuzzers or by
+// the byte-flip tests — is kept under tests/fuzz/regressions/ and replayed here through every
+// reader entry point. Also checks the HDF5 metadata probe that turned those crashes into errors.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "common/hdf5_io.h"
+#include "tests/fuzz/fuzz_readers.h"
+
+namespace {
+
+// Compiled from the repository root (sources are named relative to it), so __FILE__ is
+// "tests/unit/..."; the suite also runs from the root (tests/run-all.sh).
+const std::string kRegressions = "tests/fuzz/regressions";
+
+std::vector<std::string> regression_files(const std::string& suffix) {
+  std::vector<std::string> out;
+  DIR* d = opendir(kRegressions.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      out.push_back(kRegressions + "/" + name);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool no_children_left() {
+  int status;
+  return waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD;
+}
+
+TEST(Reliability, RegressionFilesExist) {
+  EXPECT_GE(regression_files(".h5").size(), 3u) << "run the unit tests from the repository root";
+}
+
+TEST(Reliability, EveryHdf5RegressionIsRefusedByEveryReaderWithoutCrashing) {
+  for (const std::string& path : regression_files(".h5")) {
+    SCOPED_TRACE(path);
+    // Each of these files is damaged: no reader may accept it (4 readers, 4 refusals).
+    EXPECT_EQ(fuzz::read_with_every_reader(path), 4);
+  }
+  EXPECT_TRUE(no_children_left());
+}
+
+TEST(Reliability, DamagedGlobalHeapIsNamedAsCorruption) {
+  // A flipped byte in the global heap (variable-length strings) made H5Aread copy out of
+  // bounds: the probe's child crashes instead of the tool, and the message says so.
+  const std::string path = kRegressions + "/features-globalheap-segv.h5";
+  try {
+    cae::Hdf5Reader r(path);
+    FAIL() << "opened a file whose metadata crashes HDF5";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": corrupted HDF5"), std::string::npos) << e.what();
+  }
+  // A string length of ~8 GB: refused under the probe's memory limit, not allocated.
+  const std::string huge = kRegressions + "/features-vlen-8gb.h5";
+  try {
+    cae::Hdf5Reader r(huge);
+    FAIL() << "opened a file with an 8 GB string attribute";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("corrupted HDF5"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Reliability, ProbeAcceptsGoodFilesAndLeavesNoChildren) {
+  char tmpl[] = "/tmp/cae-rel-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/good.h5";
+  std::vector<float> x(64 * 5);
+  {
+    cae::Hdf5Writer w(path);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * float(i % 17) - 1.0f;
+    w.write("/train/features", x.data(), {5, 64}, {2, 1});
+    w.set_attr("/", "format", "ae-features");
+    w.set_attr("/", "class_names", std::vector<std::string>{"a", "b"});
+    w.close();
+  }
+  for (int i = 0; i < 20; ++i) {
+    cae::Hdf5Reader r(path);
+    EXPECT_EQ(r.attr_string("/", "format"), "ae-features");
+    EXPECT_EQ(r.read<float>("/train/features", {5, 64}), x);
+  }
+  EXPECT_TRUE(no_children_left());
+  unlink(path.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(Reliability, CifarBatchRegressionsParseOrFailCleanly) {
+  for (const std::string& path : regression_files(".bin")) {
+    SCOPED_TRACE(path);
+    std::ifstream f(path, std::ios::binary);
+    std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    fuzz::parse_batch_tiled(data.data(), data.size());
+  }
+}
+
+}  // namespace
