@@ -93,6 +93,10 @@ void install_cleanup_signal_handlers() {
   sa.sa_handler = cleanup_and_die;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  // Past a file size limit (ulimit -f) the kernel sends SIGXFSZ, whose default action kills
+  // the tool silently and leaves its temporary file behind. Ignored, the write fails with
+  // EFBIG instead, and the tool reports it and removes the temporary file like any error.
+  signal(SIGXFSZ, SIG_IGN);
 }
 
 }  // namespace cae

@@ -18,8 +18,16 @@ namespace cae {
 namespace {
 
 // HDF5 prints its whole error stack by default; we report one line ourselves.
+// H5dont_atexit (first, before anything initialises the library): after a write failed
+// (disk full, file size limit) H5Fclose fails and leaves the file half-closed, and the
+// library's own atexit clean-up then crashes in H5F__close_cb, turning a clean exit 1 into
+// a SIGSEGV. Every file we write is closed explicitly (Hdf5Writer::close) before it is
+// committed, and readers have nothing to flush, so skipping that clean-up loses nothing.
 struct SilenceHdf5 {
-  SilenceHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+  SilenceHdf5() {
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
 };
 const SilenceHdf5 g_silence;
 

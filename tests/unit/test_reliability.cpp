@@ -3,6 +3,7 @@
 // reader entry point. Also checks the HDF5 metadata probe that turned those crashes into errors.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/atomic_output.h"
 #include "common/hdf5_io.h"
 #include "tests/fuzz/fuzz_readers.h"
 
@@ -93,6 +95,45 @@ TEST(Reliability, ProbeAcceptsGoodFilesAndLeavesNoChildren) {
   }
   EXPECT_TRUE(no_children_left());
   unlink(path.c_str());
+  rmdir(dir.c_str());
+}
+
+// Past `ulimit -f` a tool used to die by SIGXFSZ (leaving its temporary file), and with the
+// signal ignored it crashed at exit inside HDF5's atexit clean-up of the failed file.
+// Now the write fails, the error is a normal exception, and the process exits normally.
+TEST(Reliability, FileSizeLimitIsAnErrorNotACrash) {
+  char tmpl[] = "/tmp/cae-rel-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string final_path = dir + "/big.h5";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    struct rlimit lim = {64 << 10, 64 << 10};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    cae::install_cleanup_signal_handlers();
+    int code = 3;
+    try {
+      cae::AtomicOutput out(final_path);
+      cae::Hdf5Writer w(out.temp_path(), final_path);
+      std::vector<float> x(1 << 20);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 1000) * 0.5f;
+      w.write("/x", x.data(), {uint64_t(x.size())});
+      w.close();
+      out.commit();
+    } catch (const std::runtime_error& e) {
+      code = std::string(e.what()).find("disk full or file size limit") != std::string::npos ? 0 : 4;
+    }
+    exit(code);  // exit(), not _exit(): runs the library's atexit handlers like a tool does
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: the write succeeded, 4: another error";
+  DIR* d = opendir(dir.c_str());
+  int entries = 0;
+  while (dirent* e = readdir(d)) entries += e->d_name[0] != '.' || std::string(e->d_name).find(".big.h5.tmp") == 0;
+  closedir(d);
+  EXPECT_EQ(entries, 0) << "the output or its temporary file was left behind";
   rmdir(dir.c_str());
 }
 
