@@ -116,7 +116,7 @@ class GpuBackend final : public AeBackend {
   void set_params(const std::vector<float>& p) override {
     if (int64_t(p.size()) != kParamCount) throw std::invalid_argument("set_params: expected 751875 values");
     AE_CUDA_CHECK(cudaMemcpyAsync(params_.get(), p.data(), params_.bytes(), cudaMemcpyHostToDevice, stream_));
-    pack_all(params_.get(), pack_table_, dt_, stream_);
+    pack_weights(params_.get(), packs_, dt_, stream_);
     AE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -345,39 +345,54 @@ class GpuBackend final : public AeBackend {
 
  private:
   // ---- buffers ----
+  // Every layer's packed weights: the forward copy and the input-gradient copy, in the
+  // form each convolution reads (layers_cuda.cuh, PackKind). The padding stays zero.
   void allocate_packed_weights() {
     const size_t es = dtype_bytes(dt_);
-    struct Shape {
-      int rows, cols;
+    struct Spec {
+      PackKind kind;
+      int kpad, pitch;
     };
-    // fwd: [K][kpad]; bwd: [C][kpad_bwd]
-    const Shape fwd[kNumConvs] = {{256, 32}, {128, 2304}, {128, 1152}, {256, 1152}, {3, 2304}};
-    const Shape bwd[kNumConvs] = {{0, 0}, {256, 1152}, {128, 1152}, {128, 2304}, {256, 96}};
+    const Spec fwd[kNumConvs] = {{PackKind::fwd_rgb, 32, 3},
+                                 {PackKind::fwd3, 2304, 256},
+                                 {PackKind::fwd3, 1152, 128},
+                                 {PackKind::fwd_up2_parity, 512, 128},
+                                 {PackKind::fwd_up2_parity, 1024, 256}};
+    const Spec bwd[kNumConvs] = {{PackKind::bwd3, 0, 0},
+                                 {PackKind::bwd3, 1152, 128},
+                                 {PackKind::bwd3, 1152, 128},
+                                 {PackKind::bwd_down2_4x4, 4096, 256},
+                                 {PackKind::bwd_down2_4x4, 128, kOutPitch}};
+    std::vector<PackedWeights> items;
+    for (int l = 0; l < kNumConvs; ++l)
+      for (const Spec* sp : {&fwd[l], &bwd[l]}) {
+        if (sp->kpad == 0) continue;
+        PackedWeights p;
+        p.kind = sp->kind;
+        p.weight_offset = weight_offset(l);
+        p.K = kConvs[l].out;
+        p.C = kConvs[l].in;
+        p.kpad = sp->kpad;
+        p.pitch = sp->pitch;
+        items.push_back(p);
+      }
     size_t total = 0;
-    size_t off_f[kNumConvs], off_b[kNumConvs];
-    for (int l = 0; l < kNumConvs; ++l) {
-      off_f[l] = total;
-      total += size_t(fwd[l].rows) * fwd[l].cols * es;
-      off_b[l] = total;
-      total += size_t(bwd[l].rows) * bwd[l].cols * es;
-    }
+    for (const auto& p : items) total += size_t(p.count()) * es;
     packed_.resize(total);
     AE_CUDA_CHECK(cudaMemsetAsync(packed_.get(), 0, total, stream_));
-    const int cs[kNumConvs] = {0, 256, 128, 128, 256};
-    const int kp[kNumConvs] = {0, 128, 128, 256, 8};
+    size_t off = 0;
+    int idx = 0;
     for (int l = 0; l < kNumConvs; ++l) {
-      PackedLayer& p = pack_table_.layer[l];
-      p.weight_offset = weight_offset(l);
-      p.K = kConvs[l].out;
-      p.C = kConvs[l].in;
-      p.fwd = packed_.get() + off_f[l];
-      p.kpad_fwd = fwd[l].cols;
-      p.cs_fwd = cs[l];
-      p.rgb = l == 0;
-      p.bwd = l == 0 ? nullptr : packed_.get() + off_b[l];
-      p.kpad_bwd = bwd[l].cols;
-      p.kp_bwd = kp[l];
+      fwd_w_[l] = packed_.get() + off;
+      items[size_t(idx)].dst = fwd_w_[l];
+      off += size_t(items[size_t(idx++)].count()) * es;
+      if (bwd[l].kpad == 0) continue;
+      bwd_w_[l] = packed_.get() + off;
+      bwd_kpad_[l] = bwd[l].kpad;
+      items[size_t(idx)].dst = bwd_w_[l];
+      off += size_t(items[size_t(idx++)].count()) * es;
     }
+    for (const auto& p : items) packs_.add(p);
   }
 
   void ensure_capacity(int batch) {
@@ -451,8 +466,8 @@ class GpuBackend final : public AeBackend {
   }
 
   const float* bias_of(int layer) const { return params_.get() + bias_offset(layer); }
-  void* fwd_w(int l) const { return pack_table_.layer[l].fwd; }
-  void* bwd_w(int l) const { return pack_table_.layer[l].bwd; }
+  void* fwd_w(int l) const { return fwd_w_[l]; }
+  void* bwd_w(int l) const { return bwd_w_[l]; }
 
   // ---- the network ----
   void forward_encoder(int B, float* latent, cudaStream_t s) {
@@ -462,7 +477,7 @@ class GpuBackend final : public AeBackend {
 
   // Decoder and loss. Targets are images[order[*pos + i]] (order null: images[i]).
   void forward_decoder(int B, const uint8_t* images, const int* order, const int* pos, bool with_grad, float* recon,
-                       cudaStream_t s) {
+                       cudaStream_t s, int only_layer = -1) {
     ConvArgs d1;
     d1.src = z_buf_.get();
     d1.images = B;
@@ -475,30 +490,30 @@ class GpuBackend final : public AeBackend {
     d1.relu = true;
     d1.out = a3_buf_.get();
     d1.ldo = 128;
-    conv_igemm(d1, dt_, s);
+    if (only_layer < 0 || only_layer == 2) conv_igemm(d1, dt_, s);
 
     ConvArgs d2;
     d2.src = a3_buf_.get();
     d2.images = B;
     d2.Hs = d2.Ws = 8;
     d2.Cs = 128;
-    d2.up = 2;
-    d2.Kpad = 1152;
+    d2.shape = ConvShape::up2_parity;
+    d2.Kpad = 512;
     d2.weights = fwd_w(3);
     d2.N = 256;
     d2.bias = bias_of(3);
     d2.relu = true;
     d2.out = a4_buf_.get();
     d2.ldo = 256;
-    conv_igemm(d2, dt_, s);
+    if (only_layer < 0 || only_layer == 3) conv_igemm(d2, dt_, s);
 
     ConvArgs d3;
     d3.src = a4_buf_.get();
     d3.images = B;
     d3.Hs = d3.Ws = 16;
     d3.Cs = 256;
-    d3.up = 2;
-    d3.Kpad = 2304;
+    d3.shape = ConvShape::up2_parity;
+    d3.Kpad = 1024;
     d3.weights = fwd_w(4);
     d3.N = 3;
     d3.epilogue = ConvEpilogue::loss;
@@ -511,54 +526,58 @@ class GpuBackend final : public AeBackend {
     d3.grad_scale = 2.f / (float(B) * kImageDim);
     d3.loss_sum = loss_.get();
     d3.out_nchw = recon;
-    conv_igemm(d3, dt_, s);
+    if (only_layer < 0 || only_layer == 4) conv_igemm(d3, dt_, s);
   }
 
   struct WgradLayer {
     int layer;
     PixelMatrix a, b;
-    int M, N;
     WgradPlan plan;
     WgradScatter scatter;
   };
 
+  // Each layer's weight gradient as a GEMM over pixels, with the operands chosen so that
+  // the gathered patch is the one with fewer channels (see docs/GPU.md).
   std::vector<WgradLayer> wgrad_layers(int B) {
     std::vector<WgradLayer> w;
-    auto add = [&](int layer, PixelMatrix a, PixelMatrix b, WgradScatter sc) {
+    auto add = [&](int layer, PixelMatrix a, PixelMatrix b, int grid, int parities, WgradScatter sc) {
       WgradLayer l;
       l.layer = layer;
       l.a = a;
       l.b = b;
-      l.M = a.width();
-      l.N = b.width();
-      const int grid = a.Hs * a.up;
-      l.plan = plan_wgrad(l.M, l.N, int64_t(B) * grid * grid, dt_);
+      l.plan = plan_wgrad(a.width(), b.width(), B, grid, grid, parities);
       sc.weight_grad = grad_.get() + weight_offset(layer);
       sc.K = kConvs[layer].out;
       sc.C = kConvs[layer].in;
       l.scatter = sc;
       w.push_back(l);
     };
-    WgradScatter s4;
-    s4.a_is_channels = false;
-    s4.Cs = 256;
-    add(4, PixelMatrix{a4_buf_.get(), 16, 16, 256, 2, true}, PixelMatrix{dout_buf_.get(), 32, 32, kOutPitch, 1, false},
-        s4);
-    WgradScatter s3;
+    using PM = PixelMatrix;
+    WgradScatter s4;  // dconv3: upsampled a4 (plain) × mirrored patch of dout (8 channels)
+    s4.mode = WgradScatter::in_by_flipped_patch;
+    s4.Cs = kOutPitch;
+    add(4, PM{a4_buf_.get(), 16, 16, 256, 2, PM::plain, false}, PM{dout_buf_.get(), 32, 32, kOutPitch, 1, PM::patch3_flipped, false},
+        32, 1, s4);
+    WgradScatter s3;  // dconv2: per output parity, dY4 at the parity × 2×2 patch of a3
+    s3.mode = WgradScatter::out_by_parity_patch;
     s3.Cs = 128;
-    add(3, PixelMatrix{dy4_buf_.get(), 16, 16, 256, 1, false}, PixelMatrix{a3_buf_.get(), 8, 8, 128, 2, true}, s3);
-    WgradScatter s2;
+    add(3, PM{dy4_buf_.get(), 16, 16, 256, 1, PM::plain, true}, PM{a3_buf_.get(), 8, 8, 128, 1, PM::patch2_parity, false}, 8,
+        4, s3);
+    WgradScatter s2;  // dconv1: dY3 × 3×3 patch of z
     s2.Cs = 128;
-    add(2, PixelMatrix{dy3_buf_.get(), 8, 8, 128, 1, false}, PixelMatrix{z_buf_.get(), 8, 8, 128, 1, true}, s2);
-    WgradScatter s1;
-    s1.Cs = 256;
-    add(1, PixelMatrix{dy2_buf_.get(), 16, 16, 128, 1, false}, PixelMatrix{p1_buf_.get(), 16, 16, 256, 1, true}, s1);
-    WgradScatter s0;
+    add(2, PM{dy3_buf_.get(), 8, 8, 128, 1, PM::plain, false}, PM{z_buf_.get(), 8, 8, 128, 1, PM::patch3, false}, 8, 1, s2);
+    WgradScatter s1;  // conv2: p1 (256 ch) × mirrored patch of dY2 (128 ch)
+    s1.mode = WgradScatter::in_by_flipped_patch;
+    s1.Cs = 128;
+    add(1, PM{p1_buf_.get(), 16, 16, 256, 1, PM::plain, false}, PM{dy2_buf_.get(), 16, 16, 128, 1, PM::patch3_flipped, false},
+        16, 1, s1);
+    WgradScatter s0;  // conv1: dY1 × the input's im2col (its column 27 gives the bias gradient)
     s0.rgb_im2col = true;
     s0.bias_column = 27;
     s0.bias_grad = grad_.get() + bias_offset(0);
     s0.Cs = 32;
-    add(0, PixelMatrix{dy1_buf_.get(), 32, 32, 256, 1, false}, PixelMatrix{col1_buf_.get(), 32, 32, 32, 1, false}, s0);
+    add(0, PM{dy1_buf_.get(), 32, 32, 256, 1, PM::plain, false}, PM{col1_buf_.get(), 32, 32, 32, 1, PM::plain, false}, 32, 1,
+        s0);
     return w;
   }
 
@@ -573,19 +592,24 @@ class GpuBackend final : public AeBackend {
                   [=](cudaStream_t s) { forward_encoder_layer(0, B, nullptr, s); }});
     st.push_back({"conv2 fwd +relu+pool", conv_flops(1, B),
                   [=](cudaStream_t s) { forward_encoder_layer(1, B, nullptr, s); }});
-    st.push_back({"dconv1..3 fwd +loss", conv_flops(2, B) + conv_flops(3, B) + conv_flops(4, B),
-                  [=](cudaStream_t s) { forward_decoder(B, imgs, order, pos, true, nullptr, s); }});
+    st.push_back({"dconv1 fwd +relu", conv_flops(2, B),
+                  [=](cudaStream_t s) { forward_decoder(B, imgs, order, pos, true, nullptr, s, 2); }});
+    st.push_back({"dconv2 fwd (up2 parity) +relu", conv_flops(3, B),
+                  [=](cudaStream_t s) { forward_decoder(B, imgs, order, pos, true, nullptr, s, 3); }});
+    st.push_back({"dconv3 fwd (up2 parity) +loss", conv_flops(4, B),
+                  [=](cudaStream_t s) { forward_decoder(B, imgs, order, pos, true, nullptr, s, 4); }});
     const std::vector<WgradLayer> wl = wgrad_layers(B);
     const char* names[kNumConvs] = {"conv1", "conv2", "dconv1", "dconv2", "dconv3"};
     for (const WgradLayer& w : wl) {
       const int l = w.layer;
-      st.push_back({std::string(names[l]) + " wgrad", conv_flops(l, B), [=](cudaStream_t s) {
-                      wgrad_igemm(w.a, w.b, B, w.plan, wgrad_ws_.get(), dt_, s);
-                      wgrad_reduce(wgrad_ws_.get(), w.plan, w.M, w.N, w.scatter, s);
+      st.push_back({std::string(names[l]) + " wgrad +bias", conv_flops(l, B), [=](cudaStream_t s) {
+                      wgrad_igemm(w.a, w.b, w.plan, wgrad_ws_.get(), dt_, s);
+                      wgrad_reduce(wgrad_ws_.get(), w.plan, w.scatter, s);
                       bias_for_layer(l, B, s);
                     }});
       if (l > 0)
-        st.push_back({std::string(names[l]) + " bwd-data", conv_flops(l, B), [=](cudaStream_t s) { backward_data(l, B, s); }});
+        st.push_back({std::string(names[l]) + (l >= 3 ? " bwd-data (4x4 s2)" : " bwd-data +unpool"), conv_flops(l, B),
+                      [=](cudaStream_t s) { backward_data(l, B, s); }});
     }
     st.push_back({"optimizer", 0, [=](cudaStream_t s) {
                     OptimizerDeviceState o;
@@ -597,7 +621,8 @@ class GpuBackend final : public AeBackend {
                     o.lr = lr_.get();
                     o.grad_sumsq = gsq_.get();
                     if (opt_.grad_clip > 0.f) grad_sumsq_compute(grad_.get(), kParamCount, gsq_.get(), s);
-                    optimizer_update(opt_, o, kParamCount, pack_table_, dt_, s);
+                    optimizer_update(opt_, o, kParamCount, s);
+                    pack_weights(params_.get(), packs_, dt_, s);
                   }});
     st.push_back({"advance", 0, [=](cudaStream_t s) { advance_step(pos_.get(), step_.get(), B, s); }});
     return st;
@@ -612,7 +637,7 @@ class GpuBackend final : public AeBackend {
       c1.images = B;
       c1.Hs = c1.Ws = 32;
       c1.Cs = 32;
-      c1.taps = 1;
+      c1.shape = ConvShape::point1x1;
       c1.Kpad = 32;
       c1.weights = fwd_w(0);
       c1.N = 256;
@@ -661,24 +686,26 @@ class GpuBackend final : public AeBackend {
     ConvArgs a;
     a.images = B;
     a.weights = bwd_w(l);
-    a.Kpad = pack_table_.layer[l].kpad_bwd;
+    a.Kpad = bwd_kpad_[l];
     a.N = kConvs[l].in;
     switch (l) {
-      case 4:  // dconv3: dout (32², 8) → Σ2×2 × (a4>0) → dY4 (16², 256)
+      case 4:  // dconv3: 4×4 stride-2 over dout (32², 8) × (a4 > 0) → dY4 (16², 256)
         a.src = dout_buf_.get();
         a.Hs = a.Ws = 32;
         a.Cs = kOutPitch;
-        a.epilogue = ConvEpilogue::upsum_mask;
+        a.shape = ConvShape::down2_4x4;
+        a.epilogue = ConvEpilogue::mask;
         a.aux = a4_buf_.get();
         a.ld_aux = 256;
         a.out = dy4_buf_.get();
         a.ldo = 256;
         break;
-      case 3:  // dconv2: dY4 (16², 256) → Σ2×2 × (a3>0) → dY3 (8², 128)
+      case 3:  // dconv2: 4×4 stride-2 over dY4 (16², 256) × (a3 > 0) → dY3 (8², 128)
         a.src = dy4_buf_.get();
         a.Hs = a.Ws = 16;
         a.Cs = 256;
-        a.epilogue = ConvEpilogue::upsum_mask;
+        a.shape = ConvShape::down2_4x4;
+        a.epilogue = ConvEpilogue::mask;
         a.aux = a3_buf_.get();
         a.ld_aux = 128;
         a.out = dy3_buf_.get();
@@ -749,7 +776,10 @@ class GpuBackend final : public AeBackend {
 
   DeviceBuffer<float> params_, grad_, m_, v_;
   DeviceBuffer<char> packed_;
-  PackTable pack_table_{};
+  PackList packs_;
+  void* fwd_w_[kNumConvs] = {};
+  void* bwd_w_[kNumConvs] = {};
+  int bwd_kpad_[kNumConvs] = {};
   DeviceBuffer<uint8_t> train_images_;
   int64_t n_train_ = 0;
   DeviceBuffer<int> order_;

@@ -43,10 +43,13 @@ int sm_count() {
 // ---- convolution -------------------------------------------------------------------------
 struct ConvK {
   const void* src;
-  int Hs, Ws, lcs, lup;  // source NHWC, channel pitch 1<<lcs, upsampling 1<<lup
-  int lh, lw;            // log2 of the output (= virtual input) size
-  int M;                 // output pixels (images·H·W)
-  int taps, Kpad;
+  int Hs, Ws, lcs, lup;  // source NHWC, channel pitch 1<<lcs, seen upsampled by 1<<lup
+  int lh, lw;            // log2 of the row grid (GEMM rows = images × grid pixels)
+  int M;
+  int taps, ksz, lksz, lstride, org;  // tap t → (ky,kx) = (t/ksz, t%ksz); source pixel (y<<lstride)+ky+org
+  int parity;            // up2_parity: blockIdx.z is the output parity, which shifts org and output
+  int loh, low;          // log2 of the output grid (pixels that store/loss write)
+  int Kpad;
   const void* wgt;
   int N;
   int epi, quad, relu;
@@ -108,8 +111,12 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const T* src = static_cast<const T*>(p.src);
-  const T* wgt = static_cast<const T*>(p.wgt);
+  const int par = p.parity ? int(blockIdx.z) : 0;  // output parity (dy,dx) = (par>>1, par&1)
+  const T* wgt = static_cast<const T*>(p.wgt) + size_t(par) * p.N * p.Kpad;
   const int H = 1 << p.lh, W = 1 << p.lw, cmask = (1 << p.lcs) - 1;
+  const int Hv = p.Hs << p.lup, Wv = p.Ws << p.lup;  // the source as the gather sees it
+  const int org_y = p.org + (par >> 1), org_x = p.org + (par & 1);
+  const int oy = p.parity ? (par >> 1) : 0, ox = p.parity ? (par & 1) : 0;
 
   // This thread copies chunk column (tid & 3) of A_IT rows of every A stage.
   const int a_chunk = tid & 3;
@@ -129,17 +136,22 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
     const uint32_t sA = sbase + slot * STAGE, sB = sA + A_STAGE;
     const int k = kt * KE + a_chunk * CH;
     const int t = k >> p.lcs, c = k & cmask;
-    int ky = 1, kx = 1;
-    if (p.taps == 9) {
+    int ky, kx;
+    if (p.ksz == 3) {
       ky = (t * 11) >> 5;  // t / 3 for t < 9
       kx = t - 3 * ky;
+    } else {
+      ky = t >> p.lksz;
+      kx = t & (p.ksz - 1);
     }
+    ky += org_y;
+    kx += org_x;
     const bool tap_ok = t < p.taps;
 #pragma unroll
     for (int i = 0; i < A_IT; ++i) {
       const int row = (tid >> 2) + i * (NT / 4);
-      const int yy = a_y[i] + ky - 1, xx = a_x[i] + kx - 1;
-      const bool ok = tap_ok && a_img[i] >= 0 && unsigned(yy) < unsigned(H) && unsigned(xx) < unsigned(W);
+      const int yy = (a_y[i] << p.lstride) + ky, xx = (a_x[i] << p.lstride) + kx;
+      const bool ok = tap_ok && a_img[i] >= 0 && unsigned(yy) < unsigned(Hv) && unsigned(xx) < unsigned(Wv);
       const T* g = src;
       if (ok) g = src + ((((size_t(a_img[i]) * p.Hs + (yy >> p.lup)) * p.Ws + (xx >> p.lup)) << p.lcs) + c);
       cp_async16(sA + row * kRowPitch + a_chunk * 16, g, ok);
@@ -234,7 +246,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   T* out = static_cast<T*>(p.out);
   const T* aux = static_cast<const T*>(p.aux);
   switch (p.epi) {
-    case 0: {  // store
+    case 0: {  // store: out at output pixel (y<<ostride)+oy, (x<<ostride)+ox of the row pixel
+      const int ls = p.parity ? 1 : 0;
       for (int it = tid; it < BM * BN; it += NT) {
         const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
         if (m >= p.M || n >= p.ldo) continue;
@@ -243,7 +256,13 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
           v = ct[r * CLD + c] + (p.bias ? p.bias[n] : 0.f);
           if (p.relu) v = fmaxf(v, 0.f);
         }
-        store_f(out + size_t(m) * p.ldo + n, v);
+        size_t opix = size_t(m);
+        if (ls) {
+          int img, y, x;
+          decode_pixel(m, false, p.lh, p.lw, img, y, x);
+          opix = ((size_t(img) << p.loh) + ((y << 1) + oy)) * (size_t(1) << p.low) + (x << 1) + ox;
+        }
+        store_f(out + opix * p.ldo + n, v);
       }
       break;
     }
@@ -271,15 +290,12 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
       }
       break;
     }
-    case 2: {  // Σ over each 2×2 block (upsample backward) × ReLU mask at the low-res pixel
-      for (int it = tid; it < (BM / 4) * BN; it += NT) {
-        const int q = it / BN, c = it % BN, m = m0 + 4 * q, n = n0 + c;
+    case 2: {  // backward through a ReLU: acc × (aux > 0), same pixel
+      for (int it = tid; it < BM * BN; it += NT) {
+        const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
         if (m >= p.M || n >= p.N) continue;
-        const float s = ct[(4 * q) * CLD + c] + ct[(4 * q + 1) * CLD + c] + ct[(4 * q + 2) * CLD + c] +
-                        ct[(4 * q + 3) * CLD + c];
-        const int low = m >> 2;
-        const bool alive = load_f(aux + size_t(low) * p.ld_aux + n) > 0.f;
-        store_f(out + size_t(low) * p.ldo + n, alive ? s : 0.f);
+        const bool alive = load_f(aux + size_t(m) * p.ld_aux + n) > 0.f;
+        store_f(out + size_t(m) * p.ldo + n, alive ? ct[r * CLD + c] : 0.f);
       }
       break;
     }
@@ -303,25 +319,29 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
     }
     case 4: {  // MSE loss against the uint8 input, gradient into out
       __shared__ float red[32];
-      const int lhw = p.lh + p.lw;
+      const int lohw = p.loh + p.low;
       const int pos0 = p.order_pos ? *p.order_pos : 0;
       float local = 0.f;
       const int cols = out ? p.ldo : p.N;
       for (int it = tid; it < BM * BN; it += NT) {
         const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
         if (m >= p.M || n >= cols) continue;
+        int img, y, x;
+        decode_pixel(m, false, p.lh, p.lw, img, y, x);
+        const int Y = p.parity ? (y << 1) + oy : y, X = p.parity ? (x << 1) + ox : x;
+        const int pix = (Y << p.low) + X;
+        const size_t opix = (size_t(img) << lohw) + pix;
         if (n >= p.N) {
-          store_f(out + size_t(m) * p.ldo + n, 0.f);
+          store_f(out + opix * p.ldo + n, 0.f);
           continue;
         }
         const float v = ct[r * CLD + c] + (p.bias ? p.bias[n] : 0.f);
-        const int img = m >> lhw, pix = m & ((1 << lhw) - 1);
         const int idx = p.order ? p.order[pos0 + img] : img;
-        const float target = float(p.images[(size_t(idx) * p.N + n) * (size_t(1) << lhw) + pix]) * (1.f / 255.f);
+        const float target = float(p.images[((size_t(idx) * p.N + n) << lohw) + pix]) * (1.f / 255.f);
         const float d = v - target;
         local += d * d;
-        if (out) store_f(out + size_t(m) * p.ldo + n, d * p.grad_scale);
-        if (p.out_nchw) p.out_nchw[((size_t(img) * p.N + n) << lhw) + pix] = v;
+        if (out) store_f(out + opix * p.ldo + n, d * p.grad_scale);
+        if (p.out_nchw) p.out_nchw[((size_t(img) * p.N + n) << lohw) + pix] = v;
       }
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
@@ -341,7 +361,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
 template <typename T, int BM, int BN, int WM_, int WN_, int ST>
 void launch_conv(const ConvK& k, cudaStream_t stream) {
   constexpr int smem = conv_smem_bytes<BM, BN, ST>();
-  dim3 grid((k.M + BM - 1) / BM, (k.N + BN - 1) / BN);
+  dim3 grid((k.M + BM - 1) / BM, (k.N + BN - 1) / BN, k.parity ? 4 : 1);
   if (k.epi == 0 || k.epi == 4) grid.y = (std::max(k.N, k.ldo) + BN - 1) / BN;
   conv_igemm_kernel<T, BM, BN, WM_, WN_, ST><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
@@ -358,38 +378,61 @@ void dispatch_conv(const ConvK& k, cudaStream_t stream) {
 // ---- weight gradient ---------------------------------------------------------------------
 struct PixOpK {
   const void* src;
-  int Hs, Ws, lcs, lup, patch;
+  int Hs, Ws, lcs, lup;
+  int kind;  // PixelMatrix::Kind
+  int sub;   // plain: read at (2y+dy, 2x+dx) of the parity
 };
 struct WgradK {
   PixOpK a, b;
-  int lh, lw;  // pixel grid
-  int64_t P;
-  int pix_per_split;
+  int lh, lw;  // reduction grid
+  int64_t P;   // pixels per parity
+  int pix_per_split, splits, parity;
   float* partial;
   int Mp, Np;
 };
 
 // One 16-byte chunk of row `pix` (columns col..col+CH-1) of a pixel matrix.
 template <typename T>
-__device__ __forceinline__ void load_pix_chunk(const PixOpK& op, int lh, int lw, int64_t pix, bool pix_ok, int col,
-                                               uint32_t dst) {
+__device__ __forceinline__ void load_pix_chunk(const PixOpK& op, int lh, int lw, int par, int64_t pix, bool pix_ok,
+                                               int col, uint32_t dst) {
   constexpr int CH = 16 / int(sizeof(T));
   const T* base = static_cast<const T*>(op.src);
   const int Cs = 1 << op.lcs;
+  const int img = int(pix >> (lh + lw));
+  int y = int(pix >> lw) & ((1 << lh) - 1), x = int(pix) & ((1 << lw) - 1);
+  int c = col;
   bool ok = pix_ok;
-  const T* g = base;
-  if (!op.patch) {
+  if (op.kind == 0) {  // plain
     ok = ok && col + CH <= Cs;
-    if (ok) g = base + ((size_t(pix) << op.lcs) + col);
+    if (op.sub) {
+      y = (y << 1) + (par >> 1);
+      x = (x << 1) + (par & 1);
+    }
   } else {
-    const int t = col >> op.lcs, c = col & (Cs - 1);
-    const int ky = (t * 11) >> 5, kx = t - 3 * ky;
-    const int img = int(pix >> (lh + lw));
-    const int y = int(pix >> lw) & ((1 << lh) - 1), x = int(pix) & ((1 << lw) - 1);
-    const int yy = y + ky - 1, xx = x + kx - 1;
-    ok = ok && t < 9 && unsigned(yy) < unsigned(1 << lh) && unsigned(xx) < unsigned(1 << lw);
-    if (ok) g = base + ((((size_t(img) * op.Hs + (yy >> op.lup)) * op.Ws + (xx >> op.lup)) << op.lcs) + c);
+    const int t = col >> op.lcs;
+    c = col & (Cs - 1);
+    int ky, kx;
+    if (op.kind == 3) {  // patch2_parity: origin (y+dy−1, x+dx−1)
+      ok = ok && t < 4;
+      ky = (t >> 1) + (par >> 1) - 1;
+      kx = (t & 1) + (par & 1) - 1;
+    } else {
+      ok = ok && t < 9;
+      ky = (t * 11) >> 5;
+      kx = t - 3 * ky;
+      if (op.kind == 2) {  // flipped
+        ky = 2 - ky;
+        kx = 2 - kx;
+      }
+      ky -= 1;
+      kx -= 1;
+    }
+    y += ky;
+    x += kx;
   }
+  ok = ok && unsigned(y) < unsigned(op.Hs << op.lup) && unsigned(x) < unsigned(op.Ws << op.lup);
+  const T* g = base;
+  if (ok) g = base + ((((size_t(img) * op.Hs + (y >> op.lup)) * op.Ws + (x >> op.lup)) << op.lcs) + c);
   cp_async16(dst, g, ok);
 }
 
@@ -418,7 +461,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
   const int i0 = blockIdx.x * BM, j0 = blockIdx.y * BN;
-  const int64_t p_begin = int64_t(blockIdx.z) * p.pix_per_split;
+  const int split = int(blockIdx.z) % p.splits, par = p.parity ? int(blockIdx.z) / p.splits : 0;
+  const int64_t p_begin = int64_t(split) * p.pix_per_split;
   const int64_t p_end = p_begin + p.pix_per_split < p.P ? p_begin + p.pix_per_split : p.P;
   const int KT = p_end > p_begin ? int((p_end - p_begin + KR - 1) / KR) : 0;
 
@@ -431,7 +475,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
       if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
       const int row = s / A_CPR, cc = s % A_CPR;
       const int64_t pix = pb + row;
-      load_pix_chunk<T>(p.a, p.lh, p.lw, pix, pix < p_end, i0 + cc * CH, sA + row * G::A_PITCH + cc * 16);
+      load_pix_chunk<T>(p.a, p.lh, p.lw, par, pix, pix < p_end, i0 + cc * CH, sA + row * G::A_PITCH + cc * 16);
     }
 #pragma unroll
     for (int i = 0; i < B_IT; ++i) {
@@ -439,7 +483,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
       if (B_IT * NT > B_CHUNKS && s >= B_CHUNKS) break;
       const int row = s / B_CPR, cc = s % B_CPR;
       const int64_t pix = pb + row;
-      load_pix_chunk<T>(p.b, p.lh, p.lw, pix, pix < p_end, j0 + cc * CH, sB + row * G::B_PITCH + cc * 16);
+      load_pix_chunk<T>(p.b, p.lh, p.lw, par, pix, pix < p_end, j0 + cc * CH, sB + row * G::B_PITCH + cc * 16);
     }
   };
 
@@ -536,7 +580,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
 template <typename T, int BM, int BN, int WM_, int WN_, int ST>
 void launch_wgrad(const WgradK& k, int splits, cudaStream_t stream) {
   constexpr int smem = ST * WgradGeom<T, BM, BN>::STAGE;
-  dim3 grid(k.Mp / BM, k.Np / BN, splits);
+  dim3 grid(k.Mp / BM, k.Np / BN, splits * (k.parity ? 4 : 1));
   wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }
@@ -551,30 +595,46 @@ void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream)
     launch_wgrad<T, 128, 16, 4, 1, 3>(k, plan.splits, stream);
 }
 
-__global__ void wgrad_reduce_kernel(const float* __restrict__ part, int splits, int Mp, int Np, int M, int N,
+// One thread per weight (k, c, tap) (+ K threads for an im2col bias column): sums its
+// GEMM element(s) over splits (and parities).
+__global__ void wgrad_reduce_kernel(const float* __restrict__ part, int splits, int parities, int Mp, int Np,
                                     WgradScatter s) {
+  const int64_t nw = int64_t(s.K) * s.C * 9;
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= int64_t(M) * N) return;
-  const int i = int(idx / N), j = int(idx % N);
-  float sum = 0.f;
-  for (int z = 0; z < splits; ++z) sum += part[(size_t(z) * Mp + i) * Np + j];
-  const int k = s.a_is_channels ? i : j, col = s.a_is_channels ? j : i;
-  if (k >= s.K) return;
-  if (col == s.bias_column) {
+  const size_t slice = size_t(Mp) * Np;
+  if (idx >= nw) {
+    const int k = int(idx - nw);
+    if (s.bias_column < 0 || k >= s.K) return;
+    float sum = 0.f;
+    for (int z = 0; z < splits; ++z) sum += part[z * slice + size_t(k) * Np + s.bias_column];
     s.bias_grad[k] = sum;
     return;
   }
-  int t, c;
-  if (s.rgb_im2col) {
-    if (col >= 27) return;
-    t = col / 3;
-    c = col % 3;
-  } else {
-    t = col / s.Cs;
-    c = col % s.Cs;
+  const int t = int(idx % 9), c = int((idx / 9) % s.C), k = int(idx / (9 * int64_t(s.C)));
+  float sum = 0.f;
+  switch (s.mode) {
+    case WgradScatter::out_by_patch: {
+      const int j = s.rgb_im2col ? t * 3 + c : t * s.Cs + c;
+      for (int z = 0; z < splits; ++z) sum += part[z * slice + size_t(k) * Np + j];
+      break;
+    }
+    case WgradScatter::in_by_flipped_patch: {
+      const int j = t * s.Cs + k;
+      for (int z = 0; z < splits; ++z) sum += part[z * slice + size_t(c) * Np + j];
+      break;
+    }
+    case WgradScatter::out_by_parity_patch: {
+      const int ky = t / 3, kx = t % 3;
+      for (int q = 0; q < parities; ++q) {
+        const int dy = q >> 1, dx = q & 1;
+        const int a = (ky + 1 - dy) >> 1, b = (kx + 1 - dx) >> 1;  // the 2×2 tap that 3×3 tap (ky,kx) folds into
+        const size_t j = size_t(a * 2 + b) * s.Cs + c;
+        for (int z = 0; z < splits; ++z) sum += part[(size_t(q) * splits + z) * slice + size_t(k) * Np + j];
+      }
+      break;
+    }
   }
-  if (t >= 9 || c >= s.C) return;
-  s.weight_grad[(size_t(k) * s.C + c) * 9 + t] = sum;
+  s.weight_grad[idx] = sum;
 }
 
 template <typename T, int BM, int BN, int WM_, int WN_, int ST>
@@ -614,25 +674,44 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   if (a.images <= 0) return;
   init_kernels();
   if (a.Cs < 8) throw std::invalid_argument("conv_igemm: channel pitch must be ≥ 8");
-  if (a.taps != 9 && a.taps != 1) throw std::invalid_argument("conv_igemm: taps must be 9 or 1");
-  if (a.Kpad % 32 != 0 || a.Kpad < a.taps * a.Cs) throw std::invalid_argument("conv_igemm: bad Kpad");
   ConvK k{};
   k.src = a.src;
   k.Hs = a.Hs;
   k.Ws = a.Ws;
   k.lcs = ilog2_exact(a.Cs, "conv_igemm: channel pitch");
   k.lup = ilog2_exact(a.up, "conv_igemm: upsampling");
-  k.lh = ilog2_exact(a.Hs * a.up, "conv_igemm: height");
-  k.lw = ilog2_exact(a.Ws * a.up, "conv_igemm: width");
+  const int lhv = ilog2_exact(a.Hs * a.up, "conv_igemm: height"), lwv = ilog2_exact(a.Ws * a.up, "conv_igemm: width");
+  switch (a.shape) {
+    case ConvShape::same3x3:
+      k.lh = lhv, k.lw = lwv, k.taps = 9, k.ksz = 3, k.lksz = 0, k.lstride = 0, k.org = -1;
+      break;
+    case ConvShape::point1x1:
+      k.lh = lhv, k.lw = lwv, k.taps = 1, k.ksz = 1, k.lksz = 0, k.lstride = 0, k.org = 0;
+      break;
+    case ConvShape::up2_parity:
+      if (a.up != 1) throw std::invalid_argument("conv_igemm: up2_parity upsamples by itself");
+      k.lh = lhv, k.lw = lwv, k.taps = 4, k.ksz = 2, k.lksz = 1, k.lstride = 0, k.org = -1, k.parity = 1;
+      break;
+    case ConvShape::down2_4x4:
+      if (a.up != 1 || lhv < 1 || lwv < 1) throw std::invalid_argument("conv_igemm: bad down2_4x4 source");
+      k.lh = lhv - 1, k.lw = lwv - 1, k.taps = 16, k.ksz = 4, k.lksz = 2, k.lstride = 1, k.org = -1;
+      break;
+  }
+  k.loh = k.lh + k.parity;
+  k.low = k.lw + k.parity;
+  if (a.Kpad % 32 != 0 || a.Kpad < k.taps * a.Cs) throw std::invalid_argument("conv_igemm: bad Kpad");
   const int64_t M = int64_t(a.images) << (k.lh + k.lw);
   if (M > (int64_t(1) << 30)) throw std::invalid_argument("conv_igemm: too many pixels");
   k.M = int(M);
-  k.taps = a.taps;
   k.Kpad = a.Kpad;
   k.wgt = a.weights;
   k.N = a.N;
   k.epi = int(a.epilogue);
-  k.quad = (a.epilogue == ConvEpilogue::pool || a.epilogue == ConvEpilogue::upsum_mask) ? 1 : 0;
+  k.quad = a.epilogue == ConvEpilogue::pool ? 1 : 0;
+  if ((k.quad || a.epilogue == ConvEpilogue::unpool_mask || a.epilogue == ConvEpilogue::mask) && k.parity)
+    throw std::invalid_argument("conv_igemm: this epilogue does not take up2_parity");
+  if (k.quad && a.shape != ConvShape::same3x3 && a.shape != ConvShape::point1x1)
+    throw std::invalid_argument("conv_igemm: pooling needs a same-size convolution");
   k.relu = a.relu ? 1 : 0;
   k.bias = a.bias;
   k.out = a.out;
@@ -654,34 +733,36 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
     dispatch_conv<float>(k, stream);
 }
 
-WgradPlan plan_wgrad(int M, int N, int64_t pixels, DType t, int max_splits) {
+WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, int max_splits) {
   WgradPlan p;
   p.bm = 128;
   p.bn = N > 32 ? 128 : (N > 16 ? 32 : 16);
   p.Mp = (M + p.bm - 1) / p.bm * p.bm;
   p.Np = (N + p.bn - 1) / p.bn * p.bn;
-  p.pixels = pixels;
-  const int tiles = (p.Mp / p.bm) * (p.Np / p.bn);
+  p.parities = parities;
+  p.grid_h = grid_h;
+  p.grid_w = grid_w;
+  p.pixels = int64_t(images) * grid_h * grid_w;
+  const int tiles = (p.Mp / p.bm) * (p.Np / p.bn) * parities;
   const int64_t kr = 32;  // a multiple of both element types' pixels per stage
   // About two waves of blocks, each with at least 8 stages of pixels.
   const int64_t want = std::max<int64_t>(1, (2 * int64_t(sm_count()) + tiles - 1) / tiles);
-  const int64_t most = std::max<int64_t>(1, pixels / (8 * kr));
+  const int64_t most = std::max<int64_t>(1, p.pixels / (8 * kr));
   int64_t splits = std::min<int64_t>({want, most, int64_t(max_splits)});
-  int64_t per = (pixels + splits - 1) / splits;
+  int64_t per = (p.pixels + splits - 1) / splits;
   per = (per + kr - 1) / kr * kr;
-  splits = (pixels + per - 1) / per;
+  splits = (p.pixels + per - 1) / per;
   p.splits = int(std::max<int64_t>(1, splits));
   p.pix_per_split = int(per);
-  (void)t;
   return p;
 }
 
-void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, int images, const WgradPlan& plan, float* workspace,
-                 DType t, cudaStream_t stream) {
-  if (images <= 0) return;
+void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& plan, float* workspace, DType t,
+                 cudaStream_t stream) {
+  if (plan.pixels <= 0) return;
   init_kernels();
   if (a.Cs < 8 || b.Cs < 8) throw std::invalid_argument("wgrad_igemm: channel pitch must be ≥ 8");
-  WgradK k{};
+  if (plan.parities != 1 && plan.parities != 4) throw std::invalid_argument("wgrad_igemm: parities must be 1 or 4");
   auto op = [](const PixelMatrix& m) {
     PixOpK o{};
     o.src = m.src;
@@ -689,18 +770,19 @@ void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, int images, const W
     o.Ws = m.Ws;
     o.lcs = ilog2_exact(m.Cs, "wgrad_igemm: channel pitch");
     o.lup = ilog2_exact(m.up, "wgrad_igemm: upsampling");
-    o.patch = m.patch ? 1 : 0;
+    o.kind = int(m.kind);
+    o.sub = m.parity_subsample ? 1 : 0;
     return o;
   };
+  WgradK k{};
   k.a = op(a);
   k.b = op(b);
-  if (a.Hs * a.up != b.Hs * b.up || a.Ws * a.up != b.Ws * b.up)
-    throw std::invalid_argument("wgrad_igemm: operands on different pixel grids");
-  k.lh = ilog2_exact(a.Hs * a.up, "wgrad_igemm: height");
-  k.lw = ilog2_exact(a.Ws * a.up, "wgrad_igemm: width");
-  k.P = int64_t(images) << (k.lh + k.lw);
-  if (k.P != plan.pixels) throw std::invalid_argument("wgrad_igemm: plan made for another pixel count");
+  k.lh = ilog2_exact(plan.grid_h, "wgrad_igemm: grid height");
+  k.lw = ilog2_exact(plan.grid_w, "wgrad_igemm: grid width");
+  k.P = plan.pixels;
   k.pix_per_split = plan.pix_per_split;
+  k.splits = plan.splits;
+  k.parity = plan.parities == 4 ? 1 : 0;
   k.partial = workspace;
   k.Mp = plan.Mp;
   k.Np = plan.Np;
@@ -710,12 +792,11 @@ void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, int images, const W
     dispatch_wgrad<float>(k, plan, stream);
 }
 
-void wgrad_reduce(const float* workspace, const WgradPlan& plan, int M, int N, const WgradScatter& s,
-                  cudaStream_t stream) {
-  const int64_t n = int64_t(M) * N;
+void wgrad_reduce(const float* workspace, const WgradPlan& plan, const WgradScatter& s, cudaStream_t stream) {
+  const int64_t n = int64_t(s.K) * s.C * 9 + (s.bias_column >= 0 ? s.K : 0);
   const int threads = 256;
-  wgrad_reduce_kernel<<<unsigned((n + threads - 1) / threads), threads, 0, stream>>>(workspace, plan.splits, plan.Mp,
-                                                                                     plan.Np, M, N, s);
+  wgrad_reduce_kernel<<<unsigned((n + threads - 1) / threads), threads, 0, stream>>>(workspace, plan.splits,
+                                                                                     plan.parities, plan.Mp, plan.Np, s);
   AE_CUDA_LAUNCH_CHECK();
 }
 

@@ -58,31 +58,75 @@ __global__ void im2col_rgb_kernel(const uint8_t* __restrict__ images, const int*
 }
 
 // ---- weight packing ----------------------------------------------------------------------
-template <typename T>
-__device__ __forceinline__ void scatter_packed(const PackTable& tab, int64_t i, float v) {
-#pragma unroll
-  for (int L = 0; L < kNumConvs; ++L) {
-    const PackedLayer& l = tab.layer[L];
-    const int64_t r = i - l.weight_offset, n = int64_t(l.K) * l.C * 9;
-    if (r < 0 || r >= n) continue;
-    const int k = int(r / (l.C * 9)), rem = int(r % (l.C * 9)), c = rem / 9, tap = rem % 9;
-    if (l.fwd) store_f(static_cast<T*>(l.fwd) + size_t(k) * l.kpad_fwd + (l.rgb ? tap * 3 + c : tap * l.cs_fwd + c), v);
-    if (l.bwd) store_f(static_cast<T*>(l.bwd) + size_t(c) * l.kpad_bwd + (8 - tap) * l.kp_bwd + k, v);
-    return;
+__device__ __forceinline__ int64_t pack_count(const PackedWeights& p) {
+  const int rows = (p.kind == PackKind::bwd3 || p.kind == PackKind::bwd_down2_4x4) ? p.C
+                   : p.kind == PackKind::fwd_up2_parity                              ? 4 * p.K
+                                                                                     : p.K;
+  return int64_t(rows) * p.kpad;
+}
+
+// The 3×3 rows ky (or columns kx) that output parity d folds into 2×2 tap a:
+// d = 0: a = 0 → {0}, a = 1 → {1, 2};  d = 1: a = 0 → {0, 1}, a = 1 → {2}.
+__device__ __forceinline__ void parity_taps(int d, int a, int& lo, int& hi) {
+  lo = (a == 0) ? 0 : (d == 0 ? 1 : 2);
+  hi = (a == 0) ? (d == 0 ? 0 : 1) : 2;
+}
+
+// One packed element from the master weights w [K][C][3][3].
+__device__ float packed_value(const PackedWeights& p, const float* w, int row, int col) {
+  const int K = p.K, C = p.C;
+  auto W = [&](int k, int c, int ky, int kx) { return w[(size_t(k) * C + c) * 9 + ky * 3 + kx]; };
+  switch (p.kind) {
+    case PackKind::fwd3: {
+      const int t = col / p.pitch, c = col % p.pitch;
+      return (t < 9 && c < C) ? W(row, c, t / 3, t % 3) : 0.f;
+    }
+    case PackKind::fwd_rgb: {
+      if (col >= 27) return 0.f;
+      const int t = col / 3, c = col % 3;
+      return W(row, c, t / 3, t % 3);
+    }
+    case PackKind::bwd3: {
+      const int t = col / p.pitch, k = col % p.pitch;
+      return (t < 9 && k < K) ? W(k, row, (8 - t) / 3, (8 - t) % 3) : 0.f;
+    }
+    case PackKind::fwd_up2_parity: {
+      const int par = row / K, k = row % K, t = col / p.pitch, c = col % p.pitch;
+      if (t >= 4 || c >= C) return 0.f;
+      int ylo, yhi, xlo, xhi;
+      parity_taps(par >> 1, t >> 1, ylo, yhi);
+      parity_taps(par & 1, t & 1, xlo, xhi);
+      float s = 0.f;
+      for (int ky = ylo; ky <= yhi; ++ky)
+        for (int kx = xlo; kx <= xhi; ++kx) s += W(k, c, ky, kx);
+      return s;
+    }
+    case PackKind::bwd_down2_4x4: {
+      const int t = col / p.pitch, k = col % p.pitch;
+      if (t >= 16 || k >= K) return 0.f;
+      const int a = t >> 2, b = t & 3;
+      float s = 0.f;
+      for (int dy = 0; dy < 2; ++dy)
+        for (int dx = 0; dx < 2; ++dx) {
+          const int ky = dy + 2 - a, kx = dx + 2 - b;
+          if (ky >= 0 && ky < 3 && kx >= 0 && kx < 3) s += W(k, row, ky, kx);
+        }
+      return s;
+    }
   }
+  return 0.f;
 }
 
 template <typename T>
-__global__ void pack_all_kernel(const float* __restrict__ params, int64_t count, PackTable tab) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count) scatter_packed<T>(tab, i, params[i]);
-}
-
-int64_t packed_extent(const PackTable& tab) {
-  int64_t n = 0;
-  for (const PackedLayer& l : tab.layer)
-    if (l.K > 0) n = std::max(n, l.weight_offset + int64_t(l.K) * l.C * 9);
-  return n;
+__global__ void pack_kernel(const float* __restrict__ params, PackList list, int64_t total) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = i;
+    int j = 0;
+    while (j < list.count - 1 && r >= pack_count(list.item[j])) r -= pack_count(list.item[j++]);
+    const PackedWeights& p = list.item[j];
+    const int row = int(r / p.kpad), col = int(r % p.kpad);
+    store_f(static_cast<T*>(p.dst) + r, packed_value(p, params + p.weight_offset, row, col));
+  }
 }
 
 // ---- optimizers (PyTorch semantics, as kernels/layers.h) ---------------------------------
@@ -99,8 +143,7 @@ __device__ __forceinline__ float clipped_grad(const OptimizerDeviceState& s, flo
   return g;
 }
 
-template <typename T>
-__global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o, PackTable tab) {
+__global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count) return;
   const int64_t step = *s.step_counter + 1;
@@ -118,11 +161,9 @@ __global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o, PackT
   const float denom = sqrtf(v) / float(sqrt(bc2)) + o.eps;
   p -= step_size * (m / denom);
   s.params[i] = p;
-  scatter_packed<T>(tab, i, p);
 }
 
-template <typename T>
-__global__ void sgd_kernel(OptimizerDeviceState s, int64_t count, OptK o, PackTable tab) {
+__global__ void sgd_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count) return;
   const float lr = *s.lr;
@@ -136,7 +177,6 @@ __global__ void sgd_kernel(OptimizerDeviceState s, int64_t count, OptK o, PackTa
   }
   p -= lr * g;
   s.params[i] = p;
-  scatter_packed<T>(tab, i, p);
 }
 
 __global__ void sumsq_kernel(const float* __restrict__ x, int64_t count, double* out) {
@@ -304,33 +344,27 @@ void im2col_rgb(const uint8_t* images_u8, const int* order, const int* order_pos
   AE_CUDA_LAUNCH_CHECK();
 }
 
-void pack_all(const float* params, const PackTable& table, DType t, cudaStream_t stream) {
-  const int64_t n = packed_extent(table);
-  if (n == 0) return;
+void pack_weights(const float* params, const PackList& list, DType t, cudaStream_t stream) {
+  int64_t total = 0;
+  for (int i = 0; i < list.count; ++i) total += list.item[i].count();
+  if (total == 0) return;
+  const unsigned blocks = std::min<unsigned>(blocks_for(total), 4096);
   if (t == DType::bf16)
-    pack_all_kernel<bf16><<<blocks_for(n), kThreads, 0, stream>>>(params, n, table);
+    pack_kernel<bf16><<<blocks, kThreads, 0, stream>>>(params, list, total);
   else
-    pack_all_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(params, n, table);
+    pack_kernel<float><<<blocks, kThreads, 0, stream>>>(params, list, total);
   AE_CUDA_LAUNCH_CHECK();
 }
 
-void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s, int64_t count, const PackTable& table,
-                      DType t, cudaStream_t stream) {
+void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s, int64_t count, cudaStream_t stream) {
   OptK o{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, cfg.momentum, cfg.grad_clip};
   const unsigned blocks = blocks_for(count);
-  if (cfg.kind == "adam") {
-    if (t == DType::bf16)
-      adam_kernel<bf16><<<blocks, kThreads, 0, stream>>>(s, count, o, table);
-    else
-      adam_kernel<float><<<blocks, kThreads, 0, stream>>>(s, count, o, table);
-  } else if (cfg.kind == "sgd") {
-    if (t == DType::bf16)
-      sgd_kernel<bf16><<<blocks, kThreads, 0, stream>>>(s, count, o, table);
-    else
-      sgd_kernel<float><<<blocks, kThreads, 0, stream>>>(s, count, o, table);
-  } else {
+  if (cfg.kind == "adam")
+    adam_kernel<<<blocks, kThreads, 0, stream>>>(s, count, o);
+  else if (cfg.kind == "sgd")
+    sgd_kernel<<<blocks, kThreads, 0, stream>>>(s, count, o);
+  else
     throw std::invalid_argument("unknown optimizer '" + cfg.kind + "'");
-  }
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -381,32 +415,80 @@ void nhwc_to_nchw(const void* x, float* y, int N, int C, int HW, int Cp, DType t
 }
 
 // ---- CPU twins ---------------------------------------------------------------------------
+namespace {
+
+// Device scratch of one twin call: NHWC copies, packed weights, workspaces.
+struct Scratch {
+  DeviceBuffer<char> a, b, w, out;
+};
+
+void pack_one(const float* w, PackKind kind, int K, int C, void* dst, int kpad, int pitch, DType t) {
+  PackList list;
+  PackedWeights p;
+  p.kind = kind;
+  p.K = K;
+  p.C = C;
+  p.dst = dst;
+  p.kpad = kpad;
+  p.pitch = pitch;
+  list.add(p);
+  pack_weights(w, list, t, 0);
+}
+
+// Weight and bias gradients from NHWC operands already on the device.
+void wgrad_twin(const PixelMatrix& A, const PixelMatrix& B, int images, int grid_h, int grid_w, int parities,
+                WgradScatter s, const void* dy_nhwc, int64_t dy_rows, int Kp, float* dw, float* db, bool accumulate,
+                DType t) {
+  const WgradPlan plan = plan_wgrad(A.width(), B.width(), images, grid_h, grid_w, parities);
+  DeviceBuffer<float> work(plan.workspace_floats()), tmp_w, tmp_b, bias_work(bias_grad_work_floats(Kp));
+  wgrad_igemm(A, B, plan, work.get(), t, 0);
+  const int64_t nw = int64_t(s.K) * s.C * 9;
+  float* dw_out = dw;
+  float* db_out = db;
+  if (accumulate) {
+    tmp_w.resize(size_t(nw));
+    tmp_b.resize(size_t(s.K));
+    dw_out = tmp_w.get();
+    db_out = db ? tmp_b.get() : nullptr;
+  }
+  s.weight_grad = dw_out;
+  wgrad_reduce(work.get(), plan, s, 0);
+  if (db_out) bias_grad(dy_nhwc, dy_rows, Kp, s.K, bias_work.get(), db_out, t, 0);
+  if (accumulate) {
+    add_kernel<<<blocks_for(nw), kThreads>>>(dw, tmp_w.get(), nw);
+    if (db) add_kernel<<<blocks_for(s.K), kThreads>>>(db, tmp_b.get(), s.K);
+  }
+  sync_default();
+}
+
+}  // namespace
+
 void conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K, int H, int W,
                      bool relu, Precision precision) {
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
   const int Cp = pow2_at_least(C), Kpad = round_up(9 * Cp, 32), HW = H * W;
-  DeviceBuffer<char> xs(size_t(N) * HW * Cp * es), ws(size_t(K) * Kpad * es), ys(size_t(N) * HW * K * es);
-  AE_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.bytes()));
-  nchw_to_nhwc(x, xs.get(), N, C, HW, Cp, t, 0);
-  PackTable tab{};
-  tab.layer[0] = PackedLayer{0, K, C, ws.get(), Kpad, Cp, false, nullptr, 0, 0};
-  pack_all(w, tab, t, 0);
+  Scratch s;
+  s.a.resize(size_t(N) * HW * Cp * es);
+  s.w.resize(size_t(K) * Kpad * es);
+  s.out.resize(size_t(N) * HW * K * es);
+  nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
+  pack_one(w, PackKind::fwd3, K, C, s.w.get(), Kpad, Cp, t);
   ConvArgs a;
-  a.src = xs.get();
+  a.src = s.a.get();
   a.images = N;
   a.Hs = H;
   a.Ws = W;
   a.Cs = Cp;
   a.Kpad = Kpad;
-  a.weights = ws.get();
+  a.weights = s.w.get();
   a.N = K;
   a.bias = b;
   a.relu = relu;
-  a.out = ys.get();
+  a.out = s.out.get();
   a.ldo = K;
   conv_igemm(a, t, 0);
-  nhwc_to_nchw(ys.get(), y, N, K, HW, K, t, 0);
+  nhwc_to_nchw(s.out.get(), y, N, K, HW, K, t, 0);
   sync_default();
 }
 
@@ -415,25 +497,25 @@ void conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, in
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
   const int Kp = pow2_at_least(K), Kpad = round_up(9 * Kp, 32), HW = H * W;
-  DeviceBuffer<char> dys(size_t(N) * HW * Kp * es), ws(size_t(C) * Kpad * es), dxs(size_t(N) * HW * C * es);
-  AE_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.bytes()));
-  nchw_to_nhwc(dy, dys.get(), N, K, HW, Kp, t, 0);
-  PackTable tab{};
-  tab.layer[0] = PackedLayer{0, K, C, nullptr, 0, 0, false, ws.get(), Kpad, Kp};
-  pack_all(w, tab, t, 0);
+  Scratch s;
+  s.a.resize(size_t(N) * HW * Kp * es);
+  s.w.resize(size_t(C) * Kpad * es);
+  s.out.resize(size_t(N) * HW * C * es);
+  nchw_to_nhwc(dy, s.a.get(), N, K, HW, Kp, t, 0);
+  pack_one(w, PackKind::bwd3, K, C, s.w.get(), Kpad, Kp, t);
   ConvArgs a;
-  a.src = dys.get();
+  a.src = s.a.get();
   a.images = N;
   a.Hs = H;
   a.Ws = W;
   a.Cs = Kp;
   a.Kpad = Kpad;
-  a.weights = ws.get();
+  a.weights = s.w.get();
   a.N = C;
-  a.out = dxs.get();
+  a.out = s.out.get();
   a.ldo = C;
   conv_igemm(a, t, 0);
-  nhwc_to_nchw(dxs.get(), dx, N, C, HW, C, t, 0);
+  nhwc_to_nchw(s.out.get(), dx, N, C, HW, C, t, 0);
   sync_default();
 }
 
@@ -442,33 +524,98 @@ void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float*
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
   const int Cp = pow2_at_least(C), Kp = pow2_at_least(K), HW = H * W;
-  DeviceBuffer<char> xs(size_t(N) * HW * Cp * es), dys(size_t(N) * HW * Kp * es);
-  nchw_to_nhwc(x, xs.get(), N, C, HW, Cp, t, 0);
-  nchw_to_nhwc(dy, dys.get(), N, K, HW, Kp, t, 0);
-  PixelMatrix A{dys.get(), H, W, Kp, 1, false}, B{xs.get(), H, W, Cp, 1, true};
-  const WgradPlan plan = plan_wgrad(K, B.width(), int64_t(N) * HW, t);
-  DeviceBuffer<float> work(plan.workspace_floats()), tmp_w, tmp_b, bias_work(bias_grad_work_floats(Kp));
-  wgrad_igemm(A, B, N, plan, work.get(), t, 0);
-  float* dw_out = dw;
-  float* db_out = db;
-  if (accumulate) {
-    tmp_w.resize(size_t(K) * C * 9);
-    tmp_b.resize(size_t(K));
-    dw_out = tmp_w.get();
-    db_out = db ? tmp_b.get() : nullptr;
-  }
-  WgradScatter s;
-  s.K = K;
-  s.C = C;
-  s.Cs = Cp;
-  s.weight_grad = dw_out;
-  wgrad_reduce(work.get(), plan, K, B.width(), s, 0);
-  if (db_out) bias_grad(dys.get(), int64_t(N) * HW, Kp, K, bias_work.get(), db_out, t, 0);
-  if (accumulate) {
-    add_kernel<<<blocks_for(int64_t(K) * C * 9), kThreads>>>(dw, tmp_w.get(), int64_t(K) * C * 9);
-    if (db) add_kernel<<<blocks_for(K), kThreads>>>(db, tmp_b.get(), K);
-  }
+  Scratch s;
+  s.a.resize(size_t(N) * HW * Cp * es);
+  s.b.resize(size_t(N) * HW * Kp * es);
+  nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
+  nchw_to_nhwc(dy, s.b.get(), N, K, HW, Kp, t, 0);
+  PixelMatrix A{s.b.get(), H, W, Kp, 1, PixelMatrix::plain, false};
+  PixelMatrix B{s.a.get(), H, W, Cp, 1, PixelMatrix::patch3, false};
+  WgradScatter sc;
+  sc.mode = WgradScatter::out_by_patch;
+  sc.K = K;
+  sc.C = C;
+  sc.Cs = Cp;
+  wgrad_twin(A, B, N, H, W, 1, sc, s.b.get(), int64_t(N) * HW, Kp, dw, db, accumulate, t);
+}
+
+void upsample2_conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K, int H,
+                               int W, bool relu, Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Cp = pow2_at_least(C), Kpad = round_up(4 * Cp, 32), HW = H * W;
+  Scratch s;
+  s.a.resize(size_t(N) * HW * Cp * es);
+  s.w.resize(size_t(4) * K * Kpad * es);
+  s.out.resize(size_t(N) * 4 * HW * K * es);
+  nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
+  pack_one(w, PackKind::fwd_up2_parity, K, C, s.w.get(), Kpad, Cp, t);
+  ConvArgs a;
+  a.src = s.a.get();
+  a.images = N;
+  a.Hs = H;
+  a.Ws = W;
+  a.Cs = Cp;
+  a.shape = ConvShape::up2_parity;
+  a.Kpad = Kpad;
+  a.weights = s.w.get();
+  a.N = K;
+  a.bias = b;
+  a.relu = relu;
+  a.out = s.out.get();
+  a.ldo = K;
+  conv_igemm(a, t, 0);
+  nhwc_to_nchw(s.out.get(), y, N, K, 4 * HW, K, t, 0);
   sync_default();
+}
+
+void upsample2_conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K, int H, int W,
+                                     Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Kp = pow2_at_least(K), Kpad = round_up(16 * Kp, 32), HW = H * W;
+  Scratch s;
+  s.a.resize(size_t(N) * 4 * HW * Kp * es);
+  s.w.resize(size_t(C) * Kpad * es);
+  s.out.resize(size_t(N) * HW * C * es);
+  nchw_to_nhwc(dy, s.a.get(), N, K, 4 * HW, Kp, t, 0);
+  pack_one(w, PackKind::bwd_down2_4x4, K, C, s.w.get(), Kpad, Kp, t);
+  ConvArgs a;
+  a.src = s.a.get();
+  a.images = N;
+  a.Hs = 2 * H;
+  a.Ws = 2 * W;
+  a.Cs = Kp;
+  a.shape = ConvShape::down2_4x4;
+  a.Kpad = Kpad;
+  a.weights = s.w.get();
+  a.N = C;
+  a.out = s.out.get();
+  a.ldo = C;
+  conv_igemm(a, t, 0);
+  nhwc_to_nchw(s.out.get(), dx, N, C, HW, C, t, 0);
+  sync_default();
+}
+
+void upsample2_conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N, int C, int K,
+                                        int H, int W, Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Cp = pow2_at_least(C), Kp = pow2_at_least(K), HW = H * W;
+  Scratch s;
+  s.a.resize(size_t(N) * HW * Cp * es);
+  s.b.resize(size_t(N) * 4 * HW * Kp * es);
+  nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
+  nchw_to_nhwc(dy, s.b.get(), N, K, 4 * HW, Kp, t, 0);
+  // per output parity: dY at (2y+dy, 2x+dx) against the 2×2 source neighbourhood
+  PixelMatrix A{s.b.get(), 2 * H, 2 * W, Kp, 1, PixelMatrix::plain, true};
+  PixelMatrix B{s.a.get(), H, W, Cp, 1, PixelMatrix::patch2_parity, false};
+  WgradScatter sc;
+  sc.mode = WgradScatter::out_by_parity_patch;
+  sc.K = K;
+  sc.C = C;
+  sc.Cs = Cp;
+  wgrad_twin(A, B, N, H, W, 4, sc, s.b.get(), int64_t(N) * 4 * HW, Kp, dw, db, false, t);
 }
 
 void relu_backward(const float* dy, const float* y, float* dx, int64_t count) {
@@ -522,7 +669,7 @@ void run_optimizer_twin(const OptimizerConfig& cfg, float* params, const float* 
   s.v = v;
   s.step_counter = d_step.get();
   s.lr = d_lr.get();
-  optimizer_update(cfg, s, count, PackTable{}, DType::f32, 0);
+  optimizer_update(cfg, s, count, 0);
   sync_default();
 }
 }  // namespace

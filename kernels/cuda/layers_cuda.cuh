@@ -47,6 +47,17 @@ void adam_step(float* params, const float* grad, float* m, float* v, int64_t cou
                float lr, float beta1, float beta2, float eps, float weight_decay);
 double global_norm(const float* grad, int64_t count);
 
+// Fused twins of "nearest upsample ×2, then 3×3 convolution" (x: [N,C,H,W], y: [N,K,2H,2W]),
+// checked against ae::cpu::upsample2_forward + conv3x3_*; the backend runs them this way.
+void upsample2_conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C,
+                               int K, int H, int W, bool relu, Precision precision = Precision::fp32);
+// dx [N,C,H,W] = upsample2_backward(conv3x3_backward_data(dy)), dy: [N,K,2H,2W]
+void upsample2_conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K,
+                                     int H, int W, Precision precision = Precision::fp32);
+// dw, db of the convolution in "upsample then conv" (x: the pre-upsample input)
+void upsample2_conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N,
+                                        int C, int K, int H, int W, Precision precision = Precision::fp32);
+
 // ---- fused NHWC operations (stream-ordered, no allocation, no synchronisation) ---------
 enum class DType { f32, bf16 };
 inline size_t dtype_bytes(DType t) { return t == DType::bf16 ? 2 : 4; }
@@ -58,33 +69,42 @@ void init_kernels();
 enum class ConvEpilogue : int {
   store = 0,        // out[pixel][n] = act(acc + bias); channels N..ldo-1 written as 0
   pool = 1,         // 2×2 max pool of act(acc + bias) → out (H/2×W/2) + argmax (0..3)
-  upsum_mask = 2,   // backward of "upsample then conv": sum of each 2×2 block, × (aux > 0)
+  mask = 2,         // backward through a ReLU: out = acc × (aux > 0), aux at the same pixel
   unpool_mask = 3,  // backward of "conv then ReLU then pool": acc × (aux > 0) routed to the
                     //   argmax position of a 2H×2W output, zeros elsewhere
   loss = 4,         // MSE against the uint8 input: Σ(out − x/255)² into loss_sum, gradient
                     //   grad_scale·(out − x/255) into out (ldo channels, pad zeroed)
 };
 
-// 3×3 (taps = 9, zero padding 1) or 1×1 (taps = 1: src is already an im2col matrix)
-// convolution as an implicit GEMM: rows = output pixels, columns = output channels,
-// reduction k = tap·Cs + c gathered on the fly from the NHWC source. The source is seen
-// upsampled ×`up` (nearest), so "upsample then conv" never materialises the upsampled map.
+// Which convolution the implicit GEMM computes (rows = output pixels, columns = output
+// channels, reduction k = tap·Cs + c gathered on the fly from the NHWC source):
+//   same3x3:    3×3, zero padding 1, output size = input size (source seen upsampled ×up)
+//   point1x1:   1×1 (the source is already an im2col matrix)
+//   up2_parity: "nearest upsample ×2, then 3×3" on a Hs×Ws source, computed without the
+//               upsampled map: each of the four output parities (dy,dx) is a 2×2
+//               convolution of the source with summed weights (4 weight matrices
+//               [4][N][Kpad], parity dy·2+dx): 4·C instead of 9·C multiply-adds per output
+//   down2_4x4:  the input gradient of an up2 layer: "3×3 transposed, then sum each 2×2
+//               block" is a 4×4 convolution with stride 2 (offset −1) of the output
+//               gradient, with summed weights; output Hs/2 × Ws/2
+enum class ConvShape : int { same3x3 = 0, point1x1 = 1, up2_parity = 2, down2_4x4 = 3 };
+
 struct ConvArgs {
   const void* src = nullptr;  // NHWC [images][Hs][Ws][Cs], Cs a power of two ≥ 8
   int images = 0, Hs = 0, Ws = 0, Cs = 0, up = 1;
-  int taps = 9;
-  int Kpad = 0;                  // weights' row pitch (multiple of 32, ≥ taps·Cs)
-  const void* weights = nullptr;  // [N][Kpad], same element type as src
-  int N = 0;                     // output channels
+  ConvShape shape = ConvShape::same3x3;
+  int Kpad = 0;                   // weights' row pitch (multiple of 32, ≥ taps·Cs)
+  const void* weights = nullptr;  // [N][Kpad] ([4][N][Kpad] for up2_parity), element type as src
+  int N = 0;                      // output channels
   ConvEpilogue epilogue = ConvEpilogue::store;
   const float* bias = nullptr;  // [N] fp32, may be null
   bool relu = false;
-  void* out = nullptr;  // NHWC, element type as src (upsum/unpool/loss too)
+  void* out = nullptr;  // NHWC, element type as src
   int ldo = 0;          // out's channel pitch
-  uint8_t* argmax_out = nullptr;         // pool
-  const void* aux = nullptr;             // upsum/unpool: ReLU output that masks the gradient
+  uint8_t* argmax_out = nullptr;       // pool
+  const void* aux = nullptr;           // mask/unpool: the ReLU output that masks the gradient
   int ld_aux = 0;
-  const uint8_t* argmax_in = nullptr;    // unpool (pitch ld_aux)
+  const uint8_t* argmax_in = nullptr;  // unpool (pitch ld_aux)
   float* out_nchw = nullptr;  // pool: fp32 NCHW copy of the pooled map (latent codes);
                               // loss: the reconstruction, fp32 NCHW
   // loss: the target images (uint8 NCHW) are images_u8[order[*order_pos + i]] (order null:
@@ -97,40 +117,52 @@ struct ConvArgs {
 };
 void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream);
 
-// A [pixels][width] matrix read from an NHWC tensor over a pixel grid of
-// (Hs·up)×(Ws·up): plain (row p = the Cs channels of pixel p) or patch (row p = the 3×3
-// neighbourhood of pixel p, tap-major, width 9·Cs, zero padded, source upsampled ×up).
+// A [pixels][width] matrix read from an NHWC tensor, one row per pixel (img,y,x) of the
+// reduction grid:
+//   plain:          the Cs channels at source pixel (y,x) (source seen upsampled ×up), or
+//                   with parity_subsample at (2y+dy, 2x+dx) of the current parity
+//   patch3:         the 3×3 neighbourhood (tap-major, width 9·Cs, zero padded)
+//   patch3_flipped: the same with the taps mirrored (pixel (y+1−ky, x+1−kx) for tap ky,kx)
+//   patch2_parity:  the 2×2 neighbourhood at origin (y+dy−1, x+dx−1) (width 4·Cs)
 struct PixelMatrix {
+  enum Kind { plain, patch3, patch3_flipped, patch2_parity };
   const void* src = nullptr;
   int Hs = 0, Ws = 0, Cs = 0, up = 1;
-  bool patch = false;
-  int width() const { return patch ? 9 * Cs : Cs; }
+  Kind kind = plain;
+  bool parity_subsample = false;
+  int width() const { return kind == plain ? Cs : kind == patch2_parity ? 4 * Cs : 9 * Cs; }
 };
 
 // Weight gradient as a GEMM over pixels: out[i][j] = Σ_p A[p][i]·B[p][j] (both operands
-// stream through shared memory transposed). Split over pixel ranges; the partial sums
-// [splits][Mp][Np] go to a workspace that wgrad_reduce() sums and scatters.
+// stream through shared memory transposed), per parity when parities = 4. Split over pixel
+// ranges; the partial sums [parities][splits][Mp][Np] go to a workspace that
+// wgrad_reduce() sums into the gradient.
 struct WgradPlan {
-  int bm = 0, bn = 0, splits = 0, Mp = 0, Np = 0, pix_per_split = 0;
-  int64_t pixels = 0;
-  size_t workspace_floats() const { return size_t(splits) * Mp * Np; }
+  int bm = 0, bn = 0, splits = 0, parities = 1, Mp = 0, Np = 0, pix_per_split = 0;
+  int grid_h = 0, grid_w = 0;  // the reduction grid
+  int64_t pixels = 0;          // images · grid_h · grid_w
+  size_t workspace_floats() const { return size_t(parities) * splits * Mp * Np; }
 };
-WgradPlan plan_wgrad(int M, int N, int64_t pixels, DType t, int max_splits = 64);
-void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, int images, const WgradPlan& plan,
-                 float* workspace, DType t, cudaStream_t stream);
+WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, int max_splits = 64);
+void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& plan, float* workspace, DType t,
+                 cudaStream_t stream);
 
-// Where a weight-gradient matrix lands in the flat gradient (PyTorch layout [K][C][3][3]).
+// How the GEMM's (i, j) map to the flat gradient (PyTorch layout [K][C][3][3]).
 struct WgradScatter {
-  bool a_is_channels = true;  // A's columns are output channels k (else B's are)
-  int K = 0, C = 0;           // real sizes
-  int Cs = 0;                 // patch pitch: column j = tap·Cs + c
-  bool rgb_im2col = false;    // columns are the im2col of the RGB input: j = tap·3 + c
-  int bias_column = -1;       // this patch column holds the bias gradient (rgb: 27)
+  enum Mode {
+    out_by_patch,         // i = k, j = tap·Cs + c (rgb_im2col: j = tap·3 + c)
+    in_by_flipped_patch,  // i = c, j = tap·Cs + k (B = patch3_flipped of the output gradient)
+    out_by_parity_patch,  // per parity: i = k, j = (a·2+b)·Cs + c; summed into the 3×3 taps
+  };
+  Mode mode = out_by_patch;
+  int K = 0, C = 0;  // real sizes
+  int Cs = 0;        // patch pitch
+  bool rgb_im2col = false;
+  int bias_column = -1;  // rgb: column 27 of the im2col holds 1, its gradient is the bias's
   float* weight_grad = nullptr;  // [K][C][9]
   float* bias_grad = nullptr;
 };
-void wgrad_reduce(const float* workspace, const WgradPlan& plan, int M, int N, const WgradScatter& s,
-                  cudaStream_t stream);
+void wgrad_reduce(const float* workspace, const WgradPlan& plan, const WgradScatter& s, cudaStream_t stream);
 
 // Bias gradient: out[c] = Σ_rows src[row][c] for c < ncols (src pitch ld, a power of two
 // ≤ 256). work holds bias_grad_work_floats(ld) floats.
@@ -144,25 +176,38 @@ void bias_grad(const void* src, int64_t rows, int ld, int ncols, float* work, fl
 void im2col_rgb(const uint8_t* images_u8, const int* order, const int* order_pos, int images,
                 void* col, DType t, cudaStream_t stream);
 
-// The layout of every layer's packed weight copies, so the optimizer can refresh them as
-// it updates the fp32 master weights.
-struct PackedLayer {
+// Packed weight copies the convolutions read, made from the fp32 master weights (in the
+// GEMMs' element type) after every optimizer step:
+//   fwd3    [K][kpad]: column tap·pitch + c                 = w[k][c][tap]
+//   fwd_rgb [K][kpad]: column tap·3 + c (27..kpad−1 zero)   = w[k][c][tap]
+//   bwd3    [C][kpad]: column tap'·pitch + k                = w[k][c][8 − tap']
+//   fwd_up2_parity [4][K][kpad]: column (a·2+b)·pitch + c   = Σ of the 3×3 taps that land on
+//                   source pixel (y+dy+a−1, x+dx+b−1) for output parity (dy,dx)
+//   bwd_down2_4x4  [C][kpad]: column (a·4+b)·pitch + k      = Σ over (dy,ky), (dx,kx) with
+//                   dy−ky+2 = a, dx−kx+2 = b of w[k][c][ky][kx]
+enum class PackKind : int { fwd3 = 0, fwd_rgb = 1, bwd3 = 2, fwd_up2_parity = 3, bwd_down2_4x4 = 4 };
+struct PackedWeights {
+  PackKind kind = PackKind::fwd3;
   int64_t weight_offset = 0;  // into the flat params
   int K = 0, C = 0;
-  void* fwd = nullptr;  // [K][kpad_fwd]: column tap·cs_fwd + c (rgb: tap·3 + c)
-  int kpad_fwd = 0, cs_fwd = 0;
-  bool rgb = false;
-  void* bwd = nullptr;  // [C][kpad_bwd]: column tap'·kp_bwd + k holds w[k][c][8 − tap'] (null: none)
-  int kpad_bwd = 0, kp_bwd = 0;
+  void* dst = nullptr;
+  int kpad = 0, pitch = 0;
+  int64_t count() const {
+    const int rows = (kind == PackKind::bwd3 || kind == PackKind::bwd_down2_4x4) ? C
+                     : kind == PackKind::fwd_up2_parity                          ? 4 * K
+                                                                                 : K;
+    return int64_t(rows) * kpad;
+  }
 };
-struct PackTable {
-  PackedLayer layer[kNumConvs];
+struct PackList {
+  static constexpr int kMax = 12;
+  int count = 0;
+  PackedWeights item[kMax];
+  void add(const PackedWeights& p) { item[count++] = p; }
 };
-// Writes every packed copy from the fp32 master params (padding must be zeroed once).
-void pack_all(const float* params, const PackTable& table, DType t, cudaStream_t stream);
+void pack_weights(const float* params, const PackList& list, DType t, cudaStream_t stream);
 
-// Optimizer steps on the flat fp32 master params that also refresh the packed copies.
-// The step number t is *step_counter + 1; lr is read from device memory; with grad_clip
+// Optimizer steps on the flat fp32 master params (PyTorch semantics). The step number t is *step_counter + 1; lr is read from device memory; with grad_clip
 // > 0, grad_sumsq must point to Σ g² (grad_sumsq_compute()).
 struct OptimizerDeviceState {
   float* params = nullptr;
@@ -174,7 +219,7 @@ struct OptimizerDeviceState {
   const double* grad_sumsq = nullptr;
 };
 void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s, int64_t count,
-                      const PackTable& table, DType t, cudaStream_t stream);
+                      cudaStream_t stream);
 void grad_sumsq_compute(const float* grad, int64_t count, double* out, cudaStream_t stream);
 // *pos += batch; *step += 1 (the last kernel of a training step).
 void advance_step(int* pos, int64_t* step, int batch, cudaStream_t stream);

@@ -3,6 +3,7 @@
 // backend-only numbers and the per-kernel table; the headline numbers come from ae-train
 // and ae-encode. Prints lines "BENCH key=value ...".
 //   AE_BENCH_IMAGES (50000)  AE_BENCH_BATCHES (64,256)  AE_BENCH_ENCODE (60000)
+//   AE_BENCH_PROFILE_ONLY=1: only the per-kernel table (batch 256, both precisions)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,13 +47,18 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
-  std::vector<float> latent(size_t(n_enc) * ae::kLatentDim);
+  std::vector<float> latent;
 
+  const bool profile_only = env_int("AE_BENCH_PROFILE_ONLY", 0) != 0;
   for (ae::Precision p : {ae::Precision::fp32, ae::Precision::bf16}) {
     ae::OptimizerConfig adam;
     auto gpu = ae::make_gpu_backend(adam, p);
     gpu->set_params(ae::init_params(0));
     gpu->set_train_images(images.data(), n);
+    if (profile_only) {
+      std::printf("%s", ae::cuda::profile_training_step(*gpu, 256, 20).c_str());
+      continue;
+    }
     for (int batch : env_list("AE_BENCH_BATCHES", "64,256")) {
       // warm-up: graph capture, first touches
       std::vector<int64_t> warm(order.begin(), order.begin() + std::min<size_t>(order.size(), size_t(batch) * 20));
@@ -63,6 +69,7 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
       std::printf("BENCH train precision=%s batch=%d images=%d s_per_epoch=%.4f loss=%.5f\n", ae::precision_name(p),
                   batch, n, dt, loss);
     }
+    latent.resize(size_t(n_enc) * ae::kLatentDim);
     gpu->encode(images.data(), std::min(n_enc, 2048), 1024, latent.data());  // warm-up
     const double t0 = now();
     gpu->encode(images.data(), n_enc, 1024, latent.data());

@@ -115,6 +115,74 @@ TEST_P(ConvLayer, BackwardWeightsMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(RealShapes, ConvLayer, testing::ValuesIn(all_layers()), case_name);
 
+// "Upsample ×2 then conv" as the backend runs it (four parity 2×2 convolutions forward, a
+// 4×4 stride-2 convolution backward, per-parity weight gradients), against the CPU twins
+// composed: upsample2_forward then conv3x3_*.
+class UpsampleConvLayer : public ConvLayer {};
+
+TEST_P(UpsampleConvLayer, ForwardMatchesCpu) {
+  const int h = H / 2, w = W / 2;  // the pre-upsample size
+  const size_t nx = size_t(kImages) * C * h * w, nu = size_t(kImages) * C * H * W, ny = size_t(kImages) * K * H * W;
+  auto x = uniform(nx, 0.f, 1.f, rng);
+  auto wt = normal(size_t(K) * C * 9, std::sqrt(2.f / (C * 9)), rng);
+  auto b = normal(K, 0.1f, rng);
+  std::vector<float> up(nu), ref(ny);
+  ae::cpu::upsample2_forward(x.data(), up.data(), kImages, C, h, w);
+  ae::cpu::conv3x3_forward(up.data(), wt.data(), b.data(), ref.data(), kImages, C, K, H, W, relu);
+  auto dx = to_device(x), dw = to_device(wt), db = to_device(b);
+  auto dy = poisoned(ny);
+  ae::cuda::upsample2_conv3x3_forward(dx.get(), dw.get(), db.get(), dy.get(), kImages, C, K, h, w, relu,
+                                      GetParam().precision);
+  const double err = rel_err(to_host(dy, ny), ref);
+  std::printf("    upsample+conv forward %dx%dx%d->%d %s: rel err %.2e\n", h, w, C, K,
+              ae::precision_name(GetParam().precision), err);
+  EXPECT_LT(err, conv_tolerance(GetParam().precision));
+}
+
+TEST_P(UpsampleConvLayer, BackwardDataMatchesCpu) {
+  const int h = H / 2, w = W / 2;
+  const size_t nx = size_t(kImages) * C * h * w, nu = size_t(kImages) * C * H * W, ny = size_t(kImages) * K * H * W;
+  auto dyv = normal(ny, 1.f, rng);
+  auto wt = normal(size_t(K) * C * 9, std::sqrt(2.f / (C * 9)), rng);
+  std::vector<float> du(nu), ref(nx);
+  ae::cpu::conv3x3_backward_data(dyv.data(), wt.data(), du.data(), kImages, C, K, H, W);
+  ae::cpu::upsample2_backward(du.data(), ref.data(), kImages, C, h, w);
+  auto ddy = to_device(dyv), dw = to_device(wt);
+  auto ddx = poisoned(nx);
+  ae::cuda::upsample2_conv3x3_backward_data(ddy.get(), dw.get(), ddx.get(), kImages, C, K, h, w, GetParam().precision);
+  const double err = rel_err(to_host(ddx, nx), ref);
+  std::printf("    upsample+conv backward-data %dx%dx%d->%d %s: rel err %.2e\n", h, w, C, K,
+              ae::precision_name(GetParam().precision), err);
+  EXPECT_LT(err, conv_tolerance(GetParam().precision));
+}
+
+TEST_P(UpsampleConvLayer, BackwardWeightsMatchesCpu) {
+  const int h = H / 2, w = W / 2;
+  const size_t nx = size_t(kImages) * C * h * w, nu = size_t(kImages) * C * H * W, ny = size_t(kImages) * K * H * W;
+  auto x = uniform(nx, 0.f, 1.f, rng);
+  auto dyv = normal(ny, 1.f, rng);
+  std::vector<float> up(nu), ref_w(size_t(K) * C * 9), ref_b(K);
+  ae::cpu::upsample2_forward(x.data(), up.data(), kImages, C, h, w);
+  ae::cpu::conv3x3_backward_weights(up.data(), dyv.data(), ref_w.data(), ref_b.data(), kImages, C, K, H, W);
+  auto dx = to_device(x), ddy = to_device(dyv);
+  auto dw = poisoned(ref_w.size()), db = poisoned(K);
+  ae::cuda::upsample2_conv3x3_backward_weights(dx.get(), ddy.get(), dw.get(), db.get(), kImages, C, K, h, w,
+                                               GetParam().precision);
+  const double err_w = rel_err(to_host(dw, ref_w.size()), ref_w), err_b = rel_err(to_host(db, K), ref_b);
+  std::printf("    upsample+conv backward-weights %dx%dx%d->%d %s: rel err w %.2e b %.2e\n", h, w, C, K,
+              ae::precision_name(GetParam().precision), err_w, err_b);
+  EXPECT_LT(err_w, conv_tolerance(GetParam().precision));
+  EXPECT_LT(err_b, conv_tolerance(GetParam().precision));
+}
+
+std::vector<ConvCase> upsampled_layers() {  // the decoder convolutions that follow an upsample
+  std::vector<ConvCase> v;
+  for (int l : {3, 4})
+    for (Precision p : {Precision::fp32, Precision::bf16}) v.push_back({l, p});
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(RealShapes, UpsampleConvLayer, testing::ValuesIn(upsampled_layers()), case_name);
+
 // ---- elementwise layers, fp32 exact up to rounding ----------------------------------------
 TEST(GpuLayers, ReluBackwardMatchesCpu) {
   REQUIRE_GPU();

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# make bench-gpu: our GPU autoencoder beside the PyTorch reference, on one GPU, in one run.
+#   - synthetic data of the real shape (bench/make_synthetic_cifar.py: 50,000 + 10,000)
+#   - ae-train --device gpu: one epoch after a warm-up epoch (the second epoch's img/s,
+#     training only), batch 64 and 256, --precision fp32 and bf16
+#   - ae-encode --device gpu: all 60,000 images, the tool's own encode time (GPU work plus
+#     the copy of the features to host memory; not the HDF5 write)
+#   - PyTorch (bench/torch_ae_bench.py): eager fp32, eager TF32, bf16 channels_last,
+#     torch.compile bf16, same batches
+#   - per-kernel times and TFLOP/s of one training step (CUDA events; gpu_tests' BenchGpu)
+# Prints a table of s/epoch and ratios with the device name; logs and JSON under $OUT_DIR.
+# Without an NVIDIA GPU it prints a skip line and exits 0.
+#   BUILD=build bench/bench-gpu.sh      (env: BENCH_BATCHES="64 256", BENCH_TORCH_MODES=...)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD="${BUILD:-build}"
+PY="${BENCH_PYTHON:-python3}"  # the GPU machine's python (torch, h5py)
+OUT_DIR="${OUT_DIR:-$BUILD/bench-gpu}"
+BATCHES="${BENCH_BATCHES:-64 256}"
+TORCH_MODES="${BENCH_TORCH_MODES:-eager_fp32,eager_tf32,bf16_cl,compiled_bf16}"
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "bench-gpu: skipped: no NVIDIA GPU on this machine"
+  exit 0
+fi
+for t in ae-train ae-encode; do
+  [ -x "$BUILD/bin/$t" ] || { echo "bench-gpu: $BUILD/bin/$t is missing (make BUILD=$BUILD)" >&2; exit 1; }
+done
+mkdir -p "$OUT_DIR"
+results="$OUT_DIR/results.jsonl"
+: > "$results"
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+echo "bench-gpu on $device ($(date -u +%Y-%m-%dT%H:%MZ))"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv > "$OUT_DIR/device.csv"
+
+data="$OUT_DIR/cifar10.h5"
+[ -f "$data" ] || "$PY" bench/make_synthetic_cifar.py "$data" || { echo "bench-gpu: cannot write $data" >&2; exit 1; }
+
+# ---- ours: ae-train, one epoch after a warm-up epoch -------------------------------------
+for prec in fp32 bf16; do
+  for b in $BATCHES; do
+    log="$OUT_DIR/ae-train-$prec-$b.log"
+    if "$BUILD/bin/ae-train" --data "$data" -o "$OUT_DIR/model-$prec-$b.h5" --device gpu --precision "$prec" \
+         --batch-size "$b" --epochs 2 --seed 1 > "$log" 2>&1; then
+      ips=$(sed -n 's/.*epoch 2\/2:.* \([0-9][0-9.]*\) img\/s.*/\1/p' "$log" | tail -1)
+      "$PY" -c "import json,sys; ips=float(sys.argv[1]); print(json.dumps({'impl':'ours','tool':'ae-train','mode':sys.argv[2],'batch':int(sys.argv[3]),'s_per_epoch':round(50000/ips,4)}))" \
+        "$ips" "$prec" "$b" >> "$results"
+    else
+      echo "bench-gpu: ae-train $prec batch $b failed, see $log" >&2
+      tail -3 "$log" >&2
+    fi
+  done
+done
+
+# ---- ours: ae-encode of 60,000 images --------------------------------------------------------
+model=$(ls "$OUT_DIR"/model-*.h5 2>/dev/null | head -1)
+if [ -n "$model" ]; then
+  if "$BUILD/bin/ae-encode" --model "$model" --data "$data" -o "$OUT_DIR/features.h5" --device gpu --batch-size 1024 \
+       --json > "$OUT_DIR/ae-encode.json" 2> "$OUT_DIR/ae-encode.log"; then
+    "$PY" -c "import json,sys; j=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(json.dumps({'impl':'ours','tool':'ae-encode','images':j['images'],'encode_s':round(j['images']/j['images_per_second'],4),'wall_s':round(j['seconds'],3)}))" \
+      "$OUT_DIR/ae-encode.json" >> "$results"
+  else
+    echo "bench-gpu: ae-encode failed, see $OUT_DIR/ae-encode.log" >&2
+  fi
+  rm -f "$OUT_DIR/features.h5"
+fi
+
+# ---- per-kernel table (the backend alone, CUDA events) -----------------------------------
+if [ -x "$BUILD/tests/gpu_tests" ]; then
+  AE_BENCH_PROFILE_ONLY=1 "$BUILD/tests/gpu_tests" --gtest_also_run_disabled_tests --gtest_filter='BenchGpu.*' \
+    > "$OUT_DIR/kernels.log" 2>&1 || echo "bench-gpu: per-kernel profile failed, see $OUT_DIR/kernels.log" >&2
+fi
+
+# ---- PyTorch -------------------------------------------------------------------------------
+"$PY" bench/torch_ae_bench.py --images 50000 --batches "${BATCHES// /,}" --modes "$TORCH_MODES" \
+  >> "$results" 2> "$OUT_DIR/torch.log" || echo "bench-gpu: PyTorch reference failed, see $OUT_DIR/torch.log" >&2
+
+# ---- table ---------------------------------------------------------------------------------
+grep -v '^\[' "$OUT_DIR/kernels.log" 2>/dev/null | grep -E 'per-kernel|^  ' || true
+"$PY" - "$results" "$device" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"\nautoencoder training, s per epoch of 50,000 images, {sys.argv[2]}")
+torch = {(r["mode"], r["batch"]): r for r in rows if r["impl"] == "pytorch" and "s_per_epoch" in r}
+ref = {b: r["s_per_epoch"] for (m, b), r in torch.items() if m == "compiled_bf16"}
+print(f"  {'implementation':34s} {'batch':>5s} {'s/epoch':>8s} {'vs torch.compile bf16':>22s}")
+for r in rows:
+    if "s_per_epoch" not in r:
+        continue
+    name = (f"ours ae-train --precision {r['mode']}" if r["impl"] == "ours"
+            else f"PyTorch {r.get('torch', '')} {r['mode']}")
+    ratio = f"{ref[r['batch']] / r['s_per_epoch']:.2f}x faster" if r["batch"] in ref else "-"
+    if r["impl"] == "pytorch":
+        ratio = f"{r['s_per_epoch'] / ref[r['batch']]:.2f}x its time" if r["batch"] in ref else "-"
+    print(f"  {name:34s} {r['batch']:5d} {r['s_per_epoch']:8.3f} {ratio:>22s}")
+for r in rows:
+    if r.get("tool") == "ae-encode":
+        print(f"  ours ae-encode --device gpu: {r['images']} images in {r['encode_s']:.3f} s "
+              f"(GPU + copy to host; {r['wall_s']:.1f} s with HDF5 reading/writing)")
+    if "error" in r:
+        print(f"  PyTorch {r['mode']} batch {r['batch']}: failed: {r['error'][:120]}")
+PYEOF
