@@ -42,6 +42,19 @@ void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float*
 void conv3x3_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                       float* db, int N, int C, int K, int H, int W, bool accumulate = false);
 
+// ---- nearest upsampling ×2 fused into the following 3×3 convolution -----------------------
+// y [N,K,2H,2W] = conv3x3(upsample2(x), w) + b (+ReLU), from x [N,C,H,W] — without building
+// the upsampled tensor, and with 4/9 of the multiply-adds (kernels/cpu/upconv.h explains
+// the four 2×2 phase kernels). Equal to upsample2_forward then conv3x3_forward up to
+// float rounding.
+void upconv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C,
+                       int K, int H, int W, bool relu);
+// Its backward: dx [N,C,H,W] is the gradient w.r.t. the LOW-resolution input (conv
+// backward followed by upsample2_backward); dw, db as conv3x3_backward_weights. Any of
+// dx / dw+db may be null (x may be null without dw, w may be null without dx).
+void upconv3x3_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                        float* db, int N, int C, int K, int H, int W, bool accumulate = false);
+
 // ---- ReLU ------------------------------------------------------------------------------
 // dx = dy where y > 0, else 0 (y is the ReLU's OUTPUT, as PyTorch's threshold_backward).
 // dx may alias dy.
@@ -54,6 +67,15 @@ void maxpool2_forward(const float* x, float* y, int32_t* argmax, int N, int C, i
 // dx[N,C,H,W]: dy routed to the argmax positions, zero elsewhere.
 void maxpool2_backward(const float* dy, const int32_t* argmax, float* dx, int N, int C, int H,
                        int W);
+
+// relu(maxpool2(x)) — equal to maxpool2(relu(x)) — from a convolution's pre-activation:
+// the ReLU runs on the 4× smaller output. argmax as maxpool2_forward on x (where every
+// window value is <= 0 it may differ from PyTorch's pick among the ReLU's zeros, but the
+// gradient there is zero either way).
+void maxpool2_relu_forward(const float* x, float* y, int32_t* argmax, int N, int C, int H, int W);
+// Its backward: dx = dy routed to argmax where the pooled output y > 0, zero elsewhere.
+void maxpool2_relu_backward(const float* dy, const int32_t* argmax, const float* y, float* dx, int N,
+                            int C, int H, int W);
 
 // ---- nearest-neighbour upsampling ×2 ---------------------------------------------------
 // y[n,c,h,w] = x[n,c,h/2,w/2]; y: [N,C,2H,2W].

@@ -10,6 +10,11 @@
 // gradients into its own buffer; the buffers are added in thread order, then clipped and
 // applied. No atomics, no order that depends on timing: the same thread count gives
 // bit-identical weights.
+//
+// Two fusions cut the work without changing the model: each "upsample → conv" pair of the
+// decoder runs as four 2×2 phase convolutions on the low-resolution input (upconv.h, 4/9
+// of the multiply-adds), and each "ReLU → maxpool" pair pools the pre-activation and
+// applies the ReLU to the pooled values.
 #include <omp.h>
 
 #include <algorithm>
@@ -21,6 +26,7 @@
 #include "kernels/autoencoder.h"
 #include "kernels/cpu/autoencoder_cpu.h"
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/upconv.h"
 #include "kernels/layers.h"
 
 namespace ae {
@@ -49,22 +55,25 @@ const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" :
 namespace {
 
 using cpu::Conv3x3;
+using cpu::UpConv3x3;
 
 // One image's activations and gradients (sizes per image, C×H×W).
 struct Workspace {
-  std::vector<float> x = std::vector<float>(kImageDim);  // input, pixels/255
-  std::vector<float> a1 = std::vector<float>(256 * 32 * 32), p1 = std::vector<float>(256 * 16 * 16);
-  std::vector<float> a2 = std::vector<float>(128 * 16 * 16), latent = std::vector<float>(kLatentDim);
-  std::vector<float> a3 = std::vector<float>(128 * 8 * 8), u3 = std::vector<float>(128 * 16 * 16);
-  std::vector<float> a4 = std::vector<float>(256 * 16 * 16), u4 = std::vector<float>(256 * 32 * 32);
-  std::vector<float> out = std::vector<float>(kImageDim);
+  std::vector<float> x = std::vector<float>(kImageDim);              // input, pixels/255
+  std::vector<float> z1 = std::vector<float>(256 * 32 * 32);         // encoder conv1, before ReLU
+  std::vector<float> p1 = std::vector<float>(256 * 16 * 16);         // relu(maxpool(z1))
+  std::vector<float> z2 = std::vector<float>(128 * 16 * 16);         // encoder conv2, before ReLU
+  std::vector<float> latent = std::vector<float>(kLatentDim);        // relu(maxpool(z2)), 128×8×8
+  std::vector<float> a3 = std::vector<float>(128 * 8 * 8);           // decoder conv1 + ReLU
+  std::vector<float> a4 = std::vector<float>(256 * 16 * 16);         // decoder conv2 (on upsampled a3) + ReLU
+  std::vector<float> out = std::vector<float>(kImageDim);            // decoder conv3 (on upsampled a4)
   std::vector<int32_t> arg1 = std::vector<int32_t>(256 * 16 * 16), arg2 = std::vector<int32_t>(kLatentDim);
   // Gradients; buffers whose lifetimes do not overlap are shared (see backward()).
   std::vector<float> dout = std::vector<float>(kImageDim);
-  std::vector<float> g_256x32 = std::vector<float>(256 * 32 * 32);  // du4, later da1
   std::vector<float> g_256x16 = std::vector<float>(256 * 16 * 16);  // da4, later dp1
-  std::vector<float> g_128x16 = std::vector<float>(128 * 16 * 16);  // du3, later da2
-  std::vector<float> da3 = std::vector<float>(128 * 8 * 8), dp2 = std::vector<float>(128 * 8 * 8);
+  std::vector<float> da3 = std::vector<float>(128 * 8 * 8), dlatent = std::vector<float>(kLatentDim);
+  std::vector<float> dz2 = std::vector<float>(128 * 16 * 16);
+  std::vector<float> dz1 = std::vector<float>(256 * 32 * 32);
 };
 
 class CpuBackend final : public AeBackend {
@@ -73,9 +82,18 @@ class CpuBackend final : public AeBackend {
       : opt_(opt), threads_(threads > 0 ? threads : omp_get_max_threads()), params_(init_params(0)) {
     if (opt_.kind != "adam" && opt_.kind != "sgd") throw std::invalid_argument("unknown optimizer '" + opt_.kind + "'");
     cpu::prepare_blas();
-    for (int l = 0; l < kNumConvs; ++l) convs_.emplace_back(kConvs[l].in, kConvs[l].out, kConvs[l].size, kConvs[l].size);
+    // Layers 0-2 are plain convolutions; 3 and 4 read the upsampled output of the layer
+    // before them, so they run as UpConv3x3 on the half-size input.
+    for (int l = 0; l < 3; ++l) convs_.emplace_back(kConvs[l].in, kConvs[l].out, kConvs[l].size, kConvs[l].size);
+    for (int l = 3; l < kNumConvs; ++l)
+      upconvs_.emplace_back(kConvs[l].in, kConvs[l].out, kConvs[l].size / 2, kConvs[l].size / 2);
+    int64_t offset = 0;
+    for (int l = 0; l < kNumConvs; ++l) {
+      work_offset_[l] = offset;
+      offset += l < 3 ? convs_[l].grad_work_size() : upconvs_[l - 3].grad_work_size();
+    }
     workspaces_.resize(threads_);
-    grad_work_.assign(threads_, std::vector<float>(kParamCount));
+    grad_work_.assign(threads_, std::vector<float>(offset));
     grad_.assign(kParamCount, 0.0f);
     load_weights();
   }
@@ -168,7 +186,8 @@ class CpuBackend final : public AeBackend {
   const float* weight(int l) const { return params_.data() + weight_offset(l); }
   const float* bias(int l) const { return params_.data() + bias_offset(l); }
   void load_weights() {
-    for (int l = 0; l < kNumConvs; ++l) convs_[l].set_weights(weight(l));
+    for (int l = 0; l < 3; ++l) convs_[l].set_weights(weight(l));
+    for (int l = 3; l < kNumConvs; ++l) upconvs_[l - 3].set_weights(weight(l));
   }
 
   // Same arithmetic as PyTorch's uint8 → float tensor / 255.
@@ -177,45 +196,35 @@ class CpuBackend final : public AeBackend {
   }
 
   void encode_image(Workspace& ws, float* latent) const {
-    convs_[0].forward(ws.x.data(), bias(0), ws.a1.data(), true);
-    cpu::maxpool2_forward(ws.a1.data(), ws.p1.data(), ws.arg1.data(), 1, 256, 32, 32);
-    convs_[1].forward(ws.p1.data(), bias(1), ws.a2.data(), true);
-    cpu::maxpool2_forward(ws.a2.data(), latent, ws.arg2.data(), 1, 128, 16, 16);
+    convs_[0].forward(ws.x.data(), bias(0), ws.z1.data(), false);
+    cpu::maxpool2_relu_forward(ws.z1.data(), ws.p1.data(), ws.arg1.data(), 1, 256, 32, 32);
+    convs_[1].forward(ws.p1.data(), bias(1), ws.z2.data(), false);
+    cpu::maxpool2_relu_forward(ws.z2.data(), latent, ws.arg2.data(), 1, 128, 16, 16);
   }
 
   void forward(Workspace& ws) const {
     encode_image(ws, ws.latent.data());
     convs_[2].forward(ws.latent.data(), bias(2), ws.a3.data(), true);
-    cpu::upsample2_forward(ws.a3.data(), ws.u3.data(), 1, 128, 8, 8);
-    convs_[3].forward(ws.u3.data(), bias(3), ws.a4.data(), true);
-    cpu::upsample2_forward(ws.a4.data(), ws.u4.data(), 1, 256, 16, 16);
-    convs_[4].forward(ws.u4.data(), bias(4), ws.out.data(), false);
+    upconvs_[0].forward(ws.a3.data(), bias(3), ws.a4.data(), true);    // upsample 8→16, conv 128→256
+    upconvs_[1].forward(ws.a4.data(), bias(4), ws.out.data(), false);  // upsample 16→32, conv 256→3
   }
 
-  // Adds this image's parameter gradients to grad_work (each layer's working layout,
-  // at the layer's offset in the flat parameter vector). ws.dout holds d(loss)/d(out).
+  // Adds this image's parameter gradients to grad_work (each layer's working layout, at
+  // work_offset_). ws.dout holds d(loss)/d(out).
   void backward(Workspace& ws, float* grad_work) const {
     float* gw[kNumConvs];
-    for (int l = 0; l < kNumConvs; ++l) gw[l] = grad_work + weight_offset(l);
-    float* du4 = ws.g_256x32.data();
-    convs_[4].backward(ws.u4.data(), ws.dout.data(), du4, gw[4]);
+    for (int l = 0; l < kNumConvs; ++l) gw[l] = grad_work + work_offset_[l];
     float* da4 = ws.g_256x16.data();
-    cpu::upsample2_backward(du4, da4, 1, 256, 16, 16);
+    upconvs_[1].backward(ws.a4.data(), ws.dout.data(), da4, gw[4]);
     cpu::relu_backward(da4, ws.a4.data(), da4, 256 * 16 * 16);
-    float* du3 = ws.g_128x16.data();
-    convs_[3].backward(ws.u3.data(), da4, du3, gw[3]);
-    cpu::upsample2_backward(du3, ws.da3.data(), 1, 128, 8, 8);
+    upconvs_[0].backward(ws.a3.data(), da4, ws.da3.data(), gw[3]);
     cpu::relu_backward(ws.da3.data(), ws.a3.data(), ws.da3.data(), 128 * 8 * 8);
-    convs_[2].backward(ws.latent.data(), ws.da3.data(), ws.dp2.data(), gw[2]);
-    float* da2 = ws.g_128x16.data();  // du3 is no longer needed
-    cpu::maxpool2_backward(ws.dp2.data(), ws.arg2.data(), da2, 1, 128, 16, 16);
-    cpu::relu_backward(da2, ws.a2.data(), da2, 128 * 16 * 16);
+    convs_[2].backward(ws.latent.data(), ws.da3.data(), ws.dlatent.data(), gw[2]);
+    cpu::maxpool2_relu_backward(ws.dlatent.data(), ws.arg2.data(), ws.latent.data(), ws.dz2.data(), 1, 128, 16, 16);
     float* dp1 = ws.g_256x16.data();  // da4 is no longer needed
-    convs_[1].backward(ws.p1.data(), da2, dp1, gw[1]);
-    float* da1 = ws.g_256x32.data();  // du4 is no longer needed
-    cpu::maxpool2_backward(dp1, ws.arg1.data(), da1, 1, 256, 32, 32);
-    cpu::relu_backward(da1, ws.a1.data(), da1, 256 * 32 * 32);
-    convs_[0].backward(ws.x.data(), da1, nullptr, gw[0]);  // the input needs no gradient
+    convs_[1].backward(ws.p1.data(), ws.dz2.data(), dp1, gw[1]);
+    cpu::maxpool2_relu_backward(dp1, ws.arg1.data(), ws.p1.data(), ws.dz1.data(), 1, 256, 32, 32);
+    convs_[0].backward(ws.x.data(), ws.dz1.data(), nullptr, gw[0]);  // the input needs no gradient
   }
 
   // One optimizer step on images train_[idx[0..b)]. Returns Σ of their per-image MSE;
@@ -255,15 +264,22 @@ class CpuBackend final : public AeBackend {
     if (!std::isfinite(loss_sum)) return loss_sum;
 
     // Thread buffers summed in thread order (element-wise, so splitting it is safe).
+    const int64_t work_size = static_cast<int64_t>(grad_work_[0].size());
 #pragma omp parallel for schedule(static) num_threads(threads_)
-    for (int64_t i = 0; i < kParamCount; ++i) {
+    for (int64_t i = 0; i < work_size; ++i) {
       float s = grad_work_[0][i];
       for (int t = 1; t < threads_; ++t) s += grad_work_[t][i];
       grad_work_[0][i] = s;
     }
-    for (int l = 0; l < kNumConvs; ++l)
-      convs_[l].finish_weight_grad(grad_work_[0].data() + weight_offset(l), grad_.data() + weight_offset(l),
-                                   grad_.data() + bias_offset(l), false);
+    for (int l = 0; l < kNumConvs; ++l) {
+      const float* work = grad_work_[0].data() + work_offset_[l];
+      float* dw = grad_.data() + weight_offset(l);
+      float* db = grad_.data() + bias_offset(l);
+      if (l < 3)
+        convs_[l].finish_weight_grad(work, dw, db, false);
+      else
+        upconvs_[l - 3].finish_weight_grad(work, dw, db, false);
+    }
     return loss_sum;
   }
   const std::vector<float>& gradient() const { return grad_; }
@@ -290,7 +306,9 @@ class CpuBackend final : public AeBackend {
   std::vector<float> params_;
   OptimizerState state_;
   std::vector<uint8_t> train_;
-  std::vector<Conv3x3> convs_;
+  std::vector<Conv3x3> convs_;      // encoder conv1, conv2, decoder conv1
+  std::vector<UpConv3x3> upconvs_;  // decoder conv2, conv3 (each after an upsampling)
+  int64_t work_offset_[kNumConvs];   // each layer's slice of a gradient work buffer
   std::vector<Workspace> workspaces_;
   std::vector<std::vector<float>> grad_work_;  // per thread, each layer in its working layout
   std::vector<float> grad_;                    // summed gradient, PyTorch layout

@@ -3,12 +3,11 @@
 #include "kernels/cpu/conv2d.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/batch.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/layers.h"
 
@@ -18,13 +17,6 @@ namespace {
 // Scratch slots (per thread, see scratch.h).
 constexpr int kSlotRearranged = 0;  // im2col / dcol / z / rearranged dy
 constexpr int kSlotCol = 1;         // im2col of x for the weight gradient on the input side
-
-// Images [n0, n1) of N handled by thread `tid` of `threads`: contiguous static blocks,
-// so the weight-gradient sum order depends on the thread count only.
-inline void block_of(int N, int threads, int tid, int& n0, int& n1) {
-  n0 = static_cast<int>(int64_t(N) * tid / threads);
-  n1 = static_cast<int>(int64_t(N) * (tid + 1) / threads);
-}
 
 inline void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K,
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
@@ -160,19 +152,12 @@ void Conv3x3::finish_weight_grad(const float* grad_work, float* dw, float* db, b
 
 // ---- batch entry points (kernels/layers.h) -------------------------------------------------
 
-namespace {
-int threads_for(int N) { return (!outside_parallel_region() || N <= 1) ? 1 : std::min(N, omp_get_max_threads()); }
-}  // namespace
-
 void conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K,
                      int H, int W, bool relu) {
   prepare_blas();
   Conv3x3 conv(C, K, H, W);
   conv.set_weights(w);
-  const int64_t in = int64_t(C) * H * W, out = int64_t(K) * H * W;
-  const int threads = threads_for(N);
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int n = 0; n < N; ++n) conv.forward(x + n * in, b, y + n * out, relu);
+  batch_forward(conv, x, b, y, N, int64_t(C) * H * W, int64_t(K) * H * W, relu);
 }
 
 void conv3x3_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
@@ -180,24 +165,7 @@ void conv3x3_backward(const float* x, const float* w, const float* dy, float* dx
   prepare_blas();
   Conv3x3 conv(C, K, H, W);
   if (w) conv.set_weights(w);  // only the input gradient needs the weights
-  const int64_t in = int64_t(C) * H * W, out = int64_t(K) * H * W;
-  const bool want_weights = dw || db;
-  const int threads = threads_for(N);
-  const int64_t work_size = conv.grad_work_size();
-  std::vector<float> work(want_weights ? static_cast<size_t>(threads * work_size) : 0, 0.0f);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    const int tid = threads > 1 ? omp_get_thread_num() : 0;
-    int n0, n1;
-    block_of(N, threads, tid, n0, n1);
-    float* my_work = want_weights ? work.data() + tid * work_size : nullptr;
-    for (int n = n0; n < n1; ++n)
-      conv.backward(x ? x + n * in : nullptr, dy + n * out, dx ? dx + n * in : nullptr, my_work);
-  }
-  if (!want_weights) return;
-  for (int t = 1; t < threads; ++t)  // fixed order: thread 0 + thread 1 + ...
-    for (int64_t i = 0; i < work_size; ++i) work[i] += work[t * work_size + i];
-  conv.finish_weight_grad(work.data(), dw, db, accumulate);
+  batch_backward(conv, x, dy, dx, dw, db, N, int64_t(C) * H * W, int64_t(K) * H * W, accumulate);
 }
 
 void conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K, int H, int W) {

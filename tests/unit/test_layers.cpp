@@ -192,6 +192,78 @@ TEST(Conv3x3, Im2colAndShiftSumAreAdjoint) {
   }
 }
 
+// upconv3x3 = upsample2 then conv3x3, computed as four 2×2 phase convolutions.
+const ConvCase kUpConvCases[] = {
+    {2, 3, 5, 3, 3, true}, {2, 6, 2, 4, 3, false}, {1, 4, 4, 2, 5, true}, {1, 5, 3, 1, 1, false}, {2, 7, 1, 3, 2, true},
+};
+
+DVec upsample_then_conv(const DVec& x, const DVec& w, const DVec& b, const ConvCase& t, bool relu) {
+  DVec up(size_t(t.N) * t.C * 4 * t.H * t.W), y(size_t(t.N) * t.K * 4 * t.H * t.W);
+  ae::ref::upsample2_forward(x.data(), up.data(), t.N, t.C, t.H, t.W);
+  ae::ref::conv3x3_forward(up.data(), w.data(), b.data(), y.data(), t.N, t.C, t.K, 2 * t.H, 2 * t.W, relu);
+  return y;
+}
+
+TEST(UpConv3x3, ForwardMatchesUpsampleThenConv) {
+  for (const ConvCase& t : kUpConvCases) {
+    Vec x = random_vec(size_t(t.N) * t.C * t.H * t.W, 91), w = random_vec(size_t(t.K) * t.C * 9, 92),
+        b = random_vec(t.K, 93);
+    Vec y(size_t(t.N) * t.K * 4 * t.H * t.W);
+    ae::cpu::upconv3x3_forward(x.data(), w.data(), b.data(), y.data(), t.N, t.C, t.K, t.H, t.W, t.relu);
+    DVec y_ref = upsample_then_conv(to_double(x), to_double(w), to_double(b), t, t.relu);
+    EXPECT_LT(rel_err(y, y_ref), 1e-6) << "C=" << t.C << " K=" << t.K << " H=" << t.H << " W=" << t.W;
+  }
+}
+
+TEST(UpConv3x3, BackwardMatchesFiniteDifferences) {
+  for (const ConvCase& t : kUpConvCases) {
+    const size_t nx = size_t(t.N) * t.C * t.H * t.W, ny = size_t(t.N) * t.K * 4 * t.H * t.W,
+                 nw = size_t(t.K) * t.C * 9;
+    Vec x = random_vec(nx, 94), w = random_vec(nw, 95), b = random_vec(t.K, 96), r = random_vec(ny, 97);
+    DVec xd = to_double(x), wd = to_double(w), bd = to_double(b), rd = to_double(r);
+    auto loss = [&](const DVec& xx, const DVec& ww, const DVec& bb) { return dot(upsample_then_conv(xx, ww, bb, t, false), rd); };
+    DVec gx = finite_diff(xd, [&](const DVec& v) { return loss(v, wd, bd); });
+    DVec gw = finite_diff(wd, [&](const DVec& v) { return loss(xd, v, bd); });
+    DVec gb = finite_diff(bd, [&](const DVec& v) { return loss(xd, wd, v); });
+    Vec dx(nx), dw(nw), db(t.K);
+    ae::cpu::upconv3x3_backward(x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data(), t.N, t.C, t.K, t.H, t.W);
+    EXPECT_LT(rel_err(dx, gx), 1e-5) << "dx, C=" << t.C << " K=" << t.K;
+    EXPECT_LT(rel_err(dw, gw), 1e-5) << "dw, C=" << t.C << " K=" << t.K;
+    EXPECT_LT(rel_err(db, gb), 1e-5) << "db, C=" << t.C << " K=" << t.K;
+    // Weights only, accumulated onto existing values; input gradient only.
+    Vec dw2(nw, 1.0f), db2(t.K, 1.0f), dx2(nx);
+    ae::cpu::upconv3x3_backward(x.data(), nullptr, r.data(), nullptr, dw2.data(), db2.data(), t.N, t.C, t.K, t.H, t.W,
+                                true);
+    ae::cpu::upconv3x3_backward(nullptr, w.data(), r.data(), dx2.data(), nullptr, nullptr, t.N, t.C, t.K, t.H, t.W);
+    for (size_t i = 0; i < nw; ++i) EXPECT_FLOAT_EQ(dw2[i], dw[i] + 1.0f);
+    EXPECT_EQ(dx2, dx);
+  }
+}
+
+TEST(UpConv3x3, AtModelShapesMatchesUpsampleThenConv) {
+  // decoder conv2 (input side) and conv3 (output side), forward and backward.
+  const ConvCase shapes[] = {{2, 128, 256, 8, 8, true}, {2, 256, 3, 16, 16, false}};
+  for (const ConvCase& t : shapes) {
+    const size_t nx = size_t(t.N) * t.C * t.H * t.W, ny = size_t(t.N) * t.K * 4 * t.H * t.W,
+                 nw = size_t(t.K) * t.C * 9, nu = nx * 4;
+    Vec x = random_vec(nx, 98), w = random_vec(nw, 99, -0.1f, 0.1f), b = random_vec(t.K, 100), dy = random_vec(ny, 101);
+    Vec y(ny), dx(nx), dw(nw), db(t.K);
+    ae::cpu::upconv3x3_forward(x.data(), w.data(), b.data(), y.data(), t.N, t.C, t.K, t.H, t.W, t.relu);
+    ae::cpu::upconv3x3_backward(x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(), t.N, t.C, t.K, t.H, t.W);
+    DVec xd = to_double(x), wd = to_double(w), dyd = to_double(dy);
+    DVec y_ref = upsample_then_conv(xd, wd, to_double(b), t, t.relu);
+    DVec up(nu), dup(nu), rdx(nx), rdw(nw), rdb(t.K);
+    ae::ref::upsample2_forward(xd.data(), up.data(), t.N, t.C, t.H, t.W);
+    ae::ref::conv3x3_backward_data(dyd.data(), wd.data(), dup.data(), t.N, t.C, t.K, 2 * t.H, 2 * t.W);
+    ae::ref::upsample2_backward(dup.data(), rdx.data(), t.N, t.C, t.H, t.W);
+    ae::ref::conv3x3_backward_weights(up.data(), dyd.data(), rdw.data(), rdb.data(), t.N, t.C, t.K, 2 * t.H, 2 * t.W);
+    EXPECT_LT(rel_err(y, y_ref), 1e-5) << "C=" << t.C << " K=" << t.K;
+    EXPECT_LT(rel_err(dx, rdx), 1e-5) << "C=" << t.C << " K=" << t.K;
+    EXPECT_LT(rel_err(dw, rdw), 1e-5) << "C=" << t.C << " K=" << t.K;
+    EXPECT_LT(rel_err(db, rdb), 1e-5) << "C=" << t.C << " K=" << t.K;
+  }
+}
+
 TEST(Relu, BackwardMatchesFiniteDifferences) {
   const size_t n = 200;
   Vec x = random_vec(n, 51), r = random_vec(n, 52);
@@ -246,6 +318,29 @@ TEST(MaxPool2, TiesAndNanFollowPyTorch) {
     ae::cpu::maxpool2_forward(c.v, &y, &a, 1, 1, 2, 2);
     EXPECT_EQ(a, c.expect);
   }
+}
+
+TEST(MaxPool2, ReluFusedEqualsReluThenPool) {
+  const int N = 2, C = 3, H = 6, W = 4;
+  const size_t nx = size_t(N) * C * H * W, ny = nx / 4;
+  Vec x = random_vec(nx, 63), r = random_vec(ny, 64);
+  for (int i : {0, 1, W, W + 1}) x[i] = -0.5f - 0.1f * i;  // the first window entirely negative
+  Vec y(ny), dx(nx);
+  std::vector<int32_t> arg(ny);
+  ae::cpu::maxpool2_relu_forward(x.data(), y.data(), arg.data(), N, C, H, W);
+  DVec xd = to_double(x), rd = to_double(r);
+  auto relu_pool = [&](const DVec& v) {
+    DVec relu(nx), yy(ny);
+    std::vector<int32_t> a(ny);
+    for (size_t i = 0; i < nx; ++i) relu[i] = std::max(v[i], 0.0);
+    ae::ref::maxpool2_forward(relu.data(), yy.data(), a.data(), N, C, H, W);
+    return yy;
+  };
+  EXPECT_LT(rel_err(y, relu_pool(xd)), 1e-12);
+  EXPECT_EQ(y[0], 0.0f);
+  DVec g = finite_diff(xd, [&](const DVec& v) { return dot(relu_pool(v), rd); });
+  ae::cpu::maxpool2_relu_backward(r.data(), arg.data(), y.data(), dx.data(), N, C, H, W);
+  EXPECT_LT(rel_err(dx, g), 1e-7);
 }
 
 TEST(Upsample2, ForwardAndBackward) {
