@@ -25,7 +25,7 @@ fi
 n=$((TRAIN_IMAGES > ENCODE_IMAGES ? TRAIN_IMAGES : ENCODE_IMAGES))
 "$BUILD/bin/cifar-convert" --quiet --input "$src" --train-limit "$n" --test-limit 64 -o "$tmp/data.h5"
 
-json_field() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p"; }
+json_field() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p"; }
 best() { printf '%s\n' "$@" | sort -g | tail -1; }
 
 ours_train() {  # batch → best images/s over REPEATS one-epoch runs
