@@ -66,6 +66,36 @@ bool same_type(hid_t t, hid_t want) {
   return true;
 }
 
+// True when every element of the dataset has storage in the file: all its chunks exist
+// (chunked), or its contiguous block is as large as the data.
+bool fully_stored(hid_t ds) {
+  Handle space(H5Dget_space(ds));
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  const hssize_t points = H5Sget_simple_extent_npoints(space.get());
+  if (rank < 0 || points < 0) return false;
+  if (points == 0) return true;
+  Handle dcpl(H5Dget_create_plist(ds));
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout == H5D_COMPACT) return true;  // stored inside the object header itself
+  if (layout == H5D_CONTIGUOUS) {
+    Handle type(H5Dget_type(ds));
+    const long double bytes = static_cast<long double>(points) * H5Tget_size(type.get());
+    return static_cast<long double>(H5Dget_storage_size(ds)) >= bytes;
+  }
+  if (layout != H5D_CHUNKED) return false;
+  std::vector<hsize_t> dims(static_cast<size_t>(rank)), chunk(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) != rank) return false;
+  long double expected = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (chunk[d] == 0) return false;
+    expected *= static_cast<long double>((dims[d] + chunk[d] - 1) / chunk[d]);
+  }
+  hsize_t stored = 0;
+  if (H5Dget_num_chunks(ds, space.get(), &stored) < 0) return false;
+  return static_cast<long double>(stored) >= expected;
+}
+
 }  // namespace
 
 std::string shape_str(const Shape& s) {
@@ -159,6 +189,9 @@ bool Hdf5Writer::write_chunks_parallel(hid_t ds, hid_t type, const std::vector<h
   bool failed = false;
 #pragma omp parallel
   {
+    // Debian's HDF5 is thread-safe, so its error stack (and whether it prints) is per
+    // thread: silence it here too, or a failed write (disk full) dumps ~70 lines.
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     libdeflate_compressor* comp = libdeflate_alloc_compressor(std::clamp(level, 1, 12));
     std::vector<uint8_t> in(chunk_bytes), out(libdeflate_zlib_compress_bound(comp, chunk_bytes));
 #pragma omp for schedule(dynamic, 1) ordered
@@ -473,6 +506,14 @@ void Hdf5Reader::check_type(const std::string& name, hid_t want, const char* wan
   if (!ds.ok()) fail_file(path_, name + " is missing");
   Handle t(H5Dget_type(ds.get()));
   if (!same_type(t.get(), want)) fail_file(path_, name + " has dtype " + type_name(t.get()) + ", expected " + want_name);
+  // Every dataset this toolkit reads was written in full. One whose storage was never (or
+  // only partly) allocated reads back as fill values: a 2 KB file could declare a
+  // [10^10] dataset and make the reader allocate and zero 10 GB. Refuse it before any
+  // caller sizes a buffer from its shape.
+  // (H5Dget_space_status cannot tell: it calls every compressed dataset partly allocated.)
+  if (!fully_stored(ds.get()))
+    fail_file(path_, name + " has shape " + shape_str(shape(name)) +
+                         " but not all of its data was ever written (truncated or corrupted file?)");
 }
 
 void Hdf5Reader::read_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, void* out) const {

@@ -57,6 +57,7 @@ FeatureSplit FeaturesReader::read(const std::string& split, int64_t rows) const 
                             std::to_string(n_classes - 1));
     s.labels[i] = labels[i];
   }
+  h5_.read_rows<float>(feat, 0, 0, nullptr);  // dtype and stored data checked before sizing the buffer
   s.X.resize(static_cast<size_t>(rows) * static_cast<size_t>(d));
   h5_.read_rows<float>(feat, 0, static_cast<uint64_t>(rows), s.X.data());
   // The first non-finite value, if any (NaN or Inf would poison every kernel value).
@@ -307,6 +308,17 @@ SvmModelFile read_svm_model(const std::string& path) {
   m.support_indices = h5.read<int64_t>("/svm/support_indices", {static_cast<uint64_t>(n_sv)});
   for (double s : f.scaler.scale)
     if (!(s > 0) || !std::isfinite(s)) fail_file(path, "/scaler/scale holds a non-positive or non-finite value");
+  // A NaN anywhere below poisons decision values silently (every vote goes one way), so a
+  // damaged model is refused here rather than reported as a poor accuracy.
+  auto require_finite = [&](const char* name, const auto& values) {
+    for (auto v : values)
+      if (!std::isfinite(v)) fail_file(path, std::string(name) + " holds NaN or Inf");
+  };
+  require_finite("/scaler/mean", f.scaler.mean);
+  require_finite("/svm/dropped_values", f.dropped_values);
+  require_finite("/svm/support_vectors", m.support_vectors);
+  require_finite("/svm/dual_coef", m.dual_coef);
+  require_finite("/svm/rho", m.rho);
 
   f.gamma_spec = h5.has_attr("/", "gamma_spec") ? h5.attr_string("/", "gamma_spec") : "";
   f.C = h5.attr_double("/", "C");

@@ -17,6 +17,8 @@
 #include "common/hdf5_io.h"
 #include "tests/fuzz/fuzz_readers.h"
 
+#include <cmath>
+
 namespace {
 
 // Compiled from the repository root (sources are named relative to it), so __FILE__ is
@@ -144,6 +146,77 @@ TEST(Reliability, CifarBatchRegressionsParseOrFailCleanly) {
     std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     fuzz::parse_batch_tiled(data.data(), data.size());
   }
+}
+
+}  // namespace
+
+namespace {
+
+// A dataset declared large but never written (no chunk allocated) reads back as fill
+// values: readers must refuse it before they size a buffer from its shape.
+TEST(Reliability, DatasetThatWasNeverWrittenIsRefusedBeforeAllocation) {
+  char tmpl[] = "/tmp/cae-rel-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/hollow.h5";
+  {
+    cae::Hdf5Writer w(path);
+    w.create<uint8_t>("/train/labels", {uint64_t(1) << 36}, {4096, 0});  // 64 GiB declared, nothing written
+    w.set_attr("/", "format", "cifar10-dataset");
+    w.close();
+  }
+  cae::Hdf5Reader r(path);
+  try {
+    r.read<uint8_t>("/train/labels");
+    FAIL() << "read a dataset that was never written";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/train/labels has shape [68719476736] but not all of its data was ever written"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(cae::DatasetReader d(path), std::runtime_error);
+  unlink(path.c_str());
+  rmdir(dir.c_str());
+}
+
+// An svm-model whose dual coefficients hold a NaN used to evaluate "fine" (46 % accuracy
+// on garbage votes); it is refused when read.
+TEST(Reliability, SvmModelWithNaNIsRefused) {
+  char tmpl[] = "/tmp/cae-rel-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/svm.h5";
+  cae::SvmModelFile f;
+  const int D = 3;
+  f.scaler.mean = {0.5, -1.0, 2.0};
+  f.scaler.scale = {1.0, 2.0, 0.5};
+  f.feature_mask = {1, 1, 1};
+  f.model.kernel = svm::KernelType::rbf;
+  f.model.gamma = 0.5;
+  f.model.dim = D;
+  f.model.classes = {0, 1};
+  f.model.n_support = {1, 1};
+  f.model.support_vectors = {0.1f, 0.2f, 0.3f, -0.1f, -0.2f, -0.3f};
+  f.model.dual_coef = {1.0, -1.0};
+  f.model.rho = {0.25};
+  f.model.support_indices = {0, 1};
+  f.class_names = {"a", "b"};
+  auto write = [&](const cae::SvmModelFile& m) {
+    cae::Hdf5Writer w(path);
+    cae::write_svm_model(w, m);
+    w.set_attr("/", "format", "svm-model");
+    w.close();
+  };
+  write(f);
+  EXPECT_EQ(cae::read_svm_model(path).model.rho[0], 0.25);  // the good model reads back
+  f.model.dual_coef[1] = std::nan("");
+  write(f);
+  try {
+    cae::read_svm_model(path);
+    FAIL() << "read a model with a NaN dual coefficient";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/svm/dual_coef holds NaN or Inf"), std::string::npos) << e.what();
+  }
+  unlink(path.c_str());
+  rmdir(dir.c_str());
 }
 
 }  // namespace
