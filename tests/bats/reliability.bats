@@ -1,0 +1,687 @@
+#!/usr/bin/env bats
+# Reliability (issue 8): bad inputs across every tool, beyond the cases of the earlier
+# issues' suites. Each case asserts exit 1 or 2, one message line naming the file and the
+# problem, no partial output (assert_no_output) and — under `make test-asan` — that no
+# sanitizer report appeared (teardown). Bad files come from tests/helpers/badh5.py (h5py);
+# random offsets and flipped bytes use fixed seeds, so a failure can be replayed.
+# Cases whose tool is not built yet are skipped. docs/RELIABILITY.md lists every case.
+
+load helpers
+
+BADH5="$REPO_ROOT/tests/helpers/badh5.py"
+
+setup_file() {
+  export REL_DIR="$BATS_FILE_TMPDIR/rel"
+  mkdir -p "$REL_DIR"
+  chmod 755 "$BATS_FILE_TMPDIR" "$REL_DIR"
+  # A small dataset (40 train / 20 test, seeded random pixels, every class present).
+  "$PYTHON" "$BADH5" dataset "$REL_DIR/data.h5" --train 40 --test 20
+  # Features (64-d, 60/30 rows, class-dependent means) and an SVM fitted on them.
+  "$PYTHON" "$BADH5" features "$REL_DIR/features.h5"
+  if [ -x "$BIN/svm-fit" ]; then "$BIN/svm-fit" -q --features "$REL_DIR/features.h5" -o "$REL_DIR/svm.h5"; fi
+  # A one-epoch model on 16 images (a few seconds).
+  if [ -x "$BIN/ae-train" ]; then
+    "$BIN/ae-train" -q --data "$REL_DIR/data.h5" --train-limit 16 --epochs 1 --batch-size 8 --threads 2 \
+      -o "$REL_DIR/model.h5"
+  fi
+}
+
+setup() {
+  TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/rel.XXXXXX")"
+  chmod 755 "$TMP"
+  SAN_BEFORE=$(sanitizer_reports | wc -l)
+}
+
+teardown() {
+  if mountpoint -q "$TMP/small" 2>/dev/null; then umount "$TMP/small"; fi
+  chmod -R u+w "$TMP" 2>/dev/null || true
+  rm -rf "$TMP"
+  # Under `make test-asan` every sanitizer report lands in $SANITIZER_LOG_DIR (log_path):
+  # a report during this test fails it, whatever the exit codes were.
+  local now
+  now=$(sanitizer_reports | wc -l)
+  if [ "$now" -ne "$SAN_BEFORE" ]; then
+    echo "sanitizer report(s) written during this test:" >&2
+    sanitizer_reports | tail -n $((now - SAN_BEFORE)) | while read -r f; do head -30 "$f" >&2; done
+    return 1
+  fi
+}
+
+sanitizer_reports() {
+  [ -n "${SANITIZER_LOG_DIR:-}" ] && [ -d "$SANITIZER_LOG_DIR" ] && ls -1tr "$SANITIZER_LOG_DIR"/* 2>/dev/null
+  return 0
+}
+
+need() {
+  for t in "$@"; do [ -x "$BIN/$t" ] || skip "$t is not built yet"; done
+}
+
+bad() { "$PYTHON" "$BADH5" "$@"; }
+
+# refused CODE REGEX OUTPUT...: the last `run` failed with CODE and one line matching REGEX,
+# and none of the outputs (nor a temporary file of one) exists.
+refused() {
+  local code="$1" pattern="$2"
+  shift 2
+  assert_error "$code" "$pattern"
+  for f in "$@"; do assert_no_output "$f"; done
+}
+
+# Runs a command as an unprivileged user (root ignores permission bits).
+as_user() {
+  if [ "$(id -u)" -eq 0 ]; then
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
+  else
+    "$@"
+  fi
+}
+
+# A small filesystem at $TMP/small: a tmpfs of SIZE when this user may mount one, else
+# nothing (the caller falls back to `ulimit -f`). Prints "tmpfs" or "ulimit".
+small_disk() {
+  mkdir -p "$TMP/small"
+  if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o "size=$1" tmpfs "$TMP/small" 2>/dev/null; then
+    echo tmpfs
+  else
+    echo ulimit
+  fi
+}
+
+# ---- the dataset file (read by ae-train and ae-encode) ------------------------------------
+
+@test "dataset cut at 6 random offsets: one line naming the file, no model" {
+  need ae-train
+  size=$(stat -c %s "$REL_DIR/data.h5")
+  RANDOM=8
+  for _ in 1 2 3 4 5 6; do
+    off=$(( (RANDOM * 32768 + RANDOM) % size ))
+    bad cut "$REL_DIR/data.h5" "$TMP/cut.h5" "$off"
+    run "$BIN/ae-train" --data "$TMP/cut.h5" --epochs 1 -o "$TMP/m.h5"
+    echo "cut at $off of $size"
+    refused 1 "cut.h5: (not an HDF5 file|cannot open as HDF5|corrupted)" "$TMP/m.h5"
+  done
+}
+
+@test "dataset with flipped bytes in its metadata: refused with one line or unaffected, never a crash" {
+  need ae-encode
+  meta_end=$(bad meta-end "$REL_DIR/data.h5")
+  refused_count=0
+  for seed in $(seq 1 12); do
+    where=$(bad flip "$REL_DIR/data.h5" "$TMP/flip.h5" "$seed" 3 0 "$meta_end")
+    run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$TMP/flip.h5" --split test -o "$TMP/f.h5"
+    echo "seed $seed flipped $where: exit $status: $output"
+    [ "$status" -eq 0 ] || [ "$status" -eq 1 ]
+    if [ "$status" -eq 1 ]; then
+      refused 1 "flip.h5: " "$TMP/f.h5"
+      refused_count=$((refused_count + 1))
+    else
+      rm -f "$TMP/f.h5"
+    fi
+  done
+  # Most 3-byte flips in metadata are caught (unused padding bytes are harmless).
+  [ "$refused_count" -ge 6 ]
+}
+
+@test "dataset with flipped bytes in its compressed images: the damaged chunk is named" {
+  need ae-train
+  meta_end=$(bad meta-end "$REL_DIR/data.h5")
+  # Deflate streams carry an Adler-32 checksum: damage inside a chunk cannot go unnoticed.
+  bad flip "$REL_DIR/data.h5" "$TMP/flip.h5" 5 4 "$((meta_end + 100))" "$((meta_end + 2000))" >/dev/null
+  run "$BIN/ae-train" --data "$TMP/flip.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "flip.h5: (cannot read /train/images \(truncated or corrupted file\?\)|corrupted)" "$TMP/m.h5"
+}
+
+@test "dataset images stored as float32: wrong dtype named" {
+  need ae-train
+  bad dataset "$TMP/d.h5" --bad float32-images
+  run "$BIN/ae-train" --data "$TMP/d.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "d.h5: /train/images has dtype float32, expected uint8" "$TMP/m.h5"
+}
+
+@test "dataset images of 28x28: wrong shape named" {
+  need ae-train
+  bad dataset "$TMP/d.h5" --bad images-28
+  run "$BIN/ae-train" --data "$TMP/d.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "d.h5: /train/images has shape \[40,3,28,28\], expected \[N,3,32,32\]" "$TMP/m.h5"
+}
+
+@test "dataset images in HWC order (N,32,32,3): wrong shape named" {
+  need ae-encode
+  bad dataset "$TMP/d.h5" --bad images-hwc
+  run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$TMP/d.h5" -o "$TMP/f.h5"
+  refused 1 "d.h5: /train/images has shape \[40,32,32,3\], expected \[N,3,32,32\]" "$TMP/f.h5"
+}
+
+@test "dataset without its test group: the missing dataset is named" {
+  need ae-train
+  bad dataset "$TMP/d.h5" --bad no-test
+  run "$BIN/ae-train" --data "$TMP/d.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "d.h5: /test/images is missing" "$TMP/m.h5"
+}
+
+@test "dataset with a training label of 10: the record is named" {
+  need ae-train
+  bad dataset "$TMP/d.h5" --bad label-10
+  run "$BIN/ae-train" --data "$TMP/d.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "d.h5: /train/labels\[20\] = 10 is not a class 0..9" "$TMP/m.h5"
+}
+
+@test "dataset with a test label of 255: ae-encode names the record" {
+  need ae-encode
+  bad dataset "$TMP/d.h5" --bad label-255
+  run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$TMP/d.h5" -o "$TMP/f.h5"
+  refused 1 "d.h5: /test/labels\[19\] = 255 is not a class 0..9" "$TMP/f.h5"
+}
+
+@test "dataset whose images and labels differ in length" {
+  need ae-train
+  bad dataset "$TMP/d.h5" --bad rows-mismatch
+  run "$BIN/ae-train" --data "$TMP/d.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "d.h5: /train/images has 40 rows but /train/labels has 39" "$TMP/m.h5"
+}
+
+@test "dataset with an empty training split" {
+  need ae-train
+  bad dataset "$TMP/d.h5" --bad empty-train
+  run "$BIN/ae-train" --data "$TMP/d.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "d.h5: has no training images" "$TMP/m.h5"
+}
+
+@test "dataset with an empty test split: ae-encode --split test writes no rows, svm-eval refuses them" {
+  need ae-encode svm-eval
+  bad dataset "$TMP/d.h5" --bad empty-test
+  run "$BIN/ae-encode" -q --model "$REL_DIR/model.h5" --data "$TMP/d.h5" --split train,test -o "$TMP/f.h5"
+  [ "$status" -eq 0 ]
+  "$PYTHON" -c "import h5py,sys; f=h5py.File(sys.argv[1]); assert f['test/features'].shape == (0, 8192), f['test/features'].shape" "$TMP/f.h5"
+  "$PYTHON" "$BADH5" features "$TMP/f0.h5" --test 0
+  run "$BIN/svm-eval" --model "$REL_DIR/svm.h5" --features "$TMP/f0.h5" -o "$TMP/e.h5"
+  refused 1 "f0.h5: .*(no rows|empty|0 rows)" "$TMP/e.h5"
+}
+
+@test "a features file given as --data: the format is named" {
+  need ae-train
+  run "$BIN/ae-train" --data "$REL_DIR/features.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "features.h5: is a ae-features file, expected cifar10-dataset" "$TMP/m.h5"
+}
+
+@test "dataset of format_version 2: refused as too new" {
+  need ae-train
+  bad dataset "$TMP/d.h5" --bad format-version-2
+  run "$BIN/ae-train" --data "$TMP/d.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "d.h5: format_version 2 is not supported" "$TMP/m.h5"
+}
+
+@test "an HDF5 file without a format attribute (not written by this toolkit)" {
+  need ae-encode
+  bad dataset "$TMP/d.h5" --bad no-format
+  run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$TMP/d.h5" -o "$TMP/f.h5"
+  refused 1 "d.h5: not a cifar10-dataset file \(no 'format' attribute\)" "$TMP/f.h5"
+}
+
+@test "dataset with 9 class names" {
+  need ae-encode
+  bad dataset "$TMP/d.h5" --bad class-names-9
+  run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$TMP/d.h5" -o "$TMP/f.h5"
+  refused 1 "d.h5: class_names has 9 entries, expected 10" "$TMP/f.h5"
+}
+
+@test "dataset whose /train/images is a group, not a dataset" {
+  need ae-train
+  bad dataset "$TMP/d.h5" --bad group-not-dataset
+  run "$BIN/ae-train" --data "$TMP/d.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "d.h5: /train/images is not a dataset" "$TMP/m.h5"
+}
+
+@test "--data is a folder, an empty file, or a text file" {
+  need ae-train
+  mkdir "$TMP/dir.h5"
+  run "$BIN/ae-train" --data "$TMP/dir.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "dir.h5: " "$TMP/m.h5"
+  : >"$TMP/empty.h5"
+  run "$BIN/ae-train" --data "$TMP/empty.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "empty.h5: not an HDF5 file" "$TMP/m.h5"
+  echo "label,pixels" >"$TMP/text.h5"
+  run "$BIN/ae-train" --data "$TMP/text.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "text.h5: not an HDF5 file" "$TMP/m.h5"
+}
+
+@test "an unreadable input (mode 000) is named with the reason" {
+  need ae-train
+  cp "$REL_DIR/data.h5" "$TMP/locked.h5"
+  chmod 000 "$TMP/locked.h5"
+  chmod 777 "$TMP"
+  run as_user "$BIN/ae-train" --data "$TMP/locked.h5" --epochs 1 -o "$TMP/m.h5"
+  refused 1 "locked.h5: cannot open: Permission denied" "$TMP/m.h5"
+}
+
+@test "read-only inputs in a read-only folder are fine: every stage reads without writing" {
+  need ae-train ae-encode svm-fit svm-eval
+  mkdir "$TMP/in" "$TMP/out"
+  cp "$REL_DIR/data.h5" "$REL_DIR/model.h5" "$TMP/in/"
+  chmod 444 "$TMP/in"/*.h5
+  chmod 555 "$TMP/in"
+  chmod 777 "$TMP/out"
+  sum_before=$(sha256sum "$TMP/in"/*.h5)
+  as_user "$BIN/ae-encode" -q --model "$TMP/in/model.h5" --data "$TMP/in/data.h5" -o "$TMP/out/f.h5"
+  as_user "$BIN/svm-fit" -q --features "$TMP/out/f.h5" -o "$TMP/out/s.h5"
+  as_user "$BIN/svm-eval" -q --model "$TMP/out/s.h5" --features "$TMP/out/f.h5" -o "$TMP/out/e.h5"
+  [ "$(sha256sum "$TMP/in"/*.h5)" = "$sum_before" ]
+  [ -f "$TMP/out/e.h5" ]
+}
+
+# ---- ae-train options ------------------------------------------------------------------------
+
+@test "ae-train: --batch-size larger than the training images is refused or clamped with a warning" {
+  need ae-train
+  run "$BIN/ae-train" --data "$REL_DIR/data.h5" --train-limit 16 --epochs 1 --batch-size 64 --threads 2 -o "$TMP/m.h5"
+  if [ "$status" -eq 0 ]; then
+    # Accepted: then it must say so, not silently train one short batch per epoch.
+    [[ "$output" == *"--batch-size 64"*"16"* ]] || { echo "accepted silently: $output"; return 1; }
+  else
+    refused 2 "--batch-size 64 .*16 training images" "$TMP/m.h5"
+  fi
+}
+
+@test "ae-train: --epochs 0 writes the untrained model (documented), --epochs -1 is a usage error" {
+  need ae-train
+  run "$BIN/ae-train" -q --data "$REL_DIR/data.h5" --train-limit 8 --epochs 0 --threads 2 -o "$TMP/m.h5"
+  [ "$status" -eq 0 ]
+  "$PYTHON" -c "import h5py,sys; f=h5py.File(sys.argv[1]); assert f.attrs['epochs_done'] == 0 and f['history/train_loss'].shape == (0,)" "$TMP/m.h5"
+  run "$BIN/ae-train" --data "$REL_DIR/data.h5" --epochs -1 -o "$TMP/m2.h5"
+  refused 2 "--epochs" "$TMP/m2.h5"
+}
+
+@test "ae-train: a negative, zero, infinite or NaN learning rate is a usage error" {
+  need ae-train
+  for lr in -0.001 0 inf nan; do
+    run "$BIN/ae-train" --data "$REL_DIR/data.h5" --epochs 1 --lr "$lr" -o "$TMP/m.h5"
+    echo "--lr $lr: $output"
+    refused 2 "--lr" "$TMP/m.h5"
+  done
+}
+
+@test "ae-train: --batch-size 0, --threads -1, --momentum 2 are usage errors" {
+  need ae-train
+  run "$BIN/ae-train" --data "$REL_DIR/data.h5" --batch-size 0 -o "$TMP/m.h5"
+  refused 2 "--batch-size" "$TMP/m.h5"
+  run "$BIN/ae-train" --data "$REL_DIR/data.h5" --threads -1 -o "$TMP/m.h5"
+  refused 2 "--threads" "$TMP/m.h5"
+  run "$BIN/ae-train" --data "$REL_DIR/data.h5" --optimizer sgd --momentum 2 -o "$TMP/m.h5"
+  refused 2 "--momentum" "$TMP/m.h5"
+}
+
+@test "ae-train: an unwritable output folder fails before any training" {
+  need ae-train
+  mkdir "$TMP/ro"
+  chmod 555 "$TMP/ro"
+  cp "$REL_DIR/data.h5" "$TMP/data.h5"
+  chmod 644 "$TMP/data.h5"
+  start=$(date +%s)
+  run as_user "$BIN/ae-train" -q --data "$TMP/data.h5" --epochs 50 -o "$TMP/ro/m.h5"
+  refused 1 "ro/m.h5: output folder .* is not writable" "$TMP/ro/m.h5"
+  [ $(( $(date +%s) - start )) -lt 30 ]
+}
+
+@test "ae-train: a diverging run (sgd, lr 0.01, momentum 0.9) stops in epoch 2 and keeps epoch 1" {
+  need ae-train
+  run "$BIN/ae-train" -q --data "$REL_DIR/data.h5" --train-limit 16 --epochs 4 --batch-size 4 --threads 2 \
+    --optimizer sgd --lr 0.01 --momentum 0.9 -o "$TMP/m.h5"
+  assert_error 1 "training diverged in epoch 2 \(the loss became (NaN|Inf)\); .*m.h5 keeps epoch 1"
+  "$PYTHON" - "$TMP/m.h5" <<'PY'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+assert f.attrs["epochs_done"] == 1
+for g in ("encoder/conv1", "encoder/conv2", "decoder/conv1", "decoder/conv2", "decoder/conv3"):
+    assert np.isfinite(f[g + "/weight"][...]).all() and np.isfinite(f[g + "/bias"][...]).all(), g
+PY
+  ls -A "$TMP" | grep -q '\.m\.h5\.tmp' && { echo "temporary file left"; return 1; }
+  return 0
+}
+
+@test "ae-train: an epoch whose test loss is NaN is not kept as the last good checkpoint" {
+  need ae-train
+  # sgd lr 0.005 momentum 0.95 on these 16 images: epoch 2's train loss is still finite
+  # (~1e42) but its test loss is NaN; epoch 3 diverges outright.
+  run "$BIN/ae-train" -q --data "$REL_DIR/data.h5" --train-limit 16 --epochs 4 --batch-size 4 --threads 2 \
+    --optimizer sgd --lr 0.005 --momentum 0.95 -o "$TMP/m.h5"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"diverged"* ]]
+  if [ -f "$TMP/m.h5" ]; then
+    "$PYTHON" - "$TMP/m.h5" <<'PY'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+assert np.isfinite(f["history/test_loss"][...]).all(), f"kept a checkpoint whose test loss is {f['history/test_loss'][...]}"
+assert np.isfinite(f["samples/reconstructions"][...]).all(), "kept non-finite reconstructions"
+PY
+  fi
+}
+
+# ---- models (ae-encode, ae-train --resume) ----------------------------------------------------
+
+@test "a model of another architecture (64-channel latent): ae-encode names the layer" {
+  need ae-encode
+  bad mutate "$REL_DIR/model.h5" "$TMP/arch.h5" arch-latent-64
+  run "$BIN/ae-encode" --model "$TMP/arch.h5" --data "$REL_DIR/data.h5" -o "$TMP/f.h5"
+  refused 1 "arch.h5: /encoder/conv2/weight has shape \[64,256,3,3\], expected \[128,256,3,3\]" "$TMP/f.h5"
+}
+
+@test "a model of another architecture (128 first-layer filters): --resume refuses it and keeps it" {
+  need ae-train
+  bad mutate "$REL_DIR/model.h5" "$TMP/m.h5" arch-conv1-128
+  sum=$(sha256sum <"$TMP/m.h5")
+  run "$BIN/ae-train" --data "$REL_DIR/data.h5" --train-limit 16 --epochs 2 --batch-size 8 --threads 2 --resume -o "$TMP/m.h5"
+  assert_error 1 "m.h5: /encoder/conv1/weight has shape \[128,3,3,3\], expected \[256,3,3,3\]"
+  [ "$(sha256sum <"$TMP/m.h5")" = "$sum" ]
+}
+
+@test "a model without its decoder" {
+  need ae-encode
+  bad mutate "$REL_DIR/model.h5" "$TMP/nodec.h5" no-decoder
+  run "$BIN/ae-encode" --model "$TMP/nodec.h5" --data "$REL_DIR/data.h5" -o "$TMP/f.h5"
+  refused 1 "nodec.h5: /decoder/conv1/(weight|bias) is missing" "$TMP/f.h5"
+}
+
+@test "a model with float64 weights" {
+  need ae-encode
+  bad mutate "$REL_DIR/model.h5" "$TMP/f64.h5" float64-weights
+  run "$BIN/ae-encode" --model "$TMP/f64.h5" --data "$REL_DIR/data.h5" -o "$TMP/f.h5"
+  refused 1 "f64.h5: /encoder/conv1/weight has dtype float64, expected float32" "$TMP/f.h5"
+}
+
+@test "a model with an infinite bias" {
+  need ae-encode
+  bad mutate "$REL_DIR/model.h5" "$TMP/inf.h5" inf-bias
+  run "$BIN/ae-encode" --model "$TMP/inf.h5" --data "$REL_DIR/data.h5" -o "$TMP/f.h5"
+  refused 1 "inf.h5: weights contain NaN or Inf" "$TMP/f.h5"
+}
+
+@test "a model cut at 4 random offsets" {
+  need ae-encode
+  size=$(stat -c %s "$REL_DIR/model.h5")
+  RANDOM=3
+  for _ in 1 2 3 4; do
+    off=$(( (RANDOM * 32768 + RANDOM) % size ))
+    bad cut "$REL_DIR/model.h5" "$TMP/cut.h5" "$off"
+    run "$BIN/ae-encode" --model "$TMP/cut.h5" --data "$REL_DIR/data.h5" -o "$TMP/f.h5"
+    echo "cut at $off of $size"
+    refused 1 "cut.h5: (not an HDF5 file|cannot open as HDF5|corrupted)" "$TMP/f.h5"
+  done
+}
+
+@test "ae-encode: --split other, --split train,train and --batch-size 0 are usage errors" {
+  need ae-encode
+  run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$REL_DIR/data.h5" --split valid -o "$TMP/f.h5"
+  refused 2 "--split: 'valid' is not train or test" "$TMP/f.h5"
+  run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$REL_DIR/data.h5" --split train,train -o "$TMP/f.h5"
+  refused 2 "--split: 'train' given twice" "$TMP/f.h5"
+  run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$REL_DIR/data.h5" --batch-size 0 -o "$TMP/f.h5"
+  refused 2 "--batch-size" "$TMP/f.h5"
+}
+
+# ---- features and SVM models (svm-fit, svm-eval) ----------------------------------------------
+
+@test "features cut at 6 random offsets" {
+  need svm-fit
+  size=$(stat -c %s "$REL_DIR/features.h5")
+  RANDOM=5
+  for _ in 1 2 3 4 5 6; do
+    off=$(( (RANDOM * 32768 + RANDOM) % size ))
+    bad cut "$REL_DIR/features.h5" "$TMP/cut.h5" "$off"
+    run "$BIN/svm-fit" --features "$TMP/cut.h5" -o "$TMP/s.h5"
+    echo "cut at $off of $size"
+    refused 1 "cut.h5: (not an HDF5 file|cannot open as HDF5|corrupted)" "$TMP/s.h5"
+  done
+}
+
+@test "features whose global heap is damaged (used to crash HDF5): one line, for svm-fit and svm-eval" {
+  need svm-fit svm-eval
+  for f in "$REPO_ROOT"/tests/fuzz/regressions/features-*.h5; do
+    cp "$f" "$TMP/heap.h5"
+    run "$BIN/svm-fit" --features "$TMP/heap.h5" -o "$TMP/s.h5"
+    echo "$(basename "$f"): $output"
+    refused 1 "heap.h5: corrupted HDF5" "$TMP/s.h5"
+    run "$BIN/svm-eval" --model "$REL_DIR/svm.h5" --features "$TMP/heap.h5" -o "$TMP/e.h5"
+    refused 1 "heap.h5: corrupted HDF5" "$TMP/e.h5"
+  done
+}
+
+@test "features with 3 flipped metadata bytes, 25 seeds: never a crash" {
+  need svm-fit
+  meta_end=$(bad meta-end "$REL_DIR/features.h5")
+  refused_count=0
+  for seed in $(seq 101 125); do
+    bad flip "$REL_DIR/features.h5" "$TMP/flip.h5" "$seed" 3 0 "$meta_end" >/dev/null
+    run "$BIN/svm-fit" -q --features "$TMP/flip.h5" -o "$TMP/s.h5"
+    echo "seed $seed: exit $status: $output"
+    [ "$status" -eq 0 ] || [ "$status" -eq 1 ]
+    if [ "$status" -eq 1 ]; then
+      refused 1 "flip.h5: " "$TMP/s.h5"
+      refused_count=$((refused_count + 1))
+    fi
+    rm -f "$TMP/s.h5"
+  done
+  [ "$refused_count" -ge 10 ]
+}
+
+@test "features stored as float64" {
+  need svm-fit
+  bad features "$TMP/x.h5" --bad float64-features
+  run "$BIN/svm-fit" --features "$TMP/x.h5" -o "$TMP/s.h5"
+  refused 1 "x.h5: /train/features has dtype float64, expected float32" "$TMP/s.h5"
+}
+
+@test "features flattened to one dimension" {
+  need svm-fit
+  bad features "$TMP/x.h5" --bad features-1d
+  run "$BIN/svm-fit" --features "$TMP/x.h5" -o "$TMP/s.h5"
+  refused 1 "x.h5: /train/features has shape \[3840\], expected \[N,N\]" "$TMP/s.h5"
+}
+
+@test "feature labels stored as int64" {
+  need svm-fit
+  bad features "$TMP/x.h5" --bad int64-labels
+  run "$BIN/svm-fit" --features "$TMP/x.h5" -o "$TMP/s.h5"
+  refused 1 "x.h5: /train/labels has dtype int64, expected uint8" "$TMP/s.h5"
+}
+
+@test "feature labels out of range (10 with 10 classes)" {
+  need svm-fit
+  bad features "$TMP/x.h5" --bad label-10
+  run "$BIN/svm-fit" --features "$TMP/x.h5" -o "$TMP/s.h5"
+  refused 1 "x.h5: /train/labels\[30\] = 10 is not a class 0..9" "$TMP/s.h5"
+}
+
+@test "feature labels shorter than the features" {
+  need svm-fit
+  bad features "$TMP/x.h5" --bad rows-mismatch
+  run "$BIN/svm-fit" --features "$TMP/x.h5" -o "$TMP/s.h5"
+  refused 1 "x.h5: /train/labels has shape \[59\], expected \[60\]" "$TMP/s.h5"
+}
+
+@test "features with an empty training split" {
+  need svm-fit
+  bad features "$TMP/x.h5" --bad empty-train
+  run "$BIN/svm-fit" --features "$TMP/x.h5" -o "$TMP/s.h5"
+  refused 1 "x.h5: the 0 training rows" "$TMP/s.h5"
+}
+
+@test "a dataset file given as --features, and features of format_version 2" {
+  need svm-fit
+  run "$BIN/svm-fit" --features "$REL_DIR/data.h5" -o "$TMP/s.h5"
+  refused 1 "data.h5: is a cifar10-dataset file, expected ae-features" "$TMP/s.h5"
+  bad features "$TMP/x.h5" --bad format-version-2
+  run "$BIN/svm-fit" --features "$TMP/x.h5" -o "$TMP/s.h5"
+  refused 1 "x.h5: format_version 2 is not supported" "$TMP/s.h5"
+}
+
+@test "svm-fit: --C inf or nan, --tol 0, --cache-mb 0 are usage errors" {
+  need svm-fit
+  for c in nan inf; do
+    run "$BIN/svm-fit" --features "$REL_DIR/features.h5" --C "$c" -o "$TMP/s.h5"
+    echo "--C $c: $output"
+    refused 2 "--C" "$TMP/s.h5"
+  done
+  run "$BIN/svm-fit" --features "$REL_DIR/features.h5" --tol 0 -o "$TMP/s.h5"
+  refused 2 "--tol must be > 0" "$TMP/s.h5"
+  run "$BIN/svm-fit" --features "$REL_DIR/features.h5" --cache-mb 0 -o "$TMP/s.h5"
+  refused 2 "--cache-mb" "$TMP/s.h5"
+}
+
+@test "svm-fit: an unwritable folder for --export-libsvm fails before the fit" {
+  need svm-fit
+  mkdir "$TMP/ro"
+  chmod 555 "$TMP/ro"
+  chmod 777 "$TMP"
+  run as_user "$BIN/svm-fit" --features "$REL_DIR/features.h5" -o "$TMP/s.h5" --export-libsvm "$TMP/ro/m.libsvm"
+  refused 1 "ro/m.libsvm: output folder .* is not writable" "$TMP/s.h5" "$TMP/ro/m.libsvm"
+}
+
+@test "svm model whose n_support does not add up to its support vectors" {
+  need svm-eval
+  bad mutate "$REL_DIR/svm.h5" "$TMP/m.h5" svm-nsupport-sum
+  run "$BIN/svm-eval" --model "$TMP/m.h5" --features "$REL_DIR/features.h5" -o "$TMP/e.h5"
+  refused 1 "m.h5: /svm/support_vectors has shape \[60,[0-9]+\], expected \[65,[0-9]+\]" "$TMP/e.h5"
+}
+
+@test "svm model with a feature mask shorter than its scaler" {
+  need svm-eval
+  bad mutate "$REL_DIR/svm.h5" "$TMP/m.h5" svm-mask-short
+  run "$BIN/svm-eval" --model "$TMP/m.h5" --features "$REL_DIR/features.h5" -o "$TMP/e.h5"
+  refused 1 "m.h5: .*feature_mask" "$TMP/e.h5"
+}
+
+@test "svm model with float64 support vectors" {
+  need svm-eval
+  bad mutate "$REL_DIR/svm.h5" "$TMP/m.h5" svm-sv-float64
+  run "$BIN/svm-eval" --model "$TMP/m.h5" --features "$REL_DIR/features.h5" -o "$TMP/e.h5"
+  refused 1 "m.h5: /svm/support_vectors has dtype float64, expected float32" "$TMP/e.h5"
+}
+
+@test "svm model without /svm/rho" {
+  need svm-eval
+  bad mutate "$REL_DIR/svm.h5" "$TMP/m.h5" svm-no-rho
+  run "$BIN/svm-eval" --model "$TMP/m.h5" --features "$REL_DIR/features.h5" -o "$TMP/e.h5"
+  refused 1 "m.h5: /svm/rho is missing" "$TMP/e.h5"
+}
+
+@test "svm model with a NaN dual coefficient" {
+  need svm-eval
+  bad mutate "$REL_DIR/svm.h5" "$TMP/m.h5" svm-nan-coef
+  run "$BIN/svm-eval" --model "$TMP/m.h5" --features "$REL_DIR/features.h5" -o "$TMP/e.h5"
+  refused 1 "m.h5: /svm/dual_coef holds NaN or Inf" "$TMP/e.h5"
+}
+
+@test "svm model with a zero scale" {
+  need svm-eval
+  bad mutate "$REL_DIR/svm.h5" "$TMP/m.h5" svm-scale-zero
+  run "$BIN/svm-eval" --model "$TMP/m.h5" --features "$REL_DIR/features.h5" -o "$TMP/e.h5"
+  refused 1 "m.h5: /scaler/scale holds a non-positive or non-finite value" "$TMP/e.h5"
+}
+
+@test "svm-eval: a split the features file does not have" {
+  need svm-eval
+  "$PYTHON" - "$REL_DIR/features.h5" "$TMP/trainonly.h5" <<'PY'
+import sys, shutil, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "a") as f:
+    del f["test"]
+PY
+  run "$BIN/svm-eval" --model "$REL_DIR/svm.h5" --features "$TMP/trainonly.h5" -o "$TMP/e.h5"
+  refused 1 "trainonly.h5: /test/features is missing" "$TMP/e.h5"
+}
+
+@test "svm-eval: --device gpu without a GPU; --device auto falls back to the CPU" {
+  need svm-eval
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then skip "a GPU is present"; fi
+  run "$BIN/svm-eval" --device gpu --model "$REL_DIR/svm.h5" --features "$REL_DIR/features.h5" -o "$TMP/e.h5"
+  refused 1 "--device gpu: (this build has no CUDA support|no CUDA GPU found)" "$TMP/e.h5"
+  run "$BIN/svm-eval" -q --device auto --model "$REL_DIR/svm.h5" --features "$REL_DIR/features.h5" -o "$TMP/e.h5"
+  [ "$status" -eq 0 ] && [ -f "$TMP/e.h5" ]
+}
+
+# ---- full disk and file size limits -------------------------------------------------------------
+
+@test "full disk while ae-encode writes features: one line, no partial output" {
+  need ae-encode
+  kind=$(small_disk 300k)
+  if [ "$kind" = tmpfs ]; then
+    run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$REL_DIR/data.h5" -o "$TMP/small/f.h5"
+  else
+    run bash -c 'ulimit -f 300; exec "$@"' _ "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$REL_DIR/data.h5" -o "$TMP/small/f.h5"
+  fi
+  echo "($kind)"
+  refused 1 "small/f.h5: cannot write /train/features \(disk full or file size limit\?\)" "$TMP/small/f.h5"
+}
+
+@test "full disk while ae-train checkpoints: one line, no partial model" {
+  need ae-train
+  kind=$(small_disk 2m)
+  if [ "$kind" = tmpfs ]; then
+    run "$BIN/ae-train" --data "$REL_DIR/data.h5" --train-limit 8 --epochs 1 --batch-size 8 --threads 2 -o "$TMP/small/m.h5"
+  else
+    run bash -c 'ulimit -f 2000; exec "$@"' _ "$BIN/ae-train" --data "$REL_DIR/data.h5" --train-limit 8 --epochs 1 \
+      --batch-size 8 --threads 2 -o "$TMP/small/m.h5"
+  fi
+  echo "($kind)"
+  [ "$status" -eq 1 ]
+  [[ "$(printf '%s\n' "$output" | grep -v '^ae-train: \(autoencoder\|epoch\)')" =~ small/m.h5:\ .*disk\ full ]]
+  assert_no_output "$TMP/small/m.h5"
+}
+
+@test "ulimit -f: cifar-convert and svm-fit report the limit instead of dying by SIGXFSZ" {
+  need cifar-convert svm-fit
+  run bash -c 'ulimit -f 20; exec "$@"' _ "$BIN/cifar-convert" --input "$(cifar_fixture)" --train-limit 2000 \
+    --test-limit 10 -o "$TMP/c.h5"
+  refused 1 "c.h5: .*(disk full or file size limit)" "$TMP/c.h5"
+  run bash -c 'ulimit -f 4; exec "$@"' _ "$BIN/svm-fit" -q --features "$REL_DIR/features.h5" -o "$TMP/s.h5"
+  refused 1 "s.h5: .*(disk full or file size limit)" "$TMP/s.h5"
+}
+
+@test "a full disk keeps the previous output intact (svm-fit over an existing svm.h5)" {
+  need svm-fit
+  kind=$(small_disk 1m)
+  [ "$kind" = tmpfs ] || skip "cannot mount a tmpfs here"
+  cp "$REL_DIR/svm.h5" "$TMP/small/s.h5"
+  sum=$(sha256sum <"$TMP/small/s.h5")
+  head -c $((1024 * 1024)) /dev/zero >"$TMP/small/fill" 2>/dev/null || true
+  run "$BIN/svm-fit" --features "$REL_DIR/features.h5" -o "$TMP/small/s.h5"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"small/s.h5: "* ]]
+  [ "$(sha256sum <"$TMP/small/s.h5")" = "$sum" ]
+  ! ls -A "$TMP/small" | grep -q '\.s\.h5\.tmp'
+}
+
+# ---- cifar-convert (beyond convert.bats) ----------------------------------------------------------
+
+@test "cifar-convert: a label of 255 in the last record of the test batch" {
+  need cifar-convert
+  src=$(cifar_fixture)
+  mkdir "$TMP/bad"
+  for f in "$src"/*.bin; do ln -s "$f" "$TMP/bad/$(basename "$f")"; done
+  rm "$TMP/bad/test_batch.bin"
+  cp "$src/test_batch.bin" "$TMP/bad/test_batch.bin"
+  printf '\xff' | dd of="$TMP/bad/test_batch.bin" bs=1 seek=$((3073 * 9999)) conv=notrunc status=none
+  run "$BIN/cifar-convert" --input "$TMP/bad" --test-limit 10 -o "$TMP/c.h5"
+  refused 1 "test_batch.bin: record 9999 has label 255, expected 0..9" "$TMP/c.h5"
+}
+
+@test "cifar-convert: an archive with flipped bytes in its compressed stream" {
+  need cifar-convert
+  tgz=$(cifar_fixture_tar)
+  size=$(stat -c %s "$tgz")
+  bad flip "$tgz" "$TMP/flip.tar.gz" 9 4 $((size / 3)) $((size / 2)) >/dev/null
+  run "$BIN/cifar-convert" --input "$TMP/flip.tar.gz" -o "$TMP/c.h5"
+  refused 1 "flip.tar.gz: .*(corrupt|truncated|damaged|error|CRC|bytes)" "$TMP/c.h5"
+}
+
+@test "cifar-convert: an archive without the test batch, and an HDF5 file given as the archive" {
+  need cifar-convert
+  src=$(cifar_fixture)
+  tar -czf "$TMP/five.tar.gz" -C "$(dirname "$src")" \
+    cifar-10-batches-bin/data_batch_1.bin cifar-10-batches-bin/data_batch_2.bin cifar-10-batches-bin/data_batch_3.bin \
+    cifar-10-batches-bin/data_batch_4.bin cifar-10-batches-bin/data_batch_5.bin
+  run "$BIN/cifar-convert" --input "$TMP/five.tar.gz" -o "$TMP/c.h5"
+  refused 1 "five.tar.gz: archive has no test_batch.bin" "$TMP/c.h5"
+  run "$BIN/cifar-convert" --input "$REL_DIR/data.h5" -o "$TMP/c.h5"
+  refused 1 "data.h5: " "$TMP/c.h5"
+}
