@@ -15,12 +15,18 @@ import html
 import json
 import math
 import os
+import pickle
+import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+# The plots need no BLAS threads; fewer threads also keep the forked readers simple.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 TOOL = "report"
 VERSION = "0.1.0"
@@ -260,6 +266,81 @@ def load_eval(path):
 
 
 LOADERS = {"model": load_model, "features": load_features, "svm": load_svm, "eval": load_eval}
+
+# libhdf5 trusts a file's metadata: a damaged global heap makes it read out of bounds
+# (SIGSEGV) or allocate gigabytes (docs/RELIABILITY.md). So each file is read in a forked
+# child under a memory and a time limit; the parent only sees plain numbers and arrays, or
+# learns from the child's death that the file is damaged.
+READ_SECONDS = 60
+READ_EXTRA_MEMORY = 2 << 30
+
+
+def data_bytes_now():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def read_in_child(kind, path):
+    import h5py  # noqa: F401  (imported once, before the fork)
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(rfd)
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGALRM):
+                signal.signal(sig, signal.SIG_DFL)
+            limit = data_bytes_now()
+            if limit:
+                resource.setrlimit(resource.RLIMIT_DATA, (limit + READ_EXTRA_MEMORY, limit + READ_EXTRA_MEMORY))
+            signal.alarm(READ_SECONDS)
+            try:
+                result = ("ok", LOADERS[kind](path))
+            except ReportError as err:
+                result = ("error", str(err))
+            except MemoryError:
+                result = ("error", f"{path}: damaged HDF5 file (reading it needs more than "
+                                   f"{READ_EXTRA_MEMORY >> 30} GB of memory)")
+            except Exception as err:  # h5py's OSError/KeyError/ValueError on damaged files
+                result = ("error", f"{path}: cannot read it: {err}")
+            with os.fdopen(wfd, "wb") as pipe_out:
+                pickle.dump(result, pipe_out, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:
+            code = 3
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    try:
+        with os.fdopen(rfd, "rb") as pipe_in:
+            payload = pipe_in.read()
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        raise
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGALRM:
+            raise ReportError(path, f"damaged HDF5 file (reading its metadata took over {READ_SECONDS} s)")
+        if sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            raise KeyboardInterrupt(sig)
+        raise ReportError(path, f"damaged HDF5 file (reading it crashed libhdf5: {signal.Signals(sig).name})")
+    try:
+        state, value = pickle.loads(payload)
+    except Exception:
+        raise ReportError(path, "cannot read it (the reader stopped without an answer)") from None
+    if state == "error":
+        raise ReportError(path, value.split(": ", 1)[1] if value.startswith(path + ": ") else value)
+    return value
 
 
 # ---------------------------------------------------------------------------------------
@@ -774,6 +855,8 @@ def build_markdown(ctx):
             out.append(f"| {s['stage']} | `{s['file']}` | {md_cell(s['device'] or '—')} | {fmt_seconds(s['seconds'])} "
                        f"| {s['rate']} | {md_cell(s['details'])} |")
         out.append("")
+        if "timing.png" in img:
+            out += ["![Seconds per stage](timing.png)", ""]
     if ctx["provenance"]:
         out += ["## Provenance", "", "| File | Made by | Parameters | Inputs (sha256) |", "|---|---|---|---|"]
         for p in ctx["provenance"]:
@@ -886,12 +969,7 @@ def run(args, tmp_holder):
     paths, missing = resolve_inputs(args)
     loaded = {}
     for kind, path in paths.items():
-        try:
-            loaded[kind] = LOADERS[kind](path)
-        except ReportError:
-            raise
-        except (OSError, KeyError, ValueError, TypeError, RuntimeError) as err:
-            raise ReportError(path, f"cannot read it: {err}") from None
+        loaded[kind] = read_in_child(kind, path)
     tmp = prepare_output(args.output)
     tmp_holder.append(tmp)
     plt = setup_matplotlib()

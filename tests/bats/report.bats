@@ -1,0 +1,280 @@
+#!/usr/bin/env bats
+# report: full and partial run folders, explicit files, atomic replacement, bad inputs
+# (issue 5). Run folders are hand-made by tests/helpers/fake_run.py (docs/FORMATS.md
+# layouts, synthetic but non-trivial numbers), so no training is needed.
+
+load helpers
+
+setup_file() {
+  export RUNS="$BATS_FILE_TMPDIR/runs"
+  "$PYTHON" "$REPO_ROOT/tests/helpers/fake_run.py" --out "$RUNS/full" --epochs 4
+}
+
+setup() {
+  [ -x "$BIN/report" ] || skip "report not built"
+  TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/report.XXXXXX")"
+}
+
+teardown() {
+  chmod -R u+w "$TMP" 2>/dev/null || true
+  rm -rf "$TMP"
+}
+
+# A run folder holding copies of the full run's files named in $@ (model features svm eval).
+partial_run() {
+  local dir="$TMP/run" f
+  mkdir -p "$dir"
+  for f in "$@"; do cp "$RUNS/full/$f.h5" "$dir/"; done
+  echo "$dir"
+}
+
+# Damages a copy of the full run's FILE.h5 with a snippet run on h5py.File F (r+).
+damaged() {
+  local file="$1" code="$2" out="$TMP/bad-$1.h5"
+  cp "$RUNS/full/$file.h5" "$out"
+  "$PYTHON" -c "import h5py, numpy as np
+F = h5py.File('$out', 'r+')
+$code
+F.close()"
+  echo "$out"
+}
+
+# Checks that a finished report folder holds index.html, report.md and exactly the PNGs named.
+assert_report() {
+  local dir="$1"; shift
+  [ -s "$dir/index.html" ] && [ -s "$dir/report.md" ] || { echo "no index.html/report.md in $dir"; return 1; }
+  local want got
+  want=$(printf '%s\n' "$@" | sort | tr '\n' ' ')
+  got=$(cd "$dir" && ls *.png 2>/dev/null | sort | tr '\n' ' ')
+  [ "$want" = "$got" ] || { echo "PNGs: got '$got', want '$want'"; return 1; }
+  # Each PNG is a real picture of some size, and both documents show it.
+  "$PYTHON" - "$dir" "$@" <<'PY'
+import sys, os
+import matplotlib.image as mpimg
+folder, names = sys.argv[1], sys.argv[2:]
+html = open(os.path.join(folder, "index.html")).read()
+md = open(os.path.join(folder, "report.md")).read()
+for n in names:
+    img = mpimg.imread(os.path.join(folder, n))
+    assert img.ndim == 3 and img.shape[0] > 200 and img.shape[1] > 400, (n, img.shape)
+    assert img[..., :3].std() > 0.05, f"{n} is nearly blank"
+    assert f'src="{n}"' in html and f"({n})" in md, f"{n} not referenced"
+PY
+}
+
+@test "a full run folder gives every plot, the numbers from the files, and a JSON line" {
+  run "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/rep" --json --quiet
+  [ "$status" -eq 0 ]
+  assert_report "$TMP/rep" loss.png reconstructions.png confusion.png per_class_accuracy.png timing.png
+  # The JSON line's accuracy is the confusion matrix's, and the documents print it.
+  "$PYTHON" - "$output" "$RUNS/full/eval.h5" "$TMP/rep" <<'PY'
+import json, sys, h5py, numpy as np
+summary = json.loads(sys.argv[1])
+cm = h5py.File(sys.argv[2], "r")["confusion"][()]
+acc = np.trace(cm) / cm.sum()
+assert abs(summary["accuracy"] - acc) < 1e-12, (summary, acc)
+assert summary["missing"] == [] and len(summary["images"]) == 5
+shown = f"{100 * acc:.1f} %"
+for doc in ("index.html", "report.md"):
+    text = open(f"{sys.argv[3]}/{doc}").read()
+    assert shown in text, (doc, shown)
+    for word in ("svm-fit", "ae-train", "sha256", "matches model.h5", "epochs=4", "support vectors"):
+        assert word in text, (doc, word)
+PY
+  # --quiet: nothing on stderr (bats' output holds stdout+stderr: only the JSON line).
+  [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ]
+}
+
+@test "without -o the report goes to RUN_DIR/report; a second run replaces it whole" {
+  local dir
+  dir=$(partial_run model features svm eval)
+  run "$BIN/report" --run-dir "$dir" -q
+  [ "$status" -eq 0 ]
+  [ -s "$dir/report/index.html" ]
+  touch "$dir/report/stale.png"
+  run "$BIN/report" --run-dir "$dir" -q
+  [ "$status" -eq 0 ]
+  [ ! -e "$dir/report/stale.png" ]
+  [ -s "$dir/report/confusion.png" ]
+  [ -z "$(ls -a "$dir" | grep -F '.report.' || true)" ]
+}
+
+@test "a run folder with only model.h5: training plots, and it says what is missing" {
+  local dir
+  dir=$(partial_run model)
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep"
+  [ "$status" -eq 0 ]
+  assert_report "$TMP/rep" loss.png reconstructions.png timing.png
+  for f in features.h5 svm.h5 eval.h5; do
+    [[ "$output" == *"warning: $dir/$f not found"* ]] || { echo "no warning for $f: $output"; return 1; }
+    grep -q "<code>$f</code> was not found" "$TMP/rep/index.html"
+    grep -q "\`$f\` was not found" "$TMP/rep/report.md"
+  done
+}
+
+@test "a run folder with only eval.h5: confusion matrix and per-class bars, no loss curves" {
+  local dir
+  dir=$(partial_run eval)
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep" --json
+  [ "$status" -eq 0 ]
+  assert_report "$TMP/rep" confusion.png per_class_accuracy.png timing.png
+  [[ "$output" == *'"missing": ["model.h5", "features.h5", "svm.h5"]'* ]]
+}
+
+@test "explicit --model and --svm without a run folder" {
+  run "$BIN/report" --model "$RUNS/full/model.h5" --svm "$RUNS/full/svm.h5" -o "$TMP/rep" -q
+  [ "$status" -eq 0 ]
+  assert_report "$TMP/rep" loss.png reconstructions.png timing.png
+  grep -q "30 support vectors" "$TMP/rep/report.md"
+}
+
+@test "a file changed after the stage that used it is flagged as out of date" {
+  local dir
+  dir=$(partial_run model features)
+  "$PYTHON" -c "import h5py; f = h5py.File('$dir/model.h5', 'r+'); f.attrs['seed'] = 99; f.close()"
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep" -q
+  [ "$status" -eq 0 ]
+  grep -q "model.h5 has changed since" "$TMP/rep/index.html"
+  grep -q "features.h5 was made from a different model.h5" "$TMP/rep/report.md"
+}
+
+@test "a loss that is 1 epoch long or has NaN still plots" {
+  local one nan
+  "$PYTHON" "$REPO_ROOT/tests/helpers/fake_run.py" --out "$TMP/one" --files model --epochs 1
+  run "$BIN/report" --run-dir "$TMP/one" -o "$TMP/rep1" -q
+  [ "$status" -eq 0 ]
+  [ -s "$TMP/rep1/loss.png" ]
+  nan=$(damaged model "d = F['history/train_loss']; v = d[()]; v[2] = np.nan; d[...] = v")
+  run "$BIN/report" --model "$nan" -o "$TMP/rep2" -q
+  [ "$status" -eq 0 ]
+  grep -q "training diverged" "$TMP/rep2/index.html"
+}
+
+# ---- usage errors (exit 2) ---------------------------------------------------------------
+
+@test "--help names the tool, its purpose and an example; --version" {
+  run "$BIN/report" --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"report — writes an HTML/Markdown report"* ]]
+  [[ "$output" == *"Example:"*"report --run-dir data/run -o data/run/report"* ]]
+  run "$BIN/report" --version
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ ^report\ [0-9]+\.[0-9]+\.[0-9]+ ]]
+}
+
+@test "usage errors exit 2 with one line: no input, no output, unknown option, missing value" {
+  run "$BIN/report"
+  assert_error 2 "^report: usage error: give --run-dir DIR or at least one of"
+  run "$BIN/report" --model "$RUNS/full/model.h5"
+  assert_error 2 "^report: usage error: -o/--output is required without --run-dir"
+  run "$BIN/report" --run-dir "$RUNS/full" --colour red
+  assert_error 2 "^report: usage error: unrecognized arguments: --colour red"
+  run "$BIN/report" --run-dir
+  assert_error 2 "^report: usage error: argument --run-dir: expected one argument"
+}
+
+# ---- runtime errors (exit 1): one line naming the file, no report folder -----------------
+
+@test "missing or empty run folder" {
+  run "$BIN/report" --run-dir "$TMP/nope" -o "$TMP/rep"
+  assert_error 1 "^report: error: $TMP/nope: no such folder$"
+  assert_no_output "$TMP/rep"
+  mkdir "$TMP/empty"
+  run "$BIN/report" --run-dir "$TMP/empty" -o "$TMP/rep"
+  assert_error 1 "^report: error: $TMP/empty: none of model.h5, features.h5, svm.h5, eval.h5 is here$"
+  assert_no_output "$TMP/rep"
+}
+
+@test "an explicit file that is missing, a folder, or not HDF5" {
+  run "$BIN/report" --model "$TMP/none.h5" -o "$TMP/rep"
+  assert_error 1 "^report: error: $TMP/none.h5: no such file$"
+  run "$BIN/report" --eval "$TMP" -o "$TMP/rep"
+  assert_error 1 "^report: error: $TMP: is a folder, not an HDF5 file$"
+  echo "not hdf5 at all" > "$TMP/text.h5"
+  run "$BIN/report" --svm "$TMP/text.h5" -o "$TMP/rep"
+  assert_error 1 "^report: error: $TMP/text.h5: not a readable HDF5 file"
+  head -c 3000 "$RUNS/full/eval.h5" > "$TMP/cut.h5"
+  run "$BIN/report" --eval "$TMP/cut.h5" -o "$TMP/rep"
+  assert_error 1 "^report: error: $TMP/cut.h5: "
+  assert_no_output "$TMP/rep"
+}
+
+@test "a run folder whose eval.h5 is damaged fails as a whole, naming eval.h5" {
+  local dir
+  dir=$(partial_run model features svm)
+  echo "garbage" > "$dir/eval.h5"
+  run "$BIN/report" --run-dir "$dir"
+  assert_error 1 "^report: error: $dir/eval.h5: not a readable HDF5 file"
+  assert_no_output "$dir/report"
+}
+
+@test "wrong format, newer format_version, missing format" {
+  run "$BIN/report" --model "$RUNS/full/eval.h5" -o "$TMP/rep"
+  assert_error 1 "eval.h5: format is 'svm-eval', expected 'ae-model' \(is this the right file\?\)$"
+  local f
+  f=$(damaged svm "F.attrs['format_version'] = np.int64(2)")
+  run "$BIN/report" --svm "$f" -o "$TMP/rep"
+  assert_error 1 "bad-svm.h5: format_version 2 is newer than this report understands \(1\)"
+  f=$(damaged features "del F.attrs['format']")
+  run "$BIN/report" --features "$f" -o "$TMP/rep"
+  assert_error 1 "bad-features.h5: no 'format' attribute"
+  assert_no_output "$TMP/rep"
+}
+
+@test "wrong dtypes and shapes inside a file are named with the dataset" {
+  local f
+  f=$(damaged eval "del F['confusion']; F['confusion'] = np.ones((10, 9), np.int64)")
+  run "$BIN/report" --eval "$f" -o "$TMP/rep"
+  assert_error 1 "bad-eval.h5: /confusion has shape \[10, 9\], expected \[k,k\]$"
+  f=$(damaged eval "del F['confusion']; F['confusion'] = np.ones((10, 10), np.float32)")
+  run "$BIN/report" --eval "$f" -o "$TMP/rep"
+  assert_error 1 "bad-eval.h5: /confusion has dtype float32, expected int or uint$"
+  f=$(damaged eval "d = F['confusion']; v = d[()]; v[0, 0] += 5; d[...] = v")
+  run "$BIN/report" --eval "$f" -o "$TMP/rep"
+  assert_error 1 "bad-eval.h5: /confusion sums to 405 but there are 400 labels$"
+  f=$(damaged model "del F['history/lr']; F['history/lr'] = np.ones(7)")
+  run "$BIN/report" --model "$f" -o "$TMP/rep"
+  assert_error 1 "bad-model.h5: the /history arrays have different lengths"
+  f=$(damaged model "del F['samples/images']; F['samples/images'] = np.ones((10, 3, 16, 16), np.uint8)")
+  run "$BIN/report" --model "$f" -o "$TMP/rep"
+  assert_error 1 "bad-model.h5: /samples/images has shape \[10, 3, 16, 16\], expected \[N,3,32,32\]$"
+  assert_no_output "$TMP/rep"
+}
+
+@test "a damaged global heap that crashes libhdf5 is reported, not a crash" {
+  local f="$REPO_ROOT/tests/fuzz/regressions/features-globalheap-segv.h5"
+  [ -f "$f" ] || skip "no fuzz regression file"
+  run "$BIN/report" --features "$f" -o "$TMP/rep"
+  assert_error 1 "features-globalheap-segv.h5: damaged HDF5 file"
+  assert_no_output "$TMP/rep"
+}
+
+@test "output problems: a file, a folder that is not a report, an unwritable parent" {
+  touch "$TMP/afile"
+  run "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/afile"
+  assert_error 1 "^report: error: $TMP/afile: exists and is not a folder$"
+  # -o pointing at the run folder itself must not replace (delete) it.
+  local dir
+  dir=$(partial_run model eval)
+  run "$BIN/report" --run-dir "$dir" -o "$dir"
+  assert_error 1 "^report: error: $dir: exists and is not a report folder \(no index.html\); refusing to replace it$"
+  [ -s "$dir/model.h5" ] && [ -s "$dir/eval.h5" ]
+  if [ "$(id -u)" -ne 0 ]; then
+    mkdir "$TMP/ro" && chmod a-w "$TMP/ro"
+    run "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/ro/rep"
+    assert_error 1 "^report: error: $TMP/ro: cannot write here"
+  fi
+}
+
+@test "SIGTERM while writing leaves neither the report nor a temporary folder" {
+  "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/rep" -q &
+  local pid=$!
+  sleep 1
+  kill -TERM "$pid" 2>/dev/null || true
+  local rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" -ne 0 ] || skip "report finished before the signal"
+  [ "$rc" -eq 143 ]
+  assert_no_output "$TMP/rep"
+  [ -z "$(ls -a "$TMP" | grep -F '.rep.tmp-' || true)" ]
+}
