@@ -96,7 +96,7 @@ void pick_samples(const cae::ImageSplit& test, cae::AeCheckpoint& c) {
 // --resume only continues a run with the same data and the options that shape its
 // trajectory; anything else would silently produce a model nobody asked for.
 void check_resumable(const cae::AeCheckpoint& c, const Options& opt, const std::string& file, int64_t train_count,
-                     const std::string& data_sha256, int threads) {
+                     const std::string& data_sha256, const std::string& device, int threads) {
   auto mismatch = [&](const std::string& what, const std::string& was, const std::string& now) {
     throw cae::UsageError(file + ": cannot --resume: it was trained with " + what + " " + was + ", this run has " + now +
                           " (use the same options, or drop --resume to start over)");
@@ -106,7 +106,10 @@ void check_resumable(const cae::AeCheckpoint& c, const Options& opt, const std::
   if (c.seed != uint64_t(opt.seed)) mismatch("--seed", std::to_string(c.seed), std::to_string(opt.seed));
   if (c.batch_size != opt.batch_size) mismatch("--batch-size", std::to_string(c.batch_size), std::to_string(opt.batch_size));
   if (c.optimizer_kind != opt.optimizer) mismatch("--optimizer", c.optimizer_kind, opt.optimizer);
-  if (c.threads != threads)
+  if (c.device != device)
+    cae::log_warn("%s was trained with --device %s, this run uses --device %s", file.c_str(), c.device.c_str(),
+                  device.c_str());
+  else if (device == "cpu" && c.threads != threads)
     cae::log_warn("%s was trained with %lld threads, this run uses %d: the result will not be bit-identical to an "
                   "uninterrupted run", file.c_str(), static_cast<long long>(c.threads), threads);
 }
@@ -171,7 +174,7 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   cae::AeCheckpoint ckpt;
   if (opt.resume && file_exists(common.output)) {
     ckpt = cae::read_ae_checkpoint(common.output);
-    check_resumable(ckpt, opt, common.output, train_split.size(), data_input.sha256, threads);
+    check_resumable(ckpt, opt, common.output, train_split.size(), data_input.sha256, cae::device_name(device), threads);
     backend->set_params(ckpt.params);
     backend->set_optimizer_state(ckpt.optimizer);
     cae::log_info("resuming %s after epoch %lld (lr %g)", common.output.c_str(), static_cast<long long>(ckpt.epochs_done),

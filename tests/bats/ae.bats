@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
 # ae-train / ae-encode (issue 3): options, the model file, PyTorch reference checks,
-# resume after kill -9, bad inputs, and a real-data smoke test.
+# resume after kill -9, bad inputs, and a real-data smoke test. Runs use --device cpu: the
+# CPU backend is the reference (bit-identical resume, PyTorch agreement); GPU runs are
+# tested by tests/gpu.
 
 load helpers
 
@@ -10,7 +12,7 @@ setup_file() {
   make_dataset "$AE_DIR/data.h5" 192 64
   # The uninterrupted reference run of the resume test, also used by the file and
   # training-log tests. Fixed threads: bit-identical results need the same count.
-  "$BIN/ae-train" --data "$AE_DIR/data.h5" --epochs 3 --batch-size 16 --seed 7 --threads 2 \
+  "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --epochs 3 --batch-size 16 --seed 7 --threads 2 \
     -o "$AE_DIR/full.h5" 2>"$AE_DIR/full.log"
 }
 
@@ -35,13 +37,13 @@ teardown() {
   run "$BIN/ae-encode" --help
   [ "$status" -eq 0 ]
   [[ "$output" == *"Example:"*"ae-encode --model"* ]]
-  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --optimizer rmsprop -o "$TMP/m.h5"
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --optimizer rmsprop -o "$TMP/m.h5"
   [ "$status" -eq 2 ]
-  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --batch-size 0 -o "$TMP/m.h5"
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --batch-size 0 -o "$TMP/m.h5"
   [ "$status" -eq 2 ]
   run "$BIN/ae-train" --data "$AE_DIR/data.h5" --device cpu --precision bf16 -o "$TMP/m.h5"
   assert_error 2 "bf16 needs --device gpu"
-  run "$BIN/ae-encode" --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" --split valid -o "$TMP/f.h5"
+  run "$BIN/ae-encode" --device cpu --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" --split valid -o "$TMP/f.h5"
   assert_error 2 "'valid' is not train or test"
   assert_no_output "$TMP/m.h5"
   assert_no_output "$TMP/f.h5"
@@ -100,7 +102,7 @@ PY
 }
 
 @test "one batch's output, loss and every parameter gradient match PyTorch (rel err < 1e-4)" {
-  "$BIN/ae-train" --quiet --data "$AE_DIR/data.h5" --batch-size 24 -o "$AE_DIR/full.h5" --resume \
+  "$BIN/ae-train" --device cpu --quiet --data "$AE_DIR/data.h5" --batch-size 24 -o "$AE_DIR/full.h5" --resume \
     --dump-gradients "$TMP/grads.h5"
   run "$PYTHON" "$REPO_ROOT/tests/python/torch_reference.py" gradients --model "$AE_DIR/full.h5" \
     --dump "$TMP/grads.h5"
@@ -110,7 +112,7 @@ PY
 }
 
 @test "ae-encode features match PyTorch's encoder (rel err < 1e-5) and carry provenance" {
-  run "$BIN/ae-encode" --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5" --batch-size 50 --json
+  run "$BIN/ae-encode" --device cpu --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5" --batch-size 50 --json
   [ "$status" -eq 0 ]
   [[ "$output" == *'"images":256'* ]]
   run "$PYTHON" "$REPO_ROOT/tests/python/torch_reference.py" features --model "$AE_DIR/full.h5" \
@@ -129,20 +131,20 @@ assert [i["sha256"] for i in inputs] == [sha(sys.argv[2]), sha(sys.argv[3])], in
 assert len(f.attrs["class_names"]) == 10 and f.attrs["images_per_second"] > 0
 PY
   # One split only.
-  "$BIN/ae-encode" --quiet --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" --split test -o "$TMP/t.h5"
+  "$BIN/ae-encode" --device cpu --quiet --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" --split test -o "$TMP/t.h5"
   "$PYTHON" -c "import h5py,sys; f=h5py.File(sys.argv[1]); assert list(f) == ['test'], list(f)" "$TMP/t.h5"
 }
 
 @test "a run killed with SIGKILL during epoch 2 resumes to exactly the weights of an uninterrupted run" {
   opts=(--data "$AE_DIR/data.h5" --epochs 3 --batch-size 16 --seed 7 --threads 2 -o "$TMP/m.h5")
-  "$BIN/ae-train" "${opts[@]}" --quiet &
+  "$BIN/ae-train" --device cpu "${opts[@]}" --quiet &
   pid=$!
   # The checkpoint appears when epoch 1 is done; epoch 2 then takes well over 50 ms.
   for _ in $(seq 1 2400); do [ -f "$TMP/m.h5" ] && break; sleep 0.05; done
   kill -9 "$pid"
   wait "$pid" || true
   [ "$("$PYTHON" -c "import h5py,sys; print(h5py.File(sys.argv[1]).attrs['epochs_done'])" "$TMP/m.h5")" = 1 ]
-  "$BIN/ae-train" "${opts[@]}" --resume --quiet
+  "$BIN/ae-train" --device cpu "${opts[@]}" --resume --quiet
   "$PYTHON" - "$AE_DIR/full.h5" "$TMP/m.h5" <<'PY'
 import sys, h5py, numpy as np
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
@@ -162,9 +164,9 @@ PY
 
 @test "--resume refuses a checkpoint trained with other options, and is a no-op when done" {
   cp "$AE_DIR/full.h5" "$TMP/m.h5"
-  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --epochs 4 --batch-size 32 --seed 7 --resume -o "$TMP/m.h5"
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --epochs 4 --batch-size 32 --seed 7 --resume -o "$TMP/m.h5"
   assert_error 2 "m.h5: cannot --resume: it was trained with --batch-size 16, this run has 32"
-  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --epochs 3 --batch-size 16 --seed 7 --resume -o "$TMP/m.h5"
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --epochs 3 --batch-size 16 --seed 7 --resume -o "$TMP/m.h5"
   [ "$status" -eq 0 ]
   [[ "$output" == *"already has 3 of 3 epochs: nothing to do"* ]]
   cmp "$AE_DIR/full.h5" "$TMP/m.h5"
@@ -185,21 +187,21 @@ shutil.copy(src, tmp + "/nan.h5")
 with h5py.File(tmp + "/nan.h5", "a") as f:
     f["/encoder/conv1/bias"][3] = np.nan
 PY
-  run "$BIN/ae-encode" --model "$TMP/shape.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
+  run "$BIN/ae-encode" --device cpu --model "$TMP/shape.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
   assert_error 1 "shape.h5: /decoder/conv2/weight has shape \[256,64,3,3\], expected \[256,128,3,3\]"
-  run "$BIN/ae-encode" --model "$TMP/arch.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
+  run "$BIN/ae-encode" --device cpu --model "$TMP/arch.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
   assert_error 1 "arch.h5: was trained for another architecture \('resnet-18'\)"
-  run "$BIN/ae-encode" --model "$TMP/nan.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
+  run "$BIN/ae-encode" --device cpu --model "$TMP/nan.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
   assert_error 1 "nan.h5: weights contain NaN or Inf"
-  run "$BIN/ae-encode" --model "$AE_DIR/data.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
+  run "$BIN/ae-encode" --device cpu --model "$AE_DIR/data.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
   assert_error 1 "data.h5: is a cifar10-dataset file, expected ae-model"
-  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --epochs 4 --batch-size 16 --seed 7 --resume -o "$TMP/shape.h5"
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --epochs 4 --batch-size 16 --seed 7 --resume -o "$TMP/shape.h5"
   assert_error 1 "shape.h5: /decoder/conv2/weight has shape"
   assert_no_output "$TMP/f.h5"
 }
 
 @test "a diverging run stops with a clear message and keeps the last good checkpoint" {
-  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --train-limit 64 --epochs 4 --batch-size 16 --optimizer sgd \
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --train-limit 64 --epochs 4 --batch-size 16 --optimizer sgd \
     --lr 50 --threads 2 --quiet -o "$TMP/m.h5"
   assert_error 1 "training diverged in epoch [1-4] \(the loss became (NaN|Inf)\); .*Try a lower --lr or --grad-clip"
   epoch=$(sed -n 's/.*diverged in epoch \([0-9]\).*/\1/p' <<<"$output")
@@ -231,7 +233,7 @@ PY
   src="$(real_cifar)"
   [ -n "$src" ] || skip "no ../shared/cifar-10-batches-bin"
   "$BIN/cifar-convert" --quiet --input "$src" --train-limit 2000 --test-limit 500 -o "$TMP/real.h5"
-  "$BIN/ae-train" --quiet --data "$TMP/real.h5" --epochs 2 -o "$TMP/m.h5"
+  "$BIN/ae-train" --device cpu --quiet --data "$TMP/real.h5" --epochs 2 -o "$TMP/m.h5"
   "$PYTHON" - "$TMP/m.h5" <<'PY'
 import sys, h5py
 f = h5py.File(sys.argv[1], "r")
