@@ -34,18 +34,26 @@ std::vector<uint8_t> read_whole_file(const std::string& path) {
   return buf;
 }
 
+// libarchive returns NULL for "no message" (and for an entry without a name); building a
+// std::string from NULL crashed cifar-convert on a damaged archive (found by fuzzing).
+std::string archive_message(archive* a) {
+  const char* m = archive_error_string(a);
+  return m ? m : "unknown error";
+}
+
 // Reads the six batch files out of the .tar.gz into memory, by base name.
 std::map<std::string, std::vector<uint8_t>> read_archive(const std::string& path) {
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_filter_all(a.get());
   archive_read_support_format_tar(a.get());
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 20) != ARCHIVE_OK)
-    fail_file(path, std::string("cannot open archive: ") + archive_error_string(a.get()));
+    fail_file(path, "cannot open archive: " + archive_message(a.get()));
   std::map<std::string, std::vector<uint8_t>> out;
   archive_entry* entry;
   int rc;
   while ((rc = archive_read_next_header(a.get(), &entry)) == ARCHIVE_OK) {
-    std::string name = archive_entry_pathname(entry);
+    const char* entry_name = archive_entry_pathname(entry);
+    std::string name = entry_name ? entry_name : "";
     std::string base = name.substr(name.find_last_of('/') + 1);
     bool wanted = std::any_of(std::begin(kBatchNames), std::end(kBatchNames), [&](const char* b) { return base == b; });
     if (!wanted) {
@@ -57,10 +65,10 @@ std::map<std::string, std::vector<uint8_t>> read_archive(const std::string& path
       fail_file(path, name + " is " + std::to_string(size) + " bytes, expected " + std::to_string(kCifarBatchBytes));
     std::vector<uint8_t> buf(static_cast<size_t>(size));
     la_ssize_t got = archive_read_data(a.get(), buf.data(), buf.size());
-    if (got != size) fail_file(path, name + ": corrupted or truncated archive (" + (got < 0 ? archive_error_string(a.get()) : "short read") + ")");
+    if (got != size) fail_file(path, name + ": corrupted or truncated archive (" + (got < 0 ? archive_message(a.get()) : std::string("short read")) + ")");
     out[base] = std::move(buf);
   }
-  if (rc != ARCHIVE_EOF) fail_file(path, std::string("corrupted or truncated archive: ") + archive_error_string(a.get()));
+  if (rc != ARCHIVE_EOF) fail_file(path, "corrupted or truncated archive: " + archive_message(a.get()));
   return out;
 }
 
