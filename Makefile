@@ -168,8 +168,21 @@ test-gpu:
 	@echo "test-gpu: skipped: this build has no CUDA (nvcc not found)"
 endif
 
+# Sanitizer reports go to files (log_path), not stderr: a test expecting one clean error
+# line still sees one, and no report is lost — reliability.bats and kills.bats check for new
+# reports after every case, and this target fails when any report was written during the
+# run. Why each option is set: docs/RELIABILITY.md, "Sanitizers".
+SANITIZER_LOG_DIR := $(CURDIR)/build-asan/sanitizer-logs
+SANITIZER_ENV := SANITIZER_LOG_DIR=$(SANITIZER_LOG_DIR) \
+  ASAN_OPTIONS=log_path=$(SANITIZER_LOG_DIR)/asan:exitcode=86:suppressions=$(CURDIR)/tests/fuzz/asan.supp:allocator_may_return_null=1:detect_leaks=1 \
+  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan.supp \
+  UBSAN_OPTIONS=log_path=$(SANITIZER_LOG_DIR)/ubsan:exitcode=87:print_stacktrace=1:halt_on_error=1
 test-asan:
-	$(MAKE) BUILD=build-asan SANITIZE=1 OPT=-O1 test
+	@rm -rf $(SANITIZER_LOG_DIR) && mkdir -p $(SANITIZER_LOG_DIR) && chmod 1777 $(SANITIZER_LOG_DIR)
+	@$(SANITIZER_ENV) $(MAKE) BUILD=build-asan SANITIZE=1 OPT=-O1 test; rc=$$?; \
+	  if [ -n "$$(ls -A $(SANITIZER_LOG_DIR))" ]; then \
+	    echo "test-asan: sanitizer reports in $(SANITIZER_LOG_DIR):"; head -n 40 $(SANITIZER_LOG_DIR)/*; exit 1; fi; \
+	  echo "test-asan: no sanitizer reports"; exit $$rc
 
 # ---- benchmarks, fuzzing -----------------------------------------------------------------
 bench: bench-cpu
@@ -178,8 +191,10 @@ bench-cpu: all
 bench-gpu: all
 	@BUILD=$(BUILD) bash bench/bench-gpu.sh
 
-fuzz:
-	@BUILD=build-fuzz bash tests/fuzz/run.sh
+# Needs clang + libFuzzer (tests/fuzz/run.sh installs them with apt-get); seeds come from
+# the tools of $(BUILD). FUZZ_SECONDS per target (60).
+fuzz: all
+	@BUILD=build-fuzz TOOLS_BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/fuzz/run.sh
 
 # Copies the shared libraries a build needs beside it (build/lib), for machines that have
 # CUDA but not HDF5/OpenBLAS/libsvm (the binaries' rpath is $ORIGIN/../lib).

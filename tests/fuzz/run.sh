@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# `make fuzz`: builds the libFuzzer targets in tests/fuzz/ with Debian's clang (installed
+# here with apt-get when missing: `make test` never needs it), makes seed inputs, replays
+# tests/fuzz/regressions/, then runs each target for FUZZ_SECONDS (60) and prints a table
+# of executions and findings. Exit status 1 when any target found a crash; the crashing
+# inputs are left in $BUILD/findings/ — copy each into tests/fuzz/regressions/ (it is then
+# replayed by tests/unit/test_reliability.cpp) and fix the reader.
+#
+#   FUZZ_SECONDS=60 FUZZ_TARGETS="dataset features" BUILD=build-fuzz TOOLS_BUILD=build tests/fuzz/run.sh
+#   FUZZ_NO_PROBE=1 ...   fuzz HDF5 in-process, without the metadata probe (expect findings
+#                         inside libhdf5: that is what the probe contains; see RELIABILITY.md)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD="${BUILD:-build-fuzz}"
+TOOLS_BUILD="${TOOLS_BUILD:-build}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
+FUZZ_TARGETS="${FUZZ_TARGETS:-cifar_batch cifar_archive dataset features model svm_model}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+
+# ---- clang with libFuzzer ----------------------------------------------------------------------
+fuzzer_runtime() { clang++ -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null; }
+if ! command -v clang++ >/dev/null || [ ! -f "$(fuzzer_runtime)" ]; then
+  echo "fuzz: installing clang and libclang-rt-dev (libFuzzer)" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends clang libclang-rt-dev >&2
+fi
+
+# ---- build: the library sources the readers need, instrumented, then one binary a target -------
+HDF5_CFLAGS=$(pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/include/hdf5/serial)
+HDF5_LIBS=$(pkg-config --libs hdf5 2>/dev/null || echo "-L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5")
+# OpenMP pragmas are left out (clang here has no libomp); the readers' loops run serially and
+# omp_* calls resolve in libgomp.
+CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
+  -Wno-unknown-pragmas -I. $HDF5_CFLAGS -DCIFARAE_VERSION=\"fuzz\")
+LIBS=($HDF5_LIBS -larchive -ldeflate -lcrypto -lsvm -lopenblas -lgomp -lm -lpthread)
+mkdir -p "$BUILD/obj" "$BUILD/findings" "$BUILD/logs"
+objs=()
+for src in common/*.cpp kernels/*.cpp kernels/cpu/*.cpp; do
+  obj="$BUILD/obj/${src%.cpp}.o"
+  objs+=("$obj")
+  if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find common kernels -name '*.h' -newer "$obj" 2>/dev/null | head -1)" ]; then
+    mkdir -p "$(dirname "$obj")"
+    echo "fuzz: clang++ $src" >&2
+    clang++ "${CXXFLAGS[@]}" -c "$src" -o "$obj"
+  fi
+done
+for t in $FUZZ_TARGETS; do
+  bin="$BUILD/fuzz_$t"
+  if [ ! -f "$bin" ] || [ -n "$(find tests/fuzz common kernels -newer "$bin" -name '*.[ch]*' 2>/dev/null | head -1)" ]; then
+    echo "fuzz: linking $bin" >&2
+    clang++ "${CXXFLAGS[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" "${LIBS[@]}" -o "$bin"
+  fi
+done
+
+# ---- seeds --------------------------------------------------------------------------------------
+seeds="$BUILD/seeds"
+if [ ! -f "$seeds/.done" ]; then
+  rm -rf "$seeds" && mkdir -p "$seeds"/{cifar_batch,cifar_archive,dataset,features,model,svm_model}
+  gen="$BUILD/gen" && rm -rf "$gen" && mkdir -p "$gen"
+  "$PYTHON" tests/helpers/gen_cifar.py "$gen" --tar "$gen/full.tar.gz" >/dev/null
+  b="$gen/cifar-10-batches-bin"
+  head -c $((3073 * 3)) "$b/data_batch_1.bin" >"$seeds/cifar_batch/three_records"
+  head -c 3073 "$b/test_batch.bin" >"$seeds/cifar_batch/one_record"
+  # Archives of the right layout but one-record batches: every path up to the size check.
+  mkdir -p "$gen/small/cifar-10-batches-bin"
+  for f in "$b"/*.bin; do head -c 3073 "$f" >"$gen/small/cifar-10-batches-bin/$(basename "$f")"; done
+  tar -czf "$seeds/cifar_archive/small.tar.gz" -C "$gen/small" cifar-10-batches-bin
+  tar -cf "$seeds/cifar_archive/small.tar" -C "$gen/small" cifar-10-batches-bin
+  "$PYTHON" tests/helpers/badh5.py dataset "$seeds/dataset/h5py.h5" --train 12 --test 10
+  "$PYTHON" tests/helpers/badh5.py features "$seeds/features/h5py.h5" --train 12 --test 6 --dim 16
+  if [ -x "$TOOLS_BUILD/bin/cifar-convert" ]; then
+    "$TOOLS_BUILD/bin/cifar-convert" -q --input "$b" --train-limit 20 --test-limit 10 -o "$seeds/dataset/convert.h5"
+  fi
+  if [ -x "$TOOLS_BUILD/bin/svm-fit" ]; then
+    "$TOOLS_BUILD/bin/svm-fit" -q --features "$seeds/features/h5py.h5" -o "$seeds/svm_model/svm.h5"
+  fi
+  if [ -x "$TOOLS_BUILD/bin/ae-train" ]; then
+    # sgd without momentum: no optimizer moments, the smallest valid model (~3 MB).
+    "$TOOLS_BUILD/bin/ae-train" -q --data "$seeds/dataset/h5py.h5" --train-limit 4 --epochs 1 --batch-size 4 \
+      --optimizer sgd --threads 1 -o "$seeds/model/model.h5"
+    if [ -x "$TOOLS_BUILD/bin/ae-encode" ]; then
+      "$TOOLS_BUILD/bin/ae-encode" -q --model "$seeds/model/model.h5" --data "$seeds/dataset/h5py.h5" --split test \
+        -o "$seeds/features/encoded.h5"
+    fi
+  fi
+  rm -rf "$gen"
+  touch "$seeds/.done"
+fi
+
+# ---- run ----------------------------------------------------------------------------------------
+# The metadata probe's forked child runs libhdf5's out-of-bounds reads on purpose (that is
+# what it contains); tests/fuzz/asan.supp keeps ASan's interceptors quiet about reads made
+# by libhdf5 itself. Allocation failures are answers, not crashes (the probe's memory limit).
+export ASAN_OPTIONS="${ASAN_OPTIONS:-suppressions=$PWD/tests/fuzz/asan.supp:allocator_may_return_null=1:detect_leaks=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+status=0
+printf '%-14s %8s %10s %8s %7s %9s\n' target seconds executions exec/s corpus findings | tee "$BUILD/summary.txt"
+for t in $FUZZ_TARGETS; do
+  corpus="$BUILD/corpus/$t"
+  mkdir -p "$corpus"
+  log="$BUILD/logs/$t.log"
+  # Replay every regression input of this kind first (one execution each).
+  case $t in cifar_batch) pat='*.bin' ;; cifar_archive) pat='*.tar*' ;; *) pat='*.h5' ;; esac
+  regs=$(find tests/fuzz/regressions -name "$pat" 2>/dev/null | sort)
+  if [ -n "$regs" ]; then
+    # shellcheck disable=SC2086
+    "$BUILD/fuzz_$t" -runs=1 $regs >"$BUILD/logs/$t.replay.log" 2>&1 || {
+      echo "fuzz: $t crashed on a regression input, see $BUILD/logs/$t.replay.log" >&2
+      status=1
+    }
+  fi
+  before=$(ls "$BUILD/findings" | grep -c "^$t-" || true)
+  dict=()
+  [ "$t" != cifar_batch ] && [ "$t" != cifar_archive ] && dict=(-dict=tests/fuzz/hdf5.dict)
+  set +e
+  "$BUILD/fuzz_$t" "$corpus" "$seeds/$t" "${dict[@]}" -max_total_time="$FUZZ_SECONDS" -timeout=30 \
+    -rss_limit_mb=3072 -malloc_limit_mb=2048 -max_len=$((4 << 20)) -print_final_stats=1 \
+    -artifact_prefix="$BUILD/findings/$t-" >"$log" 2>&1
+  rc=$?
+  set -e
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
+  after=$(ls "$BUILD/findings" | grep -c "^$t-" || true)
+  found=$((after - before))
+  [ "$rc" -ne 0 ] && [ "$found" -eq 0 ] && found=1  # died without leaving an artifact
+  [ "$found" -gt 0 ] && status=1
+  printf '%-14s %8s %10s %8s %7s %9s\n' "$t" "${secs:-$FUZZ_SECONDS}" "${execs:-?}" \
+    "$(( ${execs:-0} / (${secs:-$FUZZ_SECONDS} > 0 ? ${secs:-$FUZZ_SECONDS} : 1) ))" \
+    "$(ls "$corpus" | wc -l)" "$found" | tee -a "$BUILD/summary.txt"
+done
+[ "$status" -eq 0 ] || echo "fuzz: findings in $BUILD/findings/ (logs in $BUILD/logs/)" >&2
+exit "$status"
