@@ -8,23 +8,41 @@
 
 namespace cae {
 
-void use_best_openblas_core(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE")) return;  // chosen by the user, or already re-executed
+namespace {
+
+// A better OpenBLAS core than the one it picked, or nullptr.
+const char* better_openblas_core() {
   const char* core = openblas_get_corename();
-  if (!core) return;
+  if (!core) return nullptr;
   // Only the generic fallbacks are replaced; a core OpenBLAS recognised is left alone.
   const bool fallback = !strcmp(core, "Prescott") || !strcmp(core, "Core2") || !strcmp(core, "Nehalem") ||
                         !strcmp(core, "Sandybridge");
-  if (!fallback) return;
+  if (!fallback) return nullptr;
   const char* better = nullptr;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd"))
     better = "SkylakeX";
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     better = "Haswell";
-  if (!better || !strcmp(core, better)) return;
-  setenv("OPENBLAS_CORETYPE", better, 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: carry on with the slow core
+  return better && strcmp(core, better) != 0 ? better : nullptr;
+}
+
+}  // namespace
+
+void prepare_compute_environment(char** argv) {
+  bool changed = false;
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    if (const char* core = better_openblas_core()) {
+      setenv("OPENBLAS_CORETYPE", core, 1);
+      changed = true;
+    }
+  }
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    changed = true;
+  }
+  // Both variables are set now, so the new image does not come back here to re-execute.
+  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
 }
 
 }  // namespace cae

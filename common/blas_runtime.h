@@ -1,14 +1,20 @@
-// OpenBLAS picks its kernels from the CPU model at load time. OpenBLAS 0.3.21 (Debian 12)
-// does not know recent Xeons (e.g. family 6 model 207) and falls back to its "Prescott"
-// SSE3 kernels, which run sgemm ~5x slower than the AVX-512 ones this CPU supports.
-// OPENBLAS_CORETYPE overrides the choice, but only before the library initialises, i.e.
-// before main(); so a tool that finds the fallback core on a CPU with AVX2/AVX-512 sets the
-// variable and re-executes itself once. Set OPENBLAS_CORETYPE yourself to opt out.
+// Runtime settings of the two thread pools a compute tool mixes — OpenBLAS's and OpenMP's —
+// that can only be given through the environment before the libraries initialise, i.e.
+// before main(). prepare_compute_environment() sets what is missing and re-executes the
+// program once; variables the user set are left alone (set them to opt out).
+//
+//  * OPENBLAS_CORETYPE: OpenBLAS 0.3.21 (Debian 12) does not know recent Xeons (e.g. family 6
+//    model 207) and falls back to its SSE3 "Prescott" kernels, ~5x slower sgemm than the
+//    AVX-512 ones the CPU has. When OpenBLAS reports such a fallback core on a CPU with
+//    AVX-512 (AVX2), SkylakeX (Haswell) is chosen instead.
+//  * OMP_WAIT_POLICY=passive: between parallel regions libgomp's workers spin by default;
+//    on a 2-core machine they then steal a core from OpenBLAS's threads in the very next
+//    sgemm (measured: svm-fit's kernel blocks take 2x longer). Passive workers sleep.
 #pragma once
 
 namespace cae {
 
 // Call first thing in main(). Returns normally unless it re-executes the program.
-void use_best_openblas_core(char** argv);
+void prepare_compute_environment(char** argv);
 
 }  // namespace cae

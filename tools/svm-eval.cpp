@@ -165,7 +165,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cae::use_best_openblas_core(argv);
+  cae::prepare_compute_environment(argv);
   Options opt;
   cae::CommonOptions common;
   return cae::run_tool(

@@ -232,7 +232,7 @@ PY
   cifar="$(real_cifar)"
   [ -n "$cifar" ] || skip "no ../shared/cifar-10-batches-bin"
   [ -x "$BIN/ae-train" ] && [ -x "$BIN/ae-encode" ] || skip "ae-train/ae-encode not built"
-  "$BIN/cifar-convert" -q --input "$cifar" --train-limit 2000 --test-limit 1000 -o "$TMP/cifar.h5"
+  "$BIN/cifar-convert" -q --input "$cifar" --train-limit 2000 --test-limit 500 -o "$TMP/cifar.h5"
   "$BIN/ae-train" -q --data "$TMP/cifar.h5" --epochs 1 -o "$TMP/ae.h5"
   "$BIN/ae-encode" -q --model "$TMP/ae.h5" --data "$TMP/cifar.h5" -o "$TMP/features.h5"
   "$BIN/svm-fit" -q --features "$TMP/features.h5" -o "$TMP/svm.h5"

@@ -35,9 +35,12 @@ def make_features(args):
 
     def split(n):
         y = rng.integers(0, k, n).astype(np.uint8)
-        z = centres[y] + rng.normal(0, args.noise, (n, latent))
-        x = np.maximum(z @ A.T + b + rng.normal(0, 0.3, (n, args.dim)), 0.0)
-        return x.astype(np.float32), y
+        x = np.empty((n, args.dim), np.float32)
+        for r0 in range(0, n, 2000):  # in blocks: 50,000 x 8,192 stays within ~1 GB of temporaries
+            yb = y[r0:r0 + 2000]
+            z = centres[yb] + rng.normal(0, args.noise, (len(yb), latent))
+            x[r0:r0 + 2000] = np.maximum(z @ A.T + b + rng.normal(0, 0.3, (len(yb), args.dim)), 0.0)
+        return x, y
 
     xtr, ytr = split(args.train)
     xte, yte = split(args.test)
