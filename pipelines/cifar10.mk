@@ -1,3 +1,144 @@
-# pipelines/cifar10.mk — placeholder; the pipeline lands with the report issue.
+# pipelines/cifar10.mk — the whole job as Make rules (included by the top-level Makefile).
+#
+#   make pipeline                                   everything, on the best device found
+#   make pipeline CIFAR10_DIR=../shared/cifar-10-batches-bin TRAIN_LIMIT=10000 EPOCHS=5 DEVICE=cpu
+#   make pipeline RUN="srun --gres=gpu:1"           every tool run as a Slurm step
+#   make data                                       only data/cifar10.h5
+#   make pipeline-clean                             delete $(RUN_DIR)
+#
+#   data/cifar10.h5 ─ ae-train ─▶ model.h5 ─ ae-encode ─▶ features.h5 ─ svm-fit ─▶ svm.h5
+#                                                              └───────── svm-eval ─▶ eval.h5 ─ report ─▶ report/
+#
+# Only what changed is re-run. Each stage's parameters go into a stamp file whose *name*
+# carries a hash of them ($(RUN_DIR)/.params/STAGE-HASH.params, content human-readable):
+# new parameters → a stamp that did not exist → that stage and everything after it re-run;
+# the same parameters → nothing to do. Going back to old parameters re-runs too, since a
+# stage's stamp replaces its siblings. `make -q` is not a useful check here (the tool
+# binaries' version stamp is always remade); `make pipeline` printing no tool command is.
+#
+# DEVICE is deliberately not a parameter: cpu and gpu compute the same model, so switching
+# devices does not invalidate results (use another RUN_DIR, or pipeline-clean, to redo a
+# run elsewhere). Rebuilding a tool does not re-run its stage either (the binaries are
+# order-only prerequisites): every commit relinks every tool, and a 20-epoch training
+# should not be thrown away for that. Delete or touch a file to redo from there.
+#
+# Training checkpoints after every epoch into $(RUN_DIR)/.model-HASH.ckpt.h5 and is
+# renamed to model.h5 when done, so an interrupted `make pipeline` resumes where it
+# stopped (same parameters) and model.h5 only ever exists complete.
+
+DEVICE      ?= auto
+EPOCHS      ?= 20
+BATCH       ?= 64
+TRAIN_LIMIT ?=
+TEST_LIMIT  ?=
+RUN_DIR     ?= data/run
+DATA_DIR    ?= data
 CIFAR10_DIR ?=
-CIFAR10_URL := https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz
+RUN         ?=
+# Extra options per stage, e.g. TRAIN_FLAGS="--lr 5e-4 --seed 7" FIT_FLAGS="--C 5"; they
+# are stage parameters (changing them re-runs that stage and the ones after it).
+TRAIN_FLAGS  ?=
+ENCODE_FLAGS ?=
+FIT_FLAGS    ?=
+EVAL_FLAGS   ?=
+
+CIFAR10_URL ?= https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz
+CIFAR10_MD5 ?= c32a1d4ab5d03f1284b67883e8d87530
+
+BIN          := $(BUILD)/bin
+DATASET      := $(DATA_DIR)/cifar10.h5
+CIFAR10_TGZ  := $(DATA_DIR)/cifar-10-binary.tar.gz
+PL_MODEL     := $(RUN_DIR)/model.h5
+PL_FEATURES  := $(RUN_DIR)/features.h5
+PL_SVM       := $(RUN_DIR)/svm.h5
+PL_EVAL      := $(RUN_DIR)/eval.h5
+PL_REPORT    := $(RUN_DIR)/report/index.html
+
+# Where the images come from: a local folder (or .tar.gz) named by CIFAR10_DIR, else the
+# official archive downloaded into $(DATA_DIR).
+ifneq ($(strip $(CIFAR10_DIR)),)
+PL_SOURCE       := $(CIFAR10_DIR)
+PL_SOURCE_FILES := $(if $(wildcard $(CIFAR10_DIR)/.),$(wildcard $(CIFAR10_DIR)/data_batch_*.bin $(CIFAR10_DIR)/test_batch.bin),$(wildcard $(CIFAR10_DIR)))
+PL_SOURCE_ID    := $(abspath $(CIFAR10_DIR))
+else
+PL_SOURCE       := $(CIFAR10_TGZ)
+PL_SOURCE_FILES := $(CIFAR10_TGZ)
+PL_SOURCE_ID    := $(CIFAR10_URL)
+endif
+
+# ---- parameter stamps --------------------------------------------------------------------
+PL_PARAMS_data   := source=$(PL_SOURCE_ID) train_limit=$(TRAIN_LIMIT) test_limit=$(TEST_LIMIT)
+PL_PARAMS_train  := data=$(abspath $(DATASET)) epochs=$(EPOCHS) batch=$(BATCH) flags=$(TRAIN_FLAGS)
+PL_PARAMS_encode := flags=$(ENCODE_FLAGS)
+PL_PARAMS_fit    := flags=$(FIT_FLAGS)
+PL_PARAMS_eval   := flags=$(EVAL_FLAGS)
+
+pl_hash = $(shell printf '%s' '$(subst ','\'',$(PL_PARAMS_$(1)))' | md5sum | cut -c1-10)
+PL_DATA_STAMP   := $(DATA_DIR)/.params/data-$(call pl_hash,data).params
+PL_TRAIN_STAMP  := $(RUN_DIR)/.params/train-$(call pl_hash,train).params
+PL_ENCODE_STAMP := $(RUN_DIR)/.params/encode-$(call pl_hash,encode).params
+PL_FIT_STAMP    := $(RUN_DIR)/.params/fit-$(call pl_hash,fit).params
+PL_EVAL_STAMP   := $(RUN_DIR)/.params/eval-$(call pl_hash,eval).params
+PL_CKPT         := $(RUN_DIR)/.model-$(call pl_hash,train).ckpt.h5
+
+# $(1) stamp file, $(2) stage: writes the parameters, removing the stage's older stamps.
+define pl_stamp_rule
+$(1):
+	@mkdir -p $$(@D) && rm -f $$(@D)/$(2)-*.params && printf '%s\n' '$$(subst ','\'',$$(PL_PARAMS_$(2)))' > $$@
+endef
+$(eval $(call pl_stamp_rule,$(PL_DATA_STAMP),data))
+$(eval $(call pl_stamp_rule,$(PL_TRAIN_STAMP),train))
+$(eval $(call pl_stamp_rule,$(PL_ENCODE_STAMP),encode))
+$(eval $(call pl_stamp_rule,$(PL_FIT_STAMP),fit))
+$(eval $(call pl_stamp_rule,$(PL_EVAL_STAMP),eval))
+
+.PHONY: pipeline data pipeline-clean
+pipeline: $(PL_REPORT)
+	@echo "pipeline: report in $(PL_REPORT)"
+
+data: $(DATASET)
+
+pipeline-clean:
+	rm -rf $(RUN_DIR)
+
+# ---- data --------------------------------------------------------------------------------
+# Downloaded to a hidden temporary name, checked against the official md5, then renamed.
+$(CIFAR10_TGZ):
+	@mkdir -p $(@D)
+	@part=$(@D)/.$(@F).part; rm -f "$$part"; \
+	echo "data: downloading $(CIFAR10_URL) (163 MB)"; \
+	if command -v curl >/dev/null 2>&1; then curl -fL --retry 3 --connect-timeout 30 -o "$$part" '$(CIFAR10_URL)'; \
+	elif command -v wget >/dev/null 2>&1; then wget -q -O "$$part" '$(CIFAR10_URL)'; \
+	else echo "data: neither curl nor wget is installed" >&2; false; fi \
+	|| { rm -f "$$part"; echo "data: download of $(CIFAR10_URL) failed; to use a local copy: make pipeline CIFAR10_DIR=/path/to/cifar-10-batches-bin" >&2; exit 1; }; \
+	sum=$$(md5sum "$$part" | cut -d' ' -f1); \
+	if [ "$$sum" != "$(CIFAR10_MD5)" ]; then rm -f "$$part"; \
+	  echo "data: $(CIFAR10_URL): md5 $$sum, expected $(CIFAR10_MD5): download removed" >&2; exit 1; fi; \
+	mv "$$part" $@
+
+$(DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS_STAMP)
+	@if [ -n "$(strip $(CIFAR10_DIR))" ] && [ ! -e "$(CIFAR10_DIR)" ]; then \
+	  echo "data: CIFAR10_DIR=$(CIFAR10_DIR): no such folder (unset it to download the official archive)" >&2; exit 1; fi
+	$(RUN) $(BIN)/cifar-convert --input $(PL_SOURCE) $(if $(TRAIN_LIMIT),--train-limit $(TRAIN_LIMIT)) \
+	  $(if $(TEST_LIMIT),--test-limit $(TEST_LIMIT)) -o $@
+
+# ---- stages ------------------------------------------------------------------------------
+$(PL_MODEL): $(DATASET) $(PL_TRAIN_STAMP) | $(BIN)/ae-train $(DEPS_STAMP)
+	@mkdir -p $(@D); for f in $(@D)/.model-*.ckpt.h5; do [ "$$f" = "$(PL_CKPT)" ] || rm -f "$$f"; done; \
+	  if [ -e $(PL_CKPT) ] && [ $(PL_CKPT) -ot $(DATASET) ]; then rm -f $(PL_CKPT); fi
+	$(RUN) $(BIN)/ae-train --data $(DATASET) --epochs $(EPOCHS) --batch-size $(BATCH) --device $(DEVICE) \
+	  $(TRAIN_FLAGS) --resume -o $(PL_CKPT)
+	@mv -f $(PL_CKPT) $@
+
+$(PL_FEATURES): $(PL_MODEL) $(DATASET) $(PL_ENCODE_STAMP) | $(BIN)/ae-encode $(DEPS_STAMP)
+	$(RUN) $(BIN)/ae-encode --model $(PL_MODEL) --data $(DATASET) --device $(DEVICE) $(ENCODE_FLAGS) -o $@
+
+$(PL_SVM): $(PL_FEATURES) $(PL_FIT_STAMP) | $(BIN)/svm-fit $(DEPS_STAMP)
+	$(RUN) $(BIN)/svm-fit --features $(PL_FEATURES) --device $(DEVICE) $(FIT_FLAGS) -o $@
+
+$(PL_EVAL): $(PL_SVM) $(PL_FEATURES) $(PL_EVAL_STAMP) | $(BIN)/svm-eval $(DEPS_STAMP)
+	$(RUN) $(BIN)/svm-eval --model $(PL_SVM) --features $(PL_FEATURES) --device $(DEVICE) $(EVAL_FLAGS) -o $@
+
+# The report is cheap, so a new report.py does re-render it (a real prerequisite).
+$(PL_REPORT): $(PL_MODEL) $(PL_FEATURES) $(PL_SVM) $(PL_EVAL) $(BIN)/report | $(DEPS_STAMP)
+	$(RUN) $(BIN)/report --run-dir $(RUN_DIR) -o $(RUN_DIR)/report

@@ -1,0 +1,189 @@
+#!/usr/bin/env bats
+# make pipeline end to end on a generated fixture (issue 5): every file and the report,
+# nothing re-run when nothing changed, exactly the downstream stages re-run when something
+# did, RUN placed before every tool, make data's download path, make install with DESTDIR.
+#
+# Every tool runs through RUN="env PIPELINE_MARKER=1 $WORK/logrun": logrun appends one line
+# per invocation to $WORK/run.log (marker value, tool, arguments) and execs the tool, so the
+# log says exactly which stages ran and that the prefix (with its environment) reached them.
+
+load helpers
+
+setup_file() {
+  export REPO_ROOT BUILD  # for the setsid'd make in the resume test
+  export WORK="$BATS_FILE_TMPDIR/work"
+  mkdir -p "$WORK"
+  cat > "$WORK/logrun" <<'EOF'
+#!/bin/bash
+echo "marker=${PIPELINE_MARKER:-unset} $(basename "$1") ${*:2}" >> "$(dirname "$0")/run.log"
+exec "$@"
+EOF
+  chmod +x "$WORK/logrun"
+  export CIF="$(cifar_fixture)"
+  # The first run, shared by the tests below (bats runs them in order).
+  : > "$WORK/run.log"
+  pipeline_make pipeline > "$WORK/first.out" 2>&1
+  echo $? > "$WORK/first.rc"
+}
+
+# make with the fixture's parameters; extra VAR=VALUE arguments override them.
+pipeline_make() {
+  make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" RUN_DIR="$WORK/run" DATA_DIR="$WORK/data" \
+    CIFAR10_DIR="$CIF" TRAIN_LIMIT=200 TEST_LIMIT=100 EPOCHS=1 BATCH=50 DEVICE=cpu \
+    RUN="env PIPELINE_MARKER=1 $WORK/logrun" "$@"
+}
+
+# The tools that ran since the log was last cleared, in order, on one line.
+stages_run() {
+  awk '{print $2}' "$WORK/run.log" | tr '\n' ' ' | sed 's/ $//'
+}
+
+h5_attr() {  # FILE ATTR
+  "$PYTHON" -c "import h5py, sys; print(h5py.File(sys.argv[1], 'r').attrs[sys.argv[2]])" "$1" "$2"
+}
+
+@test "make pipeline writes every file and a report with all its plots, each tool run through RUN" {
+  [ "$(cat "$WORK/first.rc")" -eq 0 ] || { tail -30 "$WORK/first.out"; return 1; }
+  for f in data/cifar10.h5 run/model.h5 run/features.h5 run/svm.h5 run/eval.h5 run/report/index.html \
+           run/report/report.md run/report/loss.png run/report/reconstructions.png run/report/confusion.png \
+           run/report/per_class_accuracy.png run/report/timing.png; do
+    [ -s "$WORK/$f" ] || { echo "missing $f"; return 1; }
+  done
+  [ "$(stages_run)" = "cifar-convert ae-train ae-encode svm-fit svm-eval report" ]
+  # The prefix, with its environment, reached every tool...
+  [ "$(grep -c '^marker=1 ' "$WORK/run.log")" -eq 6 ]
+  # ...and every tool command make printed starts with it.
+  local tool_lines prefixed
+  tool_lines=$(grep -cE "$BUILD/bin/(cifar-convert|ae-train|ae-encode|svm-fit|svm-eval|report) " "$WORK/first.out")
+  prefixed=$(grep -cE "^env PIPELINE_MARKER=1 $WORK/logrun $BUILD/bin/" "$WORK/first.out")
+  [ "$tool_lines" -eq 6 ] && [ "$prefixed" -eq 6 ]
+  # The parameters reached the files: 200/100 images, 1 epoch, all 100 test images evaluated.
+  "$PYTHON" - "$WORK" <<'PY'
+import sys, h5py
+w = sys.argv[1]
+d = h5py.File(f"{w}/data/cifar10.h5", "r")
+assert d["train/images"].shape[0] == 200 and d["test/images"].shape[0] == 100
+m = h5py.File(f"{w}/run/model.h5", "r")
+assert int(m.attrs["epochs_done"]) == 1 and m["history/train_loss"].shape == (1,)
+e = h5py.File(f"{w}/run/eval.h5", "r")
+assert e["confusion"][()].sum() == 100
+html = open(f"{w}/run/report/index.html").read()
+assert "was not found" not in html and "matches model.h5" in html and "matches svm.h5" in html
+PY
+  # No checkpoint is left once model.h5 exists.
+  [ -z "$(ls -a "$WORK/run" | grep ckpt || true)" ]
+}
+
+@test "running make pipeline again does nothing" {
+  : > "$WORK/run.log"
+  touch "$WORK/before"
+  run pipeline_make pipeline
+  [ "$status" -eq 0 ]
+  [ "$(stages_run)" = "" ]
+  [ -z "$(find "$WORK/run" "$WORK/data" -newer "$WORK/before")" ]
+  [[ "$output" == *"pipeline: report in $WORK/run/report/index.html"* ]]
+}
+
+@test "touching model.h5 re-runs encode, fit, eval and report only" {
+  : > "$WORK/run.log"
+  sleep 1  # a visibly newer mtime on file systems with 1 s resolution
+  touch "$WORK/run/model.h5"
+  local model_mtime
+  model_mtime=$(stat -c %Y "$WORK/run/model.h5")
+  run pipeline_make pipeline
+  [ "$status" -eq 0 ]
+  [ "$(stages_run)" = "ae-encode svm-fit svm-eval report" ]
+  [ "$(stat -c %Y "$WORK/run/model.h5")" -eq "$model_mtime" ]
+  [ "$WORK/run/report/index.html" -nt "$WORK/run/eval.h5" ]
+}
+
+@test "changing EPOCHS re-trains (not re-converts); the same EPOCHS again does nothing" {
+  : > "$WORK/run.log"
+  run pipeline_make pipeline EPOCHS=2
+  [ "$status" -eq 0 ]
+  [ "$(stages_run)" = "ae-train ae-encode svm-fit svm-eval report" ]
+  [ "$(h5_attr "$WORK/run/model.h5" epochs_done)" -eq 2 ]
+  [ "$(ls "$WORK/run/.params" | grep -c '^train-')" -eq 1 ]
+  : > "$WORK/run.log"
+  run pipeline_make pipeline EPOCHS=2
+  [ "$status" -eq 0 ]
+  [ "$(stages_run)" = "" ]
+}
+
+@test "changing TRAIN_LIMIT remakes the dataset and everything after it" {
+  : > "$WORK/run.log"
+  run pipeline_make pipeline EPOCHS=2 TRAIN_LIMIT=150
+  [ "$status" -eq 0 ]
+  [ "$(stages_run)" = "cifar-convert ae-train ae-encode svm-fit svm-eval report" ]
+  [ "$(h5_attr "$WORK/run/svm.h5" n_train)" -eq 150 ]
+}
+
+@test "an interrupted training resumes from its checkpoint on the next make pipeline" {
+  : > "$WORK/run.log"
+  # Start a 3-epoch training, stop make (SIGTERM to its process group) once the checkpoint
+  # holds at least one epoch, then run again: ae-train resumes instead of starting over.
+  setsid bash -c "$(declare -f pipeline_make); pipeline_make pipeline EPOCHS=3 TRAIN_LIMIT=150" \
+    > "$WORK/interrupted.out" 2>&1 &
+  local pid=$! ckpt="" i
+  for i in $(seq 1 600); do
+    ckpt=$(ls "$WORK"/run/.model-*.ckpt.h5 2>/dev/null | head -1 || true)
+    [ -n "$ckpt" ] && break
+    sleep 0.2
+  done
+  [ -n "$ckpt" ] || { kill -TERM -- -"$pid"; cat "$WORK/interrupted.out"; return 1; }
+  kill -TERM -- -"$pid" 2>/dev/null || true
+  wait "$pid" || true
+  [ -f "$ckpt" ]
+  local done_before
+  done_before=$(h5_attr "$ckpt" epochs_done)
+  [ "$done_before" -ge 1 ]
+  if [ "$done_before" -ge 3 ]; then skip "training finished before the signal"; fi
+  : > "$WORK/run.log"
+  run pipeline_make pipeline EPOCHS=3 TRAIN_LIMIT=150
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"resuming $ckpt after epoch $done_before"* ]]
+  [ "$(stages_run)" = "ae-train ae-encode svm-fit svm-eval report" ]
+  [ "$(h5_attr "$WORK/run/model.h5" epochs_done)" -eq 3 ]
+  [ ! -e "$ckpt" ]
+}
+
+@test "make data with a CIFAR10_DIR that does not exist fails with one clear line" {
+  run make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DATA_DIR="$WORK/nodata" \
+    CIFAR10_DIR="$WORK/no-such-cifar" data
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"data: CIFAR10_DIR=$WORK/no-such-cifar: no such folder"* ]]
+  [ ! -e "$WORK/nodata/cifar10.h5" ]
+}
+
+@test "make data downloads to a temporary name, checks the md5, then converts" {
+  local tgz md5
+  tgz=$(cifar_fixture_tar)
+  md5=$(md5sum "$tgz" | cut -d' ' -f1)
+  # A wrong checksum: nothing stays behind.
+  run make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DATA_DIR="$WORK/dl" CIFAR10_DIR= \
+    CIFAR10_URL="file://$tgz" CIFAR10_MD5=00000000000000000000000000000000 data
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"md5 $md5, expected 00000000000000000000000000000000: download removed"* ]]
+  [ -z "$(ls -A "$WORK/dl" | grep -v '^.params$' || true)" ]
+  # The right one: the archive lands under its name and the dataset is made from it.
+  run make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DATA_DIR="$WORK/dl" CIFAR10_DIR= \
+    CIFAR10_URL="file://$tgz" CIFAR10_MD5="$md5" TRAIN_LIMIT=100 TEST_LIMIT=50 data
+  [ "$status" -eq 0 ]
+  cmp "$tgz" "$WORK/dl/cifar-10-binary.tar.gz"
+  [ -s "$WORK/dl/cifar10.h5" ]
+  [ -z "$(ls -A "$WORK/dl" | grep part || true)" ]
+}
+
+@test "make install honours DESTDIR and PREFIX; uninstall removes what it installed" {
+  local dest="$WORK/dest"
+  run make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DESTDIR="$dest" PREFIX=/opt/cae install
+  [ "$status" -eq 0 ]
+  for t in cifar-convert ae-train ae-encode svm-fit svm-eval report; do
+    [ -x "$dest/opt/cae/bin/$t" ] || { echo "$t not installed"; return 1; }
+  done
+  run "$dest/opt/cae/bin/report" --version
+  [ "$status" -eq 0 ] && [[ "$output" == report\ * ]]
+  run make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DESTDIR="$dest" PREFIX=/opt/cae uninstall
+  [ "$status" -eq 0 ]
+  [ -z "$(ls -A "$dest/opt/cae/bin")" ]
+}
