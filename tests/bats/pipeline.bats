@@ -187,3 +187,48 @@ PY
   [ "$status" -eq 0 ]
   [ -z "$(ls -A "$dest/opt/cae/bin")" ]
 }
+
+@test "pipelines/slurm/submit.sh chains six sbatch jobs with afterok (fake sbatch)" {
+  local fake="$WORK/fakebin"
+  mkdir -p "$fake"
+  # A stand-in sbatch: logs its arguments one per line, answers job ids 101, 102, ...
+  cat > "$fake/sbatch" <<'EOF2'
+#!/bin/bash
+n=$(( $(cat "$SBATCH_LOG.n" 2>/dev/null || echo 100) + 1 )); echo $n > "$SBATCH_LOG.n"
+{ echo "job $n"; printf '%s\n' "$@"; } >> "$SBATCH_LOG"
+echo $n
+EOF2
+  chmod +x "$fake/sbatch"
+  export SBATCH_LOG="$WORK/sbatch.log"
+  rm -f "$SBATCH_LOG" "$SBATCH_LOG.n"
+  run env PATH="$fake:$PATH" RUN_DIR="$WORK/slurm-run" DATASET="$WORK/slurm-data.h5" CIFAR10_DIR="$CIF" \
+    EPOCHS=3 BIN="$BUILD/bin" PARTITION=gpuq "$REPO_ROOT/pipelines/slurm/submit.sh"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"submitted: convert 101, train 102, encode 103, fit 104, eval 105, report 106"* ]]
+  "$PYTHON" - "$SBATCH_LOG" "$BUILD/bin" <<'PY'
+import sys
+jobs, cur = {}, None
+for line in open(sys.argv[1]).read().splitlines():
+    if line.startswith("job "):
+        cur = int(line.split()[1]); jobs[cur] = []
+    else:
+        jobs[cur].append(line)
+assert sorted(jobs) == list(range(101, 107)), jobs.keys()
+tools = ["cifar-convert", "ae-train", "ae-encode", "svm-fit", "svm-eval", "report"]
+for i, (job, args) in enumerate(sorted(jobs.items())):
+    wrap = [a for a in args if a.startswith("--wrap=")][0]
+    assert f"{sys.argv[2]}/{tools[i]} " in wrap, (job, wrap)
+    deps = [a for a in args if a.startswith("--dependency=")]
+    assert deps == ([] if i == 0 else [f"--dependency=afterok:{job - 1}"]), (job, deps)
+    assert "--partition=gpuq" in args
+    assert ("--gres=gpu:1" in args) == (tools[i] in ("ae-train", "ae-encode")), (job, args)
+assert "--epochs 3" in [a for a in jobs[102] if a.startswith("--wrap=")][0]
+PY
+  # --dry-run submits nothing and creates nothing.
+  rm -f "$SBATCH_LOG"
+  run env PATH="$fake:$PATH" RUN_DIR="$WORK/slurm-dry" DATASET="$WORK/run/../data/cifar10.h5" \
+    "$REPO_ROOT/pipelines/slurm/submit.sh" --dry-run
+  [ "$status" -eq 0 ]
+  [ ! -e "$SBATCH_LOG" ] && [ ! -e "$WORK/slurm-dry" ]
+  [ "$(grep -c '^sbatch ' <<< "$output")" -eq 5 ]   # the dataset exists: no convert job
+}
