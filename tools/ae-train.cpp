@@ -46,6 +46,16 @@ struct Options {
   std::string dump_gradients;  // hidden: one forward+backward, for the PyTorch check
 };
 
+// 751875 → "751,875"
+std::string with_commas(int64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 bool file_exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
@@ -199,10 +209,9 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   pick_samples(test_split, ckpt);
 
   const int64_t n = train_split.size();
-  cae::log_info("autoencoder: %lld parameters; %lld training and %lld test images; batch %d, %s, lr %g; %s",
-                static_cast<long long>(ae::kParamCount), static_cast<long long>(n),
-                static_cast<long long>(test_split.size()), opt.batch_size, opt.optimizer.c_str(), ckpt.lr_current,
-                backend->describe().c_str());
+  cae::log_info("autoencoder: %s parameters; %s training and %s test images; batch %d, %s, lr %g; %s",
+                with_commas(ae::kParamCount).c_str(), with_commas(n).c_str(), with_commas(test_split.size()).c_str(),
+                opt.batch_size, opt.optimizer.c_str(), ckpt.lr_current, backend->describe().c_str());
   if (ckpt.epochs_done >= opt.epochs && !(ckpt.epochs_done == 0 && opt.epochs == 0)) {
     cae::log_info("%s already has %lld of %d epochs: nothing to do", common.output.c_str(),
                   static_cast<long long>(ckpt.epochs_done), opt.epochs);

@@ -50,7 +50,7 @@ teardown() {
 }
 
 @test "ae-train logs the parameter count and one line per epoch, and the loss falls" {
-  grep -q "751875 parameters" "$AE_DIR/full.log"
+  grep -q "751,875 parameters; 192 training and 64 test images" "$AE_DIR/full.log"
   [ "$(grep -c 'epoch [0-9]/3: train loss .*, test loss .*, .* s, .* img/s, lr' "$AE_DIR/full.log")" -eq 3 ]
   "$PYTHON" - "$AE_DIR/full.h5" <<'PY'
 import sys, h5py, numpy as np
