@@ -992,12 +992,15 @@ def run(args, tmp_holder):
             images.append(plot_reconstructions(plt, m["samples"], class_names, tmp))
         h, a = m["history"], m["attrs"]
         bits = []
+        def trend(values):
+            return f"{values[0]:.4f}" if len(values) == 1 else f"{values[0]:.4f} → {values[-1]:.4f}"
         if "train_loss" in h and len(h["train_loss"]):
-            bits.append(f"{len(h['train_loss'])} epochs, train loss {h['train_loss'][0]:.4f} → {h['train_loss'][-1]:.4f}")
+            n = len(h["train_loss"])
+            bits.append(f"{n} epoch{'s' if n != 1 else ''}, train loss {trend(h['train_loss'])}")
             if not all(math.isfinite(x) for x in h["train_loss"]):
                 notes.append("the training loss has NaN or Inf values: training diverged")
         if "test_loss" in h and len(h["test_loss"]):
-            bits.append(f"test loss {h['test_loss'][0]:.4f} → {h['test_loss'][-1]:.4f}")
+            bits.append(f"test loss {trend(h['test_loss'])}")
         if "epoch_seconds" in h and len(h["epoch_seconds"]):
             bits.append(f"{fmt_seconds(float(sum(h['epoch_seconds'])) / len(h['epoch_seconds']))} per epoch")
         if a.get("device"):
@@ -1010,9 +1013,10 @@ def run(args, tmp_holder):
         images.append(plot_per_class(plt, ev, tmp))
         best, worst = int(ev["per_class"].argmax()), int(ev["per_class"].argmin())
         classification_lead = (f"{pct(ev['accuracy'])} of {ev['n']:,} {ev['attrs'].get('split', '')} images "
-                               f"classified correctly (chance: {pct(1 / ev['k'], 0)}). Easiest class: "
-                               f"{ev['class_names'][best]} ({pct(ev['per_class'][best])}); hardest: "
-                               f"{ev['class_names'][worst]} ({pct(ev['per_class'][worst])}).")
+                               f"classified correctly (chance: {pct(1 / ev['k'], 0)}).")
+        if ev["per_class"][best] > ev["per_class"][worst]:
+            classification_lead += (f" Easiest class: {ev['class_names'][best]} ({pct(ev['per_class'][best])}); "
+                                    f"hardest: {ev['class_names'][worst]} ({pct(ev['per_class'][worst])}).")
     stages = stage_rows(loaded)
     if plot_timing(plt, stages, tmp):
         images.append("timing.png")

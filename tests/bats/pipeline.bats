@@ -26,9 +26,11 @@ EOF
   echo $? > "$WORK/first.rc"
 }
 
-# make with the fixture's parameters; extra VAR=VALUE arguments override them.
+# make with the fixture's parameters; extra VAR=VALUE arguments override them. Under
+# `make test` the outer make's flags (-s, its variables) must not leak in: the tests read
+# the commands make echoes.
 pipeline_make() {
-  make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" RUN_DIR="$WORK/run" DATA_DIR="$WORK/data" \
+  env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" RUN_DIR="$WORK/run" DATA_DIR="$WORK/data" \
     CIFAR10_DIR="$CIF" TRAIN_LIMIT=200 TEST_LIMIT=100 EPOCHS=1 BATCH=50 DEVICE=cpu \
     RUN="env PIPELINE_MARKER=1 $WORK/logrun" "$@"
 }
@@ -148,7 +150,7 @@ PY
 }
 
 @test "make data with a CIFAR10_DIR that does not exist fails with one clear line" {
-  run make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DATA_DIR="$WORK/nodata" \
+  run env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DATA_DIR="$WORK/nodata" \
     CIFAR10_DIR="$WORK/no-such-cifar" data
   [ "$status" -ne 0 ]
   [[ "$output" == *"data: CIFAR10_DIR=$WORK/no-such-cifar: no such folder"* ]]
@@ -160,13 +162,13 @@ PY
   tgz=$(cifar_fixture_tar)
   md5=$(md5sum "$tgz" | cut -d' ' -f1)
   # A wrong checksum: nothing stays behind.
-  run make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DATA_DIR="$WORK/dl" CIFAR10_DIR= \
+  run env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DATA_DIR="$WORK/dl" CIFAR10_DIR= \
     CIFAR10_URL="file://$tgz" CIFAR10_MD5=00000000000000000000000000000000 data
   [ "$status" -ne 0 ]
   [[ "$output" == *"md5 $md5, expected 00000000000000000000000000000000: download removed"* ]]
   [ -z "$(ls -A "$WORK/dl" | grep -v '^.params$' || true)" ]
   # The right one: the archive lands under its name and the dataset is made from it.
-  run make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DATA_DIR="$WORK/dl" CIFAR10_DIR= \
+  run env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DATA_DIR="$WORK/dl" CIFAR10_DIR= \
     CIFAR10_URL="file://$tgz" CIFAR10_MD5="$md5" TRAIN_LIMIT=100 TEST_LIMIT=50 data
   [ "$status" -eq 0 ]
   cmp "$tgz" "$WORK/dl/cifar-10-binary.tar.gz"
@@ -176,14 +178,14 @@ PY
 
 @test "make install honours DESTDIR and PREFIX; uninstall removes what it installed" {
   local dest="$WORK/dest"
-  run make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DESTDIR="$dest" PREFIX=/opt/cae install
+  run env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DESTDIR="$dest" PREFIX=/opt/cae install
   [ "$status" -eq 0 ]
   for t in cifar-convert ae-train ae-encode svm-fit svm-eval report; do
     [ -x "$dest/opt/cae/bin/$t" ] || { echo "$t not installed"; return 1; }
   done
   run "$dest/opt/cae/bin/report" --version
   [ "$status" -eq 0 ] && [[ "$output" == report\ * ]]
-  run make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DESTDIR="$dest" PREFIX=/opt/cae uninstall
+  run env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DESTDIR="$dest" PREFIX=/opt/cae uninstall
   [ "$status" -eq 0 ]
   [ -z "$(ls -A "$dest/opt/cae/bin")" ]
 }
