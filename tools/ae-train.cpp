@@ -107,15 +107,18 @@ void pick_samples(const cae::ImageSplit& test, cae::AeCheckpoint& c) {
 // trajectory; anything else would silently produce a model nobody asked for.
 void check_resumable(const cae::AeCheckpoint& c, const Options& opt, const std::string& file, int64_t train_count,
                      const std::string& data_sha256, const std::string& device, int threads) {
-  auto mismatch = [&](const std::string& what, const std::string& was, const std::string& now) {
-    throw cae::UsageError(file + ": cannot --resume: it was trained with " + what + " " + was + ", this run has " + now +
-                          " (use the same options, or drop --resume to start over)");
+  auto mismatch = [&](const std::string& was, const std::string& now) {
+    throw cae::UsageError(file + ": cannot --resume: it was trained with " + was + ", this run has " + now +
+                          " (use the same data and options, or drop --resume to start over)");
   };
-  if (c.data_sha256 != data_sha256) mismatch("a dataset of sha256", c.data_sha256.substr(0, 12), data_sha256.substr(0, 12));
-  if (c.train_count != train_count) mismatch("training images", std::to_string(c.train_count), std::to_string(train_count));
-  if (c.seed != uint64_t(opt.seed)) mismatch("--seed", std::to_string(c.seed), std::to_string(opt.seed));
-  if (c.batch_size != opt.batch_size) mismatch("--batch-size", std::to_string(c.batch_size), std::to_string(opt.batch_size));
-  if (c.optimizer_kind != opt.optimizer) mismatch("--optimizer", c.optimizer_kind, opt.optimizer);
+  auto num = [](const char* what, int64_t v) { return std::string(what) + " " + std::to_string(v); };
+  if (c.data_sha256 != data_sha256)
+    mismatch("a dataset of sha256 " + c.data_sha256.substr(0, 12) + "…", "one of sha256 " + data_sha256.substr(0, 12) + "…");
+  if (c.train_count != train_count)
+    mismatch(std::to_string(c.train_count) + " training images", std::to_string(train_count));
+  if (c.seed != uint64_t(opt.seed)) mismatch(num("--seed", int64_t(c.seed)), num("--seed", opt.seed));
+  if (c.batch_size != opt.batch_size) mismatch(num("--batch-size", c.batch_size), num("--batch-size", opt.batch_size));
+  if (c.optimizer_kind != opt.optimizer) mismatch("--optimizer " + c.optimizer_kind, "--optimizer " + opt.optimizer);
   if (c.device != device)
     cae::log_warn("%s was trained with --device %s, this run uses --device %s", file.c_str(), c.device.c_str(),
                   device.c_str());
@@ -156,6 +159,21 @@ void dump_gradients(const Options& opt, const cae::CommonOptions& common, const 
   w.close();
   out.commit();
   cae::log_info("wrote %s: loss %.8f over %d images", opt.dump_gradients.c_str(), loss, n);
+}
+
+// The --json line; losses are null before the first epoch.
+void emit_summary(const cae::CommonOptions& common, const cae::AeCheckpoint& c, const std::string& device) {
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  cae::emit_json(common, cae::JsonObject()
+                             .add("tool", kInfo.name)
+                             .add("output", common.output)
+                             .add("epochs", c.epochs_done)
+                             .add("train_loss", c.train_loss.empty() ? none : c.train_loss.back())
+                             .add("test_loss", c.test_loss.empty() ? none : c.test_loss.back())
+                             .add("seconds", c.total_seconds)
+                             .add("images_per_second", c.images_per_second)
+                             .add("device", device)
+                             .str());
 }
 
 void train(const Options& opt, const cae::CommonOptions& common) {
@@ -215,13 +233,13 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   if (ckpt.epochs_done >= opt.epochs && !(ckpt.epochs_done == 0 && opt.epochs == 0)) {
     cae::log_info("%s already has %lld of %d epochs: nothing to do", common.output.c_str(),
                   static_cast<long long>(ckpt.epochs_done), opt.epochs);
-    return;
+    return emit_summary(common, ckpt, backend->describe());
   }
   if (opt.epochs == 0) {  // the initial weights only
     ckpt.sample_reconstructions.resize(ckpt.sample_images.size());
     backend->reconstruct(ckpt.sample_images.data(), int64_t(ckpt.sample_labels.size()), ckpt.sample_reconstructions.data());
     write_checkpoint(ckpt, common, data_input);
-    return;
+    return emit_summary(common, ckpt, backend->describe());
   }
   backend->set_train_images(train_split.images.data(), n);
 
@@ -267,16 +285,7 @@ void train(const Options& opt, const cae::CommonOptions& common) {
     if (reduced) cae::log_info("test loss has not improved for %d epochs: lr %g -> %g", opt.plateau_patience + 1, lr,
                                ckpt.lr_current);
   }
-  cae::emit_json(common, cae::JsonObject()
-                             .add("tool", kInfo.name)
-                             .add("output", common.output)
-                             .add("epochs", ckpt.epochs_done)
-                             .add("train_loss", ckpt.train_loss.back())
-                             .add("test_loss", ckpt.test_loss.back())
-                             .add("seconds", ckpt.total_seconds)
-                             .add("images_per_second", ckpt.images_per_second)
-                             .add("device", backend->describe())
-                             .str());
+  emit_summary(common, ckpt, backend->describe());
 }
 
 }  // namespace

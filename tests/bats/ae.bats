@@ -165,7 +165,7 @@ PY
 @test "--resume refuses a checkpoint trained with other options, and is a no-op when done" {
   cp "$AE_DIR/full.h5" "$TMP/m.h5"
   run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --epochs 4 --batch-size 32 --seed 7 --resume -o "$TMP/m.h5"
-  assert_error 2 "m.h5: cannot --resume: it was trained with --batch-size 16, this run has 32"
+  assert_error 2 "m.h5: cannot --resume: it was trained with --batch-size 16, this run has --batch-size 32"
   run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --epochs 3 --batch-size 16 --seed 7 --resume -o "$TMP/m.h5"
   [ "$status" -eq 0 ]
   [[ "$output" == *"already has 3 of 3 epochs: nothing to do"* ]]
