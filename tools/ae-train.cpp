@@ -307,6 +307,7 @@ int main(int argc, char** argv) {
             ->check(CLI::NonNegativeNumber);
         app.add_option("--lr-plateau-factor", opt.plateau_factor,
                        "Multiply the lr by this when the test loss stops improving (1 = never)")
+            ->check(CLI::PositiveNumber)
             ->check(CLI::Range(0.0, 1.0));
         app.add_option("--lr-plateau-patience", opt.plateau_patience, "Epochs without improvement before reducing the lr")
             ->check(CLI::NonNegativeNumber);
@@ -320,7 +321,9 @@ int main(int argc, char** argv) {
             ->check(CLI::NonNegativeNumber);
         app.add_option("--precision", opt.precision, "fp32, or bf16 (GPU only; master weights stay fp32)")
             ->check(CLI::IsMember({"fp32", "bf16"}));
-        app.add_flag("--resume", opt.resume, "Continue the run checkpointed in -o (same data and options)");
+        app.add_flag("--resume", opt.resume,
+                     "Continue the run checkpointed in -o (same data and options; the learning rate and its "
+                     "schedule continue from the checkpoint)");
         app.add_option("--dump-gradients", opt.dump_gradients)->group("");  // for tests/python/torch_reference.py
       },
       [&] { train(opt, common); });
