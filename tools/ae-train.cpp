@@ -177,6 +177,7 @@ void emit_summary(const cae::CommonOptions& common, const cae::AeCheckpoint& c, 
 }
 
 void train(const Options& opt, const cae::CommonOptions& common) {
+  if (opt.plateau_factor <= 0.0f) throw cae::UsageError("--lr-plateau-factor must be in (0, 1], not 0");
   const cae::Device device = cae::resolve_device(common.device);
   if (opt.precision == "bf16" && device == cae::Device::cpu)
     throw cae::UsageError("--precision bf16 needs --device gpu (the CPU path computes in fp32)");
@@ -307,7 +308,6 @@ int main(int argc, char** argv) {
             ->check(CLI::NonNegativeNumber);
         app.add_option("--lr-plateau-factor", opt.plateau_factor,
                        "Multiply the lr by this when the test loss stops improving (1 = never)")
-            ->check(CLI::PositiveNumber)
             ->check(CLI::Range(0.0, 1.0));
         app.add_option("--lr-plateau-patience", opt.plateau_patience, "Epochs without improvement before reducing the lr")
             ->check(CLI::NonNegativeNumber);
