@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -52,7 +53,7 @@ struct ConvK {
   int Kpad;
   const void* wgt;
   int N;
-  int epi, quad, relu;
+  int epi, quad, relu, vec;
   const float* bias;
   void* out;
   int ldo;
@@ -67,6 +68,37 @@ struct ConvK {
   float grad_scale;
   double* loss_sum;
 };
+
+// 8 consecutive values between global memory (bf16: one 16-byte access, fp32: two) or
+// shared memory and registers.
+__device__ __forceinline__ void load8(const float* p, float (&v)[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void load8(const __nv_bfloat16* p, float (&v)[8]) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+    v[2 * i] = f.x;
+    v[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void lds8(const float* p, float (&v)[8]) { load8(p, v); }
+__device__ __forceinline__ void store8(float* p, const float (&v)[8]) {  // a GEMM operand: tf32-rounded
+  *reinterpret_cast<float4*>(p) = make_float4(round_tf32(v[0]), round_tf32(v[1]), round_tf32(v[2]), round_tf32(v[3]));
+  *reinterpret_cast<float4*>(p + 4) = make_float4(round_tf32(v[4]), round_tf32(v[5]), round_tf32(v[6]), round_tf32(v[7]));
+}
+__device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&v)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    w[i] = *reinterpret_cast<const uint32_t*>(&h);
+  }
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
 
 // Row m of the GEMM → output pixel. In quad order the four pixels of each 2×2 block are
 // consecutive rows, so pooling (and the 2×2 sum of the upsample backward) happens inside
@@ -84,7 +116,10 @@ __device__ __forceinline__ void decode_pixel(int m, bool quad, int lh, int lw, i
   }
 }
 
-constexpr int kRowPitch = 80;  // 64 bytes of k per tile row + 16 pad: ldmatrix conflict-free
+// A stage brings 128 bytes of the reduction per tile row (64 bf16 / 32 fp32 values, four
+// mma k-steps) into shared memory; rows are padded to 144 bytes, which keeps ldmatrix free
+// of bank conflicts (9 16-byte units: eight consecutive rows hit eight different banks).
+constexpr int kRowBytes = 128, kRowPitch = 144, kChunksPerRow = kRowBytes / 16;
 
 template <int BM, int BN, int STAGES>
 constexpr int conv_smem_bytes() {
@@ -94,14 +129,15 @@ constexpr int conv_smem_bytes() {
 template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const ConvK p) {
   constexpr int NT = WARPS_M * WARPS_N * 32;
-  constexpr int KE = 64 / int(sizeof(T));  // k elements per stage
-  constexpr int CH = 16 / int(sizeof(T));  // elements per 16-byte chunk
+  constexpr int KE = kRowBytes / int(sizeof(T));  // k elements per stage
+  constexpr int CH = 16 / int(sizeof(T));         // elements per 16-byte chunk
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
   constexpr int MI = WM / 16, NI = WN / 8;
   static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile");
-  static_assert((BM * 4) % NT == 0, "A chunks per thread");
-  constexpr int A_IT = BM * 4 / NT;
-  constexpr int B_IT = (BN * 4 + NT - 1) / NT;
+  static_assert(NT % kChunksPerRow == 0 && BM % (NT / kChunksPerRow) == 0, "A chunks per thread");
+  constexpr int ROWS_PER_PASS = NT / kChunksPerRow;
+  constexpr int A_IT = BM / ROWS_PER_PASS;
+  constexpr int B_IT = (BN * kChunksPerRow + NT - 1) / NT;
   constexpr int A_STAGE = BM * kRowPitch, STAGE = (BM + BN) * kRowPitch;
   constexpr int CLD = BN + 4;
 
@@ -114,26 +150,44 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   const int par = p.parity ? int(blockIdx.z) : 0;  // output parity (dy,dx) = (par>>1, par&1)
   const T* wgt = static_cast<const T*>(p.wgt) + size_t(par) * p.N * p.Kpad;
   const int H = 1 << p.lh, W = 1 << p.lw, cmask = (1 << p.lcs) - 1;
-  const int Hv = p.Hs << p.lup, Wv = p.Ws << p.lup;  // the source as the gather sees it
   const int org_y = p.org + (par >> 1), org_x = p.org + (par & 1);
   const int oy = p.parity ? (par >> 1) : 0, ox = p.parity ? (par & 1) : 0;
 
-  // This thread copies chunk column (tid & 3) of A_IT rows of every A stage.
-  const int a_chunk = tid & 3;
-  int a_img[A_IT], a_y[A_IT], a_x[A_IT];
+  // This thread copies chunk column a_chunk of A_IT rows of every A stage. Per row, once:
+  // the source pixel index of tap (0,0) and which tap rows/columns fall inside the source
+  // (bit ky, bit 8+kx), so that a stage costs an add and a bit test per row.
+  const int a_chunk = tid % kChunksPerRow, a_row0 = tid / kChunksPerRow;
+  int a_off[A_IT];
+  uint32_t a_mask[A_IT];
 #pragma unroll
   for (int i = 0; i < A_IT; ++i) {
-    const int m = m0 + (tid >> 2) + i * (NT / 4);
+    const int m = m0 + a_row0 + i * ROWS_PER_PASS;
+    a_off[i] = 0;
+    a_mask[i] = 0;
     if (m < p.M) {
-      decode_pixel(m, p.quad, p.lh, p.lw, a_img[i], a_y[i], a_x[i]);
-    } else {
-      a_img[i] = -1;
-      a_y[i] = a_x[i] = 0;
+      int img, y, x;
+      decode_pixel(m, p.quad, p.lh, p.lw, img, y, x);
+      const int yb = (y << p.lstride) + org_y, xb = (x << p.lstride) + org_x;
+      for (int j = 0; j < p.ksz; ++j) {
+        if (unsigned(yb + j) < unsigned(p.Hs)) a_mask[i] |= 1u << j;
+        if (unsigned(xb + j) < unsigned(p.Ws)) a_mask[i] |= 1u << (8 + j);
+      }
+      a_off[i] = (img * p.Hs + yb) * p.Ws + xb;
     }
   }
+  const uint32_t a_dst = uint32_t(a_row0 * kRowPitch + a_chunk * 16);
+  // B rows: this thread's weight pointers, advanced by KE elements per stage.
+  const T* b_ptr[B_IT];
+  bool b_ok[B_IT];
+#pragma unroll
+  for (int i = 0; i < B_IT; ++i) {
+    const int s = tid + i * NT, n = n0 + s / kChunksPerRow;
+    b_ok[i] = s < BN * kChunksPerRow && n < p.N;
+    b_ptr[i] = b_ok[i] ? wgt + size_t(n) * p.Kpad + (s % kChunksPerRow) * CH : wgt;
+  }
 
-  auto load_stage = [&](int kt, int slot) {
-    const uint32_t sA = sbase + slot * STAGE, sB = sA + A_STAGE;
+  auto load_stage = [&](int kt, uint32_t stage_addr) {
+    const uint32_t sA = stage_addr, sB = stage_addr + A_STAGE;
     const int k = kt * KE + a_chunk * CH;
     const int t = k >> p.lcs, c = k & cmask;
     int ky, kx;
@@ -144,26 +198,21 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
       ky = t >> p.lksz;
       kx = t & (p.ksz - 1);
     }
-    ky += org_y;
-    kx += org_x;
     const bool tap_ok = t < p.taps;
+    const int tap_off = ky * p.Ws + kx;
+    const uint32_t tap_bits = (1u << ky) | (1u << (8 + kx));
 #pragma unroll
     for (int i = 0; i < A_IT; ++i) {
-      const int row = (tid >> 2) + i * (NT / 4);
-      const int yy = (a_y[i] << p.lstride) + ky, xx = (a_x[i] << p.lstride) + kx;
-      const bool ok = tap_ok && a_img[i] >= 0 && unsigned(yy) < unsigned(Hv) && unsigned(xx) < unsigned(Wv);
-      const T* g = src;
-      if (ok) g = src + ((((size_t(a_img[i]) * p.Hs + (yy >> p.lup)) * p.Ws + (xx >> p.lup)) << p.lcs) + c);
-      cp_async16(sA + row * kRowPitch + a_chunk * 16, g, ok);
+      const bool ok = tap_ok && (a_mask[i] & tap_bits) == tap_bits;
+      const T* g = ok ? src + ((size_t(a_off[i] + tap_off) << p.lcs) + c) : src;
+      cp_async16(sA + a_dst + i * ROWS_PER_PASS * kRowPitch, g, ok);
     }
 #pragma unroll
     for (int i = 0; i < B_IT; ++i) {
       const int s = tid + i * NT;
-      if (B_IT * NT > BN * 4 && s >= BN * 4) break;
-      const int row = s >> 2, ch = s & 3, n = n0 + row;
-      const bool ok = n < p.N;
-      const T* g = ok ? wgt + size_t(n) * p.Kpad + kt * KE + ch * CH : wgt;
-      cp_async16(sB + row * kRowPitch + ch * 16, g, ok);
+      if (B_IT * NT > BN * kChunksPerRow && s >= BN * kChunksPerRow) break;
+      cp_async16(sB + (s / kChunksPerRow) * kRowPitch + (s % kChunksPerRow) * 16, b_ok[i] ? b_ptr[i] + kt * KE : wgt,
+                 b_ok[i]);
     }
   };
 
@@ -175,21 +224,21 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
 
-  auto compute_stage = [&](int slot) {
-    const uint32_t sA = sbase + slot * STAGE, sB = sA + A_STAGE;
+  // ldmatrix row addresses of this lane, relative to a stage (A: rows of the warp's
+  // 16-row blocks; B: rows of its 16-column blocks).
+  const uint32_t a_ld = uint32_t((wm * WM + (lane & 15)) * kRowPitch + (lane >> 4) * 16);
+  const uint32_t b_ld = uint32_t(A_STAGE + (wn * WN + (lane & 7) + ((lane >> 4) << 3)) * kRowPitch + ((lane >> 3) & 1) * 16);
+
+  auto compute_stage = [&](uint32_t stage_addr) {
 #pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {  // two mma k-steps of 32 bytes per stage
+    for (int ks = 0; ks < kRowBytes / 32; ++ks) {  // four mma k-steps of 32 bytes per stage
       uint32_t af[MI][4], bfr[NI][2];
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi) {
-        const int row = wm * WM + mi * 16 + (lane & 15);
-        ldmatrix_x4(af[mi], sA + row * kRowPitch + ks * 32 + (lane >> 4) * 16);
-      }
+      for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(af[mi], stage_addr + a_ld + mi * 16 * kRowPitch + ks * 32);
 #pragma unroll
       for (int nj = 0; nj < NI / 2; ++nj) {
-        const int row = wn * WN + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
         uint32_t r[4];
-        ldmatrix_x4(r, sB + row * kRowPitch + ks * 32 + ((lane >> 3) & 1) * 16);
+        ldmatrix_x4(r, stage_addr + b_ld + nj * 16 * kRowPitch + ks * 32);
         bfr[2 * nj][0] = r[0];
         bfr[2 * nj][1] = r[1];
         bfr[2 * nj + 1][0] = r[2];
@@ -211,19 +260,23 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
     }
   };
 
+  // Stage slots rotate without a modulo: read_slot is computed on, write_slot refilled.
   const int KT = p.Kpad / KE;
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < KT) load_stage(s, s);
+    if (s < KT) load_stage(s, sbase + s * STAGE);
     cp_async_commit();
   }
+  uint32_t read_addr = sbase, write_addr = sbase + (STAGES - 1) * STAGE;
+  const uint32_t last_addr = sbase + (STAGES - 1) * STAGE;
   for (int kt = 0; kt < KT; ++kt) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    const int nk = kt + STAGES - 1;
-    if (nk < KT) load_stage(nk, nk % STAGES);
+    if (kt + STAGES - 1 < KT) load_stage(kt + STAGES - 1, write_addr);
     cp_async_commit();
-    compute_stage(kt % STAGES);
+    compute_stage(read_addr);
+    read_addr = read_addr == last_addr ? sbase : read_addr + STAGE;
+    write_addr = write_addr == last_addr ? sbase : write_addr + STAGE;
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -245,6 +298,106 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
 
   T* out = static_cast<T*>(p.out);
   const T* aux = static_cast<const T*>(p.aux);
+  // Vector path: 8 channels per item, 16-byte (bf16) / 32-byte (fp32) global accesses.
+  if (p.vec && p.epi <= 3) {
+    constexpr int C8 = BN / 8;
+    const int ls = p.parity ? 1 : 0;
+    if (p.epi == 1) {  // 2×2 max pool of relu(acc + bias); rows in quad order
+      const int lq = p.lh + p.lw - 2;
+      for (int it = tid; it < (BM / 4) * C8; it += NT) {
+        const int q = it / C8, c = (it % C8) * 8, m = m0 + 4 * q, n = n0 + c;
+        if (m >= p.M || n >= p.N) continue;
+        float best[8], b[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        uint32_t arg_lo = 0, arg_hi = 0;
+        if (p.bias) load8(p.bias + n, b);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) best[j] = -INFINITY;
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          float v[8];
+          lds8(ct + (4 * q + s) * CLD + c, v);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            float x = v[j] + b[j];
+            if (p.relu) x = fmaxf(x, 0.f);
+            if (x > best[j] || isnan(x)) {
+              best[j] = x;
+              if (j < 4) arg_lo = (arg_lo & ~(0xffu << (8 * j))) | (uint32_t(s) << (8 * j));
+              else arg_hi = (arg_hi & ~(0xffu << (8 * (j - 4)))) | (uint32_t(s) << (8 * (j - 4)));
+            }
+          }
+        }
+        const size_t low = size_t(m >> 2);
+        store8(out + low * p.ldo + n, best);
+        *reinterpret_cast<uint2*>(p.argmax_out + low * p.ldo + n) = make_uint2(arg_lo, arg_hi);
+        if (p.out_nchw) {
+          const int img = int(low >> lq), rem = int(low & ((size_t(1) << lq) - 1));
+#pragma unroll
+          for (int j = 0; j < 8; ++j) p.out_nchw[((size_t(img) * p.N + n + j) << lq) + rem] = best[j];
+        }
+      }
+    } else {
+      for (int it = tid; it < BM * C8; it += NT) {
+        const int r = it / C8, c = (it % C8) * 8, m = m0 + r, n = n0 + c;
+        if (m >= p.M || n >= p.ldo) continue;
+        float v[8];
+        lds8(ct + r * CLD + c, v);
+        if (p.epi == 0) {  // store
+          if (n < p.N) {
+            if (p.bias) {
+              float b[8];
+              load8(p.bias + n, b);
+#pragma unroll
+              for (int j = 0; j < 8; ++j) v[j] += b[j];
+            }
+            if (p.relu)
+#pragma unroll
+              for (int j = 0; j < 8; ++j) v[j] = fmaxf(v[j], 0.f);
+          } else {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) v[j] = 0.f;
+          }
+          size_t opix = size_t(m);
+          if (ls) {
+            int img, y, x;
+            decode_pixel(m, false, p.lh, p.lw, img, y, x);
+            opix = ((size_t(img) << p.loh) + ((y << 1) + oy)) * (size_t(1) << p.low) + (x << 1) + ox;
+          }
+          store8(out + opix * p.ldo + n, v);
+        } else if (p.epi == 2) {  // × ReLU mask
+          if (n >= p.N) continue;
+          float a[8];
+          load8(aux + size_t(m) * p.ld_aux + n, a);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) v[j] = a[j] > 0.f ? v[j] : 0.f;
+          store8(out + size_t(m) * p.ldo + n, v);
+        } else {  // unpool: × ReLU mask, to the argmax position of each 2×2 block
+          if (n >= p.N) continue;
+          float a[8];
+          const size_t ai = size_t(m) * p.ld_aux + n;
+          load8(aux + ai, a);
+          const uint2 am = *reinterpret_cast<const uint2*>(p.argmax_in + ai);
+          int img, y, x;
+          decode_pixel(m, false, p.lh, p.lw, img, y, x);
+          const size_t W2 = size_t(W) * 2;
+          const size_t base = ((size_t(img) * H * 2 + 2 * y) * W2 + 2 * x) * p.ldo + n;
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            float o[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const uint32_t word = j < 4 ? am.x : am.y;
+              const int arg = int((word >> (8 * (j & 3))) & 0xffu);
+              o[j] = (a[j] > 0.f && arg == s) ? v[j] : 0.f;
+            }
+            store8(out + base + ((s >> 1) * W2 + (s & 1)) * p.ldo, o);
+          }
+        }
+      }
+    }
+    return;
+  }
+
   switch (p.epi) {
     case 0: {  // store: out at output pixel (y<<ostride)+oy, (x<<ostride)+ox of the row pixel
       const int ls = p.parity ? 1 : 0;
@@ -367,12 +520,40 @@ void launch_conv(const ConvK& k, cudaStream_t stream) {
   AE_CUDA_LAUNCH_CHECK();
 }
 
+// Tile variants of the 128×128 kernels, for tuning (AE_CONV_VARIANT / AE_WGRAD_VARIANT,
+// read once): 0 = 8 warps of 64×32, 3 stages; 1 = the same, 4 stages; 2 = 4 warps of
+// 64×64, 3 stages; 3 = 4 warps of 64×64, 4 stages.
+int variant_from_env(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+int conv_variant() {
+  static const int v = variant_from_env("AE_CONV_VARIANT", 0);
+  return v;
+}
+int wgrad_variant() {
+  static const int v = variant_from_env("AE_WGRAD_VARIANT", 0);
+  return v;
+}
+
 template <typename T>
 void dispatch_conv(const ConvK& k, cudaStream_t stream) {
-  if (k.N <= 16 && k.ldo <= 16)
+  if (k.N <= 16 && k.ldo <= 16) {
     launch_conv<T, 128, 16, 4, 1, 3>(k, stream);
-  else
-    launch_conv<T, 128, 128, 2, 4, 3>(k, stream);
+    return;
+  }
+  // Too few 128-row tiles to give every multiprocessor two blocks: use 64-row tiles.
+  const int64_t tiles128 = int64_t((k.M + 127) / 128) * ((std::max(k.N, k.ldo) + 127) / 128) * (k.parity ? 4 : 1);
+  if (tiles128 < 2 * int64_t(sm_count())) {
+    launch_conv<T, 64, 128, 2, 4, 3>(k, stream);
+    return;
+  }
+  switch (conv_variant()) {
+    case 1: launch_conv<T, 128, 128, 2, 4, 4>(k, stream); break;
+    case 2: launch_conv<T, 128, 128, 2, 2, 3>(k, stream); break;
+    case 3: launch_conv<T, 128, 128, 2, 2, 4>(k, stream); break;
+    default: launch_conv<T, 128, 128, 2, 4, 3>(k, stream); break;
+  }
 }
 
 // ---- weight gradient ---------------------------------------------------------------------
@@ -391,54 +572,75 @@ struct WgradK {
   int Mp, Np;
 };
 
-// One 16-byte chunk of row `pix` (columns col..col+CH-1) of a pixel matrix.
+// What one thread's chunk slot of a pixel-matrix operand needs across all stages: its
+// column fixes the channel, the tap and the tap's pixel offset, so a stage only decodes
+// the pixel (shifts) and tests bounds.
+struct ChunkCol {
+  int c;       // source channel of the chunk's first element; -1: the column is padding
+  int dy, dx;  // tap offset (patch kinds; with the parity already added)
+  int tap_off; // dy·W + dx: the offset of a linear pixel index (same-grid patches)
+};
+
 template <typename T>
-__device__ __forceinline__ void load_pix_chunk(const PixOpK& op, int lh, int lw, int par, int64_t pix, bool pix_ok,
-                                               int col, uint32_t dst) {
+__device__ __forceinline__ ChunkCol chunk_col(const PixOpK& op, int lw, int par, int col) {
   constexpr int CH = 16 / int(sizeof(T));
-  const T* base = static_cast<const T*>(op.src);
   const int Cs = 1 << op.lcs;
-  const int img = int(pix >> (lh + lw));
-  int y = int(pix >> lw) & ((1 << lh) - 1), x = int(pix) & ((1 << lw) - 1);
-  int c = col;
-  bool ok = pix_ok;
+  ChunkCol cc{-1, 0, 0, 0};
   if (op.kind == 0) {  // plain
-    ok = ok && col + CH <= Cs;
-    if (op.sub) {
-      y = (y << 1) + (par >> 1);
-      x = (x << 1) + (par & 1);
-    }
-  } else {
-    const int t = col >> op.lcs;
-    c = col & (Cs - 1);
-    int ky, kx;
-    if (op.kind == 3) {  // patch2_parity: origin (y+dy−1, x+dx−1)
-      ok = ok && t < 4;
-      ky = (t >> 1) + (par >> 1) - 1;
-      kx = (t & 1) + (par & 1) - 1;
-    } else {
-      ok = ok && t < 9;
-      ky = (t * 11) >> 5;
-      kx = t - 3 * ky;
-      if (op.kind == 2) {  // flipped
-        ky = 2 - ky;
-        kx = 2 - kx;
-      }
-      ky -= 1;
-      kx -= 1;
-    }
-    y += ky;
-    x += kx;
+    if (col + CH <= Cs) cc.c = col;
+    return cc;
   }
-  ok = ok && unsigned(y) < unsigned(op.Hs << op.lup) && unsigned(x) < unsigned(op.Ws << op.lup);
-  const T* g = base;
-  if (ok) g = base + ((((size_t(img) * op.Hs + (y >> op.lup)) * op.Ws + (x >> op.lup)) << op.lcs) + c);
+  const int t = col >> op.lcs;
+  int ky, kx;
+  if (op.kind == 3) {  // patch2_parity: origin (y+dy−1, x+dx−1)
+    if (t >= 4) return cc;
+    ky = (t >> 1) + (par >> 1) - 1;
+    kx = (t & 1) + (par & 1) - 1;
+  } else {
+    if (t >= 9) return cc;
+    ky = t / 3;
+    kx = t % 3;
+    if (op.kind == 2) {  // mirrored
+      ky = 2 - ky;
+      kx = 2 - kx;
+    }
+    ky -= 1;
+    kx -= 1;
+  }
+  cc.c = col & (Cs - 1);
+  cc.dy = ky;
+  cc.dx = kx;
+  cc.tap_off = (ky << lw) + kx;
+  return cc;
+}
+
+// One 16-byte chunk: row `pix` of the reduction grid (lh, lw), the slot's column.
+template <typename T>
+__device__ __forceinline__ void load_pix_chunk(const PixOpK& op, const ChunkCol& cc, int lh, int lw, int par, int pix,
+                                               bool pix_ok, uint32_t dst) {
+  const T* base = static_cast<const T*>(op.src);
+  bool ok = pix_ok && cc.c >= 0;
+  int spix;  // source pixel index
+  if (op.kind != 0) {  // patches read the reduction grid itself (no upsampling, no parity subsampling)
+    const int y = (pix >> lw) & ((1 << lh) - 1), x = pix & ((1 << lw) - 1);
+    ok = ok && unsigned(y + cc.dy) < unsigned(1 << lh) && unsigned(x + cc.dx) < unsigned(1 << lw);
+    spix = pix + cc.tap_off;
+  } else if (op.sub) {  // dY at (2y+dy, 2x+dx) of a grid twice the size
+    const int img = pix >> (lh + lw), y = (pix >> lw) & ((1 << lh) - 1), x = pix & ((1 << lw) - 1);
+    spix = (((img << (lh + 1)) + (y << 1) + (par >> 1)) << (lw + 1)) + (x << 1) + (par & 1);
+  } else if (op.lup) {  // the source upsampled ×2 onto the grid
+    const int img = pix >> (lh + lw), y = (pix >> lw) & ((1 << lh) - 1), x = pix & ((1 << lw) - 1);
+    spix = (((img << (lh - 1)) + (y >> 1)) << (lw - 1)) + (x >> 1);
+  } else {
+    spix = pix;
+  }
+  const T* g = ok ? base + ((size_t(spix) << op.lcs) + cc.c) : base;
   cp_async16(dst, g, ok);
 }
 
 template <typename T, int BM, int BN>
 struct WgradGeom {
-  static constexpr int KR = 64 / int(sizeof(T));  // pixels per stage
+  static constexpr int KR = 128 / int(sizeof(T));  // pixels per stage (four mma k-steps)
   static constexpr int PAD = sizeof(T) == 2 ? 16 : 32;
   static constexpr int A_PITCH = BM * int(sizeof(T)) + PAD, B_PITCH = BN * int(sizeof(T)) + PAD;
   static constexpr int STAGE = KR * (A_PITCH + B_PITCH);
@@ -466,24 +668,27 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
   const int64_t p_end = p_begin + p.pix_per_split < p.P ? p_begin + p.pix_per_split : p.P;
   const int KT = p_end > p_begin ? int((p_end - p_begin + KR - 1) / KR) : 0;
 
+  // NT is a multiple of the chunks per row, so all of a thread's slots share one column.
+  static_assert(NT % A_CPR == 0 && NT % B_CPR == 0, "slot columns");
+  const ChunkCol a_col = chunk_col<T>(p.a, p.lw, par, i0 + (tid % A_CPR) * CH);
+  const ChunkCol b_col = chunk_col<T>(p.b, p.lw, par, j0 + (tid % B_CPR) * CH);
+
   auto load_stage = [&](int kt, int slot) {
     const uint32_t sA = sbase + slot * G::STAGE, sB = sA + KR * G::A_PITCH;
-    const int64_t pb = p_begin + int64_t(kt) * KR;
+    const int pb = int(p_begin) + kt * KR;
 #pragma unroll
     for (int i = 0; i < A_IT; ++i) {
       const int s = tid + i * NT;
       if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
-      const int row = s / A_CPR, cc = s % A_CPR;
-      const int64_t pix = pb + row;
-      load_pix_chunk<T>(p.a, p.lh, p.lw, par, pix, pix < p_end, i0 + cc * CH, sA + row * G::A_PITCH + cc * 16);
+      const int row = s / A_CPR, cc = s % A_CPR, pix = pb + row;
+      load_pix_chunk<T>(p.a, a_col, p.lh, p.lw, par, pix, pix < p_end, sA + row * G::A_PITCH + cc * 16);
     }
 #pragma unroll
     for (int i = 0; i < B_IT; ++i) {
       const int s = tid + i * NT;
       if (B_IT * NT > B_CHUNKS && s >= B_CHUNKS) break;
-      const int row = s / B_CPR, cc = s % B_CPR;
-      const int64_t pix = pb + row;
-      load_pix_chunk<T>(p.b, p.lh, p.lw, par, pix, pix < p_end, j0 + cc * CH, sB + row * G::B_PITCH + cc * 16);
+      const int row = s / B_CPR, cc = s % B_CPR, pix = pb + row;
+      load_pix_chunk<T>(p.b, b_col, p.lh, p.lw, par, pix, pix < p_end, sB + row * G::B_PITCH + cc * 16);
     }
   };
 
@@ -499,7 +704,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
     const uint32_t sA = sbase + slot * G::STAGE, sB = sA + KR * G::A_PITCH;
     const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {
+    for (int ks = 0; ks < KR / Mma<T>::kStep; ++ks) {
       uint32_t af[MI][4], bfr[NI][2];
       if constexpr (sizeof(T) == 2) {
         // Shared tiles are [pixel][column]; ldmatrix.trans hands out the fragments of the
@@ -587,9 +792,14 @@ void launch_wgrad(const WgradK& k, int splits, cudaStream_t stream) {
 
 template <typename T>
 void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream) {
-  if (plan.bn == 128)
-    launch_wgrad<T, 128, 128, 2, 4, 3>(k, plan.splits, stream);
-  else if (plan.bn == 32)
+  if (plan.bn == 128) {
+    switch (wgrad_variant()) {
+      case 1: launch_wgrad<T, 128, 128, 2, 4, 4>(k, plan.splits, stream); break;
+      case 2: launch_wgrad<T, 128, 128, 2, 2, 3>(k, plan.splits, stream); break;
+      case 3: launch_wgrad<T, 128, 128, 2, 2, 4>(k, plan.splits, stream); break;
+      default: launch_wgrad<T, 128, 128, 2, 4, 3>(k, plan.splits, stream); break;
+    }
+  } else if (plan.bn == 32)
     launch_wgrad<T, 128, 32, 4, 1, 3>(k, plan.splits, stream);
   else
     launch_wgrad<T, 128, 16, 4, 1, 3>(k, plan.splits, stream);
@@ -652,7 +862,14 @@ template <typename T>
 void allow_smem_all() {
   allow_conv_smem<T, 128, 16, 4, 1, 3>();
   allow_conv_smem<T, 128, 128, 2, 4, 3>();
+  allow_conv_smem<T, 64, 128, 2, 4, 3>();
+  allow_conv_smem<T, 128, 128, 2, 4, 4>();
+  allow_conv_smem<T, 128, 128, 2, 2, 3>();
+  allow_conv_smem<T, 128, 128, 2, 2, 4>();
   allow_wgrad_smem<T, 128, 128, 2, 4, 3>();
+  allow_wgrad_smem<T, 128, 128, 2, 4, 4>();
+  allow_wgrad_smem<T, 128, 128, 2, 2, 3>();
+  allow_wgrad_smem<T, 128, 128, 2, 2, 4>();
   allow_wgrad_smem<T, 128, 32, 4, 1, 3>();
   allow_wgrad_smem<T, 128, 16, 4, 1, 3>();
 }
@@ -679,7 +896,8 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   k.Hs = a.Hs;
   k.Ws = a.Ws;
   k.lcs = ilog2_exact(a.Cs, "conv_igemm: channel pitch");
-  k.lup = ilog2_exact(a.up, "conv_igemm: upsampling");
+  if (a.up != 1) throw std::invalid_argument("conv_igemm: the source must not be upsampled (use up2_parity)");
+  k.lup = 0;
   const int lhv = ilog2_exact(a.Hs * a.up, "conv_igemm: height"), lwv = ilog2_exact(a.Ws * a.up, "conv_igemm: width");
   switch (a.shape) {
     case ConvShape::same3x3:
@@ -699,7 +917,7 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   }
   k.loh = k.lh + k.parity;
   k.low = k.lw + k.parity;
-  if (a.Kpad % 32 != 0 || a.Kpad < k.taps * a.Cs) throw std::invalid_argument("conv_igemm: bad Kpad");
+  if (a.Kpad % 64 != 0 || a.Kpad < k.taps * a.Cs) throw std::invalid_argument("conv_igemm: Kpad must be a multiple of 64 ≥ taps·Cs");
   const int64_t M = int64_t(a.images) << (k.lh + k.lw);
   if (M > (int64_t(1) << 30)) throw std::invalid_argument("conv_igemm: too many pixels");
   k.M = int(M);
@@ -727,16 +945,42 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   k.grad_scale = a.grad_scale;
   k.loss_sum = a.loss_sum;
   if (k.ldo < k.N && a.epilogue != ConvEpilogue::loss) throw std::invalid_argument("conv_igemm: ldo < N");
+  // 8-channel vector epilogue when every 8-channel group is all valid or all padding.
+  k.vec = (k.N % 8 == 0 && k.ldo % 8 == 0 && (!a.aux || a.ld_aux % 8 == 0) && (!a.bias || k.N % 8 == 0)) ? 1 : 0;
   if (t == DType::bf16)
     dispatch_conv<bf16>(k, stream);
   else
     dispatch_conv<float>(k, stream);
 }
 
-WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, int max_splits) {
+namespace {
+// Blocks of the weight-gradient kernel that one multiprocessor holds at once.
+template <typename T, int BM, int BN, int WM_, int WN_, int ST>
+int wgrad_occupancy() {
+  int n = 0;
+  AE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST>,
+                                                              WM_ * WN_ * 32, ST * WgradGeom<T, BM, BN>::STAGE));
+  return std::max(n, 1);
+}
+template <typename T>
+int wgrad_blocks_per_sm(int bn) {
+  if (bn == 128) {
+    switch (wgrad_variant()) {
+      case 1: return wgrad_occupancy<T, 128, 128, 2, 4, 4>();
+      case 2: return wgrad_occupancy<T, 128, 128, 2, 2, 3>();
+      case 3: return wgrad_occupancy<T, 128, 128, 2, 2, 4>();
+      default: return wgrad_occupancy<T, 128, 128, 2, 4, 3>();
+    }
+  }
+  return bn == 32 ? wgrad_occupancy<T, 128, 32, 4, 1, 3>() : wgrad_occupancy<T, 128, 16, 4, 1, 3>();
+}
+}  // namespace
+
+WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, DType t, int max_splits) {
+  init_kernels();
   WgradPlan p;
   p.bm = 128;
-  p.bn = N > 32 ? 128 : (N > 16 ? 32 : 16);
+  p.bn = N > 32 ? 128 : N > 16 ? 32 : 16;
   p.Mp = (M + p.bm - 1) / p.bm * p.bm;
   p.Np = (N + p.bn - 1) / p.bn * p.bn;
   p.parities = parities;
@@ -744,9 +988,12 @@ WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parit
   p.grid_w = grid_w;
   p.pixels = int64_t(images) * grid_h * grid_w;
   const int tiles = (p.Mp / p.bm) * (p.Np / p.bn) * parities;
-  const int64_t kr = 32;  // a multiple of both element types' pixels per stage
-  // About two waves of blocks, each with at least 8 stages of pixels.
-  const int64_t want = std::max<int64_t>(1, (2 * int64_t(sm_count()) + tiles - 1) / tiles);
+  const int64_t kr = 64;  // a multiple of both element types' pixels per stage
+  // As many splits as fill the GPU's block slots in one wave (a partial second wave would
+  // leave most multiprocessors idle), each with at least 8 stages of pixels.
+  const int64_t slots = int64_t(sm_count()) * (t == DType::bf16 ? wgrad_blocks_per_sm<bf16>(p.bn)
+                                                                   : wgrad_blocks_per_sm<float>(p.bn));
+  const int64_t want = std::max<int64_t>(1, slots / tiles);
   const int64_t most = std::max<int64_t>(1, p.pixels / (8 * kr));
   int64_t splits = std::min<int64_t>({want, most, int64_t(max_splits)});
   int64_t per = (p.pixels + splits - 1) / splits;
@@ -774,6 +1021,10 @@ void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& pl
     o.sub = m.parity_subsample ? 1 : 0;
     return o;
   };
+  for (const PixelMatrix* m : {&a, &b})
+    if (m->kind != PixelMatrix::plain && (m->up != 1 || m->parity_subsample))
+      throw std::invalid_argument("wgrad_igemm: patches are taken on the reduction grid itself");
+  if (plan.pixels > (int64_t(1) << 30)) throw std::invalid_argument("wgrad_igemm: too many pixels");
   WgradK k{};
   k.a = op(a);
   k.b = op(b);

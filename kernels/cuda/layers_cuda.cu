@@ -439,7 +439,7 @@ void pack_one(const float* w, PackKind kind, int K, int C, void* dst, int kpad, 
 void wgrad_twin(const PixelMatrix& A, const PixelMatrix& B, int images, int grid_h, int grid_w, int parities,
                 WgradScatter s, const void* dy_nhwc, int64_t dy_rows, int Kp, float* dw, float* db, bool accumulate,
                 DType t) {
-  const WgradPlan plan = plan_wgrad(A.width(), B.width(), images, grid_h, grid_w, parities);
+  const WgradPlan plan = plan_wgrad(A.width(), B.width(), images, grid_h, grid_w, parities, t);
   DeviceBuffer<float> work(plan.workspace_floats()), tmp_w, tmp_b, bias_work(bias_grad_work_floats(Kp));
   wgrad_igemm(A, B, plan, work.get(), t, 0);
   const int64_t nw = int64_t(s.K) * s.C * 9;
@@ -467,7 +467,7 @@ void conv3x3_forward(const float* x, const float* w, const float* b, float* y, i
                      bool relu, Precision precision) {
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
-  const int Cp = pow2_at_least(C), Kpad = round_up(9 * Cp, 32), HW = H * W;
+  const int Cp = pow2_at_least(C), Kpad = round_up(9 * Cp, 64), HW = H * W;
   Scratch s;
   s.a.resize(size_t(N) * HW * Cp * es);
   s.w.resize(size_t(K) * Kpad * es);
@@ -496,7 +496,7 @@ void conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, in
                            Precision precision) {
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
-  const int Kp = pow2_at_least(K), Kpad = round_up(9 * Kp, 32), HW = H * W;
+  const int Kp = pow2_at_least(K), Kpad = round_up(9 * Kp, 64), HW = H * W;
   Scratch s;
   s.a.resize(size_t(N) * HW * Kp * es);
   s.w.resize(size_t(C) * Kpad * es);
@@ -543,7 +543,7 @@ void upsample2_conv3x3_forward(const float* x, const float* w, const float* b, f
                                int W, bool relu, Precision precision) {
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
-  const int Cp = pow2_at_least(C), Kpad = round_up(4 * Cp, 32), HW = H * W;
+  const int Cp = pow2_at_least(C), Kpad = round_up(4 * Cp, 64), HW = H * W;
   Scratch s;
   s.a.resize(size_t(N) * HW * Cp * es);
   s.w.resize(size_t(4) * K * Kpad * es);
@@ -573,7 +573,7 @@ void upsample2_conv3x3_backward_data(const float* dy, const float* w, float* dx,
                                      Precision precision) {
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
-  const int Kp = pow2_at_least(K), Kpad = round_up(16 * Kp, 32), HW = H * W;
+  const int Kp = pow2_at_least(K), Kpad = round_up(16 * Kp, 64), HW = H * W;
   Scratch s;
   s.a.resize(size_t(N) * 4 * HW * Kp * es);
   s.w.resize(size_t(C) * Kpad * es);

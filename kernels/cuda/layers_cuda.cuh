@@ -91,9 +91,9 @@ enum class ConvShape : int { same3x3 = 0, point1x1 = 1, up2_parity = 2, down2_4x
 
 struct ConvArgs {
   const void* src = nullptr;  // NHWC [images][Hs][Ws][Cs], Cs a power of two ≥ 8
-  int images = 0, Hs = 0, Ws = 0, Cs = 0, up = 1;
+  int images = 0, Hs = 0, Ws = 0, Cs = 0, up = 1;  // up: must be 1 (upsampling: up2_parity)
   ConvShape shape = ConvShape::same3x3;
-  int Kpad = 0;                   // weights' row pitch (multiple of 32, ≥ taps·Cs)
+  int Kpad = 0;                   // weights' row pitch (multiple of 64, ≥ taps·Cs)
   const void* weights = nullptr;  // [N][Kpad] ([4][N][Kpad] for up2_parity), element type as src
   int N = 0;                      // output channels
   ConvEpilogue epilogue = ConvEpilogue::store;
@@ -143,7 +143,7 @@ struct WgradPlan {
   int64_t pixels = 0;          // images · grid_h · grid_w
   size_t workspace_floats() const { return size_t(parities) * splits * Mp * Np; }
 };
-WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, int max_splits = 64);
+WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, DType t, int max_splits = 64);
 void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& plan, float* workspace, DType t,
                  cudaStream_t stream);
 

@@ -39,7 +39,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 
 // D = A·B + D; A 16×16 bf16 (row), B 16×8 bf16 (col), D 16×8 fp32.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -47,7 +47,7 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 }
 // D = A·B + D; A 16×8 tf32 (row), B 8×8 tf32 (col), D 16×8 fp32.
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -72,11 +72,13 @@ struct Mma<__nv_bfloat16> {
     mma_bf16(d, a, b);
   }
 };
+// fp32 operands are stored already rounded to tf32 (store_f below), so the tensor cores'
+// truncation of the low 13 bits loses nothing and no conversion is needed here.
 template <>
 struct Mma<float> {
   static constexpr int kStep = 8;
-  __device__ __forceinline__ static void fix(uint32_t& x) { x = to_tf32(x); }
-  __device__ __forceinline__ static uint32_t fix_ret(uint32_t x) { return to_tf32(x); }
+  __device__ __forceinline__ static void fix(uint32_t&) {}
+  __device__ __forceinline__ static uint32_t fix_ret(uint32_t x) { return x; }
   __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     mma_tf32(d, a, b);
   }
@@ -84,7 +86,10 @@ struct Mma<float> {
 
 __device__ __forceinline__ float load_f(const float* p) { return *p; }
 __device__ __forceinline__ float load_f(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void store_f(float* p, float v) { *p = v; }
+// Stores of GEMM operands (activations, gradients, packed weights): fp32 ones are rounded
+// to tf32 (round to nearest), which the TF32 tensor-core path reads exactly.
+__device__ __forceinline__ float round_tf32(float v) { return __uint_as_float(to_tf32(__float_as_uint(v))); }
+__device__ __forceinline__ void store_f(float* p, float v) { *p = round_tf32(v); }
 __device__ __forceinline__ void store_f(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
 
 }  // namespace ae::cuda::ptx

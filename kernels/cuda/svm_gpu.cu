@@ -128,12 +128,14 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
     }
   const int64_t state_total = pair_offset[pairs];
 
+  cae::Stopwatch clock;
   Stream stream;
   Blas blas(stream.get());
   const cudaStream_t s = stream.get();
+  st.setup_s = clock.seconds();
 
   // ---- data on the device, sorted by class ----
-  cae::Stopwatch clock;
+  clock = cae::Stopwatch();
   DeviceBuffer<float> d_X;
   {
     DeviceBuffer<float> d_raw;
@@ -284,6 +286,7 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
     }
   }
 
+  clock = cae::Stopwatch();
   std::vector<double> alpha_all(static_cast<size_t>(state_total));
   AE_CUDA_CHECK(cudaMemcpyAsync(alpha_all.data(), d_alpha.get(), sizeof(double) * state_total, cudaMemcpyDeviceToHost, s));
   stream.sync();
@@ -325,6 +328,7 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
       }
   const int64_t n_sv = m.n_sv();
   m.support_vectors.resize(static_cast<size_t>(n_sv * dim));
+#pragma omp parallel for schedule(static)
   for (int64_t v = 0; v < n_sv; ++v)
     std::memcpy(m.support_vectors.data() + v * dim, X + m.support_indices[v] * dim, sizeof(float) * static_cast<size_t>(dim));
   m.dual_coef.assign(static_cast<size_t>((k - 1) * n_sv), 0.0);
@@ -338,11 +342,14 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
       if (sv_pos[members[b][t]] >= 0)
         m.dual_coef[static_cast<size_t>(a * n_sv + sv_pos[members[b][t]])] = -alpha_of(q, static_cast<int64_t>(na + t));
   }
+  st.assemble_s = clock.seconds();
   st.total_s = total_clock.seconds();
-  cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): upload %.2f s, kernel matrix %.2f s, SMO %.2f s, "
-                "%lld iterations, %lld support vectors",
-                st.mode.c_str(), pairs, st.waves, st.upload_s, st.kernel_s, st.smo_s,
-                static_cast<long long>(iterations), static_cast<long long>(n_sv));
+  const int64_t most_iterations = *std::max_element(st.pair_iterations.begin(), st.pair_iterations.end());
+  cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, upload %.2f s, kernel matrix %.2f s, "
+                "SMO %.2f s (%lld iterations, at most %lld in a pair), model %.2f s; %lld support vectors",
+                st.mode.c_str(), pairs, st.waves, st.setup_s, st.upload_s, st.kernel_s, st.smo_s,
+                static_cast<long long>(iterations), static_cast<long long>(most_iterations), st.assemble_s,
+                static_cast<long long>(n_sv));
   return m;
 }
 
@@ -357,19 +364,23 @@ void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec)
   const int k = static_cast<int>(m.classes.size());
   const int64_t n_sv = m.n_sv();
   const int pairs = m.n_pairs();
-  if (k < 2 || static_cast<int64_t>(m.dual_coef.size()) != (k - 1) * n_sv ||
+  if (k < 2 || m.dim < 1 || static_cast<int64_t>(m.dual_coef.size()) != (k - 1) * n_sv ||
       static_cast<int>(m.rho.size()) != pairs || static_cast<int64_t>(m.support_vectors.size()) != n_sv * m.dim ||
       static_cast<int>(m.n_support.size()) != k)
     throw std::invalid_argument("svm: inconsistent model");
-  if (n <= 0) return;
   const int dim = m.dim;
+  std::vector<int64_t> start(k + 1, 0);
+  for (int c = 0; c < k; ++c) {
+    if (m.n_support[c] < 0) throw std::invalid_argument("svm: inconsistent model");
+    start[c + 1] = start[c] + m.n_support[c];
+  }
+  if (start[k] != n_sv) throw std::invalid_argument("svm: inconsistent model");
+  if (n <= 0) return;
   if (n_sv == 0) {  // every decision value is -rho
     for (int64_t r = 0; r < n; ++r)
       for (int q = 0; q < pairs; ++q) dec[r * pairs + q] = -m.rho[q];
     return;
   }
-  std::vector<int64_t> start(k + 1, 0);
-  for (int c = 0; c < k; ++c) start[c + 1] = start[c] + m.n_support[c];
 
   Stream stream;
   Blas blas(stream.get());

@@ -40,7 +40,8 @@ struct FitOptions {
 struct FitStats {
   std::string mode;            // "whole-matrix" or "pair-matrices"
   int waves = 0;               // kernel-matrix rounds (1 in whole-matrix mode)
-  double upload_s = 0, kernel_s = 0, smo_s = 0, total_s = 0;
+  // setup: CUDA context, stream and cuBLAS handle; assemble: the libsvm layout on the host.
+  double setup_s = 0, upload_s = 0, kernel_s = 0, smo_s = 0, assemble_s = 0, total_s = 0;
   std::vector<int64_t> pair_iterations;
   std::vector<double> pair_objective;  // dual objective ½aᵀQa − eᵀa of each pair
   int pairs_hit_limit = 0;
@@ -77,8 +78,8 @@ struct PairJob {
   const double* diag = nullptr;  // indexed by map(t); unused for rbf (diagonal is 1)
   int64_t off_a = 0, off_b = 0;
   int na = 0, nb = 0;
-  double* alpha = nullptr;    // [na + nb] out
-  double* G = nullptr;        // [na + nb] gradient, used when shared memory does not hold it
+  double* alpha = nullptr;    // [na + nb] out; also the solver's alpha when shared memory does not hold it
+  double* G = nullptr;        // [na + nb] gradient, used when shared memory does not hold the state
   uint8_t* status = nullptr;  // [na + nb] flags, likewise
 };
 

@@ -22,9 +22,9 @@ namespace {
 constexpr int kWarp = 32;
 constexpr double kTau = 1e-12;  // curvature floor, as the CPU solver
 
-// Gradient (double) and flags (byte) per sample.
+// Gradient and alpha (double) and flags (byte) per sample.
 __host__ __device__ inline size_t state_bytes(int64_t n) {
-  return static_cast<size_t>(n) * (sizeof(double) + sizeof(uint8_t));
+  return static_cast<size_t>(n) * (2 * sizeof(double) + sizeof(uint8_t));
 }
 
 // ---- rows, norms, kernel values -------------------------------------------------------------
@@ -125,7 +125,9 @@ __global__ void combine_decisions_kernel(const double* __restrict__ T, int64_t r
 // ---- the SMO solver ------------------------------------------------------------------------
 
 constexpr int kSmoThreads = 512;
-constexpr int kUnroll = 8;  // elements per thread whose loads are issued together
+// Kernel values per thread whose loads are issued together (8,192 samples a round; two
+// CIFAR-10 classes take two rounds). 16 is the most that fits in registers without spills.
+constexpr int kUnroll = 16;
 constexpr uint8_t kPositive = 1, kAtLower = 2, kAtUpper = 4;
 
 __device__ __forceinline__ bool in_up(uint8_t s) { return (s & kPositive) ? !(s & kAtUpper) : !(s & kAtLower); }
@@ -136,30 +138,34 @@ __device__ __forceinline__ uint8_t status_of(bool positive, double a, double C) 
 
 // Arg-max with ties to the larger index — the CPU loop's `>=` over ascending t — plus a max
 // of a side value. Order-independent, so the reduction tree does not matter.
+// kv rides along with idx: the winner's K(i, idx), so the serial step needs no global load.
 struct Pick {
   double key;
   int idx;
+  float kv;
   double aux;
 };
 
-__device__ __forceinline__ void take(Pick& p, double key, int idx, double aux) {
+__device__ __forceinline__ void take(Pick& p, double key, int idx, float kv, double aux) {
   if (key > p.key || (key == p.key && idx > p.idx)) {
     p.key = key;
     p.idx = idx;
+    p.kv = kv;
   }
   p.aux = fmax(p.aux, aux);
 }
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-__device__ __forceinline__ Pick no_pick() { return Pick{-kInf, -1, -kInf}; }
+__device__ __forceinline__ Pick no_pick() { return Pick{-kInf, -1, 0.f, -kInf}; }
 
 __device__ __forceinline__ void warp_pick(Pick& p) {
   for (int off = kWarp / 2; off > 0; off >>= 1) {
     const double k = __shfl_down_sync(0xffffffffu, p.key, off);
     const int i = __shfl_down_sync(0xffffffffu, p.idx, off);
+    const float v = __shfl_down_sync(0xffffffffu, p.kv, off);
     const double a = __shfl_down_sync(0xffffffffu, p.aux, off);
-    take(p, k, i, a);
+    take(p, k, i, v, a);
   }
 }
 
@@ -196,9 +202,11 @@ __device__ double block_sum(double v, double* scratch) {
   return r;
 }
 
-// One block solves one pair. Thread `tid` owns samples t = tid + k*blockDim; their gradient
-// G and flags live in shared memory when the pair fits (else in the job's global arrays),
-// alpha lives in global memory and only thread 0 touches it inside the loop.
+// One block solves one pair. Thread `tid` owns samples t = tid + k*blockDim. The gradient,
+// alpha and a flag byte per sample live in shared memory when the pair fits (17 bytes a
+// sample: up to ~13,000 samples on Hopper), else in the job's global arrays (same code,
+// through generic pointers). Each pass first issues the loads of its kernel values (the
+// only global traffic), then works on shared memory.
 template <bool kUnitDiagonal>
 __global__ void __launch_bounds__(kSmoThreads, 1)
     smo_kernel(const PairJob* __restrict__ jobs, PairResult* __restrict__ results, double C, double tol,
@@ -212,8 +220,8 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
   const int na = job.na, n = job.na + job.nb;
   const bool state_on_chip = state_bytes(n) <= smem_bytes;
   double* G = state_on_chip ? reinterpret_cast<double*>(smem) : job.G;
-  uint8_t* st = state_on_chip ? smem + static_cast<size_t>(n) * sizeof(double) : job.status;
-  double* alpha = job.alpha;
+  double* alpha = state_on_chip ? reinterpret_cast<double*>(smem) + n : job.alpha;
+  uint8_t* st = state_on_chip ? smem + static_cast<size_t>(n) * 2 * sizeof(double) : job.status;
   const float* __restrict__ K = job.K;
   const int64_t off_a = job.off_a, off_b_minus_na = job.off_b - na;
   auto map = [&](int t) -> int64_t { return t < na ? off_a + t : off_b_minus_na + t; };
@@ -231,7 +239,7 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
   Pick p = no_pick();
   for (int t = tid; t < n; t += B) {
     const uint8_t s = st[t];
-    if (in_up(s)) take(p, ((s & kPositive) ? 1.0 : -1.0) * -G[t], t, -kInf);
+    if (in_up(s)) take(p, ((s & kPositive) ? 1.0 : -1.0) * -G[t], t, 0.f, -kInf);
   }
   Pick r = block_pick(p, scratch);
   int i = r.idx;
@@ -241,6 +249,7 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
   const long long limit = max_iter > 0 ? max_iter : max(10000000LL, n > INT_MAX / 100 ? INT_MAX : 100LL * n);
   long long iter = 0;
   int hit_limit = 0;
+  float ki[kUnroll], kj[kUnroll];
   while (i >= 0) {
     const float* __restrict__ Ki = K + map(i) * job.ld;
     const double Kii = diag(i);
@@ -248,34 +257,28 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
     // j: the best second-order decrease over I_low; aux = max over I_low of y_t G_t.
     p = no_pick();
     for (int base = tid; base < n; base += B * kUnroll) {
-      float kv[kUnroll];
-      double gv[kUnroll], dv[kUnroll];
-      uint8_t sv[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * B;
-        if (t < n) {
-          kv[u] = __ldg(Ki + map(t));
-          gv[u] = G[t];
-          sv[u] = st[t];
-          dv[u] = diag(t);
-        }
+        if (t < n) ki[u] = __ldg(Ki + map(t));
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * B;
-        if (t < n && in_low(sv[u])) {
-          const double v = ((sv[u] & kPositive) ? 1.0 : -1.0) * gv[u];
+        if (t >= n) break;
+        const uint8_t sv = st[t];
+        if (in_low(sv)) {
+          const double v = ((sv & kPositive) ? 1.0 : -1.0) * G[t];
           const double b = Gmax + v;
           double key = -kInf;
           int idx = -1;
           if (b > 0) {
-            double a = Kii + dv[u] - 2.0 * static_cast<double>(kv[u]);
+            double a = Kii + diag(t) - 2.0 * static_cast<double>(ki[u]);
             if (a <= 0) a = kTau;
             key = (b * b) / a;  // = -(decrease); max key = min decrease
             idx = t;
           }
-          take(p, key, idx, v);
+          take(p, key, idx, ki[u], v);
         }
       }
     }
@@ -290,13 +293,25 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
     ++iter;
     const float* __restrict__ Kj = K + map(j) * job.ld;
 
+    // The update pass's first round of kernel values, requested before the serial step so
+    // that their latency overlaps it.
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int t = tid + u * B;
+      if (t < n) {
+        const int64_t c = map(t);
+        ki[u] = __ldg(Ki + c);
+        kj[u] = __ldg(Kj + c);
+      }
+    }
+
     if (tid == 0) {
       // The two-variable step, clipped variable by variable exactly as the CPU solver.
       const bool pi = (st[i] & kPositive) != 0, pj = (st[j] & kPositive) != 0;
       const double yi = pi ? 1.0 : -1.0, yj = pj ? 1.0 : -1.0;
       const double Gi = G[i], Gj = G[j];
       const double old_ai = alpha[i], old_aj = alpha[j];
-      double curvature = Kii + diag(j) - 2.0 * static_cast<double>(Ki[map(j)]);
+      double curvature = Kii + diag(j) - 2.0 * static_cast<double>(r.kv);  // r.kv = K(i, j)
       if (curvature <= 0) curvature = kTau;
       double ai, aj;
       if (pi != pj) {
@@ -343,39 +358,36 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
     // G_t += y_t (ci K_it + cj K_jt), fused with the next pick of i.
     p = no_pick();
     for (int base = tid; base < n; base += B * kUnroll) {
-      float ki[kUnroll], kj[kUnroll];
-      double gv[kUnroll];
-      uint8_t sv[kUnroll];
+      if (base != tid) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int t = base + u * B;
-        if (t < n) {
-          const int64_t c = map(t);
-          ki[u] = __ldg(Ki + c);
-          kj[u] = __ldg(Kj + c);
-          gv[u] = G[t];
-          sv[u] = st[t];
+        for (int u = 0; u < kUnroll; ++u) {
+          const int t = base + u * B;
+          if (t < n) {
+            const int64_t c = map(t);
+            ki[u] = __ldg(Ki + c);
+            kj[u] = __ldg(Kj + c);
+          }
         }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * B;
-        if (t < n) {
-          const double y = (sv[u] & kPositive) ? 1.0 : -1.0;
-          // Spelled out without contraction, as the CPU computes it.
-          const double step = __dadd_rn(__dmul_rn(ci, static_cast<double>(ki[u])),
-                                        __dmul_rn(cj, static_cast<double>(kj[u])));
-          const double g = __dadd_rn(gv[u], __dmul_rn(y, step));
-          G[t] = g;
-          if (in_up(sv[u])) take(p, -y * g, t, -kInf);
-        }
+        if (t >= n) break;
+        const uint8_t sv = st[t];
+        const double y = (sv & kPositive) ? 1.0 : -1.0;
+        // Spelled out without contraction, as the CPU computes it.
+        const double step = __dadd_rn(__dmul_rn(ci, static_cast<double>(ki[u])),
+                                      __dmul_rn(cj, static_cast<double>(kj[u])));
+        const double g = __dadd_rn(G[t], __dmul_rn(y, step));
+        G[t] = g;
+        if (in_up(sv)) take(p, -y * g, t, 0.f, -kInf);
       }
     }
     r = block_pick(p, scratch);
     i = r.idx;
     Gmax = r.key;
   }
-  __syncthreads();  // alpha written by thread 0 is visible to all
+  __syncthreads();  // the serial step's last writes are visible to all
 
   // rho: mean of y_t G_t over free vectors, else the midpoint of the bounded ones' interval.
   double ub = kInf, lb = -kInf, free_sum = 0, free_count = 0, obj = 0;
@@ -392,12 +404,13 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
       free_sum += yG;
     }
     obj += alpha[t] * (G[t] - 1.0);
+    if (state_on_chip) job.alpha[t] = alpha[t];
   }
   free_sum = block_sum(free_sum, sum_scratch);
   free_count = block_sum(free_count, sum_scratch);
   obj = block_sum(obj, sum_scratch);
-  ub = -block_pick(Pick{-ub, 0, -kInf}, scratch).key;
-  lb = block_pick(Pick{lb, 0, -kInf}, scratch).key;
+  ub = -block_pick(Pick{-ub, 0, 0.f, -kInf}, scratch).key;
+  lb = block_pick(Pick{lb, 0, 0.f, -kInf}, scratch).key;
   if (tid == 0) {
     PairResult res;
     res.rho = free_count > 0 ? free_sum / free_count : (ub + lb) / 2;

@@ -3,7 +3,7 @@
 // backend-only numbers and the per-kernel table; the headline numbers come from ae-train
 // and ae-encode. Prints lines "BENCH key=value ...".
 //   AE_BENCH_IMAGES (50000)  AE_BENCH_BATCHES (64,256)  AE_BENCH_ENCODE (60000)
-//   AE_BENCH_PROFILE_ONLY=1: only the per-kernel table (batch 256, both precisions)
+//   AE_BENCH_PROFILE_ONLY=1: only the per-kernel table (batch 256)  AE_BENCH_PRECISION=fp32|bf16: only one
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,7 +50,9 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
   std::vector<float> latent;
 
   const bool profile_only = env_int("AE_BENCH_PROFILE_ONLY", 0) != 0;
+  const char* only = std::getenv("AE_BENCH_PRECISION");  // fp32 or bf16: only that one
   for (ae::Precision p : {ae::Precision::fp32, ae::Precision::bf16}) {
+    if (only && *only && std::string(only) != ae::precision_name(p)) continue;
     ae::OptimizerConfig adam;
     auto gpu = ae::make_gpu_backend(adam, p);
     gpu->set_params(ae::init_params(0));

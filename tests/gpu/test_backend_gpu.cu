@@ -68,44 +68,41 @@ TEST_P(GpuBackend, OneStepGradientMatchesCpu) {
 }
 
 // The training loss of the GPU follows the CPU's over 100 Adam steps, same seed, same data,
-// same order: every mean over 10 consecutive steps within 2 %. (Single steps are not
-// compared at 2 %: two runs whose arithmetic differs in rounding (TF32/bf16 against fp32)
-// drift apart like any two chaotic trajectories while the loss falls several % per step;
-// the gradient itself is checked to 1e-2 above.)
+// same order: every step's loss within 2 %.
+//
+// The learning rate is 1e-4. At 1e-3 (batch 32) the run is chaotic: two CPU runs whose
+// initial weights differ by 1e-4 relative drift apart by up to 7 % in a 10-step mean loss
+// after ~60 steps (measured with the CPU backend alone), which is what TF32/bf16 rounding
+// against fp32 also produces; at 1e-4 the same two CPU runs stay within 0.12 % while the
+// loss falls 35-fold, so a difference above 2 % here means a wrong GPU computation.
 TEST_P(GpuBackend, LossTracksCpuFor100Steps) {
   const int batch = 32, steps = 100, window = 10;
+  const float lr = 1e-4f;
   const auto images = synthetic_images(batch * steps, 21);
   const auto params = ae::init_params(7);
-  ae::OptimizerConfig adam;  // Adam, lr 1e-3
+  ae::OptimizerConfig adam;
+  adam.lr = lr;
 
   static std::vector<double> cpu_losses;  // shared by both precisions
   if (cpu_losses.empty()) {
     auto cpu = ae::make_cpu_backend(adam, 0);
     cpu->set_params(params);
     cpu->set_train_images(images.data(), int64_t(images.size() / ae::kImageDim));
-    for (int s = 0; s < steps; ++s) cpu_losses.push_back(cpu->train_epoch(iota_order(s * batch, batch), batch, 1e-3f, {}));
+    for (int s = 0; s < steps; ++s) cpu_losses.push_back(cpu->train_epoch(iota_order(s * batch, batch), batch, lr, {}));
   }
   auto gpu = ae::make_gpu_backend(adam, GetParam());
   gpu->set_params(params);
   gpu->set_train_images(images.data(), int64_t(images.size() / ae::kImageDim));
-  std::vector<double> gpu_losses;
-  double worst_step = 0, worst_window = 0;
+  double worst = 0;
   for (int s = 0; s < steps; ++s) {
-    gpu_losses.push_back(gpu->train_epoch(iota_order(s * batch, batch), batch, 1e-3f, {}));
-    worst_step = std::max(worst_step, std::fabs(gpu_losses.back() - cpu_losses[size_t(s)]) / cpu_losses[size_t(s)]);
-  }
-  EXPECT_NEAR(gpu_losses[0], cpu_losses[0], (bf16() ? 1e-2 : 1e-3) * cpu_losses[0]) << "the first step: same weights";
-  for (int w0 = 0; w0 < steps; w0 += window) {
-    double g = 0, c = 0;
-    for (int s = w0; s < w0 + window; ++s) g += gpu_losses[size_t(s)], c += cpu_losses[size_t(s)];
+    const double g = gpu->train_epoch(iota_order(s * batch, batch), batch, lr, {}), c = cpu_losses[size_t(s)];
     const double rel = std::fabs(g - c) / c;
-    worst_window = std::max(worst_window, rel);
-    std::printf("    steps %2d-%2d mean loss gpu %.6f cpu %.6f (%.2f %%)\n", w0, w0 + window - 1, g / window, c / window,
-                100 * rel);
-    EXPECT_LT(rel, 0.02) << "steps " << w0 << ".." << w0 + window - 1;
+    worst = std::max(worst, rel);
+    EXPECT_LT(rel, 0.02) << "step " << s << ": gpu " << g << " cpu " << c;
+    if (s % window == window - 1 || s == 0) std::printf("    step %3d loss gpu %.6f cpu %.6f (%.3f %%)\n", s, g, c, 100 * rel);
   }
-  std::printf("    worst relative difference: 10-step mean %.2e, single step %.2e\n", worst_window, worst_step);
-  EXPECT_LT(cpu_losses.back(), 0.7 * cpu_losses.front()) << "the reference run should learn";
+  std::printf("    worst relative loss difference over %d steps: %.2e\n", steps, worst);
+  EXPECT_LT(cpu_losses.back(), 0.1 * cpu_losses.front()) << "the reference run should learn";
   EXPECT_EQ(gpu->optimizer_state().step, steps);
 }
 
