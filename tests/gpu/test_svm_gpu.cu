@@ -188,9 +188,9 @@ void compare_with_cpu(const Case& c, uint32_t seed) {
   EXPECT_LE(relative_difference(dec_gpu, dec_cpu), 1e-2);
   const double agree = agreement(svm::vote(gpu, dec_gpu.data(), pr.n_test), svm::vote(cpu, dec_cpu.data(), pr.n_test));
   EXPECT_GE(agree, 0.99) << "test predictions of the GPU and CPU models";
-  // The models are useful at all: better than chance on the held-out rows.
+  // The models are useful at all: clearly better than chance on the held-out rows.
   const std::vector<int32_t> pred = svm::vote(gpu, dec_gpu.data(), pr.n_test);
-  EXPECT_GT(agreement(pred, pr.y_test), 1.5 / static_cast<double>(c.labels.size()));
+  EXPECT_GT(agreement(pred, pr.y_test), 1.0 / static_cast<double>(c.labels.size()) + 0.05);
 
   expect_pairs_optimal(gpu, pr, c.C, 10 * p.tol);
   std::printf("[ %-14s] n=%lld dim=%d: sv gpu %lld cpu %lld, agreement %.4f, dec rel diff %.2e, iterations",
