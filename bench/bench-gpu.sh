@@ -97,3 +97,4 @@ for r in rows:
     if "error" in r:
         print(f"  PyTorch {r['mode']} batch {r['batch']}: failed: {r['error'][:120]}")
 PYEOF
+BUILD="$BUILD" bash bench/svm_gpu.sh || echo "bench-gpu: the GPU SVM benchmark (bench/svm_gpu.sh) failed" >&2  # GPU SVM rows
