@@ -59,15 +59,19 @@ std::string base_of(const std::string& p) {
 
 }  // namespace
 
-AtomicOutput::AtomicOutput(const std::string& final_path) : final_(final_path) {
-  if (final_.empty()) throw UsageError("no output path given (-o FILE)");
+void check_output_path(const std::string& final_path) {
+  if (final_path.empty()) throw UsageError("no output path given (-o FILE)");
   struct stat st;
-  if (stat(final_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail_file(final_, "is a folder, expected a file path");
-  std::string dir = dir_of(final_);
-  if (stat(dir.c_str(), &st) != 0) fail_file(final_, "output folder " + dir + " does not exist");
-  if (!S_ISDIR(st.st_mode)) fail_file(final_, dir + " is not a folder");
-  if (access(dir.c_str(), W_OK | X_OK) != 0) fail_file(final_, "output folder " + dir + " is not writable");
-  temp_ = dir + "/." + base_of(final_) + ".tmp-" + std::to_string(getpid());
+  if (stat(final_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail_file(final_path, "is a folder, expected a file path");
+  std::string dir = dir_of(final_path);
+  if (stat(dir.c_str(), &st) != 0) fail_file(final_path, "output folder " + dir + " does not exist");
+  if (!S_ISDIR(st.st_mode)) fail_file(final_path, dir + " is not a folder");
+  if (access(dir.c_str(), W_OK | X_OK) != 0) fail_file(final_path, "output folder " + dir + " is not writable");
+}
+
+AtomicOutput::AtomicOutput(const std::string& final_path) : final_(final_path) {
+  check_output_path(final_);
+  temp_ = dir_of(final_) + "/." + base_of(final_) + ".tmp-" + std::to_string(getpid());
   slot_ = register_temp(temp_);
   unlink(temp_.c_str());  // a leftover from a killed run with the same pid
 }

@@ -26,6 +26,10 @@ class AtomicOutput {
   bool committed_ = false;
 };
 
+// The checks AtomicOutput's constructor makes (folder exists and is writable, the path is
+// not a folder), for tools to run before any work: run_tool() does so for -o.
+void check_output_path(const std::string& final_path);
+
 // Installs SIGINT/SIGTERM/SIGHUP handlers that unlink every live temporary file and then
 // die by the same signal. Called once by run_tool().
 void install_cleanup_signal_handlers();

@@ -71,6 +71,8 @@ int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
   set_quiet(common.quiet);
   g_app = &app;
   try {
+    // Fail before hours of work, not after them, when the output cannot be written.
+    if (info.has_output) check_output_path(common.output);
     run();
   } catch (const UsageError& e) {
     fprintf(stderr, "%s: usage error: %s\n", info.name, e.what());

@@ -178,6 +178,7 @@ void emit_summary(const cae::CommonOptions& common, const cae::AeCheckpoint& c, 
 
 void train(const Options& opt, const cae::CommonOptions& common) {
   if (opt.plateau_factor <= 0.0f) throw cae::UsageError("--lr-plateau-factor must be in (0, 1], not 0");
+  if (!std::isfinite(opt.lr) || opt.lr <= 0.0f) throw cae::UsageError("--lr must be a positive finite number");
   const cae::Device device = cae::resolve_device(common.device);
   if (opt.precision == "bf16" && device == cae::Device::cpu)
     throw cae::UsageError("--precision bf16 needs --device gpu (the CPU path computes in fp32)");
@@ -187,6 +188,11 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   const cae::ImageSplit train_split = data.read("train", opt.train_limit);
   const cae::ImageSplit test_split = data.read("test");
   if (train_split.size() == 0) cae::fail_file(opt.data, "has no training images");
+  // A batch larger than the data trains one short batch per epoch: allowed (tiny test
+  // runs), but said out loud.
+  if (opt.batch_size > train_split.size())
+    cae::log_warn("--batch-size %d is larger than the %lld training images: each epoch is one batch of %lld",
+                  opt.batch_size, static_cast<long long>(train_split.size()), static_cast<long long>(train_split.size()));
   if (!opt.dump_gradients.empty()) return dump_gradients(opt, common, train_split, threads);
 
   ae::OptimizerConfig oc;
@@ -256,15 +262,19 @@ void train(const Options& opt, const cae::CommonOptions& common) {
       });
     }
     const double train_s = clock.seconds();
-    if (!std::isfinite(train_loss))
-      throw std::runtime_error(cae::strprintf(
-          "training diverged in epoch %d (the loss became %s); %s. Try a lower --lr or --grad-clip", epoch,
-          std::isnan(train_loss) ? "NaN" : "Inf",
-          epoch > 1 ? cae::strprintf("%s keeps epoch %d", common.output.c_str(), epoch - 1).c_str()
-                    : "no model was written"));
     const double test_loss =
         test_split.size() > 0 ? backend->eval_loss(test_split.images.data(), test_split.size(), opt.batch_size) : train_loss;
     const double epoch_s = clock.seconds();
+    // A non-finite train or test loss means the weights are no longer usable: stop before
+    // they replace the last good checkpoint.
+    if (!std::isfinite(train_loss) || !std::isfinite(test_loss)) {
+      const double bad = std::isfinite(train_loss) ? test_loss : train_loss;
+      throw std::runtime_error(cae::strprintf(
+          "training diverged in epoch %d (the %s loss became %s); %s. Try a lower --lr or --grad-clip", epoch,
+          std::isfinite(train_loss) ? "test" : "train", std::isnan(bad) ? "NaN" : "Inf",
+          epoch > 1 ? cae::strprintf("%s keeps epoch %d", common.output.c_str(), epoch - 1).c_str()
+                    : "no model was written"));
+    }
 
     ckpt.params = backend->params();
     ckpt.optimizer = backend->optimizer_state();
