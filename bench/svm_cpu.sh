@@ -68,8 +68,9 @@ print(f"| fit {fit['n_train']:,} (whole tool: read, scale, fit, write) | {fit['s
 print(f"| predict {ev['n']:,} test rows (whole tool) | {ev['seconds']:.1f} s (predict {ev['predict_seconds']:.1f} s) | "
       f"{sk['predict_seconds']:.1f} s for {sk['n_predict']:,} rows, ~{sk_pred_10k:.0f} s for {ev['n']:,} extrapolated | "
       f"~{sk_pred_10k / ev['seconds']:.0f}x | <= 30 s |")
-print(f"| accuracy | {ev['accuracy'] * 100:.2f} % on {ev['n']:,} | {sk['accuracy'] * 100:.2f} % on {sk['n_predict']:,} "
-      f"(same predictions on {sk['agreement'] * 100:.2f} % of them) | | |")
+print(f"| accuracy | {ev['accuracy'] * 100:.2f} % on {ev['n']:,}; {sk['accuracy_ours_same_rows'] * 100:.2f} % on the first "
+      f"{sk['n_predict']:,} | {sk['accuracy'] * 100:.2f} % on the first {sk['n_predict']:,} "
+      f"(same predictions as ours on {sk['agreement'] * 100:.2f} % of them) | | |")
 if full:
     fl = json.load(open(full))
     print(f"| fit {fl['n_train']:,} (whole tool) | {fl['seconds'] / 60:.1f} min (solver {fl['fit_seconds'] / 60:.1f} min, "
