@@ -16,6 +16,9 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
 .DELETE_ON_ERROR:
+# Keep every object file: tools/NAME.o are intermediates of a pattern chain, which Make
+# would otherwise delete after linking and so recompile on every build.
+.SECONDARY:
 
 VERSION  := 0.1.0
 BUILD    ?= build
