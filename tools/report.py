@@ -540,14 +540,14 @@ def plot_confusion(plt, ev, folder):
 
 def plot_per_class(plt, ev, folder):
     import numpy as np
-    from matplotlib import cm as colormaps
+    from matplotlib import colormaps  # matplotlib >= 3.5; cm.get_cmap is gone in 3.9+
     from matplotlib.colors import Normalize
     acc = ev["per_class"]
     names = ev["class_names"]
     k = ev["k"]
     fig, ax = plt.subplots(figsize=(7.5, 0.42 * k + 1.4))
     y = np.arange(k)[::-1]
-    colors = colormaps.get_cmap("RdYlGn")(Normalize(0.1, 0.95)(acc))
+    colors = colormaps["RdYlGn"](Normalize(0.1, 0.95)(acc))
     ax.barh(y, acc * 100, color=colors, edgecolor="none", height=0.68)
     for yi, a in zip(y, acc):
         ax.text(a * 100 + 1, yi, f"{100 * a:.1f} %", va="center", fontsize=9, color="#333333",
@@ -576,7 +576,8 @@ def plot_timing(plt, stages, folder):
     ax.barh(names, secs, color=[palette[i % 4] for i in range(len(timed))][::-1], height=0.6)
     top = max(secs) if max(secs) > 0 else 1
     for i, (s, st) in enumerate(zip(secs, timed[::-1])):
-        ax.text(s + top * 0.01, i, f"{fmt_seconds(s)}  ({st['device'] or '?'})", va="center", fontsize=9)
+        device = str(st["device"] or "?").split(",")[0]  # "cpu, 2 threads, OpenBLAS …" → "cpu"
+        ax.text(s + top * 0.01, i, f"{fmt_seconds(s)}  ({device})", va="center", fontsize=9)
     ax.set_xlim(0, top * 1.3)
     ax.set_xlabel("seconds")
     ax.grid(axis="y", visible=False)
@@ -742,8 +743,8 @@ def e(text):
 
 
 def params_items(params):
-    if isinstance(params, dict):
-        return [f"{k}={v}" for k, v in params.items()]
+    if isinstance(params, dict):  # options left empty (e.g. an unused --export-libsvm) are noise
+        return [f"{k}={v}" for k, v in params.items() if v not in ("", None)]
     return [] if params is None else [str(params)]
 
 
