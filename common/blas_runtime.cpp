@@ -8,9 +8,6 @@
 
 namespace cae {
 
-namespace {
-
-// A better OpenBLAS core than the one it picked, or nullptr.
 const char* better_openblas_core() {
   const char* core = openblas_get_corename();
   if (!core) return nullptr;
@@ -26,8 +23,6 @@ const char* better_openblas_core() {
     better = "Haswell";
   return better && strcmp(core, better) != 0 ? better : nullptr;
 }
-
-}  // namespace
 
 void prepare_compute_environment(char** argv) {
   bool changed = false;

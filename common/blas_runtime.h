@@ -14,7 +14,13 @@
 
 namespace cae {
 
-// Call first thing in main(). Returns normally unless it re-executes the program.
+// Called by run_tool() before anything else, so every tool gets it. Returns normally
+// unless it re-executes the program.
 void prepare_compute_environment(char** argv);
+
+// The OpenBLAS core type this CPU should use when OpenBLAS fell back to a generic one
+// ("SkylakeX" or "Haswell"), else nullptr. Library users that cannot re-execute (unit
+// tests, benchmarks) apply it in-process: ae::cpu::prepare_blas().
+const char* better_openblas_core();
 
 }  // namespace cae

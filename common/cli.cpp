@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "common/atomic_output.h"
+#include "common/blas_runtime.h"
 #include "common/error.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -45,6 +46,7 @@ void emit_json(const CommonOptions& common, const std::string& json_line) {
 
 int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
              const std::function<void(CLI::App&)>& setup, const std::function<void()>& run) {
+  prepare_compute_environment(argv);  // may re-execute the program once (blas_runtime.h)
   set_log_tool(info.name);
   install_cleanup_signal_handlers();
   CLI::App app{std::string(info.name) + " — " + info.purpose, info.name};

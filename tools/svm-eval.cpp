@@ -4,7 +4,6 @@
 #include <memory>
 
 #include "common/atomic_output.h"
-#include "common/blas_runtime.h"
 #include "common/cli.h"
 #include "common/device.h"
 #include "common/error.h"
@@ -165,7 +164,6 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cae::prepare_compute_environment(argv);
   Options opt;
   cae::CommonOptions common;
   return cae::run_tool(

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/blas_runtime.h"
 #include "kernels/layers.h"
 
 // OpenBLAS extensions, declared weak so the library still links against another BLAS.
@@ -25,27 +26,11 @@ void gotoblas_dynamic_quit(void) __attribute__((weak));
 namespace ae::cpu {
 namespace {
 
-// 3 = AVX-512 kernels, 2 = AVX2+FMA kernels, 1 = older.
-int kernel_rank(std::string name) {
-  for (char& ch : name) ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
-  for (const char* k : {"skylakex", "cooperlake", "sapphirerapids"})
-    if (name == k) return 3;
-  for (const char* k : {"haswell", "zen", "skylake"})
-    if (name == k) return 2;
-  return 1;
-}
-
 void select_kernels() {
-  if (!openblas_get_corename || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
-  if (getenv("OPENBLAS_CORETYPE")) return;  // the user chose
-  __builtin_cpu_init();
-  const char* best = nullptr;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    best = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    best = "Haswell";
-  if (!best || kernel_rank(openblas_get_corename()) >= kernel_rank(best)) return;
+  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
+  if (getenv("OPENBLAS_CORETYPE")) return;  // the user (or run_tool's re-exec) chose
+  const char* best = cae::better_openblas_core();
+  if (!best) return;
   setenv("OPENBLAS_CORETYPE", best, 1);
   gotoblas_dynamic_quit();
   gotoblas_dynamic_init();

@@ -203,7 +203,7 @@ PY
 @test "a diverging run stops with a clear message and keeps the last good checkpoint" {
   run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --train-limit 64 --epochs 4 --batch-size 16 --optimizer sgd \
     --lr 50 --threads 2 --quiet -o "$TMP/m.h5"
-  assert_error 1 "training diverged in epoch [1-4] \(the loss became (NaN|Inf)\); .*Try a lower --lr or --grad-clip"
+  assert_error 1 "training diverged in epoch [1-4] \(the (train |test )loss became (NaN|Inf)\); .*Try a lower --lr or --grad-clip"
   epoch=$(sed -n 's/.*diverged in epoch \([0-9]\).*/\1/p' <<<"$output")
   if [ "$epoch" -eq 1 ]; then
     [[ "$output" == *"no model was written"* ]]
