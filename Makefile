@@ -16,9 +16,6 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
 .DELETE_ON_ERROR:
-# Keep every object file: tools/NAME.o are intermediates of a pattern chain, which Make
-# would otherwise delete after linking and so recompile on every build.
-.SECONDARY:
 
 VERSION  := 0.1.0
 BUILD    ?= build
@@ -93,6 +90,11 @@ LIB_OBJS  := $(COMMON_SRCS:%.cpp=$(BUILD)/obj/%.o) $(KERNEL_SRCS:%.cpp=$(BUILD)/
              $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
 LIB       := $(BUILD)/lib/libcifarae.a
 TOOLS     := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/bin/%) $(if $(wildcard tools/report.py),$(BUILD)/bin/report)
+# Keep the tools' object files: tools/NAME.o are intermediates of a pattern chain, which
+# Make would otherwise delete after linking and so recompile on every build. Named, not a
+# bare `.SECONDARY:` — that makes *every* target secondary, so a missing stamp file (the
+# pipeline's parameter stamps) or a FORCE'd one (git-describe.txt) no longer triggers a rebuild.
+.SECONDARY: $(TOOL_SRCS:tools/%.cpp=$(BUILD)/obj/tools/%.o)
 UNIT_BIN  := $(BUILD)/tests/unit_tests
 GPU_TEST_BIN := $(BUILD)/tests/gpu_tests
 DEPS_STAMP := $(BUILD)/.deps-ok

@@ -40,6 +40,16 @@ stages_run() {
   awk '{print $2}' "$WORK/run.log" | tr '\n' ' ' | sed 's/ $//'
 }
 
+# Asserts the stages run since the log was cleared; shows what ran (and make's output) if not.
+assert_stages() {
+  local got
+  got=$(stages_run)
+  [ "$got" = "$1" ] && return 0
+  echo "stages run: '$got', expected '$1'"
+  printf '%s\n' "${output:-}" | tail -25
+  return 1
+}
+
 h5_attr() {  # FILE ATTR
   "$PYTHON" -c "import h5py, sys; print(h5py.File(sys.argv[1], 'r').attrs[sys.argv[2]])" "$1" "$2"
 }
@@ -51,7 +61,7 @@ h5_attr() {  # FILE ATTR
            run/report/per_class_accuracy.png run/report/timing.png; do
     [ -s "$WORK/$f" ] || { echo "missing $f"; return 1; }
   done
-  [ "$(stages_run)" = "cifar-convert ae-train ae-encode svm-fit svm-eval report" ]
+  assert_stages "cifar-convert ae-train ae-encode svm-fit svm-eval report"
   # The prefix, with its environment, reached every tool...
   [ "$(grep -c '^marker=1 ' "$WORK/run.log")" -eq 6 ]
   # ...and every tool command make printed starts with it.
@@ -81,7 +91,7 @@ PY
   touch "$WORK/before"
   run pipeline_make pipeline
   [ "$status" -eq 0 ]
-  [ "$(stages_run)" = "" ]
+  assert_stages ""
   [ -z "$(find "$WORK/run" "$WORK/data" -newer "$WORK/before")" ]
   [[ "$output" == *"pipeline: report in $WORK/run/report/index.html"* ]]
 }
@@ -94,7 +104,7 @@ PY
   model_mtime=$(stat -c %Y "$WORK/run/model.h5")
   run pipeline_make pipeline
   [ "$status" -eq 0 ]
-  [ "$(stages_run)" = "ae-encode svm-fit svm-eval report" ]
+  assert_stages "ae-encode svm-fit svm-eval report"
   [ "$(stat -c %Y "$WORK/run/model.h5")" -eq "$model_mtime" ]
   [ "$WORK/run/report/index.html" -nt "$WORK/run/eval.h5" ]
 }
@@ -103,20 +113,20 @@ PY
   : > "$WORK/run.log"
   run pipeline_make pipeline EPOCHS=2
   [ "$status" -eq 0 ]
-  [ "$(stages_run)" = "ae-train ae-encode svm-fit svm-eval report" ]
+  assert_stages "ae-train ae-encode svm-fit svm-eval report"
   [ "$(h5_attr "$WORK/run/model.h5" epochs_done)" -eq 2 ]
   [ "$(ls "$WORK/run/.params" | grep -c '^train-')" -eq 1 ]
   : > "$WORK/run.log"
   run pipeline_make pipeline EPOCHS=2
   [ "$status" -eq 0 ]
-  [ "$(stages_run)" = "" ]
+  assert_stages ""
 }
 
 @test "changing TRAIN_LIMIT remakes the dataset and everything after it" {
   : > "$WORK/run.log"
   run pipeline_make pipeline EPOCHS=2 TRAIN_LIMIT=150
   [ "$status" -eq 0 ]
-  [ "$(stages_run)" = "cifar-convert ae-train ae-encode svm-fit svm-eval report" ]
+  assert_stages "cifar-convert ae-train ae-encode svm-fit svm-eval report"
   [ "$(h5_attr "$WORK/run/svm.h5" n_train)" -eq 150 ]
 }
 
@@ -144,7 +154,7 @@ PY
   run pipeline_make pipeline EPOCHS=3 TRAIN_LIMIT=150
   [ "$status" -eq 0 ]
   [[ "$output" == *"resuming $ckpt after epoch $done_before"* ]]
-  [ "$(stages_run)" = "ae-train ae-encode svm-fit svm-eval report" ]
+  assert_stages "ae-train ae-encode svm-fit svm-eval report"
   [ "$(h5_attr "$WORK/run/model.h5" epochs_done)" -eq 3 ]
   [ ! -e "$ckpt" ]
 }
