@@ -94,7 +94,8 @@ $(eval $(call pl_stamp_rule,$(PL_EVAL_STAMP),eval))
 
 .PHONY: pipeline data pipeline-clean
 pipeline: $(PL_REPORT)
-	@echo "pipeline: report in $(PL_REPORT)"
+	@acc=$$($(PYTHON) -c 'import h5py, sys; print("%.2f %%" % (100 * h5py.File(sys.argv[1], "r").attrs["accuracy"]))' \
+	  $(PL_EVAL) 2>/dev/null); echo "pipeline: $${acc:+$$acc test accuracy; }report in $(PL_REPORT)"
 
 data: $(DATASET)
 

@@ -93,7 +93,7 @@ PY
   [ "$status" -eq 0 ]
   assert_stages ""
   [ -z "$(find "$WORK/run" "$WORK/data" -newer "$WORK/before")" ]
-  [[ "$output" == *"pipeline: report in $WORK/run/report/index.html"* ]]
+  [[ "$output" == *"% test accuracy; report in $WORK/run/report/index.html"* ]]
 }
 
 @test "touching model.h5 re-runs encode, fit, eval and report only" {
