@@ -1,5 +1,6 @@
 // svm-fit: train a one-vs-one RBF (or linear) C-SVM on encoder features, libsvm's way.
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <set>
 
@@ -28,8 +29,9 @@ struct Options {
 };
 
 void fit(const Options& opt, const cae::CommonOptions& common) {
-  if (!(opt.C > 0)) throw cae::UsageError("--C must be > 0");
-  if (!(opt.tol > 0)) throw cae::UsageError("--tol must be > 0");
+  // An infinite C is a hard-margin SVM, which has no solution on overlapping classes.
+  if (!(opt.C > 0) || !std::isfinite(opt.C)) throw cae::UsageError("--C must be a finite number > 0");
+  if (!(opt.tol > 0) || !std::isfinite(opt.tol)) throw cae::UsageError("--tol must be > 0");
   if (opt.gamma != "scale" && opt.gamma != "auto") cae::resolve_gamma(opt.gamma, nullptr, 0, 1);  // validates
   const cae::Device device = cae::resolve_device(common.device);
   cae::Stopwatch clock;

@@ -199,7 +199,7 @@ PY
 @test "bad input: C <= 0, gamma <= 0 or not a number (usage errors)" {
   for c in 0 -1; do
     run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --C "$c" -o "$TMP/svm.h5"
-    assert_error 2 "--C must be > 0"
+    assert_error 2 "--C must be a finite number > 0"
   done
   run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --gamma 0 -o "$TMP/svm.h5"
   assert_error 2 "--gamma must be > 0"
