@@ -48,6 +48,11 @@ Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
 void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec);
 void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec);
 
+// What every solver does first: checks the parameters (std::invalid_argument), fills the
+// model's kernel, gamma, dim and sorted distinct classes (at least two), and lists each
+// class's training rows in `members` (ascending). Shared by fit_cpu and fit_gpu.
+Model begin_fit(const int32_t* y, int64_t n, int dim, const FitParams& p, std::vector<std::vector<int64_t>>& members);
+
 // One-vs-one voting on decision values, ties to the smaller class index (as libsvm).
 std::vector<int32_t> vote(const Model& m, const double* dec, int64_t n);
 

@@ -158,8 +158,7 @@ class DiagonalBlockCache {
 }  // namespace
 }  // namespace detail
 
-Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb) {
-  using namespace detail;
+Model begin_fit(const int32_t* y, int64_t n, int dim, const FitParams& p, std::vector<std::vector<int64_t>>& members) {
   if (n < 2 || dim < 1) throw std::invalid_argument("svm: need at least 2 samples and 1 feature");
   if (!(p.C > 0)) throw std::invalid_argument("svm: C must be > 0");
   if (!(p.tol > 0)) throw std::invalid_argument("svm: tol must be > 0");
@@ -173,13 +172,20 @@ Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
   m.classes.assign(y, y + n);
   std::sort(m.classes.begin(), m.classes.end());
   m.classes.erase(std::unique(m.classes.begin(), m.classes.end()), m.classes.end());
-  const int k = static_cast<int>(m.classes.size());
-  if (k < 2) throw std::invalid_argument("svm: the training labels hold a single class");
-  std::vector<std::vector<int64_t>> members(k);
+  if (m.classes.size() < 2) throw std::invalid_argument("svm: the training labels hold a single class");
+  members.assign(m.classes.size(), {});
   for (int64_t s = 0; s < n; ++s) {
     int c = static_cast<int>(std::lower_bound(m.classes.begin(), m.classes.end(), y[s]) - m.classes.begin());
     members[c].push_back(s);
   }
+  return m;
+}
+
+Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb) {
+  using namespace detail;
+  std::vector<std::vector<int64_t>> members;
+  Model m = begin_fit(y, n, dim, p, members);
+  const int k = static_cast<int>(m.classes.size());
 
   const KernelSpec spec{p.kernel, p.gamma};
   cae::Stopwatch clock;

@@ -77,38 +77,18 @@ int64_t free_device_bytes() {
   return static_cast<int64_t>(free_b);
 }
 
-void check_params(int64_t n, int dim, const FitParams& p) {
-  if (n < 2 || dim < 1) throw std::invalid_argument("svm: need at least 2 samples and 1 feature");
-  if (!(p.C > 0)) throw std::invalid_argument("svm: C must be > 0");
-  if (!(p.tol > 0)) throw std::invalid_argument("svm: tol must be > 0");
-  if (p.kernel == KernelType::rbf && !(p.gamma > 0)) throw std::invalid_argument("svm: gamma must be > 0");
-  if (n > INT32_MAX / 2) throw std::invalid_argument("svm: too many samples");
-}
-
 }  // namespace
 
 Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb,
           const FitOptions& options, FitStats* stats) {
-  check_params(n, dim, p);
   cae::Stopwatch total_clock;
   FitStats local_stats;
   FitStats& st = stats ? *stats : local_stats;
   st = FitStats{};
 
-  Model m;
-  m.kernel = p.kernel;
-  m.gamma = p.kernel == KernelType::rbf ? p.gamma : 0.0;
-  m.dim = dim;
-  m.classes.assign(y, y + n);
-  std::sort(m.classes.begin(), m.classes.end());
-  m.classes.erase(std::unique(m.classes.begin(), m.classes.end()), m.classes.end());
+  std::vector<std::vector<int64_t>> members;
+  Model m = begin_fit(y, n, dim, p, members);
   const int k = static_cast<int>(m.classes.size());
-  if (k < 2) throw std::invalid_argument("svm: the training labels hold a single class");
-  std::vector<std::vector<int64_t>> members(k);
-  for (int64_t s = 0; s < n; ++s) {
-    int c = static_cast<int>(std::lower_bound(m.classes.begin(), m.classes.end(), y[s]) - m.classes.begin());
-    members[c].push_back(s);
-  }
   // Rows sorted by class (stable): class c occupies [start[c], start[c+1]).
   std::vector<int64_t> start(k + 1, 0), order;
   order.reserve(static_cast<size_t>(n));
