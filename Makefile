@@ -51,7 +51,9 @@ endif
 # GPU=0 forces a CPU-only build. Without nvcc everything still builds and --device gpu
 # fails with a clear message.
 GPU ?= 1
-NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+ifeq ($(origin NVCC),undefined)
+NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+endif
 ifeq ($(GPU),0)
 NVCC :=
 endif
@@ -63,8 +65,23 @@ ifeq ($(wildcard kernels/cuda/*.cu),)
 NVCC :=
 endif
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+# nvcc on PATH is often a wrapper script or a symlink (/usr/local/bin/nvcc), so the
+# toolkit's folder is asked of nvcc itself rather than guessed from where nvcc was found.
+# A toolkit without its runtime headers or library gives a CPU-only build, not a broken one.
 ifneq ($(NVCC),)
-CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
+ifeq ($(origin CUDA_HOME),undefined)
+CUDA_HOME := $(patsubst %/bin,%,$(shell $(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | \
+                 sed -n 's|^\#\$$ _HERE_=||p' | head -n 1))
+endif
+ifeq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
+$(warning CUDA: no cuda_runtime_api.h under '$(CUDA_HOME)/include' (nvcc: $(NVCC)); building CPU-only — set CUDA_HOME= to the toolkit folder)
+NVCC :=
+else ifeq ($(wildcard $(CUDA_HOME)/lib64/libcudart.so),)
+$(warning CUDA: no libcudart.so under '$(CUDA_HOME)/lib64' (nvcc: $(NVCC)); building CPU-only — set CUDA_HOME= to the toolkit folder)
+NVCC :=
+endif
+endif
+ifneq ($(NVCC),)
 CPPFLAGS   += -DCIFARAE_WITH_CUDA -I$(CUDA_HOME)/include
 NVCCFLAGS  ?= -O3 -lineinfo
 NVCCFLAGS  += -std=c++17 $(CUDA_ARCH) -I. $(HDF5_CFLAGS) -DCIFARAE_WITH_CUDA -DCIFARAE_VERSION=\"$(VERSION)\" \
