@@ -1,7 +1,7 @@
 // The GPU backend of the autoencoder (AeBackend on CUDA). See docs/GPU.md.
 //
-// One training step is ~25 kernels on one stream, captured once per batch size into a
-// CUDA graph and replayed: no allocation, no host synchronisation, no per-kernel launch
+// One training step is ~25 kernels, captured once per batch size into a CUDA graph (the
+// weight gradients on a side branch beside the input gradients) and replayed: no allocation, no host synchronisation, no per-kernel launch
 // cost. The training images stay on the GPU as uint8; the first kernel gathers the
 // step's images through the shuffled order (read on the device at *pos) and normalises
 // them. Activations are NHWC in bf16 or fp32; the master weights, the gradient and the
@@ -34,12 +34,21 @@ constexpr int kEncodeChunk = 1024;  // images per encoder launch (results do not
 constexpr int kProgressEvery = 50;  // steps between loss read-backs when a callback is set
 
 // Activation pitches (channels, padded to a power of two ≥ 8).
-constexpr int kOutPitch = 8;  // the 3-channel reconstruction gradient
+constexpr int kOutPitch = 8;   // the 3-channel reconstruction gradient
+constexpr int kFoldPitch = 32; // that gradient folded onto the 16×16 grid: 9 taps × 3 channels
+
+// Which stream of the captured graph a stage runs on. The weight gradients form a side
+// branch: each one needs only what the forward pass and the previous input gradient wrote,
+// and nothing on the main chain reads what it writes, so the graph lets it run beside the
+// next input-gradient kernel instead of after it.
+enum class Lane { main, side, join };
 
 struct Stage {
   std::string name;
   double flops;  // useful floating-point operations (padding not counted)
   std::function<void(cudaStream_t)> run;
+  Lane lane = Lane::main;  // side: forks from everything issued on main so far;
+                           // join: main first waits for the whole side branch
 };
 
 double conv_flops(int layer, int images) {
@@ -81,6 +90,8 @@ class GpuBackend final : public AeBackend {
       throw std::runtime_error(std::string("--device gpu: ") + prop.name + " is too old (needs compute capability 8.0+)");
     init_kernels();
     AE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    AE_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+    AE_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
     for (auto& e : events_) AE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 
     params_.resize(kParamCount);
@@ -107,6 +118,9 @@ class GpuBackend final : public AeBackend {
     drop_graphs();
     for (auto& e : events_)
       if (e) cudaEventDestroy(e);
+    for (auto& e : fork_events_) cudaEventDestroy(e);
+    if (join_event_) cudaEventDestroy(join_event_);
+    if (side_stream_) cudaStreamDestroy(side_stream_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -372,7 +386,7 @@ class GpuBackend final : public AeBackend {
                                  {PackKind::fwd3, 2304, 256},
                                  {PackKind::fwd3, 1152, 128},
                                  {PackKind::fwd_up2_parity, 512, 128},
-                                 {PackKind::fwd_up2_parity, 1024, 256}};
+                                 {PackKind::fwd_up2_subpixel, 2304, 256}};
     const Spec bwd[kNumConvs] = {{PackKind::bwd3, 0, 0},
                                  {PackKind::bwd3, 1152, 128},
                                  {PackKind::bwd3, 1152, 128},
@@ -427,6 +441,7 @@ class GpuBackend final : public AeBackend {
     alloc(a3_buf_, B * 64 * 128 * es);
     alloc(a4_buf_, B * 256 * 256 * es);
     alloc(dout_buf_, B * 1024 * kOutPitch * es);
+    alloc(fold_buf_, B * 256 * kFoldPitch * es);
     alloc(dy4_buf_, B * 256 * 256 * es);
     alloc(dy3_buf_, B * 64 * 128 * es);
     alloc(dy2_buf_, B * 256 * 128 * es);
@@ -527,8 +542,8 @@ class GpuBackend final : public AeBackend {
     d3.images = B;
     d3.Hs = d3.Ws = 16;
     d3.Cs = 256;
-    d3.shape = ConvShape::up2_parity;
-    d3.Kpad = 1024;
+    d3.shape = ConvShape::up2_subpixel;  // 3 channels: all four parities in one GEMM
+    d3.Kpad = 2304;
     d3.weights = fwd_w(4);
     d3.N = 3;
     d3.epilogue = ConvEpilogue::loss;
@@ -568,11 +583,11 @@ class GpuBackend final : public AeBackend {
       w.push_back(l);
     };
     using PM = PixelMatrix;
-    WgradScatter s4;  // dconv3: upsampled a4 (plain) × mirrored patch of dout (8 channels)
+    WgradScatter s4;  // dconv3: a4 × dout folded onto a4's grid (up2_fold_output_grad)
     s4.mode = WgradScatter::in_by_flipped_patch;
-    s4.Cs = kOutPitch;
-    add(4, PM{a4_buf_.get(), 16, 16, 256, 2, PM::plain, false}, PM{dout_buf_.get(), 32, 32, kOutPitch, 1, PM::patch3_flipped, false},
-        32, 1, s4);
+    s4.Cs = 3;
+    add(4, PM{a4_buf_.get(), 16, 16, 256, 1, PM::plain, false}, PM{fold_buf_.get(), 16, 16, kFoldPitch, 1, PM::plain, false},
+        16, 1, s4);
     WgradScatter s3;  // dconv2: per output parity, dY4 at the parity × 2×2 patch of a3
     s3.mode = WgradScatter::out_by_parity_patch;
     s3.Cs = 128;
@@ -617,11 +632,15 @@ class GpuBackend final : public AeBackend {
     const char* names[kNumConvs] = {"conv1", "conv2", "dconv1", "dconv2", "dconv3"};
     for (const WgradLayer& w : wl) {
       const int l = w.layer;
-      st.push_back({std::string(names[l]) + " wgrad +bias", conv_flops(l, B), [=](cudaStream_t s) {
+      // The weight gradients share one workspace, so they stay in order on the side lane.
+      st.push_back({std::string(names[l]) + " wgrad +bias", conv_flops(l, B),
+                    [=](cudaStream_t s) {
+                      if (l == 4) up2_fold_output_grad(dout_buf_.get(), kOutPitch, 3, B, 16, 16, fold_buf_.get(), kFoldPitch, dt_, s);
                       wgrad_igemm(w.a, w.b, w.plan, wgrad_ws_.get(), dt_, s);
                       wgrad_reduce(wgrad_ws_.get(), w.plan, w.scatter, s);
                       bias_for_layer(l, B, s);
-                    }});
+                    },
+                    Lane::side});
       if (l > 0)
         st.push_back({std::string(names[l]) + (l >= 3 ? " bwd-data (4x4 s2)" : " bwd-data +unpool"), conv_flops(l, B),
                       [=](cudaStream_t s) { backward_data(l, B, s); }});
@@ -638,7 +657,8 @@ class GpuBackend final : public AeBackend {
                     if (opt_.grad_clip > 0.f) grad_sumsq_compute(grad_.get(), kParamCount, gsq_.get(), s);
                     optimizer_update(opt_, o, kParamCount, s);
                     pack_weights(params_.get(), packs_, dt_, s);
-                  }});
+                  },
+                  Lane::join});
     st.push_back({"advance", 0, [=](cudaStream_t s) { advance_step(pos_.get(), step_.get(), B, s); }});
     return st;
   }
@@ -761,7 +781,35 @@ class GpuBackend final : public AeBackend {
     cudaGraph_t graph = nullptr;
     AE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
-      for (auto& s : stages) s.run(stream_);
+      // AE_GRAPH_ONE_STREAM=1 captures everything on one stream (to measure what the
+      // side branch buys).
+      static const bool one_stream = std::getenv("AE_GRAPH_ONE_STREAM") != nullptr;
+      size_t forks = 0;
+      bool side_open = false;
+      for (auto& s : stages) {
+        if (s.lane == Lane::side && !one_stream) {
+          if (forks == fork_events_.size()) {
+            fork_events_.emplace_back();
+            AE_CUDA_CHECK(cudaEventCreateWithFlags(&fork_events_.back(), cudaEventDisableTiming));
+          }
+          AE_CUDA_CHECK(cudaEventRecord(fork_events_[forks], stream_));
+          AE_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_events_[forks], 0));
+          ++forks;
+          s.run(side_stream_);
+          side_open = true;
+          continue;
+        }
+        if (s.lane == Lane::join && side_open) {
+          AE_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
+          AE_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_event_, 0));
+          side_open = false;
+        }
+        s.run(stream_);
+      }
+      if (side_open) {  // a capture must end with every forked stream joined
+        AE_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
+        AE_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_event_, 0));
+      }
     } catch (...) {
       cudaStreamEndCapture(stream_, &graph);
       if (graph) cudaGraphDestroy(graph);
@@ -788,6 +836,9 @@ class GpuBackend final : public AeBackend {
   std::string gpu_name_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t events_[2] = {nullptr, nullptr};
+  cudaStream_t side_stream_ = nullptr;  // the weight-gradient branch of captured graphs
+  std::vector<cudaEvent_t> fork_events_;
+  cudaEvent_t join_event_ = nullptr;
 
   DeviceBuffer<float> params_, grad_, m_, v_;
   DeviceBuffer<char> packed_;
@@ -806,7 +857,7 @@ class GpuBackend final : public AeBackend {
   DeviceBuffer<double> loss_, gsq_;
 
   int cap_ = 0;
-  DeviceBuffer<char> col1_buf_, p1_buf_, am1_buf_, z_buf_, am2_buf_, a3_buf_, a4_buf_, dout_buf_, dy4_buf_, dy3_buf_,
+  DeviceBuffer<char> col1_buf_, p1_buf_, am1_buf_, z_buf_, am2_buf_, a3_buf_, a4_buf_, dout_buf_, fold_buf_, dy4_buf_, dy3_buf_,
       dy2_buf_, dy1_buf_;
   void* col1_ = nullptr;
   DeviceBuffer<float> wgrad_ws_, bias_ws_;

@@ -49,6 +49,7 @@ struct ConvK {
   int M;
   int taps, ksz, lksz, lstride, org;  // tap t → (ky,kx) = (t/ksz, t%ksz); source pixel (y<<lstride)+ky+org
   int parity;            // up2_parity: blockIdx.z is the output parity, which shifts org and output
+  int sub_k;             // up2_subpixel: output channels per parity (GEMM column n = parity·sub_k + k)
   int loh, low;          // log2 of the output grid (pixels that store/loss write)
   int Kpad;
   const void* wgt;
@@ -401,6 +402,22 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   switch (p.epi) {
     case 0: {  // store: out at output pixel (y<<ostride)+oy, (x<<ostride)+ox of the row pixel
       const int ls = p.parity ? 1 : 0;
+      if (p.sub_k) {  // up2_subpixel: column n is channel n % sub_k of output parity n / sub_k
+        for (int it = tid; it < BM * BN; it += NT) {
+          const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
+          if (m >= p.M || n >= p.N) continue;
+          const int q = n / p.sub_k, ch = n - q * p.sub_k;
+          float v = ct[r * CLD + c] + (p.bias ? p.bias[ch] : 0.f);
+          if (p.relu) v = fmaxf(v, 0.f);
+          int img, y, x;
+          decode_pixel(m, false, p.lh, p.lw, img, y, x);
+          const size_t opix = ((size_t(img) << p.loh) + ((y << 1) + (q >> 1))) * (size_t(1) << p.low) + (x << 1) + (q & 1);
+          store_f(out + opix * p.ldo + ch, v);
+          if (ch == p.sub_k - 1)
+            for (int j = p.sub_k; j < p.ldo; ++j) store_f(out + opix * p.ldo + j, 0.f);
+        }
+        break;
+      }
       for (int it = tid; it < BM * BN; it += NT) {
         const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
         if (m >= p.M || n >= p.ldo) continue;
@@ -475,26 +492,39 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
       const int lohw = p.loh + p.low;
       const int pos0 = p.order_pos ? *p.order_pos : 0;
       float local = 0.f;
-      const int cols = out ? p.ldo : p.N;
+      // Channels of the image; up2_subpixel: column n is channel n % sub_k of parity n / sub_k.
+      const int C = p.sub_k ? p.sub_k : p.N;
+      const int cols = (out && !p.sub_k) ? p.ldo : p.N;
       for (int it = tid; it < BM * BN; it += NT) {
         const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
         if (m >= p.M || n >= cols) continue;
         int img, y, x;
         decode_pixel(m, false, p.lh, p.lw, img, y, x);
-        const int Y = p.parity ? (y << 1) + oy : y, X = p.parity ? (x << 1) + ox : x;
+        int ch = n, Y = y, X = x;
+        if (p.sub_k) {
+          const int q = n / p.sub_k;
+          ch = n - q * p.sub_k;
+          Y = (y << 1) + (q >> 1);
+          X = (x << 1) + (q & 1);
+        } else if (p.parity) {
+          Y = (y << 1) + oy;
+          X = (x << 1) + ox;
+        }
         const int pix = (Y << p.low) + X;
         const size_t opix = (size_t(img) << lohw) + pix;
         if (n >= p.N) {
           store_f(out + opix * p.ldo + n, 0.f);
           continue;
         }
-        const float v = ct[r * CLD + c] + (p.bias ? p.bias[n] : 0.f);
+        if (out && p.sub_k && ch == C - 1)
+          for (int j = C; j < p.ldo; ++j) store_f(out + opix * p.ldo + j, 0.f);
+        const float v = ct[r * CLD + c] + (p.bias ? p.bias[ch] : 0.f);
         const int idx = p.order ? p.order[pos0 + img] : img;
-        const float target = float(p.images[((size_t(idx) * p.N + n) << lohw) + pix]) * (1.f / 255.f);
+        const float target = float(p.images[((size_t(idx) * C + ch) << lohw) + pix]) * (1.f / 255.f);
         const float d = v - target;
         local += d * d;
-        if (out) store_f(out + opix * p.ldo + n, d * p.grad_scale);
-        if (p.out_nchw) p.out_nchw[((size_t(img) * p.N + n) << lohw) + pix] = v;
+        if (out) store_f(out + opix * p.ldo + ch, d * p.grad_scale);
+        if (p.out_nchw) p.out_nchw[((size_t(img) * C + ch) << lohw) + pix] = v;
       }
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
@@ -515,7 +545,7 @@ template <typename T, int BM, int BN, int WM_, int WN_, int ST>
 void launch_conv(const ConvK& k, cudaStream_t stream) {
   constexpr int smem = conv_smem_bytes<BM, BN, ST>();
   dim3 grid((k.M + BM - 1) / BM, (k.N + BN - 1) / BN, k.parity ? 4 : 1);
-  if (k.epi == 0 || k.epi == 4) grid.y = (std::max(k.N, k.ldo) + BN - 1) / BN;
+  if ((k.epi == 0 || k.epi == 4) && !k.sub_k) grid.y = (std::max(k.N, k.ldo) + BN - 1) / BN;
   conv_igemm_kernel<T, BM, BN, WM_, WN_, ST><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }
@@ -914,16 +944,23 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
       if (a.up != 1 || lhv < 1 || lwv < 1) throw std::invalid_argument("conv_igemm: bad down2_4x4 source");
       k.lh = lhv - 1, k.lw = lwv - 1, k.taps = 16, k.ksz = 4, k.lksz = 2, k.lstride = 1, k.org = -1;
       break;
+    case ConvShape::up2_subpixel:
+      if (a.epilogue != ConvEpilogue::store && a.epilogue != ConvEpilogue::loss)
+        throw std::invalid_argument("conv_igemm: up2_subpixel takes the store or loss epilogue");
+      if (4 * a.N > 16) throw std::invalid_argument("conv_igemm: up2_subpixel is for at most 4 output channels");
+      k.lh = lhv, k.lw = lwv, k.taps = 9, k.ksz = 3, k.lksz = 0, k.lstride = 0, k.org = -1;
+      k.sub_k = a.N;
+      break;
   }
-  k.loh = k.lh + k.parity;
-  k.low = k.lw + k.parity;
+  k.loh = k.lh + ((k.parity || k.sub_k) ? 1 : 0);
+  k.low = k.lw + ((k.parity || k.sub_k) ? 1 : 0);
   if (a.Kpad % 64 != 0 || a.Kpad < k.taps * a.Cs) throw std::invalid_argument("conv_igemm: Kpad must be a multiple of 64 ≥ taps·Cs");
   const int64_t M = int64_t(a.images) << (k.lh + k.lw);
   if (M > (int64_t(1) << 30)) throw std::invalid_argument("conv_igemm: too many pixels");
   k.M = int(M);
   k.Kpad = a.Kpad;
   k.wgt = a.weights;
-  k.N = a.N;
+  k.N = k.sub_k ? 4 * a.N : a.N;  // up2_subpixel: all four parities' channels are columns
   k.epi = int(a.epilogue);
   k.quad = a.epilogue == ConvEpilogue::pool ? 1 : 0;
   if ((k.quad || a.epilogue == ConvEpilogue::unpool_mask || a.epilogue == ConvEpilogue::mask) && k.parity)
@@ -944,9 +981,9 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   k.order_pos = a.order_pos;
   k.grad_scale = a.grad_scale;
   k.loss_sum = a.loss_sum;
-  if (k.ldo < k.N && a.epilogue != ConvEpilogue::loss) throw std::invalid_argument("conv_igemm: ldo < N");
+  if (k.ldo < a.N && a.epilogue != ConvEpilogue::loss) throw std::invalid_argument("conv_igemm: ldo < N");
   // 8-channel vector epilogue when every 8-channel group is all valid or all padding.
-  k.vec = (k.N % 8 == 0 && k.ldo % 8 == 0 && (!a.aux || a.ld_aux % 8 == 0) && (!a.bias || k.N % 8 == 0)) ? 1 : 0;
+  k.vec = (!k.sub_k && k.N % 8 == 0 && k.ldo % 8 == 0 && (!a.aux || a.ld_aux % 8 == 0) && (!a.bias || k.N % 8 == 0)) ? 1 : 0;
   if (t == DType::bf16)
     dispatch_conv<bf16>(k, stream);
   else

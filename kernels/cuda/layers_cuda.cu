@@ -57,10 +57,39 @@ __global__ void im2col_rgb_kernel(const uint8_t* __restrict__ images, const int*
   for (int j = 0; j < int(32 * sizeof(T) / 16); ++j) dst[j] = s[j];
 }
 
+// ---- folded output gradient of an up2 layer (see up2_fold_output_grad) -----------------
+// One thread per (low-res pixel, column). Output row Y reads upsampled row Y+ky−1, i.e.
+// source row (Y+ky−1)>>1: source row qy is read by tap ky from rows 2qy+1−ky and 2qy+2−ky.
+template <typename T>
+__global__ void up2_fold_kernel(const T* __restrict__ dy, int ldd, int K, int64_t pixels, int lh, int lw,
+                                T* __restrict__ g, int ldg) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= pixels * ldg) return;
+  const int col = int(i % ldg);
+  const int64_t q = i / ldg;
+  float sum = 0.f;
+  if (col < 9 * K) {
+    const int t = col / K, k = col % K, ky = t / 3, kx = t % 3;
+    const int H = 1 << lh, W = 1 << lw;
+    const int img = int(q >> (lh + lw)), qy = int(q >> lw) & (H - 1), qx = int(q) & (W - 1);
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+      const int Y = 2 * qy + 1 - ky + a;
+      if (unsigned(Y) >= unsigned(2 * H)) continue;
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int X = 2 * qx + 1 - kx + b;
+        if (unsigned(X) < unsigned(2 * W)) sum += load_f(dy + ((size_t(img) * 2 * H + Y) * 2 * W + X) * ldd + k);
+      }
+    }
+  }
+  store_f(g + i, sum);
+}
+
 // ---- weight packing ----------------------------------------------------------------------
 __device__ __forceinline__ int64_t pack_count(const PackedWeights& p) {
   const int rows = (p.kind == PackKind::bwd3 || p.kind == PackKind::bwd_down2_4x4) ? p.C
-                   : p.kind == PackKind::fwd_up2_parity                              ? 4 * p.K
+                   : (p.kind == PackKind::fwd_up2_parity || p.kind == PackKind::fwd_up2_subpixel) ? 4 * p.K
                                                                                      : p.K;
   return int64_t(rows) * p.kpad;
 }
@@ -99,6 +128,18 @@ __device__ float packed_value(const PackedWeights& p, const float* w, int row, i
       float s = 0.f;
       for (int ky = ylo; ky <= yhi; ++ky)
         for (int kx = xlo; kx <= xhi; ++kx) s += W(k, c, ky, kx);
+      return s;
+    }
+    case PackKind::fwd_up2_subpixel: {
+      // Output row 2y+dy, tap ky reads upsampled row 2y+dy+ky−1 = source row y+((dy+ky−1)>>1):
+      // source tap a = ((dy+ky−1)>>1)+1 ∈ {0,1,2}.
+      const int par = row / K, k = row % K, t = col / p.pitch, c = col % p.pitch;
+      if (t >= 9 || c >= C) return 0.f;
+      const int a = t / 3, b = t % 3, dy = par >> 1, dx = par & 1;
+      float s = 0.f;
+      for (int ky = 0; ky < 3; ++ky)
+        for (int kx = 0; kx < 3; ++kx)
+          if (((dy + ky + 1) >> 1) == a && ((dx + kx + 1) >> 1) == b) s += W(k, c, ky, kx);
       return s;
     }
     case PackKind::bwd_down2_4x4: {
@@ -379,6 +420,25 @@ void advance_step(int* pos, int64_t* step, int batch, cudaStream_t stream) {
   AE_CUDA_LAUNCH_CHECK();
 }
 
+void up2_fold_output_grad(const void* dy, int ldd, int K, int images, int H, int W, void* g, int ldg, DType t,
+                          cudaStream_t stream) {
+  if (images <= 0) return;
+  if (K <= 0 || K > ldd || 9 * K > ldg) throw std::invalid_argument("up2_fold_output_grad: need 9·K ≤ ldg and K ≤ ldd");
+  int lh = 0, lw = 0;
+  while ((1 << lh) < H) ++lh;
+  while ((1 << lw) < W) ++lw;
+  if ((1 << lh) != H || (1 << lw) != W) throw std::invalid_argument("up2_fold_output_grad: H and W must be powers of two");
+  const int64_t pixels = int64_t(images) * H * W, n = pixels * ldg;
+  const unsigned blocks = unsigned((n + kThreads - 1) / kThreads);
+  if (t == DType::bf16)
+    up2_fold_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(dy), ldd, K, pixels, lh, lw,
+                                                     static_cast<__nv_bfloat16*>(g), ldg);
+  else
+    up2_fold_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(dy), ldd, K, pixels, lh, lw,
+                                                     static_cast<float*>(g), ldg);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
 size_t bias_grad_work_floats(int ld) { return size_t(kBiasBlocks) * ld; }
 
 void bias_grad(const void* src, int64_t rows, int ld, int ncols, float* work, float* out, DType t,
@@ -543,20 +603,22 @@ void upsample2_conv3x3_forward(const float* x, const float* w, const float* b, f
                                int W, bool relu, Precision precision) {
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
-  const int Cp = pow2_at_least(C), Kpad = round_up(4 * Cp, 64), HW = H * W;
+  // Few output channels (the decoder's last layer): all four parities in one GEMM.
+  const bool subpixel = 4 * K <= 16;
+  const int Cp = pow2_at_least(C), Kpad = round_up((subpixel ? 9 : 4) * Cp, 64), HW = H * W;
   Scratch s;
   s.a.resize(size_t(N) * HW * Cp * es);
   s.w.resize(size_t(4) * K * Kpad * es);
   s.out.resize(size_t(N) * 4 * HW * K * es);
   nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
-  pack_one(w, PackKind::fwd_up2_parity, K, C, s.w.get(), Kpad, Cp, t);
+  pack_one(w, subpixel ? PackKind::fwd_up2_subpixel : PackKind::fwd_up2_parity, K, C, s.w.get(), Kpad, Cp, t);
   ConvArgs a;
   a.src = s.a.get();
   a.images = N;
   a.Hs = H;
   a.Ws = W;
   a.Cs = Cp;
-  a.shape = ConvShape::up2_parity;
+  a.shape = subpixel ? ConvShape::up2_subpixel : ConvShape::up2_parity;
   a.Kpad = Kpad;
   a.weights = s.w.get();
   a.N = K;
@@ -607,6 +669,20 @@ void upsample2_conv3x3_backward_weights(const float* x, const float* dy, float* 
   s.b.resize(size_t(N) * 4 * HW * Kp * es);
   nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
   nchw_to_nhwc(dy, s.b.get(), N, K, 4 * HW, Kp, t, 0);
+  if (9 * K <= 128) {  // few output channels (the decoder's last layer): fold dY, one GEMM
+    const int ldg = pow2_at_least(std::max(9 * K, 8));
+    s.out.resize(size_t(N) * HW * ldg * es);
+    up2_fold_output_grad(s.b.get(), Kp, K, N, H, W, s.out.get(), ldg, t, 0);
+    PixelMatrix A{s.a.get(), H, W, Cp, 1, PixelMatrix::plain, false};
+    PixelMatrix B{s.out.get(), H, W, ldg, 1, PixelMatrix::plain, false};
+    WgradScatter sc;
+    sc.mode = WgradScatter::in_by_flipped_patch;
+    sc.K = K;
+    sc.C = C;
+    sc.Cs = K;
+    wgrad_twin(A, B, N, H, W, 1, sc, s.b.get(), int64_t(N) * 4 * HW, Kp, dw, db, false, t);
+    return;
+  }
   // per output parity: dY at (2y+dy, 2x+dx) against the 2×2 source neighbourhood
   PixelMatrix A{s.b.get(), 2 * H, 2 * W, Kp, 1, PixelMatrix::plain, true};
   PixelMatrix B{s.a.get(), H, W, Cp, 1, PixelMatrix::patch2_parity, false};

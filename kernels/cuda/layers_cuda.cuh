@@ -84,10 +84,15 @@ enum class ConvEpilogue : int {
 //               upsampled map: each of the four output parities (dy,dx) is a 2×2
 //               convolution of the source with summed weights (4 weight matrices
 //               [4][N][Kpad], parity dy·2+dx): 4·C instead of 9·C multiply-adds per output
+//   up2_subpixel: the same "upsample, then 3×3" for at most 4 output channels N: one 3×3
+//               convolution of the source whose 4·N columns are all four parities'
+//               channels (weights [4·N][Kpad], row parity·N + k). Each source pixel is
+//               gathered once for all parities (9 taps instead of 4 × 4), where tiles of
+//               one parity's N channels would be mostly padding. Store and loss epilogues.
 //   down2_4x4:  the input gradient of an up2 layer: "3×3 transposed, then sum each 2×2
 //               block" is a 4×4 convolution with stride 2 (offset −1) of the output
 //               gradient, with summed weights; output Hs/2 × Ws/2
-enum class ConvShape : int { same3x3 = 0, point1x1 = 1, up2_parity = 2, down2_4x4 = 3 };
+enum class ConvShape : int { same3x3 = 0, point1x1 = 1, up2_parity = 2, down2_4x4 = 3, up2_subpixel = 4 };
 
 struct ConvArgs {
   const void* src = nullptr;  // NHWC [images][Hs][Ws][Cs], Cs a power of two ≥ 8
@@ -164,6 +169,15 @@ struct WgradScatter {
 };
 void wgrad_reduce(const float* workspace, const WgradPlan& plan, const WgradScatter& s, cudaStream_t stream);
 
+// The weight gradient of "nearest upsample ×2, then 3×3" with few output channels, on the
+// low-resolution grid: dW[k][c][ky][kx] = Σ_q x[q][c]·G[q][(ky·3+kx)·K + k], where G sums
+// the output gradient over the 2×2 output pixels whose tap (ky,kx) reads source pixel q.
+// This makes the reduction 4× shorter and the source a plain operand (no upsampled
+// reads): wgrad_igemm(plain x, plain G) + wgrad_reduce(in_by_flipped_patch, Cs = K).
+// dy: NHWC [images][2H][2W][ldd]; g: [images][H][W][ldg], columns 9·K..ldg−1 zero.
+void up2_fold_output_grad(const void* dy, int ldd, int K, int images, int H, int W, void* g, int ldg, DType t,
+                          cudaStream_t stream);
+
 // Bias gradient: out[c] = Σ_rows src[row][c] for c < ncols (src pitch ld, a power of two
 // ≤ 256). work holds bias_grad_work_floats(ld) floats.
 size_t bias_grad_work_floats(int ld);
@@ -183,9 +197,11 @@ void im2col_rgb(const uint8_t* images_u8, const int* order, const int* order_pos
 //   bwd3    [C][kpad]: column tap'·pitch + k                = w[k][c][8 − tap']
 //   fwd_up2_parity [4][K][kpad]: column (a·2+b)·pitch + c   = Σ of the 3×3 taps that land on
 //                   source pixel (y+dy+a−1, x+dx+b−1) for output parity (dy,dx)
+//   fwd_up2_subpixel [4·K][kpad]: row par·K + k, column (a·3+b)·pitch + c = Σ of the 3×3
+//                   taps of parity (dy,dx) that land on source pixel (y+a−1, x+b−1)
 //   bwd_down2_4x4  [C][kpad]: column (a·4+b)·pitch + k      = Σ over (dy,ky), (dx,kx) with
 //                   dy−ky+2 = a, dx−kx+2 = b of w[k][c][ky][kx]
-enum class PackKind : int { fwd3 = 0, fwd_rgb = 1, bwd3 = 2, fwd_up2_parity = 3, bwd_down2_4x4 = 4 };
+enum class PackKind : int { fwd3 = 0, fwd_rgb = 1, bwd3 = 2, fwd_up2_parity = 3, bwd_down2_4x4 = 4, fwd_up2_subpixel = 5 };
 struct PackedWeights {
   PackKind kind = PackKind::fwd3;
   int64_t weight_offset = 0;  // into the flat params
@@ -194,7 +210,7 @@ struct PackedWeights {
   int kpad = 0, pitch = 0;
   int64_t count() const {
     const int rows = (kind == PackKind::bwd3 || kind == PackKind::bwd_down2_4x4) ? C
-                     : kind == PackKind::fwd_up2_parity                          ? 4 * K
+                     : (kind == PackKind::fwd_up2_parity || kind == PackKind::fwd_up2_subpixel) ? 4 * K
                                                                                  : K;
     return int64_t(rows) * kpad;
   }
