@@ -10,7 +10,8 @@
 #   - per-kernel times and TFLOP/s of one training step (CUDA events; gpu_tests' BenchGpu)
 # Prints a table of s/epoch and ratios with the device name; logs and JSON under $OUT_DIR.
 # Without an NVIDIA GPU it prints a skip line and exits 0.
-#   BUILD=build bench/bench-gpu.sh      (env: BENCH_BATCHES="64 256", BENCH_TORCH_MODES=...)
+#   BUILD=build bench/bench-gpu.sh      (env: BENCH_BATCHES="64 256", BENCH_TORCH_MODES=...,
+#                                         BENCH_SKIP_SVM=1 leaves out the GPU SVM rows)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
@@ -97,4 +98,4 @@ for r in rows:
     if "error" in r:
         print(f"  PyTorch {r['mode']} batch {r['batch']}: failed: {r['error'][:120]}")
 PYEOF
-BUILD="$BUILD" bash bench/svm_gpu.sh || echo "bench-gpu: the GPU SVM benchmark (bench/svm_gpu.sh) failed" >&2  # GPU SVM rows
+[ -n "${BENCH_SKIP_SVM:-}" ] || BUILD="$BUILD" bash bench/svm_gpu.sh || echo "bench-gpu: the GPU SVM benchmark (bench/svm_gpu.sh) failed" >&2  # GPU SVM rows

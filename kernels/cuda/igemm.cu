@@ -127,176 +127,15 @@ constexpr int conv_smem_bytes() {
   return std::max(STAGES * (BM + BN) * kRowPitch, BM * (BN + 4) * 4);
 }
 
-template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
-__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const ConvK p) {
-  constexpr int NT = WARPS_M * WARPS_N * 32;
-  constexpr int KE = kRowBytes / int(sizeof(T));  // k elements per stage
-  constexpr int CH = 16 / int(sizeof(T));         // elements per 16-byte chunk
-  constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
-  constexpr int MI = WM / 16, NI = WN / 8;
-  static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile");
-  static_assert(NT % kChunksPerRow == 0 && BM % (NT / kChunksPerRow) == 0, "A chunks per thread");
-  constexpr int ROWS_PER_PASS = NT / kChunksPerRow;
-  constexpr int A_IT = BM / ROWS_PER_PASS;
-  constexpr int B_IT = (BN * kChunksPerRow + NT - 1) / NT;
-  constexpr int A_STAGE = BM * kRowPitch, STAGE = (BM + BN) * kRowPitch;
+// The epilogue of a BM×BN tile whose fp32 accumulators are in shared memory (ct, row
+// pitch BN + 4): every mode reads whole rows / 2×2 blocks and writes channel-contiguous
+// (coalesced) NHWC output. par: the output parity (up2_parity), else 0.
+template <typename T, int BM, int BN, int NT>
+__device__ __forceinline__ void conv_epilogue(const ConvK& p, const float* ct, int m0, int n0, int par) {
   constexpr int CLD = BN + 4;
-
-  extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t sbase = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  const T* src = static_cast<const T*>(p.src);
-  const int par = p.parity ? int(blockIdx.z) : 0;  // output parity (dy,dx) = (par>>1, par&1)
-  const T* wgt = static_cast<const T*>(p.wgt) + size_t(par) * p.N * p.Kpad;
-  const int H = 1 << p.lh, W = 1 << p.lw, cmask = (1 << p.lcs) - 1;
-  const int org_y = p.org + (par >> 1), org_x = p.org + (par & 1);
+  const int H = 1 << p.lh, W = 1 << p.lw;
   const int oy = p.parity ? (par >> 1) : 0, ox = p.parity ? (par & 1) : 0;
-
-  // This thread copies chunk column a_chunk of A_IT rows of every A stage. Per row, once:
-  // the source pixel index of tap (0,0) and which tap rows/columns fall inside the source
-  // (bit ky, bit 8+kx), so that a stage costs an add and a bit test per row.
-  const int a_chunk = tid % kChunksPerRow, a_row0 = tid / kChunksPerRow;
-  int a_off[A_IT];
-  uint32_t a_mask[A_IT];
-#pragma unroll
-  for (int i = 0; i < A_IT; ++i) {
-    const int m = m0 + a_row0 + i * ROWS_PER_PASS;
-    a_off[i] = 0;
-    a_mask[i] = 0;
-    if (m < p.M) {
-      int img, y, x;
-      decode_pixel(m, p.quad, p.lh, p.lw, img, y, x);
-      const int yb = (y << p.lstride) + org_y, xb = (x << p.lstride) + org_x;
-      for (int j = 0; j < p.ksz; ++j) {
-        if (unsigned(yb + j) < unsigned(p.Hs)) a_mask[i] |= 1u << j;
-        if (unsigned(xb + j) < unsigned(p.Ws)) a_mask[i] |= 1u << (8 + j);
-      }
-      a_off[i] = (img * p.Hs + yb) * p.Ws + xb;
-    }
-  }
-  const uint32_t a_dst = uint32_t(a_row0 * kRowPitch + a_chunk * 16);
-  // B rows: this thread's weight pointers, advanced by KE elements per stage.
-  const T* b_ptr[B_IT];
-  bool b_ok[B_IT];
-#pragma unroll
-  for (int i = 0; i < B_IT; ++i) {
-    const int s = tid + i * NT, n = n0 + s / kChunksPerRow;
-    b_ok[i] = s < BN * kChunksPerRow && n < p.N;
-    b_ptr[i] = b_ok[i] ? wgt + size_t(n) * p.Kpad + (s % kChunksPerRow) * CH : wgt;
-  }
-
-  auto load_stage = [&](int kt, uint32_t stage_addr) {
-    const uint32_t sA = stage_addr, sB = stage_addr + A_STAGE;
-    const int k = kt * KE + a_chunk * CH;
-    const int t = k >> p.lcs, c = k & cmask;
-    int ky, kx;
-    if (p.ksz == 3) {
-      ky = (t * 11) >> 5;  // t / 3 for t < 9
-      kx = t - 3 * ky;
-    } else {
-      ky = t >> p.lksz;
-      kx = t & (p.ksz - 1);
-    }
-    const bool tap_ok = t < p.taps;
-    const int tap_off = ky * p.Ws + kx;
-    const uint32_t tap_bits = (1u << ky) | (1u << (8 + kx));
-#pragma unroll
-    for (int i = 0; i < A_IT; ++i) {
-      const bool ok = tap_ok && (a_mask[i] & tap_bits) == tap_bits;
-      const T* g = ok ? src + ((size_t(a_off[i] + tap_off) << p.lcs) + c) : src;
-      cp_async16(sA + a_dst + i * ROWS_PER_PASS * kRowPitch, g, ok);
-    }
-#pragma unroll
-    for (int i = 0; i < B_IT; ++i) {
-      const int s = tid + i * NT;
-      if (B_IT * NT > BN * kChunksPerRow && s >= BN * kChunksPerRow) break;
-      cp_async16(sB + (s / kChunksPerRow) * kRowPitch + (s % kChunksPerRow) * 16, b_ok[i] ? b_ptr[i] + kt * KE : wgt,
-                 b_ok[i]);
-    }
-  };
-
-  float acc[MI][NI][4];
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
-
-  // ldmatrix row addresses of this lane, relative to a stage (A: rows of the warp's
-  // 16-row blocks; B: rows of its 16-column blocks).
-  const uint32_t a_ld = uint32_t((wm * WM + (lane & 15)) * kRowPitch + (lane >> 4) * 16);
-  const uint32_t b_ld = uint32_t(A_STAGE + (wn * WN + (lane & 7) + ((lane >> 4) << 3)) * kRowPitch + ((lane >> 3) & 1) * 16);
-
-  auto compute_stage = [&](uint32_t stage_addr) {
-#pragma unroll
-    for (int ks = 0; ks < kRowBytes / 32; ++ks) {  // four mma k-steps of 32 bytes per stage
-      uint32_t af[MI][4], bfr[NI][2];
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(af[mi], stage_addr + a_ld + mi * 16 * kRowPitch + ks * 32);
-#pragma unroll
-      for (int nj = 0; nj < NI / 2; ++nj) {
-        uint32_t r[4];
-        ldmatrix_x4(r, stage_addr + b_ld + nj * 16 * kRowPitch + ks * 32);
-        bfr[2 * nj][0] = r[0];
-        bfr[2 * nj][1] = r[1];
-        bfr[2 * nj + 1][0] = r[2];
-        bfr[2 * nj + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) Mma<T>::fix(af[mi][r]);
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni) {
-        Mma<T>::fix(bfr[ni][0]);
-        Mma<T>::fix(bfr[ni][1]);
-      }
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < NI; ++ni) Mma<T>::mma(acc[mi][ni], af[mi], bfr[ni]);
-    }
-  };
-
-  // Stage slots rotate without a modulo: read_slot is computed on, write_slot refilled.
-  const int KT = p.Kpad / KE;
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < KT) load_stage(s, sbase + s * STAGE);
-    cp_async_commit();
-  }
-  uint32_t read_addr = sbase, write_addr = sbase + (STAGES - 1) * STAGE;
-  const uint32_t last_addr = sbase + (STAGES - 1) * STAGE;
-  for (int kt = 0; kt < KT; ++kt) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    if (kt + STAGES - 1 < KT) load_stage(kt + STAGES - 1, write_addr);
-    cp_async_commit();
-    compute_stage(read_addr);
-    read_addr = read_addr == last_addr ? sbase : read_addr + STAGE;
-    write_addr = write_addr == last_addr ? sbase : write_addr + STAGE;
-  }
-  cp_async_wait<0>();
-  __syncthreads();
-
-  // ---- epilogue: the fp32 tile goes through shared memory so that every mode can read
-  // whole rows / 2×2 blocks and write channel-contiguous (coalesced) NHWC output.
-  float* ct = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni) {
-      const int r = wm * WM + mi * 16 + (lane >> 2), c = wn * WN + ni * 8 + (lane & 3) * 2;
-      ct[r * CLD + c] = acc[mi][ni][0];
-      ct[r * CLD + c + 1] = acc[mi][ni][1];
-      ct[(r + 8) * CLD + c] = acc[mi][ni][2];
-      ct[(r + 8) * CLD + c + 1] = acc[mi][ni][3];
-    }
-  __syncthreads();
-
   T* out = static_cast<T*>(p.out);
   const T* aux = static_cast<const T*>(p.aux);
   // Vector path: 8 channels per item, 16-byte (bf16) / 32-byte (fp32) global accesses.
@@ -541,6 +380,294 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   }
 }
 
+
+template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const ConvK p) {
+  constexpr int NT = WARPS_M * WARPS_N * 32;
+  constexpr int KE = kRowBytes / int(sizeof(T));  // k elements per stage
+  constexpr int CH = 16 / int(sizeof(T));         // elements per 16-byte chunk
+  constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
+  constexpr int MI = WM / 16, NI = WN / 8;
+  static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile");
+  static_assert(NT % kChunksPerRow == 0 && BM % (NT / kChunksPerRow) == 0, "A chunks per thread");
+  constexpr int ROWS_PER_PASS = NT / kChunksPerRow;
+  constexpr int A_IT = BM / ROWS_PER_PASS;
+  constexpr int B_IT = (BN * kChunksPerRow + NT - 1) / NT;
+  constexpr int A_STAGE = BM * kRowPitch, STAGE = (BM + BN) * kRowPitch;
+  constexpr int CLD = BN + 4;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sbase = smem_u32(smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const T* src = static_cast<const T*>(p.src);
+  const int par = p.parity ? int(blockIdx.z) : 0;  // output parity (dy,dx) = (par>>1, par&1)
+  const T* wgt = static_cast<const T*>(p.wgt) + size_t(par) * p.N * p.Kpad;
+  const int cmask = (1 << p.lcs) - 1;
+  const int org_y = p.org + (par >> 1), org_x = p.org + (par & 1);
+
+  // This thread copies chunk column a_chunk of A_IT rows of every A stage. Per row, once:
+  // the source pixel index of tap (0,0) and which tap rows/columns fall inside the source
+  // (bit ky, bit 8+kx), so that a stage costs an add and a bit test per row.
+  const int a_chunk = tid % kChunksPerRow, a_row0 = tid / kChunksPerRow;
+  int a_off[A_IT];
+  uint32_t a_mask[A_IT];
+#pragma unroll
+  for (int i = 0; i < A_IT; ++i) {
+    const int m = m0 + a_row0 + i * ROWS_PER_PASS;
+    a_off[i] = 0;
+    a_mask[i] = 0;
+    if (m < p.M) {
+      int img, y, x;
+      decode_pixel(m, p.quad, p.lh, p.lw, img, y, x);
+      const int yb = (y << p.lstride) + org_y, xb = (x << p.lstride) + org_x;
+      for (int j = 0; j < p.ksz; ++j) {
+        if (unsigned(yb + j) < unsigned(p.Hs)) a_mask[i] |= 1u << j;
+        if (unsigned(xb + j) < unsigned(p.Ws)) a_mask[i] |= 1u << (8 + j);
+      }
+      a_off[i] = (img * p.Hs + yb) * p.Ws + xb;
+    }
+  }
+  const uint32_t a_dst = uint32_t(a_row0 * kRowPitch + a_chunk * 16);
+  // B rows: this thread's weight pointers, advanced by KE elements per stage.
+  const T* b_ptr[B_IT];
+  bool b_ok[B_IT];
+#pragma unroll
+  for (int i = 0; i < B_IT; ++i) {
+    const int s = tid + i * NT, n = n0 + s / kChunksPerRow;
+    b_ok[i] = s < BN * kChunksPerRow && n < p.N;
+    b_ptr[i] = b_ok[i] ? wgt + size_t(n) * p.Kpad + (s % kChunksPerRow) * CH : wgt;
+  }
+
+  auto load_stage = [&](int kt, uint32_t stage_addr) {
+    const uint32_t sA = stage_addr, sB = stage_addr + A_STAGE;
+    const int k = kt * KE + a_chunk * CH;
+    const int t = k >> p.lcs, c = k & cmask;
+    int ky, kx;
+    if (p.ksz == 3) {
+      ky = (t * 11) >> 5;  // t / 3 for t < 9
+      kx = t - 3 * ky;
+    } else {
+      ky = t >> p.lksz;
+      kx = t & (p.ksz - 1);
+    }
+    const bool tap_ok = t < p.taps;
+    const int tap_off = ky * p.Ws + kx;
+    const uint32_t tap_bits = (1u << ky) | (1u << (8 + kx));
+#pragma unroll
+    for (int i = 0; i < A_IT; ++i) {
+      const bool ok = tap_ok && (a_mask[i] & tap_bits) == tap_bits;
+      const T* g = ok ? src + ((size_t(a_off[i] + tap_off) << p.lcs) + c) : src;
+      cp_async16(sA + a_dst + i * ROWS_PER_PASS * kRowPitch, g, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < B_IT; ++i) {
+      const int s = tid + i * NT;
+      if (B_IT * NT > BN * kChunksPerRow && s >= BN * kChunksPerRow) break;
+      // The B chunk's column is the A chunk's (s % 8 == a_chunk): past the last tap the
+      // packed weights are zero padding, so they are zero-filled instead of read (half of
+      // the first layer's weight loads: 27 of its 64 columns are real).
+      const bool ok = b_ok[i] && tap_ok;
+      cp_async16(sB + (s / kChunksPerRow) * kRowPitch + (s % kChunksPerRow) * 16, ok ? b_ptr[i] + kt * KE : wgt, ok);
+    }
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+
+  // ldmatrix row addresses of this lane, relative to a stage (A: rows of the warp's
+  // 16-row blocks; B: rows of its 16-column blocks).
+  const uint32_t a_ld = uint32_t((wm * WM + (lane & 15)) * kRowPitch + (lane >> 4) * 16);
+  const uint32_t b_ld = uint32_t(A_STAGE + (wn * WN + (lane & 7) + ((lane >> 4) << 3)) * kRowPitch + ((lane >> 3) & 1) * 16);
+
+  auto compute_stage = [&](uint32_t stage_addr) {
+#pragma unroll
+    for (int ks = 0; ks < kRowBytes / 32; ++ks) {  // four mma k-steps of 32 bytes per stage
+      uint32_t af[MI][4], bfr[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(af[mi], stage_addr + a_ld + mi * 16 * kRowPitch + ks * 32);
+#pragma unroll
+      for (int nj = 0; nj < NI / 2; ++nj) {
+        uint32_t r[4];
+        ldmatrix_x4(r, stage_addr + b_ld + nj * 16 * kRowPitch + ks * 32);
+        bfr[2 * nj][0] = r[0];
+        bfr[2 * nj][1] = r[1];
+        bfr[2 * nj + 1][0] = r[2];
+        bfr[2 * nj + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) Mma<T>::fix(af[mi][r]);
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        Mma<T>::fix(bfr[ni][0]);
+        Mma<T>::fix(bfr[ni][1]);
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) Mma<T>::mma(acc[mi][ni], af[mi], bfr[ni]);
+    }
+  };
+
+  // Stage slots rotate without a modulo: read_slot is computed on, write_slot refilled.
+  const int KT = p.Kpad / KE;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) load_stage(s, sbase + s * STAGE);
+    cp_async_commit();
+  }
+  uint32_t read_addr = sbase, write_addr = sbase + (STAGES - 1) * STAGE;
+  const uint32_t last_addr = sbase + (STAGES - 1) * STAGE;
+  for (int kt = 0; kt < KT; ++kt) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    if (kt + STAGES - 1 < KT) load_stage(kt + STAGES - 1, write_addr);
+    cp_async_commit();
+    compute_stage(read_addr);
+    read_addr = read_addr == last_addr ? sbase : read_addr + STAGE;
+    write_addr = write_addr == last_addr ? sbase : write_addr + STAGE;
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // ---- epilogue: the fp32 tile goes through shared memory so that every mode can read
+  // whole rows / 2×2 blocks and write channel-contiguous (coalesced) NHWC output.
+  float* ct = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int r = wm * WM + mi * 16 + (lane >> 2), c = wn * WN + ni * 8 + (lane & 3) * 2;
+      ct[r * CLD + c] = acc[mi][ni][0];
+      ct[r * CLD + c + 1] = acc[mi][ni][1];
+      ct[(r + 8) * CLD + c] = acc[mi][ni][2];
+      ct[(r + 8) * CLD + c + 1] = acc[mi][ni][3];
+    }
+  __syncthreads();
+
+  conv_epilogue<T, BM, BN, NT>(p, ct, m0, n0, par);
+}
+
+// ---- the decoder's output layer: "upsample ×2, then 3×3" to ≤ 4 channels ------------------
+// In the sub-pixel form (ConvShape::up2_subpixel) this is a GEMM with 12 columns and a
+// 2,304-deep reduction, so the generic kernel, which gathers every row's nine taps on its
+// own, moves each source pixel through L2 nine times and is bound by that. Here a block
+// owns 128 source pixels (8 rows of a 16-wide map), copies their 10×18 halo into shared
+// memory once per 128-byte chunk of channels (with the weights of that chunk, all nine
+// taps), and the nine taps become nine shifted ldmatrix row addresses into the halo.
+constexpr int kHaloRows = 8, kHaloW = 16, kHaloPix = (kHaloRows + 2) * (kHaloW + 2);
+constexpr int kHaloAStage = kHaloPix * kRowPitch, kHaloStage = kHaloAStage + 9 * 16 * kRowPitch;
+constexpr int kHaloSmem = 2 * kHaloStage;
+
+template <typename T>
+__global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
+  constexpr int BM = kHaloRows * kHaloW, BN = 16, NT = 128, HC = kHaloW + 2;
+  constexpr int CH = 16 / int(sizeof(T)), KE = kRowBytes / int(sizeof(T));
+  constexpr int MI = 2, NI = 2;  // each of the 4 warps: 32 rows (two map rows) × 16 columns
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sbase = smem_u32(smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int m0 = blockIdx.x * BM;
+  const int img = m0 >> (p.lh + p.lw), y0 = (m0 >> p.lw) & ((1 << p.lh) - 1);
+  const T* src = static_cast<const T*>(p.src);
+  const T* wgt = static_cast<const T*>(p.wgt);
+  const int Cs = 1 << p.lcs, KT = Cs / KE;
+
+  auto load_stage = [&](int kt, uint32_t st) {
+    const int c0 = kt * KE;
+    for (int i = tid; i < kHaloPix * kChunksPerRow; i += NT) {
+      const int hp = i / kChunksPerRow, ch = i % kChunksPerRow;
+      const int y = y0 - 1 + hp / HC, x = hp % HC - 1;
+      const bool ok = unsigned(y) < unsigned(p.Hs) && unsigned(x) < unsigned(kHaloW);
+      const T* g = ok ? src + ((size_t(img) * p.Hs + y) * kHaloW + x) * Cs + c0 + ch * CH : src;
+      cp_async16(st + hp * kRowPitch + ch * 16, g, ok);
+    }
+    for (int i = tid; i < 9 * BN * kChunksPerRow; i += NT) {
+      const int row = i / kChunksPerRow, ch = i % kChunksPerRow;  // row = tap·16 + n
+      const int t = row / BN, n = row % BN;
+      const bool ok = n < p.N;
+      const T* g = ok ? wgt + size_t(n) * p.Kpad + t * Cs + c0 + ch * CH : wgt;
+      cp_async16(st + kHaloAStage + row * kRowPitch + ch * 16, g, ok);
+    }
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+
+  // ldmatrix rows: GEMM row warp·32 + mi·16 + (lane & 15) is map pixel (2·warp + mi, lane & 15),
+  // whose tap (ky,kx) sits at halo pixel (2·warp + mi + ky, (lane & 15) + kx).
+  uint32_t a_ld[MI];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi) a_ld[mi] = uint32_t(((2 * warp + mi) * HC + (lane & 15)) * kRowPitch + (lane >> 4) * 16);
+  const uint32_t b_ld = uint32_t(kHaloAStage + ((lane & 7) + ((lane >> 4) << 3)) * kRowPitch + ((lane >> 3) & 1) * 16);
+
+  load_stage(0, sbase);
+  cp_async_commit();
+  for (int kt = 0; kt < KT; ++kt) {
+    const uint32_t st = sbase + uint32_t(kt & 1) * kHaloStage;
+    if (kt + 1 < KT) load_stage(kt + 1, sbase + uint32_t((kt + 1) & 1) * kHaloStage);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < 9; ++t) {
+      const uint32_t tap_off = uint32_t(((t / 3) * HC + t % 3) * kRowPitch);
+#pragma unroll
+      for (int ks = 0; ks < kRowBytes / 32; ++ks) {
+        uint32_t af[MI][4], bfr[NI][2], r[4];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(af[mi], st + a_ld[mi] + tap_off + ks * 32);
+        ldmatrix_x4(r, st + b_ld + t * BN * kRowPitch + ks * 32);
+        bfr[0][0] = r[0];
+        bfr[0][1] = r[1];
+        bfr[1][0] = r[2];
+        bfr[1][1] = r[3];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) Mma<T>::mma(acc[mi][ni], af[mi], bfr[ni]);
+      }
+    }
+    __syncthreads();  // this stage's buffer is refilled by the next iteration
+  }
+  cp_async_wait<0>();
+
+  constexpr int CLD = BN + 4;
+  float* ct = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int r = warp * 32 + mi * 16 + (lane >> 2), c = ni * 8 + (lane & 3) * 2;
+      ct[r * CLD + c] = acc[mi][ni][0];
+      ct[r * CLD + c + 1] = acc[mi][ni][1];
+      ct[(r + 8) * CLD + c] = acc[mi][ni][2];
+      ct[(r + 8) * CLD + c + 1] = acc[mi][ni][3];
+    }
+  __syncthreads();
+  conv_epilogue<T, BM, BN, NT>(p, ct, m0, 0, 0);
+}
+
+// Whether the halo kernel takes this convolution (AE_SUBPIXEL_GATHER=1: never, to compare).
+bool use_subpixel_halo(const ConvK& k, int elem_bytes) {
+  static const bool off = std::getenv("AE_SUBPIXEL_GATHER") != nullptr;
+  return !off && k.sub_k && k.Ws == kHaloW && k.Hs % kHaloRows == 0 && (1 << k.lcs) * elem_bytes % kRowBytes == 0 &&
+         k.N <= 16 && k.M % (kHaloRows * kHaloW) == 0;
+}
+
 template <typename T, int BM, int BN, int WM_, int WN_, int ST>
 void launch_conv(const ConvK& k, cudaStream_t stream) {
   constexpr int smem = conv_smem_bytes<BM, BN, ST>();
@@ -568,9 +695,30 @@ int wgrad_variant() {
 
 template <typename T>
 void dispatch_conv(const ConvK& k, cudaStream_t stream) {
+  if (use_subpixel_halo(k, int(sizeof(T)))) {
+    subpixel_halo_kernel<T><<<unsigned(k.M / (kHaloRows * kHaloW)), 128, kHaloSmem, stream>>>(k);
+    AE_CUDA_LAUNCH_CHECK();
+    return;
+  }
   if (k.N <= 16 && k.ldo <= 16) {
     launch_conv<T, 128, 16, 4, 1, 3>(k, stream);
     return;
+  }
+  // A reduction of one or two stages (the first encoder layer, the output layer's input
+  // gradient): no pipeline to fill, the time goes to loads and the epilogue, so 64-row
+  // blocks with two stages let more of them overlap. H100, batch 256, whole step: 1.305 ms
+  // with the 128×128/3-stage tiles, 1.316 (128×128/2), 1.288 (64×128/2, the default),
+  // 1.348 (64×128/3), 1.346 (64×128, 4 warps/2). AE_SHORTK_VARIANT=0..4 picks one.
+  const int KT = k.Kpad / (kRowBytes / int(sizeof(T)));
+  if (KT <= 2) {
+    static const int v = variant_from_env("AE_SHORTK_VARIANT", 2);
+    switch (v) {
+      case 0: break;
+      case 1: launch_conv<T, 128, 128, 2, 4, 2>(k, stream); return;
+      case 3: launch_conv<T, 64, 128, 2, 4, 3>(k, stream); return;
+      case 4: launch_conv<T, 64, 128, 1, 4, 2>(k, stream); return;
+      default: launch_conv<T, 64, 128, 2, 4, 2>(k, stream); return;
+    }
   }
   // Too few 128-row tiles to give every multiprocessor two blocks: use 64-row tiles.
   const int64_t tiles128 = int64_t((k.M + 127) / 128) * ((std::max(k.N, k.ldo) + 127) / 128) * (k.parity ? 4 : 1);
@@ -890,9 +1038,13 @@ void allow_wgrad_smem() {
 }
 template <typename T>
 void allow_smem_all() {
+  AE_CUDA_CHECK(cudaFuncSetAttribute(subpixel_halo_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kHaloSmem));
   allow_conv_smem<T, 128, 16, 4, 1, 3>();
   allow_conv_smem<T, 128, 128, 2, 4, 3>();
   allow_conv_smem<T, 64, 128, 2, 4, 3>();
+  allow_conv_smem<T, 128, 128, 2, 4, 2>();
+  allow_conv_smem<T, 64, 128, 2, 4, 2>();
+  allow_conv_smem<T, 64, 128, 1, 4, 2>();
   allow_conv_smem<T, 128, 128, 2, 4, 4>();
   allow_conv_smem<T, 128, 128, 2, 2, 3>();
   allow_conv_smem<T, 128, 128, 2, 2, 4>();

@@ -158,14 +158,13 @@ __device__ float packed_value(const PackedWeights& p, const float* w, int row, i
   return 0.f;
 }
 
+// blockIdx.y is the item: no search through the list per element.
 template <typename T>
-__global__ void pack_kernel(const float* __restrict__ params, PackList list, int64_t total) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t r = i;
-    int j = 0;
-    while (j < list.count - 1 && r >= pack_count(list.item[j])) r -= pack_count(list.item[j++]);
-    const PackedWeights& p = list.item[j];
-    const int row = int(r / p.kpad), col = int(r % p.kpad);
+__global__ void pack_kernel(const float* __restrict__ params, PackList list) {
+  const PackedWeights& p = list.item[blockIdx.y];
+  const int total = int(pack_count(p));  // < 2^31 (pack_weights checks); 32-bit division is far cheaper
+  for (int r = int(blockIdx.x * blockDim.x + threadIdx.x); r < total; r += int(gridDim.x * blockDim.x)) {
+    const int row = r / p.kpad, col = r % p.kpad;
     store_f(static_cast<T*>(p.dst) + r, packed_value(p, params + p.weight_offset, row, col));
   }
 }
@@ -185,10 +184,19 @@ __device__ __forceinline__ float clipped_grad(const OptimizerDeviceState& s, flo
 }
 
 __global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
+  // The bias corrections (double pow, as PyTorch computes them in Python floats) once per
+  // block rather than once per parameter: on the FP64 pipe they cost more than the update.
+  __shared__ float step_size, bc2_sqrt;
+  if (threadIdx.x == 0) {
+    const int64_t step = *s.step_counter + 1;
+    const double bc1 = 1.0 - pow(double(o.beta1), double(step));
+    const double bc2 = 1.0 - pow(double(o.beta2), double(step));
+    step_size = float(double(*s.lr) / bc1);
+    bc2_sqrt = float(sqrt(bc2));
+  }
+  __syncthreads();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count) return;
-  const int64_t step = *s.step_counter + 1;
-  const float lr = *s.lr;
   float p = s.params[i];
   float g = clipped_grad(s, o.grad_clip, i);
   if (o.weight_decay != 0.f) g += o.weight_decay * p;
@@ -196,10 +204,7 @@ __global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
   const float v = o.beta2 * s.v[i] + (1.f - o.beta2) * g * g;
   s.m[i] = m;
   s.v[i] = v;
-  const double bc1 = 1.0 - pow(double(o.beta1), double(step));
-  const double bc2 = 1.0 - pow(double(o.beta2), double(step));
-  const float step_size = float(double(lr) / bc1);
-  const float denom = sqrtf(v) / float(sqrt(bc2)) + o.eps;
+  const float denom = sqrtf(v) / bc2_sqrt + o.eps;
   p -= step_size * (m / denom);
   s.params[i] = p;
 }
@@ -386,14 +391,15 @@ void im2col_rgb(const uint8_t* images_u8, const int* order, const int* order_pos
 }
 
 void pack_weights(const float* params, const PackList& list, DType t, cudaStream_t stream) {
-  int64_t total = 0;
-  for (int i = 0; i < list.count; ++i) total += list.item[i].count();
-  if (total == 0) return;
-  const unsigned blocks = std::min<unsigned>(blocks_for(total), 4096);
+  int64_t most = 0;
+  for (int i = 0; i < list.count; ++i) most = std::max(most, list.item[i].count());
+  if (most == 0) return;
+  if (most >= (int64_t(1) << 31)) throw std::invalid_argument("pack_weights: a packed matrix is too large");
+  const dim3 grid(std::min<unsigned>(blocks_for(most), 512), unsigned(list.count));
   if (t == DType::bf16)
-    pack_kernel<bf16><<<blocks, kThreads, 0, stream>>>(params, list, total);
+    pack_kernel<bf16><<<grid, kThreads, 0, stream>>>(params, list);
   else
-    pack_kernel<float><<<blocks, kThreads, 0, stream>>>(params, list, total);
+    pack_kernel<float><<<grid, kThreads, 0, stream>>>(params, list);
   AE_CUDA_LAUNCH_CHECK();
 }
 
