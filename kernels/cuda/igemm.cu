@@ -127,6 +127,34 @@ constexpr int conv_smem_bytes() {
   return std::max(STAGES * (BM + BN) * kRowPitch, BM * (BN + 4) * 4);
 }
 
+// A warp's fp32 accumulators: MI×NI mma tiles of 16×8, four values per lane each.
+template <int MI, int NI>
+__device__ __forceinline__ void zero_acc(float (&acc)[MI][NI][4]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+}
+
+// Writes a warp's accumulators into an fp32 tile in shared memory (row pitch CLD) with the
+// warp's sub-tile at (row0, col0): in the m16n8 layout lane l holds rows l/4 and l/4 + 8,
+// columns 2·(l%4) and 2·(l%4) + 1 of each 16×8 tile.
+template <int CLD, int MI, int NI>
+__device__ __forceinline__ void store_acc_tile(float* ct, const float (&acc)[MI][NI][4], int row0, int col0, int lane) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int r = row0 + mi * 16 + (lane >> 2), c = col0 + ni * 8 + (lane & 3) * 2;
+      ct[r * CLD + c] = acc[mi][ni][0];
+      ct[r * CLD + c + 1] = acc[mi][ni][1];
+      ct[(r + 8) * CLD + c] = acc[mi][ni][2];
+      ct[(r + 8) * CLD + c + 1] = acc[mi][ni][3];
+    }
+}
+
 // The epilogue of a BM×BN tile whose fp32 accumulators are in shared memory (ct, row
 // pitch BN + 4): every mode reads whole rows / 2×2 blocks and writes channel-contiguous
 // (coalesced) NHWC output. par: the output parity (up2_parity), else 0.
@@ -474,12 +502,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   };
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+  zero_acc(acc);
 
   // ldmatrix row addresses of this lane, relative to a stage (A: rows of the warp's
   // 16-row blocks; B: rows of its 16-column blocks).
@@ -541,16 +564,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   // ---- epilogue: the fp32 tile goes through shared memory so that every mode can read
   // whole rows / 2×2 blocks and write channel-contiguous (coalesced) NHWC output.
   float* ct = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni) {
-      const int r = wm * WM + mi * 16 + (lane >> 2), c = wn * WN + ni * 8 + (lane & 3) * 2;
-      ct[r * CLD + c] = acc[mi][ni][0];
-      ct[r * CLD + c + 1] = acc[mi][ni][1];
-      ct[(r + 8) * CLD + c] = acc[mi][ni][2];
-      ct[(r + 8) * CLD + c + 1] = acc[mi][ni][3];
-    }
+  store_acc_tile<CLD>(ct, acc, wm * WM, wn * WN, lane);
   __syncthreads();
 
   conv_epilogue<T, BM, BN, NT>(p, ct, m0, n0, par);
@@ -600,12 +614,7 @@ __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
   };
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+  zero_acc(acc);
 
   // ldmatrix rows: GEMM row warp·32 + mi·16 + (lane & 15) is map pixel (2·warp + mi, lane & 15),
   // whose tap (ky,kx) sits at halo pixel (2·warp + mi + ky, (lane & 15) + kx).
@@ -647,16 +656,7 @@ __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
 
   constexpr int CLD = BN + 4;
   float* ct = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni) {
-      const int r = warp * 32 + mi * 16 + (lane >> 2), c = ni * 8 + (lane & 3) * 2;
-      ct[r * CLD + c] = acc[mi][ni][0];
-      ct[r * CLD + c + 1] = acc[mi][ni][1];
-      ct[(r + 8) * CLD + c] = acc[mi][ni][2];
-      ct[(r + 8) * CLD + c + 1] = acc[mi][ni][3];
-    }
+  store_acc_tile<CLD>(ct, acc, warp * 32, 0, lane);
   __syncthreads();
   conv_epilogue<T, BM, BN, NT>(p, ct, m0, 0, 0);
 }
@@ -871,12 +871,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
   };
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+  zero_acc(acc);
 
   auto compute_stage = [&](int slot) {
     const uint32_t sA = sbase + slot * G::STAGE, sB = sA + KR * G::A_PITCH;
