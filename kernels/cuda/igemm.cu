@@ -408,7 +408,6 @@ __device__ __forceinline__ void conv_epilogue(const ConvK& p, const float* ct, i
   }
 }
 
-
 template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const ConvK p) {
   constexpr int NT = WARPS_M * WARPS_N * 32;
