@@ -76,8 +76,8 @@ endif
 ifeq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
 $(warning CUDA: no cuda_runtime_api.h under '$(CUDA_HOME)/include' (nvcc: $(NVCC)); building CPU-only — set CUDA_HOME= to the toolkit folder)
 NVCC :=
-else ifeq ($(wildcard $(CUDA_HOME)/lib64/libcudart.so),)
-$(warning CUDA: no libcudart.so under '$(CUDA_HOME)/lib64' (nvcc: $(NVCC)); building CPU-only — set CUDA_HOME= to the toolkit folder)
+else ifneq ($(words $(wildcard $(CUDA_HOME)/lib64/libcudart.so $(CUDA_HOME)/lib64/libcublas.so)),2)
+$(warning CUDA: no libcudart.so/libcublas.so under '$(CUDA_HOME)/lib64' (nvcc: $(NVCC)); building CPU-only — set CUDA_HOME= to the toolkit folder)
 NVCC :=
 endif
 endif
