@@ -626,7 +626,7 @@ class GpuBackend final : public AeBackend {
                   [=](cudaStream_t s) { forward_decoder(B, imgs, order, pos, true, nullptr, s, 2); }});
     st.push_back({"dconv2 fwd (up2 parity) +relu", conv_flops(3, B),
                   [=](cudaStream_t s) { forward_decoder(B, imgs, order, pos, true, nullptr, s, 3); }});
-    st.push_back({"dconv3 fwd (up2 parity) +loss", conv_flops(4, B),
+    st.push_back({"dconv3 fwd (sub-pixel) +loss", conv_flops(4, B),
                   [=](cudaStream_t s) { forward_decoder(B, imgs, order, pos, true, nullptr, s, 4); }});
     const std::vector<WgradLayer> wl = wgrad_layers(B);
     const char* names[kNumConvs] = {"conv1", "conv2", "dconv1", "dconv2", "dconv3"};
