@@ -1,8 +1,8 @@
 // The GPU backend of the autoencoder (AeBackend on CUDA). See docs/GPU.md.
 //
 // One training step is ~25 kernels, captured once per batch size into a CUDA graph (the
-// weight gradients on a side branch beside the input gradients) and replayed: no allocation, no host synchronisation, no per-kernel launch
-// cost. The training images stay on the GPU as uint8; the first kernel gathers the
+// weight gradients on a side branch beside the input gradients) and replayed: no
+// allocation, no host synchronisation, no per-kernel launch cost. The training images stay on the GPU as uint8; the first kernel gathers the
 // step's images through the shuffled order (read on the device at *pos) and normalises
 // them. Activations are NHWC in bf16 or fp32; the master weights, the gradient and the
 // optimizer state are fp32, and the optimizer kernel also refreshes the packed (and, in
@@ -786,6 +786,11 @@ class GpuBackend final : public AeBackend {
       static const bool one_stream = std::getenv("AE_GRAPH_ONE_STREAM") != nullptr;
       size_t forks = 0;
       bool side_open = false;
+      auto join_side = [&] {  // main waits for everything issued on the side branch
+        AE_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
+        AE_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_event_, 0));
+        side_open = false;
+      };
       for (auto& s : stages) {
         if (s.lane == Lane::side && !one_stream) {
           if (forks == fork_events_.size()) {
@@ -799,17 +804,10 @@ class GpuBackend final : public AeBackend {
           side_open = true;
           continue;
         }
-        if (s.lane == Lane::join && side_open) {
-          AE_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
-          AE_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_event_, 0));
-          side_open = false;
-        }
+        if (s.lane == Lane::join && side_open) join_side();
         s.run(stream_);
       }
-      if (side_open) {  // a capture must end with every forked stream joined
-        AE_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
-        AE_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_event_, 0));
-      }
+      if (side_open) join_side();  // a capture must end with every forked stream joined
     } catch (...) {
       cudaStreamEndCapture(stream_, &graph);
       if (graph) cudaGraphDestroy(graph);

@@ -19,10 +19,6 @@
 #include "kernels/cuda/mma_ptx.cuh"
 
 namespace ae::cuda {
-namespace {
-
-using bf16 = __nv_bfloat16;
-using namespace ptx;
 
 int ilog2_exact(int v, const char* what) {
   int l = 0;
@@ -30,6 +26,11 @@ int ilog2_exact(int v, const char* what) {
   if (v <= 0 || (1 << l) != v) throw std::invalid_argument(std::string(what) + " must be a power of two, got " + std::to_string(v));
   return l;
 }
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+using namespace ptx;
 
 int sm_count() {
   static int n = [] {

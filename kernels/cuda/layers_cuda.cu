@@ -430,10 +430,7 @@ void up2_fold_output_grad(const void* dy, int ldd, int K, int images, int H, int
                           cudaStream_t stream) {
   if (images <= 0) return;
   if (K <= 0 || K > ldd || 9 * K > ldg) throw std::invalid_argument("up2_fold_output_grad: need 9·K ≤ ldg and K ≤ ldd");
-  int lh = 0, lw = 0;
-  while ((1 << lh) < H) ++lh;
-  while ((1 << lw) < W) ++lw;
-  if ((1 << lh) != H || (1 << lw) != W) throw std::invalid_argument("up2_fold_output_grad: H and W must be powers of two");
+  const int lh = ilog2_exact(H, "up2_fold_output_grad: height"), lw = ilog2_exact(W, "up2_fold_output_grad: width");
   const int64_t pixels = int64_t(images) * H * W, n = pixels * ldg;
   const unsigned blocks = unsigned((n + kThreads - 1) / kThreads);
   if (t == DType::bf16)

@@ -62,6 +62,9 @@ void upsample2_conv3x3_backward_weights(const float* x, const float* dy, float* 
 enum class DType { f32, bf16 };
 inline size_t dtype_bytes(DType t) { return t == DType::bf16 ? 2 : 4; }
 
+// log2 of v; throws "<what> must be a power of two" when it is not one.
+int ilog2_exact(int v, const char* what);
+
 // Raises the shared-memory limit of the GEMM kernels (once per process). Called by the
 // entry points below; call it yourself before capturing them into a CUDA graph.
 void init_kernels();
