@@ -137,7 +137,7 @@ PY
 
 @test "a run killed with SIGKILL during epoch 2 resumes to exactly the weights of an uninterrupted run" {
   opts=(--data "$AE_DIR/data.h5" --epochs 3 --batch-size 16 --seed 7 --threads 2 -o "$TMP/m.h5")
-  "$BIN/ae-train" --device cpu "${opts[@]}" --quiet &
+  ASAN_OPTIONS="$KILLED_ASAN_OPTIONS" "$BIN/ae-train" --device cpu "${opts[@]}" --quiet &
   pid=$!
   # The checkpoint appears when epoch 1 is done; epoch 2 then takes well over 50 ms.
   for _ in $(seq 1 2400); do [ -f "$TMP/m.h5" ] && break; sleep 0.05; done

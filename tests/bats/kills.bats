@@ -80,7 +80,7 @@ PY
     remaining=$((epochs - done_epochs))
     window=$(( remaining > 3 ? epoch_ms * 5 / 2 : epoch_ms * 9 / 10 ))
     delay=$(random_delay "$window")
-    "$BIN/ae-train" "${opts[@]}" --resume -o "$TMP/m.h5" &
+    ASAN_OPTIONS="$KILLED_ASAN_OPTIONS" "$BIN/ae-train" "${opts[@]}" --resume -o "$TMP/m.h5" &
     pid=$!
     sleep "$delay"
     kill -9 "$pid" 2>/dev/null || true
@@ -132,7 +132,7 @@ kill_at_random_points() {
   rm -f "$out"
   for i in 1 2 3 4 5 6; do
     delay=$(random_delay $((run_ms * 9 / 10 + 1)))
-    "$@" -q -o "$out" &
+    ASAN_OPTIONS="$KILLED_ASAN_OPTIONS" "$@" -q -o "$out" &
     pid=$!
     sleep "$delay"
     kill -9 "$pid" 2>/dev/null || true
@@ -156,7 +156,7 @@ kill_at_random_points() {
   need ae-train
   # Before the first checkpoint is committed there is nothing under the final name; the
   # hidden temporary file of the checkpoint being written may remain (SIGKILL cannot be caught).
-  "$BIN/ae-train" -q --data "$KILL_DIR/data.h5" --train-limit 12 --epochs 3 --batch-size 4 --threads 2 -o "$TMP/m.h5" &
+  ASAN_OPTIONS="$KILLED_ASAN_OPTIONS" "$BIN/ae-train" -q --data "$KILL_DIR/data.h5" --train-limit 12 --epochs 3 --batch-size 4 --threads 2 -o "$TMP/m.h5" &
   pid=$!
   for _ in $(seq 1 3000); do
     ls -A "$TMP" | grep -q '\.m\.h5\.tmp' && break
