@@ -17,6 +17,8 @@
 // save little (docs/SVM.md).
 #include "kernels/cpu/svm_smo.h"
 
+#include "kernels/svm_smo_step.h"
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -25,7 +27,6 @@
 namespace svm::detail {
 
 namespace {
-constexpr double kTau = 1e-12;  // curvature floor for non-positive-definite directions
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
 
@@ -67,7 +68,7 @@ BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double C, doubl
       const double b = Gmax + v;
       if (b > 0) {
         double a = Kdiag[i] + Kdiag[t] - 2.0 * static_cast<double>(Ki[t]);
-        if (a <= 0) a = kTau;
+        if (a <= 0) a = kSmoTau;
         const double decrease = -(b * b) / a;
         if (decrease <= best) {
           best = decrease;
@@ -85,42 +86,7 @@ BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double C, doubl
     const float* Kj = K.row(j);
     const double Kij = Ki[j];
     const double old_ai = alpha[i], old_aj = alpha[j];
-    double ai, aj;
-    double curvature = Kdiag[i] + Kdiag[j] - 2.0 * Kij;
-    if (curvature <= 0) curvature = kTau;
-    if (ys[i] != ys[j]) {
-      // a_i − a_j is conserved; both move by the same delta.
-      const double delta = (-G[i] - G[j]) / curvature;
-      const double diff = old_ai - old_aj;
-      ai = old_ai + delta;
-      aj = old_aj + delta;
-      if (diff > 0) {
-        if (aj < 0) { aj = 0; ai = diff; }
-      } else {
-        if (ai < 0) { ai = 0; aj = -diff; }
-      }
-      if (diff > 0) {
-        if (ai > C) { ai = C; aj = C - diff; }
-      } else {
-        if (aj > C) { aj = C; ai = C + diff; }
-      }
-    } else {
-      // a_i + a_j is conserved; they move by opposite deltas.
-      const double delta = (G[i] - G[j]) / curvature;
-      const double sum = old_ai + old_aj;
-      ai = old_ai - delta;
-      aj = old_aj + delta;
-      if (sum > C) {
-        if (ai > C) { ai = C; aj = sum - C; }
-      } else {
-        if (aj < 0) { aj = 0; ai = sum; }
-      }
-      if (sum > C) {
-        if (aj > C) { aj = C; ai = sum - C; }
-      } else {
-        if (ai < 0) { ai = 0; aj = sum; }
-      }
-    }
+    const auto [ai, aj] = smo_pair_step(ys[i] == ys[j], G[i], G[j], old_ai, old_aj, Kdiag[i], Kdiag[j], Kij, C);
     alpha[i] = ai;
     alpha[j] = aj;
     classify(i);

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda/svm_gpu.cuh"
+#include "kernels/svm_smo_step.h"
 
 namespace svm::gpu {
 
@@ -20,7 +21,6 @@ void throw_cublas(cublasStatus_t status, const char* what, const char* file, int
 namespace {
 
 constexpr int kWarp = 32;
-constexpr double kTau = 1e-12;  // curvature floor, as the CPU solver
 
 // Gradient and alpha (double) and flags (byte) per sample.
 __host__ __device__ inline size_t state_bytes(int64_t n) {
@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
           int idx = -1;
           if (b > 0) {
             double a = Kii + diag(t) - 2.0 * static_cast<double>(ki[u]);
-            if (a <= 0) a = kTau;
+            if (a <= 0) a = detail::kSmoTau;
             key = (b * b) / a;  // = -(decrease); max key = min decrease
             idx = t;
           }
@@ -311,40 +311,8 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
       const double yi = pi ? 1.0 : -1.0, yj = pj ? 1.0 : -1.0;
       const double Gi = G[i], Gj = G[j];
       const double old_ai = alpha[i], old_aj = alpha[j];
-      double curvature = Kii + diag(j) - 2.0 * static_cast<double>(r.kv);  // r.kv = K(i, j)
-      if (curvature <= 0) curvature = kTau;
-      double ai, aj;
-      if (pi != pj) {
-        const double delta = (-Gi - Gj) / curvature;
-        const double diff = old_ai - old_aj;
-        ai = old_ai + delta;
-        aj = old_aj + delta;
-        if (diff > 0) {
-          if (aj < 0) { aj = 0; ai = diff; }
-        } else {
-          if (ai < 0) { ai = 0; aj = -diff; }
-        }
-        if (diff > 0) {
-          if (ai > C) { ai = C; aj = C - diff; }
-        } else {
-          if (aj > C) { aj = C; ai = C + diff; }
-        }
-      } else {
-        const double delta = (Gi - Gj) / curvature;
-        const double sum = old_ai + old_aj;
-        ai = old_ai - delta;
-        aj = old_aj + delta;
-        if (sum > C) {
-          if (ai > C) { ai = C; aj = sum - C; }
-        } else {
-          if (aj < 0) { aj = 0; ai = sum; }
-        }
-        if (sum > C) {
-          if (aj > C) { aj = C; ai = sum - C; }
-        } else {
-          if (ai < 0) { ai = 0; aj = sum; }
-        }
-      }
+      const detail::PairStep step = detail::smo_pair_step(pi == pj, Gi, Gj, old_ai, old_aj, Kii, diag(j), r.kv, C);  // r.kv = K(i, j)
+      const double ai = step.ai, aj = step.aj;
       alpha[i] = ai;
       alpha[j] = aj;
       st[i] = status_of(pi, ai, C);
