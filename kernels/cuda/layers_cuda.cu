@@ -498,6 +498,52 @@ void pack_one(const float* w, PackKind kind, int K, int C, void* dst, int kpad, 
   pack_weights(w, list, t, 0);
 }
 
+// One convolution pass of a twin on NCHW fp32 device arrays: the source is copied to NHWC
+// (channel pitch a power of two), the fp32 weights packed as `kind` with `taps` taps per
+// channel, the implicit GEMM run and its NHWC output copied back to NCHW.
+struct TwinConv {
+  const float* src;
+  int src_channels, Hs, Ws;  // the map the GEMM gathers from
+  ConvShape shape;
+  const float* w;
+  PackKind kind;
+  int wK, wC;       // the PyTorch weight's [K][C][3][3]
+  int taps;         // per source channel, in the packed weights
+  int weight_sets;  // packed matrices (4 for the parity forms)
+  int out_channels, out_pixels;  // per image
+  const float* bias;
+  bool relu;
+};
+
+void conv_twin(const TwinConv& c, float* out, int N, Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Cs = pow2_at_least(c.src_channels), Kpad = round_up(c.taps * Cs, 64), src_pixels = c.Hs * c.Ws;
+  Scratch s;
+  s.a.resize(size_t(N) * src_pixels * Cs * es);
+  s.w.resize(size_t(c.weight_sets) * c.out_channels * Kpad * es);
+  s.out.resize(size_t(N) * c.out_pixels * c.out_channels * es);
+  nchw_to_nhwc(c.src, s.a.get(), N, c.src_channels, src_pixels, Cs, t, 0);
+  pack_one(c.w, c.kind, c.wK, c.wC, s.w.get(), Kpad, Cs, t);
+  ConvArgs a;
+  a.src = s.a.get();
+  a.images = N;
+  a.Hs = c.Hs;
+  a.Ws = c.Ws;
+  a.Cs = Cs;
+  a.shape = c.shape;
+  a.Kpad = Kpad;
+  a.weights = s.w.get();
+  a.N = c.out_channels;
+  a.bias = c.bias;
+  a.relu = c.relu;
+  a.out = s.out.get();
+  a.ldo = c.out_channels;
+  conv_igemm(a, t, 0);
+  nhwc_to_nchw(s.out.get(), out, N, c.out_channels, c.out_pixels, c.out_channels, t, 0);
+  sync_default();
+}
+
 // Weight and bias gradients from NHWC operands already on the device.
 void wgrad_twin(const PixelMatrix& A, const PixelMatrix& B, int images, int grid_h, int grid_w, int parities,
                 WgradScatter s, const void* dy_nhwc, int64_t dy_rows, int Kp, float* dw, float* db, bool accumulate,
@@ -528,58 +574,13 @@ void wgrad_twin(const PixelMatrix& A, const PixelMatrix& B, int images, int grid
 
 void conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K, int H, int W,
                      bool relu, Precision precision) {
-  const DType t = dtype_of(precision);
-  const size_t es = dtype_bytes(t);
-  const int Cp = pow2_at_least(C), Kpad = round_up(9 * Cp, 64), HW = H * W;
-  Scratch s;
-  s.a.resize(size_t(N) * HW * Cp * es);
-  s.w.resize(size_t(K) * Kpad * es);
-  s.out.resize(size_t(N) * HW * K * es);
-  nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
-  pack_one(w, PackKind::fwd3, K, C, s.w.get(), Kpad, Cp, t);
-  ConvArgs a;
-  a.src = s.a.get();
-  a.images = N;
-  a.Hs = H;
-  a.Ws = W;
-  a.Cs = Cp;
-  a.Kpad = Kpad;
-  a.weights = s.w.get();
-  a.N = K;
-  a.bias = b;
-  a.relu = relu;
-  a.out = s.out.get();
-  a.ldo = K;
-  conv_igemm(a, t, 0);
-  nhwc_to_nchw(s.out.get(), y, N, K, HW, K, t, 0);
-  sync_default();
+  conv_twin({x, C, H, W, ConvShape::same3x3, w, PackKind::fwd3, K, C, 9, 1, K, H * W, b, relu}, y, N, precision);
 }
 
 void conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K, int H, int W,
                            Precision precision) {
-  const DType t = dtype_of(precision);
-  const size_t es = dtype_bytes(t);
-  const int Kp = pow2_at_least(K), Kpad = round_up(9 * Kp, 64), HW = H * W;
-  Scratch s;
-  s.a.resize(size_t(N) * HW * Kp * es);
-  s.w.resize(size_t(C) * Kpad * es);
-  s.out.resize(size_t(N) * HW * C * es);
-  nchw_to_nhwc(dy, s.a.get(), N, K, HW, Kp, t, 0);
-  pack_one(w, PackKind::bwd3, K, C, s.w.get(), Kpad, Kp, t);
-  ConvArgs a;
-  a.src = s.a.get();
-  a.images = N;
-  a.Hs = H;
-  a.Ws = W;
-  a.Cs = Kp;
-  a.Kpad = Kpad;
-  a.weights = s.w.get();
-  a.N = C;
-  a.out = s.out.get();
-  a.ldo = C;
-  conv_igemm(a, t, 0);
-  nhwc_to_nchw(s.out.get(), dx, N, C, HW, C, t, 0);
-  sync_default();
+  conv_twin({dy, K, H, W, ConvShape::same3x3, w, PackKind::bwd3, K, C, 9, 1, C, H * W, nullptr, false}, dx, N,
+            precision);
 }
 
 void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N, int C, int K, int H, int W,
@@ -604,62 +605,18 @@ void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float*
 
 void upsample2_conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K, int H,
                                int W, bool relu, Precision precision) {
-  const DType t = dtype_of(precision);
-  const size_t es = dtype_bytes(t);
   // Few output channels (the decoder's last layer): all four parities in one GEMM.
   const bool subpixel = 4 * K <= 16;
-  const int Cp = pow2_at_least(C), Kpad = round_up((subpixel ? 9 : 4) * Cp, 64), HW = H * W;
-  Scratch s;
-  s.a.resize(size_t(N) * HW * Cp * es);
-  s.w.resize(size_t(4) * K * Kpad * es);
-  s.out.resize(size_t(N) * 4 * HW * K * es);
-  nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
-  pack_one(w, subpixel ? PackKind::fwd_up2_subpixel : PackKind::fwd_up2_parity, K, C, s.w.get(), Kpad, Cp, t);
-  ConvArgs a;
-  a.src = s.a.get();
-  a.images = N;
-  a.Hs = H;
-  a.Ws = W;
-  a.Cs = Cp;
-  a.shape = subpixel ? ConvShape::up2_subpixel : ConvShape::up2_parity;
-  a.Kpad = Kpad;
-  a.weights = s.w.get();
-  a.N = K;
-  a.bias = b;
-  a.relu = relu;
-  a.out = s.out.get();
-  a.ldo = K;
-  conv_igemm(a, t, 0);
-  nhwc_to_nchw(s.out.get(), y, N, K, 4 * HW, K, t, 0);
-  sync_default();
+  const ConvShape shape = subpixel ? ConvShape::up2_subpixel : ConvShape::up2_parity;
+  const PackKind kind = subpixel ? PackKind::fwd_up2_subpixel : PackKind::fwd_up2_parity;
+  conv_twin({x, C, H, W, shape, w, kind, K, C, subpixel ? 9 : 4, 4, K, 4 * H * W, b, relu}, y, N, precision);
 }
 
 void upsample2_conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K, int H, int W,
                                      Precision precision) {
-  const DType t = dtype_of(precision);
-  const size_t es = dtype_bytes(t);
-  const int Kp = pow2_at_least(K), Kpad = round_up(16 * Kp, 64), HW = H * W;
-  Scratch s;
-  s.a.resize(size_t(N) * 4 * HW * Kp * es);
-  s.w.resize(size_t(C) * Kpad * es);
-  s.out.resize(size_t(N) * HW * C * es);
-  nchw_to_nhwc(dy, s.a.get(), N, K, 4 * HW, Kp, t, 0);
-  pack_one(w, PackKind::bwd_down2_4x4, K, C, s.w.get(), Kpad, Kp, t);
-  ConvArgs a;
-  a.src = s.a.get();
-  a.images = N;
-  a.Hs = 2 * H;
-  a.Ws = 2 * W;
-  a.Cs = Kp;
-  a.shape = ConvShape::down2_4x4;
-  a.Kpad = Kpad;
-  a.weights = s.w.get();
-  a.N = C;
-  a.out = s.out.get();
-  a.ldo = C;
-  conv_igemm(a, t, 0);
-  nhwc_to_nchw(s.out.get(), dx, N, C, HW, C, t, 0);
-  sync_default();
+  conv_twin({dy, K, 2 * H, 2 * W, ConvShape::down2_4x4, w, PackKind::bwd_down2_4x4, K, C, 16, 1, C, H * W, nullptr,
+             false},
+            dx, N, precision);
 }
 
 void upsample2_conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N, int C, int K,
