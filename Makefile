@@ -196,7 +196,7 @@ test-cli: all
 
 ifneq ($(NVCC),)
 test-gpu: $(if $(BUILT_FIRST),all $(GPU_TEST_BIN))
-	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run-gpu.sh
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) CIFAR10_DIR=$(CIFAR10_DIR) bash tests/run-gpu.sh
 else
 test-gpu:
 	@echo "test-gpu: skipped: this build has no CUDA (nvcc not found)"

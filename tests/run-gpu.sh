@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make test-gpu: every CUDA kernel against its CPU twin and the GPU backend against the
-# CPU backend (GoogleTest binary $BUILD/tests/gpu_tests, sources in tests/gpu/).
+# CPU backend (GoogleTest binary $BUILD/tests/gpu_tests, sources in tests/gpu/), then the
+# GPU SVM against the CPU path on real CIFAR-10 features (tests/gpu/svm_parity_real.sh).
 # Without an NVIDIA GPU it prints one skip line and exits 0 (CI only compiles the tests).
 # Prints one closing line "N passed, N failed, N skipped"; extra arguments go to GoogleTest.
 set -uo pipefail
@@ -25,5 +26,15 @@ f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log_dir/gpu.log" | tail 
 s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log_dir/gpu.log" | tail -1)
 p=${p:-0} f=${f:-0} s=${s:-0}
 [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1  # crashed before its summary
+# The GPU SVM against the CPU path on real features (needs CIFAR-10: CIFAR10_DIR). Not run
+# when GoogleTest arguments (a filter) were given.
+if [ $# -eq 0 ]; then
+  bash tests/gpu/svm_parity_real.sh 2>&1 | tee "$log_dir/svm-parity-real.log"
+  case "$(tail -1 "$log_dir/svm-parity-real.log")" in
+    "svm-parity-real: passed"*) p=$((p + 1)) ;;
+    "svm-parity-real: skipped"*) s=$((s + 1)) ;;
+    *) f=$((f + 1)) ;;
+  esac
+fi
 echo "$p passed, $f failed, $s skipped"
 [ "$f" -eq 0 ]
