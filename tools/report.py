@@ -1090,5 +1090,37 @@ def main(argv):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def find_python_with_plotting():
+    """Re-executes the report under a Python that has h5py and matplotlib when this one has
+    not: Debian's live in /usr/bin/python3 (the shebang), but some machines (the lent GPU
+    images, virtual environments) keep them in the python3 first on PATH. REPORT_PYTHON
+    names one explicitly. Returns a message when none is found; the run then fails with it."""
+    import importlib.util
+    needed = ("h5py", "matplotlib")
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    if not missing:
+        return None
+    if not os.environ.get("REPORT_REEXECUTED"):
+        here = os.path.realpath(sys.executable)
+        probe = "import " + ", ".join(needed)
+        for cand in (os.environ.get("REPORT_PYTHON"), shutil.which("python3"), "/usr/bin/python3"):
+            if not cand or os.path.realpath(cand) == here:
+                continue
+            try:
+                ok = subprocess.run([cand, "-c", probe], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, timeout=60).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                ok = False
+            if ok:
+                os.environ["REPORT_REEXECUTED"] = "1"
+                os.execv(cand, [cand, os.path.abspath(__file__)] + sys.argv[1:])
+    return (f"{sys.executable} has no {' or '.join(missing)}, nor has any other python3 found: install "
+            f"python3-h5py and python3-matplotlib (make deps), or set REPORT_PYTHON to a Python that has them")
+
+
 if __name__ == "__main__":
+    no_python = find_python_with_plotting()
+    if no_python and not any(a in ("-h", "--help", "--version") for a in sys.argv[1:]):
+        print(f"{TOOL}: error: {no_python}", file=sys.stderr)
+        sys.exit(1)
     sys.exit(main(sys.argv[1:]))

@@ -128,6 +128,21 @@ PY
   grep -q "30 support vectors" "$TMP/rep/report.md"
 }
 
+@test "started by a Python without h5py, it runs under one that has it, or says what to install" {
+  # -S: no site-packages, so the interpreter that starts the report cannot import h5py.
+  printf '#!/bin/sh\nexec "%s" "$@"\n' "$PYTHON" > "$TMP/python-with-h5py"
+  chmod +x "$TMP/python-with-h5py"
+  REPORT_PYTHON="$TMP/python-with-h5py" run "$PYTHON" -S "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/rep" -q
+  [ "$status" -eq 0 ]
+  assert_report "$TMP/rep" loss.png reconstructions.png confusion.png per_class_accuracy.png timing.png
+  # No other Python to turn to (REPORT_REEXECUTED: as if it had tried): one line, exit 1.
+  REPORT_REEXECUTED=1 run "$PYTHON" -S "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/rep2"
+  [ "$status" -eq 1 ]
+  [[ "$output" == "report: error: "*"has no h5py"*"python3-h5py"* ]]
+  [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ]
+  [ ! -e "$TMP/rep2" ]
+}
+
 @test "a file changed after the stage that used it is flagged as out of date" {
   local dir
   dir=$(partial_run model features)
