@@ -1101,10 +1101,12 @@ def find_python_with_plotting():
     if not missing:
         return None
     if not os.environ.get("REPORT_REEXECUTED"):
-        here = os.path.realpath(sys.executable)
+        # Not compared by realpath: a virtual environment's python3 is a symlink to the very
+        # interpreter that lacks the packages, and differs only by where it was started.
+        here = os.path.abspath(sys.executable)
         probe = "import " + ", ".join(needed)
         for cand in (os.environ.get("REPORT_PYTHON"), shutil.which("python3"), "/usr/bin/python3"):
-            if not cand or os.path.realpath(cand) == here:
+            if not cand or os.path.abspath(cand) == here:
                 continue
             try:
                 ok = subprocess.run([cand, "-c", probe], stdout=subprocess.DEVNULL,
