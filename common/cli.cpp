@@ -72,21 +72,26 @@ int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
   }
   set_quiet(common.quiet);
   g_app = &app;
+  int status = 0;
   try {
     // Fail before hours of work, not after them, when the output cannot be written.
     if (info.has_output) check_output_path(common.output);
     run();
   } catch (const UsageError& e) {
     fprintf(stderr, "%s: usage error: %s\n", info.name, e.what());
-    return 2;
+    status = 2;
   } catch (const std::bad_alloc&) {
-    fprintf(stderr, "%s: error: out of memory (try a smaller batch or --train-limit)\n", info.name);
-    return 1;
+    fprintf(stderr, "%s: error: out of memory (%s)\n", info.name, info.memory_hint);
+    status = 1;
+  } catch (const OutOfDeviceMemory& e) {
+    fprintf(stderr, "%s: error: %s (%s)\n", info.name, e.what(), info.memory_hint);
+    status = 1;
   } catch (const std::exception& e) {
     fprintf(stderr, "%s: error: %s\n", info.name, e.what());
-    return 1;
+    status = 1;
   }
-  return 0;
+  g_app = nullptr;  // app ends here
+  return status;
 }
 
 }  // namespace cae

@@ -17,6 +17,8 @@ struct ToolInfo {
   const char* example;        // a worked example shown under --help
   bool has_device = false;    // registers --device
   bool has_output = true;     // registers -o/--output (required)
+  // What to change when memory runs out (host or GPU), printed after "out of memory".
+  const char* memory_hint = "try a smaller batch or --train-limit";
 };
 
 struct CommonOptions {

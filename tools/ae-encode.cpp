@@ -23,7 +23,7 @@ namespace {
 
 const cae::ToolInfo kInfo{"ae-encode", "encode images with a trained autoencoder (8,192 features per image)",
                           "ae-encode --model data/run/model.h5 --data data/cifar10.h5 -o data/run/features.h5", true,
-                          true};
+                          true, "try a smaller --batch-size"};
 
 struct Options {
   std::string model;

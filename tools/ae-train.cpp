@@ -25,7 +25,8 @@
 namespace {
 
 const cae::ToolInfo kInfo{"ae-train", "train the convolutional autoencoder (CIFAR-10 -> 8,192-d code)",
-                          "ae-train --data data/cifar10.h5 --epochs 20 -o data/run/model.h5", true, true};
+                          "ae-train --data data/cifar10.h5 --epochs 20 -o data/run/model.h5", true, true,
+                          "try a smaller --batch-size"};
 
 struct Options {
   std::string data;

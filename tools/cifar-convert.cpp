@@ -16,7 +16,8 @@ namespace {
 
 const cae::ToolInfo kInfo{
     "cifar-convert", "convert the CIFAR-10 binary batches (folder or .tar.gz) to an HDF5 dataset",
-    "cifar-convert --input ../shared/cifar-10-batches-bin -o data/cifar10.h5"};
+    "cifar-convert --input ../shared/cifar-10-batches-bin -o data/cifar10.h5", false, true,
+    "try --train-limit and --test-limit"};
 
 struct Options {
   std::string input;

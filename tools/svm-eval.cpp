@@ -19,7 +19,7 @@ namespace {
 
 const cae::ToolInfo kInfo{"svm-eval", "classify encoder features with an svm-fit model; accuracy and confusion matrix",
                           "svm-eval --model data/svm.h5 --features data/features.h5 --split test -o data/eval.h5", true,
-                          true};
+                          true, "try --limit, or --device cpu"};
 
 struct Options {
   std::string model, features, split = "test", export_data;

@@ -20,7 +20,8 @@
 namespace {
 
 const cae::ToolInfo kInfo{"svm-fit", "train a one-vs-one C-SVM (libsvm formulation) on encoder features",
-                          "svm-fit --features data/features.h5 --C 10 --gamma scale -o data/svm.h5", true, true};
+                          "svm-fit --features data/features.h5 --C 10 --gamma scale -o data/svm.h5", true, true,
+                          "try --train-limit or a smaller --cache-mb, or --device cpu"};
 
 struct Options {
   std::string features, kernel = "rbf", gamma = "scale", scale = "standard", export_libsvm;

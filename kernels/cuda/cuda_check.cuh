@@ -5,9 +5,12 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include "common/error.h"
 
 namespace ae::cuda {
 
@@ -21,6 +24,21 @@ namespace ae::cuda {
     cudaError_t ae_err_ = (call);                                                  \
     if (ae_err_ != cudaSuccess) ::ae::cuda::throw_cuda(ae_err_, #call, __FILE__, __LINE__); \
   } while (0)
+
+// A failed device allocation of `bytes`: cae::OutOfDeviceMemory with the device's free memory,
+// so the tool can say which option to lower instead of only "CUDA error: out of memory".
+[[noreturn]] inline void throw_out_of_memory(size_t bytes) {
+  (void)cudaGetLastError();  // an allocation failure is not sticky: clear it
+  size_t free_b = 0, total_b = 0;
+  char msg[160];
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+    snprintf(msg, sizeof msg, "GPU out of memory: %.2f GiB more were needed with %.2f of %.2f GiB free", bytes / gib,
+             free_b / gib, total_b / gib);
+  else
+    snprintf(msg, sizeof msg, "GPU out of memory: %.2f GiB more were needed", bytes / gib);
+  throw cae::OutOfDeviceMemory(msg);
+}
 
 // After a kernel launch: catches bad launch configurations at once (asynchronous faults
 // surface at the next synchronising call, which is checked too).
@@ -50,7 +68,12 @@ class DeviceBuffer {
     if (count <= count_ && ptr_) return;
     release();
     if (count == 0) return;
-    AE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
+    const cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T));
+    if (err != cudaSuccess) {
+      ptr_ = nullptr;
+      if (err == cudaErrorMemoryAllocation) throw_out_of_memory(count * sizeof(T));
+      throw_cuda(err, "cudaMalloc", __FILE__, __LINE__);
+    }
     count_ = count;
   }
   void release() {

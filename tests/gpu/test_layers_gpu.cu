@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "kernels/autoencoder.h"
 #include "kernels/cuda/layers_cuda.cuh"
 #include "kernels/layers.h"
@@ -306,6 +307,25 @@ TEST(GpuLayers, GlobalNormMatchesCpu) {
   auto gd = to_device(g);
   const double ref = ae::cpu::global_norm(g.data(), int64_t(g.size()));
   EXPECT_NEAR(ae::cuda::global_norm(gd.get(), int64_t(g.size())), ref, 1e-9 * ref);
+}
+
+// A device allocation that cannot be met is cae::OutOfDeviceMemory, which the tools print
+// with a hint (a smaller --batch-size), and the device stays usable after it.
+TEST(GpuMemory, FailedAllocationIsOutOfDeviceMemoryAndNotSticky) {
+  REQUIRE_GPU();
+  ae::cuda::DeviceBuffer<char> huge;
+  try {
+    huge.resize(size_t(1) << 50);  // 1 PiB
+    FAIL() << "a 1 PiB device allocation succeeded";
+  } catch (const cae::OutOfDeviceMemory& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("GPU out of memory: 1048576.00 GiB more were needed with ", 0), 0u) << what;
+    EXPECT_NE(what.find(" GiB free"), std::string::npos) << what;
+  }
+  EXPECT_EQ(huge.get(), nullptr);
+  std::vector<float> h(4096, 1.5f);
+  auto d = to_device(h);
+  EXPECT_EQ(to_host(d, h.size()), h);
 }
 
 }  // namespace

@@ -4,10 +4,16 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <new>
+#include <stdexcept>
 #include <fstream>
 #include <random>
 
 #include "common/atomic_output.h"
+#include "common/cli.h"
+#include "common/error.h"
 #include "common/hdf5_io.h"
 #include "common/json.h"
 #include "common/sha256.h"
@@ -22,6 +28,48 @@ std::string temp_dir() {
 bool exists(const std::string& p) {
   struct stat st;
   return stat(p.c_str(), &st) == 0;
+}
+
+// How run_tool reports what a tool's work threw: the exit status and the one stderr line.
+struct ToolRun {
+  int status;
+  std::string err;
+};
+ToolRun run_tool_throwing(const std::function<void()>& work) {
+  // run_tool re-executes the program once unless these are set (common/blas_runtime.h);
+  // OpenBLAS has read its variable already, so a value set here changes nothing else.
+  const bool had_core = std::getenv("OPENBLAS_CORETYPE") != nullptr;
+  const bool had_wait = std::getenv("OMP_WAIT_POLICY") != nullptr;
+  setenv("OPENBLAS_CORETYPE", "unchanged", 0);
+  setenv("OMP_WAIT_POLICY", "passive", 0);
+  const cae::ToolInfo info{"ae-train", "purpose", "example", true, false, "try a smaller --batch-size"};
+  cae::CommonOptions common;
+  char name[] = "ae-train";
+  char* argv[] = {name, nullptr};
+  testing::internal::CaptureStderr();
+  const int status = cae::run_tool(1, argv, info, common, [](CLI::App&) {}, work);
+  ToolRun r{status, testing::internal::GetCapturedStderr()};
+  if (!had_core) unsetenv("OPENBLAS_CORETYPE");
+  if (!had_wait) unsetenv("OMP_WAIT_POLICY");
+  return r;
+}
+
+TEST(RunTool, OutOfMemoryNamesTheOptionToLower) {
+  ToolRun gpu = run_tool_throwing([] {
+    throw cae::OutOfDeviceMemory("GPU out of memory: 12.00 GiB more were needed with 3.00 of 80.00 GiB free");
+  });
+  EXPECT_EQ(gpu.status, 1);
+  EXPECT_EQ(gpu.err,
+            "ae-train: error: GPU out of memory: 12.00 GiB more were needed with 3.00 of 80.00 GiB free (try a "
+            "smaller --batch-size)\n");
+  ToolRun host = run_tool_throwing([] { throw std::bad_alloc(); });
+  EXPECT_EQ(host.status, 1);
+  EXPECT_EQ(host.err, "ae-train: error: out of memory (try a smaller --batch-size)\n");
+  ToolRun other = run_tool_throwing([] { throw std::runtime_error("data.h5: not an HDF5 file"); });
+  EXPECT_EQ(other.status, 1);
+  EXPECT_EQ(other.err, "ae-train: error: data.h5: not an HDF5 file\n");
+  ToolRun usage = run_tool_throwing([] { throw cae::UsageError("--lr must be positive"); });
+  EXPECT_EQ(usage.status, 2);
 }
 
 TEST(Sha256, KnownVectors) {
