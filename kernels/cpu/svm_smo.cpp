@@ -17,12 +17,12 @@
 // save little (docs/SVM.md).
 #include "kernels/cpu/svm_smo.h"
 
-#include "kernels/svm_smo_step.h"
-
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <limits>
+
+#include "kernels/svm_smo_step.h"
 
 namespace svm::detail {
 
