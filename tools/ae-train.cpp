@@ -144,7 +144,9 @@ void dump_gradients(const Options& opt, const cae::CommonOptions& common, const 
       opt.resume && file_exists(common.output) ? cae::read_ae_params(common.output) : ae::init_params(opt.seed);
   const int n = static_cast<int>(std::min<int64_t>(opt.batch_size, train.size()));
   std::vector<float> outputs(size_t(n) * ae::kImageDim), grad(ae::kParamCount);
-  const double loss = ae::cpu_loss_and_gradient(params, train.images.data(), n, threads, outputs.data(), grad.data());
+  ae::ForwardDecisions dec;
+  const double loss =
+      ae::cpu_loss_and_gradient(params, train.images.data(), n, threads, outputs.data(), grad.data(), &dec);
   cae::AtomicOutput out(opt.dump_gradients);
   cae::Hdf5Writer w(out.temp_path(), opt.dump_gradients);
   const cae::Shape image_shape{uint64_t(n), 3, 32, 32};
@@ -157,6 +159,13 @@ void dump_gradients(const Options& opt, const cae::CommonOptions& common, const 
             cae::Shape{uint64_t(c.out), uint64_t(c.in), 3, 3});
     w.write(std::string("/grad") + c.group + "/bias", grad.data() + ae::bias_offset(l), cae::Shape{uint64_t(c.out)});
   }
+  const uint64_t un = uint64_t(n);
+  w.write("/decisions/pool1_argmax", dec.pool1_argmax.data(), cae::Shape{un, 256, 16, 16});
+  w.write("/decisions/pool1", dec.pool1.data(), cae::Shape{un, 256, 16, 16});
+  w.write("/decisions/pool2_argmax", dec.pool2_argmax.data(), cae::Shape{un, 128, 8, 8});
+  w.write("/decisions/pool2", dec.pool2.data(), cae::Shape{un, 128, 8, 8});
+  w.write("/decisions/dconv1", dec.dconv1.data(), cae::Shape{un, 128, 8, 8});
+  w.write("/decisions/dconv2", dec.dconv2.data(), cae::Shape{un, 256, 16, 16});
   w.close();
   out.commit();
   cae::log_info("wrote %s: loss %.8f over %d images", opt.dump_gradients.c_str(), loss, n);

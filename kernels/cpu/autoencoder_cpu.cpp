@@ -209,6 +209,16 @@ class CpuBackend final : public AeBackend {
     upconvs_[1].forward(ws.a4.data(), bias(4), ws.out.data(), false);  // upsample 16→32, conv 256→3
   }
 
+  static void record_decisions(const Workspace& ws, int i, ForwardDecisions& d) {
+    auto put = [i](const auto& from, auto& to) { std::copy(from.begin(), from.end(), to.begin() + int64_t(i) * from.size()); };
+    put(ws.arg1, d.pool1_argmax);
+    put(ws.p1, d.pool1);
+    put(ws.arg2, d.pool2_argmax);
+    put(ws.latent, d.pool2);
+    put(ws.a3, d.dconv1);
+    put(ws.a4, d.dconv2);
+  }
+
   // Adds this image's parameter gradients to grad_work (each layer's working layout, at
   // work_offset_). ws.dout holds d(loss)/d(out).
   void backward(Workspace& ws, float* grad_work) const {
@@ -239,7 +249,15 @@ class CpuBackend final : public AeBackend {
   // Forward and backward over images train_[idx[0..b)] without a step: grad_ receives the
   // gradient of the batch-mean MSE (PyTorch layout), `outputs` (when not null) the
   // decoder outputs [b,3,32,32]. Returns Σ of the per-image MSE.
-  double compute_gradient(const int64_t* idx, int b, float* outputs) {
+  double compute_gradient(const int64_t* idx, int b, float* outputs, ForwardDecisions* decisions = nullptr) {
+    if (decisions) {
+      decisions->pool1_argmax.resize(size_t(b) * 256 * 16 * 16);
+      decisions->pool1.resize(size_t(b) * 256 * 16 * 16);
+      decisions->pool2_argmax.resize(size_t(b) * kLatentDim);
+      decisions->pool2.resize(size_t(b) * kLatentDim);
+      decisions->dconv1.resize(size_t(b) * 128 * 8 * 8);
+      decisions->dconv2.resize(size_t(b) * 256 * 16 * 16);
+    }
     std::vector<double> partial(threads_, 0.0);
     const float grad_scale = static_cast<float>(2.0 / (double(b) * kImageDim));  // d(batch mean)/d(out)
 #pragma omp parallel num_threads(threads_)
@@ -255,6 +273,7 @@ class CpuBackend final : public AeBackend {
         forward(ws);
         sum += cpu::squared_error(ws.out.data(), ws.x.data(), kImageDim, ws.dout.data(), grad_scale) / kImageDim;
         if (outputs) std::copy(ws.out.begin(), ws.out.end(), outputs + int64_t(i) * kImageDim);
+        if (decisions) record_decisions(ws, i, *decisions);
         backward(ws, work.data());
       }
       partial[tid] = sum;
@@ -321,13 +340,13 @@ std::unique_ptr<AeBackend> make_cpu_backend(const OptimizerConfig& opt, int thre
 }
 
 double cpu_loss_and_gradient(const std::vector<float>& params, const uint8_t* images, int n, int threads,
-                             float* outputs, float* grad) {
+                             float* outputs, float* grad, ForwardDecisions* decisions) {
   CpuBackend backend(OptimizerConfig{}, threads);
   backend.set_params(params);
   backend.set_train_images(images, n);
   std::vector<int64_t> order(n);
   for (int i = 0; i < n; ++i) order[i] = i;
-  const double loss_sum = backend.compute_gradient(order.data(), n, outputs);
+  const double loss_sum = backend.compute_gradient(order.data(), n, outputs, decisions);
   std::copy(backend.gradient().begin(), backend.gradient().end(), grad);
   return loss_sum / n;
 }

@@ -101,6 +101,10 @@ assert a["total_seconds"] > 0 and a["images_per_second"] > 0
 PY
 }
 
+# The backward pass is compared along the C++ forward pass's decisions (max-pool picks, ReLU
+# masks), which must be PyTorch's except within rounding of a boundary: in a batch of millions
+# of activations a few lie there, and one flipped decision moved the gradients by 3e-4 in a
+# test-asan run (docs/DECISIONS.md, "Gradient check against PyTorch").
 @test "one batch's output, loss and every parameter gradient match PyTorch (rel err < 1e-4)" {
   "$BIN/ae-train" --device cpu --quiet --data "$AE_DIR/data.h5" --batch-size 24 -o "$AE_DIR/full.h5" --resume \
     --dump-gradients "$TMP/grads.h5"
@@ -108,7 +112,8 @@ PY
     --dump "$TMP/grads.h5"
   echo "$output"
   [ "$status" -eq 0 ]
-  [ "$(grep -c '^ok ' <<<"$output")" -eq 12 ]  # output, loss, 5 weight and 5 bias gradients
+  # output, 4 layers' decisions, loss, 5 weight and 5 bias gradients
+  [ "$(grep -c '^ok ' <<<"$output")" -eq 16 ]
 }
 
 @test "ae-encode features match PyTorch's encoder (rel err < 1e-5) and carry provenance" {

@@ -3,9 +3,12 @@
 
   torch_reference.py gradients --model model.h5 --dump grads.h5
       grads.h5 comes from `ae-train --dump-gradients` run with model.h5's weights: the
-      images of one batch, the C++ decoder outputs, batch-mean MSE and every parameter
-      gradient. Loads model.h5 into the same model in torch, runs forward and backward on
-      the same batch and compares all of them (relative error < 1e-4).
+      images of one batch, the C++ decoder outputs, batch-mean MSE, every parameter
+      gradient and the forward pass's decisions (max-pool picks, ReLU masks). Loads
+      model.h5 into the same model in torch and compares the outputs (relative error
+      < 1e-4); checks that every C++ decision is float64 PyTorch's except within 1e-5 of
+      a boundary; then runs PyTorch's backward along the C++ decisions and compares the
+      loss and every gradient (< 1e-4).
 
   torch_reference.py features --model model.h5 --data cifar10.h5 --features features.h5
       Compares ae-encode's features of every split in features.h5 with torch's encoder
@@ -21,6 +24,7 @@ import sys
 import h5py
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ae_torch_model import Autoencoder, load_h5, to_input  # noqa: E402
@@ -47,6 +51,64 @@ def compare(name, ours, theirs, tol):
     print(f"{'ok  ' if ok else 'FAIL'} {name}: rel err {err:.3e} (tol {tol:g}, max |torch| {scale:.3e})")
 
 
+# How far from a ReLU's or a max pool's decision boundary (relative to the layer's largest
+# magnitude, computed in float64) a decision must be before fp32 rounding cannot flip it.
+AMBIGUOUS = 1e-5
+
+
+def forward_with_decisions(model, x, d):
+    """The model's forward pass in torch, with the max pools' picks and the ReLUs' masks
+    taken from the C++ forward pass (`d`: the dump's /decisions). Autograd through it is
+    PyTorch's backward along the same paths as the C++ backward."""
+    def pool_relu(z, argmax, after):
+        n, c = z.shape[:2]
+        picked = z.flatten(2).gather(2, argmax.flatten(2)).view(after.shape)
+        return picked * (after > 0)
+    a = pool_relu(model.encoder_conv1(x), d["pool1_argmax"], d["pool1"])
+    a = pool_relu(model.encoder_conv2(a), d["pool2_argmax"], d["pool2"])
+    a = model.decoder_conv1(a) * (d["dconv1"] > 0)
+    a = F.interpolate(a, scale_factor=2, mode="nearest")
+    a = model.decoder_conv2(a) * (d["dconv2"] > 0)
+    a = F.interpolate(a, scale_factor=2, mode="nearest")
+    return model.decoder_conv3(a)
+
+
+def check_decisions(model, x, d):
+    """Every C++ decision must be PyTorch's (float64) except where the float64 values lie
+    within AMBIGUOUS of the boundary. Prints one line per layer."""
+    m = Autoencoder().double()
+    m.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        def pools(name, z, argmax, after):
+            scale = float(z.abs().max())
+            ours_val = z.flatten(2).gather(2, argmax.flatten(2)).view(after.shape)
+            best, best_idx = F.max_pool2d(z, 2, return_indices=True)
+            wrong_pick = (best_idx != argmax) & ((best - ours_val) >= AMBIGUOUS * scale) & (best > 0)
+            wrong_relu = ((after > 0) != (ours_val > 0)) & (ours_val.abs() >= AMBIGUOUS * scale)
+            close = int(((best_idx != argmax) & (best > 0)).sum()) + int(((after > 0) != (ours_val > 0)).sum())
+            report(name, int(wrong_pick.sum() + wrong_relu.sum()), close)
+            return ours_val * (after > 0)  # downstream layers see the C++ decisions
+        def relus(name, z, after):
+            scale = float(z.abs().max())
+            differ = (after > 0) != (z > 0)
+            report(name, int((differ & (z.abs() >= AMBIGUOUS * scale)).sum()), int(differ.sum()))
+            return z * (after > 0)
+        a = pools("encoder conv1 ReLU + pool", m.encoder_conv1(x.double()), d["pool1_argmax"], d["pool1"])
+        a = pools("encoder conv2 ReLU + pool", m.encoder_conv2(a), d["pool2_argmax"], d["pool2"])
+        a = relus("decoder conv1 ReLU", m.decoder_conv1(a), d["dconv1"])
+        a = F.interpolate(a, scale_factor=2, mode="nearest")
+        relus("decoder conv2 ReLU", m.decoder_conv2(a), d["dconv2"])
+
+
+def report(name, wrong, differ):
+    if wrong:
+        failures.append(name)
+        print(f"FAIL {name} decisions: {wrong} differ from float64 torch by more than {AMBIGUOUS:g} of the "
+              f"layer's scale")
+    else:
+        print(f"ok   {name} decisions: {differ} differ from float64 torch, all within {AMBIGUOUS:g} of the boundary")
+
+
 def check_gradients(args):
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     model = Autoencoder()
@@ -58,11 +120,19 @@ def check_gradients(args):
         loss_cpp = float(d["/loss"][0])
         grads = {name: d["/grad" + name][...] for name in
                  [g + "/" + p for g, _ in model.convs() for p in ("weight", "bias")]}
+        dec = {k: torch.from_numpy(d["/decisions/" + k][...]) for k in d["/decisions"]}
+    for k in ("pool1_argmax", "pool2_argmax"):
+        dec[k] = dec[k].long()
     x = to_input(images)
-    out = model(x)
+    with torch.no_grad():
+        compare("decoder output", outputs, model(x).numpy(), args.tol)
+    # The C++ decisions are PyTorch's wherever rounding cannot matter; the backward pass is
+    # then compared along those decisions, so a pre-activation within rounding of zero (a
+    # few of the millions in a batch usually are) cannot flip one path and fail the check.
+    check_decisions(model, x, dec)
+    out = forward_with_decisions(model, x, dec)
     loss = torch.nn.functional.mse_loss(out, x)
     loss.backward()
-    compare("decoder output", outputs, out.detach().numpy(), args.tol)
     compare("loss", [loss_cpp], [loss.item()], args.tol)
     for group, conv in model.convs():
         compare(group + "/weight grad", grads[group + "/weight"], conv.weight.grad.numpy(), args.tol)
