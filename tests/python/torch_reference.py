@@ -61,7 +61,6 @@ def forward_with_decisions(model, x, d):
     taken from the C++ forward pass (`d`: the dump's /decisions). Autograd through it is
     PyTorch's backward along the same paths as the C++ backward."""
     def pool_relu(z, argmax, after):
-        n, c = z.shape[:2]
         picked = z.flatten(2).gather(2, argmax.flatten(2)).view(after.shape)
         return picked * (after > 0)
     a = pool_relu(model.encoder_conv1(x), d["pool1_argmax"], d["pool1"])
