@@ -225,11 +225,10 @@ __global__ void sgd_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
   s.params[i] = p;
 }
 
-__global__ void sumsq_kernel(const float* __restrict__ x, int64_t count, double* out) {
+// Adds the sum of `local` over a kThreads-thread block to *out (one atomic per block).
+// Sums in double: these are loss and gradient-norm totals over millions of terms.
+__device__ void block_sum_atomic_add(double local, double* out) {
   __shared__ double red[kThreads / 32];
-  double local = 0;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
-    local += double(x[i]) * x[i];
   for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = local;
   __syncthreads();
@@ -238,6 +237,13 @@ __global__ void sumsq_kernel(const float* __restrict__ x, int64_t count, double*
     for (int w = 0; w < kThreads / 32; ++w) s += red[w];
     atomicAdd(out, s);
   }
+}
+
+__global__ void sumsq_kernel(const float* __restrict__ x, int64_t count, double* out) {
+  double local = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    local += double(x[i]) * x[i];
+  block_sum_atomic_add(local, out);
 }
 
 __global__ void advance_kernel(int* pos, int64_t* step, int batch) {
@@ -345,21 +351,13 @@ __global__ void upsample2_backward_kernel(const float* dy, float* dx, int NC, in
 }
 
 __global__ void mse_kernel(const float* pred, const float* target, int64_t count, float* dpred, double* sum) {
-  __shared__ double red[kThreads / 32];
   double local = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
     const float d = pred[i] - target[i];
     local += double(d) * d;
     if (dpred) dpred[i] = 2.f * d / float(count);
   }
-  for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = local;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double s = 0;
-    for (int w = 0; w < kThreads / 32; ++w) s += red[w];
-    atomicAdd(sum, s);
-  }
+  block_sum_atomic_add(local, sum);
 }
 
 __global__ void add_kernel(float* dst, const float* src, int64_t n) {
