@@ -6,7 +6,7 @@
 # the prediction, without reading HDF5 files).
 #
 # Features, first that applies:
-#   SVM_BENCH_FEATURES=file.h5   an existing ae-features file (e.g. data/features.h5 of a run)
+#   SVM_BENCH_FEATURES=file.h5   an existing ae-features file (e.g. data/run/features.h5 of make pipeline)
 #   synthetic                    generated ReLU-like features of that shape (same recipe as
 #                                tests/python/sklearn_parity.py make-features, noise 1.5),
 #                                drawn on the GPU with PyTorch when it is there

@@ -7,8 +7,9 @@
 # within 2 %. The generated problems of tests/gpu/test_svm_gpu.cu check the solver itself;
 # this checks it where it is used, on an encoder's sparse, correlated ReLU codes.
 #
-# Needs CIFAR-10 in the official binary layout: CIFAR10_DIR (default
-# data/cifar-10-batches-bin, where `make data` unpacks it). Without it, or without a GPU,
+# Needs CIFAR-10 in the official binary layout: CIFAR10_DIR, a folder of the batches or the
+# official .tar.gz, as cifar-convert takes them (default data/cifar-10-binary.tar.gz, the
+# archive `make data` downloads; make test-gpu passes the pipeline's). Without it, or without a GPU,
 # it prints one "skipped:" line and exits 0; exit 1 on a failed check. Last line:
 # "svm-parity-real: passed|FAILED|skipped: ...".
 #   PARITY_TRAIN (5000) SVM training rows, PARITY_EPOCHS (3) autoencoder epochs,
@@ -19,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
 BIN="$BUILD/bin"
-cifar="${CIFAR10_DIR:-data/cifar-10-batches-bin}"
+cifar="${CIFAR10_DIR:-data/cifar-10-binary.tar.gz}"
 train="${PARITY_TRAIN:-5000}"
 epochs="${PARITY_EPOCHS:-3}"
 dev="${PARITY_DEVICE:-gpu}"
@@ -30,8 +31,13 @@ if [ "$dev" = gpu ] && { ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi
   say "skipped: no NVIDIA GPU on this machine"
   exit 0
 fi
-if [ ! -f "$cifar/data_batch_1.bin" ] || [ ! -f "$cifar/test_batch.bin" ]; then
-  say "skipped: no CIFAR-10 binary batches in '$cifar' (set CIFAR10_DIR)"
+if [ -d "$cifar" ]; then
+  if [ ! -f "$cifar/data_batch_1.bin" ] || [ ! -f "$cifar/test_batch.bin" ]; then
+    say "skipped: no CIFAR-10 binary batches in '$cifar' (set CIFAR10_DIR)"
+    exit 0
+  fi
+elif [ ! -f "$cifar" ]; then
+  say "skipped: no CIFAR-10 folder or archive at '$cifar' (set CIFAR10_DIR)"
   exit 0
 fi
 PY=""
