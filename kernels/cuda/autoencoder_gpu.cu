@@ -51,6 +51,14 @@ struct Stage {
                            // join: main first waits for the whole side branch
 };
 
+// AE_EXPLICIT_UNPOOL=1 writes the first encoder layer's unpooled gradient (32², 256) out
+// and reads it back in its weight gradient, as before the unpooled operand (to measure
+// what that buys; docs/GPU.md).
+bool explicit_unpool() {
+  static const bool v = std::getenv("AE_EXPLICIT_UNPOOL") != nullptr;
+  return v;
+}
+
 double conv_flops(int layer, int images) {
   const ConvSpec& c = kConvs[layer];
   return 2.0 * images * c.size * c.size * c.in * c.out * 9;
@@ -445,7 +453,7 @@ class GpuBackend final : public AeBackend {
     alloc(dy4_buf_, B * 256 * 256 * es);
     alloc(dy3_buf_, B * 64 * 128 * es);
     alloc(dy2_buf_, B * 256 * 128 * es);
-    alloc(dy1_buf_, B * 1024 * 256 * es);
+    alloc(dy1_buf_, B * (explicit_unpool() ? 1024 : 256) * 256 * es);
     col1_ = col1_buf_.get();
     size_t ws = 0;
     for (const auto& w : wgrad_layers(batch)) ws = std::max(ws, w.plan.workspace_floats());
@@ -606,8 +614,11 @@ class GpuBackend final : public AeBackend {
     s0.bias_column = 27;
     s0.bias_grad = grad_.get() + bias_offset(0);
     s0.Cs = 32;
-    add(0, PM{dy1_buf_.get(), 32, 32, 256, 1, PM::plain, false}, PM{col1_buf_.get(), 32, 32, 32, 1, PM::plain, false}, 32, 1,
-        s0);
+    // dY1 is the pooled gradient (16², ReLU-masked), unpooled inside the GEMM by am1
+    const PM dy1 = explicit_unpool()
+                       ? PM{dy1_buf_.get(), 32, 32, 256, 1, PM::plain, false}
+                       : PM{dy1_buf_.get(), 16, 16, 256, 1, PM::unpooled, false, reinterpret_cast<const uint8_t*>(am1_buf_.get())};
+    add(0, dy1, PM{col1_buf_.get(), 32, 32, 32, 1, PM::plain, false}, 32, 1, s0);
     return w;
   }
 
@@ -633,7 +644,8 @@ class GpuBackend final : public AeBackend {
     for (const WgradLayer& w : wl) {
       const int l = w.layer;
       // The weight gradients share one workspace, so they stay in order on the side lane.
-      st.push_back({std::string(names[l]) + " wgrad +bias", conv_flops(l, B),
+      const bool unpool_here = l == 0 && !explicit_unpool();  // conv1's operand A is unpooled in the gather
+      st.push_back({std::string(names[l]) + (unpool_here ? " wgrad +unpool +bias" : " wgrad +bias"), conv_flops(l, B),
                     [=](cudaStream_t s) {
                       if (l == 4) up2_fold_output_grad(dout_buf_.get(), kOutPitch, 3, B, 16, 16, fold_buf_.get(), kFoldPitch, dt_, s);
                       wgrad_igemm(w.a, w.b, w.plan, wgrad_ws_.get(), dt_, s);
@@ -642,7 +654,10 @@ class GpuBackend final : public AeBackend {
                     },
                     Lane::side});
       if (l > 0)
-        st.push_back({std::string(names[l]) + (l >= 3 ? " bwd-data (4x4 s2)" : " bwd-data +unpool"), conv_flops(l, B),
+        st.push_back({std::string(names[l]) + (l >= 3                        ? " bwd-data (4x4 s2)"
+                                               : l == 1 && !explicit_unpool() ? " bwd-data +mask"
+                                                                              : " bwd-data +unpool"),
+                      conv_flops(l, B),
                       [=](cudaStream_t s) { backward_data(l, B, s); }});
     }
     st.push_back({"optimizer", 0, [=](cudaStream_t s) {
@@ -757,11 +772,12 @@ class GpuBackend final : public AeBackend {
         a.out = dy2_buf_.get();
         a.ldo = 128;
         break;
-      case 1:  // conv2: dY2 (16², 128) → ×(p1>0), unpool(am1) → dY1 (32², 256)
+      case 1:  // conv2: dY2 (16², 128) → ×(p1>0) → dY1 at the pooled grid (16², 256); conv1's
+               // weight gradient unpools it by am1 as it reads it (AE_EXPLICIT_UNPOOL=1: here)
         a.src = dy2_buf_.get();
         a.Hs = a.Ws = 16;
         a.Cs = 128;
-        a.epilogue = ConvEpilogue::unpool_mask;
+        a.epilogue = explicit_unpool() ? ConvEpilogue::unpool_mask : ConvEpilogue::mask;
         a.aux = p1_buf_.get();
         a.ld_aux = 256;
         a.argmax_in = reinterpret_cast<const uint8_t*>(am1_buf_.get());

@@ -740,6 +740,7 @@ struct PixOpK {
   int Hs, Ws, lcs, lup;
   int kind;  // PixelMatrix::Kind
   int sub;   // plain: read at (2y+dy, 2x+dx) of the parity
+  const uint8_t* argmax;  // unpooled: the pool's pick per element of src
 };
 struct WgradK {
   PixOpK a, b;
@@ -764,7 +765,7 @@ __device__ __forceinline__ ChunkCol chunk_col(const PixOpK& op, int lw, int par,
   constexpr int CH = 16 / int(sizeof(T));
   const int Cs = 1 << op.lcs;
   ChunkCol cc{-1, 0, 0, 0};
-  if (op.kind == 0) {  // plain
+  if (op.kind == 0 || op.kind == 4) {  // plain, unpooled (columns as plain)
     if (col + CH <= Cs) cc.c = col;
     return cc;
   }
@@ -790,6 +791,64 @@ __device__ __forceinline__ ChunkCol chunk_col(const PixOpK& op, int lw, int par,
   cc.dx = kx;
   cc.tap_off = (ky << lw) + kx;
   return cc;
+}
+
+// The unpooled operand (PixelMatrix::unpooled, operand A only): a chunk is the pooled
+// gradient at (y/2, x/2), zeroed where the pool picked another pixel of the 2×2 block.
+// Reading the pooled gradient and one pick byte per element instead of a written-out
+// unpooled tensor moves a quarter of the bytes, and the write of that tensor is gone
+// (docs/GPU.md). The select needs registers, so cp.async cannot do it: a stage's chunks are
+// fetched with plain loads before the previous stage's MMAs and selected and stored to
+// shared memory after them, which hides the load latency behind that compute.
+struct UnpooledChunk {
+  uint4 g;   // 8 bf16 / 4 fp32 values of the pooled gradient
+  uint2 am;  // their picks (bytes; fp32 uses am.x)
+};
+
+// Element index of (pix, c) in the pooled source; `here`: the pick value of pix, in 4 bytes.
+__device__ __forceinline__ size_t unpooled_source(const PixOpK& op, int lh, int lw, int pix, int c, uint32_t& here) {
+  const int img = pix >> (lh + lw), y = (pix >> lw) & ((1 << lh) - 1), x = pix & ((1 << lw) - 1);
+  here = uint32_t(((y & 1) << 1) | (x & 1)) * 0x01010101u;
+  return (size_t((((img << (lh - 1)) + (y >> 1)) << (lw - 1)) + (x >> 1)) << op.lcs) + size_t(c);
+}
+
+template <typename T>
+__device__ __forceinline__ UnpooledChunk fetch_unpooled(const PixOpK& op, int lh, int lw, int pix, int c, bool ok) {
+  UnpooledChunk u{make_uint4(0u, 0u, 0u, 0u), make_uint2(0u, 0u)};
+  if (ok) {
+    uint32_t here;
+    const size_t e = unpooled_source(op, lh, lw, pix, c, here);
+    u.g = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(op.src) + e));
+    if constexpr (sizeof(T) == 2)
+      u.am = __ldg(reinterpret_cast<const uint2*>(op.argmax + e));
+    else
+      u.am.x = __ldg(reinterpret_cast<const unsigned int*>(op.argmax + e));
+  }
+  return u;
+}
+
+// __vcmpeq4 gives 0xff in each byte whose pick is this pixel; __byte_perm widens those
+// bytes to the element's width. Rows past the end were fetched as zeros and stay zero.
+template <typename T>
+__device__ __forceinline__ void store_unpooled(const PixOpK& op, int lh, int lw, int pix, int c, UnpooledChunk u,
+                                               uint32_t dst) {
+  uint32_t here;
+  unpooled_source(op, lh, lw, pix, c, here);
+  uint4 v = u.g;
+  if constexpr (sizeof(T) == 2) {
+    const uint32_t lo = __vcmpeq4(u.am.x, here), hi = __vcmpeq4(u.am.y, here);
+    v.x &= __byte_perm(lo, 0, 0x1100);
+    v.y &= __byte_perm(lo, 0, 0x3322);
+    v.z &= __byte_perm(hi, 0, 0x1100);
+    v.w &= __byte_perm(hi, 0, 0x3322);
+  } else {
+    const uint32_t m = __vcmpeq4(u.am.x, here);
+    v.x &= __byte_perm(m, 0, 0x0000);
+    v.y &= __byte_perm(m, 0, 0x1111);
+    v.z &= __byte_perm(m, 0, 0x2222);
+    v.w &= __byte_perm(m, 0, 0x3333);
+  }
+  st_shared16(dst, v);
 }
 
 // One 16-byte chunk: row `pix` of the reduction grid (lh, lw), the slot's column.
@@ -824,7 +883,7 @@ struct WgradGeom {
   static constexpr int STAGE = KR * (A_PITCH + B_PITCH);
 };
 
-template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool UNPOOLED_A>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(const WgradK p) {
   using G = WgradGeom<T, BM, BN>;
   constexpr int NT = WARPS_M * WARPS_N * 32;
@@ -854,12 +913,14 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
   auto load_stage = [&](int kt, int slot) {
     const uint32_t sA = sbase + slot * G::STAGE, sB = sA + KR * G::A_PITCH;
     const int pb = int(p_begin) + kt * KR;
+    if constexpr (!UNPOOLED_A) {  // else fetch_a / store_a
 #pragma unroll
-    for (int i = 0; i < A_IT; ++i) {
-      const int s = tid + i * NT;
-      if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
-      const int row = s / A_CPR, cc = s % A_CPR, pix = pb + row;
-      load_pix_chunk<T>(p.a, a_col, p.lh, p.lw, par, pix, pix < p_end, sA + row * G::A_PITCH + cc * 16);
+      for (int i = 0; i < A_IT; ++i) {
+        const int s = tid + i * NT;
+        if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
+        const int row = s / A_CPR, cc = s % A_CPR, pix = pb + row;
+        load_pix_chunk<T>(p.a, a_col, p.lh, p.lw, par, pix, pix < p_end, sA + row * G::A_PITCH + cc * 16);
+      }
     }
 #pragma unroll
     for (int i = 0; i < B_IT; ++i) {
@@ -867,6 +928,31 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
       if (B_IT * NT > B_CHUNKS && s >= B_CHUNKS) break;
       const int row = s / B_CPR, cc = s % B_CPR, pix = pb + row;
       load_pix_chunk<T>(p.b, b_col, p.lh, p.lw, par, pix, pix < p_end, sB + row * G::B_PITCH + cc * 16);
+    }
+  };
+
+  // Operand A unpooled: registers between a stage's fetch and its store to shared memory.
+  UnpooledChunk a_regs[UNPOOLED_A ? A_IT : 1];
+  auto fetch_a = [&](int kt) {
+    const int pb = int(p_begin) + kt * KR;
+#pragma unroll
+    for (int i = 0; i < A_IT; ++i) {
+      const int s = tid + i * NT;
+      if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
+      const int pix = pb + s / A_CPR;
+      a_regs[i] = fetch_unpooled<T>(p.a, p.lh, p.lw, pix, a_col.c, pix < p_end && a_col.c >= 0);
+    }
+  };
+  auto store_a = [&](int kt, int slot) {
+    const uint32_t sA = sbase + slot * G::STAGE;
+    const int pb = int(p_begin) + kt * KR;
+#pragma unroll
+    for (int i = 0; i < A_IT; ++i) {
+      const int s = tid + i * NT;
+      if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
+      const int row = s / A_CPR, cc = s % A_CPR;
+      store_unpooled<T>(p.a, p.lh, p.lw, pb + row, a_col.c < 0 ? 0 : a_col.c, a_regs[i],
+                        sA + row * G::A_PITCH + cc * 16);
     }
   };
 
@@ -931,16 +1017,28 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < KT) load_stage(s, s);
+    if (s < KT) {
+      load_stage(s, s);
+      if constexpr (UNPOOLED_A) {
+        fetch_a(s);
+        store_a(s, s);
+      }
+    }
     cp_async_commit();
   }
   for (int kt = 0; kt < KT; ++kt) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
     const int nk = kt + STAGES - 1;
-    if (nk < KT) load_stage(nk, nk % STAGES);
+    if (nk < KT) {
+      load_stage(nk, nk % STAGES);
+      if constexpr (UNPOOLED_A) fetch_a(nk);
+    }
     cp_async_commit();
     compute_stage(kt % STAGES);
+    // slot nk % STAGES was last read by compute_stage(kt − 1), before this iteration's barrier
+    if constexpr (UNPOOLED_A)
+      if (nk < KT) store_a(nk, nk % STAGES);
   }
   cp_async_wait<0>();
 
@@ -955,16 +1053,25 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
     }
 }
 
-template <typename T, int BM, int BN, int WM_, int WN_, int ST>
+template <typename T, int BM, int BN, int WM_, int WN_, int ST, bool UA = false>
 void launch_wgrad(const WgradK& k, int splits, cudaStream_t stream) {
   constexpr int smem = ST * WgradGeom<T, BM, BN>::STAGE;
   dim3 grid(k.Mp / BM, k.Np / BN, splits * (k.parity ? 4 : 1));
-  wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
+  wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>
 void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream) {
+  if (k.a.kind == int(PixelMatrix::unpooled)) {  // the default tile of each width only
+    if (plan.bn == 128)
+      launch_wgrad<T, 128, 128, 2, 4, 3, true>(k, plan.splits, stream);
+    else if (plan.bn == 32)
+      launch_wgrad<T, 128, 32, 4, 1, 3, true>(k, plan.splits, stream);
+    else
+      launch_wgrad<T, 128, 16, 4, 1, 3, true>(k, plan.splits, stream);
+    return;
+  }
   if (plan.bn == 128) {
     switch (wgrad_variant()) {
       case 1: launch_wgrad<T, 128, 128, 2, 4, 4>(k, plan.splits, stream); break;
@@ -978,46 +1085,62 @@ void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream)
     launch_wgrad<T, 128, 16, 4, 1, 3>(k, plan.splits, stream);
 }
 
-// One thread per weight (k, c, tap) (+ K threads for an im2col bias column): sums its
-// GEMM element(s) over splits (and parities).
-__global__ void wgrad_reduce_kernel(const float* __restrict__ part, int splits, int parities, int Mp, int Np,
-                                    WgradScatter s) {
+// Threads (x, y) of a block: x picks a weight (k, c, tap) (+ K for an im2col bias column),
+// y a share of the splits (z = y, y + blockDim.y, …); a weight's shares are summed in shared
+// memory. Splitting the splits keeps this kernel short when they are many (the first
+// encoder layer: ~200 splits of its 262,144 pixels, fewer than 8,000 weights).
+constexpr int kReduceThreads = 256;
+__global__ void __launch_bounds__(kReduceThreads) wgrad_reduce_kernel(const float* __restrict__ part, int splits,
+                                                                      int parities, int Mp, int Np, WgradScatter s) {
+  __shared__ float shares[kReduceThreads];
   const int64_t nw = int64_t(s.K) * s.C * 9;
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int z0 = int(threadIdx.y), dz = int(blockDim.y);
   const size_t slice = size_t(Mp) * Np;
+  float sum = 0.f;
+  float* dst = nullptr;
   if (idx >= nw) {
     const int k = int(idx - nw);
-    if (s.bias_column < 0 || k >= s.K) return;
-    float sum = 0.f;
-    for (int z = 0; z < splits; ++z) sum += part[z * slice + size_t(k) * Np + s.bias_column];
-    s.bias_grad[k] = sum;
+    if (s.bias_column >= 0 && k < s.K) {
+      for (int z = z0; z < splits; z += dz) sum += part[z * slice + size_t(k) * Np + s.bias_column];
+      dst = s.bias_grad + k;
+    }
+  } else {
+    const int t = int(idx % 9), c = int((idx / 9) % s.C), k = int(idx / (9 * int64_t(s.C)));
+    dst = s.weight_grad + idx;
+    switch (s.mode) {
+      case WgradScatter::out_by_patch: {
+        const int j = s.rgb_im2col ? t * 3 + c : t * s.Cs + c;
+        for (int z = z0; z < splits; z += dz) sum += part[z * slice + size_t(k) * Np + j];
+        break;
+      }
+      case WgradScatter::in_by_flipped_patch: {
+        const int j = t * s.Cs + k;
+        for (int z = z0; z < splits; z += dz) sum += part[z * slice + size_t(c) * Np + j];
+        break;
+      }
+      case WgradScatter::out_by_parity_patch: {
+        const int ky = t / 3, kx = t % 3;
+        for (int q = 0; q < parities; ++q) {
+          const int dy = q >> 1, dx = q & 1;
+          const int a = (ky + 1 - dy) >> 1, b = (kx + 1 - dx) >> 1;  // the 2×2 tap that 3×3 tap (ky,kx) folds into
+          const size_t j = size_t(a * 2 + b) * s.Cs + c;
+          for (int z = z0; z < splits; z += dz) sum += part[(size_t(q) * splits + z) * slice + size_t(k) * Np + j];
+        }
+        break;
+      }
+    }
+  }
+  if (dz == 1) {
+    if (dst) *dst = sum;
     return;
   }
-  const int t = int(idx % 9), c = int((idx / 9) % s.C), k = int(idx / (9 * int64_t(s.C)));
-  float sum = 0.f;
-  switch (s.mode) {
-    case WgradScatter::out_by_patch: {
-      const int j = s.rgb_im2col ? t * 3 + c : t * s.Cs + c;
-      for (int z = 0; z < splits; ++z) sum += part[z * slice + size_t(k) * Np + j];
-      break;
-    }
-    case WgradScatter::in_by_flipped_patch: {
-      const int j = t * s.Cs + k;
-      for (int z = 0; z < splits; ++z) sum += part[z * slice + size_t(c) * Np + j];
-      break;
-    }
-    case WgradScatter::out_by_parity_patch: {
-      const int ky = t / 3, kx = t % 3;
-      for (int q = 0; q < parities; ++q) {
-        const int dy = q >> 1, dx = q & 1;
-        const int a = (ky + 1 - dy) >> 1, b = (kx + 1 - dx) >> 1;  // the 2×2 tap that 3×3 tap (ky,kx) folds into
-        const size_t j = size_t(a * 2 + b) * s.Cs + c;
-        for (int z = 0; z < splits; ++z) sum += part[(size_t(q) * splits + z) * slice + size_t(k) * Np + j];
-      }
-      break;
-    }
+  shares[threadIdx.y * blockDim.x + threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && dst) {
+    for (int y = 1; y < dz; ++y) sum += shares[y * blockDim.x + threadIdx.x];
+    *dst = sum;
   }
-  s.weight_grad[idx] = sum;
 }
 
 template <typename T, int BM, int BN, int WM_, int WN_, int ST>
@@ -1025,9 +1148,9 @@ void allow_conv_smem() {
   AE_CUDA_CHECK(cudaFuncSetAttribute(conv_igemm_kernel<T, BM, BN, WM_, WN_, ST>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, conv_smem_bytes<BM, BN, ST>()));
 }
-template <typename T, int BM, int BN, int WM_, int WN_, int ST>
+template <typename T, int BM, int BN, int WM_, int WN_, int ST, bool UA = false>
 void allow_wgrad_smem() {
-  AE_CUDA_CHECK(cudaFuncSetAttribute(wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST>,
+  AE_CUDA_CHECK(cudaFuncSetAttribute(wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      ST * WgradGeom<T, BM, BN>::STAGE));
 }
@@ -1049,6 +1172,9 @@ void allow_smem_all() {
   allow_wgrad_smem<T, 128, 128, 2, 2, 4>();
   allow_wgrad_smem<T, 128, 32, 4, 1, 3>();
   allow_wgrad_smem<T, 128, 16, 4, 1, 3>();
+  allow_wgrad_smem<T, 128, 128, 2, 4, 3, true>();
+  allow_wgrad_smem<T, 128, 32, 4, 1, 3, true>();
+  allow_wgrad_smem<T, 128, 16, 4, 1, 3, true>();
 }
 
 }  // namespace
@@ -1142,7 +1268,7 @@ namespace {
 template <typename T, int BM, int BN, int WM_, int WN_, int ST>
 int wgrad_occupancy() {
   int n = 0;
-  AE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST>,
+  AE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, false>,
                                                               WM_ * WN_ * 32, ST * WgradGeom<T, BM, BN>::STAGE));
   return std::max(n, 1);
 }
@@ -1179,6 +1305,10 @@ WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parit
                                                                    : wgrad_blocks_per_sm<float>(p.bn));
   const int64_t want = std::max<int64_t>(1, slots / tiles);
   const int64_t most = std::max<int64_t>(1, p.pixels / (8 * kr));
+  // AE_WGRAD_MAX_SPLITS=N overrides the cap, for tuning (64, the earlier cap, left the first
+  // encoder layer's 2 tiles on 128 blocks: under one per multiprocessor).
+  static const int env_cap = variant_from_env("AE_WGRAD_MAX_SPLITS", 0);
+  if (env_cap > 0) max_splits = env_cap;
   int64_t splits = std::min<int64_t>({want, most, int64_t(max_splits)});
   int64_t per = (p.pixels + splits - 1) / splits;
   per = (per + kr - 1) / kr * kr;
@@ -1203,11 +1333,17 @@ void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& pl
     o.lup = ilog2_exact(m.up, "wgrad_igemm: upsampling");
     o.kind = int(m.kind);
     o.sub = m.parity_subsample ? 1 : 0;
+    o.argmax = m.argmax;
     return o;
   };
-  for (const PixelMatrix* m : {&a, &b})
+  for (const PixelMatrix* m : {&a, &b}) {
     if (m->kind != PixelMatrix::plain && (m->up != 1 || m->parity_subsample))
       throw std::invalid_argument("wgrad_igemm: patches are taken on the reduction grid itself");
+  }
+  if (b.kind == PixelMatrix::unpooled) throw std::invalid_argument("wgrad_igemm: only operand A can be unpooled");
+  if (a.kind == PixelMatrix::unpooled &&
+      (!a.argmax || plan.parities != 1 || 2 * a.Hs != plan.grid_h || 2 * a.Ws != plan.grid_w))
+    throw std::invalid_argument("wgrad_igemm: an unpooled operand needs its argmax and a grid twice its size");
   if (plan.pixels > (int64_t(1) << 30)) throw std::invalid_argument("wgrad_igemm: too many pixels");
   WgradK k{};
   k.a = op(a);
@@ -1229,9 +1365,11 @@ void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& pl
 
 void wgrad_reduce(const float* workspace, const WgradPlan& plan, const WgradScatter& s, cudaStream_t stream) {
   const int64_t n = int64_t(s.K) * s.C * 9 + (s.bias_column >= 0 ? s.K : 0);
-  const int threads = 256;
-  wgrad_reduce_kernel<<<unsigned((n + threads - 1) / threads), threads, 0, stream>>>(workspace, plan.splits,
-                                                                                     plan.parities, plan.Mp, plan.Np, s);
+  int shares = 1;  // at most 8 threads per weight, each summing at least 8 splits
+  while (shares < 8 && shares * 16 <= plan.splits) shares *= 2;
+  const int per_block = kReduceThreads / shares;
+  wgrad_reduce_kernel<<<unsigned((n + per_block - 1) / per_block), dim3(per_block, shares), 0, stream>>>(
+      workspace, plan.splits, plan.parities, plan.Mp, plan.Np, s);
   AE_CUDA_LAUNCH_CHECK();
 }
 

@@ -289,6 +289,23 @@ __global__ void nchw_to_nhwc_kernel(const float* __restrict__ x, T* __restrict__
   store_f(y + i, c < C ? x[(size_t(n) * C + c) * HW + p] : 0.f);
 }
 
+// maxpool2_forward's argmax (index in the H×W input plane, NCHW over the pooled grid) as
+// the pick bytes of PixelMatrix::unpooled: (h&1)·2 + (w&1), NHWC with channel pitch Cp.
+__global__ void pool_pick_nhwc_kernel(const int32_t* __restrict__ argmax, uint8_t* __restrict__ pick, int N, int C,
+                                      int pooled_pixels, int W, int Cp) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(N) * pooled_pixels * Cp) return;
+  const int c = int(i % Cp);
+  const int64_t np = i / Cp;
+  const int n = int(np / pooled_pixels), p = int(np % pooled_pixels);
+  uint8_t v = 0;
+  if (c < C) {
+    const int a = argmax[(size_t(n) * C + c) * pooled_pixels + p];
+    v = uint8_t((((a / W) & 1) << 1) | ((a % W) & 1));
+  }
+  pick[i] = v;
+}
+
 template <typename T>
 __global__ void nhwc_to_nchw_kernel(const T* __restrict__ x, float* __restrict__ y, int N, int C, int HW, int Cp) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -599,6 +616,33 @@ void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float*
   sc.C = C;
   sc.Cs = Cp;
   wgrad_twin(A, B, N, H, W, 1, sc, s.b.get(), int64_t(N) * HW, Kp, dw, db, accumulate, t);
+}
+
+void conv3x3_backward_weights_through_pool(const float* x, const float* dy, const int32_t* argmax, float* dw,
+                                           float* db, int N, int C, int K, int H, int W, Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Cp = pow2_at_least(C), Kp = pow2_at_least(K), HW = H * W, pooled = HW / 4;
+  Scratch s;
+  s.a.resize(size_t(N) * HW * Cp * es);
+  s.b.resize(size_t(N) * pooled * Kp * es);
+  s.w.resize(size_t(N) * pooled * Kp);
+  nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
+  nchw_to_nhwc(dy, s.b.get(), N, K, pooled, Kp, t, 0);
+  const int64_t n_pick = int64_t(N) * pooled * Kp;
+  pool_pick_nhwc_kernel<<<blocks_for(n_pick), kThreads>>>(argmax, reinterpret_cast<uint8_t*>(s.w.get()), N, K,
+                                                          pooled, W, Kp);
+  AE_CUDA_LAUNCH_CHECK();
+  PixelMatrix A{s.b.get(), H / 2, W / 2, Kp, 1, PixelMatrix::unpooled, false,
+                reinterpret_cast<const uint8_t*>(s.w.get())};
+  PixelMatrix B{s.a.get(), H, W, Cp, 1, PixelMatrix::patch3, false};
+  WgradScatter sc;
+  sc.mode = WgradScatter::out_by_patch;
+  sc.K = K;
+  sc.C = C;
+  sc.Cs = Cp;
+  // The bias gradient is the sum of dY over pixels, which unpooling leaves unchanged.
+  wgrad_twin(A, B, N, H, W, 1, sc, s.b.get(), int64_t(N) * pooled, Kp, dw, db, false, t);
 }
 
 void upsample2_conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K, int H,

@@ -35,6 +35,13 @@ void conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, in
 void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N, int C,
                               int K, int H, int W, bool accumulate = false,
                               Precision precision = Precision::fp32);
+// dw, db of a convolution followed by a 2×2 max pool, from the gradient at the pool's output
+// (dy: [N,K,H/2,W/2], any ReLU mask already applied) and the pool's argmax (as
+// maxpool2_forward writes it): the unpooled gradient is gathered inside the weight-gradient
+// GEMM and never written out (the backend's first encoder layer).
+void conv3x3_backward_weights_through_pool(const float* x, const float* dy, const int32_t* argmax, float* dw,
+                                           float* db, int N, int C, int K, int H, int W,
+                                           Precision precision = Precision::fp32);
 void relu_backward(const float* dy, const float* y, float* dx, int64_t count);
 void maxpool2_forward(const float* x, float* y, int32_t* argmax, int N, int C, int H, int W);
 void maxpool2_backward(const float* dy, const int32_t* argmax, float* dx, int N, int C, int H, int W);
@@ -132,13 +139,18 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream);
 //   patch3:         the 3×3 neighbourhood (tap-major, width 9·Cs, zero padded)
 //   patch3_flipped: the same with the taps mirrored (pixel (y+1−ky, x+1−kx) for tap ky,kx)
 //   patch2_parity:  the 2×2 neighbourhood at origin (y+dy−1, x+dx−1) (width 4·Cs)
+//   unpooled:       the backward of a 2×2 max pool, never written out: src is the gradient
+//                   at the pooled grid (Hs×Ws = half the reduction grid), argmax its pick
+//                   (0..3 = (y&1)·2 + (x&1), one byte per element, same layout); row (y,x)
+//                   holds src at (y/2, x/2) where the pick is (y,x)'s position, else 0
 struct PixelMatrix {
-  enum Kind { plain, patch3, patch3_flipped, patch2_parity };
+  enum Kind { plain, patch3, patch3_flipped, patch2_parity, unpooled };
   const void* src = nullptr;
   int Hs = 0, Ws = 0, Cs = 0, up = 1;
   Kind kind = plain;
   bool parity_subsample = false;
-  int width() const { return kind == plain ? Cs : kind == patch2_parity ? 4 * Cs : 9 * Cs; }
+  const uint8_t* argmax = nullptr;  // unpooled only
+  int width() const { return kind == plain || kind == unpooled ? Cs : kind == patch2_parity ? 4 * Cs : 9 * Cs; }
 };
 
 // Weight gradient as a GEMM over pixels: out[i][j] = Σ_p A[p][i]·B[p][j] (both operands
@@ -151,7 +163,7 @@ struct WgradPlan {
   int64_t pixels = 0;          // images · grid_h · grid_w
   size_t workspace_floats() const { return size_t(parities) * splits * Mp * Np; }
 };
-WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, DType t, int max_splits = 64);
+WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, DType t, int max_splits = 256);
 void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& plan, float* workspace, DType t,
                  cudaStream_t stream);
 

@@ -116,6 +116,46 @@ TEST_P(ConvLayer, BackwardWeightsMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(RealShapes, ConvLayer, testing::ValuesIn(all_layers()), case_name);
 
+// The weight gradient of a convolution followed by the 2×2 max pool, from the gradient at
+// the pool's output: the GPU unpools inside the GEMM (PixelMatrix::unpooled, as the backend
+// does for the first encoder layer); the CPU twin routes dY through maxpool2_backward and
+// then takes conv3x3_backward_weights. Both encoder layers' shapes (each has a pool).
+std::vector<ConvCase> pooled_layers() {
+  std::vector<ConvCase> v;
+  for (int l : {0, 1})
+    for (Precision p : {Precision::fp32, Precision::bf16}) v.push_back({l, p});
+  return v;
+}
+
+class ConvThroughPool : public ConvLayer {};
+
+TEST_P(ConvThroughPool, BackwardWeightsMatchesCpu) {
+  const size_t nx = size_t(kImages) * C * H * W, ny = size_t(kImages) * K * H * W, np = ny / 4, nw = size_t(K) * C * 9;
+  auto x = uniform(nx, 0.f, 1.f, rng);
+  // the picks of a real pool (every position of the 2×2 block occurs), and its gradient
+  auto pre = normal(ny, 1.f, rng);
+  std::vector<float> pooled(np);
+  std::vector<int32_t> argmax(np);
+  ae::cpu::maxpool2_forward(pre.data(), pooled.data(), argmax.data(), kImages, K, H, W);
+  auto dyp = normal(np, 1.f, rng);
+  std::vector<float> dy(ny), ref_w(nw), ref_b(K);
+  ae::cpu::maxpool2_backward(dyp.data(), argmax.data(), dy.data(), kImages, K, H, W);
+  ae::cpu::conv3x3_backward_weights(x.data(), dy.data(), ref_w.data(), ref_b.data(), kImages, C, K, H, W);
+
+  auto dx = to_device(x), ddyp = to_device(dyp);
+  auto darg = to_device(argmax);
+  auto dw = poisoned(nw), db = poisoned(K);
+  ae::cuda::conv3x3_backward_weights_through_pool(dx.get(), ddyp.get(), darg.get(), dw.get(), db.get(), kImages, C, K, H,
+                                                  W, GetParam().precision);
+  const double err_w = rel_err(to_host(dw, nw), ref_w), err_b = rel_err(to_host(db, K), ref_b);
+  std::printf("    conv backward-weights through pool %dx%dx%d->%d %s: rel err w %.2e b %.2e\n", H, W, C, K,
+              ae::precision_name(GetParam().precision), err_w, err_b);
+  EXPECT_LT(err_w, conv_tolerance(GetParam().precision));
+  EXPECT_LT(err_b, conv_tolerance(GetParam().precision));
+}
+
+INSTANTIATE_TEST_SUITE_P(RealShapes, ConvThroughPool, testing::ValuesIn(pooled_layers()), case_name);
+
 // "Upsample ×2 then conv" as the backend runs it (four parity 2×2 convolutions forward, a
 // 4×4 stride-2 convolution backward, per-parity weight gradients), against the CPU twins
 // composed: upsample2_forward then conv3x3_*.
