@@ -37,8 +37,8 @@ constexpr int kProgressEvery = 50;  // steps between loss read-backs when a call
 constexpr int kOutPitch = 8;   // the 3-channel reconstruction gradient
 constexpr int kFoldPitch = 32; // that gradient folded onto the 16×16 grid: 9 taps × 3 channels
 
-// Which stream of the captured graph a stage runs on. The weight gradients form a side
-// branch: each one needs only what the forward pass and the previous input gradient wrote,
+// Which stream of the captured graph a stage runs on. The weight gradients form side
+// branches: each one needs only what the forward pass and the previous input gradient wrote,
 // and nothing on the main chain reads what it writes, so the graph lets it run beside the
 // next input-gradient kernel instead of after it.
 enum class Lane { main, side, join };
@@ -48,12 +48,27 @@ struct Stage {
   double flops;  // useful floating-point operations (padding not counted)
   std::function<void(cudaStream_t)> run;
   Lane lane = Lane::main;  // side: forks from everything issued on main so far;
-                           // join: main first waits for the whole side branch
+                           // join: main first waits for every side branch
+  int branch = 0;          // side: which side stream (kSideBranches of them)
 };
 
 // AE_EXPLICIT_UNPOOL=1 writes the first encoder layer's unpooled gradient (32², 256) out
 // and reads it back in its weight gradient, as before the unpooled operand (to measure
 // what that buys; docs/GPU.md).
+// The weight gradients run on two side branches of the step graph, each with its own
+// workspaces: the two large ones (decoder conv2, encoder conv2) on one, the three small
+// ones on the other (docs/GPU.md). AE_GRAPH_SIDE_BRANCHES=1 puts all five on one branch,
+// as before, to compare.
+constexpr int kSideBranches = 2;
+int side_branches() {
+  static const int v = [] {
+    const char* e = std::getenv("AE_GRAPH_SIDE_BRANCHES");
+    return e && std::atoi(e) == 1 ? 1 : 2;
+  }();
+  return v;
+}
+int side_branch_of(int layer) { return side_branches() == 2 && (layer == 3 || layer == 1) ? 1 : 0; }
+
 bool explicit_unpool() {
   static const bool v = std::getenv("AE_EXPLICIT_UNPOOL") != nullptr;
   return v;
@@ -98,8 +113,10 @@ class GpuBackend final : public AeBackend {
       throw std::runtime_error(std::string("--device gpu: ") + prop.name + " is too old (needs compute capability 8.0+)");
     init_kernels();
     AE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    AE_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
-    AE_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
+    for (int b = 0; b < kSideBranches; ++b) {
+      AE_CUDA_CHECK(cudaStreamCreateWithFlags(&side_streams_[b], cudaStreamNonBlocking));
+      AE_CUDA_CHECK(cudaEventCreateWithFlags(&join_events_[b], cudaEventDisableTiming));
+    }
     for (auto& e : events_) AE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 
     params_.resize(kParamCount);
@@ -127,8 +144,10 @@ class GpuBackend final : public AeBackend {
     for (auto& e : events_)
       if (e) cudaEventDestroy(e);
     for (auto& e : fork_events_) cudaEventDestroy(e);
-    if (join_event_) cudaEventDestroy(join_event_);
-    if (side_stream_) cudaStreamDestroy(side_stream_);
+    for (int b = 0; b < kSideBranches; ++b) {
+      if (join_events_[b]) cudaEventDestroy(join_events_[b]);
+      if (side_streams_[b]) cudaStreamDestroy(side_streams_[b]);
+    }
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -457,9 +476,11 @@ class GpuBackend final : public AeBackend {
     col1_ = col1_buf_.get();
     size_t ws = 0;
     for (const auto& w : wgrad_layers(batch)) ws = std::max(ws, w.plan.workspace_floats());
-    wgrad_ws_.release();
-    wgrad_ws_.resize(ws);
-    bias_ws_.resize(bias_grad_work_floats(256));
+    for (int b = 0; b < side_branches(); ++b) {
+      wgrad_ws_[b].release();
+      wgrad_ws_[b].resize(ws);
+      bias_ws_[b].resize(bias_grad_work_floats(256));
+    }
     cap_ = batch;
   }
 
@@ -643,16 +664,17 @@ class GpuBackend final : public AeBackend {
     const char* names[kNumConvs] = {"conv1", "conv2", "dconv1", "dconv2", "dconv3"};
     for (const WgradLayer& w : wl) {
       const int l = w.layer;
-      // The weight gradients share one workspace, so they stay in order on the side lane.
+      // The weight gradients of one branch share its workspaces, so they stay in order there.
       const bool unpool_here = l == 0 && !explicit_unpool();  // conv1's operand A is unpooled in the gather
+      const int b = side_branch_of(l);
       st.push_back({std::string(names[l]) + (unpool_here ? " wgrad +unpool +bias" : " wgrad +bias"), conv_flops(l, B),
                     [=](cudaStream_t s) {
                       if (l == 4) up2_fold_output_grad(dout_buf_.get(), kOutPitch, 3, B, 16, 16, fold_buf_.get(), kFoldPitch, dt_, s);
-                      wgrad_igemm(w.a, w.b, w.plan, wgrad_ws_.get(), dt_, s);
-                      wgrad_reduce(wgrad_ws_.get(), w.plan, w.scatter, s);
-                      bias_for_layer(l, B, s);
+                      wgrad_igemm(w.a, w.b, w.plan, wgrad_ws_[b].get(), dt_, s);
+                      wgrad_reduce(wgrad_ws_[b].get(), w.plan, w.scatter, s);
+                      bias_for_layer(l, B, bias_ws_[b].get(), s);
                     },
-                    Lane::side});
+                    Lane::side, b});
       if (l > 0)
         st.push_back({std::string(names[l]) + (l >= 3                        ? " bwd-data (4x4 s2)"
                                                : l == 1 && !explicit_unpool() ? " bwd-data +mask"
@@ -718,13 +740,13 @@ class GpuBackend final : public AeBackend {
     }
   }
 
-  void bias_for_layer(int l, int B, cudaStream_t s) {
+  void bias_for_layer(int l, int B, float* work, cudaStream_t s) {
     float* out = grad_.get() + bias_offset(l);
     switch (l) {
-      case 4: bias_grad(dout_buf_.get(), int64_t(B) * 1024, kOutPitch, 3, bias_ws_.get(), out, dt_, s); break;
-      case 3: bias_grad(dy4_buf_.get(), int64_t(B) * 256, 256, 256, bias_ws_.get(), out, dt_, s); break;
-      case 2: bias_grad(dy3_buf_.get(), int64_t(B) * 64, 128, 128, bias_ws_.get(), out, dt_, s); break;
-      case 1: bias_grad(dy2_buf_.get(), int64_t(B) * 256, 128, 128, bias_ws_.get(), out, dt_, s); break;
+      case 4: bias_grad(dout_buf_.get(), int64_t(B) * 1024, kOutPitch, 3, work, out, dt_, s); break;
+      case 3: bias_grad(dy4_buf_.get(), int64_t(B) * 256, 256, 256, work, out, dt_, s); break;
+      case 2: bias_grad(dy3_buf_.get(), int64_t(B) * 64, 128, 128, work, out, dt_, s); break;
+      case 1: bias_grad(dy2_buf_.get(), int64_t(B) * 256, 128, 128, work, out, dt_, s); break;
       default: break;  // conv1: column 27 of its weight-gradient GEMM
     }
   }
@@ -801,11 +823,14 @@ class GpuBackend final : public AeBackend {
       // side branch buys).
       static const bool one_stream = std::getenv("AE_GRAPH_ONE_STREAM") != nullptr;
       size_t forks = 0;
-      bool side_open = false;
-      auto join_side = [&] {  // main waits for everything issued on the side branch
-        AE_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
-        AE_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_event_, 0));
-        side_open = false;
+      bool side_open[kSideBranches] = {};
+      auto join_sides = [&] {  // main waits for everything issued on the side branches
+        for (int b = 0; b < kSideBranches; ++b) {
+          if (!side_open[b]) continue;
+          AE_CUDA_CHECK(cudaEventRecord(join_events_[b], side_streams_[b]));
+          AE_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_events_[b], 0));
+          side_open[b] = false;
+        }
       };
       for (auto& s : stages) {
         if (s.lane == Lane::side && !one_stream) {
@@ -813,17 +838,18 @@ class GpuBackend final : public AeBackend {
             fork_events_.emplace_back();
             AE_CUDA_CHECK(cudaEventCreateWithFlags(&fork_events_.back(), cudaEventDisableTiming));
           }
+          cudaStream_t side = side_streams_[s.branch];
           AE_CUDA_CHECK(cudaEventRecord(fork_events_[forks], stream_));
-          AE_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_events_[forks], 0));
+          AE_CUDA_CHECK(cudaStreamWaitEvent(side, fork_events_[forks], 0));
           ++forks;
-          s.run(side_stream_);
-          side_open = true;
+          s.run(side);
+          side_open[s.branch] = true;
           continue;
         }
-        if (s.lane == Lane::join && side_open) join_side();
+        if (s.lane == Lane::join) join_sides();
         s.run(stream_);
       }
-      if (side_open) join_side();  // a capture must end with every forked stream joined
+      join_sides();  // a capture must end with every forked stream joined
     } catch (...) {
       cudaStreamEndCapture(stream_, &graph);
       if (graph) cudaGraphDestroy(graph);
@@ -850,9 +876,9 @@ class GpuBackend final : public AeBackend {
   std::string gpu_name_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t events_[2] = {nullptr, nullptr};
-  cudaStream_t side_stream_ = nullptr;  // the weight-gradient branch of captured graphs
+  cudaStream_t side_streams_[kSideBranches] = {};  // the weight-gradient branches of captured graphs
   std::vector<cudaEvent_t> fork_events_;
-  cudaEvent_t join_event_ = nullptr;
+  cudaEvent_t join_events_[kSideBranches] = {};
 
   DeviceBuffer<float> params_, grad_, m_, v_;
   DeviceBuffer<char> packed_;
@@ -874,7 +900,7 @@ class GpuBackend final : public AeBackend {
   DeviceBuffer<char> col1_buf_, p1_buf_, am1_buf_, z_buf_, am2_buf_, a3_buf_, a4_buf_, dout_buf_, fold_buf_, dy4_buf_, dy3_buf_,
       dy2_buf_, dy1_buf_;
   void* col1_ = nullptr;
-  DeviceBuffer<float> wgrad_ws_, bias_ws_;
+  DeviceBuffer<float> wgrad_ws_[kSideBranches], bias_ws_[kSideBranches];  // one per side branch
   DeviceBuffer<uint8_t> stage_;
   DeviceBuffer<float> recon_, latent_dev_;
   PinnedBuffer pinned_[2];
