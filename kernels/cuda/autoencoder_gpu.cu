@@ -52,9 +52,6 @@ struct Stage {
   int branch = 0;          // side: which side stream (kSideBranches of them)
 };
 
-// AE_EXPLICIT_UNPOOL=1 writes the first encoder layer's unpooled gradient (32², 256) out
-// and reads it back in its weight gradient, as before the unpooled operand (to measure
-// what that buys; docs/GPU.md).
 // The weight gradients run on two side branches of the step graph, each with its own
 // workspaces: the two large ones (decoder conv2, encoder conv2) on one, the three small
 // ones on the other (docs/GPU.md). AE_GRAPH_SIDE_BRANCHES=1 puts all five on one branch,
@@ -69,6 +66,9 @@ int side_branches() {
 }
 int side_branch_of(int layer) { return side_branches() == 2 && (layer == 3 || layer == 1) ? 1 : 0; }
 
+// AE_EXPLICIT_UNPOOL=1 writes the first encoder layer's unpooled gradient (32², 256) out
+// and reads it back in its weight gradient, as before the unpooled operand (to measure
+// what that buys; docs/GPU.md).
 bool explicit_unpool() {
   static const bool v = std::getenv("AE_EXPLICIT_UNPOOL") != nullptr;
   return v;

@@ -585,6 +585,21 @@ void wgrad_twin(const PixelMatrix& A, const PixelMatrix& B, int images, int grid
   sync_default();
 }
 
+// dw, db of a 3×3 "same" convolution: the output-gradient operand dY (channel pitch Kp;
+// dy_nhwc, dy_rows rows of it, for the bias) against the 3×3 patches of x (NHWC, pitch
+// pow2_at_least(C)).
+void conv3x3_wgrad_twin(const PixelMatrix& dY, const void* x_nhwc, const void* dy_nhwc, int64_t dy_rows, int N, int C,
+                        int K, int H, int W, float* dw, float* db, bool accumulate, DType t) {
+  const int Cp = pow2_at_least(C);
+  const PixelMatrix B{x_nhwc, H, W, Cp, 1, PixelMatrix::patch3, false};
+  WgradScatter sc;
+  sc.mode = WgradScatter::out_by_patch;
+  sc.K = K;
+  sc.C = C;
+  sc.Cs = Cp;
+  wgrad_twin(dY, B, N, H, W, 1, sc, dy_nhwc, dy_rows, dY.Cs, dw, db, accumulate, t);
+}
+
 }  // namespace
 
 void conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K, int H, int W,
@@ -608,14 +623,8 @@ void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float*
   s.b.resize(size_t(N) * HW * Kp * es);
   nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
   nchw_to_nhwc(dy, s.b.get(), N, K, HW, Kp, t, 0);
-  PixelMatrix A{s.b.get(), H, W, Kp, 1, PixelMatrix::plain, false};
-  PixelMatrix B{s.a.get(), H, W, Cp, 1, PixelMatrix::patch3, false};
-  WgradScatter sc;
-  sc.mode = WgradScatter::out_by_patch;
-  sc.K = K;
-  sc.C = C;
-  sc.Cs = Cp;
-  wgrad_twin(A, B, N, H, W, 1, sc, s.b.get(), int64_t(N) * HW, Kp, dw, db, accumulate, t);
+  const PixelMatrix dY{s.b.get(), H, W, Kp, 1, PixelMatrix::plain, false};
+  conv3x3_wgrad_twin(dY, s.a.get(), s.b.get(), int64_t(N) * HW, N, C, K, H, W, dw, db, accumulate, t);
 }
 
 void conv3x3_backward_weights_through_pool(const float* x, const float* dy, const int32_t* argmax, float* dw,
@@ -633,16 +642,10 @@ void conv3x3_backward_weights_through_pool(const float* x, const float* dy, cons
   pool_pick_nhwc_kernel<<<blocks_for(n_pick), kThreads>>>(argmax, reinterpret_cast<uint8_t*>(s.w.get()), N, K,
                                                           pooled, W, Kp);
   AE_CUDA_LAUNCH_CHECK();
-  PixelMatrix A{s.b.get(), H / 2, W / 2, Kp, 1, PixelMatrix::unpooled, false,
-                reinterpret_cast<const uint8_t*>(s.w.get())};
-  PixelMatrix B{s.a.get(), H, W, Cp, 1, PixelMatrix::patch3, false};
-  WgradScatter sc;
-  sc.mode = WgradScatter::out_by_patch;
-  sc.K = K;
-  sc.C = C;
-  sc.Cs = Cp;
+  const PixelMatrix dY{s.b.get(), H / 2, W / 2, Kp, 1, PixelMatrix::unpooled, false,
+                       reinterpret_cast<const uint8_t*>(s.w.get())};
   // The bias gradient is the sum of dY over pixels, which unpooling leaves unchanged.
-  wgrad_twin(A, B, N, H, W, 1, sc, s.b.get(), int64_t(N) * pooled, Kp, dw, db, false, t);
+  conv3x3_wgrad_twin(dY, s.a.get(), s.b.get(), int64_t(N) * pooled, N, C, K, H, W, dw, db, false, t);
 }
 
 void upsample2_conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K, int H,
