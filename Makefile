@@ -7,11 +7,16 @@
 #   make test-asan       the suites under AddressSanitizer + UBSan
 #   make bench-cpu / bench-gpu / fuzz / install / deps / clean
 #
-# Sources are discovered by folder, so adding a layer or a tool adds no Makefile line:
-#   common/*.cpp, kernels/cpu/*.cpp, kernels/cuda/*.cu  → build/lib/libcifarae.a
-#   tools/*.cpp                                         → build/bin/<name>
-#   tests/unit/*.cpp                                    → build/tests/unit_tests (GoogleTest)
-#   tests/gpu/*.cu                                      → build/tests/gpu_tests
+# Sources are discovered by folder, so adding a layer or a tool adds no Makefile line. The
+# layers are static libraries linked in layer order (docs/ARCHITECTURE.md):
+#   common/*.cpp                         → build/lib/libcae_common.a  (model-agnostic)
+#   kernels/ae/**/*.{cpp,cu}             → build/lib/libcae_ae.a      (the autoencoder)
+#   kernels/svm/**/*.{cpp,cu}            → build/lib/libcae_svm.a     (the SVM)
+#   tools/*.cpp                          → build/bin/<name>
+#   tests/unit/*.cpp                     → build/tests/unit_tests (GoogleTest)
+#   tests/gpu/*.cu                       → build/tests/gpu_tests
+# A layer's sources see only the include roots of the layers below it (build/include/LAYER),
+# so an upward or sideways #include fails to compile.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -33,7 +38,7 @@ CPU_ARCH ?= -march=x86-64-v3 -mtune=generic
 OPT      ?= -O3
 CXXFLAGS ?= $(OPT) $(CPU_ARCH) -g1
 CXXFLAGS += -std=c++17 -Wall -Wextra -Wpedantic -Wshadow -fopenmp -MMD -MP
-CPPFLAGS += -I. -DCIFARAE_VERSION=\"$(VERSION)\"
+CPPFLAGS += -DCIFARAE_VERSION=\"$(VERSION)\"
 
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/include/hdf5/serial)
 HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)
@@ -60,10 +65,6 @@ endif
 ifeq ($(SANITIZE),1)
 NVCC :=
 endif
-# Until the CUDA sources exist, a build with nvcc is still a CPU-only build.
-ifeq ($(wildcard kernels/cuda/*.cu),)
-NVCC :=
-endif
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 # nvcc on PATH is often a wrapper script or a symlink (/usr/local/bin/nvcc), so the
 # toolkit's folder is asked of nvcc itself rather than guessed from where nvcc was found.
@@ -84,28 +85,31 @@ endif
 ifneq ($(NVCC),)
 CPPFLAGS   += -DCIFARAE_WITH_CUDA -I$(CUDA_HOME)/include
 NVCCFLAGS  ?= -O3 -lineinfo
-NVCCFLAGS  += -std=c++17 $(CUDA_ARCH) -I. $(HDF5_CFLAGS) -DCIFARAE_WITH_CUDA -DCIFARAE_VERSION=\"$(VERSION)\" \
+NVCCFLAGS  += -std=c++17 $(CUDA_ARCH) $(HDF5_CFLAGS) -DCIFARAE_WITH_CUDA -DCIFARAE_VERSION=\"$(VERSION)\" \
               -Xcompiler -fopenmp,-Wall -MMD -MP --expt-relaxed-constexpr
 LDLIBS     += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
-# The GPU SVM lands separately from the GPU autoencoder; until then its entry points are stubs.
-ifneq ($(wildcard kernels/cuda/svm*.cu),)
-CPPFLAGS   += -DCIFARAE_WITH_CUDA_SVM
-NVCCFLAGS  += -DCIFARAE_WITH_CUDA_SVM
-endif
 endif
 
-# ---- sources -----------------------------------------------------------------------------
-COMMON_SRCS := $(wildcard common/*.cpp)
-KERNEL_SRCS := $(wildcard kernels/*.cpp kernels/cpu/*.cpp)
-CUDA_SRCS   := $(if $(NVCC),$(wildcard kernels/cuda/*.cu))
+# ---- sources and layers -------------------------------------------------------------------
+LAYERS := common ae svm
+common_DIRS := common
+ae_DIRS     := kernels/ae
+svm_DIRS    := kernels/svm
+# What each layer may include (itself and the layers below it); tools and tests see all.
+common_SEES := common
+ae_SEES     := common kernels/ae
+svm_SEES    := common kernels/svm
+layer_srcs = $(shell find $($(1)_DIRS) -name '*.cpp' | sort) \
+             $(if $(NVCC),$(shell find $($(1)_DIRS) -name '*.cu' | sort))
+$(foreach L,$(LAYERS),$(eval $(L)_SRCS := $(call layer_srcs,$(L))))
+$(foreach L,$(LAYERS),$(eval $(L)_OBJS := $(patsubst %,$(BUILD)/obj/%.o,$(basename $($(L)_SRCS)))))
+$(foreach L,$(LAYERS),$(eval $(L)_LIB := $(BUILD)/lib/libcae_$(L).a))
+# Link order: a layer before the layers it uses.
+LIBS_IN_ORDER := $(ae_LIB) $(svm_LIB) $(common_LIB)
 TOOL_SRCS   := $(wildcard tools/*.cpp)
 UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
 GPU_TEST_SRCS := $(if $(NVCC),$(wildcard tests/gpu/*.cu))
 FUZZ_SRCS   := $(wildcard tests/fuzz/*.cpp)
-
-LIB_OBJS  := $(COMMON_SRCS:%.cpp=$(BUILD)/obj/%.o) $(KERNEL_SRCS:%.cpp=$(BUILD)/obj/%.o) \
-             $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
-LIB       := $(BUILD)/lib/libcifarae.a
 TOOLS     := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/bin/%) $(if $(wildcard tools/report.py),$(BUILD)/bin/report)
 # Keep the tools' object files: tools/NAME.o are intermediates of a pattern chain, which
 # Make would otherwise delete after linking and so recompile on every build. Named, not a
@@ -143,14 +147,29 @@ $(DEPS_STAMP): tools/install-deps.sh
 endif
 
 # ---- build -------------------------------------------------------------------------------
-ifneq ($(PREBUILT),1)
-$(BUILD)/obj/%.o: %.cpp | $(DEPS_STAMP)
-	@mkdir -p $(@D)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+# build/include/LAYER holds links to exactly the folders that layer may include from.
+INCLUDE_ROOT = $(BUILD)/include/$(1)
+define include_root_rule
+$(call INCLUDE_ROOT,$(1))/.made: Makefile
+	@rm -rf $$(@D) && mkdir -p $$(@D)
+	@for d in $$($(1)_SEES); do mkdir -p $$(@D)/$$$$(dirname $$$$d) && ln -s $$(CURDIR)/$$$$d $$(@D)/$$$$d; done
+	@touch $$@
+endef
+$(foreach L,$(LAYERS),$(eval $(call include_root_rule,$(L))))
+# Which layer an object belongs to, from its source folder (tools and tests: the whole tree).
+layer_of = $(firstword $(foreach L,$(LAYERS),$(if $(filter $($(L)_DIRS)/%,$(1)),$(L))))
+layer_includes = $(if $(call layer_of,$(1)),-I$(call INCLUDE_ROOT,$(call layer_of,$(1))),-I.)
+layer_stamp = $(if $(call layer_of,$(1)),$(call INCLUDE_ROOT,$(call layer_of,$(1)))/.made)
 
-$(BUILD)/obj/%.o: %.cu | $(DEPS_STAMP)
+ifneq ($(PREBUILT),1)
+.SECONDEXPANSION:
+$(BUILD)/obj/%.o: %.cpp | $(DEPS_STAMP) $$(call layer_stamp,$$*.cpp)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(CXX) $(call layer_includes,$<) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu | $(DEPS_STAMP) $$(call layer_stamp,$$*.cu)
+	@mkdir -p $(@D)
+	$(NVCC) $(call layer_includes,$<) $(NVCCFLAGS) -c $< -o $@
 
 # The version string carries `git describe`; only this object is rebuilt when it changes.
 GIT_DESCRIBE := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
@@ -160,25 +179,23 @@ $(BUILD)/git-describe.txt: FORCE
 	@mkdir -p $(@D); echo '$(GIT_DESCRIBE)' | cmp -s - $@ || echo '$(GIT_DESCRIBE)' > $@
 FORCE:
 
-$(LIB): $(LIB_OBJS)
-	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
+$(foreach L,$(LAYERS),$(eval $($(L)_LIB): $($(L)_OBJS) ; @mkdir -p $$(@D) && rm -f $$@ && ar rcs $$@ $$^))
 
-$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB)
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)
-	$(CXX) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(CXX) $(LDFLAGS) $< $(LIBS_IN_ORDER) $(LDLIBS) -o $@
 
 $(BUILD)/bin/report: tools/report.py
 	@mkdir -p $(@D)
 	install -m 755 $< $@
 
-$(UNIT_BIN): $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o) $(LIB)
+$(UNIT_BIN): $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o) $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)
-	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIB) $(LDLIBS) -lgtest -lgtest_main -o $@
+	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIBS_IN_ORDER) $(LDLIBS) -lgtest -lgtest_main -o $@
 
-$(GPU_TEST_BIN): $(GPU_TEST_SRCS:%.cu=$(BUILD)/obj/%.o) $(LIB)
+$(GPU_TEST_BIN): $(GPU_TEST_SRCS:%.cu=$(BUILD)/obj/%.o) $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)
-	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIB) $(LDLIBS) -lgtest -lgtest_main -o $@
+	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIBS_IN_ORDER) $(LDLIBS) -lgtest -lgtest_main -o $@
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 endif

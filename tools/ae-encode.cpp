@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "common/ae_checkpoint.h"
+#include "kernels/ae/checkpoint.h"
 #include "common/atomic_output.h"
 #include "common/cli.h"
 #include "common/dataset.h"
@@ -17,7 +17,7 @@
 #include "common/progress.h"
 #include "common/provenance.h"
 #include "common/timer.h"
-#include "kernels/autoencoder.h"
+#include "kernels/ae/model.h"
 
 namespace {
 

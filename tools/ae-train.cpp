@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "common/ae_checkpoint.h"
+#include "kernels/ae/checkpoint.h"
 #include "common/atomic_output.h"
 #include "common/cli.h"
 #include "common/dataset.h"
@@ -19,8 +19,8 @@
 #include "common/progress.h"
 #include "common/provenance.h"
 #include "common/timer.h"
-#include "kernels/autoencoder.h"
-#include "kernels/cpu/autoencoder_cpu.h"
+#include "kernels/ae/model.h"
+#include "kernels/ae/cpu/backend_cpu.h"
 
 namespace {
 

@@ -13,9 +13,9 @@
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/provenance.h"
-#include "common/svm_io.h"
+#include "kernels/svm/model_file.h"
 #include "common/timer.h"
-#include "kernels/svm.h"
+#include "kernels/svm/svm.h"
 
 namespace {
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "common/ae_checkpoint.h"
+#include "kernels/ae/checkpoint.h"
 #include "common/cifar_binary.h"
 #include "common/dataset.h"
-#include "common/svm_io.h"
+#include "kernels/svm/model_file.h"
 
 namespace fuzz {
 

@@ -37,7 +37,7 @@ CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,ad
 LIBS=($HDF5_LIBS -larchive -ldeflate -lcrypto -lsvm -lopenblas -lgomp -lm -lpthread)
 mkdir -p "$BUILD/obj" "$BUILD/findings" "$BUILD/logs"
 objs=()
-for src in common/*.cpp kernels/*.cpp kernels/cpu/*.cpp; do
+for src in common/*.cpp $(find kernels -name "*.cpp" | sort); do
   obj="$BUILD/obj/${src%.cpp}.o"
   objs+=("$obj")
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find common kernels -name '*.h' -newer "$obj" 2>/dev/null | head -1)" ]; then

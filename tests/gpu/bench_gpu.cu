@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/autoencoder.h"
-#include "kernels/cuda/layers_cuda.cuh"
+#include "kernels/ae/model.h"
+#include "kernels/ae/cuda/layers_cuda.cuh"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace gpu_test;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_check.cuh"
+#include "common/cuda_check.cuh"
 
 namespace gpu_test {
 

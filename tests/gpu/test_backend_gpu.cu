@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/autoencoder.h"
-#include "kernels/cpu/autoencoder_cpu.h"
+#include "kernels/ae/model.h"
+#include "kernels/ae/cpu/backend_cpu.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace gpu_test;

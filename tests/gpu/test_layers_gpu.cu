@@ -1,5 +1,5 @@
-// Every CUDA layer kernel (kernels/cuda/layers_cuda.cuh) against its CPU twin
-// (kernels/layers.h) on random inputs of the model's real layer shapes.
+// Every CUDA layer kernel (kernels/ae/cuda/layers_cuda.cuh) against its CPU twin
+// (kernels/ae/cpu/layers.h) on random inputs of the model's real layer shapes.
 // Tolerances (‖gpu − cpu‖ / ‖cpu‖): fp32 elementwise 1e-5, TF32 convolutions 1e-3,
 // bf16 convolutions 1e-2.
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "common/error.h"
-#include "kernels/autoencoder.h"
-#include "kernels/cuda/layers_cuda.cuh"
-#include "kernels/layers.h"
+#include "kernels/ae/model.h"
+#include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cpu/layers.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace gpu_test;

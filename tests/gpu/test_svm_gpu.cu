@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/svm_kernel.h"
-#include "kernels/cpu/svm_smo.h"
-#include "kernels/cuda/svm_gpu.cuh"
-#include "kernels/svm.h"
+#include "kernels/svm/cpu/kernel.h"
+#include "kernels/svm/cpu/smo.h"
+#include "kernels/svm/cuda/svm_gpu.cuh"
+#include "kernels/svm/svm.h"
 
 namespace {
 

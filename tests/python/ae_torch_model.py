@@ -1,6 +1,6 @@
 """The seeds' autoencoder in PyTorch, for reference checks and benchmarks.
 
-Same layers, same parameter names and layout as kernels/autoencoder.h and the ae-model
+Same layers, same parameter names and layout as kernels/ae/model.h and the ae-model
 HDF5 file (docs/FORMATS.md): /encoder/conv1/weight is encoder_conv1.weight, etc.
 """
 import torch

@@ -1,4 +1,4 @@
-// The CPU autoencoder backend (kernels/cpu/autoencoder_cpu.cpp): initialisation, that its
+// The CPU autoencoder backend (kernels/ae/cpu/backend_cpu.cpp): initialisation, that its
 // fused per-image pipeline equals the public layer functions composed step by step, and
 // determinism. (Agreement with PyTorch is checked in tests/bats/ae.bats.)
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels/autoencoder.h"
-#include "kernels/cpu/autoencoder_cpu.h"
-#include "kernels/layers.h"
+#include "kernels/ae/model.h"
+#include "kernels/ae/cpu/backend_cpu.h"
+#include "kernels/ae/cpu/layers.h"
 
 namespace {
 
@@ -29,7 +29,7 @@ double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
   return diff / scale;
 }
 
-// The model composed from the unfused public layer functions of kernels/layers.h.
+// The model composed from the unfused public layer functions of kernels/ae/cpu/layers.h.
 struct Composed {
   std::vector<float> latent, out;
   Composed(const std::vector<float>& p, const std::vector<uint8_t>& images, int n) {

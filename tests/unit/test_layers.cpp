@@ -1,5 +1,5 @@
-// The CPU layers (kernels/layers.h): forward against the direct-loop reference
-// (kernels/cpu/reference.h), every backward against central finite differences of the
+// The CPU layers (kernels/ae/cpu/layers.h): forward against the direct-loop reference
+// (kernels/ae/cpu/reference.h), every backward against central finite differences of the
 // reference forward computed in double precision, optimizer steps against values worked
 // out by hand.
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/conv2d.h"
-#include "kernels/cpu/reference.h"
-#include "kernels/layers.h"
+#include "kernels/ae/cpu/conv2d.h"
+#include "kernels/ae/cpu/reference.h"
+#include "kernels/ae/cpu/layers.h"
 
 namespace {
 

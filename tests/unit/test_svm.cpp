@@ -14,10 +14,10 @@
 #include "common/atomic_output.h"
 #include "common/error.h"
 #include "common/hdf5_io.h"
-#include "common/svm_io.h"
-#include "kernels/cpu/svm_kernel.h"
-#include "kernels/cpu/svm_smo.h"
-#include "kernels/svm.h"
+#include "kernels/svm/model_file.h"
+#include "kernels/svm/cpu/kernel.h"
+#include "kernels/svm/cpu/smo.h"
+#include "kernels/svm/svm.h"
 
 namespace {
 

@@ -1,0 +1,180 @@
+// 3×3 convolution (stride 1, pad 1) on the CPU: rearrangement + OpenBLAS sgemm per image,
+// images split over OpenMP threads. See kernels/ae/cpu/conv2d.h for the GEMM mapping.
+#include "kernels/ae/cpu/conv2d.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/ae/cpu/batch.h"
+#include "kernels/ae/cpu/scratch.h"
+#include "kernels/ae/cpu/layers.h"
+
+namespace ae::cpu {
+
+namespace {
+// Scratch slots (per thread, see scratch.h).
+constexpr int kSlotRearranged = 0;  // im2col / dcol / z / rearranged dy
+constexpr int kSlotCol = 1;         // im2col of x for the weight gradient on the input side
+
+inline void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                  int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+              1.0f, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+}
+}  // namespace
+
+void im2col3x3(const float* x, int C, int H, int W, int sign, float* col) {
+  const int64_t HW = int64_t(H) * W;
+  for (int c = 0; c < C; ++c) {
+    const float* plane = x + c * HW;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        const int di = sign * (i - 1), dj = sign * (j - 1);
+        const int w0 = std::max(0, -dj), w1 = std::min(W, W - dj);  // 0 <= w+dj < W
+        float* row = col + (int64_t(c) * 9 + i * 3 + j) * HW;
+        for (int h = 0; h < H; ++h) {
+          float* dst = row + int64_t(h) * W;
+          const int hi = h + di;
+          if (hi < 0 || hi >= H) {
+            std::fill(dst, dst + W, 0.0f);
+            continue;
+          }
+          const float* src = plane + int64_t(hi) * W;
+          std::fill(dst, dst + w0, 0.0f);
+          std::memcpy(dst + w0, src + w0 + dj, sizeof(float) * static_cast<size_t>(w1 - w0));
+          std::fill(dst + w1, dst + W, 0.0f);
+        }
+      }
+  }
+}
+
+void shift_sum3x3(const float* z, int C, int H, int W, int sign, const float* init, bool relu,
+                  float* out) {
+  const int64_t HW = int64_t(H) * W;
+  for (int c = 0; c < C; ++c) {
+    float* o = out + c * HW;
+    std::fill(o, o + HW, init ? init[c] : 0.0f);
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        const int di = sign * (i - 1), dj = sign * (j - 1);
+        const int w0 = std::max(0, -dj), w1 = std::min(W, W - dj);
+        const int h0 = std::max(0, -di), h1 = std::min(H, H - di);
+        const float* zr = z + (int64_t(c) * 9 + i * 3 + j) * HW;
+        for (int h = h0; h < h1; ++h) {
+          float* orow = o + int64_t(h) * W;
+          const float* zrow = zr + int64_t(h + di) * W + dj;  // in range for w in [w0, w1)
+          for (int w = w0; w < w1; ++w) orow[w] += zrow[w];
+        }
+      }
+    if (relu)
+      for (int64_t p = 0; p < HW; ++p) o[p] = std::max(o[p], 0.0f);
+  }
+}
+
+Conv3x3::Conv3x3(int in_channels, int out_channels, int height, int width)
+    : C_(in_channels), K_(out_channels), H_(height), W_(width) {}
+
+void Conv3x3::set_weights(const float* w) {
+  w_ = w;
+  if (!output_side()) return;
+  // wq[(k,t), c] = w[k, c, t]
+  wq_.resize(static_cast<size_t>(K_) * C_ * 9);
+  for (int k = 0; k < K_; ++k)
+    for (int c = 0; c < C_; ++c)
+      for (int t = 0; t < 9; ++t) wq_[(int64_t(k) * 9 + t) * C_ + c] = w[(int64_t(k) * C_ + c) * 9 + t];
+}
+
+void Conv3x3::forward(const float* x, const float* b, float* y, bool relu) const {
+  const int64_t HW = int64_t(H_) * W_;
+  if (!output_side()) {
+    float* col = scratch(kSlotRearranged, 9 * C_ * HW);
+    im2col3x3(x, C_, H_, W_, +1, col);
+    for (int k = 0; k < K_; ++k) std::fill(y + k * HW, y + (k + 1) * HW, b ? b[k] : 0.0f);
+    sgemm(CblasNoTrans, CblasNoTrans, K_, HW, 9 * C_, w_, 9 * C_, col, HW, 1.0f, y, HW);
+    if (relu)
+      for (int64_t i = 0; i < K_ * HW; ++i) y[i] = std::max(y[i], 0.0f);
+  } else {
+    float* z = scratch(kSlotRearranged, 9 * K_ * HW);
+    sgemm(CblasNoTrans, CblasNoTrans, 9 * K_, HW, C_, wq_.data(), C_, x, HW, 0.0f, z, HW);
+    shift_sum3x3(z, K_, H_, W_, +1, b, relu, y);
+  }
+}
+
+void Conv3x3::backward(const float* x, const float* dy, float* dx, float* grad_work) const {
+  const int64_t HW = int64_t(H_) * W_;
+  if (grad_work) {
+    float* gb = grad_work + int64_t(K_) * C_ * 9;
+    for (int k = 0; k < K_; ++k) {
+      const float* d = dy + k * HW;
+      float s = 0.0f;
+      for (int64_t p = 0; p < HW; ++p) s += d[p];
+      gb[k] += s;
+    }
+  }
+  if (!output_side()) {
+    if (dx) {
+      // dcol[(c,t),p] = Σ_k w[k,(c,t)] dy[k,p], folded back onto the input (col2im).
+      float* dcol = scratch(kSlotRearranged, 9 * C_ * HW);
+      sgemm(CblasTrans, CblasNoTrans, 9 * C_, HW, K_, w_, 9 * C_, dy, HW, 0.0f, dcol, HW);
+      shift_sum3x3(dcol, C_, H_, W_, -1, nullptr, false, dx);
+    }
+    if (grad_work) {
+      float* col = scratch(kSlotCol, 9 * C_ * HW);
+      im2col3x3(x, C_, H_, W_, +1, col);
+      sgemm(CblasNoTrans, CblasTrans, K_, 9 * C_, HW, dy, HW, col, HW, 1.0f, grad_work, 9 * C_);
+    }
+  } else {
+    // dys[(k,t),q] = dy[k, q-off_t]; then dx = Wqᵀ·dys and dWq += dys·xᵀ.
+    float* dys = scratch(kSlotRearranged, 9 * K_ * HW);
+    im2col3x3(dy, K_, H_, W_, -1, dys);
+    if (dx) sgemm(CblasTrans, CblasNoTrans, C_, HW, 9 * K_, wq_.data(), C_, dys, HW, 0.0f, dx, HW);
+    if (grad_work) sgemm(CblasNoTrans, CblasTrans, 9 * K_, C_, HW, dys, HW, x, HW, 1.0f, grad_work, C_);
+  }
+}
+
+void Conv3x3::finish_weight_grad(const float* grad_work, float* dw, float* db, bool accumulate) const {
+  const int64_t wcount = int64_t(K_) * C_ * 9;
+  if (dw) {
+    for (int k = 0; k < K_; ++k)
+      for (int c = 0; c < C_; ++c)
+        for (int t = 0; t < 9; ++t) {
+          const int64_t dst = (int64_t(k) * C_ + c) * 9 + t;
+          const float g = output_side() ? grad_work[(int64_t(k) * 9 + t) * C_ + c] : grad_work[dst];
+          dw[dst] = accumulate ? dw[dst] + g : g;
+        }
+  }
+  if (db)
+    for (int k = 0; k < K_; ++k) db[k] = accumulate ? db[k] + grad_work[wcount + k] : grad_work[wcount + k];
+}
+
+// ---- batch entry points (kernels/ae/cpu/layers.h) -------------------------------------------------
+
+void conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K,
+                     int H, int W, bool relu) {
+  prepare_blas();
+  Conv3x3 conv(C, K, H, W);
+  conv.set_weights(w);
+  batch_forward(conv, x, b, y, N, int64_t(C) * H * W, int64_t(K) * H * W, relu);
+}
+
+void conv3x3_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
+                      int N, int C, int K, int H, int W, bool accumulate) {
+  prepare_blas();
+  Conv3x3 conv(C, K, H, W);
+  if (w) conv.set_weights(w);  // only the input gradient needs the weights
+  batch_backward(conv, x, dy, dx, dw, db, N, int64_t(C) * H * W, int64_t(K) * H * W, accumulate);
+}
+
+void conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K, int H, int W) {
+  conv3x3_backward(nullptr, w, dy, dx, nullptr, nullptr, N, C, K, H, W, false);
+}
+
+void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N, int C, int K,
+                              int H, int W, bool accumulate) {
+  conv3x3_backward(x, nullptr, dy, nullptr, dw, db, N, C, K, H, W, accumulate);
+}
+
+}  // namespace ae::cpu

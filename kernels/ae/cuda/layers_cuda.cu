@@ -1,0 +1,789 @@
+// The small GPU kernels around the GEMMs (input im2col, weight packing, bias gradients,
+// optimizers) and the CPU twins of kernels/ae/cpu/layers.h on device pointers.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "common/cuda_check.cuh"
+#include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/mma_ptx.cuh"
+
+namespace ae::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using ptx::load_f;
+using ptx::store_f;
+
+constexpr int kThreads = 256;
+unsigned blocks_for(int64_t n, int threads = kThreads) { return unsigned((n + threads - 1) / threads); }
+
+int pow2_at_least(int v) {
+  int p = 8;
+  while (p < v) p <<= 1;
+  return p;
+}
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+// ---- input -------------------------------------------------------------------------------
+template <typename T>
+__global__ void im2col_rgb_kernel(const uint8_t* __restrict__ images, const int* __restrict__ order,
+                                  const int* __restrict__ order_pos, int n_images, T* __restrict__ col) {
+  const int64_t pix = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (pix >= int64_t(n_images) * 1024) return;
+  const int img = int(pix >> 10), y = int(pix >> 5) & 31, x = int(pix) & 31;
+  const int idx = order ? order[(order_pos ? *order_pos : 0) + img] : img;
+  const uint8_t* im = images + size_t(idx) * 3072;
+  alignas(16) T v[32];
+#pragma unroll
+  for (int t = 0; t < 9; ++t) {
+    const int yy = y + t / 3 - 1, xx = x + t % 3 - 1;
+    const bool in = unsigned(yy) < 32u && unsigned(xx) < 32u;
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+      const float f = in ? float(im[c * 1024 + yy * 32 + xx]) * (1.f / 255.f) : 0.f;
+      store_f(&v[t * 3 + c], f);
+    }
+  }
+  store_f(&v[27], 1.f);
+#pragma unroll
+  for (int j = 28; j < 32; ++j) store_f(&v[j], 0.f);
+  uint4* dst = reinterpret_cast<uint4*>(col + pix * 32);
+  const uint4* s = reinterpret_cast<const uint4*>(v);
+#pragma unroll
+  for (int j = 0; j < int(32 * sizeof(T) / 16); ++j) dst[j] = s[j];
+}
+
+// ---- folded output gradient of an up2 layer (see up2_fold_output_grad) -----------------
+// One thread per (low-res pixel, column). Output row Y reads upsampled row Y+ky−1, i.e.
+// source row (Y+ky−1)>>1: source row qy is read by tap ky from rows 2qy+1−ky and 2qy+2−ky.
+template <typename T>
+__global__ void up2_fold_kernel(const T* __restrict__ dy, int ldd, int K, int64_t pixels, int lh, int lw,
+                                T* __restrict__ g, int ldg) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= pixels * ldg) return;
+  const int col = int(i % ldg);
+  const int64_t q = i / ldg;
+  float sum = 0.f;
+  if (col < 9 * K) {
+    const int t = col / K, k = col % K, ky = t / 3, kx = t % 3;
+    const int H = 1 << lh, W = 1 << lw;
+    const int img = int(q >> (lh + lw)), qy = int(q >> lw) & (H - 1), qx = int(q) & (W - 1);
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+      const int Y = 2 * qy + 1 - ky + a;
+      if (unsigned(Y) >= unsigned(2 * H)) continue;
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int X = 2 * qx + 1 - kx + b;
+        if (unsigned(X) < unsigned(2 * W)) sum += load_f(dy + ((size_t(img) * 2 * H + Y) * 2 * W + X) * ldd + k);
+      }
+    }
+  }
+  store_f(g + i, sum);
+}
+
+// ---- weight packing ----------------------------------------------------------------------
+__device__ __forceinline__ int64_t pack_count(const PackedWeights& p) {
+  const int rows = (p.kind == PackKind::bwd3 || p.kind == PackKind::bwd_down2_4x4) ? p.C
+                   : (p.kind == PackKind::fwd_up2_parity || p.kind == PackKind::fwd_up2_subpixel) ? 4 * p.K
+                                                                                     : p.K;
+  return int64_t(rows) * p.kpad;
+}
+
+// The 3×3 rows ky (or columns kx) that output parity d folds into 2×2 tap a:
+// d = 0: a = 0 → {0}, a = 1 → {1, 2};  d = 1: a = 0 → {0, 1}, a = 1 → {2}.
+__device__ __forceinline__ void parity_taps(int d, int a, int& lo, int& hi) {
+  lo = (a == 0) ? 0 : (d == 0 ? 1 : 2);
+  hi = (a == 0) ? (d == 0 ? 0 : 1) : 2;
+}
+
+// One packed element from the master weights w [K][C][3][3].
+__device__ float packed_value(const PackedWeights& p, const float* w, int row, int col) {
+  const int K = p.K, C = p.C;
+  auto W = [&](int k, int c, int ky, int kx) { return w[(size_t(k) * C + c) * 9 + ky * 3 + kx]; };
+  switch (p.kind) {
+    case PackKind::fwd3: {
+      const int t = col / p.pitch, c = col % p.pitch;
+      return (t < 9 && c < C) ? W(row, c, t / 3, t % 3) : 0.f;
+    }
+    case PackKind::fwd_rgb: {
+      if (col >= 27) return 0.f;
+      const int t = col / 3, c = col % 3;
+      return W(row, c, t / 3, t % 3);
+    }
+    case PackKind::bwd3: {
+      const int t = col / p.pitch, k = col % p.pitch;
+      return (t < 9 && k < K) ? W(k, row, (8 - t) / 3, (8 - t) % 3) : 0.f;
+    }
+    case PackKind::fwd_up2_parity: {
+      const int par = row / K, k = row % K, t = col / p.pitch, c = col % p.pitch;
+      if (t >= 4 || c >= C) return 0.f;
+      int ylo, yhi, xlo, xhi;
+      parity_taps(par >> 1, t >> 1, ylo, yhi);
+      parity_taps(par & 1, t & 1, xlo, xhi);
+      float s = 0.f;
+      for (int ky = ylo; ky <= yhi; ++ky)
+        for (int kx = xlo; kx <= xhi; ++kx) s += W(k, c, ky, kx);
+      return s;
+    }
+    case PackKind::fwd_up2_subpixel: {
+      // Output row 2y+dy, tap ky reads upsampled row 2y+dy+ky−1 = source row y+((dy+ky−1)>>1):
+      // source tap a = ((dy+ky−1)>>1)+1 ∈ {0,1,2}.
+      const int par = row / K, k = row % K, t = col / p.pitch, c = col % p.pitch;
+      if (t >= 9 || c >= C) return 0.f;
+      const int a = t / 3, b = t % 3, dy = par >> 1, dx = par & 1;
+      float s = 0.f;
+      for (int ky = 0; ky < 3; ++ky)
+        for (int kx = 0; kx < 3; ++kx)
+          if (((dy + ky + 1) >> 1) == a && ((dx + kx + 1) >> 1) == b) s += W(k, c, ky, kx);
+      return s;
+    }
+    case PackKind::bwd_down2_4x4: {
+      const int t = col / p.pitch, k = col % p.pitch;
+      if (t >= 16 || k >= K) return 0.f;
+      const int a = t >> 2, b = t & 3;
+      float s = 0.f;
+      for (int dy = 0; dy < 2; ++dy)
+        for (int dx = 0; dx < 2; ++dx) {
+          const int ky = dy + 2 - a, kx = dx + 2 - b;
+          if (ky >= 0 && ky < 3 && kx >= 0 && kx < 3) s += W(k, row, ky, kx);
+        }
+      return s;
+    }
+  }
+  return 0.f;
+}
+
+// blockIdx.y is the item: no search through the list per element.
+template <typename T>
+__global__ void pack_kernel(const float* __restrict__ params, PackList list) {
+  const PackedWeights& p = list.item[blockIdx.y];
+  const int total = int(pack_count(p));  // < 2^31 (pack_weights checks); 32-bit division is far cheaper
+  for (int r = int(blockIdx.x * blockDim.x + threadIdx.x); r < total; r += int(gridDim.x * blockDim.x)) {
+    const int row = r / p.kpad, col = r % p.kpad;
+    store_f(static_cast<T*>(p.dst) + r, packed_value(p, params + p.weight_offset, row, col));
+  }
+}
+
+// ---- optimizers (PyTorch semantics, as kernels/ae/cpu/layers.h) ---------------------------------
+struct OptK {
+  float beta1, beta2, eps, weight_decay, momentum, grad_clip;
+};
+
+__device__ __forceinline__ float clipped_grad(const OptimizerDeviceState& s, float clip, int64_t i) {
+  float g = s.grad[i];
+  if (clip > 0.f) {
+    const double norm = sqrt(*s.grad_sumsq);
+    if (norm > clip) g = float(double(g) * (clip / (norm + 1e-6)));
+  }
+  return g;
+}
+
+__global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
+  // The bias corrections (double pow, as PyTorch computes them in Python floats) once per
+  // block rather than once per parameter: on the FP64 pipe they cost more than the update.
+  __shared__ float step_size, bc2_sqrt;
+  if (threadIdx.x == 0) {
+    const int64_t step = *s.step_counter + 1;
+    const double bc1 = 1.0 - pow(double(o.beta1), double(step));
+    const double bc2 = 1.0 - pow(double(o.beta2), double(step));
+    step_size = float(double(*s.lr) / bc1);
+    bc2_sqrt = float(sqrt(bc2));
+  }
+  __syncthreads();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  float p = s.params[i];
+  float g = clipped_grad(s, o.grad_clip, i);
+  if (o.weight_decay != 0.f) g += o.weight_decay * p;
+  const float m = o.beta1 * s.m[i] + (1.f - o.beta1) * g;
+  const float v = o.beta2 * s.v[i] + (1.f - o.beta2) * g * g;
+  s.m[i] = m;
+  s.v[i] = v;
+  const float denom = sqrtf(v) / bc2_sqrt + o.eps;
+  p -= step_size * (m / denom);
+  s.params[i] = p;
+}
+
+__global__ void sgd_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  const float lr = *s.lr;
+  float p = s.params[i];
+  float g = clipped_grad(s, o.grad_clip, i);
+  if (o.weight_decay != 0.f) g += o.weight_decay * p;
+  if (o.momentum != 0.f) {
+    const float b = o.momentum * s.m[i] + g;
+    s.m[i] = b;
+    g = b;
+  }
+  p -= lr * g;
+  s.params[i] = p;
+}
+
+// Adds the sum of `local` over a kThreads-thread block to *out (one atomic per block).
+// Sums in double: these are loss and gradient-norm totals over millions of terms.
+__device__ void block_sum_atomic_add(double local, double* out) {
+  __shared__ double red[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = local;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0;
+    for (int w = 0; w < kThreads / 32; ++w) s += red[w];
+    atomicAdd(out, s);
+  }
+}
+
+__global__ void sumsq_kernel(const float* __restrict__ x, int64_t count, double* out) {
+  double local = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    local += double(x[i]) * x[i];
+  block_sum_atomic_add(local, out);
+}
+
+__global__ void advance_kernel(int* pos, int64_t* step, int batch) {
+  *pos += batch;
+  *step += 1;
+}
+
+// ---- bias gradient: column sums ----------------------------------------------------------
+constexpr int kBiasBlocks = 256;
+
+template <typename T>
+__global__ void colsum_partial_kernel(const T* __restrict__ src, int64_t rows, int ld, float* __restrict__ work) {
+  __shared__ float part[kThreads];
+  const int col = threadIdx.x % ld, lane_row = threadIdx.x / ld, rows_par = kThreads / ld;
+  float sum = 0.f;
+  for (int64_t r = int64_t(blockIdx.x) * rows_par + lane_row; r < rows; r += int64_t(gridDim.x) * rows_par)
+    sum += load_f(src + size_t(r) * ld + col);
+  part[threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.x < ld) {
+    float s = 0.f;
+    for (int j = 0; j < rows_par; ++j) s += part[j * ld + threadIdx.x];
+    work[size_t(blockIdx.x) * ld + threadIdx.x] = s;
+  }
+}
+
+__global__ void colsum_final_kernel(const float* __restrict__ work, int blocks, int ld, int ncols, float* out) {
+  const int col = threadIdx.x;
+  if (col >= ncols) return;
+  float s = 0.f;
+  for (int b = 0; b < blocks; ++b) s += work[size_t(b) * ld + col];
+  out[col] = s;
+}
+
+// ---- layout ------------------------------------------------------------------------------
+template <typename T>
+__global__ void nchw_to_nhwc_kernel(const float* __restrict__ x, T* __restrict__ y, int N, int C, int HW, int Cp) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(N) * HW * Cp) return;
+  const int c = int(i % Cp);
+  const int64_t np = i / Cp;
+  const int n = int(np / HW), p = int(np % HW);
+  store_f(y + i, c < C ? x[(size_t(n) * C + c) * HW + p] : 0.f);
+}
+
+// maxpool2_forward's argmax (index in the H×W input plane, NCHW over the pooled grid) as
+// the pick bytes of PixelMatrix::unpooled: (h&1)·2 + (w&1), NHWC with channel pitch Cp.
+__global__ void pool_pick_nhwc_kernel(const int32_t* __restrict__ argmax, uint8_t* __restrict__ pick, int N, int C,
+                                      int pooled_pixels, int W, int Cp) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(N) * pooled_pixels * Cp) return;
+  const int c = int(i % Cp);
+  const int64_t np = i / Cp;
+  const int n = int(np / pooled_pixels), p = int(np % pooled_pixels);
+  uint8_t v = 0;
+  if (c < C) {
+    const int a = argmax[(size_t(n) * C + c) * pooled_pixels + p];
+    v = uint8_t((((a / W) & 1) << 1) | ((a % W) & 1));
+  }
+  pick[i] = v;
+}
+
+template <typename T>
+__global__ void nhwc_to_nchw_kernel(const T* __restrict__ x, float* __restrict__ y, int N, int C, int HW, int Cp) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(N) * C * HW) return;
+  const int p = int(i % HW);
+  const int64_t nc = i / HW;
+  const int c = int(nc % C), n = int(nc / C);
+  y[i] = load_f(x + (size_t(n) * HW + p) * Cp + c);
+}
+
+// ---- the elementwise twins ---------------------------------------------------------------
+__global__ void relu_backward_kernel(const float* dy, const float* y, float* dx, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+}
+
+__global__ void maxpool2_forward_kernel(const float* x, float* y, int32_t* argmax, int NC, int H, int W) {
+  const int Ho = H / 2, Wo = W / 2;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(NC) * Ho * Wo) return;
+  const int wo = int(i % Wo), ho = int((i / Wo) % Ho);
+  const int64_t plane = i / (int64_t(Ho) * Wo);
+  const float* xp = x + plane * H * W;
+  int best = (2 * ho) * W + 2 * wo;
+  float bv = -INFINITY;
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b) {
+      const int idx = (2 * ho + a) * W + 2 * wo + b;
+      const float v = xp[idx];
+      if (v > bv || isnan(v)) best = idx, bv = v;
+    }
+  y[i] = bv;
+  argmax[i] = best;
+}
+
+__global__ void maxpool2_backward_kernel(const float* dy, const int32_t* argmax, float* dx, int NC, int H, int W) {
+  const int64_t out_plane = int64_t(H / 2) * (W / 2);
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(NC) * out_plane) return;
+  const int64_t plane = i / out_plane;
+  atomicAdd(dx + plane * H * W + argmax[i], dy[i]);
+}
+
+__global__ void upsample2_forward_kernel(const float* x, float* y, int NC, int H, int W) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(NC) * 4 * H * W) return;
+  const int w2 = int(i % (2 * W)), h2 = int((i / (2 * W)) % (2 * H));
+  const int64_t plane = i / (int64_t(4) * H * W);
+  y[i] = x[(plane * H + h2 / 2) * W + w2 / 2];
+}
+
+__global__ void upsample2_backward_kernel(const float* dy, float* dx, int NC, int H, int W) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(NC) * H * W) return;
+  const int w = int(i % W), h = int((i / W) % H);
+  const int64_t plane = i / (int64_t(H) * W);
+  const float* d = dy + plane * 4 * H * W;
+  dx[i] = d[(2 * h) * 2 * W + 2 * w] + d[(2 * h) * 2 * W + 2 * w + 1] + d[(2 * h + 1) * 2 * W + 2 * w] +
+          d[(2 * h + 1) * 2 * W + 2 * w + 1];
+}
+
+__global__ void mse_kernel(const float* pred, const float* target, int64_t count, float* dpred, double* sum) {
+  double local = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    const float d = pred[i] - target[i];
+    local += double(d) * d;
+    if (dpred) dpred[i] = 2.f * d / float(count);
+  }
+  block_sum_atomic_add(local, sum);
+}
+
+__global__ void add_kernel(float* dst, const float* src, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] += src[i];
+}
+
+DType dtype_of(Precision p) { return p == Precision::bf16 ? DType::bf16 : DType::f32; }
+
+void sync_default() {
+  AE_CUDA_LAUNCH_CHECK();
+  AE_CUDA_CHECK(cudaStreamSynchronize(0));
+}
+
+}  // namespace
+
+// ---- fused-operation entry points ----------------------------------------------------------
+void im2col_rgb(const uint8_t* images_u8, const int* order, const int* order_pos, int images, void* col, DType t,
+                cudaStream_t stream) {
+  if (images <= 0) return;
+  const int64_t n = int64_t(images) * 1024;
+  if (t == DType::bf16)
+    im2col_rgb_kernel<bf16><<<blocks_for(n), kThreads, 0, stream>>>(images_u8, order, order_pos, images,
+                                                                     static_cast<bf16*>(col));
+  else
+    im2col_rgb_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(images_u8, order, order_pos, images,
+                                                                      static_cast<float*>(col));
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void pack_weights(const float* params, const PackList& list, DType t, cudaStream_t stream) {
+  int64_t most = 0;
+  for (int i = 0; i < list.count; ++i) most = std::max(most, list.item[i].count());
+  if (most == 0) return;
+  if (most >= (int64_t(1) << 31)) throw std::invalid_argument("pack_weights: a packed matrix is too large");
+  const dim3 grid(std::min<unsigned>(blocks_for(most), 512), unsigned(list.count));
+  if (t == DType::bf16)
+    pack_kernel<bf16><<<grid, kThreads, 0, stream>>>(params, list);
+  else
+    pack_kernel<float><<<grid, kThreads, 0, stream>>>(params, list);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s, int64_t count, cudaStream_t stream) {
+  OptK o{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, cfg.momentum, cfg.grad_clip};
+  const unsigned blocks = blocks_for(count);
+  if (cfg.kind == "adam")
+    adam_kernel<<<blocks, kThreads, 0, stream>>>(s, count, o);
+  else if (cfg.kind == "sgd")
+    sgd_kernel<<<blocks, kThreads, 0, stream>>>(s, count, o);
+  else
+    throw std::invalid_argument("unknown optimizer '" + cfg.kind + "'");
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void grad_sumsq_compute(const float* grad, int64_t count, double* out, cudaStream_t stream) {
+  AE_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double), stream));
+  sumsq_kernel<<<std::min<unsigned>(blocks_for(count), 264), kThreads, 0, stream>>>(grad, count, out);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void advance_step(int* pos, int64_t* step, int batch, cudaStream_t stream) {
+  advance_kernel<<<1, 1, 0, stream>>>(pos, step, batch);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void up2_fold_output_grad(const void* dy, int ldd, int K, int images, int H, int W, void* g, int ldg, DType t,
+                          cudaStream_t stream) {
+  if (images <= 0) return;
+  if (K <= 0 || K > ldd || 9 * K > ldg) throw std::invalid_argument("up2_fold_output_grad: need 9·K ≤ ldg and K ≤ ldd");
+  const int lh = ilog2_exact(H, "up2_fold_output_grad: height"), lw = ilog2_exact(W, "up2_fold_output_grad: width");
+  const int64_t pixels = int64_t(images) * H * W, n = pixels * ldg;
+  const unsigned blocks = unsigned((n + kThreads - 1) / kThreads);
+  if (t == DType::bf16)
+    up2_fold_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(dy), ldd, K, pixels, lh, lw,
+                                                     static_cast<__nv_bfloat16*>(g), ldg);
+  else
+    up2_fold_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(dy), ldd, K, pixels, lh, lw,
+                                                     static_cast<float*>(g), ldg);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+size_t bias_grad_work_floats(int ld) { return size_t(kBiasBlocks) * ld; }
+
+void bias_grad(const void* src, int64_t rows, int ld, int ncols, float* work, float* out, DType t,
+               cudaStream_t stream) {
+  if (ld < 1 || ld > kThreads || (ld & (ld - 1)) != 0) throw std::invalid_argument("bias_grad: pitch must be a power of two ≤ 256");
+  if (ncols > ld) throw std::invalid_argument("bias_grad: more columns than the pitch");
+  const int rows_par = kThreads / ld;
+  const int blocks = int(std::min<int64_t>(kBiasBlocks, std::max<int64_t>(1, (rows + rows_par - 1) / rows_par)));
+  if (t == DType::bf16)
+    colsum_partial_kernel<bf16><<<blocks, kThreads, 0, stream>>>(static_cast<const bf16*>(src), rows, ld, work);
+  else
+    colsum_partial_kernel<float><<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(src), rows, ld, work);
+  AE_CUDA_LAUNCH_CHECK();
+  colsum_final_kernel<<<1, kThreads, 0, stream>>>(work, blocks, ld, ncols, out);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void nchw_to_nhwc(const float* x, void* y, int N, int C, int HW, int Cp, DType t, cudaStream_t stream) {
+  const int64_t n = int64_t(N) * HW * Cp;
+  if (t == DType::bf16)
+    nchw_to_nhwc_kernel<bf16><<<blocks_for(n), kThreads, 0, stream>>>(x, static_cast<bf16*>(y), N, C, HW, Cp);
+  else
+    nchw_to_nhwc_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(x, static_cast<float*>(y), N, C, HW, Cp);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void nhwc_to_nchw(const void* x, float* y, int N, int C, int HW, int Cp, DType t, cudaStream_t stream) {
+  const int64_t n = int64_t(N) * C * HW;
+  if (t == DType::bf16)
+    nhwc_to_nchw_kernel<bf16><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const bf16*>(x), y, N, C, HW, Cp);
+  else
+    nhwc_to_nchw_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const float*>(x), y, N, C, HW, Cp);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+// ---- CPU twins ---------------------------------------------------------------------------
+namespace {
+
+// Device scratch of one twin call: NHWC copies, packed weights, workspaces.
+struct Scratch {
+  DeviceBuffer<char> a, b, w, out;
+};
+
+void pack_one(const float* w, PackKind kind, int K, int C, void* dst, int kpad, int pitch, DType t) {
+  PackList list;
+  PackedWeights p;
+  p.kind = kind;
+  p.K = K;
+  p.C = C;
+  p.dst = dst;
+  p.kpad = kpad;
+  p.pitch = pitch;
+  list.add(p);
+  pack_weights(w, list, t, 0);
+}
+
+// One convolution pass of a twin on NCHW fp32 device arrays: the source is copied to NHWC
+// (channel pitch a power of two), the fp32 weights packed as `kind` with `taps` taps per
+// channel, the implicit GEMM run and its NHWC output copied back to NCHW.
+struct TwinConv {
+  const float* src;
+  int src_channels, Hs, Ws;  // the map the GEMM gathers from
+  ConvShape shape;
+  const float* w;
+  PackKind kind;
+  int wK, wC;       // the PyTorch weight's [K][C][3][3]
+  int taps;         // per source channel, in the packed weights
+  int weight_sets;  // packed matrices (4 for the parity forms)
+  int out_channels, out_pixels;  // per image
+  const float* bias;
+  bool relu;
+};
+
+void conv_twin(const TwinConv& c, float* out, int N, Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Cs = pow2_at_least(c.src_channels), Kpad = round_up(c.taps * Cs, 64), src_pixels = c.Hs * c.Ws;
+  Scratch s;
+  s.a.resize(size_t(N) * src_pixels * Cs * es);
+  s.w.resize(size_t(c.weight_sets) * c.out_channels * Kpad * es);
+  s.out.resize(size_t(N) * c.out_pixels * c.out_channels * es);
+  nchw_to_nhwc(c.src, s.a.get(), N, c.src_channels, src_pixels, Cs, t, 0);
+  pack_one(c.w, c.kind, c.wK, c.wC, s.w.get(), Kpad, Cs, t);
+  ConvArgs a;
+  a.src = s.a.get();
+  a.images = N;
+  a.Hs = c.Hs;
+  a.Ws = c.Ws;
+  a.Cs = Cs;
+  a.shape = c.shape;
+  a.Kpad = Kpad;
+  a.weights = s.w.get();
+  a.N = c.out_channels;
+  a.bias = c.bias;
+  a.relu = c.relu;
+  a.out = s.out.get();
+  a.ldo = c.out_channels;
+  conv_igemm(a, t, 0);
+  nhwc_to_nchw(s.out.get(), out, N, c.out_channels, c.out_pixels, c.out_channels, t, 0);
+  sync_default();
+}
+
+// Weight and bias gradients from NHWC operands already on the device.
+void wgrad_twin(const PixelMatrix& A, const PixelMatrix& B, int images, int grid_h, int grid_w, int parities,
+                WgradScatter s, const void* dy_nhwc, int64_t dy_rows, int Kp, float* dw, float* db, bool accumulate,
+                DType t) {
+  const WgradPlan plan = plan_wgrad(A.width(), B.width(), images, grid_h, grid_w, parities, t);
+  DeviceBuffer<float> work(plan.workspace_floats()), tmp_w, tmp_b, bias_work(bias_grad_work_floats(Kp));
+  wgrad_igemm(A, B, plan, work.get(), t, 0);
+  const int64_t nw = int64_t(s.K) * s.C * 9;
+  float* dw_out = dw;
+  float* db_out = db;
+  if (accumulate) {
+    tmp_w.resize(size_t(nw));
+    tmp_b.resize(size_t(s.K));
+    dw_out = tmp_w.get();
+    db_out = db ? tmp_b.get() : nullptr;
+  }
+  s.weight_grad = dw_out;
+  wgrad_reduce(work.get(), plan, s, 0);
+  if (db_out) bias_grad(dy_nhwc, dy_rows, Kp, s.K, bias_work.get(), db_out, t, 0);
+  if (accumulate) {
+    add_kernel<<<blocks_for(nw), kThreads>>>(dw, tmp_w.get(), nw);
+    if (db) add_kernel<<<blocks_for(s.K), kThreads>>>(db, tmp_b.get(), s.K);
+  }
+  sync_default();
+}
+
+// dw, db of a 3×3 "same" convolution: the output-gradient operand dY (channel pitch Kp;
+// dy_nhwc, dy_rows rows of it, for the bias) against the 3×3 patches of x (NHWC, pitch
+// pow2_at_least(C)).
+void conv3x3_wgrad_twin(const PixelMatrix& dY, const void* x_nhwc, const void* dy_nhwc, int64_t dy_rows, int N, int C,
+                        int K, int H, int W, float* dw, float* db, bool accumulate, DType t) {
+  const int Cp = pow2_at_least(C);
+  const PixelMatrix B{x_nhwc, H, W, Cp, 1, PixelMatrix::patch3, false};
+  WgradScatter sc;
+  sc.mode = WgradScatter::out_by_patch;
+  sc.K = K;
+  sc.C = C;
+  sc.Cs = Cp;
+  wgrad_twin(dY, B, N, H, W, 1, sc, dy_nhwc, dy_rows, dY.Cs, dw, db, accumulate, t);
+}
+
+}  // namespace
+
+void conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K, int H, int W,
+                     bool relu, Precision precision) {
+  conv_twin({x, C, H, W, ConvShape::same3x3, w, PackKind::fwd3, K, C, 9, 1, K, H * W, b, relu}, y, N, precision);
+}
+
+void conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K, int H, int W,
+                           Precision precision) {
+  conv_twin({dy, K, H, W, ConvShape::same3x3, w, PackKind::bwd3, K, C, 9, 1, C, H * W, nullptr, false}, dx, N,
+            precision);
+}
+
+void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N, int C, int K, int H, int W,
+                              bool accumulate, Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Cp = pow2_at_least(C), Kp = pow2_at_least(K), HW = H * W;
+  Scratch s;
+  s.a.resize(size_t(N) * HW * Cp * es);
+  s.b.resize(size_t(N) * HW * Kp * es);
+  nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
+  nchw_to_nhwc(dy, s.b.get(), N, K, HW, Kp, t, 0);
+  const PixelMatrix dY{s.b.get(), H, W, Kp, 1, PixelMatrix::plain, false};
+  conv3x3_wgrad_twin(dY, s.a.get(), s.b.get(), int64_t(N) * HW, N, C, K, H, W, dw, db, accumulate, t);
+}
+
+void conv3x3_backward_weights_through_pool(const float* x, const float* dy, const int32_t* argmax, float* dw,
+                                           float* db, int N, int C, int K, int H, int W, Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Cp = pow2_at_least(C), Kp = pow2_at_least(K), HW = H * W, pooled = HW / 4;
+  Scratch s;
+  s.a.resize(size_t(N) * HW * Cp * es);
+  s.b.resize(size_t(N) * pooled * Kp * es);
+  s.w.resize(size_t(N) * pooled * Kp);
+  nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
+  nchw_to_nhwc(dy, s.b.get(), N, K, pooled, Kp, t, 0);
+  const int64_t n_pick = int64_t(N) * pooled * Kp;
+  pool_pick_nhwc_kernel<<<blocks_for(n_pick), kThreads>>>(argmax, reinterpret_cast<uint8_t*>(s.w.get()), N, K,
+                                                          pooled, W, Kp);
+  AE_CUDA_LAUNCH_CHECK();
+  const PixelMatrix dY{s.b.get(), H / 2, W / 2, Kp, 1, PixelMatrix::unpooled, false,
+                       reinterpret_cast<const uint8_t*>(s.w.get())};
+  // The bias gradient is the sum of dY over pixels, which unpooling leaves unchanged.
+  conv3x3_wgrad_twin(dY, s.a.get(), s.b.get(), int64_t(N) * pooled, N, C, K, H, W, dw, db, false, t);
+}
+
+void upsample2_conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K, int H,
+                               int W, bool relu, Precision precision) {
+  // Few output channels (the decoder's last layer): all four parities in one GEMM.
+  const bool subpixel = 4 * K <= 16;
+  const ConvShape shape = subpixel ? ConvShape::up2_subpixel : ConvShape::up2_parity;
+  const PackKind kind = subpixel ? PackKind::fwd_up2_subpixel : PackKind::fwd_up2_parity;
+  conv_twin({x, C, H, W, shape, w, kind, K, C, subpixel ? 9 : 4, 4, K, 4 * H * W, b, relu}, y, N, precision);
+}
+
+void upsample2_conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K, int H, int W,
+                                     Precision precision) {
+  conv_twin({dy, K, 2 * H, 2 * W, ConvShape::down2_4x4, w, PackKind::bwd_down2_4x4, K, C, 16, 1, C, H * W, nullptr,
+             false},
+            dx, N, precision);
+}
+
+void upsample2_conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N, int C, int K,
+                                        int H, int W, Precision precision) {
+  const DType t = dtype_of(precision);
+  const size_t es = dtype_bytes(t);
+  const int Cp = pow2_at_least(C), Kp = pow2_at_least(K), HW = H * W;
+  Scratch s;
+  s.a.resize(size_t(N) * HW * Cp * es);
+  s.b.resize(size_t(N) * 4 * HW * Kp * es);
+  nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
+  nchw_to_nhwc(dy, s.b.get(), N, K, 4 * HW, Kp, t, 0);
+  if (9 * K <= 128) {  // few output channels (the decoder's last layer): fold dY, one GEMM
+    const int ldg = pow2_at_least(std::max(9 * K, 8));
+    s.out.resize(size_t(N) * HW * ldg * es);
+    up2_fold_output_grad(s.b.get(), Kp, K, N, H, W, s.out.get(), ldg, t, 0);
+    PixelMatrix A{s.a.get(), H, W, Cp, 1, PixelMatrix::plain, false};
+    PixelMatrix B{s.out.get(), H, W, ldg, 1, PixelMatrix::plain, false};
+    WgradScatter sc;
+    sc.mode = WgradScatter::in_by_flipped_patch;
+    sc.K = K;
+    sc.C = C;
+    sc.Cs = K;
+    wgrad_twin(A, B, N, H, W, 1, sc, s.b.get(), int64_t(N) * 4 * HW, Kp, dw, db, false, t);
+    return;
+  }
+  // per output parity: dY at (2y+dy, 2x+dx) against the 2×2 source neighbourhood
+  PixelMatrix A{s.b.get(), 2 * H, 2 * W, Kp, 1, PixelMatrix::plain, true};
+  PixelMatrix B{s.a.get(), H, W, Cp, 1, PixelMatrix::patch2_parity, false};
+  WgradScatter sc;
+  sc.mode = WgradScatter::out_by_parity_patch;
+  sc.K = K;
+  sc.C = C;
+  sc.Cs = Cp;
+  wgrad_twin(A, B, N, H, W, 4, sc, s.b.get(), int64_t(N) * 4 * HW, Kp, dw, db, false, t);
+}
+
+void relu_backward(const float* dy, const float* y, float* dx, int64_t count) {
+  relu_backward_kernel<<<blocks_for(count), kThreads>>>(dy, y, dx, count);
+  sync_default();
+}
+
+void maxpool2_forward(const float* x, float* y, int32_t* argmax, int N, int C, int H, int W) {
+  maxpool2_forward_kernel<<<blocks_for(int64_t(N) * C * (H / 2) * (W / 2)), kThreads>>>(x, y, argmax, N * C, H, W);
+  sync_default();
+}
+
+void maxpool2_backward(const float* dy, const int32_t* argmax, float* dx, int N, int C, int H, int W) {
+  AE_CUDA_CHECK(cudaMemset(dx, 0, sizeof(float) * size_t(N) * C * H * W));
+  maxpool2_backward_kernel<<<blocks_for(int64_t(N) * C * (H / 2) * (W / 2)), kThreads>>>(dy, argmax, dx, N * C, H, W);
+  sync_default();
+}
+
+void upsample2_forward(const float* x, float* y, int N, int C, int H, int W) {
+  upsample2_forward_kernel<<<blocks_for(int64_t(N) * C * 4 * H * W), kThreads>>>(x, y, N * C, H, W);
+  sync_default();
+}
+
+void upsample2_backward(const float* dy, float* dx, int N, int C, int H, int W) {
+  upsample2_backward_kernel<<<blocks_for(int64_t(N) * C * H * W), kThreads>>>(dy, dx, N * C, H, W);
+  sync_default();
+}
+
+double mse_loss(const float* pred, const float* target, int64_t count, float* dpred) {
+  DeviceBuffer<double> sum(1);
+  AE_CUDA_CHECK(cudaMemset(sum.get(), 0, sizeof(double)));
+  mse_kernel<<<std::min<unsigned>(blocks_for(count), 1024), kThreads>>>(pred, target, count, dpred, sum.get());
+  sync_default();
+  double h = 0;
+  AE_CUDA_CHECK(cudaMemcpy(&h, sum.get(), sizeof(double), cudaMemcpyDeviceToHost));
+  return h / double(count);
+}
+
+namespace {
+void run_optimizer_twin(const OptimizerConfig& cfg, float* params, const float* grad, float* m, float* v, int64_t count,
+                        int64_t step) {
+  DeviceBuffer<int64_t> d_step(1);
+  DeviceBuffer<float> d_lr(1);
+  const int64_t before = step - 1;
+  AE_CUDA_CHECK(cudaMemcpy(d_step.get(), &before, sizeof(before), cudaMemcpyHostToDevice));
+  AE_CUDA_CHECK(cudaMemcpy(d_lr.get(), &cfg.lr, sizeof(float), cudaMemcpyHostToDevice));
+  OptimizerDeviceState s;
+  s.params = params;
+  s.grad = grad;
+  s.m = m;
+  s.v = v;
+  s.step_counter = d_step.get();
+  s.lr = d_lr.get();
+  optimizer_update(cfg, s, count, 0);
+  sync_default();
+}
+}  // namespace
+
+void sgd_step(float* params, const float* grad, float* momentum_buf, int64_t count, float lr, float momentum,
+              float weight_decay) {
+  OptimizerConfig cfg;
+  cfg.kind = "sgd";
+  cfg.lr = lr;
+  cfg.momentum = momentum_buf ? momentum : 0.f;
+  cfg.weight_decay = weight_decay;
+  run_optimizer_twin(cfg, params, grad, momentum_buf, nullptr, count, 1);
+}
+
+void adam_step(float* params, const float* grad, float* m, float* v, int64_t count, int64_t step, float lr,
+               float beta1, float beta2, float eps, float weight_decay) {
+  OptimizerConfig cfg;
+  cfg.kind = "adam";
+  cfg.lr = lr;
+  cfg.beta1 = beta1;
+  cfg.beta2 = beta2;
+  cfg.eps = eps;
+  cfg.weight_decay = weight_decay;
+  run_optimizer_twin(cfg, params, grad, m, v, count, step);
+}
+
+double global_norm(const float* grad, int64_t count) {
+  DeviceBuffer<double> sum(1);
+  grad_sumsq_compute(grad, count, sum.get(), 0);
+  sync_default();
+  double h = 0;
+  AE_CUDA_CHECK(cudaMemcpy(&h, sum.get(), sizeof(double), cudaMemcpyDeviceToHost));
+  return std::sqrt(h);
+}
+
+}  // namespace ae::cuda

@@ -1,0 +1,267 @@
+// The autoencoder's layers on the GPU (namespace ae::cuda).
+//
+// Two levels:
+//
+// 1. The CPU twins: the same names and arguments as kernels/ae/cpu/layers.h (ae::cpu), on DEVICE
+//    pointers, NCHW float32, plus the precision the convolutions compute in. Each is
+//    checked against its CPU twin by tests/gpu/. They allocate scratch and convert layouts,
+//    so they are for tests and one-off use, not for the training loop.
+//
+// 2. The fused NHWC operations the GPU backend (autoencoder_gpu.cu) runs every step:
+//    implicit-GEMM convolution with fused epilogues (bias+ReLU, 2×2 max pool, upsample-sum
+//    and ReLU mask of the backward pass, max-unpool, MSE loss), implicit-GEMM weight
+//    gradients with a split-K reduction, and the small kernels around them. Activations
+//    are NHWC ("channels last") with a power-of-two channel pitch; weights are packed
+//    [out][tap][in] so that the GEMM's reduction index k = tap·C + c reads contiguous
+//    channels. See docs/GPU.md for the design.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/ae/model.h"
+
+namespace ae::cuda {
+
+// ---- CPU twins (device pointers, NCHW float32) -----------------------------------------
+// Convolutions run as implicit GEMM on tensor cores: Precision::fp32 uses TF32 operands
+// with fp32 accumulation, Precision::bf16 rounds operands to bf16 (fp32 accumulation).
+void conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K,
+                     int H, int W, bool relu, Precision precision = Precision::fp32);
+void conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K, int H,
+                           int W, Precision precision = Precision::fp32);
+void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N, int C,
+                              int K, int H, int W, bool accumulate = false,
+                              Precision precision = Precision::fp32);
+// dw, db of a convolution followed by a 2×2 max pool, from the gradient at the pool's output
+// (dy: [N,K,H/2,W/2], any ReLU mask already applied) and the pool's argmax (as
+// maxpool2_forward writes it): the unpooled gradient is gathered inside the weight-gradient
+// GEMM and never written out (the backend's first encoder layer).
+void conv3x3_backward_weights_through_pool(const float* x, const float* dy, const int32_t* argmax, float* dw,
+                                           float* db, int N, int C, int K, int H, int W,
+                                           Precision precision = Precision::fp32);
+void relu_backward(const float* dy, const float* y, float* dx, int64_t count);
+void maxpool2_forward(const float* x, float* y, int32_t* argmax, int N, int C, int H, int W);
+void maxpool2_backward(const float* dy, const int32_t* argmax, float* dx, int N, int C, int H, int W);
+void upsample2_forward(const float* x, float* y, int N, int C, int H, int W);
+void upsample2_backward(const float* dy, float* dx, int N, int C, int H, int W);
+double mse_loss(const float* pred, const float* target, int64_t count, float* dpred);
+void sgd_step(float* params, const float* grad, float* momentum_buf, int64_t count, float lr,
+              float momentum, float weight_decay);
+void adam_step(float* params, const float* grad, float* m, float* v, int64_t count, int64_t step,
+               float lr, float beta1, float beta2, float eps, float weight_decay);
+double global_norm(const float* grad, int64_t count);
+
+// Fused twins of "nearest upsample ×2, then 3×3 convolution" (x: [N,C,H,W], y: [N,K,2H,2W]),
+// checked against ae::cpu::upsample2_forward + conv3x3_*; the backend runs them this way.
+void upsample2_conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C,
+                               int K, int H, int W, bool relu, Precision precision = Precision::fp32);
+// dx [N,C,H,W] = upsample2_backward(conv3x3_backward_data(dy)), dy: [N,K,2H,2W]
+void upsample2_conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K,
+                                     int H, int W, Precision precision = Precision::fp32);
+// dw, db of the convolution in "upsample then conv" (x: the pre-upsample input)
+void upsample2_conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N,
+                                        int C, int K, int H, int W, Precision precision = Precision::fp32);
+
+// ---- fused NHWC operations (stream-ordered, no allocation, no synchronisation) ---------
+enum class DType { f32, bf16 };
+inline size_t dtype_bytes(DType t) { return t == DType::bf16 ? 2 : 4; }
+
+// log2 of v; throws "<what> must be a power of two" when it is not one.
+int ilog2_exact(int v, const char* what);
+
+// Raises the shared-memory limit of the GEMM kernels (once per process). Called by the
+// entry points below; call it yourself before capturing them into a CUDA graph.
+void init_kernels();
+
+enum class ConvEpilogue : int {
+  store = 0,        // out[pixel][n] = act(acc + bias); channels N..ldo-1 written as 0
+  pool = 1,         // 2×2 max pool of act(acc + bias) → out (H/2×W/2) + argmax (0..3)
+  mask = 2,         // backward through a ReLU: out = acc × (aux > 0), aux at the same pixel
+  unpool_mask = 3,  // backward of "conv then ReLU then pool": acc × (aux > 0) routed to the
+                    //   argmax position of a 2H×2W output, zeros elsewhere
+  loss = 4,         // MSE against the uint8 input: Σ(out − x/255)² into loss_sum, gradient
+                    //   grad_scale·(out − x/255) into out (ldo channels, pad zeroed)
+};
+
+// Which convolution the implicit GEMM computes (rows = output pixels, columns = output
+// channels, reduction k = tap·Cs + c gathered on the fly from the NHWC source):
+//   same3x3:    3×3, zero padding 1, output size = input size (source seen upsampled ×up)
+//   point1x1:   1×1 (the source is already an im2col matrix)
+//   up2_parity: "nearest upsample ×2, then 3×3" on a Hs×Ws source, computed without the
+//               upsampled map: each of the four output parities (dy,dx) is a 2×2
+//               convolution of the source with summed weights (4 weight matrices
+//               [4][N][Kpad], parity dy·2+dx): 4·C instead of 9·C multiply-adds per output
+//   up2_subpixel: the same "upsample, then 3×3" for at most 4 output channels N: one 3×3
+//               convolution of the source whose 4·N columns are all four parities'
+//               channels (weights [4·N][Kpad], row parity·N + k). Each source pixel is
+//               gathered once for all parities (9 taps instead of 4 × 4), where tiles of
+//               one parity's N channels would be mostly padding. Store and loss epilogues.
+//   down2_4x4:  the input gradient of an up2 layer: "3×3 transposed, then sum each 2×2
+//               block" is a 4×4 convolution with stride 2 (offset −1) of the output
+//               gradient, with summed weights; output Hs/2 × Ws/2
+enum class ConvShape : int { same3x3 = 0, point1x1 = 1, up2_parity = 2, down2_4x4 = 3, up2_subpixel = 4 };
+
+struct ConvArgs {
+  const void* src = nullptr;  // NHWC [images][Hs][Ws][Cs], Cs a power of two ≥ 8
+  int images = 0, Hs = 0, Ws = 0, Cs = 0, up = 1;  // up: must be 1 (upsampling: up2_parity)
+  ConvShape shape = ConvShape::same3x3;
+  int Kpad = 0;                   // weights' row pitch (multiple of 64, ≥ taps·Cs)
+  const void* weights = nullptr;  // [N][Kpad] ([4][N][Kpad] for up2_parity), element type as src
+  int N = 0;                      // output channels
+  ConvEpilogue epilogue = ConvEpilogue::store;
+  const float* bias = nullptr;  // [N] fp32, may be null
+  bool relu = false;
+  void* out = nullptr;  // NHWC, element type as src
+  int ldo = 0;          // out's channel pitch
+  uint8_t* argmax_out = nullptr;       // pool
+  const void* aux = nullptr;           // mask/unpool: the ReLU output that masks the gradient
+  int ld_aux = 0;
+  const uint8_t* argmax_in = nullptr;  // unpool (pitch ld_aux)
+  float* out_nchw = nullptr;  // pool: fp32 NCHW copy of the pooled map (latent codes);
+                              // loss: the reconstruction, fp32 NCHW
+  // loss: the target images (uint8 NCHW) are images_u8[order[*order_pos + i]] (order null:
+  // images_u8[i]).
+  const uint8_t* images_u8 = nullptr;
+  const int* order = nullptr;
+  const int* order_pos = nullptr;
+  float grad_scale = 0.f;
+  double* loss_sum = nullptr;
+};
+void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream);
+
+// A [pixels][width] matrix read from an NHWC tensor, one row per pixel (img,y,x) of the
+// reduction grid:
+//   plain:          the Cs channels at source pixel (y,x) (source seen upsampled ×up), or
+//                   with parity_subsample at (2y+dy, 2x+dx) of the current parity
+//   patch3:         the 3×3 neighbourhood (tap-major, width 9·Cs, zero padded)
+//   patch3_flipped: the same with the taps mirrored (pixel (y+1−ky, x+1−kx) for tap ky,kx)
+//   patch2_parity:  the 2×2 neighbourhood at origin (y+dy−1, x+dx−1) (width 4·Cs)
+//   unpooled:       the backward of a 2×2 max pool, never written out: src is the gradient
+//                   at the pooled grid (Hs×Ws = half the reduction grid), argmax its pick
+//                   (0..3 = (y&1)·2 + (x&1), one byte per element, same layout); row (y,x)
+//                   holds src at (y/2, x/2) where the pick is (y,x)'s position, else 0
+struct PixelMatrix {
+  enum Kind { plain, patch3, patch3_flipped, patch2_parity, unpooled };
+  const void* src = nullptr;
+  int Hs = 0, Ws = 0, Cs = 0, up = 1;
+  Kind kind = plain;
+  bool parity_subsample = false;
+  const uint8_t* argmax = nullptr;  // unpooled only
+  int width() const { return kind == plain || kind == unpooled ? Cs : kind == patch2_parity ? 4 * Cs : 9 * Cs; }
+};
+
+// Weight gradient as a GEMM over pixels: out[i][j] = Σ_p A[p][i]·B[p][j] (both operands
+// stream through shared memory transposed), per parity when parities = 4. Split over pixel
+// ranges; the partial sums [parities][splits][Mp][Np] go to a workspace that
+// wgrad_reduce() sums into the gradient.
+struct WgradPlan {
+  int bm = 0, bn = 0, splits = 0, parities = 1, Mp = 0, Np = 0, pix_per_split = 0;
+  int grid_h = 0, grid_w = 0;  // the reduction grid
+  int64_t pixels = 0;          // images · grid_h · grid_w
+  size_t workspace_floats() const { return size_t(parities) * splits * Mp * Np; }
+};
+WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, DType t, int max_splits = 256);
+void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& plan, float* workspace, DType t,
+                 cudaStream_t stream);
+
+// How the GEMM's (i, j) map to the flat gradient (PyTorch layout [K][C][3][3]).
+struct WgradScatter {
+  enum Mode {
+    out_by_patch,         // i = k, j = tap·Cs + c (rgb_im2col: j = tap·3 + c)
+    in_by_flipped_patch,  // i = c, j = tap·Cs + k (B = patch3_flipped of the output gradient)
+    out_by_parity_patch,  // per parity: i = k, j = (a·2+b)·Cs + c; summed into the 3×3 taps
+  };
+  Mode mode = out_by_patch;
+  int K = 0, C = 0;  // real sizes
+  int Cs = 0;        // patch pitch
+  bool rgb_im2col = false;
+  int bias_column = -1;  // rgb: column 27 of the im2col holds 1, its gradient is the bias's
+  float* weight_grad = nullptr;  // [K][C][9]
+  float* bias_grad = nullptr;
+};
+void wgrad_reduce(const float* workspace, const WgradPlan& plan, const WgradScatter& s, cudaStream_t stream);
+
+// The weight gradient of "nearest upsample ×2, then 3×3" with few output channels, on the
+// low-resolution grid: dW[k][c][ky][kx] = Σ_q x[q][c]·G[q][(ky·3+kx)·K + k], where G sums
+// the output gradient over the 2×2 output pixels whose tap (ky,kx) reads source pixel q.
+// This makes the reduction 4× shorter and the source a plain operand (no upsampled
+// reads): wgrad_igemm(plain x, plain G) + wgrad_reduce(in_by_flipped_patch, Cs = K).
+// dy: NHWC [images][2H][2W][ldd]; g: [images][H][W][ldg], columns 9·K..ldg−1 zero.
+void up2_fold_output_grad(const void* dy, int ldd, int K, int images, int H, int W, void* g, int ldg, DType t,
+                          cudaStream_t stream);
+
+// Bias gradient: out[c] = Σ_rows src[row][c] for c < ncols (src pitch ld, a power of two
+// ≤ 256). work holds bias_grad_work_floats(ld) floats.
+size_t bias_grad_work_floats(int ld);
+void bias_grad(const void* src, int64_t rows, int ld, int ncols, float* work, float* out, DType t,
+               cudaStream_t stream);
+
+// The first layer's input as an im2col matrix [images·32·32][32] with columns tap·3 + c
+// (pixels/255, zero padded), column 27 = 1 (so the weight-gradient GEMM yields the bias
+// gradient) and columns 28..31 = 0. Image i is images_u8[order[*order_pos + i]].
+void im2col_rgb(const uint8_t* images_u8, const int* order, const int* order_pos, int images,
+                void* col, DType t, cudaStream_t stream);
+
+// Packed weight copies the convolutions read, made from the fp32 master weights (in the
+// GEMMs' element type) after every optimizer step:
+//   fwd3    [K][kpad]: column tap·pitch + c                 = w[k][c][tap]
+//   fwd_rgb [K][kpad]: column tap·3 + c (27..kpad−1 zero)   = w[k][c][tap]
+//   bwd3    [C][kpad]: column tap'·pitch + k                = w[k][c][8 − tap']
+//   fwd_up2_parity [4][K][kpad]: column (a·2+b)·pitch + c   = Σ of the 3×3 taps that land on
+//                   source pixel (y+dy+a−1, x+dx+b−1) for output parity (dy,dx)
+//   fwd_up2_subpixel [4·K][kpad]: row par·K + k, column (a·3+b)·pitch + c = Σ of the 3×3
+//                   taps of parity (dy,dx) that land on source pixel (y+a−1, x+b−1)
+//   bwd_down2_4x4  [C][kpad]: column (a·4+b)·pitch + k      = Σ over (dy,ky), (dx,kx) with
+//                   dy−ky+2 = a, dx−kx+2 = b of w[k][c][ky][kx]
+enum class PackKind : int { fwd3 = 0, fwd_rgb = 1, bwd3 = 2, fwd_up2_parity = 3, bwd_down2_4x4 = 4, fwd_up2_subpixel = 5 };
+struct PackedWeights {
+  PackKind kind = PackKind::fwd3;
+  int64_t weight_offset = 0;  // into the flat params
+  int K = 0, C = 0;
+  void* dst = nullptr;
+  int kpad = 0, pitch = 0;
+  int64_t count() const {
+    const int rows = (kind == PackKind::bwd3 || kind == PackKind::bwd_down2_4x4) ? C
+                     : (kind == PackKind::fwd_up2_parity || kind == PackKind::fwd_up2_subpixel) ? 4 * K
+                                                                                 : K;
+    return int64_t(rows) * kpad;
+  }
+};
+struct PackList {
+  static constexpr int kMax = 12;
+  int count = 0;
+  PackedWeights item[kMax];
+  void add(const PackedWeights& p) { item[count++] = p; }
+};
+void pack_weights(const float* params, const PackList& list, DType t, cudaStream_t stream);
+
+// Optimizer steps on the flat fp32 master params (PyTorch semantics). The step number t is *step_counter + 1; lr is read from device memory; with grad_clip
+// > 0, grad_sumsq must point to Σ g² (grad_sumsq_compute()).
+struct OptimizerDeviceState {
+  float* params = nullptr;
+  const float* grad = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  const int64_t* step_counter = nullptr;
+  const float* lr = nullptr;
+  const double* grad_sumsq = nullptr;
+};
+void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s, int64_t count,
+                      cudaStream_t stream);
+void grad_sumsq_compute(const float* grad, int64_t count, double* out, cudaStream_t stream);
+// *pos += batch; *step += 1 (the last kernel of a training step).
+void advance_step(int* pos, int64_t* step, int batch, cudaStream_t stream);
+
+// Layout conversions used by the twins and tests: NCHW fp32 ↔ NHWC (pitch Cp, pad zero).
+void nchw_to_nhwc(const float* x, void* y, int N, int C, int HW, int Cp, DType t, cudaStream_t stream);
+void nhwc_to_nchw(const void* x, float* y, int N, int C, int HW, int Cp, DType t, cudaStream_t stream);
+
+// Runs one training step of a GPU backend kernel by kernel, timing each with CUDA events,
+// and returns a table (stage, ms, GFLOP, TFLOP/s). The backend must come from
+// make_gpu_backend and have training images set.
+std::string profile_training_step(AeBackend& backend, int batch, int repeats = 20);
+
+}  // namespace ae::cuda

@@ -1,0 +1,13 @@
+// Without CUDA the GPU entry point exists but says clearly why it cannot run; the tools
+// normally stop earlier, in cae::resolve_device().
+#ifndef CIFARAE_WITH_CUDA
+#include <stdexcept>
+
+#include "kernels/ae/model.h"
+
+namespace ae {
+std::unique_ptr<AeBackend> make_gpu_backend(const OptimizerConfig&, Precision) {
+  throw std::runtime_error("--device gpu: this build has no CUDA support (rebuild on a machine with nvcc)");
+}
+}  // namespace ae
+#endif

@@ -1,0 +1,316 @@
+// One-vs-one multiclass training on the CPU: for each pair of classes (a, b), a < b, the
+// binary problem "a (+1) against b (−1)" over the samples of both classes in their original
+// order, exactly as libsvm builds it; then libsvm's model layout.
+//
+// Kernel storage per pair, within --cache-mb:
+//   dense   — the whole pair matrix [[K_aa, K_ab], [K_ba, K_bb]] in memory: K_ab is one
+//             sgemm, the diagonal blocks K_cc come from a per-class cache (one ssyrk per
+//             class for the whole fit, while the budget holds them) or are computed in place.
+//   rows    — when the pair matrix does not fit: an LRU cache of kernel rows, each row one
+//             sgemv over the pair's samples (slow, like stock libsvm; a fallback only).
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <list>
+#include <map>
+#include <stdexcept>
+
+#include "common/log.h"
+#include "common/timer.h"
+#include "kernels/svm/cpu/kernel.h"
+#include "kernels/svm/cpu/smo.h"
+#include "kernels/svm/svm.h"
+
+namespace svm {
+
+const char* kernel_name(KernelType k) { return k == KernelType::linear ? "linear" : "rbf"; }
+
+namespace detail {
+namespace {
+
+// Rows of a dense matrix held in memory.
+class DenseRows : public KernelRows {
+ public:
+  DenseRows(const float* m, int n) : m_(m), n_(n) {}
+  const float* row(int t) override { return m_ + static_cast<int64_t>(t) * n_; }
+  double diag(int t) const override { return m_[static_cast<int64_t>(t) * n_ + t]; }
+
+ private:
+  const float* m_;
+  int n_;
+};
+
+// Rows computed on demand from the samples, least recently used evicted first.
+class CachedRows : public KernelRows {
+ public:
+  CachedRows(const KernelSpec& spec, const float* X, const double* norms, int n, int dim, int64_t budget_bytes)
+      : spec_(spec), X_(X), norms_(norms), n_(n), dim_(dim) {
+    int64_t row_bytes = static_cast<int64_t>(n) * static_cast<int64_t>(sizeof(float));
+    capacity_ = static_cast<int>(std::clamp<int64_t>(budget_bytes / row_bytes, 2, n));
+    store_.resize(static_cast<size_t>(capacity_) * n);
+    slot_of_.assign(n, -1);
+    owner_.assign(capacity_, -1);
+    stamp_.assign(capacity_, 0);
+  }
+  const float* row(int t) override {
+    ++clock_;
+    int s = slot_of_[t];
+    if (s < 0) {
+      s = static_cast<int>(std::min_element(stamp_.begin(), stamp_.end()) - stamp_.begin());
+      if (owner_[s] >= 0) slot_of_[owner_[s]] = -1;
+      owner_[s] = t;
+      slot_of_[t] = s;
+      kernel_block(spec_, X_ + static_cast<int64_t>(t) * dim_, 1, norms_ + t, X_, n_, norms_, dim_, slot(s), n_);
+      ++computed_;
+    }
+    stamp_[s] = clock_;
+    return slot(s);
+  }
+  double diag(int t) const override { return spec_.type == KernelType::rbf ? 1.0 : norms_[t]; }
+  int64_t rows_computed() const { return computed_; }
+
+ private:
+  float* slot(int s) { return store_.data() + static_cast<int64_t>(s) * n_; }
+  KernelSpec spec_;
+  const float* X_;
+  const double* norms_;
+  int n_, dim_, capacity_;
+  std::vector<float> store_;
+  std::vector<int> slot_of_, owner_;
+  std::vector<int64_t> stamp_;
+  int64_t clock_ = 0, computed_ = 0;
+};
+
+// Samples of one class gathered contiguously, with their squared norms.
+struct ClassData {
+  int label_index = -1;
+  std::vector<float> X;
+  std::vector<double> norms;
+};
+
+void gather_rows(const float* X, int dim, const std::vector<int64_t>& rows, const double* norms, float* out,
+                 double* out_norms) {
+#pragma omp parallel for schedule(static) if (static_cast<int64_t>(rows.size()) * dim >= kMinParallelWork)
+  for (int64_t r = 0; r < static_cast<int64_t>(rows.size()); ++r) {
+    std::memcpy(out + r * dim, X + rows[r] * dim, sizeof(float) * static_cast<size_t>(dim));
+    out_norms[r] = norms[rows[r]];
+  }
+}
+
+// dst[j*ldd + i] = src[i*lds + j] for an [rows, cols] block, tile by tile.
+void transpose_block(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
+  constexpr int64_t kTile = 64;
+#pragma omp parallel for schedule(static) if (rows * cols >= kMinParallelWork)
+  for (int64_t j0 = 0; j0 < cols; j0 += kTile)
+    for (int64_t i0 = 0; i0 < rows; i0 += kTile)
+      for (int64_t j = j0; j < std::min(cols, j0 + kTile); ++j)
+        for (int64_t i = i0; i < std::min(rows, i0 + kTile); ++i) dst[j * ldd + i] = src[i * lds + j];
+}
+
+void copy_block(const float* src, int64_t n, float* dst, int64_t ldd) {
+#pragma omp parallel for schedule(static) if (n * n >= kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * ldd, src + i * n, sizeof(float) * static_cast<size_t>(n));
+}
+
+// Per-class diagonal blocks K_cc kept across pairs while they fit in the budget.
+class DiagonalBlockCache {
+ public:
+  bool lookup(int c, float* dst, int64_t ldd, int64_t n) {
+    auto it = blocks_.find(c);
+    if (it == blocks_.end()) return false;
+    touch(c);
+    copy_block(it->second.data(), n, dst, ldd);
+    return true;
+  }
+  // Keeps a copy when `limit_bytes` allows, evicting the least recently used classes.
+  void offer(int c, const float* src, int64_t lds, int64_t n, int64_t limit_bytes) {
+    const int64_t bytes = n * n * static_cast<int64_t>(sizeof(float));
+    if (bytes > limit_bytes) return;
+    while (used_ + bytes > limit_bytes && !order_.empty()) evict(order_.back());
+    std::vector<float> block(static_cast<size_t>(n * n));
+#pragma omp parallel for schedule(static) if (n * n >= kMinParallelWork)
+    for (int64_t i = 0; i < n; ++i) std::memcpy(block.data() + i * n, src + i * lds, sizeof(float) * static_cast<size_t>(n));
+    blocks_[c] = std::move(block);
+    used_ += bytes;
+    order_.push_front(c);
+  }
+  void shrink_to(int64_t limit_bytes) {
+    while (used_ > limit_bytes && !order_.empty()) evict(order_.back());
+  }
+
+ private:
+  void touch(int c) {
+    order_.remove(c);
+    order_.push_front(c);
+  }
+  void evict(int c) {
+    auto it = blocks_.find(c);
+    used_ -= static_cast<int64_t>(it->second.size() * sizeof(float));
+    blocks_.erase(it);
+    order_.remove(c);
+  }
+  std::map<int, std::vector<float>> blocks_;
+  std::list<int> order_;  // most recent first
+  int64_t used_ = 0;
+};
+
+}  // namespace
+}  // namespace detail
+
+Model begin_fit(const int32_t* y, int64_t n, int dim, const FitParams& p, std::vector<std::vector<int64_t>>& members) {
+  if (n < 2 || dim < 1) throw std::invalid_argument("svm: need at least 2 samples and 1 feature");
+  if (!(p.C > 0)) throw std::invalid_argument("svm: C must be > 0");
+  if (!(p.tol > 0)) throw std::invalid_argument("svm: tol must be > 0");
+  if (p.kernel == KernelType::rbf && !(p.gamma > 0)) throw std::invalid_argument("svm: gamma must be > 0");
+  if (n > INT32_MAX / 2) throw std::invalid_argument("svm: too many samples");
+
+  Model m;
+  m.kernel = p.kernel;
+  m.gamma = p.kernel == KernelType::rbf ? p.gamma : 0.0;
+  m.dim = dim;
+  m.classes.assign(y, y + n);
+  std::sort(m.classes.begin(), m.classes.end());
+  m.classes.erase(std::unique(m.classes.begin(), m.classes.end()), m.classes.end());
+  if (m.classes.size() < 2) throw std::invalid_argument("svm: the training labels hold a single class");
+  members.assign(m.classes.size(), {});
+  for (int64_t s = 0; s < n; ++s) {
+    int c = static_cast<int>(std::lower_bound(m.classes.begin(), m.classes.end(), y[s]) - m.classes.begin());
+    members[c].push_back(s);
+  }
+  return m;
+}
+
+Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb) {
+  using namespace detail;
+  std::vector<std::vector<int64_t>> members;
+  Model m = begin_fit(y, n, dim, p, members);
+  const int k = static_cast<int>(m.classes.size());
+
+  const KernelSpec spec{p.kernel, p.gamma};
+  cae::Stopwatch clock;
+  std::vector<double> norms(static_cast<size_t>(n));
+  row_squared_norms(X, n, dim, norms.data());
+
+  const int64_t budget = std::max<int64_t>(p.cache_mb, 1) << 20;
+  const int pairs = k * (k - 1) / 2;
+  std::vector<std::vector<double>> pair_alpha(pairs);
+  m.rho.assign(pairs, 0.0);
+
+  DiagonalBlockCache diag_cache;
+  std::vector<float> pair_matrix;
+  ClassData da, db;
+  double kernel_s = 0, solve_s = 0;
+  int64_t iterations = 0;
+  int dense_pairs = 0;
+  int pair = 0;
+  for (int a = 0; a < k; ++a) {
+    for (int b = a + 1; b < k; ++b, ++pair) {
+      cae::Stopwatch t_kernel;
+      const int64_t na = static_cast<int64_t>(members[a].size()), nb = static_cast<int64_t>(members[b].size());
+      const int64_t np = na + nb;
+      for (auto [cls, data] : {std::pair<int, ClassData*>{a, &da}, std::pair<int, ClassData*>{b, &db}}) {
+        if (data->label_index == cls) continue;
+        const auto& rows = members[cls];
+        data->X.resize(rows.size() * static_cast<size_t>(dim));
+        data->norms.resize(rows.size());
+        gather_rows(X, dim, rows, norms.data(), data->X.data(), data->norms.data());
+        data->label_index = cls;
+      }
+      std::vector<int8_t> ys(static_cast<size_t>(np), -1);
+      std::fill(ys.begin(), ys.begin() + na, int8_t{1});
+
+      BinaryResult r;
+      const int64_t pair_bytes = np * np * static_cast<int64_t>(sizeof(float));
+      if (pair_bytes <= budget) {
+        ++dense_pairs;
+        pair_matrix.resize(static_cast<size_t>(np * np));
+        float* M = pair_matrix.data();
+        diag_cache.shrink_to(budget - pair_bytes);
+        for (auto [cls, data, off] : {std::tuple<int, ClassData*, int64_t>{a, &da, 0},
+                                      std::tuple<int, ClassData*, int64_t>{b, &db, na}}) {
+          const int64_t nc = static_cast<int64_t>(members[cls].size());
+          float* dst = M + off * np + off;
+          if (!diag_cache.lookup(cls, dst, np, nc)) {
+            kernel_block_symmetric(spec, data->X.data(), nc, data->norms.data(), dim, dst, np);
+            diag_cache.offer(cls, dst, np, nc, budget - pair_bytes);
+          }
+        }
+        kernel_block(spec, da.X.data(), na, da.norms.data(), db.X.data(), nb, db.norms.data(), dim, M + na, np);
+        transpose_block(M + na, np, na, nb, M + na * np, np);
+        kernel_s += t_kernel.seconds();
+        cae::Stopwatch t_solve;
+        DenseRows rows(M, static_cast<int>(np));
+        r = solve_binary(rows, ys.data(), static_cast<int>(np), p.C, p.tol);
+        solve_s += t_solve.seconds();
+      } else {
+        // The pair's samples side by side, then rows on demand.
+        std::vector<float> Xp(static_cast<size_t>(np * dim));
+        std::vector<double> np_norms(static_cast<size_t>(np));
+        std::memcpy(Xp.data(), da.X.data(), sizeof(float) * static_cast<size_t>(na * dim));
+        std::memcpy(Xp.data() + na * dim, db.X.data(), sizeof(float) * static_cast<size_t>(nb * dim));
+        std::copy(da.norms.begin(), da.norms.end(), np_norms.begin());
+        std::copy(db.norms.begin(), db.norms.end(), np_norms.begin() + na);
+        diag_cache.shrink_to(0);
+        pair_matrix.clear();
+        pair_matrix.shrink_to_fit();
+        kernel_s += t_kernel.seconds();
+        cae::Stopwatch t_solve;
+        CachedRows rows(spec, Xp.data(), np_norms.data(), static_cast<int>(np), dim, budget);
+        r = solve_binary(rows, ys.data(), static_cast<int>(np), p.C, p.tol);
+        solve_s += t_solve.seconds();
+      }
+      if (r.hit_iteration_limit)
+        cae::log_warn("svm: pair (%d,%d) reached the iteration limit before tol %g", m.classes[a], m.classes[b], p.tol);
+      iterations += r.iterations;
+      m.rho[pair] = r.rho;
+      pair_alpha[pair] = std::move(r.alpha);
+      if (cb) cb(pair + 1, pairs);
+    }
+  }
+
+  // libsvm's layout: a sample is a support vector when its coefficient is non-zero in any
+  // pair; support vectors are grouped by class in training order.
+  std::vector<uint8_t> is_sv(static_cast<size_t>(n), 0);
+  pair = 0;
+  for (int a = 0; a < k; ++a)
+    for (int b = a + 1; b < k; ++b, ++pair) {
+      const auto& al = pair_alpha[pair];
+      for (size_t t = 0; t < members[a].size(); ++t)
+        if (al[t] > 0) is_sv[members[a][t]] = 1;
+      for (size_t t = 0; t < members[b].size(); ++t)
+        if (al[members[a].size() + t] > 0) is_sv[members[b][t]] = 1;
+    }
+  std::vector<int64_t> sv_pos(static_cast<size_t>(n), -1);
+  m.n_support.assign(k, 0);
+  for (int c = 0; c < k; ++c)
+    for (int64_t s : members[c])
+      if (is_sv[s]) {
+        sv_pos[s] = static_cast<int64_t>(m.support_indices.size());
+        m.support_indices.push_back(s);
+        ++m.n_support[c];
+      }
+  const int64_t n_sv = m.n_sv();
+  m.support_vectors.resize(static_cast<size_t>(n_sv * dim));
+  for (int64_t v = 0; v < n_sv; ++v)
+    std::memcpy(m.support_vectors.data() + v * dim, X + m.support_indices[v] * dim, sizeof(float) * static_cast<size_t>(dim));
+  m.dual_coef.assign(static_cast<size_t>((k - 1) * n_sv), 0.0);
+  pair = 0;
+  for (int a = 0; a < k; ++a)
+    for (int b = a + 1; b < k; ++b, ++pair) {
+      const auto& al = pair_alpha[pair];
+      const size_t na = members[a].size();
+      // Class a's vectors take their coefficient for this pair in row b−1, class b's in row a.
+      for (size_t t = 0; t < na; ++t)
+        if (sv_pos[members[a][t]] >= 0) m.dual_coef[static_cast<size_t>((b - 1) * n_sv + sv_pos[members[a][t]])] = al[t];
+      for (size_t t = 0; t < members[b].size(); ++t)
+        if (sv_pos[members[b][t]] >= 0) m.dual_coef[static_cast<size_t>(a * n_sv + sv_pos[members[b][t]])] = -al[na + t];
+    }
+  cae::log_info("svm: %d pairs (%d with the whole kernel matrix in memory): kernel blocks %.1f s, SMO %.1f s, "
+                "%lld iterations, %lld support vectors",
+                pairs, dense_pairs, kernel_s, solve_s, static_cast<long long>(iterations),
+                static_cast<long long>(n_sv));
+  return m;
+}
+
+}  // namespace svm

@@ -1,0 +1,406 @@
+// svm::fit_gpu and svm::decision_values_gpu: the host side of the GPU SVM (design and
+// reasoning in docs/SVM_GPU.md; device code in svm_gpu_kernels.cu).
+//
+// fit: rows sorted by class on the device → squared norms → kernel matrix from cuBLAS SGEMM
+// (upper block triangle, then exp + mirror) → one SMO block per one-vs-one pair → alphas
+// back to the host → libsvm's model layout, assembled exactly as fit_cpu does.
+// decision values: per row block, SGEMM against the support vectors → kernel values in
+// double → per class, one DGEMM with that class's dual coefficients → per pair, two terms
+// minus rho.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "common/log.h"
+#include "common/timer.h"
+#include "kernels/svm/cuda/svm_gpu.cuh"
+#include "kernels/svm/svm.h"
+
+namespace svm {
+namespace gpu {
+
+using ae::cuda::DeviceBuffer;
+
+namespace {
+
+// Owning wrappers so that an exception anywhere frees everything.
+class Stream {
+ public:
+  Stream() { AE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(s_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+  void sync() const { AE_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+class Blas {
+ public:
+  explicit Blas(cudaStream_t stream) {
+    SVM_CUBLAS_CHECK(cublasCreate(&h_));
+    SVM_CUBLAS_CHECK(cublasSetStream(h_, stream));
+    // Plain FP32 products (no TF32): the kernel values must match the CPU path's sgemm.
+    SVM_CUBLAS_CHECK(cublasSetMathMode(h_, CUBLAS_DEFAULT_MATH));
+  }
+  ~Blas() { cublasDestroy(h_); }
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+  cublasHandle_t get() const { return h_; }
+
+ private:
+  cublasHandle_t h_ = nullptr;
+};
+
+template <typename T>
+void upload(DeviceBuffer<T>& dst, const T* src, size_t count, cudaStream_t stream) {
+  dst.resize(std::max<size_t>(count, 1));
+  if (count) AE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src, count * sizeof(T), cudaMemcpyHostToDevice, stream));
+}
+
+// Row-major C[rows_i, cols_j] (row stride ldc) = A_i · B_jᵀ, A_i: [rows_i, dim], B_j: [cols_j, dim].
+void dots_rowmajor(cublasHandle_t h, const float* A, int64_t rows, const float* B, int64_t cols, int dim, float* C,
+                   int64_t ldc) {
+  if (rows == 0 || cols == 0) return;
+  const float one = 1.0f, zero = 0.0f;
+  // Column-major view: C(r=j, c=i) = B_j · A_i, i.e. op(B)=Bᵀ [cols x dim] times A [dim x rows].
+  SVM_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cols), static_cast<int>(rows), dim, &one,
+                               B, dim, A, dim, &zero, C, static_cast<int>(ldc)));
+}
+
+int64_t free_device_bytes() {
+  size_t free_b = 0, total_b = 0;
+  AE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return static_cast<int64_t>(free_b);
+}
+
+}  // namespace
+
+Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb,
+          const FitOptions& options, FitStats* stats) {
+  cae::Stopwatch total_clock;
+  FitStats local_stats;
+  FitStats& st = stats ? *stats : local_stats;
+  st = FitStats{};
+
+  std::vector<std::vector<int64_t>> members;
+  Model m = begin_fit(y, n, dim, p, members);
+  const int k = static_cast<int>(m.classes.size());
+  // Rows sorted by class (stable): class c occupies [start[c], start[c+1]).
+  std::vector<int64_t> start(k + 1, 0), order;
+  order.reserve(static_cast<size_t>(n));
+  for (int c = 0; c < k; ++c) {
+    start[c + 1] = start[c] + static_cast<int64_t>(members[c].size());
+    order.insert(order.end(), members[c].begin(), members[c].end());
+  }
+
+  const int pairs = k * (k - 1) / 2;
+  std::vector<int> pair_a(pairs), pair_b(pairs);
+  std::vector<int64_t> pair_offset(pairs + 1, 0);  // into the concatenated alpha arrays
+  for (int a = 0, q = 0; a < k; ++a)
+    for (int b = a + 1; b < k; ++b, ++q) {
+      pair_a[q] = a;
+      pair_b[q] = b;
+      pair_offset[q + 1] = pair_offset[q] + (start[a + 1] - start[a]) + (start[b + 1] - start[b]);
+    }
+  const int64_t state_total = pair_offset[pairs];
+
+  cae::Stopwatch clock;
+  Stream stream;
+  Blas blas(stream.get());
+  const cudaStream_t s = stream.get();
+  st.setup_s = clock.seconds();
+
+  // ---- data on the device, sorted by class ----
+  clock = cae::Stopwatch();
+  DeviceBuffer<float> d_X;
+  {
+    DeviceBuffer<float> d_raw;
+    upload(d_raw, X, static_cast<size_t>(n) * dim, s);
+    DeviceBuffer<int64_t> d_order;
+    upload(d_order, order.data(), order.size(), s);
+    d_X.resize(static_cast<size_t>(n) * dim);
+    gather_rows(d_raw.get(), d_order.get(), n, dim, d_X.get(), s);
+    stream.sync();
+  }
+  DeviceBuffer<double> d_norms(static_cast<size_t>(n));
+  row_squared_norms(d_X.get(), n, dim, d_norms.get(), s);
+  DeviceBuffer<double> d_alpha(static_cast<size_t>(state_total)), d_G(static_cast<size_t>(state_total));
+  DeviceBuffer<uint8_t> d_status(static_cast<size_t>(state_total));
+  DeviceBuffer<PairJob> d_jobs(static_cast<size_t>(pairs));
+  DeviceBuffer<PairResult> d_results(static_cast<size_t>(pairs));
+  stream.sync();
+  st.upload_s = clock.seconds();
+
+  const bool unit_diag = p.kernel == KernelType::rbf;
+  size_t smem = 0;
+  if (!options.state_in_global_memory) {
+    int64_t largest = 0;
+    for (int q = 0; q < pairs; ++q) largest = std::max(largest, pair_offset[q + 1] - pair_offset[q]);
+    smem = std::min(smo_state_bytes(largest), smo_max_shared_bytes());
+  }
+  const int64_t reserve = int64_t{768} << 20;  // cuBLAS workspace and slack
+  const int64_t budget =
+      options.kernel_bytes_limit >= 0 ? options.kernel_bytes_limit : std::max<int64_t>(free_device_bytes() - reserve, 0);
+  const int64_t whole_bytes = n * n * static_cast<int64_t>(sizeof(float)) + n * static_cast<int64_t>(sizeof(double));
+
+  std::vector<PairJob> jobs(pairs);
+  std::vector<PairResult> results(pairs);
+  auto job_state = [&](int q, PairJob& job) {
+    job.na = static_cast<int>(start[pair_a[q] + 1] - start[pair_a[q]]);
+    job.nb = static_cast<int>(start[pair_b[q] + 1] - start[pair_b[q]]);
+    job.alpha = d_alpha.get() + pair_offset[q];
+    job.G = d_G.get() + pair_offset[q];
+    job.status = d_status.get() + pair_offset[q];
+  };
+
+  if (whole_bytes <= budget) {
+    // ---- the whole matrix: K[i, j] over the class-sorted rows ----
+    st.mode = "whole-matrix";
+    st.waves = 1;
+    clock = cae::Stopwatch();
+    DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
+    DeviceBuffer<double> d_diag(static_cast<size_t>(n));
+    constexpr int64_t kTile = 4096;  // multiple of 32 (the mirror pass's tile)
+    for (int64_t i0 = 0; i0 < n; i0 += kTile)
+      for (int64_t j0 = i0; j0 < n; j0 += kTile)
+        dots_rowmajor(blas.get(), d_X.get() + i0 * dim, std::min(kTile, n - i0), d_X.get() + j0 * dim,
+                      std::min(kTile, n - j0), dim, d_K.get() + i0 * n + j0, n);
+    symmetric_kernel_from_dots(d_K.get(), n, n, d_norms.get(), p.kernel, p.gamma, s);
+    extract_diagonal(d_K.get(), n, n, d_diag.get(), s);
+    stream.sync();
+    st.kernel_s = clock.seconds();
+
+    clock = cae::Stopwatch();
+    for (int q = 0; q < pairs; ++q) {
+      PairJob& job = jobs[q];
+      job.K = d_K.get();
+      job.ld = n;
+      job.diag = d_diag.get();
+      job.off_a = start[pair_a[q]];
+      job.off_b = start[pair_b[q]];
+      job_state(q, job);
+    }
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_jobs.get(), jobs.data(), sizeof(PairJob) * pairs, cudaMemcpyHostToDevice, s));
+    solve_pairs(d_jobs.get(), pairs, d_results.get(), p.C, p.tol, 0, unit_diag, smem, s);
+    AE_CUDA_CHECK(cudaMemcpyAsync(results.data(), d_results.get(), sizeof(PairResult) * pairs, cudaMemcpyDeviceToHost, s));
+    stream.sync();
+    st.smo_s = clock.seconds();
+    if (cb)
+      for (int q = 0; q < pairs; ++q) cb(q + 1, pairs);
+  } else {
+    // ---- pair matrices, as many at a time as the budget holds ----
+    st.mode = "pair-matrices";
+    auto matrix_bytes = [](int64_t np) { return (np * np * static_cast<int64_t>(sizeof(float)) + 255) / 256 * 256; };
+    auto pair_bytes = [&](int q) {  // matrix, norms, diagonal
+      const int64_t np = pair_offset[q + 1] - pair_offset[q];
+      return matrix_bytes(np) + 2 * np * static_cast<int64_t>(sizeof(double));
+    };
+    int64_t largest = 0;
+    for (int q = 0; q < pairs; ++q) largest = std::max(largest, pair_bytes(q));
+    if (largest > budget) {
+      const bool explicit_limit = options.kernel_bytes_limit >= 0;
+      if (!explicit_limit || largest > std::max<int64_t>(free_device_bytes() - reserve, 0))
+        throw std::runtime_error("svm gpu: the largest one-vs-one pair needs " +
+                                 std::to_string(largest >> 20) + " MB of GPU memory for its kernel matrix, " +
+                                 std::to_string(std::max<int64_t>(budget, 0) >> 20) +
+                                 " MB are available (use --device cpu)");
+    }
+    const int64_t arena_bytes = std::max(budget, largest);
+    DeviceBuffer<unsigned char> d_arena(static_cast<size_t>(arena_bytes));
+    int done = 0;
+    for (int q0 = 0; q0 < pairs;) {
+      // Wave: pairs q0..q1-1 laid out one after another in the arena.
+      int q1 = q0;
+      int64_t used = 0;
+      std::vector<int64_t> at;
+      while (q1 < pairs && (q1 == q0 || used + pair_bytes(q1) <= arena_bytes)) {
+        at.push_back(used);
+        used += (pair_bytes(q1) + 255) / 256 * 256;
+        ++q1;
+      }
+      ++st.waves;
+      clock = cae::Stopwatch();
+      for (int q = q0; q < q1; ++q) {
+        const int a = pair_a[q], b = pair_b[q];
+        const int64_t na = start[a + 1] - start[a], nb = start[b + 1] - start[b], np = na + nb;
+        unsigned char* base = d_arena.get() + at[q - q0];
+        float* M = reinterpret_cast<float*>(base);
+        double* norms = reinterpret_cast<double*>(base + matrix_bytes(np));
+        double* diag = norms + np;
+        const float* Xa = d_X.get() + start[a] * dim;
+        const float* Xb = d_X.get() + start[b] * dim;
+        // Upper block triangle of [[aa, ab], [ba, bb]]; the mirror pass fills ba.
+        dots_rowmajor(blas.get(), Xa, na, Xa, na, dim, M, np);
+        dots_rowmajor(blas.get(), Xa, na, Xb, nb, dim, M + na, np);
+        dots_rowmajor(blas.get(), Xb, nb, Xb, nb, dim, M + na * np + na, np);
+        AE_CUDA_CHECK(cudaMemcpyAsync(norms, d_norms.get() + start[a], sizeof(double) * na, cudaMemcpyDeviceToDevice, s));
+        AE_CUDA_CHECK(
+            cudaMemcpyAsync(norms + na, d_norms.get() + start[b], sizeof(double) * nb, cudaMemcpyDeviceToDevice, s));
+        symmetric_kernel_from_dots(M, np, np, norms, p.kernel, p.gamma, s);
+        extract_diagonal(M, np, np, diag, s);
+        PairJob& job = jobs[q];
+        job.K = M;
+        job.ld = np;
+        job.diag = diag;
+        job.off_a = 0;
+        job.off_b = na;
+        job_state(q, job);
+      }
+      stream.sync();
+      st.kernel_s += clock.seconds();
+      clock = cae::Stopwatch();
+      const int wave = q1 - q0;
+      AE_CUDA_CHECK(cudaMemcpyAsync(d_jobs.get(), jobs.data() + q0, sizeof(PairJob) * wave, cudaMemcpyHostToDevice, s));
+      solve_pairs(d_jobs.get(), wave, d_results.get(), p.C, p.tol, 0, unit_diag, smem, s);
+      AE_CUDA_CHECK(
+          cudaMemcpyAsync(results.data() + q0, d_results.get(), sizeof(PairResult) * wave, cudaMemcpyDeviceToHost, s));
+      stream.sync();
+      st.smo_s += clock.seconds();
+      for (int q = q0; q < q1; ++q)
+        if (cb) cb(++done, pairs);
+      q0 = q1;
+    }
+  }
+
+  clock = cae::Stopwatch();
+  std::vector<double> alpha_all(static_cast<size_t>(state_total));
+  AE_CUDA_CHECK(cudaMemcpyAsync(alpha_all.data(), d_alpha.get(), sizeof(double) * state_total, cudaMemcpyDeviceToHost, s));
+  stream.sync();
+
+  m.rho.assign(pairs, 0.0);
+  int64_t iterations = 0;
+  for (int q = 0; q < pairs; ++q) {
+    m.rho[q] = results[q].rho;
+    iterations += results[q].iterations;
+    st.pair_iterations.push_back(results[q].iterations);
+    st.pair_objective.push_back(results[q].objective);
+    if (results[q].hit_iteration_limit) {
+      ++st.pairs_hit_limit;
+      cae::log_warn("svm: pair (%d,%d) reached the iteration limit before tol %g", m.classes[pair_a[q]],
+                    m.classes[pair_b[q]], p.tol);
+    }
+  }
+
+  // libsvm's layout, exactly as fit_cpu builds it: a sample is a support vector when its
+  // coefficient is non-zero in any pair; support vectors grouped by class in training order.
+  auto alpha_of = [&](int q, int64_t t) { return alpha_all[static_cast<size_t>(pair_offset[q] + t)]; };
+  std::vector<uint8_t> is_sv(static_cast<size_t>(n), 0);
+  for (int q = 0; q < pairs; ++q) {
+    const int a = pair_a[q], b = pair_b[q];
+    const size_t na = members[a].size();
+    for (size_t t = 0; t < na; ++t)
+      if (alpha_of(q, static_cast<int64_t>(t)) > 0) is_sv[members[a][t]] = 1;
+    for (size_t t = 0; t < members[b].size(); ++t)
+      if (alpha_of(q, static_cast<int64_t>(na + t)) > 0) is_sv[members[b][t]] = 1;
+  }
+  std::vector<int64_t> sv_pos(static_cast<size_t>(n), -1);
+  m.n_support.assign(k, 0);
+  for (int c = 0; c < k; ++c)
+    for (int64_t smp : members[c])
+      if (is_sv[smp]) {
+        sv_pos[smp] = static_cast<int64_t>(m.support_indices.size());
+        m.support_indices.push_back(smp);
+        ++m.n_support[c];
+      }
+  const int64_t n_sv = m.n_sv();
+  m.support_vectors.resize(static_cast<size_t>(n_sv * dim));
+#pragma omp parallel for schedule(static)
+  for (int64_t v = 0; v < n_sv; ++v)
+    std::memcpy(m.support_vectors.data() + v * dim, X + m.support_indices[v] * dim, sizeof(float) * static_cast<size_t>(dim));
+  m.dual_coef.assign(static_cast<size_t>((k - 1) * n_sv), 0.0);
+  for (int q = 0; q < pairs; ++q) {
+    const int a = pair_a[q], b = pair_b[q];
+    const size_t na = members[a].size();
+    for (size_t t = 0; t < na; ++t)
+      if (sv_pos[members[a][t]] >= 0)
+        m.dual_coef[static_cast<size_t>((b - 1) * n_sv + sv_pos[members[a][t]])] = alpha_of(q, static_cast<int64_t>(t));
+    for (size_t t = 0; t < members[b].size(); ++t)
+      if (sv_pos[members[b][t]] >= 0)
+        m.dual_coef[static_cast<size_t>(a * n_sv + sv_pos[members[b][t]])] = -alpha_of(q, static_cast<int64_t>(na + t));
+  }
+  st.assemble_s = clock.seconds();
+  st.total_s = total_clock.seconds();
+  const int64_t most_iterations = *std::max_element(st.pair_iterations.begin(), st.pair_iterations.end());
+  cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, upload %.2f s, kernel matrix %.2f s, "
+                "SMO %.2f s (%lld iterations, at most %lld in a pair), model %.2f s; %lld support vectors",
+                st.mode.c_str(), pairs, st.waves, st.setup_s, st.upload_s, st.kernel_s, st.smo_s,
+                static_cast<long long>(iterations), static_cast<long long>(most_iterations), st.assemble_s,
+                static_cast<long long>(n_sv));
+  return m;
+}
+
+}  // namespace gpu
+
+Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb) {
+  return gpu::fit(X, y, n, dim, p, cb, gpu::FitOptions{}, nullptr);
+}
+
+void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec) {
+  using namespace gpu;
+  const int k = static_cast<int>(m.classes.size());
+  const int64_t n_sv = m.n_sv();
+  const int pairs = m.n_pairs();
+  if (k < 2 || m.dim < 1 || static_cast<int64_t>(m.dual_coef.size()) != (k - 1) * n_sv ||
+      static_cast<int>(m.rho.size()) != pairs || static_cast<int64_t>(m.support_vectors.size()) != n_sv * m.dim ||
+      static_cast<int>(m.n_support.size()) != k)
+    throw std::invalid_argument("svm: inconsistent model");
+  const int dim = m.dim;
+  std::vector<int64_t> start(k + 1, 0);
+  for (int c = 0; c < k; ++c) {
+    if (m.n_support[c] < 0) throw std::invalid_argument("svm: inconsistent model");
+    start[c + 1] = start[c] + m.n_support[c];
+  }
+  if (start[k] != n_sv) throw std::invalid_argument("svm: inconsistent model");
+  if (n <= 0) return;
+  if (n_sv == 0) {  // every decision value is -rho
+    for (int64_t r = 0; r < n; ++r)
+      for (int q = 0; q < pairs; ++q) dec[r * pairs + q] = -m.rho[q];
+    return;
+  }
+
+  Stream stream;
+  Blas blas(stream.get());
+  const cudaStream_t s = stream.get();
+  DeviceBuffer<float> d_sv;
+  upload(d_sv, m.support_vectors.data(), m.support_vectors.size(), s);
+  DeviceBuffer<double> d_coef, d_rho, d_sv_norms(static_cast<size_t>(n_sv));
+  upload(d_coef, m.dual_coef.data(), m.dual_coef.size(), s);
+  upload(d_rho, m.rho.data(), m.rho.size(), s);
+  row_squared_norms(d_sv.get(), n_sv, dim, d_sv_norms.get(), s);
+
+  // Rows per block: dots (float) + kernel values (double) + input rows within ~2 GB, or a
+  // quarter of free memory when less.
+  const int64_t per_row = n_sv * 12 + static_cast<int64_t>(dim) * 4 + static_cast<int64_t>(k) * k * 8 + pairs * 8 + 8;
+  const int64_t budget = std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(free_device_bytes() / 4, per_row));
+  const int64_t block = std::clamp<int64_t>(budget / per_row, 1, n);
+  DeviceBuffer<float> d_x(static_cast<size_t>(block * dim)), d_dots(static_cast<size_t>(block * n_sv));
+  DeviceBuffer<double> d_x_norms(static_cast<size_t>(block)), d_kv(static_cast<size_t>(block * n_sv)),
+      d_T(static_cast<size_t>(block * k * (k - 1))), d_dec(static_cast<size_t>(block * pairs));
+  for (int64_t r0 = 0; r0 < n; r0 += block) {
+    const int64_t rows = std::min(block, n - r0);
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_x.get(), X + r0 * dim, sizeof(float) * rows * dim, cudaMemcpyHostToDevice, s));
+    row_squared_norms(d_x.get(), rows, dim, d_x_norms.get(), s);
+    dots_rowmajor(blas.get(), d_x.get(), rows, d_sv.get(), n_sv, dim, d_dots.get(), n_sv);
+    kernel_from_dots(d_dots.get(), rows, n_sv, d_x_norms.get(), d_sv_norms.get(), m.kernel, m.gamma, d_kv.get(), s);
+    AE_CUDA_CHECK(cudaMemsetAsync(d_T.get(), 0, sizeof(double) * rows * k * (k - 1), s));
+    // T[x, c, r] = Σ_{v in class c} dual_coef[r, v] K[x, v]  (column-major: [k-1, rows], ld k(k-1)).
+    const double one = 1.0, zero = 0.0;
+    for (int c = 0; c < k; ++c) {
+      const int64_t nc = start[c + 1] - start[c];
+      if (nc == 0) continue;
+      SVM_CUBLAS_CHECK(cublasDgemm(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, k - 1, static_cast<int>(rows),
+                                   static_cast<int>(nc), &one, d_coef.get() + start[c], static_cast<int>(n_sv),
+                                   d_kv.get() + start[c], static_cast<int>(n_sv), &zero,
+                                   d_T.get() + static_cast<int64_t>(c) * (k - 1), k * (k - 1)));
+    }
+    combine_decisions(d_T.get(), rows, k, d_rho.get(), d_dec.get(), s);
+    AE_CUDA_CHECK(cudaMemcpyAsync(dec + r0 * pairs, d_dec.get(), sizeof(double) * rows * pairs, cudaMemcpyDeviceToHost, s));
+    stream.sync();
+  }
+}
+
+}  // namespace svm

@@ -1,0 +1,104 @@
+// The GPU SVM's internals: the device kernels (svm_gpu_kernels.cu) and the host driver
+// (svm_gpu.cu) behind svm::fit_gpu and svm::decision_values_gpu. Design: docs/SVM_GPU.md.
+//
+// In short: the training rows are sorted by class on the device, the kernel matrix K(X, X)
+// is built with cuBLAS SGEMM (upper block triangle) plus one pass that applies the rbf
+// exponential and mirrors the lower triangle, and then every one-vs-one pair runs libsvm's
+// SMO (second-order working-set selection, no shrinking) in its own persistent thread block,
+// all pairs in one launch. When the whole matrix does not fit, pairs run in waves, each
+// pair with its own [n_pair x n_pair] matrix.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/cuda_check.cuh"
+#include "kernels/svm/svm.h"
+
+namespace svm::gpu {
+
+[[noreturn]] void throw_cublas(cublasStatus_t status, const char* what, const char* file, int line);
+
+#define SVM_CUBLAS_CHECK(call)                                                             \
+  do {                                                                                     \
+    cublasStatus_t svm_status_ = (call);                                                   \
+    if (svm_status_ != CUBLAS_STATUS_SUCCESS)                                              \
+      ::svm::gpu::throw_cublas(svm_status_, #call, __FILE__, __LINE__);                    \
+  } while (0)
+
+// ---- the host driver's knobs (tests use them to reach every path on small problems) ----------
+struct FitOptions {
+  // Bytes the kernel matrices may take; < 0: what the device has free, less a reserve.
+  int64_t kernel_bytes_limit = -1;
+  // Keep the solver's gradient and flags in global memory even when shared memory holds them.
+  bool state_in_global_memory = false;
+};
+
+struct FitStats {
+  std::string mode;            // "whole-matrix" or "pair-matrices"
+  int waves = 0;               // kernel-matrix rounds (1 in whole-matrix mode)
+  // setup: CUDA context, stream and cuBLAS handle; assemble: the libsvm layout on the host.
+  double setup_s = 0, upload_s = 0, kernel_s = 0, smo_s = 0, assemble_s = 0, total_s = 0;
+  std::vector<int64_t> pair_iterations;
+  std::vector<double> pair_objective;  // dual objective ½aᵀQa − eᵀa of each pair
+  int pairs_hit_limit = 0;
+};
+
+Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb,
+          const FitOptions& options, FitStats* stats);
+
+// ---- device kernels (launchers; all asynchronous on `stream`) ---------------------------------
+
+// out[r] = |X[r,:]|² in double.
+void row_squared_norms(const float* X, int64_t n, int dim, double* out, cudaStream_t stream);
+// out[r,:] = X[rows[r],:].
+void gather_rows(const float* X, const int64_t* rows, int64_t n, int dim, float* out, cudaStream_t stream);
+// M [m x m], row stride ld, holds dot products in its upper triangle (row <= column). Turns
+// them into kernel values (rbf: exp(-gamma * max(0, |a|² + |b|² - 2 a.b)) in double, stored
+// as float; diagonal exactly 1) and mirrors them into the lower triangle.
+void symmetric_kernel_from_dots(float* M, int64_t m, int64_t ld, const double* norms, KernelType kernel,
+                                double gamma, cudaStream_t stream);
+// diag[t] = M[t, t].
+void extract_diagonal(const float* M, int64_t m, int64_t ld, double* diag, cudaStream_t stream);
+// out[r, c] = (double)(float)K from dots [rows x cols] (same formula as above).
+void kernel_from_dots(const float* dots, int64_t rows, int64_t cols, const double* row_norms,
+                      const double* col_norms, KernelType kernel, double gamma, double* out, cudaStream_t stream);
+// dec[x, p] = T[x, a, b-1] + T[x, b, a] - rho[p] for pair p = (a, b); T is [rows, k, k-1].
+void combine_decisions(const double* T, int64_t rows, int k, const double* rho, double* dec, cudaStream_t stream);
+
+// One binary problem for the SMO kernel: class a (+1) then class b (-1), in training order.
+// Sample t of the pair is row/column map(t) of the matrix K, where map(t) = off_a + t for
+// t < na and off_b + (t - na) after.
+struct PairJob {
+  const float* K = nullptr;
+  int64_t ld = 0;
+  const double* diag = nullptr;  // indexed by map(t); unused for rbf (diagonal is 1)
+  int64_t off_a = 0, off_b = 0;
+  int na = 0, nb = 0;
+  double* alpha = nullptr;    // [na + nb] out; also the solver's alpha when shared memory does not hold it
+  double* G = nullptr;        // [na + nb] gradient, used when shared memory does not hold the state
+  uint8_t* status = nullptr;  // [na + nb] flags, likewise
+};
+
+struct PairResult {
+  double rho;
+  double objective;
+  long long iterations;
+  int hit_iteration_limit;
+  int n_free;
+};
+
+// Shared memory one block needs to keep the state of a pair of n samples on chip.
+size_t smo_state_bytes(int64_t n);
+// Runs every job of `jobs` (device array) in its own block; results to `results` (device).
+// smem_bytes: dynamic shared memory per block (0: all state in global memory); max_iter <= 0:
+// the CPU solver's limit, max(10^7, 100 n).
+void solve_pairs(const PairJob* jobs, int n_jobs, PairResult* results, double C, double tol, long long max_iter,
+                 bool unit_diagonal, size_t smem_bytes, cudaStream_t stream);
+// The largest dynamic shared memory solve_pairs may be given on this device.
+size_t smo_max_shared_bytes();
+
+}  // namespace svm::gpu

@@ -1,0 +1,17 @@
+// Without CUDA the GPU entry points exist but say clearly why they cannot run; the tools
+// normally stop earlier, in cae::resolve_device().
+#ifndef CIFARAE_WITH_CUDA
+#include <stdexcept>
+
+#include "kernels/svm/svm.h"
+
+namespace svm {
+namespace {
+[[noreturn]] void no_cuda() {
+  throw std::runtime_error("--device gpu: this build has no CUDA SVM (rebuild on a machine with nvcc)");
+}
+}  // namespace
+Model fit_gpu(const float*, const int32_t*, int64_t, int, const FitParams&, const PairCallback&) { no_cuda(); }
+void decision_values_gpu(const Model&, const float*, int64_t, double*) { no_cuda(); }
+}  // namespace svm
+#endif
