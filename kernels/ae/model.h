@@ -1,102 +1,80 @@
-// The seeds' convolutional autoencoder, and the device seam for training and encoding it.
+// The autoencoder family, as data: an Architecture says which convolutions the model has,
+// their shapes and where each one's parameters sit in the flat parameter array.
 //
-//   encoder: conv3x3 3→256 +ReLU, maxpool2 (32→16), conv3x3 256→128 +ReLU, maxpool2 (16→8)
-//            latent 128×8×8 = 8,192 (C,H,W flatten order, as PyTorch's flatten)
-//   decoder: conv3x3 128→128 +ReLU, upsample×2 (8→16), conv3x3 128→256 +ReLU,
-//            upsample×2 (16→32), conv3x3 256→3 (no activation)
+// The family is the seeds' model generalised to k ≥ 1 encoder blocks on a C×H×W input:
+//   encoder: for i = 1..k: conv3x3 c(i−1)→c(i) +ReLU, maxpool2          (c(0) = C)
+//            latent c(k) × H/2^k × W/2^k (C,H,W flatten order, as PyTorch's flatten)
+//   decoder: conv3x3 c(k)→c(k) +ReLU; for i = k..2: upsample×2, conv3x3 c(i)→c(i−1) +ReLU;
+//            upsample×2, conv3x3 c(1)→C (no activation)
 //   loss:    MSE against the input (pixels/255), mean over every element of the batch
+// The seed model is 3×32×32 with channels 256,128: 751,875 parameters, latent 8,192.
 //
-// Parameters are one flat fp32 array in PyTorch layout, layer by layer, weight
-// [out,in,3,3] then bias [out]: 751,875 values in all. The CPU backend
-// (kernels/ae/cpu/backend_cpu.cpp) is the reference; the CUDA backend
-// (kernels/ae/cuda/backend_gpu.cu) is checked against it.
+// Parameters are one flat fp32 array in PyTorch layout, layer by layer in the order of
+// convs(), weight [out,in,3,3] then bias [out]. HDF5 groups keep the seeds' names:
+// /encoder/conv1..convk, /decoder/conv1..conv(k+1).
 #pragma once
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
 namespace ae {
 
-struct ConvSpec {
-  const char* group;  // HDF5 group in model.h5
-  int in, out;        // channels
-  int size;           // input height = width
-  bool relu;
-};
-inline constexpr int kNumConvs = 5;
-inline constexpr ConvSpec kConvs[kNumConvs] = {
-    {"/encoder/conv1", 3, 256, 32, true},  {"/encoder/conv2", 256, 128, 16, true},
-    {"/decoder/conv1", 128, 128, 8, true}, {"/decoder/conv2", 128, 256, 16, true},
-    {"/decoder/conv3", 256, 3, 32, false}};
-inline constexpr int kLatentDim = 128 * 8 * 8;  // 8,192
-inline constexpr int kImageDim = 3 * 32 * 32;   // 3,072
-
-constexpr int64_t weight_count(int layer) { return int64_t(kConvs[layer].out) * kConvs[layer].in * 9; }
-constexpr int64_t bias_count(int layer) { return kConvs[layer].out; }
-constexpr int64_t weight_offset(int layer) {
-  return layer == 0 ? 0 : weight_offset(layer - 1) + weight_count(layer - 1) + bias_count(layer - 1);
-}
-constexpr int64_t bias_offset(int layer) { return weight_offset(layer) + weight_count(layer); }
-inline constexpr int64_t kParamCount = bias_offset(kNumConvs - 1) + bias_count(kNumConvs - 1);
-static_assert(kParamCount == 751875, "the seeds' model has 751,875 parameters");
-
-// He-normal weights (std = sqrt(2 / fan_in), fan_in = in*9) and zero biases, from a
-// seeded std::mt19937_64 — the same numbers on every machine.
-std::vector<float> init_params(uint64_t seed);
-
-struct OptimizerConfig {
-  std::string kind = "adam";  // "adam" | "sgd"
-  float lr = 1e-3f;
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam
-  float momentum = 0.0f;                            // sgd
-  float weight_decay = 0.0f;                        // L2 added to the gradient (PyTorch semantics)
-  float grad_clip = 0.0f;                           // max global L2 norm of the gradient; 0 = off
+// One 3×3 convolution (stride 1, zero padding 1) of the family and what surrounds it.
+struct ConvLayer {
+  std::string group;      // HDF5 group in model.h5, e.g. "/encoder/conv1"
+  std::string name;       // short name for tables and logs, e.g. "conv1", "dconv2"
+  int in = 0, out = 0;    // channels
+  int H = 0, W = 0;       // the convolution's spatial size (its input after any upsampling)
+  bool upsample = false;  // nearest ×2 upsampling of the input before the convolution
+  bool relu = false;      // ReLU after the convolution
+  bool pool = false;      // 2×2 max pool after the ReLU (encoder layers)
+  int64_t weight_offset = 0, bias_offset = 0;  // into the flat parameters
+  int64_t weight_count() const { return int64_t(out) * in * 9; }
+  int64_t bias_count() const { return out; }
+  double flops(int64_t images) const { return 2.0 * double(images) * H * W * in * out * 9; }  // forward
 };
 
-// Everything an optimizer needs to continue bit-identically after --resume.
-struct OptimizerState {
-  int64_t step = 0;
-  std::vector<float> m;  // adam first moment / sgd momentum buffer (kParamCount, or empty)
-  std::vector<float> v;  // adam second moment (kParamCount, or empty)
-};
-
-enum class Precision { fp32, bf16 };
-const char* precision_name(Precision p);
-
-// Called during an epoch so the tool can draw progress. GPU backends call it only every
-// few steps: reading the loss back is a host synchronisation.
-using StepCallback = std::function<void(int64_t images_done, double running_mean_loss)>;
-
-class AeBackend {
+class Architecture {
  public:
-  virtual ~AeBackend() = default;
-  virtual std::string describe() const = 0;  // e.g. "cpu, 2 threads" or "NVIDIA H100, bf16"
+  // Throws std::invalid_argument (a message fit for a usage error) unless C, H, W ≥ 1,
+  // every channel count ≥ 1, and H and W are divisible by 2^k.
+  Architecture(int channels, int height, int width, std::vector<int> encoder_channels);
+  static Architecture seed();  // 3×32×32, encoder 256,128
 
-  virtual void set_params(const std::vector<float>& params) = 0;  // kParamCount values
-  virtual std::vector<float> params() const = 0;
-  virtual void set_optimizer_state(const OptimizerState& s) = 0;
-  virtual OptimizerState optimizer_state() const = 0;
+  int input_channels() const { return C_; }
+  int height() const { return H_; }
+  int width() const { return W_; }
+  const std::vector<int>& encoder_channels() const { return enc_; }
+  int depth() const { return int(enc_.size()); }  // k
 
-  // The training images stay resident (on the GPU: as uint8, normalised on the fly).
-  virtual void set_train_images(const uint8_t* images, int64_t n) = 0;
-  // One epoch over train images order[0..n) in batches of `batch` (the last may be
-  // smaller). Returns the mean over images of the per-image MSE (i.e. the batch losses
-  // weighted by batch size). One optimizer step per batch, at learning rate `lr`.
-  virtual double train_epoch(const std::vector<int64_t>& order, int batch, float lr,
-                             const StepCallback& on_progress) = 0;
-  // Mean MSE over images (no training), in batches.
-  virtual double eval_loss(const uint8_t* images, int64_t n, int batch) = 0;
-  // Decoder output (pixels/255 scale) for n images: [n,3,32,32].
-  virtual void reconstruct(const uint8_t* images, int64_t n, float* out) = 0;
-  // Latent codes [n, 8192], C,H,W order.
-  virtual void encode(const uint8_t* images, int64_t n, int batch, float* latent) = 0;
+  const std::vector<ConvLayer>& convs() const { return convs_; }  // encoder 1..k, decoder 1..k+1
+  int num_convs() const { return int(convs_.size()); }              // 2k + 1
+  const ConvLayer& conv(int i) const { return convs_.at(size_t(i)); }
+  int64_t param_count() const { return params_; }
+  int64_t image_dim() const { return int64_t(C_) * H_ * W_; }     // values per input image
+  int latent_channels() const { return enc_.back(); }
+  int latent_height() const { return H_ >> depth(); }
+  int latent_width() const { return W_ >> depth(); }
+  int64_t latent_dim() const { return int64_t(latent_channels()) * latent_height() * latent_width(); }
+
+  // "256,128" ↔ {256, 128}. parse throws std::invalid_argument on anything else.
+  std::string channels_string() const;
+  static std::vector<int> parse_channels(const std::string& text);
+  // One line, e.g. "3x32x32 -> conv 256, 128 -> latent 128x8x8 (8,192)".
+  std::string describe() const;
+
+  bool operator==(const Architecture& o) const { return C_ == o.C_ && H_ == o.H_ && W_ == o.W_ && enc_ == o.enc_; }
+  bool operator!=(const Architecture& o) const { return !(*this == o); }
+
+ private:
+  int C_, H_, W_;
+  std::vector<int> enc_;
+  std::vector<ConvLayer> convs_;
+  int64_t params_ = 0;
 };
 
-// threads <= 0: OpenMP's default.
-std::unique_ptr<AeBackend> make_cpu_backend(const OptimizerConfig& opt, int threads);
-// Throws when the build has no CUDA. Defined in kernels/cuda/ (or a stub without CUDA).
-std::unique_ptr<AeBackend> make_gpu_backend(const OptimizerConfig& opt, Precision precision);
+// He-normal weights (std = sqrt(2 / fan_in), fan_in = in·9) and zero biases, from a seeded
+// std::mt19937_64 — the same numbers on every machine.
+std::vector<float> init_params(const Architecture& arch, uint64_t seed);
 
 }  // namespace ae

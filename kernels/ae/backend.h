@@ -1,0 +1,70 @@
+// The device seam of the autoencoder: one AeBackend per device trains and encodes any
+// Architecture (kernels/ae/model.h). The CPU backend (kernels/ae/cpu/backend_cpu.cpp) is
+// the reference; the CUDA backend (kernels/ae/cuda/backend_gpu.cu) is checked against it.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/ae/model.h"
+
+namespace ae {
+
+struct OptimizerConfig {
+  std::string kind = "adam";  // "adam" | "sgd"
+  float lr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam
+  float momentum = 0.0f;                            // sgd
+  float weight_decay = 0.0f;                        // L2 added to the gradient (PyTorch semantics)
+  float grad_clip = 0.0f;                           // max global L2 norm of the gradient; 0 = off
+};
+
+// Everything an optimizer needs to continue bit-identically after --resume.
+struct OptimizerState {
+  int64_t step = 0;
+  std::vector<float> m;  // adam first moment / sgd momentum buffer (param_count, or empty)
+  std::vector<float> v;  // adam second moment (param_count, or empty)
+};
+
+enum class Precision { fp32, bf16 };
+const char* precision_name(Precision p);
+
+// Called during an epoch so the tool can draw progress. GPU backends call it only every
+// few steps: reading the loss back is a host synchronisation.
+using StepCallback = std::function<void(int64_t images_done, double running_mean_loss)>;
+
+// Images are uint8 [n, C, H, W] of the backend's architecture, normalised as pixels/255.
+class AeBackend {
+ public:
+  virtual ~AeBackend() = default;
+  virtual std::string describe() const = 0;  // e.g. "cpu, 2 threads" or "NVIDIA H100, bf16"
+  virtual const Architecture& architecture() const = 0;
+
+  virtual void set_params(const std::vector<float>& params) = 0;  // architecture().param_count() values
+  virtual std::vector<float> params() const = 0;
+  virtual void set_optimizer_state(const OptimizerState& s) = 0;
+  virtual OptimizerState optimizer_state() const = 0;
+
+  // The training images stay resident (on the GPU: as uint8, normalised on the fly).
+  virtual void set_train_images(const uint8_t* images, int64_t n) = 0;
+  // One epoch over train images order[0..n) in batches of `batch` (the last may be
+  // smaller). Returns the mean over images of the per-image MSE (i.e. the batch losses
+  // weighted by batch size). One optimizer step per batch, at learning rate `lr`.
+  virtual double train_epoch(const std::vector<int64_t>& order, int batch, float lr,
+                             const StepCallback& on_progress) = 0;
+  // Mean MSE over images (no training), in batches.
+  virtual double eval_loss(const uint8_t* images, int64_t n, int batch) = 0;
+  // Decoder output (pixels/255 scale) for n images: [n, C, H, W].
+  virtual void reconstruct(const uint8_t* images, int64_t n, float* out) = 0;
+  // Latent codes [n, latent_dim], C,H,W order.
+  virtual void encode(const uint8_t* images, int64_t n, int batch, float* latent) = 0;
+};
+
+// threads <= 0: OpenMP's default.
+std::unique_ptr<AeBackend> make_cpu_backend(const Architecture& arch, const OptimizerConfig& opt, int threads);
+// Throws when the build has no CUDA (kernels/ae/gpu_stub.cpp) or the GPU cannot run `arch`.
+std::unique_ptr<AeBackend> make_gpu_backend(const Architecture& arch, const OptimizerConfig& opt, Precision precision);
+
+}  // namespace ae
