@@ -185,9 +185,15 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $< $(LIBS_IN_ORDER) $(LDLIBS) -o $@
 
-$(BUILD)/bin/report: tools/report.py
+# report is a Python package (tools/report.py + tools/report_lib/) packed into one executable
+# zip, so it installs and runs as one file like the C++ tools.
+REPORT_SRCS := tools/report.py $(wildcard tools/report_lib/*.py)
+$(BUILD)/bin/report: $(REPORT_SRCS)
 	@mkdir -p $(@D)
-	install -m 755 $< $@
+	@rm -rf $@.zipdir && mkdir -p $@.zipdir/report_lib
+	cp tools/report.py $@.zipdir/__main__.py && cp tools/report_lib/*.py $@.zipdir/report_lib/
+	$(PYTHON) -m zipapp $@.zipdir -p /usr/bin/python3 -o $@ && chmod 755 $@
+	@rm -rf $@.zipdir
 
 $(UNIT_BIN): $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o) $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)

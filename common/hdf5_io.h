@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+// Hdf5Reader opens a file only after the metadata probe (the reader sandbox) walked it.
+#include "common/hdf5_probe.h"
+
 namespace cae {
 
 using Shape = std::vector<uint64_t>;
@@ -60,6 +63,7 @@ class Hdf5Writer {
   void set_attr(const std::string& obj, const std::string& key, int64_t value);
   void set_attr(const std::string& obj, const std::string& key, int value) { set_attr(obj, key, static_cast<int64_t>(value)); }
   void set_attr(const std::string& obj, const std::string& key, const std::vector<double>& values);
+  void set_attr(const std::string& obj, const std::string& key, const std::vector<int64_t>& values);
   void set_attr(const std::string& obj, const std::string& key, const std::vector<std::string>& values);
 
   const std::string& name() const { return display_; }
@@ -74,14 +78,9 @@ class Hdf5Writer {
   std::string display_;
 };
 
-// Before a reader opens a file, a forked child walks all of the file's metadata under a
-// memory and time limit (HDF5 1.10 can crash or allocate gigabytes on damaged metadata);
-// a file the child cannot walk is refused with one line. Fuzz targets switch the probe off
-// to exercise the library in-process.
-void set_hdf5_metadata_probe(bool enabled);
-
 class Hdf5Reader {
  public:
+  // Refuses a file the metadata probe (hdf5_probe.h) cannot walk.
   explicit Hdf5Reader(const std::string& path);
   ~Hdf5Reader();
   Hdf5Reader(const Hdf5Reader&) = delete;
@@ -106,6 +105,8 @@ class Hdf5Reader {
   double attr_double(const std::string& obj, const std::string& key) const;
   int64_t attr_int(const std::string& obj, const std::string& key) const;
   std::vector<double> attr_doubles(const std::string& obj, const std::string& key) const;
+  // An integer attribute (scalar or 1-d array) as int64; throws when it is not integer.
+  std::vector<int64_t> attr_ints(const std::string& obj, const std::string& key) const;
   std::vector<std::string> attr_strings(const std::string& obj, const std::string& key) const;
 
   // Checks the root `format` attribute (and that format_version is supported).

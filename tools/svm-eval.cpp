@@ -11,9 +11,9 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/provenance.h"
-#include "kernels/svm/model_file.h"
 #include "common/timer.h"
-#include "kernels/svm/svm.h"
+#include "kernels/ae/features_reader.h"
+#include "kernels/svm/classifier.h"
 
 namespace {
 
@@ -58,14 +58,14 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   std::unique_ptr<cae::AtomicOutput> data_out;
   if (!opt.export_data.empty()) data_out = std::make_unique<cae::AtomicOutput>(opt.export_data);
 
-  const cae::SvmModelFile mf = cae::read_svm_model(opt.model);
-  const svm::Model& m = mf.model;
-  cae::FeaturesReader reader(opt.features);
+  const svm::Classifier clf = svm::Classifier::load(opt.model);
+  const svm::Model& m = clf.model();
+  ae::FeaturesReader reader(opt.features);
   const int64_t available = reader.count(opt.split);
   const int D = reader.dim(opt.split);
-  if (D != mf.n_features())
+  if (D != clf.n_features())
     cae::fail_file(opt.features, "/" + opt.split + "/features has " + std::to_string(D) + " features per row, but " +
-                                     opt.model + " was trained on " + std::to_string(mf.n_features()));
+                                     opt.model + " was trained on " + std::to_string(clf.n_features()));
   const std::vector<std::string> names = reader.class_names();
   const int K = static_cast<int>(names.size());
   for (int c : m.classes)
@@ -74,22 +74,17 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
                                     " classes of " + opt.features);
   const int64_t n = opt.limit > 0 ? std::min(opt.limit, available) : available;
   if (n == 0) cae::fail_file(opt.features, "/" + opt.split + "/features has no rows");
-  cae::FeatureSplit s = reader.read(opt.split, n);
+  ae::FeatureSplit s = reader.read(opt.split, n);
   const double read_s = clock.seconds();
 
   cae::Stopwatch predict_clock;
-  cae::apply_scaler(mf.scaler, s.X.data(), n, D);
-  if (data_out) cae::write_libsvm_data(*data_out, s.X.data(), s.labels.data(), n, D);
-  const std::vector<double> extra = cae::dropped_feature_distance(s.X.data(), n, D, mf.feature_mask, mf.dropped_values);
-  cae::compact_features(s.X.data(), n, D, mf.feature_mask);
+  // Scaled rows are what libsvm's svm-predict reads with the exported model, so the export
+  // sits between the two halves of decision_values.
+  clf.scale(s.X.data(), n);
+  if (data_out) svm::write_libsvm_data(*data_out, s.X.data(), s.labels.data(), n, D);
+  const std::vector<double> dec = clf.decision_values_scaled(s.X.data(), n, device);
+  const std::vector<int32_t> pred = clf.vote(dec, n);
   const int pairs = m.n_pairs();
-  std::vector<double> dec(static_cast<size_t>(n) * pairs);
-  if (device == cae::Device::gpu)
-    svm::decision_values_gpu(m, s.X.data(), n, dec.data());
-  else
-    svm::decision_values_cpu(m, s.X.data(), n, dec.data());
-  cae::correct_for_dropped_features(m, extra, dec.data(), n);
-  const std::vector<int32_t> pred = svm::vote(m, dec.data(), n);
   const double predict_s = predict_clock.seconds();
 
   std::vector<int64_t> confusion(static_cast<size_t>(K) * K, 0);

@@ -13,9 +13,9 @@
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/provenance.h"
-#include "kernels/svm/model_file.h"
 #include "common/timer.h"
-#include "kernels/svm/svm.h"
+#include "kernels/ae/features_reader.h"
+#include "kernels/svm/classifier.h"
 
 namespace {
 
@@ -33,7 +33,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   // An infinite C is a hard-margin SVM, which has no solution on overlapping classes.
   if (!(opt.C > 0) || !std::isfinite(opt.C)) throw cae::UsageError("--C must be a finite number > 0");
   if (!(opt.tol > 0) || !std::isfinite(opt.tol)) throw cae::UsageError("--tol must be > 0");
-  if (opt.gamma != "scale" && opt.gamma != "auto") cae::resolve_gamma(opt.gamma, nullptr, 0, 1);  // validates
+  if (opt.gamma != "scale" && opt.gamma != "auto") svm::resolve_gamma(opt.gamma, nullptr, 0, 1);  // validates
   const cae::Device device = cae::resolve_device(common.device);
   cae::Stopwatch clock;
   // Output paths are checked now, not after the fit.
@@ -41,7 +41,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   std::unique_ptr<cae::AtomicOutput> libsvm_out;
   if (!opt.export_libsvm.empty()) libsvm_out = std::make_unique<cae::AtomicOutput>(opt.export_libsvm);
 
-  cae::FeaturesReader reader(opt.features);
+  ae::FeaturesReader reader(opt.features);
   const int64_t available = reader.count("train");
   int64_t n = available;
   if (opt.train_limit > 0) {
@@ -51,7 +51,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
                     opt.features.c_str(), static_cast<long long>(available));
     n = std::min(opt.train_limit, available);
   }
-  cae::FeatureSplit train = reader.read("train", n);
+  ae::FeatureSplit train = reader.read("train", n);
   const int D = train.dim;
   std::set<int32_t> distinct(train.labels.begin(), train.labels.end());
   if (distinct.size() < 2)
@@ -60,68 +60,62 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
                                      "); an SVM needs at least two");
   const double read_s = clock.seconds();
 
-  cae::SvmModelFile f;
-  f.scaler = opt.scale == "standard" ? cae::fit_standard_scaler(train.X.data(), n, D) : cae::identity_scaler(D);
-  cae::apply_scaler(f.scaler, train.X.data(), n, D);
-  svm::FitParams p;
-  p.kernel = opt.kernel == "linear" ? svm::KernelType::linear : svm::KernelType::rbf;
-  p.C = opt.C;
-  p.tol = opt.tol;
-  p.cache_mb = opt.cache_mb;
-  p.gamma = cae::resolve_gamma(opt.gamma, train.X.data(), n, D);
-  f.feature_mask = cae::constant_feature_mask(train.X.data(), n, D, &f.dropped_values);
-  const int kept = cae::compact_features(train.X.data(), n, D, f.feature_mask);
-  if (kept == 0) cae::fail_file(opt.features, "all " + std::to_string(D) + " features are constant over the training rows");
-  cae::log_info("%lld training rows x %d features (%d constant, dropped), %zu classes, gamma %.6g (%s), C %g, %s",
-                static_cast<long long>(n), D, D - kept, distinct.size(), p.gamma, opt.gamma.c_str(), opt.C,
-                cae::device_name(device));
-
+  svm::ClassifierParams params;
+  params.kernel = opt.kernel == "linear" ? svm::KernelType::linear : svm::KernelType::rbf;
+  params.C = opt.C;
+  params.gamma = opt.gamma;
+  params.tol = opt.tol;
+  params.standardize = opt.scale == "standard";
+  params.cache_mb = opt.cache_mb;
+  params.data_name = opt.features;
   const int pairs = static_cast<int>(distinct.size() * (distinct.size() - 1) / 2);
-  cae::ProgressBar bar("svm-fit", pairs, "pairs");
-  auto on_pair = [&](int done, int) { bar.update(done); };
-  cae::Stopwatch fit_clock;
-  f.model = device == cae::Device::gpu ? svm::fit_gpu(train.X.data(), train.labels.data(), n, kept, p, on_pair)
-                                       : svm::fit_cpu(train.X.data(), train.labels.data(), n, kept, p, on_pair);
-  bar.finish();
-  f.fit_seconds = fit_clock.seconds();
-  f.gamma_spec = opt.gamma;
-  f.C = opt.C;
-  f.tol = opt.tol;
-  f.n_train = n;
-  f.device = cae::device_name(device);
-  f.class_names = reader.class_names();
+  std::unique_ptr<cae::ProgressBar> bar;
+  svm::FitProgress progress;
+  progress.ready = [&](const svm::Classifier& c) {
+    cae::log_info("%lld training rows x %d features (%d constant, dropped), %zu classes, gamma %.6g (%s), C %g, %s",
+                  static_cast<long long>(n), D, D - c.n_features_kept(), distinct.size(), c.resolved_gamma(),
+                  opt.gamma.c_str(), opt.C, cae::device_name(device));
+    bar = std::make_unique<cae::ProgressBar>("svm-fit", pairs, "pairs");
+  };
+  progress.pair = [&](int done, int) { bar->update(done); };
+  svm::Classifier clf;
+  clf.fit(train.X.data(), train.labels.data(), n, D, params, device, progress);
+  bar->finish();
+  clf.set_class_names(reader.class_names());
+  const svm::Model& model = clf.model();
+  const int kept = clf.n_features_kept();
 
   {
     cae::Hdf5Writer w(out.temp_path(), common.output);
-    cae::write_svm_model(w, f);
+    clf.save(w);
     cae::write_provenance(w, {"svm-model", 1, cae::options_json(), {cae::hash_input(opt.features)}});
     w.close();
   }
-  if (libsvm_out) cae::write_libsvm_model(*libsvm_out, f);
+  if (libsvm_out) clf.export_libsvm(*libsvm_out);
   out.commit();
   if (libsvm_out) libsvm_out->commit();
 
   const double total_s = clock.seconds();
   cae::log_info("wrote %s: %lld support vectors (%s), fit %.1f s, total %.1f s (read %.1f s)", common.output.c_str(),
-                static_cast<long long>(f.model.n_sv()),
+                static_cast<long long>(model.n_sv()),
                 [&] {
                   std::string s;
-                  for (size_t c = 0; c < f.model.n_support.size(); ++c) s += (c ? " " : "") + std::to_string(f.model.n_support[c]);
+                  for (size_t c = 0; c < model.n_support.size(); ++c) s += (c ? " " : "") + std::to_string(model.n_support[c]);
                   return s;
                 }().c_str(),
-                f.fit_seconds, total_s, read_s);
-  std::vector<double> n_support(f.model.n_support.begin(), f.model.n_support.end());
+                clf.fit_seconds(), total_s, read_s);
+  std::vector<double> n_support(model.n_support.begin(), model.n_support.end());
   cae::emit_json(common, cae::JsonObject()
                              .add("tool", kInfo.name)
                              .add("output", common.output)
                              .add("n_train", n)
                              .add("n_features", D)
                              .add("n_features_kept", kept)
-                             .add("gamma", p.gamma)
+                             .add("gamma", clf.resolved_gamma())
                              .add("C", opt.C)
-                             .add("n_sv", f.model.n_sv())
+                             .add("n_sv", model.n_sv())
                              .add("n_support", n_support)
-                             .add("fit_seconds", f.fit_seconds)
+                             .add("fit_seconds", clf.fit_seconds())
                              .add("seconds", total_s)
                              .add("device", cae::device_name(device))
                              .str());

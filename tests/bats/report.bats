@@ -300,3 +300,56 @@ PY
   assert_no_output "$TMP/rep"
   [ -z "$(ls -a "$TMP" | grep -F '.rep.tmp-' || true)" ]
 }
+
+# A model of another architecture (root attributes input_shape/encoder_channels): grayscale
+# 1×28×28 samples, encoder 64,32, and a validation loss beside train and test.
+@test "a grayscale 1x28x28 model with encoder 64,32 and a validation loss: its plots and its architecture" {
+  local f
+  f=$(damaged model "import numpy as np
+n = len(F['history/train_loss'])
+if 'history/val_loss' in F:
+    del F['history/val_loss']
+F['history/val_loss'] = F['history/test_loss'][()] * 0.97
+for k in ('images', 'reconstructions'):
+    del F['samples/' + k]
+rng = np.random.default_rng(3)
+img = rng.integers(0, 256, (10, 1, 28, 28), dtype=np.uint8)
+F['samples/images'] = img
+F['samples/reconstructions'] = (img / 255.0 * 0.8 + 0.1).astype(np.float32)
+F.attrs['input_shape'] = np.array([1, 28, 28], np.int64)
+F.attrs['encoder_channels'] = np.array([64, 32], np.int64)")
+  run "$BIN/report" --model "$f" -o "$TMP/rep" -q
+  [ "$status" -eq 0 ]
+  assert_report "$TMP/rep" loss.png reconstructions.png timing.png
+  for doc in index.html report.md; do
+    grep -q "1×28×28 → encoder 64,32 → 32×7×7 (1,568 features)" "$TMP/rep/$doc"
+    grep -q "validation loss" "$TMP/rep/$doc"
+  done
+  grep -q "best validation epoch" "$TMP/rep/index.html"
+  # Samples that do not match the recorded input shape are named with it.
+  f=$(damaged model "import numpy as np
+F.attrs['input_shape'] = np.array([1, 28, 28], np.int64)
+F.attrs['encoder_channels'] = np.array([64, 32], np.int64)")
+  run "$BIN/report" --model "$f" -o "$TMP/rep2"
+  assert_error 1 "bad-model.h5: /samples/images has shape \[10, 3, 32, 32\], expected \[N,1,28,28\]$"
+  assert_no_output "$TMP/rep2"
+  # An input shape the encoder cannot pool is an error naming the file.
+  f=$(damaged model "import numpy as np
+F.attrs['input_shape'] = np.array([3, 30, 30], np.int64)
+F.attrs['encoder_channels'] = np.array([64, 32], np.int64)")
+  run "$BIN/report" --model "$f" -o "$TMP/rep2"
+  assert_error 1 "bad-model.h5: input_shape \[3, 30, 30\]: H and W must be divisible by 2\^2"
+}
+
+@test "a model file without architecture attributes is the seed model 3x32x32, encoder 256,128" {
+  local f
+  f=$(damaged model "for k in ('encoder_channels', 'input_shape', 'latent_shape', 'val_count'):
+    if k in F.attrs:
+        del F.attrs[k]
+if 'history/val_loss' in F:
+    del F['history/val_loss']")
+  run "$BIN/report" --model "$f" -o "$TMP/rep" -q
+  [ "$status" -eq 0 ]
+  grep -q "3×32×32 → encoder 256,128 → 128×8×8 (8,192 features)" "$TMP/rep/report.md"
+  grep -q "best test epoch" "$TMP/rep/index.html"
+}

@@ -241,3 +241,29 @@ PY
   echo "$output"
   [ "$status" -eq 0 ]
 }
+
+# Features of any architecture: the width is whatever the encoder wrote (here 96 = 24×2×2),
+# and a latent_shape root attribute, when present, must agree with it.
+@test "features of another width with latent_shape fit and evaluate; a latent_shape that disagrees is refused" {
+  "$PYTHON" - "$SVM_DIR/features.h5" "$TMP" <<'PY'
+import sys, h5py, numpy as np
+src, tmp = sys.argv[1:3]
+f = h5py.File(src, "r")
+for name, shape in (("ok", [24, 2, 2]), ("bad", [24, 2, 3])):
+    with h5py.File(f"{tmp}/{name}.h5", "w") as g:
+        for split in ("train", "test"):
+            g[f"/{split}/features"] = f[f"/{split}/features"][:600, :96]
+            g[f"/{split}/labels"] = f[f"/{split}/labels"][:600]
+        for k, v in f.attrs.items():
+            g.attrs[k] = v
+        g.attrs["latent_shape"] = np.array(shape, np.int64)
+PY
+  run "$BIN/svm-fit" -q --features "$TMP/ok.h5" -o "$TMP/svm.h5" --json
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"n_features":96'* ]]
+  run "$BIN/svm-eval" -q --model "$TMP/svm.h5" --features "$TMP/ok.h5" -o "$TMP/eval.h5"
+  [ "$status" -eq 0 ]
+  run "$BIN/svm-fit" --features "$TMP/bad.h5" -o "$TMP/svm2.h5"
+  assert_error 1 "bad.h5: /train/features has 96 features per row, but latent_shape \[24,2,3\] holds 144$"
+  assert_no_output "$TMP/svm2.h5"
+}

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "common/device.h"
+#include "kernels/svm/classifier.h"
 #include "kernels/svm/cpu/kernel.h"
 #include "kernels/svm/cpu/smo.h"
 #include "kernels/svm/cuda/svm_gpu.cuh"
@@ -274,6 +276,48 @@ TEST(SvmGpu, DecisionValuesMatchCpuOnTheSameModel) {
     EXPECT_LE(worst, 1e-4) << svm::kernel_name(kernel);
     EXPECT_GE(agreement(svm::vote(m, gpu.data(), pr.n_test), svm::vote(m, cpu.data(), pr.n_test)), 0.998);
   }
+}
+
+// The Classifier (what svm-fit and svm-eval run) on either device: scaler, gamma and mask are
+// the same host code, so the two fits differ only in the solver. Features with an extra
+// scale per column and two constant columns, as an encoder's ReLU codes have.
+TEST(SvmGpu, ClassifierOnGpuMatchesCpu) {
+  REQUIRE_GPU();
+  const Problem pr = make_problem({0, 1, 2, 3}, {180, 150, 210, 160}, 24, 0.3, 1200, 51);
+  const int D = pr.dim + 2;
+  auto widen = [&](const std::vector<float>& X, int64_t n, float shift) {
+    std::vector<float> out(static_cast<size_t>(n) * D);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int f = 0; f < pr.dim; ++f) out[r * D + f] = X[r * pr.dim + f] * static_cast<float>(1 + f % 5) + 0.5f;
+      out[r * D + pr.dim] = 0.0f;
+      out[r * D + pr.dim + 1] = 1.5f + (r % 3 ? 0.0f : shift);  // off the training value on test rows
+    }
+    return out;
+  };
+  const std::vector<float> train = widen(pr.X, pr.n, 0.0f), test = widen(pr.X_test, pr.n_test, 0.2f);
+  svm::ClassifierParams params;
+  params.C = 10;
+  svm::Classifier on_cpu, on_gpu;
+  std::vector<float> a = train, b = train;
+  on_cpu.fit(a.data(), pr.y.data(), pr.n, D, params, cae::Device::cpu);
+  on_gpu.fit(b.data(), pr.y.data(), pr.n, D, params, cae::Device::gpu);
+  EXPECT_EQ(on_gpu.file().device, "gpu");
+  EXPECT_EQ(on_gpu.file().scaler.mean, on_cpu.file().scaler.mean);
+  EXPECT_EQ(on_gpu.file().feature_mask, on_cpu.file().feature_mask);
+  EXPECT_EQ(on_gpu.n_features_kept(), D - 2);
+  EXPECT_EQ(on_gpu.resolved_gamma(), on_cpu.resolved_gamma());
+  EXPECT_LE(std::abs(on_gpu.model().n_sv() - on_cpu.model().n_sv()), std::max<int64_t>(1, on_cpu.model().n_sv() / 50));
+  std::vector<float> t1 = test, t2 = test, t3 = test;
+  const std::vector<double> dec_cpu = on_cpu.decision_values(t1.data(), pr.n_test, cae::Device::cpu);
+  const std::vector<double> dec_gpu = on_gpu.decision_values(t2.data(), pr.n_test, cae::Device::gpu);
+  EXPECT_LE(relative_difference(dec_gpu, dec_cpu), 1e-2);
+  EXPECT_GE(agreement(on_gpu.vote(dec_gpu, pr.n_test), on_cpu.vote(dec_cpu, pr.n_test)), 0.99);
+  // One model, decision values on both devices (scaling, mask and correction on the host).
+  const std::vector<double> dec_cpu_of_gpu_model = on_gpu.decision_values(t3.data(), pr.n_test, cae::Device::cpu);
+  double worst = 0;
+  for (size_t i = 0; i < dec_gpu.size(); ++i)
+    worst = std::max(worst, std::abs(dec_gpu[i] - dec_cpu_of_gpu_model[i]) / (1 + std::abs(dec_cpu_of_gpu_model[i])));
+  EXPECT_LE(worst, 1e-4);
 }
 
 TEST(SvmGpu, RejectsBadInput) {

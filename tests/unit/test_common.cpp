@@ -15,6 +15,7 @@
 #include "common/cli.h"
 #include "common/error.h"
 #include "common/hdf5_io.h"
+#include "common/hdf5_probe.h"
 #include "common/json.h"
 #include "common/sha256.h"
 
@@ -128,6 +129,57 @@ TEST(Hdf5, RoundTripTypesShapesAndAttributes) {
   }
   EXPECT_THROW(r.shape("/missing"), std::runtime_error);
   EXPECT_THROW(r.require_format("cifar10-dataset"), std::runtime_error);
+}
+
+// Integer arrays as attributes: how model files record their architecture
+// (encoder_channels, input_shape) and features files their latent_shape.
+TEST(Hdf5, IntegerArrayAttributes) {
+  std::string dir = temp_dir(), path = dir + "/ints.h5";
+  {
+    cae::Hdf5Writer w(path);
+    w.set_attr("/", "encoder_channels", std::vector<int64_t>{96, 48, 24});
+    w.set_attr("/", "one", int64_t{7});
+    w.set_attr("/", "pi", 3.25);
+    w.close();
+  }
+  cae::Hdf5Reader r(path);
+  EXPECT_EQ(r.attr_ints("/", "encoder_channels"), (std::vector<int64_t>{96, 48, 24}));
+  EXPECT_EQ(r.attr_ints("/", "one"), (std::vector<int64_t>{7}));
+  EXPECT_EQ(r.attr_doubles("/", "encoder_channels"), (std::vector<double>{96, 48, 24}));
+  try {
+    r.attr_ints("/", "pi");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": attribute pi is not an integer");
+  }
+  unlink(path.c_str());
+  rmdir(dir.c_str());
+}
+
+// The reader sandbox on its own: a good file passes, a file HDF5 cannot open is refused
+// with one line naming it.
+TEST(Hdf5Probe, PassesAGoodFileAndRefusesABadOne) {
+  std::string dir = temp_dir(), good = dir + "/good.h5", bad = dir + "/bad.h5";
+  {
+    cae::Hdf5Writer w(good);
+    w.write("/x", std::vector<float>{1, 2, 3});
+    w.set_attr("/x", "unit", "m");
+    w.close();
+  }
+  EXPECT_NO_THROW(cae::probe_hdf5_metadata(good));
+  std::ofstream(bad) << "not hdf5 at all";
+  try {
+    cae::probe_hdf5_metadata(bad);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), bad + ": cannot open as HDF5 (truncated or corrupted?)");
+  }
+  cae::set_hdf5_metadata_probe(false);  // off: nothing is checked
+  EXPECT_NO_THROW(cae::probe_hdf5_metadata(bad));
+  cae::set_hdf5_metadata_probe(true);
+  unlink(good.c_str());
+  unlink(bad.c_str());
+  rmdir(dir.c_str());
 }
 
 TEST(Hdf5, NonHdf5FileIsAClearError) {

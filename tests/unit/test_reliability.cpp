@@ -202,7 +202,7 @@ TEST(Reliability, SvmModelWithNaNIsRefused) {
   char tmpl[] = "/tmp/cae-rel-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const std::string path = dir + "/svm.h5";
-  cae::SvmModelFile f;
+  svm::ModelFile f;
   const int D = 3;
   f.scaler.mean = {0.5, -1.0, 2.0};
   f.scaler.scale = {1.0, 2.0, 0.5};
@@ -217,18 +217,18 @@ TEST(Reliability, SvmModelWithNaNIsRefused) {
   f.model.rho = {0.25};
   f.model.support_indices = {0, 1};
   f.class_names = {"a", "b"};
-  auto write = [&](const cae::SvmModelFile& m) {
+  auto write = [&](const svm::ModelFile& m) {
     cae::Hdf5Writer w(path);
-    cae::write_svm_model(w, m);
+    svm::write_model_file(w, m);
     w.set_attr("/", "format", "svm-model");
     w.close();
   };
   write(f);
-  EXPECT_EQ(cae::read_svm_model(path).model.rho[0], 0.25);  // the good model reads back
+  EXPECT_EQ(svm::read_model_file(path).model.rho[0], 0.25);  // the good model reads back
   f.model.dual_coef[1] = std::nan("");
   write(f);
   try {
-    cae::read_svm_model(path);
+    svm::read_model_file(path);
     FAIL() << "read a model with a NaN dual coefficient";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("/svm/dual_coef holds NaN or Inf"), std::string::npos) << e.what();

@@ -14,9 +14,11 @@
 #include "common/atomic_output.h"
 #include "common/error.h"
 #include "common/hdf5_io.h"
-#include "kernels/svm/model_file.h"
+#include "kernels/svm/classifier.h"
 #include "kernels/svm/cpu/kernel.h"
 #include "kernels/svm/cpu/smo.h"
+#include "kernels/svm/model_file.h"
+#include "kernels/svm/preprocess.h"
 #include "kernels/svm/svm.h"
 
 namespace {
@@ -353,27 +355,27 @@ TEST(SvmFit, RejectsASingleClassAndBadParameters) {
 TEST(SvmScaling, StandardScalerAndGammaScale) {
   // Column 0 varies, column 1 is constant 3.5, column 2 is constant 0.
   std::vector<float> X = {1, 3.5f, 0, 2, 3.5f, 0, 4, 3.5f, 0, 9, 3.5f, 0};
-  cae::Scaler s = cae::fit_standard_scaler(X.data(), 4, 3);
+  svm::Scaler s = svm::fit_standard_scaler(X.data(), 4, 3);
   EXPECT_DOUBLE_EQ(s.mean[0], 4.0);
   EXPECT_DOUBLE_EQ(s.scale[0], std::sqrt((9.0 + 4.0 + 0.0 + 25.0) / 4.0));
   EXPECT_EQ(s.mean[1], 3.5);
   EXPECT_EQ(s.scale[1], 1.0);  // zero variance → scale 1, as StandardScaler
   EXPECT_EQ(s.scale[2], 1.0);
-  cae::apply_scaler(s, X.data(), 4, 3);
+  svm::apply_scaler(s, X.data(), 4, 3);
   EXPECT_EQ(X[1], 0.0f);
   EXPECT_FLOAT_EQ(X[0], static_cast<float>(-3.0 / std::sqrt(9.5)));
   // Var over all 12 entries: column 0 holds 4 values of variance 1, the rest 0 → Var = 1/3.
-  EXPECT_NEAR(cae::gamma_scale(X.data(), 4, 3), 1.0 / (3 * (1.0 / 3.0)), 1e-6);
-  EXPECT_DOUBLE_EQ(cae::resolve_gamma("auto", X.data(), 4, 3), 1.0 / 3);
-  EXPECT_DOUBLE_EQ(cae::resolve_gamma("0.25", X.data(), 4, 3), 0.25);
-  EXPECT_THROW(cae::resolve_gamma("-1", X.data(), 4, 3), cae::UsageError);
-  EXPECT_THROW(cae::resolve_gamma("fast", X.data(), 4, 3), cae::UsageError);
+  EXPECT_NEAR(svm::gamma_scale(X.data(), 4, 3), 1.0 / (3 * (1.0 / 3.0)), 1e-6);
+  EXPECT_DOUBLE_EQ(svm::resolve_gamma("auto", X.data(), 4, 3), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(svm::resolve_gamma("0.25", X.data(), 4, 3), 0.25);
+  EXPECT_THROW(svm::resolve_gamma("-1", X.data(), 4, 3), cae::UsageError);
+  EXPECT_THROW(svm::resolve_gamma("fast", X.data(), 4, 3), cae::UsageError);
 
   std::vector<float> dropped;
-  auto keep = cae::constant_feature_mask(X.data(), 4, 3, &dropped);
+  auto keep = svm::constant_feature_mask(X.data(), 4, 3, &dropped);
   EXPECT_EQ(keep, (std::vector<uint8_t>{1, 0, 0}));
   EXPECT_EQ(dropped, (std::vector<float>{0.0f, 0.0f}));
-  EXPECT_EQ(cae::compact_features(X.data(), 4, 3, keep), 1);
+  EXPECT_EQ(svm::compact_features(X.data(), 4, 3, keep), 1);
   EXPECT_FLOAT_EQ(X[1], static_cast<float>(-2.0 / std::sqrt(9.5)));
 }
 
@@ -390,7 +392,7 @@ TEST(SvmScaling, DroppedFeaturesLeaveDecisionValuesUnchanged) {
   }
   const int64_t n_train = 200;
   std::vector<float> dropped;
-  auto keep = cae::constant_feature_mask(full.data(), n_train, D, &dropped);
+  auto keep = svm::constant_feature_mask(full.data(), n_train, D, &dropped);
   ASSERT_EQ(std::count(keep.begin(), keep.end(), 0), 2);
   // Test rows: the dropped features take other values.
   for (int64_t i = n_train; i < p.n; ++i) {
@@ -402,7 +404,7 @@ TEST(SvmScaling, DroppedFeaturesLeaveDecisionValuesUnchanged) {
   prm.tol = 1e-6;
   svm::Model on_all = svm::fit_cpu(full.data(), p.y.data(), n_train, D, prm, nullptr);
   std::vector<float> kept_train(full.begin(), full.begin() + n_train * D);
-  int dk = cae::compact_features(kept_train.data(), n_train, D, keep);
+  int dk = svm::compact_features(kept_train.data(), n_train, D, keep);
   svm::Model on_kept = svm::fit_cpu(kept_train.data(), p.y.data(), n_train, dk, prm, nullptr);
   ASSERT_EQ(on_all.n_sv(), on_kept.n_sv());
 
@@ -410,11 +412,11 @@ TEST(SvmScaling, DroppedFeaturesLeaveDecisionValuesUnchanged) {
   std::vector<float> test(full.begin() + n_train * D, full.end());
   std::vector<double> dec_all(static_cast<size_t>(n_test * 3)), dec_kept(dec_all.size());
   svm::decision_values_cpu(on_all, test.data(), n_test, dec_all.data());
-  auto e = cae::dropped_feature_distance(test.data(), n_test, D, keep, dropped);
+  auto e = svm::dropped_feature_distance(test.data(), n_test, D, keep, dropped);
   EXPECT_GT(*std::max_element(e.begin(), e.end()), 0.0);
-  cae::compact_features(test.data(), n_test, D, keep);
+  svm::compact_features(test.data(), n_test, D, keep);
   svm::decision_values_cpu(on_kept, test.data(), n_test, dec_kept.data());
-  cae::correct_for_dropped_features(on_kept, e, dec_kept.data(), n_test);
+  svm::correct_for_dropped_features(on_kept, e, dec_kept.data(), n_test);
   for (size_t i = 0; i < dec_all.size(); ++i) EXPECT_NEAR(dec_kept[i], dec_all[i], 1e-4);
 }
 
@@ -423,11 +425,11 @@ TEST(SvmModelFile, RoundTripAndLibsvmExport) {
   svm_set_print_string_function(quiet_libsvm);
   Problem p = make_problem(260, 5, 3, 11);
   const int D = p.dim + 1;  // plus one dropped feature with training value 0.25
-  cae::SvmModelFile f;
+  svm::ModelFile f;
   svm::FitParams prm;
   prm.gamma = 0.15;
   f.model = svm::fit_cpu(p.X.data(), p.y.data(), 200, p.dim, prm, nullptr);
-  f.scaler = cae::identity_scaler(D);
+  f.scaler = svm::identity_scaler(D);
   f.feature_mask.assign(D, 1);
   f.feature_mask[2] = 0;  // the dropped one sits between kept features
   f.dropped_values = {0.25f};
@@ -441,10 +443,11 @@ TEST(SvmModelFile, RoundTripAndLibsvmExport) {
     cae::Hdf5Writer w(h5);
     w.set_attr("/", "format", "svm-model");
     w.set_attr("/", "format_version", int64_t{1});
-    cae::write_svm_model(w, f);
+    svm::write_model_file(w, f);
     w.close();
   }
-  cae::SvmModelFile g = cae::read_svm_model(h5);
+  const svm::Classifier clf = svm::Classifier::load(h5);
+  const svm::ModelFile& g = clf.file();
   EXPECT_EQ(g.model.support_vectors, f.model.support_vectors);
   EXPECT_EQ(g.model.dual_coef, f.model.dual_coef);
   EXPECT_EQ(g.model.rho, f.model.rho);
@@ -454,24 +457,23 @@ TEST(SvmModelFile, RoundTripAndLibsvmExport) {
   EXPECT_EQ(g.model.gamma, f.model.gamma);
   {
     cae::AtomicOutput out(txt);
-    cae::write_libsvm_model(out, f);
+    clf.export_libsvm(out);
     out.commit();
   }
   LibsvmModel ref{svm_load_model(txt.c_str())};
   ASSERT_NE(ref.m, nullptr);
   // Test rows in the full D-feature space (feature 2 at the training value or not).
   const int64_t n_test = 60;
-  std::vector<float> full(static_cast<size_t>(n_test) * D), kept(static_cast<size_t>(n_test) * p.dim);
+  std::vector<float> full(static_cast<size_t>(n_test) * D);
   for (int64_t i = 0; i < n_test; ++i) {
     const float* x = p.X.data() + (200 + i) * p.dim;
     int kf = 0;
     for (int feat = 0; feat < D; ++feat) full[i * D + feat] = feat == 2 ? (i % 2 ? 0.25f : 0.9f) : x[kf++];
-    std::copy_n(x, p.dim, kept.data() + i * p.dim);
   }
-  std::vector<double> dec(static_cast<size_t>(n_test * 3));
-  svm::decision_values_cpu(g.model, kept.data(), n_test, dec.data());
-  auto e = cae::dropped_feature_distance(full.data(), n_test, D, g.feature_mask, g.dropped_values);
-  cae::correct_for_dropped_features(g.model, e, dec.data(), n_test);
+  // The classifier takes the full rows (it scales, masks and corrects them itself).
+  std::vector<float> scratch = full;
+  const std::vector<double> dec = clf.decision_values(scratch.data(), n_test);
+  ASSERT_EQ(dec.size(), static_cast<size_t>(n_test * 3));
   std::vector<double> ref_dec(3);
   for (int64_t i = 0; i < n_test; ++i) {
     std::vector<svm_node> row;
@@ -483,4 +485,142 @@ TEST(SvmModelFile, RoundTripAndLibsvmExport) {
   unlink(h5.c_str());
   unlink(txt.c_str());
   rmdir(dir);
+}
+
+// ---- the Classifier ---------------------------------------------------------------------------
+
+// Features with constant columns (at 0 and at 2.5) and one scale per column, as an encoder's
+// ReLU codes have: the classifier's scaler, gamma and mask all have work to do.
+namespace {
+Problem make_features(int n, unsigned seed) {
+  Problem base = make_problem(n, 7, 4, seed);
+  Problem p = base;
+  p.dim = base.dim + 2;
+  p.X.assign(static_cast<size_t>(n) * p.dim, 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int f = 0; f < base.dim; ++f) p.X[i * p.dim + f] = base.X[i * base.dim + f] * static_cast<float>(1 + f) + 0.3f * f;
+    p.X[i * p.dim + base.dim] = 0.0f;
+    p.X[i * p.dim + base.dim + 1] = 2.5f;
+  }
+  return p;
+}
+}  // namespace
+
+// Classifier::fit and ::decision_values run exactly the steps svm-fit and svm-eval spelled
+// out before the Classifier existed, in the same order: the same bits.
+TEST(SvmClassifier, FitAndPredictEqualTheChainStepByStep) {
+  Problem p = make_features(420, 12);
+  const int64_t n_train = 300, n_test = p.n - n_train;
+  const int D = p.dim;
+  // Test rows whose constant features differ from training: the correction has work to do.
+  for (int64_t i = n_train; i < p.n; ++i) p.X[i * D + D - 1] = 2.5f + 0.1f * static_cast<float>(i % 4);
+
+  svm::ClassifierParams params;
+  params.C = 3;
+  params.tol = 1e-4;
+  std::vector<float> train(p.X.begin(), p.X.begin() + n_train * D);
+  svm::Classifier clf;
+  int ready_calls = 0;
+  svm::FitProgress progress;
+  progress.ready = [&](const svm::Classifier& c) {
+    ++ready_calls;
+    EXPECT_EQ(c.n_features_kept(), D - 2);
+    EXPECT_GT(c.resolved_gamma(), 0.0);
+  };
+  clf.fit(train.data(), p.y.data(), n_train, D, params, cae::Device::cpu, progress);
+  EXPECT_EQ(ready_calls, 1);
+
+  // The chain by hand.
+  std::vector<float> X(p.X.begin(), p.X.begin() + n_train * D);
+  svm::Scaler scaler = svm::fit_standard_scaler(X.data(), n_train, D);
+  svm::apply_scaler(scaler, X.data(), n_train, D);
+  svm::FitParams prm;
+  prm.C = params.C;
+  prm.tol = params.tol;
+  prm.gamma = svm::resolve_gamma("scale", X.data(), n_train, D);
+  std::vector<float> dropped;
+  const std::vector<uint8_t> keep = svm::constant_feature_mask(X.data(), n_train, D, &dropped);
+  const int kept = svm::compact_features(X.data(), n_train, D, keep);
+  const svm::Model ref = svm::fit_cpu(X.data(), p.y.data(), n_train, kept, prm, nullptr);
+
+  EXPECT_EQ(clf.file().scaler.mean, scaler.mean);
+  EXPECT_EQ(clf.file().scaler.scale, scaler.scale);
+  EXPECT_EQ(clf.file().feature_mask, keep);
+  EXPECT_EQ(clf.file().dropped_values, dropped);
+  EXPECT_EQ(clf.resolved_gamma(), prm.gamma);
+  EXPECT_EQ(clf.model().gamma, prm.gamma);
+  EXPECT_EQ(clf.model().support_vectors, ref.support_vectors);
+  EXPECT_EQ(clf.model().dual_coef, ref.dual_coef);
+  EXPECT_EQ(clf.model().rho, ref.rho);
+  EXPECT_EQ(clf.file().n_train, n_train);
+  EXPECT_EQ(clf.file().device, "cpu");
+
+  std::vector<float> T(p.X.begin() + n_train * D, p.X.end()), T2 = T;
+  svm::apply_scaler(scaler, T.data(), n_test, D);
+  const std::vector<double> e = svm::dropped_feature_distance(T.data(), n_test, D, keep, dropped);
+  EXPECT_GT(*std::max_element(e.begin(), e.end()), 0.0);
+  svm::compact_features(T.data(), n_test, D, keep);
+  std::vector<double> dec_ref(static_cast<size_t>(n_test) * ref.n_pairs());
+  svm::decision_values_cpu(ref, T.data(), n_test, dec_ref.data());
+  svm::correct_for_dropped_features(ref, e, dec_ref.data(), n_test);
+  const std::vector<double> dec = clf.decision_values(T2.data(), n_test);
+  EXPECT_EQ(dec, dec_ref);
+  EXPECT_EQ(clf.vote(dec, n_test), svm::vote(ref, dec_ref.data(), n_test));
+  // And the classifier is a classifier: well above chance (4 classes) on held-out rows.
+  std::vector<float> T3(p.X.begin() + n_train * D, p.X.end());
+  const std::vector<int32_t> pred = clf.predict(T3.data(), n_test);
+  int64_t right = 0;
+  for (int64_t i = 0; i < n_test; ++i) right += pred[i] == p.y[n_train + i];
+  EXPECT_GT(static_cast<double>(right) / static_cast<double>(n_test), 0.5);
+}
+
+// save → load gives the same predictions; --scale none and a linear kernel go through too.
+TEST(SvmClassifier, SaveLoadPredictsTheSame) {
+  Problem p = make_features(300, 13);
+  const int64_t n_train = 220, n_test = p.n - n_train;
+  const int D = p.dim;
+  char dir[] = "/tmp/test_svm_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string h5 = std::string(dir) + "/svm.h5";
+  for (bool standardize : {true, false})
+    for (svm::KernelType kernel : {svm::KernelType::rbf, svm::KernelType::linear}) {
+      SCOPED_TRACE(std::string(svm::kernel_name(kernel)) + (standardize ? " standard" : " none"));
+      svm::ClassifierParams params;
+      params.kernel = kernel;
+      params.standardize = standardize;
+      params.gamma = "auto";
+      std::vector<float> train(p.X.begin(), p.X.begin() + n_train * D);
+      svm::Classifier clf;
+      clf.fit(train.data(), p.y.data(), n_train, D, params, cae::Device::cpu);
+      clf.set_class_names({"a", "b", "c", "d"});
+      EXPECT_DOUBLE_EQ(clf.resolved_gamma(), 1.0 / D);  // also for linear, whose model has none
+      {
+        cae::Hdf5Writer w(h5);
+        w.set_attr("/", "format", "svm-model");
+        clf.save(w);
+        w.close();
+      }
+      const svm::Classifier back = svm::Classifier::load(h5);
+      EXPECT_EQ(back.n_features(), D);
+      EXPECT_EQ(back.file().class_names, (std::vector<std::string>{"a", "b", "c", "d"}));
+      std::vector<float> a(p.X.begin() + n_train * D, p.X.end()), b = a;
+      EXPECT_EQ(clf.decision_values(a.data(), n_test), back.decision_values(b.data(), n_test));
+    }
+  unlink(h5.c_str());
+  rmdir(dir);
+}
+
+TEST(SvmClassifier, AllConstantFeaturesNameTheData) {
+  std::vector<float> X(40 * 3, 1.5f);
+  std::vector<int32_t> y(40);
+  for (int i = 0; i < 40; ++i) y[i] = i % 2;
+  svm::ClassifierParams params;
+  params.data_name = "feats.h5";
+  svm::Classifier clf;
+  try {
+    clf.fit(X.data(), y.data(), 40, 3, params, cae::Device::cpu);
+    FAIL() << "fit on constant features";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "feats.h5: all 3 features are constant over the training rows");
+  }
 }

@@ -1,0 +1,93 @@
+#include "kernels/ae/features_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+
+namespace ae {
+
+using cae::fail_file;
+
+FeaturesReader::FeaturesReader(const std::string& path) : h5_(path) {
+  h5_.require_format("ae-features");
+  if (!h5_.has_attr("/", "latent_shape")) return;
+  latent_shape_ = h5_.attr_ints("/", "latent_shape");
+  bool ok = latent_shape_.size() == 3;
+  for (int64_t e : latent_shape_) ok = ok && e > 0 && e <= (int64_t{1} << 20);
+  if (!ok) fail_file(path, "attribute latent_shape must be three positive extents [c,h,w]");
+}
+
+bool FeaturesReader::has_split(const std::string& split) const { return h5_.has("/" + split + "/features"); }
+
+int64_t FeaturesReader::count(const std::string& split) const {
+  if (!has_split(split)) fail_file(path(), "/" + split + "/features is missing (no '" + split + "' split in this file)");
+  return static_cast<int64_t>(h5_.require("/" + split + "/features", {0, 0})[0]);
+}
+
+int FeaturesReader::dim(const std::string& split) const {
+  count(split);
+  uint64_t d = h5_.shape("/" + split + "/features")[1];
+  if (d == 0 || d > static_cast<uint64_t>(std::numeric_limits<int>::max() / 2))
+    fail_file(path(), "/" + split + "/features has " + std::to_string(d) + " features per row");
+  if (!latent_shape_.empty()) {
+    const uint64_t cells = static_cast<uint64_t>(latent_shape_[0] * latent_shape_[1] * latent_shape_[2]);
+    if (cells != d)
+      fail_file(path(), "/" + split + "/features has " + std::to_string(d) + " features per row, but latent_shape [" +
+                            std::to_string(latent_shape_[0]) + "," + std::to_string(latent_shape_[1]) + "," +
+                            std::to_string(latent_shape_[2]) + "] holds " + std::to_string(cells));
+  }
+  return static_cast<int>(d);
+}
+
+std::vector<std::string> FeaturesReader::class_names() const {
+  if (h5_.has_attr("/", "class_names")) return h5_.attr_strings("/", "class_names");
+  std::vector<std::string> names;
+  for (int c = 0; c < 10; ++c) names.push_back(std::to_string(c));
+  return names;
+}
+
+FeatureSplit FeaturesReader::read(const std::string& split, int64_t rows) const {
+  const std::string feat = "/" + split + "/features", lab = "/" + split + "/labels";
+  const int64_t n_all = count(split);
+  const int d = dim(split);
+  if (!h5_.has(lab)) fail_file(path(), lab + " is missing: the SVM needs labelled features");
+  h5_.require(lab, {static_cast<uint64_t>(n_all)});
+  if (rows < 0 || rows > n_all) rows = n_all;
+  FeatureSplit s;
+  s.n = rows;
+  s.dim = d;
+  std::vector<uint8_t> labels(static_cast<size_t>(rows));
+  h5_.read_rows<uint8_t>(lab, 0, static_cast<uint64_t>(rows), labels.data());
+  const size_t n_classes = class_names().size();
+  s.labels.resize(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] >= n_classes)
+      fail_file(path(), lab + "[" + std::to_string(i) + "] = " + std::to_string(labels[i]) + " is not a class 0.." +
+                            std::to_string(n_classes - 1));
+    s.labels[i] = labels[i];
+  }
+  h5_.read_rows<float>(feat, 0, 0, nullptr);  // dtype and stored data checked before sizing the buffer
+  s.X.resize(static_cast<size_t>(rows) * static_cast<size_t>(d));
+  h5_.read_rows<float>(feat, 0, static_cast<uint64_t>(rows), s.X.data());
+  // The first non-finite value, if any (NaN or Inf would poison every kernel value).
+  const int64_t none = std::numeric_limits<int64_t>::max();
+  int64_t bad = none;
+#pragma omp parallel for schedule(static) reduction(min : bad) if (rows * d >= (int64_t{1} << 18))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = s.X.data() + r * d;
+    for (int f = 0; f < d; ++f)
+      if (!std::isfinite(x[f])) {
+        bad = std::min(bad, r * d + f);
+        break;
+      }
+  }
+  if (bad != none)
+    fail_file(path(), feat + " row " + std::to_string(bad / d) + " feature " + std::to_string(bad % d) + " is " +
+                          (std::isnan(s.X[static_cast<size_t>(bad)]) ? "NaN" : "infinite") +
+                          " (features must be finite)");
+  return s;
+}
+
+}  // namespace ae

@@ -1,0 +1,43 @@
+// Reading an encoder features file (format "ae-features", docs/FORMATS.md): what svm-fit and
+// svm-eval consume. /<split>/features [N, D] float32 with any D ≥ 1, /<split>/labels [N]
+// uint8, root class_names, and optionally the root attribute latent_shape [c, h, w] of the
+// encoder that wrote them (c·h·w = D). The writer is kernels/ae/features_file.h.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/hdf5_io.h"
+
+namespace ae {
+
+struct FeatureSplit {
+  std::vector<float> X;         // [n, dim] row-major
+  std::vector<int32_t> labels;  // [n]
+  int64_t n = 0;
+  int dim = 0;
+};
+
+class FeaturesReader {
+ public:
+  // Checks format "ae-features" and, when present, that latent_shape is three positive
+  // extents (their product is checked against each split's row width by dim()).
+  explicit FeaturesReader(const std::string& path);
+  const std::string& path() const { return h5_.path(); }
+  bool has_split(const std::string& split) const;
+  int64_t count(const std::string& split) const;  // rows of /<split>/features
+  int dim(const std::string& split) const;        // features per row
+  std::vector<std::string> class_names() const;   // root class_names, or "0", "1", ...
+  // [c, h, w] of the encoder's latent, or empty when the file does not record it (files
+  // written before the architecture was data).
+  const std::vector<int64_t>& latent_shape() const { return latent_shape_; }
+  // The first `rows` rows; requires /<split>/labels (uint8, same length, < class count) and
+  // that every feature is finite, else throws "<file>: <problem>".
+  FeatureSplit read(const std::string& split, int64_t rows) const;
+
+ private:
+  cae::Hdf5Reader h5_;
+  std::vector<int64_t> latent_shape_;
+};
+
+}  // namespace ae

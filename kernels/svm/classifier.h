@@ -1,0 +1,95 @@
+// svm::Classifier — the SVM stage as one object, libsvm-style: fit, decision values,
+// predict, save, load, export. It owns the order of the steps, which is what makes its
+// predictions equal scikit-learn's StandardScaler + SVC (docs/SVM.md):
+//
+//   fit:      scale (fit the scaler) → resolve gamma on the scaled rows → mask constant
+//             features → solve (CPU or GPU)
+//   predict:  scale → dropped-feature distances → mask → kernel decision values (CPU or
+//             GPU) → dropped-feature correction → one-vs-one vote
+//
+// svm-fit, svm-eval and the tests call this instead of spelling the chain out.
+//
+// Rows are passed as a writable float pointer and used as scratch: they are scaled and
+// compacted in place (the training matrix of CIFAR-10 features is 1.6 GB; a copy would
+// double the peak memory). Callers that need the rows afterwards pass a copy.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/atomic_output.h"
+#include "common/device.h"
+#include "common/hdf5_io.h"
+#include "kernels/svm/model_file.h"
+#include "kernels/svm/svm.h"
+
+namespace svm {
+
+struct ClassifierParams {
+  KernelType kernel = KernelType::rbf;
+  double C = 10.0;
+  std::string gamma = "scale";  // "scale", "auto" or a number > 0 (resolve_gamma)
+  double tol = 1e-3;            // KKT tolerance, as libsvm's -e
+  bool standardize = true;      // false: the identity scaler (svm-fit --scale none)
+  int64_t cache_mb = 2048;
+  std::string data_name = "training data";  // names the rows in error messages (a file)
+};
+
+class Classifier;
+
+// What fit reports while it runs: `ready` once the rows are scaled and masked, just before
+// the solver starts (the classifier then knows gamma and the kept features); `pair` after
+// every one-vs-one pair. Either may be empty.
+struct FitProgress {
+  std::function<void(const Classifier&)> ready;
+  PairCallback pair;
+};
+
+class Classifier {
+ public:
+  Classifier() = default;
+  explicit Classifier(ModelFile f) : f_(std::move(f)), resolved_gamma_(f_.model.gamma) {}
+
+  // X: [n, dim] (scratch, see above); y: n labels with at least two distinct classes.
+  // Throws cae::UsageError on a bad gamma spec, std::runtime_error("<data_name>: ...") when
+  // every feature is constant, std::invalid_argument on bad solver parameters.
+  void fit(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params, cae::Device device,
+           const FitProgress& progress = {});
+
+  // X: [n, n_features()] unscaled rows (scratch). Decision values [n, n_pairs] in libsvm's
+  // pair order; predictions are class labels.
+  std::vector<double> decision_values(float* X, int64_t n, cae::Device device = cae::Device::cpu) const;
+  std::vector<int32_t> predict(float* X, int64_t n, cae::Device device = cae::Device::cpu) const;
+  std::vector<int32_t> vote(const std::vector<double>& dec, int64_t n) const;
+
+  // The two halves of decision_values, for a caller that needs the scaled rows in between
+  // (svm-eval --export-libsvm-data): scale() standardises in place;
+  // decision_values_scaled() does the rest on rows scale() returned.
+  void scale(float* X, int64_t n) const;
+  std::vector<double> decision_values_scaled(float* X, int64_t n, cae::Device device) const;
+
+  // The svm-model file: datasets and attributes (format and provenance are the caller's),
+  // and reading one back with every check of read_model_file.
+  void save(cae::Hdf5Writer& w) const { write_model_file(w, f_); }
+  static Classifier load(const std::string& path) { return Classifier(read_model_file(path)); }
+  // libsvm's text model of the scaled input (svm-predict on write_libsvm_data's rows).
+  void export_libsvm(const cae::AtomicOutput& out) const { write_libsvm_model(out, f_); }
+
+  void set_class_names(std::vector<std::string> names) { f_.class_names = std::move(names); }
+
+  const ModelFile& file() const { return f_; }
+  const Model& model() const { return f_.model; }
+  // The number the gamma spec resolved to; the model keeps it only for rbf (libsvm's linear
+  // model has no gamma), svm-fit reports it for either kernel.
+  double resolved_gamma() const { return resolved_gamma_; }
+  int n_features() const { return f_.n_features(); }  // D, what inputs must have
+  int n_features_kept() const { return f_.model.dim; }
+  double fit_seconds() const { return f_.fit_seconds; }
+
+ private:
+  ModelFile f_;
+  double resolved_gamma_ = 0;
+};
+
+}  // namespace svm

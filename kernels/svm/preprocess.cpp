@@ -1,0 +1,170 @@
+#include "kernels/svm/preprocess.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "common/error.h"
+
+namespace svm {
+
+namespace {
+constexpr int64_t kColumnBlock = 256;  // columns per task: long contiguous reads per row
+constexpr int64_t kMinParallelWork = int64_t{1} << 18;  // below this a loop stays on one thread
+}
+
+Scaler fit_standard_scaler(const float* X, int64_t n, int dim) {
+  Scaler s;
+  s.mean.assign(dim, 0.0);
+  s.scale.assign(dim, 1.0);
+  const double eps = std::numeric_limits<double>::epsilon();
+  const double dn = static_cast<double>(n);
+#pragma omp parallel for schedule(dynamic, 1) if (n * dim >= kMinParallelWork)
+  for (int64_t f0 = 0; f0 < dim; f0 += kColumnBlock) {
+    const int64_t f1 = std::min<int64_t>(dim, f0 + kColumnBlock), w = f1 - f0;
+    std::vector<double> sum(w, 0.0), corr(w, 0.0), sq(w, 0.0);
+    for (int64_t r = 0; r < n; ++r) {
+      const float* x = X + r * dim + f0;
+      for (int64_t f = 0; f < w; ++f) sum[f] += x[f];
+    }
+    for (int64_t f = 0; f < w; ++f) sum[f] /= dn;  // now the mean
+    // Corrected two-pass variance (Chan, Golub & LeVeque), as sklearn computes it.
+    for (int64_t r = 0; r < n; ++r) {
+      const float* x = X + r * dim + f0;
+      for (int64_t f = 0; f < w; ++f) {
+        const double d = static_cast<double>(x[f]) - sum[f];
+        corr[f] += d;
+        sq[f] += d * d;
+      }
+    }
+    for (int64_t f = 0; f < w; ++f) {
+      const double mean = sum[f];
+      const double var = (sq[f] - corr[f] * corr[f] / dn) / dn;
+      // sklearn's test for a feature indistinguishable from a constant one: scale 1 then.
+      const double bound = dn * eps * var + (dn * mean * eps) * (dn * mean * eps);
+      s.mean[f0 + f] = mean;
+      s.scale[f0 + f] = var <= bound ? 1.0 : std::sqrt(var);
+    }
+  }
+  return s;
+}
+
+Scaler identity_scaler(int dim) { return Scaler{std::vector<double>(dim, 0.0), std::vector<double>(dim, 1.0)}; }
+
+void apply_scaler(const Scaler& s, float* X, int64_t n, int dim) {
+  // numpy on a float32 array: X -= mean; X /= scale — each op in double, rounded to float32.
+#pragma omp parallel for schedule(static) if (n * dim >= kMinParallelWork)
+  for (int64_t r = 0; r < n; ++r) {
+    float* x = X + r * dim;
+    for (int f = 0; f < dim; ++f) {
+      const float centred = static_cast<float>(static_cast<double>(x[f]) - s.mean[f]);
+      x[f] = static_cast<float>(static_cast<double>(centred) / s.scale[f]);
+    }
+  }
+}
+
+double gamma_scale(const float* X, int64_t n, int dim) {
+  // numpy's X.var(): mean first, then the mean squared deviation, in double. Row sums are
+  // added in row order so the result does not depend on the thread count.
+  const int64_t total = n * dim;
+  std::vector<double> row_sum(static_cast<size_t>(n));
+#pragma omp parallel for schedule(static) if (total >= kMinParallelWork)
+  for (int64_t r = 0; r < n; ++r) {
+    double s = 0;
+    for (int f = 0; f < dim; ++f) s += X[r * dim + f];
+    row_sum[r] = s;
+  }
+  double sum = 0;
+  for (double s : row_sum) sum += s;
+  const double mean = sum / static_cast<double>(total);
+#pragma omp parallel for schedule(static) if (total >= kMinParallelWork)
+  for (int64_t r = 0; r < n; ++r) {
+    double s = 0;
+    for (int f = 0; f < dim; ++f) {
+      const double d = static_cast<double>(X[r * dim + f]) - mean;
+      s += d * d;
+    }
+    row_sum[r] = s;
+  }
+  double sq = 0;
+  for (double s : row_sum) sq += s;
+  const double var = sq / static_cast<double>(total);
+  return var != 0 ? 1.0 / (static_cast<double>(dim) * var) : 1.0;
+}
+
+double resolve_gamma(const std::string& spec, const float* X, int64_t n, int dim) {
+  if (spec == "scale") return gamma_scale(X, n, dim);
+  if (spec == "auto") return 1.0 / static_cast<double>(dim);
+  char* end = nullptr;
+  const double g = std::strtod(spec.c_str(), &end);
+  if (spec.empty() || *end != '\0' || !std::isfinite(g))
+    throw cae::UsageError("--gamma must be 'scale', 'auto' or a number > 0, not '" + spec + "'");
+  if (!(g > 0)) throw cae::UsageError("--gamma must be > 0, not " + spec);
+  return g;
+}
+
+std::vector<uint8_t> constant_feature_mask(const float* X, int64_t n, int dim, std::vector<float>* dropped_values) {
+  std::vector<uint8_t> keep(dim, 0);
+#pragma omp parallel for schedule(dynamic, 1) if (n * dim >= kMinParallelWork)
+  for (int64_t f0 = 0; f0 < dim; f0 += kColumnBlock) {
+    const int64_t f1 = std::min<int64_t>(dim, f0 + kColumnBlock);
+    for (int64_t r = 1; r < n; ++r) {
+      const float* x = X + r * dim;
+      for (int64_t f = f0; f < f1; ++f)
+        if (x[f] != X[f]) keep[f] = 1;
+    }
+  }
+  if (dropped_values) {
+    dropped_values->clear();
+    for (int f = 0; f < dim; ++f)
+      if (!keep[f]) dropped_values->push_back(n > 0 ? X[f] : 0.0f);
+  }
+  return keep;
+}
+
+int compact_features(float* X, int64_t n, int dim, const std::vector<uint8_t>& keep) {
+  std::vector<int> kept;
+  for (int f = 0; f < dim; ++f)
+    if (keep[f]) kept.push_back(f);
+  const int dk = static_cast<int>(kept.size());
+  if (dk == dim) return dim;
+  // Row r moves to offset r*dk ≤ r*dim: going forward never overwrites unread data.
+  for (int64_t r = 0; r < n; ++r) {
+    const float* src = X + r * dim;
+    float* dst = X + r * dk;
+    for (int i = 0; i < dk; ++i) dst[i] = src[kept[i]];
+  }
+  return dk;
+}
+
+std::vector<double> dropped_feature_distance(const float* X, int64_t n, int dim, const std::vector<uint8_t>& keep,
+                                             const std::vector<float>& dropped_values) {
+  std::vector<int> dropped;
+  for (int f = 0; f < dim; ++f)
+    if (!keep[f]) dropped.push_back(f);
+  std::vector<double> e(static_cast<size_t>(n), 0.0);
+  if (dropped.empty()) return e;
+#pragma omp parallel for schedule(static) if (n * static_cast<int64_t>(dropped.size()) >= kMinParallelWork)
+  for (int64_t r = 0; r < n; ++r) {
+    double s = 0;
+    for (size_t i = 0; i < dropped.size(); ++i) {
+      const double d = static_cast<double>(X[r * dim + dropped[i]]) - dropped_values[i];
+      s += d * d;
+    }
+    e[r] = s;
+  }
+  return e;
+}
+
+void correct_for_dropped_features(const Model& m, const std::vector<double>& e, double* dec, int64_t n) {
+  if (m.kernel != KernelType::rbf) return;
+  const int pairs = m.n_pairs();
+  for (int64_t r = 0; r < n; ++r) {
+    if (e[r] == 0) continue;
+    const double factor = std::exp(-m.gamma * e[r]);
+    for (int p = 0; p < pairs; ++p) dec[r * pairs + p] = factor * (dec[r * pairs + p] + m.rho[p]) - m.rho[p];
+  }
+}
+
+}  // namespace svm

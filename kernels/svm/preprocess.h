@@ -1,0 +1,51 @@
+// What the SVM does to features before and after the solver, so that its predictions equal
+// scikit-learn's StandardScaler + SVC on all features: standardisation, gamma resolution, the
+// mask of features constant over the training set, and the correction of decision values
+// for inputs that differ from the training set in a dropped feature. svm::Classifier
+// (classifier.h) runs them in order; the tests check each against its definition.
+//
+// Why the details are as they are is in docs/SVM.md; in short:
+//  * scaling reproduces StandardScaler on float32 input bit for bit in intent: mean/var in
+//    double (corrected two-pass), scale 1 for (near-)constant features by sklearn's own
+//    test, x' = f32(f32(x − mean) / scale);
+//  * gamma 'scale' = 1 / (D · Var(X')) over all N·D entries of the scaled matrix, D counting
+//    every feature (also the constant ones), which is exactly SVC's number on that matrix;
+//  * features constant over the scaled training set are dropped before the kernel: they
+//    add nothing to any training distance. An input whose dropped feature f differs from the
+//    training value v_f adds Σ (x'_f − v_f)² to its distance to every support vector — a
+//    common factor exp(−γ e) on its rbf kernel values, applied after the fact
+//    (correct_for_dropped_features), so predictions equal an SVM on all D features.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/svm/svm.h"
+
+namespace svm {
+
+struct Scaler {
+  std::vector<double> mean, scale;  // [D]
+};
+Scaler fit_standard_scaler(const float* X, int64_t n, int dim);  // sklearn's StandardScaler
+Scaler identity_scaler(int dim);
+void apply_scaler(const Scaler& s, float* X, int64_t n, int dim);
+
+// 1 / (dim · Var) over all n·dim entries (1 when Var is 0), as sklearn's gamma='scale'.
+double gamma_scale(const float* X, int64_t n, int dim);
+// "scale", "auto" or a number > 0 → the number (throws UsageError on a bad spec).
+double resolve_gamma(const std::string& spec, const float* X, int64_t n, int dim);
+
+// keep[f] = 0 when column f has one value over all n rows; that value goes to *dropped_values
+// (in the order of the dropped features).
+std::vector<uint8_t> constant_feature_mask(const float* X, int64_t n, int dim, std::vector<float>* dropped_values);
+// Moves the kept columns of each row to the front, in place; returns the kept count.
+int compact_features(float* X, int64_t n, int dim, const std::vector<uint8_t>& keep);
+// Σ over dropped features of (x_f − v_f)² per row (scaled, not yet compacted X).
+std::vector<double> dropped_feature_distance(const float* X, int64_t n, int dim, const std::vector<uint8_t>& keep,
+                                             const std::vector<float>& dropped_values);
+// dec ← exp(−γ e)·(dec + rho) − rho for rows with e > 0. rbf only: with a linear kernel a
+// dropped feature adds x_f·v_f to all of a row's kernel values, which Σ y_t a_t = 0 cancels.
+void correct_for_dropped_features(const Model& m, const std::vector<double>& e, double* dec, int64_t n);
+
+}  // namespace svm

@@ -1,0 +1,277 @@
+"""The command line: options, the order of work (read every file, then plot, then write
+both documents), and the output folder that is built under a temporary name and swapped
+into place at the end, so a half-written report never sits under the final name."""
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, ReportError, fmt_seconds, log, pct,
+                     version_line, warn)
+from .load import read_in_child
+from .plots import plot_confusion, plot_loss, plot_per_class, plot_reconstructions, plot_timing, setup_matplotlib
+from .render import build_html, build_markdown, lineage, stage_rows, summary_cards
+
+
+def prepare_output(path):
+    parent = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ReportError(path, "exists and is not a folder")
+    if os.path.isdir(path) and os.listdir(path) and not os.path.exists(os.path.join(path, "index.html")):
+        raise ReportError(path, "exists and is not a report folder (no index.html); refusing to replace it")
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as err:
+        raise ReportError(parent, f"cannot create the output's folder: {err.strerror}") from None
+    try:
+        return tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(path))}.tmp-", dir=parent)
+    except OSError as err:
+        raise ReportError(parent, f"cannot write here: {err.strerror}") from None
+
+
+def commit_output(tmp, path):
+    os.chmod(tmp, 0o755)
+    old = None
+    if os.path.isdir(path):
+        old = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(path))}.old-",
+                               dir=os.path.dirname(os.path.abspath(path)))
+        os.rmdir(old)
+        os.rename(path, old)
+    try:
+        os.rename(tmp, path)
+    except OSError:
+        if old:
+            os.rename(old, path)
+        raise
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        print(f"{TOOL}: usage error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def parse_args(argv):
+    p = Parser(prog=TOOL, formatter_class=argparse.RawDescriptionHelpFormatter,
+               description="report — writes an HTML/Markdown report with plots from a run's HDF5 files "
+                           "(model.h5, features.h5, svm.h5, eval.h5; whichever exist).",
+               epilog=EXAMPLE)
+    p.add_argument("--version", action="version", version=version_line())
+    p.add_argument("--run-dir", metavar="DIR", help="run folder holding model.h5, features.h5, svm.h5, eval.h5")
+    p.add_argument("--model", metavar="FILE", help="ae-model file (overrides RUN_DIR/model.h5)")
+    p.add_argument("--features", metavar="FILE", help="ae-features file (overrides RUN_DIR/features.h5)")
+    p.add_argument("--svm", metavar="FILE", help="svm-model file (overrides RUN_DIR/svm.h5)")
+    p.add_argument("--eval", metavar="FILE", help="svm-eval file (overrides RUN_DIR/eval.h5)")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="report folder to write (replaced atomically); default RUN_DIR/report")
+    p.add_argument("--title", default="CIFAR-10 autoencoder → SVM", help="heading of the report")
+    p.add_argument("-q", "--quiet", action="store_true", help="only errors and warnings on stderr")
+    p.add_argument("--json", action="store_true", help="print a one-line JSON summary on stdout")
+    args = p.parse_args(argv)
+    if not args.run_dir and not any((args.model, args.features, args.svm, args.eval)):
+        p.error("give --run-dir DIR or at least one of --model/--features/--svm/--eval")
+    if not args.output:
+        if not args.run_dir:
+            p.error("-o/--output is required without --run-dir")
+        args.output = os.path.join(args.run_dir, "report")
+    return args
+
+
+def resolve_inputs(args):
+    """→ (paths {kind: path} to read, missing [(file, what is lost)])."""
+    if args.run_dir and not os.path.isdir(args.run_dir):
+        raise ReportError(args.run_dir, "no such folder" if not os.path.exists(args.run_dir) else "is not a folder")
+    paths, missing = {}, []
+    for kind, filename, _fmt, _stage, lost in KINDS:
+        explicit = getattr(args, kind)
+        if explicit:
+            paths[kind] = explicit  # named on the command line: must exist
+        elif args.run_dir:
+            candidate = os.path.join(args.run_dir, filename)
+            if os.path.exists(candidate):
+                paths[kind] = candidate
+            else:
+                missing.append((filename, lost))
+    if not paths:
+        raise ReportError(args.run_dir, "none of model.h5, features.h5, svm.h5, eval.h5 is here")
+    return paths, missing
+
+
+def run(args, tmp_holder):
+    started = time.time()
+    paths, missing = resolve_inputs(args)
+    loaded = {}
+    for kind, path in paths.items():
+        loaded[kind] = read_in_child(kind, path)
+    tmp = prepare_output(args.output)
+    tmp_holder.append(tmp)
+    plt = setup_matplotlib()
+
+    class_names = DEFAULT_CLASS_NAMES
+    for kind in ("eval", "features", "svm"):
+        names = loaded.get(kind, {}).get("attrs", {}).get("class_names")
+        if isinstance(names, list) and names:
+            class_names = [str(n) for n in names]
+            break
+
+    images = []
+    notes = [n for d in loaded.values() for n in d["notes"]]
+    training_lead = ""
+    if "model" in loaded:
+        m = loaded["model"]
+        if plot_loss(plt, m["history"], tmp):
+            images.append("loss.png")
+        if m["samples"] is not None:
+            images.append(plot_reconstructions(plt, m["samples"], class_names, tmp))
+        h, a = m["history"], m["attrs"]
+        bits = []
+        def trend(values):
+            return f"{values[0]:.4f}" if len(values) == 1 else f"{values[0]:.4f} → {values[-1]:.4f}"
+        if "train_loss" in h and len(h["train_loss"]):
+            n = len(h["train_loss"])
+            bits.append(f"{n} epoch{'s' if n != 1 else ''}, train loss {trend(h['train_loss'])}")
+            if not all(math.isfinite(x) for x in h["train_loss"]):
+                notes.append("the training loss has NaN or Inf values: training diverged")
+        if "val_loss" in h and len(h["val_loss"]):
+            bits.append(f"validation loss {trend(h['val_loss'])}")
+        if "test_loss" in h and len(h["test_loss"]):
+            bits.append(f"test loss {trend(h['test_loss'])}")
+        if "epoch_seconds" in h and len(h["epoch_seconds"]):
+            bits.append(f"{fmt_seconds(float(sum(h['epoch_seconds'])) / len(h['epoch_seconds']))} per epoch")
+        if a.get("device"):
+            bits.append(f"on {a['device']}")
+        training_lead = "; ".join(bits) + "." if bits else ""
+    classification_lead = ""
+    if "eval" in loaded:
+        ev = loaded["eval"]
+        images.append(plot_confusion(plt, ev, tmp))
+        images.append(plot_per_class(plt, ev, tmp))
+        best, worst = int(ev["per_class"].argmax()), int(ev["per_class"].argmin())
+        classification_lead = (f"{pct(ev['accuracy'])} of {ev['n']:,} {ev['attrs'].get('split', '')} images "
+                               f"classified correctly (chance: {pct(1 / ev['k'], 0)}).")
+        if ev["per_class"][best] > ev["per_class"][worst]:
+            classification_lead += (f" Easiest class: {ev['class_names'][best]} ({pct(ev['per_class'][best])}); "
+                                    f"hardest: {ev['class_names'][worst]} ({pct(ev['per_class'][worst])}).")
+    stages = stage_rows(loaded)
+    if plot_timing(plt, stages, tmp):
+        images.append("timing.png")
+
+    checks = lineage(loaded, paths)
+    for kind, rows in checks.items():
+        for name, _d, verdict in rows:
+            if verdict and verdict[0] == "stale":
+                notes.append(f"{os.path.basename(paths[kind])} was made from a different {os.path.basename(name)} "
+                             "than the one in this report (re-run the pipeline)")
+    provenance = []
+    for kind, _f, fmt, _s, _l in KINDS:
+        if kind in loaded:
+            a = loaded[kind]["attrs"]
+            provenance.append({"file": os.path.basename(paths[kind]),
+                               "format": f"{fmt} v{a.get('format_version', '?')}",
+                               "created_by": a.get("created_by", "?"), "created_at": a.get("created_at", "?"),
+                               "params": a.get("params"), "inputs": checks.get(kind, [])})
+
+    source = args.run_dir or ", ".join(paths.values())
+    ctx = {"title": args.title, "source": source,
+           "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "cards": summary_cards(loaded), "missing": missing, "notes": notes, "images": images,
+           "training_lead": training_lead, "classification_lead": classification_lead,
+           "stages": stages, "provenance": provenance,
+           "best_marker": "validation" if "val_loss" in loaded.get("model", {}).get("history", {}) else "test",
+           "footer": f"Made by {version_line()} from " + ", ".join(os.path.basename(p) for p in paths.values())}
+    with open(os.path.join(tmp, "index.html"), "w", encoding="utf-8") as f:
+        f.write(build_html(ctx))
+    with open(os.path.join(tmp, "report.md"), "w", encoding="utf-8") as f:
+        f.write(build_markdown(ctx))
+    commit_output(tmp, args.output)
+    tmp_holder.clear()
+
+    for name, _lost in missing:
+        warn(f"{os.path.join(args.run_dir, name)} not found; its sections are left out")
+    log(args, f"wrote {os.path.join(args.output, 'index.html')} ({len(images)} plots, "
+              f"{', '.join(sorted(loaded))}) in {time.time() - started:.1f} s")
+    if args.json:
+        summary = {"tool": TOOL, "output": args.output, "inputs": paths,
+                   "missing": [name for name, _ in missing], "images": images,
+                   "accuracy": loaded["eval"]["accuracy"] if "eval" in loaded else None,
+                   "seconds": round(time.time() - started, 3)}
+        print(json.dumps(summary), flush=True)
+
+
+def main(argv):
+    args = parse_args(argv)
+    tmp_holder = []
+
+    def on_signal(signum, _frame):
+        raise KeyboardInterrupt(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    try:
+        run(args, tmp_holder)
+        return 0
+    except ReportError as err:
+        print(f"{TOOL}: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as interrupt:
+        signum = interrupt.args[0] if interrupt.args else signal.SIGINT
+        print(f"{TOOL}: interrupted; no report written", file=sys.stderr)
+        return 128 + int(signum)
+    except Exception as err:  # a bug or an unexpected file problem: one line, no traceback
+        print(f"{TOOL}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    finally:
+        for tmp in tmp_holder:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def find_python_with_plotting():
+    """Re-executes the report under a Python that has h5py and matplotlib when this one has
+    not: Debian's live in /usr/bin/python3 (the shebang), but some machines (the lent GPU
+    images, virtual environments) keep them in the python3 first on PATH. REPORT_PYTHON
+    names one explicitly. Returns a message when none is found; the run then fails with it."""
+    import importlib.util
+    needed = ("h5py", "matplotlib")
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    if not missing:
+        return None
+    if not os.environ.get("REPORT_REEXECUTED"):
+        # Not compared by realpath: a virtual environment's python3 is a symlink to the very
+        # interpreter that lacks the packages, and differs only by where it was started.
+        here = os.path.abspath(sys.executable)
+        probe = "import " + ", ".join(needed)
+        for cand in (os.environ.get("REPORT_PYTHON"), shutil.which("python3"), "/usr/bin/python3"):
+            if not cand or os.path.abspath(cand) == here:
+                continue
+            try:
+                ok = subprocess.run([cand, "-c", probe], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, timeout=60).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                ok = False
+            if ok:
+                os.environ["REPORT_REEXECUTED"] = "1"
+                # argv[0], not __file__: installed, the report is one zip archive (make).
+                os.execv(cand, [cand, os.path.abspath(sys.argv[0])] + sys.argv[1:])
+    return (f"{sys.executable} has no {' or '.join(missing)}, nor has any other python3 found: install "
+            f"python3-h5py and python3-matplotlib (make deps), or set REPORT_PYTHON to a Python that has them")
+
+
+def script_main():
+    """What `report` runs: finds a Python with h5py and matplotlib, then main()."""
+    no_python = find_python_with_plotting()
+    if no_python and not any(a in ("-h", "--help", "--version") for a in sys.argv[1:]):
+        print(f"{TOOL}: error: {no_python}", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,127 @@
+"""Shared by the report's modules: names, errors, messages, number formatting and the
+architecture of the model a run folder holds."""
+import hashlib
+import os
+import subprocess
+import sys
+
+# The plots need no BLAS threads; fewer threads also keep the forked readers simple.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+TOOL = "report"
+VERSION = "0.1.0"
+DEFAULT_CLASS_NAMES = ["airplane", "automobile", "bird", "cat", "deer",
+                       "dog", "frog", "horse", "ship", "truck"]
+
+# (kind, file name in a run folder, expected `format`, stage name, what is lost without it)
+KINDS = [
+    ("model", "model.h5", "ae-model", "train", "loss curves and reconstructions"),
+    ("features", "features.h5", "ae-features", "encode", "the encode stage"),
+    ("svm", "svm.h5", "svm-model", "fit", "the SVM fit stage"),
+    ("eval", "eval.h5", "svm-eval", "eval", "accuracy, confusion matrix and per-class accuracy"),
+]
+MAX_FORMAT_VERSION = 1
+
+EXAMPLE = """Example:
+  report --run-dir data/run -o data/run/report
+  report --model m.h5 --eval e.h5 -o /tmp/r --json
+
+Without -o the report goes to RUN_DIR/report. Exit status: 0 success,
+1 runtime error (one line naming the file and the problem), 2 usage error."""
+
+
+class ReportError(Exception):
+    """A problem with one file: printed as '<file>: <problem>', exit 1."""
+
+    def __init__(self, path, problem):
+        super().__init__(f"{path}: {problem}")
+
+
+class UsageError(Exception):
+    """A bad option combination: exit 2."""
+
+
+def log(args, msg):
+    if not args.quiet:
+        print(f"{TOOL}: {msg}", file=sys.stderr, flush=True)
+
+
+def warn(msg):
+    print(f"{TOOL}: warning: {msg}", file=sys.stderr, flush=True)
+
+
+def git_describe():
+    # The folder of the started program (tools/report.py, or build/bin/report, a zip
+    # archive whose modules have no folder of their own).
+    here = os.path.dirname(os.path.realpath(sys.argv[0]))
+    try:
+        out = subprocess.run(["git", "-C", here, "describe", "--always", "--dirty", "--tags"],
+                             capture_output=True, text=True, timeout=5)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown"
+
+
+def version_line():
+    return f"{TOOL} {VERSION} (git {git_describe()}, Python {sys.version.split()[0]})"
+
+
+# The architecture of a model file without encoder_channels/input_shape (files written before
+# the architecture was data): the seed model, 3×32×32 images, encoder 256,128.
+SEED_INPUT_SHAPE = [3, 32, 32]
+SEED_ENCODER_CHANNELS = [256, 128]
+
+
+def latent_shape(input_shape, channels):
+    """[c, h, w] of the encoder's output: k 2×2 pools halve H and W k times."""
+    c, h, w = input_shape
+    k = len(channels)
+    return [channels[-1], h >> k, w >> k]
+
+
+def describe_architecture(arch):
+    """"3×32×32 → 256,128 → 128×8×8 (8,192 features)" for the tables."""
+    lat = latent_shape(arch["input_shape"], arch["encoder_channels"])
+    return ("×".join(str(v) for v in arch["input_shape"]) + " → encoder "
+            + ",".join(str(v) for v in arch["encoder_channels"]) + " → "
+            + "×".join(str(v) for v in lat) + f" ({lat[0] * lat[1] * lat[2]:,} features)"
+            + (" (seed model: the file does not record it)" if arch.get("assumed") else ""))
+
+
+def fmt_seconds(s):
+    if s is None:
+        return "—"
+    if s < 1:
+        return f"{s:.2f} s"
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{int(s // 60)} min {int(round(s % 60)):02d} s"
+    return f"{int(s // 3600)} h {int(round(s % 3600 / 60)):02d} min"
+
+
+def fmt_int(n):
+    return "—" if n is None else f"{int(n):,}"
+
+
+def fmt_rate(r, unit):
+    if r is None:
+        return "—"
+    return f"{r:,.0f} {unit}" if r >= 100 else f"{r:.3g} {unit}"
+
+
+def pct(x, digits=1):
+    return f"{100 * x:.{digits}f} %"
+
+
+def sha256_file(path, cache={}):
+    if path not in cache:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(8 << 20), b""):
+                h.update(block)
+        cache[path] = h.hexdigest()
+    return cache[path]

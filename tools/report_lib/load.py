@@ -1,0 +1,297 @@
+"""Reading and checking a run folder's HDF5 files (docs/FORMATS.md). Every file is read in
+a forked child under a memory and time limit (read_in_child); what comes back is plain
+numbers, strings and numpy arrays."""
+import json
+import math
+import os
+import pickle
+import resource
+import signal
+
+from .common import (DEFAULT_CLASS_NAMES, MAX_FORMAT_VERSION, SEED_ENCODER_CHANNELS, SEED_INPUT_SHAPE,
+                     ReportError)
+
+
+def plain(value):
+    """HDF5 attribute → plain Python (str, int, float, list)."""
+    import numpy as np
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray):
+        return [plain(v) for v in value.tolist()] if value.dtype.kind in "OSU" else value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def open_checked(path, fmt):
+    import h5py
+    if not os.path.exists(path):
+        raise ReportError(path, "no such file")
+    if os.path.isdir(path):
+        raise ReportError(path, "is a folder, not an HDF5 file")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        reason = str(e).split("(")[0].strip().rstrip(",") or "unreadable"
+        raise ReportError(path, f"not a readable HDF5 file ({reason})") from None
+    got = plain(f.attrs.get("format", None))
+    if got is None:
+        f.close()
+        raise ReportError(path, f"no 'format' attribute: not a '{fmt}' file of this toolkit")
+    if got != fmt:
+        f.close()
+        raise ReportError(path, f"format is '{got}', expected '{fmt}' (is this the right file?)")
+    version = plain(f.attrs.get("format_version", 1))
+    if not isinstance(version, int) or version > MAX_FORMAT_VERSION:
+        f.close()
+        raise ReportError(path, f"format_version {version} is newer than this report understands "
+                                f"({MAX_FORMAT_VERSION}); update the toolkit")
+    return f
+
+
+def read_dataset(f, path, name, kinds, shape=None, required=False):
+    """Reads dataset `name` if present, checking dtype kind ('f', 'i', 'u') and shape
+    (None entries match any size). Missing → None, unless required."""
+    import h5py
+    if name not in f:
+        if required:
+            raise ReportError(path, f"missing dataset /{name}")
+        return None
+    obj = f[name]
+    if not isinstance(obj, h5py.Dataset):
+        raise ReportError(path, f"/{name} is a group, expected a dataset")
+    if obj.dtype.kind not in kinds:
+        raise ReportError(path, f"/{name} has dtype {obj.dtype}, expected "
+                                + " or ".join({"f": "float", "i": "int", "u": "uint"}[k] for k in kinds))
+    if shape is not None:
+        if len(obj.shape) != len(shape) or any(s is not None and s != g for s, g in zip(shape, obj.shape)):
+            want = "[" + ",".join("N" if s is None else str(s) for s in shape) + "]"
+            raise ReportError(path, f"/{name} has shape {list(obj.shape)}, expected {want}")
+    return obj[()]
+
+
+def dataset_shape(f, name):
+    import h5py
+    obj = f.get(name)
+    return tuple(obj.shape) if isinstance(obj, h5py.Dataset) else None
+
+
+def common_attrs(f):
+    attrs = {k: plain(v) for k, v in f.attrs.items()}
+    for key in ("inputs", "params"):
+        raw = attrs.get(key)
+        if isinstance(raw, str):
+            try:
+                attrs[key] = json.loads(raw)
+            except ValueError:
+                attrs[key] = raw  # shown as it is
+    return attrs
+
+
+def number(attrs, key):
+    v = attrs.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return v
+
+
+def read_architecture(f, path, attrs):
+    """The model's input shape and encoder channels from the root attributes
+    input_shape [C,H,W] and encoder_channels [c1..ck]; a file with neither is the seed model."""
+    has_shape, has_channels = "input_shape" in f.attrs, "encoder_channels" in f.attrs
+    if not has_shape and not has_channels:
+        return {"input_shape": list(SEED_INPUT_SHAPE), "encoder_channels": list(SEED_ENCODER_CHANNELS),
+                "assumed": True}
+    if has_shape != has_channels:
+        raise ReportError(path, "has " + ("input_shape" if has_shape else "encoder_channels") + " but not "
+                                + ("encoder_channels" if has_shape else "input_shape") + " (root attributes)")
+
+    def positive_ints(key):
+        v = attrs.get(key)
+        v = v if isinstance(v, list) else [v]
+        if not v or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
+            raise ReportError(path, f"root attribute {key} must be a list of positive integers, not {v}")
+        return v
+    shape, channels = positive_ints("input_shape"), positive_ints("encoder_channels")
+    if len(shape) != 3:
+        raise ReportError(path, f"root attribute input_shape must be [C,H,W], not {shape}")
+    step = 1 << len(channels)
+    if shape[1] % step or shape[2] % step:
+        raise ReportError(path, f"input_shape {shape}: H and W must be divisible by 2^{len(channels)} "
+                                f"(one 2×2 pool per encoder block)")
+    return {"input_shape": shape, "encoder_channels": channels, "assumed": False}
+
+
+def load_model(path):
+    import numpy as np
+    with open_checked(path, "ae-model") as f:
+        m = {"attrs": common_attrs(f), "notes": []}
+        m["architecture"] = read_architecture(f, path, m["attrs"])
+        hist = {}
+        for key in ("train_loss", "val_loss", "test_loss", "epoch_seconds", "lr"):
+            v = read_dataset(f, path, f"history/{key}", "fi", shape=(None,))
+            if v is not None:
+                hist[key] = v.astype(np.float64)
+        lengths = {len(v) for v in hist.values()}
+        if len(lengths) > 1:
+            raise ReportError(path, "the /history arrays have different lengths "
+                                    + str({k: len(v) for k, v in hist.items()}))
+        m["history"] = hist
+        chw = tuple(m["architecture"]["input_shape"])
+        images = read_dataset(f, path, "samples/images", "u", shape=(None,) + chw)
+        recon = read_dataset(f, path, "samples/reconstructions", "f", shape=(None,) + chw)
+        labels = read_dataset(f, path, "samples/labels", "ui", shape=(None,))
+        m["samples"] = None
+        if images is not None and recon is not None:
+            if len(images) != len(recon) or (labels is not None and len(labels) != len(images)):
+                raise ReportError(path, f"/samples has {len(images)} images but {len(recon)} "
+                                        f"reconstructions and {'no' if labels is None else len(labels)} labels")
+            if len(images) and chw[0] not in (1, 3):
+                m["notes"].append(f"{os.path.basename(path)}: samples have {chw[0]} channels; "
+                                  "only grayscale (1) or colour (3) images are drawn: no reconstruction grid")
+            elif len(images):
+                m["samples"] = {"images": images, "recon": recon, "labels": labels}
+        if m["samples"] is None and not any("channels" in n for n in m["notes"]):
+            m["notes"].append(f"{os.path.basename(path)} has no /samples: no reconstruction grid")
+        if not hist:
+            m["notes"].append(f"{os.path.basename(path)} has no /history: no loss curves")
+        return m
+
+
+def load_features(path):
+    with open_checked(path, "ae-features") as f:
+        splits = {}
+        for split in ("train", "test"):
+            shape = dataset_shape(f, f"{split}/features")
+            if shape is not None:
+                if len(shape) != 2:
+                    raise ReportError(path, f"/{split}/features has shape {list(shape)}, expected [N,D]")
+                splits[split] = shape
+        return {"attrs": common_attrs(f), "splits": splits, "notes": []}
+
+
+def load_svm(path):
+    with open_checked(path, "svm-model") as f:
+        s = {"attrs": common_attrs(f), "notes": []}
+        sv = dataset_shape(f, "svm/support_vectors")
+        s["n_sv"] = sv[0] if sv else None
+        n_support = read_dataset(f, path, "svm/n_support", "iu", shape=(None,))
+        s["n_support"] = n_support.tolist() if n_support is not None else None
+        return s
+
+
+def load_eval(path):
+    import numpy as np
+    with open_checked(path, "svm-eval") as f:
+        e = {"attrs": common_attrs(f), "notes": []}
+        confusion = read_dataset(f, path, "confusion", "iu", shape=(None, None), required=True)
+        k = confusion.shape[0]
+        if confusion.shape[1] != k or k == 0:
+            raise ReportError(path, f"/confusion has shape {list(confusion.shape)}, expected [k,k]")
+        if (confusion < 0).any():
+            raise ReportError(path, "/confusion has negative counts")
+        labels = read_dataset(f, path, "labels", "iu", shape=(None,))
+        predictions = read_dataset(f, path, "predictions", "iu", shape=(None,))
+        if labels is not None and predictions is not None and len(labels) != len(predictions):
+            raise ReportError(path, f"/labels has {len(labels)} entries but /predictions {len(predictions)}")
+        total = int(confusion.sum())
+        if labels is not None and total != len(labels):
+            raise ReportError(path, f"/confusion sums to {total} but there are {len(labels)} labels")
+        if total == 0:
+            raise ReportError(path, "/confusion is all zero: nothing was evaluated")
+        names = e["attrs"].get("class_names")
+        if not isinstance(names, list) or len(names) != k:
+            if names is not None:
+                e["notes"].append(f"{os.path.basename(path)}: class_names has "
+                                  f"{len(names) if isinstance(names, list) else 'no list of'} names for {k} classes")
+            names = DEFAULT_CLASS_NAMES if k == 10 else [f"class {i}" for i in range(k)]
+        row_totals = confusion.sum(axis=1)
+        computed = np.divide(np.diag(confusion), row_totals, out=np.zeros(k), where=row_totals > 0)
+        e.update(confusion=confusion.astype(np.int64), k=k, class_names=[str(n) for n in names],
+                 n=total, per_class=computed, accuracy=float(np.trace(confusion) / total))
+        stored = number(e["attrs"], "accuracy")
+        if stored is not None and abs(stored - e["accuracy"]) > 1e-6:
+            e["notes"].append(f"{os.path.basename(path)}: stored accuracy {stored:.4f} differs from "
+                              f"the confusion matrix's {e['accuracy']:.4f}; the report uses the matrix")
+        return e
+
+
+LOADERS = {"model": load_model, "features": load_features, "svm": load_svm, "eval": load_eval}
+
+# libhdf5 trusts a file's metadata: a damaged global heap makes it read out of bounds
+# (SIGSEGV) or allocate gigabytes (docs/RELIABILITY.md). So each file is read in a forked
+# child under a memory and a time limit; the parent only sees plain numbers and arrays, or
+# learns from the child's death that the file is damaged.
+READ_SECONDS = 60
+READ_EXTRA_MEMORY = 2 << 30
+
+
+def data_bytes_now():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def read_in_child(kind, path):
+    import h5py  # noqa: F401  (imported once, before the fork)
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(rfd)
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGALRM):
+                signal.signal(sig, signal.SIG_DFL)
+            limit = data_bytes_now()
+            if limit:
+                resource.setrlimit(resource.RLIMIT_DATA, (limit + READ_EXTRA_MEMORY, limit + READ_EXTRA_MEMORY))
+            signal.alarm(READ_SECONDS)
+            try:
+                result = ("ok", LOADERS[kind](path))
+            except ReportError as err:
+                result = ("error", str(err))
+            except MemoryError:
+                result = ("error", f"{path}: damaged HDF5 file (reading it needs more than "
+                                   f"{READ_EXTRA_MEMORY >> 30} GB of memory)")
+            except Exception as err:  # h5py's OSError/KeyError/ValueError on damaged files
+                result = ("error", f"{path}: cannot read it: {err}")
+            with os.fdopen(wfd, "wb") as pipe_out:
+                pickle.dump(result, pipe_out, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:
+            code = 3
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    try:
+        with os.fdopen(rfd, "rb") as pipe_in:
+            payload = pipe_in.read()
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        raise
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGALRM:
+            raise ReportError(path, f"damaged HDF5 file (reading its metadata took over {READ_SECONDS} s)")
+        if sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            raise KeyboardInterrupt(sig)
+        raise ReportError(path, f"damaged HDF5 file (reading it crashed libhdf5: {signal.Signals(sig).name})")
+    try:
+        state, value = pickle.loads(payload)
+    except Exception:
+        raise ReportError(path, "cannot read it (the reader stopped without an answer)") from None
+    if state == "error":
+        raise ReportError(path, value.split(": ", 1)[1] if value.startswith(path + ": ") else value)
+    return value

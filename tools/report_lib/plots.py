@@ -1,0 +1,216 @@
+"""The report's plots (matplotlib, Agg): loss curves, reconstruction grid, confusion
+matrix, per-class accuracy, stage timings. Each returns the PNG's file name, or None when
+it has nothing to draw."""
+import os
+
+from .common import TOOL, VERSION, fmt_seconds, pct
+
+
+COLORS = {"train": "#3b6fb6", "val": "#7b4bb7", "test": "#e07b39", "accent": "#2a9d8f", "muted": "#8d99ae",
+          "lr": "#6c757d"}
+
+
+def setup_matplotlib():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.rcParams.update({
+        "figure.dpi": 100, "savefig.dpi": 150, "font.size": 10,
+        "axes.spines.top": False, "axes.spines.right": False,
+        "axes.grid": True, "grid.alpha": 0.25, "grid.linestyle": "-",
+        "axes.titlesize": 12, "axes.titleweight": "bold", "axes.titlelocation": "left",
+        "axes.labelcolor": "#333333", "xtick.color": "#444444", "ytick.color": "#444444",
+        "legend.frameon": False, "svg.fonttype": "none",
+    })
+    return plt
+
+
+def save(fig, folder, name):
+    fig.savefig(os.path.join(folder, name), bbox_inches="tight", facecolor="white",
+                metadata={"Software": f"{TOOL} {VERSION}"})
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return name
+
+
+def plot_loss(plt, hist, folder):
+    import numpy as np
+    from matplotlib.ticker import MaxNLocator
+    series = [(k, hist[k]) for k in ("train_loss", "val_loss", "test_loss") if k in hist and len(hist[k])]
+    if not series:
+        return None
+    lr = hist.get("lr")
+    lr_changes = lr is not None and len(lr) > 1 and np.nanmax(lr) > np.nanmin(lr)
+    if lr_changes:
+        fig, (ax, ax_lr) = plt.subplots(2, 1, figsize=(8, 5.2), sharex=True,
+                                        gridspec_kw={"height_ratios": [3.2, 1], "hspace": 0.12})
+    else:
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        ax_lr = None
+    epochs = np.arange(1, len(series[0][1]) + 1)
+    finite = np.concatenate([v[np.isfinite(v)] for _, v in series])
+    style = {"train": ("o", "-"), "val": ("^", "-."), "test": ("s", "--")}
+    for key, values in series:
+        label = key[:-len("_loss")]
+        ax.plot(epochs, values, marker=style[label][0], ms=5, lw=2, ls=style[label][1], color=COLORS[label],
+                label=f"{'validation' if label == 'val' else label} loss")
+    # Final values beside the last points; the highest curve's label goes above, the others
+    # below, stacked downwards in the order of their values so close ones do not overlap.
+    finals = {k[:-len("_loss")]: v[-1] for k, v in series if np.isfinite(v[-1])}
+    ranked = sorted(finals, key=lambda lab: -finals[lab])
+    for label, value in finals.items():
+        rank = ranked.index(label)
+        ax.annotate(f"{value:.4f}", (epochs[-1], value), xytext=(9, 7 if rank == 0 else -7 - 12 * (rank - 1)),
+                    textcoords="offset points", va="center", fontsize=9, color=COLORS[label],
+                    fontweight="bold")
+    # The circle marks the epoch the loss that steers training liked best: validation when the
+    # file has it (the test split is only reported then), else test, as older files had it.
+    steer = "val" if "val_loss" in hist and np.isfinite(hist["val_loss"]).any() else "test"
+    if f"{steer}_loss" in hist and np.isfinite(hist[f"{steer}_loss"]).any():
+        best = int(np.nanargmin(hist[f"{steer}_loss"]))
+        ax.scatter([epochs[best]], [hist[f"{steer}_loss"][best]], s=160, facecolors="none",
+                   edgecolors=COLORS[steer], lw=1.5, zorder=5,
+                   label=f"best {'validation' if steer == 'val' else 'test'} (epoch {best + 1})")
+    if len(finite) and finite.min() > 0 and finite.max() / finite.min() > 4:
+        ax.set_yscale("log")
+    ax.margins(y=0.1)
+    ax.set_ylabel("MSE (pixels / 255)")
+    ax.set_title("Reconstruction loss per epoch")
+    ax.legend(loc="upper right")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(epochs) == 1:
+        ax.set_xlim(0.5, 1.5)
+    else:
+        ax.set_xlim(0.7, len(epochs) + 0.25 + 0.08 * len(epochs))
+    bottom = ax_lr if ax_lr is not None else ax
+    if ax_lr is not None:
+        ax_lr.step(epochs, lr, where="mid", color=COLORS["lr"], lw=1.8)
+        ax_lr.set_ylabel("learning rate")
+        ax_lr.set_yscale("log")
+        ax_lr.grid(True, which="both", alpha=0.2)
+    bottom.set_xlabel("epoch")
+    return save(fig, folder, "loss.png")
+
+
+def chw_to_picture(x):
+    """[C,H,W] in 0..1 → what imshow draws: [H,W,3] colour, or [H,W] grayscale for C = 1."""
+    import numpy as np
+    x = np.clip(x, 0.0, 1.0)
+    return x[0] if x.shape[0] == 1 else np.transpose(x, (1, 2, 0))
+
+
+def plot_reconstructions(plt, samples, class_names, folder):
+    import numpy as np
+    images = samples["images"].astype(np.float64) / 255.0
+    recon = samples["recon"].astype(np.float64)
+    labels = samples["labels"]
+    n = len(images)
+    fig, axes = plt.subplots(3, n, figsize=(1.3 * n + 1.0, 4.6), squeeze=False,
+                             gridspec_kw={"wspace": 0.06, "hspace": 0.1})
+    rows = ["original", "reconstruction", "|difference| × 3"]
+    for j in range(n):
+        diff = np.abs(recon[j] - images[j])
+        mse = float(np.mean(diff ** 2))
+        for i, picture in enumerate((images[j], recon[j], diff * 3.0)):
+            ax = axes[i, j]
+            if picture.shape[0] == 1:
+                ax.imshow(chw_to_picture(picture), cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest")
+            else:
+                ax.imshow(chw_to_picture(picture), interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.grid(False)
+            for spine in ax.spines.values():
+                spine.set_visible(False)
+            if j == 0:
+                ax.set_ylabel(rows[i], fontsize=10, rotation=0, ha="right", va="center", labelpad=8)
+        label = int(labels[j]) if labels is not None else j
+        name = class_names[label] if 0 <= label < len(class_names) else f"class {label}"
+        axes[0, j].set_title(name, fontsize=10, loc="center", fontweight="normal")
+        axes[2, j].set_xlabel(f"MSE {mse:.4f}", fontsize=8, color="#555555")
+    fig.suptitle("Reconstructions: one test image per class", x=0.02, ha="left",
+                 fontsize=12, fontweight="bold", y=1.0)
+    return save(fig, folder, "reconstructions.png")
+
+
+def plot_confusion(plt, ev, folder):
+    import numpy as np
+    cm = ev["confusion"]
+    k = ev["k"]
+    names = ev["class_names"]
+    rows = cm.sum(axis=1, keepdims=True)
+    frac = np.divide(cm, rows, out=np.zeros(cm.shape), where=rows > 0)
+    size = max(5.5, 0.62 * k + 2.2)
+    fig, ax = plt.subplots(figsize=(size + 1.2, size))
+    im = ax.imshow(frac, cmap="Blues", vmin=0, vmax=1)
+    ax.grid(False)
+    ax.set_xticks(range(k))
+    ax.set_yticks(range(k))
+    ax.set_xticklabels(names, rotation=40, ha="right")
+    ax.set_yticklabels(names)
+    ax.set_xlabel("predicted class")
+    ax.set_ylabel("true class")
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    if k <= 20:
+        for i in range(k):
+            for j in range(k):
+                if cm[i, j] == 0:
+                    continue
+                ax.text(j, i, f"{cm[i, j]:,}", ha="center", va="center",
+                        fontsize=9 if k <= 12 else 7, color="white" if frac[i, j] > 0.55 else "#1d2b3a",
+                        fontweight="bold" if i == j else "normal")
+    cbar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
+    cbar.set_label("share of the true class")
+    cbar.outline.set_visible(False)
+    split = ev["attrs"].get("split", "")
+    ax.set_title(f"Confusion matrix{' — ' + str(split) + ' split' if split else ''}: "
+                 f"{pct(ev['accuracy'])} of {ev['n']:,} right")
+    return save(fig, folder, "confusion.png")
+
+
+def plot_per_class(plt, ev, folder):
+    import numpy as np
+    from matplotlib import colormaps  # matplotlib >= 3.5; cm.get_cmap is gone in 3.9+
+    from matplotlib.colors import Normalize
+    acc = ev["per_class"]
+    names = ev["class_names"]
+    k = ev["k"]
+    fig, ax = plt.subplots(figsize=(7.5, 0.42 * k + 1.4))
+    y = np.arange(k)[::-1]
+    colors = colormaps["RdYlGn"](Normalize(0.1, 0.95)(acc))
+    ax.barh(y, acc * 100, color=colors, edgecolor="none", height=0.68)
+    for yi, a in zip(y, acc):
+        ax.text(a * 100 + 1, yi, f"{100 * a:.1f} %", va="center", fontsize=9, color="#333333",
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85})
+    ax.axvline(ev["accuracy"] * 100, color="#1d3557", ls="--", lw=1.4,
+               label=f"overall {pct(ev['accuracy'])}")
+    ax.axvline(100.0 / k, color=COLORS["muted"], ls=":", lw=1.4, label=f"chance {100.0 / k:.0f} %")
+    ax.set_yticks(y)
+    ax.set_yticklabels(names)
+    ax.set_xlim(0, 108)
+    ax.set_xlabel("accuracy (%)")
+    ax.grid(axis="y", visible=False)
+    ax.set_title("Accuracy per class")
+    ax.legend(loc="lower right", fontsize=9, bbox_to_anchor=(1.0, -0.02))
+    return save(fig, folder, "per_class_accuracy.png")
+
+
+def plot_timing(plt, stages, folder):
+    timed = [s for s in stages if s["seconds"] is not None]
+    if not timed:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(timed) + 1.2))
+    palette = ["#3b6fb6", "#2a9d8f", "#e9c46a", "#e07b39"]
+    names = [s["stage"] for s in timed][::-1]
+    secs = [s["seconds"] for s in timed][::-1]
+    ax.barh(names, secs, color=[palette[i % 4] for i in range(len(timed))][::-1], height=0.6)
+    top = max(secs) if max(secs) > 0 else 1
+    for i, (s, st) in enumerate(zip(secs, timed[::-1])):
+        device = str(st["device"] or "?").split(",")[0]  # "cpu, 2 threads, OpenBLAS …" → "cpu"
+        ax.text(s + top * 0.01, i, f"{fmt_seconds(s)}  ({device})", va="center", fontsize=9)
+    ax.set_xlim(0, top * 1.3)
+    ax.set_xlabel("seconds")
+    ax.grid(axis="y", visible=False)
+    ax.set_title("Where the time went")
+    return save(fig, folder, "timing.png")
