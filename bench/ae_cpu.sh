@@ -4,7 +4,8 @@
 # markdown table of images/s and the ratio ours/PyTorch (goal >= 1.0).
 #   THREADS (default: all cores), TRAIN_IMAGES (1024), ENCODE_IMAGES (4096), REPEATS (2: best of)
 # Our numbers are the tools' own --json images_per_second (training or encoding passes
-# only, no file I/O); PyTorch's are timed the same way in bench/ae_torch_cpu.py.
+# only, no file I/O); PyTorch's are timed the same way in bench/ae_torch_cpu.py. Our tools
+# run with --device cpu: the default (auto) would time the GPU on a GPU host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
@@ -31,7 +32,7 @@ best() { printf '%s\n' "$@" | sort -g | tail -1; }
 ours_train() {  # batch → best images/s over REPEATS one-epoch runs
   local r=()
   for _ in $(seq "$REPEATS"); do
-    r+=("$("$BUILD/bin/ae-train" --quiet --json --data "$tmp/data.h5" --train-limit "$TRAIN_IMAGES" --epochs 1 \
+    r+=("$("$BUILD/bin/ae-train" --device cpu --quiet --json --data "$tmp/data.h5" --train-limit "$TRAIN_IMAGES" --epochs 1 \
       --batch-size "$1" --threads "$THREADS" -o "$tmp/m.h5" | json_field images_per_second)")
   done
   best "${r[@]}"
@@ -39,7 +40,7 @@ ours_train() {  # batch → best images/s over REPEATS one-epoch runs
 ours_encode() {
   local r=()
   for _ in $(seq "$REPEATS"); do
-    r+=("$("$BUILD/bin/ae-encode" --quiet --json --model "$tmp/m.h5" --data "$tmp/data.h5" --split train \
+    r+=("$("$BUILD/bin/ae-encode" --device cpu --quiet --json --model "$tmp/m.h5" --data "$tmp/data.h5" --split train \
       --batch-size 64 --threads "$THREADS" -o "$tmp/f.h5" | json_field images_per_second)")
   done
   best "${r[@]}"

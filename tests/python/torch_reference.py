@@ -4,11 +4,13 @@
   torch_reference.py gradients --model model.h5 --dump grads.h5
       grads.h5 comes from `ae-train --dump-gradients` run with model.h5's weights: the
       images of one batch, the C++ decoder outputs, batch-mean MSE, every parameter
-      gradient and the forward pass's decisions (max-pool picks, ReLU masks). Loads
-      model.h5 into the same model in torch and compares the outputs (relative error
-      < 1e-4); checks that every C++ decision is float64 PyTorch's except within 1e-5 of
-      a boundary; then runs PyTorch's backward along the C++ decisions and compares the
-      loss and every gradient (< 1e-4).
+      gradient and the forward pass's decisions (max-pool picks, ReLU masks), with the
+      architecture as root attributes input_shape [C,H,W] and encoder_channels (absent:
+      the seed model, 3x32x32 with 256,128). Loads model.h5 into the same model in torch
+      and compares the outputs (relative error < 1e-4); checks that every C++ decision is
+      float64 PyTorch's except within 1e-5 of a boundary; then runs PyTorch's backward
+      along the C++ decisions and compares the loss and every gradient (< 1e-4). For k
+      encoder blocks that is 6k + 4 comparisons (16 for the seed model).
 
   torch_reference.py features --model model.h5 --data cifar10.h5 --features features.h5
       Compares ae-encode's features of every split in features.h5 with torch's encoder
@@ -27,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ae_torch_model import Autoencoder, load_h5, to_input  # noqa: E402
+from ae_torch_model import Autoencoder, architecture_of, load_h5, to_input  # noqa: E402
 
 failures = []
 
@@ -58,24 +60,26 @@ AMBIGUOUS = 1e-5
 
 def forward_with_decisions(model, x, d):
     """The model's forward pass in torch, with the max pools' picks and the ReLUs' masks
-    taken from the C++ forward pass (`d`: the dump's /decisions). Autograd through it is
-    PyTorch's backward along the same paths as the C++ backward."""
+    taken from the C++ forward pass (`d`: the dump's /decisions: pool<i>_argmax, pool<i>
+    per encoder block, dconv<j> per decoder ReLU). Autograd through it is PyTorch's
+    backward along the same paths as the C++ backward."""
     def pool_relu(z, argmax, after):
         picked = z.flatten(2).gather(2, argmax.flatten(2)).view(after.shape)
         return picked * (after > 0)
-    a = pool_relu(model.encoder_conv1(x), d["pool1_argmax"], d["pool1"])
-    a = pool_relu(model.encoder_conv2(a), d["pool2_argmax"], d["pool2"])
-    a = model.decoder_conv1(a) * (d["dconv1"] > 0)
-    a = F.interpolate(a, scale_factor=2, mode="nearest")
-    a = model.decoder_conv2(a) * (d["dconv2"] > 0)
-    a = F.interpolate(a, scale_factor=2, mode="nearest")
-    return model.decoder_conv3(a)
+    a = x
+    for i, conv in enumerate(model.encoder_convs(), 1):
+        a = pool_relu(conv(a), d[f"pool{i}_argmax"], d[f"pool{i}"])
+    convs = model.decoder_convs()
+    a = convs[0](a) * (d["dconv1"] > 0)
+    for j, conv in enumerate(convs[1:-1], 2):
+        a = conv(F.interpolate(a, scale_factor=2, mode="nearest")) * (d[f"dconv{j}"] > 0)
+    return convs[-1](F.interpolate(a, scale_factor=2, mode="nearest"))
 
 
 def check_decisions(model, x, d):
     """Every C++ decision must be PyTorch's (float64) except where the float64 values lie
     within AMBIGUOUS of the boundary. Prints one line per layer."""
-    m = Autoencoder().double()
+    m = Autoencoder(model.input_channels, model.encoder_channels).double()
     m.load_state_dict(model.state_dict())
     with torch.no_grad():
         def pools(name, z, argmax, after):
@@ -92,11 +96,13 @@ def check_decisions(model, x, d):
             differ = (after > 0) != (z > 0)
             report(name, int((differ & (z.abs() >= AMBIGUOUS * scale)).sum()), int(differ.sum()))
             return z * (after > 0)
-        a = pools("encoder conv1 ReLU + pool", m.encoder_conv1(x.double()), d["pool1_argmax"], d["pool1"])
-        a = pools("encoder conv2 ReLU + pool", m.encoder_conv2(a), d["pool2_argmax"], d["pool2"])
-        a = relus("decoder conv1 ReLU", m.decoder_conv1(a), d["dconv1"])
-        a = F.interpolate(a, scale_factor=2, mode="nearest")
-        relus("decoder conv2 ReLU", m.decoder_conv2(a), d["dconv2"])
+        a = x.double()
+        for i, conv in enumerate(m.encoder_convs(), 1):
+            a = pools(f"encoder conv{i} ReLU + pool", conv(a), d[f"pool{i}_argmax"], d[f"pool{i}"])
+        convs = m.decoder_convs()
+        a = relus("decoder conv1 ReLU", convs[0](a), d["dconv1"])
+        for j, conv in enumerate(convs[1:-1], 2):
+            a = relus(f"decoder conv{j} ReLU", conv(F.interpolate(a, scale_factor=2, mode="nearest")), d[f"dconv{j}"])
 
 
 def report(name, wrong, differ):
@@ -110,18 +116,34 @@ def report(name, wrong, differ):
 
 def check_gradients(args):
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    model = Autoencoder()
-    with h5py.File(args.model, "r") as f:
-        load_h5(model, f)
-    with h5py.File(args.dump, "r") as d:
+    with h5py.File(args.model, "r") as f, h5py.File(args.dump, "r") as d:
+        shape, channels = architecture_of(d)
+        if architecture_of(f) != (shape, channels):
+            failures.append("architecture")
+            print(f"FAIL architecture: {args.dump} is {shape} {channels}, {args.model} is {architecture_of(f)}")
+            return
+        print(f"     architecture: input {'x'.join(map(str, shape))}, encoder channels "
+              f"{','.join(map(str, channels))}")
+        model = load_h5(Autoencoder(shape[0], channels), f)
         images = d["/images"][...]
         outputs = d["/outputs"][...]
         loss_cpp = float(d["/loss"][0])
         grads = {name: d["/grad" + name][...] for name in
                  [g + "/" + p for g, _ in model.convs() for p in ("weight", "bias")]}
         dec = {k: torch.from_numpy(d["/decisions/" + k][...]) for k in d["/decisions"]}
-    for k in ("pool1_argmax", "pool2_argmax"):
-        dec[k] = dec[k].long()
+    if tuple(images.shape[1:]) != tuple(shape):
+        failures.append("images")
+        print(f"FAIL images: shape {images.shape}, the architecture's input is {shape}")
+        return
+    expected = {f"pool{i}{s}" for i in range(1, len(channels) + 1) for s in ("", "_argmax")} | \
+        {f"dconv{j}" for j in range(1, len(channels) + 1)}
+    if set(dec) != expected:
+        failures.append("decisions")
+        print(f"FAIL decisions: {sorted(dec)}, expected {sorted(expected)}")
+        return
+    for k in dec:
+        if k.endswith("_argmax"):
+            dec[k] = dec[k].long()
     x = to_input(images)
     with torch.no_grad():
         compare("decoder output", outputs, model(x).numpy(), args.tol)
@@ -140,9 +162,9 @@ def check_gradients(args):
 
 def check_features(args):
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    model = Autoencoder()
     with h5py.File(args.model, "r") as f:
-        load_h5(model, f)
+        shape, channels = architecture_of(f)
+        model = load_h5(Autoencoder(shape[0], channels), f)
     with h5py.File(args.features, "r") as feats, h5py.File(args.data, "r") as data:
         splits = [s for s in ("train", "test") if s in feats]
         if not splits:

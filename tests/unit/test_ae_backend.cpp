@@ -1,93 +1,269 @@
-// The CPU autoencoder backend (kernels/ae/cpu/backend_cpu.cpp): initialisation, that its
-// fused per-image pipeline equals the public layer functions composed step by step, and
-// determinism. (Agreement with PyTorch is checked in tests/bats/ae.bats.)
+// The CPU autoencoder backend (kernels/ae/cpu/backend_cpu.cpp) on several architectures of
+// the family: its fused per-image pipeline equals the public layer functions composed step
+// by step, its gradient equals a double-precision reference backward (kernels/ae/cpu/
+// reference.h) and, on tiny architectures, finite differences of the whole network;
+// training lowers the loss and is deterministic. (Agreement with PyTorch is checked in
+// tests/bats/ae.bats.)
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
-#include "kernels/ae/model.h"
+#include "kernels/ae/backend.h"
 #include "kernels/ae/cpu/backend_cpu.h"
 #include "kernels/ae/cpu/layers.h"
+#include "kernels/ae/cpu/reference.h"
+#include "kernels/ae/model.h"
 
 namespace {
 
-std::vector<uint8_t> random_images(int n, uint32_t seed) {
+using ae::Architecture;
+using ae::ConvLayer;
+
+std::vector<uint8_t> random_images(const Architecture& arch, int n, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::vector<uint8_t> img(size_t(n) * ae::kImageDim);
+  std::vector<uint8_t> img(size_t(n) * size_t(arch.image_dim()));
   for (uint8_t& p : img) p = static_cast<uint8_t>(rng() & 255);
   return img;
 }
 
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+// init_params with small non-zero biases: they are exercised, and no pre-activation is
+// exactly zero (a decoder unit whose receptive field the ReLUs zeroed would otherwise sit
+// on its kink, where finite differences see half the slope).
+std::vector<float> params_with_biases(const Architecture& arch, uint64_t seed) {
+  std::vector<float> p = ae::init_params(arch, seed);
+  std::mt19937 rng(uint32_t(seed) + 1000);
+  std::uniform_real_distribution<float> u(0.02f, 0.1f);
+  for (const ConvLayer& l : arch.convs())
+    for (int64_t i = 0; i < l.bias_count(); ++i) p[size_t(l.bias_offset + i)] = (rng() & 1 ? 1.0f : -1.0f) * u(rng);
+  return p;
+}
+
+template <typename A, typename B>
+double max_rel(const A& a, const B& b, size_t count, size_t a_off = 0, size_t b_off = 0) {
   double diff = 0, scale = 1e-30;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(double(b[i])));
+  for (size_t i = 0; i < count; ++i) {
+    diff = std::max(diff, std::fabs(double(a[a_off + i]) - double(b[b_off + i])));
+    scale = std::max(scale, std::fabs(double(b[b_off + i])));
   }
   return diff / scale;
 }
+double max_rel(const std::vector<float>& a, const std::vector<float>& b) { return max_rel(a, b, b.size()); }
 
-// The model composed from the unfused public layer functions of kernels/ae/cpu/layers.h.
+// The model composed from the unfused public layer functions of kernels/ae/cpu/layers.h
+// (conv with its ReLU, then pool; upsample, then conv), in float.
 struct Composed {
   std::vector<float> latent, out;
-  Composed(const std::vector<float>& p, const std::vector<uint8_t>& images, int n) {
+  Composed(const Architecture& arch, const std::vector<float>& p, const std::vector<uint8_t>& images, int n) {
     using namespace ae::cpu;
-    auto W = [&](int l) { return p.data() + ae::weight_offset(l); };
-    auto B = [&](int l) { return p.data() + ae::bias_offset(l); };
-    std::vector<float> x(images.size());
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(images[i]) / 255.0f;
-    std::vector<float> a1(size_t(n) * 256 * 1024), p1(size_t(n) * 256 * 256), a2(size_t(n) * 128 * 256);
-    std::vector<int32_t> arg1(p1.size()), arg2(size_t(n) * ae::kLatentDim);
-    latent.resize(size_t(n) * ae::kLatentDim);
-    conv3x3_forward(x.data(), W(0), B(0), a1.data(), n, 3, 256, 32, 32, true);
-    maxpool2_forward(a1.data(), p1.data(), arg1.data(), n, 256, 32, 32);
-    conv3x3_forward(p1.data(), W(1), B(1), a2.data(), n, 256, 128, 16, 16, true);
-    maxpool2_forward(a2.data(), latent.data(), arg2.data(), n, 128, 16, 16);
-    std::vector<float> a3(size_t(n) * 128 * 64), u3(size_t(n) * 128 * 256), a4(size_t(n) * 256 * 256),
-        u4(size_t(n) * 256 * 1024);
-    out.resize(size_t(n) * ae::kImageDim);
-    conv3x3_forward(latent.data(), W(2), B(2), a3.data(), n, 128, 128, 8, 8, true);
-    upsample2_forward(a3.data(), u3.data(), n, 128, 8, 8);
-    conv3x3_forward(u3.data(), W(3), B(3), a4.data(), n, 128, 256, 16, 16, true);
-    upsample2_forward(a4.data(), u4.data(), n, 256, 16, 16);
-    conv3x3_forward(u4.data(), W(4), B(4), out.data(), n, 256, 3, 32, 32, false);
+    const int k = arch.depth();
+    std::vector<float> a(images.size());
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(images[i]) / 255.0f;
+    for (int l = 0; l < arch.num_convs(); ++l) {
+      const ConvLayer& c = arch.conv(l);
+      if (c.upsample) {
+        std::vector<float> up(size_t(n) * c.in * c.H * c.W);
+        upsample2_forward(a.data(), up.data(), n, c.in, c.H / 2, c.W / 2);
+        a.swap(up);
+      }
+      std::vector<float> y(size_t(n) * c.out * c.H * c.W);
+      conv3x3_forward(a.data(), p.data() + c.weight_offset, p.data() + c.bias_offset, y.data(), n, c.in, c.out, c.H,
+                      c.W, c.relu);
+      if (c.pool) {
+        std::vector<float> pooled(y.size() / 4);
+        std::vector<int32_t> arg(pooled.size());
+        maxpool2_forward(y.data(), pooled.data(), arg.data(), n, c.out, c.H, c.W);
+        y.swap(pooled);
+      }
+      a.swap(y);
+      if (l == k - 1) latent = a;
+    }
+    out = a;
   }
 };
 
+// The whole network in double precision from reference.h: forward, loss (batch-mean MSE
+// against the input) and the backward pass through its own decisions.
+struct DoubleNet {
+  const Architecture& arch;
+  explicit DoubleNet(const Architecture& a) : arch(a) {}
+
+  struct Tape {  // per layer: its input (after any upsampling), pre-activation, output
+    std::vector<std::vector<double>> in, pre, act;
+    std::vector<std::vector<int32_t>> arg;
+    std::vector<double> x, out;
+  };
+
+  double loss(const std::vector<double>& p, const std::vector<uint8_t>& images, int n, Tape* tape = nullptr) const {
+    Tape local;
+    Tape& t = tape ? *tape : local;
+    t = Tape{};
+    t.x.resize(images.size());
+    for (size_t i = 0; i < images.size(); ++i) t.x[i] = double(static_cast<float>(images[i]) / 255.0f);
+    std::vector<double> a = t.x;
+    for (const ConvLayer& c : arch.convs()) {
+      if (c.upsample) {
+        std::vector<double> up(size_t(n) * c.in * c.H * c.W);
+        ae::ref::upsample2_forward(a.data(), up.data(), n, c.in, c.H / 2, c.W / 2);
+        a.swap(up);
+      }
+      t.in.push_back(a);
+      std::vector<double> z(size_t(n) * c.out * c.H * c.W);
+      ae::ref::conv3x3_forward(a.data(), p.data() + c.weight_offset, p.data() + c.bias_offset, z.data(), n, c.in, c.out,
+                               c.H, c.W, false);
+      t.pre.push_back(z);
+      if (c.relu)
+        for (double& v : z) v = std::max(v, 0.0);
+      std::vector<int32_t> arg;
+      if (c.pool) {
+        std::vector<double> pooled(z.size() / 4);
+        arg.resize(pooled.size());
+        ae::ref::maxpool2_forward(z.data(), pooled.data(), arg.data(), n, c.out, c.H, c.W);
+        z.swap(pooled);
+      }
+      t.arg.push_back(arg);
+      t.act.push_back(z);
+      a = z;
+    }
+    t.out = a;
+    return ae::ref::mse_loss(t.out.data(), t.x.data(), int64_t(t.x.size()), static_cast<double*>(nullptr));
+  }
+
+  std::vector<double> gradient(const std::vector<double>& p, const std::vector<uint8_t>& images, int n) const {
+    Tape t;
+    loss(p, images, n, &t);
+    std::vector<double> grad(p.size()), dy(t.out.size());
+    ae::ref::mse_loss(t.out.data(), t.x.data(), int64_t(t.x.size()), dy.data());
+    for (int l = arch.num_convs() - 1; l >= 0; --l) {
+      const ConvLayer& c = arch.conv(l);
+      if (c.pool) {
+        std::vector<double> d(size_t(n) * c.out * c.H * c.W);
+        ae::ref::maxpool2_backward(dy.data(), t.arg[l].data(), d.data(), n, c.out, c.H, c.W);
+        dy.swap(d);
+      }
+      if (c.relu)
+        for (size_t i = 0; i < dy.size(); ++i)
+          if (t.pre[l][i] <= 0) dy[i] = 0;
+      ae::ref::conv3x3_backward_weights(t.in[l].data(), dy.data(), grad.data() + c.weight_offset,
+                                        grad.data() + c.bias_offset, n, c.in, c.out, c.H, c.W);
+      if (l == 0) break;
+      std::vector<double> dx(t.in[l].size());
+      ae::ref::conv3x3_backward_data(dy.data(), p.data() + c.weight_offset, dx.data(), n, c.in, c.out, c.H, c.W);
+      if (c.upsample) {
+        std::vector<double> d(dx.size() / 4);
+        ae::ref::upsample2_backward(dx.data(), d.data(), n, c.in, c.H / 2, c.W / 2);
+        dx.swap(d);
+      }
+      dy.swap(dx);
+    }
+    return grad;
+  }
+};
+
+// Σ_i [9·c(i−1)·c(i) + c(i)] over the encoder, the decoder's conv c(k)→c(k), its mirrored
+// convs c(i)→c(i−1) and the output conv c(1)→C.
+int64_t param_count_formula(int C, const std::vector<int>& ch) {
+  auto conv = [](int64_t in, int64_t out) { return 9 * in * out + out; };
+  int64_t total = 0, prev = C;
+  for (int c : ch) total += conv(prev, c), prev = c;
+  total += conv(ch.back(), ch.back());
+  for (size_t i = ch.size() - 1; i >= 1; --i) total += conv(ch[i], ch[i - 1]);
+  return total + conv(ch.front(), C);
+}
+
+TEST(AeArchitecture, ParamCountAndLatentShape) {
+  EXPECT_EQ(Architecture::seed().param_count(), 751875);
+  EXPECT_EQ(Architecture::seed().latent_dim(), 8192);
+  struct Case {
+    int C, H, W;
+    std::vector<int> ch;
+    int64_t latent;
+  } cases[] = {{3, 32, 32, {256, 128}, 8192},
+               {1, 28, 28, {64, 32}, 32 * 7 * 7},
+               {3, 32, 32, {96, 48, 24}, 384},
+               {1, 16, 24, {8}, 8 * 8 * 12},
+               {3, 32, 32, {64, 32}, 2048},
+               {2, 4, 8, {1, 1}, 1 * 1 * 2}};
+  for (const Case& c : cases) {
+    const Architecture arch(c.C, c.H, c.W, c.ch);
+    EXPECT_EQ(arch.param_count(), param_count_formula(c.C, c.ch)) << arch.describe();
+    EXPECT_EQ(arch.latent_dim(), c.latent) << arch.describe();
+    // The layers tile the parameter array without gaps, in order.
+    int64_t offset = 0;
+    for (const ConvLayer& l : arch.convs()) {
+      EXPECT_EQ(l.weight_offset, offset);
+      EXPECT_EQ(l.bias_offset, offset + l.weight_count());
+      offset = l.bias_offset + l.bias_count();
+    }
+    EXPECT_EQ(offset, arch.param_count());
+  }
+}
+
 TEST(AeInit, HeNormalWeightsZeroBiasesSeeded) {
-  const std::vector<float> p = ae::init_params(42);
-  ASSERT_EQ(p.size(), size_t(ae::kParamCount));
-  for (int l = 0; l < ae::kNumConvs; ++l) {
-    const int64_t n = ae::weight_count(l);
+  const Architecture arch = Architecture::seed();
+  const std::vector<float> p = ae::init_params(arch, 42);
+  ASSERT_EQ(p.size(), size_t(arch.param_count()));
+  for (const ConvLayer& l : arch.convs()) {
+    const int64_t n = l.weight_count();
     double sum = 0, sq = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const double v = p[ae::weight_offset(l) + i];
+      const double v = p[size_t(l.weight_offset + i)];
       sum += v, sq += v * v;
     }
     const double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
-    const double expect = std::sqrt(2.0 / (ae::kConvs[l].in * 9.0));
-    EXPECT_NEAR(sd / expect, 1.0, 0.1) << "layer " << l;  // layer 0 has only 6,912 weights
-    EXPECT_LT(std::fabs(mean), 0.1 * expect) << "layer " << l;
-    for (int64_t i = 0; i < ae::bias_count(l); ++i) EXPECT_EQ(p[ae::bias_offset(l) + i], 0.0f);
+    const double expect = std::sqrt(2.0 / (l.in * 9.0));
+    EXPECT_NEAR(sd / expect, 1.0, 0.1) << l.group;  // encoder conv1 has only 6,912 weights
+    EXPECT_LT(std::fabs(mean), 0.1 * expect) << l.group;
+    for (int64_t i = 0; i < l.bias_count(); ++i) EXPECT_EQ(p[size_t(l.bias_offset + i)], 0.0f);
   }
-  EXPECT_EQ(ae::init_params(42), p);
-  EXPECT_NE(ae::init_params(43), p);
+  EXPECT_EQ(ae::init_params(arch, 42), p);
+  EXPECT_NE(ae::init_params(arch, 43), p);
 }
 
-TEST(AeBackend, EncodeAndReconstructEqualTheComposedLayers) {
+// ---- every architecture ---------------------------------------------------------------
+struct ArchCase {
+  const char* name;
+  int C, H, W;
+  std::vector<int> channels;
+  int images;  // for the gradient checks (the seed's double reference is slow)
+};
+const ArchCase kArchs[] = {
+    {"seed_3x32x32_256_128", 3, 32, 32, {256, 128}, 1},
+    {"mnist_1x28x28_64_32", 1, 28, 28, {64, 32}, 3},
+    {"deep_3x32x32_96_48_24", 3, 32, 32, {96, 48, 24}, 2},
+    {"k1_nonsquare_1x16x24_8", 1, 16, 24, {8}, 3},
+    {"nonsquare_3x8x12_100_48", 3, 8, 12, {100, 48}, 2},
+};
+
+class AeBackendArch : public testing::TestWithParam<ArchCase> {
+ protected:
+  Architecture arch() const {
+    const ArchCase& c = GetParam();
+    return Architecture(c.C, c.H, c.W, c.channels);
+  }
+};
+
+TEST_P(AeBackendArch, EncodeAndReconstructEqualTheComposedLayers) {
+  const Architecture a = arch();
   const int n = 3;
-  std::vector<float> params = ae::init_params(5);
-  for (int l = 0; l < ae::kNumConvs; ++l)  // non-zero biases, so they are exercised
-    for (int64_t i = 0; i < ae::bias_count(l); ++i) params[ae::bias_offset(l) + i] = 0.01f * float((i % 7) - 3);
-  const std::vector<uint8_t> images = random_images(n, 6);
-  auto backend = ae::make_cpu_backend(ae::OptimizerConfig{}, 2);
+  const std::vector<float> params = params_with_biases(a, 5);
+  const std::vector<uint8_t> images = random_images(a, n, 6);
+  auto backend = ae::make_cpu_backend(a, ae::OptimizerConfig{}, 2);
+  EXPECT_EQ(backend->architecture(), a);
   backend->set_params(params);
-  std::vector<float> latent(size_t(n) * ae::kLatentDim), out(size_t(n) * ae::kImageDim);
+  // encode writes exactly n × latent_dim values: a sentinel after them stays untouched.
+  const size_t latent_n = size_t(n) * size_t(a.latent_dim());
+  std::vector<float> latent(latent_n + 1, std::numeric_limits<float>::quiet_NaN()), out(size_t(n) * a.image_dim());
   backend->encode(images.data(), n, 2, latent.data());
   backend->reconstruct(images.data(), n, out.data());
-  Composed ref(params, images, n);
+  EXPECT_TRUE(std::isnan(latent.back()));
+  latent.pop_back();
+  for (float v : latent) ASSERT_TRUE(std::isfinite(v));
+  Composed ref(a, params, images, n);
+  ASSERT_EQ(ref.latent.size(), latent_n);
   EXPECT_LT(max_rel(latent, ref.latent), 1e-5);
   EXPECT_LT(max_rel(out, ref.out), 1e-5);
 
@@ -100,62 +276,164 @@ TEST(AeBackend, EncodeAndReconstructEqualTheComposedLayers) {
   EXPECT_NEAR(backend->eval_loss(images.data(), n, 2), mse / double(out.size()), 1e-6 * mse);
 }
 
-TEST(AeBackend, TrainingIsDeterministicAndLowersTheLoss) {
+TEST_P(AeBackendArch, GradientAndDecisionsMatchTheDoubleReference) {
+  const Architecture a = arch();
+  const int n = GetParam().images;
+  const std::vector<float> params = params_with_biases(a, 7);
+  const std::vector<uint8_t> images = random_images(a, n, 8);
+  std::vector<float> out(size_t(n) * a.image_dim()), grad(size_t(a.param_count()));
+  ae::ForwardDecisions dec;
+  const double loss = ae::cpu_loss_and_gradient(a, params, images.data(), n, 2, out.data(), grad.data(), &dec);
+
+  const DoubleNet net(a);
+  const std::vector<double> pd(params.begin(), params.end());
+  DoubleNet::Tape tape;
+  const double loss_ref = net.loss(pd, images, n, &tape);
+  const std::vector<double> grad_ref = net.gradient(pd, images, n);
+  EXPECT_NEAR(loss, loss_ref, 1e-5 * loss_ref);
+  EXPECT_LT(max_rel(out, tape.out, out.size()), 1e-5);
+  for (const ConvLayer& l : a.convs()) {
+    EXPECT_LT(max_rel(grad, grad_ref, size_t(l.weight_count()), size_t(l.weight_offset), size_t(l.weight_offset)), 1e-4)
+        << l.group << " weight";
+    EXPECT_LT(max_rel(grad, grad_ref, size_t(l.bias_count()), size_t(l.bias_offset), size_t(l.bias_offset)), 1e-4)
+        << l.group << " bias";
+  }
+
+  // The decisions: named, shaped, and the double reference's (pool picks where the
+  // window's maximum is positive; ReLU outputs).
+  const int k = a.depth();
+  const std::vector<ae::DecisionTensor> t = dec.tensors(a);
+  ASSERT_EQ(t.size(), size_t(3 * k));
+  for (int i = 0; i < k; ++i) {
+    const ConvLayer& l = a.conv(i);
+    const std::vector<uint64_t> shape{uint64_t(n), uint64_t(l.out), uint64_t(l.H / 2), uint64_t(l.W / 2)};
+    const ae::DecisionTensor &arg = t[size_t(2 * i)], &pool = t[size_t(2 * i + 1)];
+    EXPECT_EQ(arg.name, "pool" + std::to_string(i + 1) + "_argmax");
+    EXPECT_EQ(pool.name, "pool" + std::to_string(i + 1));
+    EXPECT_EQ(arg.shape, shape);
+    EXPECT_EQ(pool.shape, shape);
+    ASSERT_TRUE(arg.i32 && !arg.f32 && pool.f32 && !pool.i32);
+    const size_t count = size_t(n) * size_t(l.out) * size_t(l.H / 2) * size_t(l.W / 2);
+    EXPECT_LT(max_rel(pool.f32, tape.act[size_t(i)], count), 1e-5) << pool.name;
+    int64_t differ = 0;
+    for (size_t e = 0; e < count; ++e) differ += pool.f32[e] > 0 && arg.i32[e] != tape.arg[size_t(i)][e];
+    EXPECT_EQ(differ, 0) << arg.name;
+  }
+  for (int j = 0; j < k; ++j) {
+    const ConvLayer& l = a.conv(k + j);
+    const ae::DecisionTensor& d = t[size_t(2 * k + j)];
+    EXPECT_EQ(d.name, "dconv" + std::to_string(j + 1));
+    EXPECT_EQ(d.shape, (std::vector<uint64_t>{uint64_t(n), uint64_t(l.out), uint64_t(l.H), uint64_t(l.W)}));
+    ASSERT_TRUE(d.f32 && !d.i32);
+    EXPECT_LT(max_rel(d.f32, tape.act[size_t(k + j)], size_t(n) * l.out * l.H * l.W), 1e-5) << d.name;
+  }
+}
+
+TEST_P(AeBackendArch, TrainingIsDeterministicAndLowersTheLoss) {
+  const Architecture a = arch();
   const int n = 24;
-  const std::vector<uint8_t> images = random_images(n, 7);
+  const std::vector<uint8_t> images = random_images(a, n, 7);
   std::vector<int64_t> order(n);
   for (int i = 0; i < n; ++i) order[i] = (i * 7) % n;
   auto run = [&](int threads, std::vector<double>* losses) {
     ae::OptimizerConfig oc;
     oc.grad_clip = 1.0f;
-    auto b = ae::make_cpu_backend(oc, threads);
-    b->set_params(ae::init_params(3));
+    auto b = ae::make_cpu_backend(a, oc, threads);
+    b->set_params(ae::init_params(a, 3));
     b->set_train_images(images.data(), n);
     int64_t calls = 0;
     for (int epoch = 0; epoch < 3; ++epoch)
       losses->push_back(b->train_epoch(order, 8, 1e-3f, [&](int64_t, double) { ++calls; }));
     EXPECT_EQ(calls, 9);  // one progress call per batch
     EXPECT_EQ(b->optimizer_state().step, 9);
+    EXPECT_EQ(b->optimizer_state().m.size(), size_t(a.param_count()));
     return b->params();
   };
   std::vector<double> la, lb, lc;
-  const std::vector<float> a = run(2, &la), b = run(2, &lb), c = run(1, &lc);
-  EXPECT_EQ(a, b);  // bit-identical with the same thread count
+  const std::vector<float> pa = run(2, &la), pb = run(2, &lb), pc = run(1, &lc);
+  EXPECT_EQ(pa, pb);  // bit-identical with the same thread count
   EXPECT_EQ(la, lb);
-  EXPECT_LT(max_rel(c, a), 1e-3);  // another thread count only reorders float sums
+  EXPECT_LT(max_rel(pc, pa), 1e-3);  // another thread count only reorders float sums
   EXPECT_LT(la[2], la[0]);
   for (double l : la) EXPECT_TRUE(std::isfinite(l));
 }
 
+INSTANTIATE_TEST_SUITE_P(Architectures, AeBackendArch, testing::ValuesIn(kArchs),
+                         [](const testing::TestParamInfo<ArchCase>& p) { return std::string(p.param.name); });
+
+// ---- the whole network against finite differences, on tiny architectures ---------------
+TEST(AeBackend, WholeNetworkGradientMatchesFiniteDifferences) {
+  // Every parameter: k = 1, 2, 3; non-square; 1 and 3 input channels; a 1-channel layer.
+  const Architecture archs[] = {Architecture(1, 4, 6, {3}), Architecture(2, 8, 12, {3, 4}),
+                                Architecture(3, 8, 8, {2, 1, 3})};
+  for (const Architecture& a : archs) {
+    const int n = 2;
+    const std::vector<float> params = params_with_biases(a, 11);
+    const std::vector<uint8_t> images = random_images(a, n, 12);
+    std::vector<float> grad(size_t(a.param_count()));
+    ae::cpu_loss_and_gradient(a, params, images.data(), n, 2, nullptr, grad.data());
+    const DoubleNet net(a);
+    std::vector<double> p(params.begin(), params.end());
+    const double h = 1e-6;
+    for (const ConvLayer& l : a.convs()) {
+      double diff = 0, scale = 1e-30;
+      for (int64_t i = l.weight_offset; i < l.bias_offset + l.bias_count(); ++i) {
+        const double keep = p[size_t(i)];
+        p[size_t(i)] = keep + h;
+        const double up = net.loss(p, images, n);
+        p[size_t(i)] = keep - h;
+        const double down = net.loss(p, images, n);
+        p[size_t(i)] = keep;
+        const double fd = (up - down) / (2 * h);
+        diff = std::max(diff, std::fabs(fd - grad[size_t(i)]));
+        scale = std::max(scale, std::fabs(fd));
+      }
+      EXPECT_LT(diff / scale, 1e-4) << a.describe() << " " << l.group;
+      EXPECT_GT(scale, 1e-6) << a.describe() << " " << l.group;  // the gradient is not trivially zero
+    }
+  }
+}
+
 TEST(AeBackend, GradientOfOneBatchIsTheSumOfItsHalves) {
   // The batch-mean gradient of 4 images = (gradient of images 0-1 + gradient of 2-3) / 2:
-  // checks the per-thread split and the 2/(batch·3072) scaling.
-  const std::vector<float> params = ae::init_params(9);
-  const std::vector<uint8_t> images = random_images(4, 10);
-  std::vector<float> g_all(ae::kParamCount), g_lo(ae::kParamCount), g_hi(ae::kParamCount);
-  std::vector<float> out(4 * size_t(ae::kImageDim));
-  const double l_all = ae::cpu_loss_and_gradient(params, images.data(), 4, 2, out.data(), g_all.data());
-  const double l_lo = ae::cpu_loss_and_gradient(params, images.data(), 2, 1, out.data(), g_lo.data());
-  const double l_hi =
-      ae::cpu_loss_and_gradient(params, images.data() + 2 * ae::kImageDim, 2, 1, out.data(), g_hi.data());
-  EXPECT_NEAR(l_all, (l_lo + l_hi) / 2, 1e-9);
-  std::vector<float> mean(ae::kParamCount);
-  for (int64_t i = 0; i < ae::kParamCount; ++i) mean[i] = (g_lo[i] + g_hi[i]) / 2;
-  EXPECT_LT(max_rel(g_all, mean), 1e-5);
+  // checks the per-thread split and the 2/(batch·image_dim) scaling.
+  for (const Architecture& a : {Architecture::seed(), Architecture(1, 16, 24, {8})}) {
+    const std::vector<float> params = ae::init_params(a, 9);
+    const std::vector<uint8_t> images = random_images(a, 4, 10);
+    const size_t count = size_t(a.param_count());
+    std::vector<float> g_all(count), g_lo(count), g_hi(count), out(4 * size_t(a.image_dim()));
+    const double l_all = ae::cpu_loss_and_gradient(a, params, images.data(), 4, 2, out.data(), g_all.data());
+    const double l_lo = ae::cpu_loss_and_gradient(a, params, images.data(), 2, 1, out.data(), g_lo.data());
+    const double l_hi =
+        ae::cpu_loss_and_gradient(a, params, images.data() + 2 * a.image_dim(), 2, 1, out.data(), g_hi.data());
+    EXPECT_NEAR(l_all, (l_lo + l_hi) / 2, 1e-9);
+    std::vector<float> mean(count);
+    for (size_t i = 0; i < count; ++i) mean[i] = (g_lo[i] + g_hi[i]) / 2;
+    EXPECT_LT(max_rel(g_all, mean), 1e-5) << a.describe();
+  }
 }
 
 TEST(AeBackend, RejectsBadInput) {
-  auto b = ae::make_cpu_backend(ae::OptimizerConfig{}, 1);
+  const Architecture a(1, 16, 24, {8});
+  auto b = ae::make_cpu_backend(a, ae::OptimizerConfig{}, 1);
   EXPECT_THROW(b->set_params(std::vector<float>(10)), std::invalid_argument);
+  EXPECT_THROW(b->set_params(ae::init_params(Architecture::seed(), 1)), std::invalid_argument);
   ae::OptimizerState s;
   s.m.resize(5);
   EXPECT_THROW(b->set_optimizer_state(s), std::invalid_argument);
-  const std::vector<uint8_t> images = random_images(2, 1);
+  const std::vector<uint8_t> images = random_images(a, 2, 1);
   b->set_train_images(images.data(), 2);
   EXPECT_THROW(b->train_epoch({0, 2}, 1, 1e-3f, nullptr), std::out_of_range);
+  EXPECT_THROW(b->train_epoch({0, 1}, 0, 1e-3f, nullptr), std::invalid_argument);
   ae::OptimizerConfig bad;
   bad.kind = "lbfgs";
-  EXPECT_THROW(ae::make_cpu_backend(bad, 1), std::invalid_argument);
+  EXPECT_THROW(ae::make_cpu_backend(a, bad, 1), std::invalid_argument);
+  ae::ForwardDecisions other;  // decisions of another architecture cannot be named by this one
+  std::vector<float> grad(size_t(a.param_count()));
+  ae::cpu_loss_and_gradient(a, ae::init_params(a, 1), images.data(), 1, 1, nullptr, grad.data(), &other);
+  EXPECT_THROW(other.tensors(Architecture::seed()), std::invalid_argument);
+  EXPECT_THROW(ae::cpu_loss_and_gradient(a, ae::init_params(a, 1), images.data(), 0, 1, nullptr, grad.data()),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ae/cpu/conv2d.h"
@@ -424,6 +427,204 @@ TEST(Optimizer, ClipGradNorm) {
   EXPECT_NEAR(g[0], 0.6, 1e-6);
   EXPECT_NEAR(g[1], 0.8, 1e-6);
   EXPECT_NEAR(ae::cpu::global_norm(g, 2), 1.0, 1e-6);
+}
+
+// ---- the shapes of the other architectures of the family --------------------------------
+// Odd spatial sizes (7×7 after two pools of 28×28), channel counts 1, 3, 48 and 100 (not
+// multiples of anything a kernel likes), and H ≠ W. Small enough cases run against finite
+// differences at a sample of elements; the real layer sizes against reference.h.
+
+// Central differences of f at `count` elements of `at` picked by a seeded generator (all of
+// them when there are fewer); returns (index, derivative) pairs.
+std::vector<std::pair<size_t, double>> sampled_finite_diff(DVec at, const std::function<double(const DVec&)>& f,
+                                                           size_t count, uint32_t seed, double h = 1e-6) {
+  std::vector<size_t> idx(at.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  if (idx.size() > count) {
+    std::shuffle(idx.begin(), idx.end(), std::mt19937(seed));
+    idx.resize(count);
+  }
+  std::vector<std::pair<size_t, double>> out;
+  for (size_t i : idx) {
+    const double keep = at[i];
+    at[i] = keep + h;
+    const double up = f(at);
+    at[i] = keep - h;
+    const double down = f(at);
+    at[i] = keep;
+    out.emplace_back(i, (up - down) / (2 * h));
+  }
+  return out;
+}
+
+// max over the sampled elements of |ours − fd| / max |ours| (the whole tensor's scale).
+double sampled_rel_err(const Vec& ours, const std::vector<std::pair<size_t, double>>& fd) {
+  double scale = 1e-12, diff = 0;
+  for (float v : ours) scale = std::max(scale, std::fabs(double(v)));
+  for (const auto& [i, g] : fd) diff = std::max(diff, std::fabs(double(ours[i]) - g));
+  return diff / scale;
+}
+
+std::string shape_name(const ConvCase& t) {
+  return "N=" + std::to_string(t.N) + " C=" + std::to_string(t.C) + " K=" + std::to_string(t.K) +
+         " H=" + std::to_string(t.H) + " W=" + std::to_string(t.W);
+}
+
+// Every case: input side (C <= K) and output side (C > K), 1/3/48/100 channels, odd and
+// non-square sizes.
+const ConvCase kNewShapeConvCases[] = {
+    {2, 1, 4, 7, 7, true},   {1, 3, 48, 14, 14, true}, {1, 48, 3, 7, 9, false},
+    {1, 100, 2, 5, 7, true}, {1, 2, 100, 6, 4, false}, {1, 48, 100, 3, 5, true},
+};
+
+TEST(Conv3x3, NewShapesBackwardMatchesFiniteDifferences) {
+  for (const ConvCase& t : kNewShapeConvCases) {
+    const size_t nx = size_t(t.N) * t.C * t.H * t.W, ny = size_t(t.N) * t.K * t.H * t.W, nw = size_t(t.K) * t.C * 9;
+    Vec x = random_vec(nx, 111), w = random_vec(nw, 112, -0.2f, 0.2f), b = random_vec(t.K, 113), r = random_vec(ny, 114);
+    DVec xd = to_double(x), wd = to_double(w), bd = to_double(b), rd = to_double(r);
+    auto loss = [&](const DVec& xx, const DVec& ww, const DVec& bb) {
+      DVec y(ny);
+      ae::ref::conv3x3_forward(xx.data(), ww.data(), bb.data(), y.data(), t.N, t.C, t.K, t.H, t.W, false);
+      return dot(y, rd);
+    };
+    auto gx = sampled_finite_diff(xd, [&](const DVec& v) { return loss(v, wd, bd); }, 150, 1);
+    auto gw = sampled_finite_diff(wd, [&](const DVec& v) { return loss(xd, v, bd); }, 150, 2);
+    auto gb = sampled_finite_diff(bd, [&](const DVec& v) { return loss(xd, wd, v); }, 150, 3);
+    Vec y(ny), dx(nx), dw(nw), db(t.K);
+    ae::cpu::conv3x3_forward(x.data(), w.data(), b.data(), y.data(), t.N, t.C, t.K, t.H, t.W, false);
+    ae::cpu::conv3x3_backward(x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data(), t.N, t.C, t.K, t.H,
+                              t.W);
+    DVec y_ref(ny);
+    ae::ref::conv3x3_forward(xd.data(), wd.data(), bd.data(), y_ref.data(), t.N, t.C, t.K, t.H, t.W, false);
+    EXPECT_LT(rel_err(y, y_ref), 1e-5) << shape_name(t);
+    EXPECT_LT(sampled_rel_err(dx, gx), 1e-5) << "dx, " << shape_name(t);
+    EXPECT_LT(sampled_rel_err(dw, gw), 1e-5) << "dw, " << shape_name(t);
+    EXPECT_LT(sampled_rel_err(db, gb), 1e-5) << "db, " << shape_name(t);
+  }
+}
+
+TEST(UpConv3x3, NewShapesBackwardMatchesFiniteDifferences) {
+  // H, W: the low-resolution input; the output is 2H × 2W.
+  const ConvCase cases[] = {{2, 1, 3, 7, 7, true},   {1, 48, 3, 7, 5, false}, {1, 3, 48, 4, 6, true},
+                            {1, 100, 1, 3, 5, false}, {1, 1, 100, 2, 3, true}, {1, 100, 48, 2, 2, true}};
+  for (const ConvCase& t : cases) {
+    const size_t nx = size_t(t.N) * t.C * t.H * t.W, ny = size_t(t.N) * t.K * 4 * t.H * t.W,
+                 nw = size_t(t.K) * t.C * 9;
+    Vec x = random_vec(nx, 121), w = random_vec(nw, 122, -0.2f, 0.2f), b = random_vec(t.K, 123), r = random_vec(ny, 124);
+    DVec xd = to_double(x), wd = to_double(w), bd = to_double(b), rd = to_double(r);
+    auto loss = [&](const DVec& xx, const DVec& ww, const DVec& bb) { return dot(upsample_then_conv(xx, ww, bb, t, false), rd); };
+    auto gx = sampled_finite_diff(xd, [&](const DVec& v) { return loss(v, wd, bd); }, 150, 4);
+    auto gw = sampled_finite_diff(wd, [&](const DVec& v) { return loss(xd, v, bd); }, 150, 5);
+    auto gb = sampled_finite_diff(bd, [&](const DVec& v) { return loss(xd, wd, v); }, 150, 6);
+    Vec y(ny), dx(nx), dw(nw), db(t.K);
+    ae::cpu::upconv3x3_forward(x.data(), w.data(), b.data(), y.data(), t.N, t.C, t.K, t.H, t.W, t.relu);
+    ae::cpu::upconv3x3_backward(x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data(), t.N, t.C, t.K, t.H, t.W);
+    EXPECT_LT(rel_err(y, upsample_then_conv(xd, wd, bd, t, t.relu)), 1e-5) << shape_name(t);
+    EXPECT_LT(sampled_rel_err(dx, gx), 1e-5) << "dx, " << shape_name(t);
+    EXPECT_LT(sampled_rel_err(dw, gw), 1e-5) << "dw, " << shape_name(t);
+    EXPECT_LT(sampled_rel_err(db, gb), 1e-5) << "db, " << shape_name(t);
+  }
+}
+
+// Every layer of 1×28×28 {64,32}, 3×32×32 {96,48,24} and 1×16×24 {8} at its real size,
+// forward and backward against reference.h (plain convolutions and upsample+conv pairs).
+struct LayerCase {
+  ConvCase shape;  // for an upsampled layer H, W are the low-resolution input's
+  bool upsample;
+};
+const LayerCase kNewModelLayers[] = {
+    // 1×28×28, encoder 64, 32
+    {{2, 1, 64, 28, 28, true}, false}, {{2, 64, 32, 14, 14, true}, false}, {{2, 32, 32, 7, 7, true}, false},
+    {{2, 32, 64, 7, 7, true}, true},   {{2, 64, 1, 14, 14, false}, true},
+    // 3×32×32, encoder 96, 48, 24
+    {{2, 3, 96, 32, 32, true}, false}, {{2, 96, 48, 16, 16, true}, false}, {{2, 48, 24, 8, 8, true}, false},
+    {{2, 24, 24, 4, 4, true}, false},  {{2, 24, 48, 4, 4, true}, true},    {{2, 48, 96, 8, 8, true}, true},
+    {{2, 96, 3, 16, 16, false}, true},
+    // 1×16×24, encoder 8
+    {{2, 1, 8, 16, 24, true}, false},  {{2, 8, 8, 8, 12, true}, false},    {{2, 8, 1, 8, 12, false}, true},
+};
+
+TEST(Conv3x3, NewModelLayersMatchReference) {
+  for (const LayerCase& lc : kNewModelLayers) {
+    const ConvCase& t = lc.shape;
+    const int s = lc.upsample ? 2 : 1;  // output / input size
+    const size_t nx = size_t(t.N) * t.C * t.H * t.W, ny = size_t(t.N) * t.K * s * s * t.H * t.W,
+                 nw = size_t(t.K) * t.C * 9, nu = nx * s * s;
+    Vec x = random_vec(nx, 131), w = random_vec(nw, 132, -0.1f, 0.1f), b = random_vec(t.K, 133), dy = random_vec(ny, 134);
+    Vec y(ny), dx(nx), dw(nw), db(t.K);
+    DVec xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
+    // Reference: upsample (when the layer has one), then the direct-loop convolution.
+    DVec up(nu), y_ref(ny), dup(nu), rdx(nx), rdw(nw), rdb(t.K);
+    if (lc.upsample) {
+      ae::cpu::upconv3x3_forward(x.data(), w.data(), b.data(), y.data(), t.N, t.C, t.K, t.H, t.W, t.relu);
+      ae::cpu::upconv3x3_backward(x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(), t.N, t.C, t.K, t.H,
+                                  t.W);
+      ae::ref::upsample2_forward(xd.data(), up.data(), t.N, t.C, t.H, t.W);
+    } else {
+      ae::cpu::conv3x3_forward(x.data(), w.data(), b.data(), y.data(), t.N, t.C, t.K, t.H, t.W, t.relu);
+      ae::cpu::conv3x3_backward(x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(), t.N, t.C, t.K, t.H,
+                                t.W);
+      up = xd;
+    }
+    const int Ho = s * t.H, Wo = s * t.W;
+    ae::ref::conv3x3_forward(up.data(), wd.data(), bd.data(), y_ref.data(), t.N, t.C, t.K, Ho, Wo, t.relu);
+    ae::ref::conv3x3_backward_data(dyd.data(), wd.data(), dup.data(), t.N, t.C, t.K, Ho, Wo);
+    ae::ref::conv3x3_backward_weights(up.data(), dyd.data(), rdw.data(), rdb.data(), t.N, t.C, t.K, Ho, Wo);
+    if (lc.upsample)
+      ae::ref::upsample2_backward(dup.data(), rdx.data(), t.N, t.C, t.H, t.W);
+    else
+      rdx = dup;
+    const std::string name = shape_name(t) + (lc.upsample ? " (upsampled)" : "");
+    EXPECT_LT(rel_err(y, y_ref), 1e-5) << name;
+    EXPECT_LT(rel_err(dx, rdx), 1e-5) << name;
+    EXPECT_LT(rel_err(dw, rdw), 1e-5) << name;
+    EXPECT_LT(rel_err(db, rdb), 1e-5) << name;
+  }
+}
+
+// The fused ReLU + pool on the encoder outputs of the new shapes: 14×14 → 7×7 (odd
+// output), non-square, 1, 3, 48 and 100 channels.
+TEST(MaxPool2, ReluFusedNewShapesMatchFiniteDifferences) {
+  struct PoolCase {
+    int N, C, H, W;
+  } cases[] = {{2, 1, 14, 14}, {1, 3, 6, 10}, {1, 48, 14, 14}, {1, 100, 4, 6}, {1, 3, 16, 24}};
+  for (const PoolCase& t : cases) {
+    const size_t nx = size_t(t.N) * t.C * t.H * t.W, ny = nx / 4;
+    Vec x = random_vec(nx, 141), r = random_vec(ny, 142), y(ny), dx(nx);
+    std::vector<int32_t> arg(ny), arg_ref(ny);
+    ae::cpu::maxpool2_relu_forward(x.data(), y.data(), arg.data(), t.N, t.C, t.H, t.W);
+    DVec xd = to_double(x), rd = to_double(r);
+    auto relu_pool = [&](const DVec& v, std::vector<int32_t>* a) {
+      DVec relu(nx), yy(ny);
+      std::vector<int32_t> scratch(ny);
+      for (size_t i = 0; i < nx; ++i) relu[i] = std::max(v[i], 0.0);
+      ae::ref::maxpool2_forward(relu.data(), yy.data(), a ? a->data() : scratch.data(), t.N, t.C, t.H, t.W);
+      return yy;
+    };
+    EXPECT_LT(rel_err(y, relu_pool(xd, &arg_ref)), 1e-12);
+    for (size_t i = 0; i < ny; ++i) {  // where the window has a positive value the picks agree
+      if (y[i] > 0) {
+        ASSERT_EQ(arg[i], arg_ref[i]) << "element " << i;
+      }
+    }
+    auto g = sampled_finite_diff(xd, [&](const DVec& v) { return dot(relu_pool(v, nullptr), rd); }, 400, 7);
+    ae::cpu::maxpool2_relu_backward(r.data(), arg.data(), y.data(), dx.data(), t.N, t.C, t.H, t.W);
+    EXPECT_LT(sampled_rel_err(dx, g), 1e-7) << "C=" << t.C << " H=" << t.H << " W=" << t.W;
+    // The plain pool and the upsampling at the same shapes, against reference.h.
+    Vec yp(ny), up(nx * 4), dxp(nx);
+    std::vector<int32_t> ap(ny);
+    DVec yp_ref(ny), up_ref(nx * 4), rdx(nx);
+    ae::cpu::maxpool2_forward(x.data(), yp.data(), ap.data(), t.N, t.C, t.H, t.W);
+    ae::ref::maxpool2_forward(xd.data(), yp_ref.data(), arg_ref.data(), t.N, t.C, t.H, t.W);
+    EXPECT_EQ(ap, arg_ref);
+    EXPECT_LT(rel_err(yp, yp_ref), 1e-12);
+    ae::cpu::maxpool2_backward(r.data(), ap.data(), dxp.data(), t.N, t.C, t.H, t.W);
+    ae::ref::maxpool2_backward(rd.data(), arg_ref.data(), rdx.data(), t.N, t.C, t.H, t.W);
+    EXPECT_LT(rel_err(dxp, rdx), 1e-12);
+    ae::cpu::upsample2_forward(x.data(), up.data(), t.N, t.C, t.H, t.W);
+    ae::ref::upsample2_forward(xd.data(), up_ref.data(), t.N, t.C, t.H, t.W);
+    EXPECT_LT(rel_err(up, up_ref), 1e-12);
+  }
 }
 
 }  // namespace

@@ -1,54 +1,41 @@
-// The CPU backend of the autoencoder (AeBackend in kernels/ae/model.h): the reference
-// implementation every GPU kernel is checked against.
+// The CPU backend of the autoencoder (AeBackend in kernels/ae/backend.h) for any
+// Architecture of the family (kernels/ae/model.h): the reference implementation every GPU
+// kernel is checked against.
 //
 // How a training step runs: the batch is split into one contiguous block of images per
 // thread, and each thread takes its images one at a time through the whole network —
 // forward, loss, backward — using the per-image layer code (kernels/ae/cpu/conv2d.h etc.).
 // The model has no batch-coupled layer (no batch norm), so an image's gradient depends on
-// that image only, and one image's activations (~3 MB) stay in the core's cache instead of
-// streaming batch-sized tensors through memory. Each thread sums its images' weight
-// gradients into its own buffer; the buffers are added in thread order, then clipped and
-// applied. No atomics, no order that depends on timing: the same thread count gives
-// bit-identical weights.
+// that image only, and one image's activations (~3 MB for the seed model) stay in the
+// core's cache instead of streaming batch-sized tensors through memory. Each thread sums
+// its images' weight gradients into its own buffer; the buffers are added in thread order,
+// then clipped and applied. No atomics, no order that depends on timing: the same thread
+// count gives bit-identical weights.
 //
 // Two fusions cut the work without changing the model: each "upsample → conv" pair of the
 // decoder runs as four 2×2 phase convolutions on the low-resolution input (upconv.h, 4/9
 // of the multiply-adds), and each "ReLU → maxpool" pair pools the pre-activation and
 // applies the ReLU to the pooled values.
+//
+// Layer l of arch.convs(): encoder blocks l = 0..k−1 (conv, then pool+ReLU), decoder conv1
+// l = k (conv+ReLU), decoder conv2..conv(k+1) l = k+1..2k (upsample+conv, ReLU except the
+// last). Decoder layer j (l = k+j) outputs the shape of encoder block k−1−j's pooled
+// output — the decoder mirrors the encoder — which lets the backward pass reuse one
+// gradient buffer per level (Workspace::g).
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/ae/model.h"
+#include "kernels/ae/backend.h"
 #include "kernels/ae/cpu/backend_cpu.h"
 #include "kernels/ae/cpu/conv2d.h"
-#include "kernels/ae/cpu/upconv.h"
 #include "kernels/ae/cpu/layers.h"
+#include "kernels/ae/cpu/upconv.h"
 
 namespace ae {
-
-std::vector<float> init_params(uint64_t seed) {
-  // Box–Muller on std::mt19937_64's raw output (fully specified by the standard), rather
-  // than std::normal_distribution, whose algorithm differs between standard libraries.
-  std::mt19937_64 rng(seed);
-  auto uniform = [&rng] { return (double(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0); };  // (0,1)
-  std::vector<float> params(kParamCount, 0.0f);
-  for (int l = 0; l < kNumConvs; ++l) {
-    const double std_dev = std::sqrt(2.0 / (kConvs[l].in * 9.0));
-    float* w = params.data() + weight_offset(l);
-    for (int64_t i = 0; i < weight_count(l); i += 2) {
-      const double r = std::sqrt(-2.0 * std::log(uniform())), theta = 2.0 * M_PI * uniform();
-      w[i] = static_cast<float>(std_dev * r * std::cos(theta));
-      if (i + 1 < weight_count(l)) w[i + 1] = static_cast<float>(std_dev * r * std::sin(theta));
-    }
-    // biases stay zero
-  }
-  return params;
-}
 
 const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
 
@@ -57,44 +44,65 @@ namespace {
 using cpu::Conv3x3;
 using cpu::UpConv3x3;
 
-// One image's activations and gradients (sizes per image, C×H×W).
+int64_t output_size(const ConvLayer& l) { return int64_t(l.out) * l.H * l.W; }
+int64_t pooled_size(const ConvLayer& l) { return int64_t(l.out) * (l.H / 2) * (l.W / 2); }
+
+// One image's activations and gradients (sizes per image, C×H×W). k = arch.depth().
 struct Workspace {
-  std::vector<float> x = std::vector<float>(kImageDim);              // input, pixels/255
-  std::vector<float> z1 = std::vector<float>(256 * 32 * 32);         // encoder conv1, before ReLU
-  std::vector<float> p1 = std::vector<float>(256 * 16 * 16);         // relu(maxpool(z1))
-  std::vector<float> z2 = std::vector<float>(128 * 16 * 16);         // encoder conv2, before ReLU
-  std::vector<float> latent = std::vector<float>(kLatentDim);        // relu(maxpool(z2)), 128×8×8
-  std::vector<float> a3 = std::vector<float>(128 * 8 * 8);           // decoder conv1 + ReLU
-  std::vector<float> a4 = std::vector<float>(256 * 16 * 16);         // decoder conv2 (on upsampled a3) + ReLU
-  std::vector<float> out = std::vector<float>(kImageDim);            // decoder conv3 (on upsampled a4)
-  std::vector<int32_t> arg1 = std::vector<int32_t>(256 * 16 * 16), arg2 = std::vector<int32_t>(kLatentDim);
-  // Gradients; buffers whose lifetimes do not overlap are shared (see backward()).
-  std::vector<float> dout = std::vector<float>(kImageDim);
-  std::vector<float> g_256x16 = std::vector<float>(256 * 16 * 16);  // da4, later dp1
-  std::vector<float> da3 = std::vector<float>(128 * 8 * 8), dlatent = std::vector<float>(kLatentDim);
-  std::vector<float> dz2 = std::vector<float>(128 * 16 * 16);
-  std::vector<float> dz1 = std::vector<float>(256 * 32 * 32);
+  std::vector<float> x;                   // input, pixels/255
+  std::vector<std::vector<float>> z;      // z[i]: encoder conv i+1 before its ReLU
+  std::vector<std::vector<float>> p;      // p[i]: relu(maxpool(z[i])); p[k−1] is the latent
+  std::vector<std::vector<int32_t>> arg;  // arg[i]: the pool's picks, p[i]'s shape
+  std::vector<std::vector<float>> a;      // a[j]: decoder conv j+1 after its ReLU (shape of p[k−1−j])
+  std::vector<float> out;                 // decoder conv k+1: the reconstruction
+  // Gradients. g[m] (p[m]'s shape) first holds the decoder's d(a[k−1−m]), then, once the
+  // decoder is done, the encoder's d(p[m]) — the two lifetimes do not overlap.
+  std::vector<float> dout, dlatent;
+  std::vector<std::vector<float>> g, dz;  // dz[i]: z[i]'s shape
+
+  explicit Workspace(const Architecture& arch) {
+    const int k = arch.depth();
+    x.resize(size_t(arch.image_dim()));
+    out.resize(x.size());
+    dout.resize(x.size());
+    dlatent.resize(size_t(arch.latent_dim()));
+    for (int i = 0; i < k; ++i) {
+      const ConvLayer& l = arch.conv(i);
+      z.emplace_back(size_t(output_size(l)));
+      dz.emplace_back(size_t(output_size(l)));
+      p.emplace_back(size_t(pooled_size(l)));
+      g.emplace_back(size_t(pooled_size(l)));
+      arg.emplace_back(size_t(pooled_size(l)));
+    }
+    for (int j = 0; j < k; ++j) a.emplace_back(size_t(output_size(arch.conv(k + j))));
+  }
 };
 
 class CpuBackend final : public AeBackend {
  public:
-  CpuBackend(const OptimizerConfig& opt, int threads)
-      : opt_(opt), threads_(threads > 0 ? threads : omp_get_max_threads()), params_(init_params(0)) {
+  CpuBackend(const Architecture& arch, const OptimizerConfig& opt, int threads)
+      : arch_(arch), k_(arch.depth()), opt_(opt), threads_(threads > 0 ? threads : omp_get_max_threads()),
+        params_(init_params(arch, 0)) {
     if (opt_.kind != "adam" && opt_.kind != "sgd") throw std::invalid_argument("unknown optimizer '" + opt_.kind + "'");
     cpu::prepare_blas();
-    // Layers 0-2 are plain convolutions; 3 and 4 read the upsampled output of the layer
+    // Layers 0..k are plain convolutions; k+1..2k read the upsampled output of the layer
     // before them, so they run as UpConv3x3 on the half-size input.
-    for (int l = 0; l < 3; ++l) convs_.emplace_back(kConvs[l].in, kConvs[l].out, kConvs[l].size, kConvs[l].size);
-    for (int l = 3; l < kNumConvs; ++l)
-      upconvs_.emplace_back(kConvs[l].in, kConvs[l].out, kConvs[l].size / 2, kConvs[l].size / 2);
     int64_t offset = 0;
-    for (int l = 0; l < kNumConvs; ++l) {
-      work_offset_[l] = offset;
-      offset += l < 3 ? convs_[l].grad_work_size() : upconvs_[l - 3].grad_work_size();
+    for (const ConvLayer& l : arch_.convs()) {
+      work_offset_.push_back(offset);
+      if (l.upsample) {
+        upconvs_.emplace_back(l.in, l.out, l.H / 2, l.W / 2);
+        offset += upconvs_.back().grad_work_size();
+      } else {
+        convs_.emplace_back(l.in, l.out, l.H, l.W);
+        offset += convs_.back().grad_work_size();
+      }
     }
-    workspaces_.resize(threads_);
-    grad_work_.assign(threads_, std::vector<float>(offset));
-    grad_.assign(kParamCount, 0.0f);
+    if (int(convs_.size()) != k_ + 1 || int(upconvs_.size()) != k_)
+      throw std::logic_error("CpuBackend: unexpected layer sequence in " + arch_.describe());
+    workspaces_.assign(size_t(threads_), Workspace(arch_));
+    grad_work_.assign(size_t(threads_), std::vector<float>(size_t(offset)));
+    grad_.assign(size_t(arch_.param_count()), 0.0f);
     load_weights();
   }
 
@@ -103,10 +111,11 @@ class CpuBackend final : public AeBackend {
     return "cpu, " + std::to_string(threads_) + (threads_ == 1 ? " thread" : " threads") +
            (blas.empty() ? "" : ", OpenBLAS " + blas);
   }
+  const Architecture& architecture() const override { return arch_; }
 
   void set_params(const std::vector<float>& params) override {
-    if (params.size() != static_cast<size_t>(kParamCount))
-      throw std::invalid_argument("set_params: expected " + std::to_string(kParamCount) + " values, got " +
+    if (params.size() != size_t(arch_.param_count()))
+      throw std::invalid_argument("set_params: expected " + std::to_string(arch_.param_count()) + " values, got " +
                                   std::to_string(params.size()));
     params_ = params;
     load_weights();
@@ -115,20 +124,21 @@ class CpuBackend final : public AeBackend {
 
   void set_optimizer_state(const OptimizerState& s) override {
     for (const std::vector<float>* buf : {&s.m, &s.v})
-      if (!buf->empty() && buf->size() != static_cast<size_t>(kParamCount))
-        throw std::invalid_argument("set_optimizer_state: moment buffers must have " + std::to_string(kParamCount) +
-                                    " values");
+      if (!buf->empty() && buf->size() != size_t(arch_.param_count()))
+        throw std::invalid_argument("set_optimizer_state: moment buffers must have " +
+                                    std::to_string(arch_.param_count()) + " values");
     state_ = s;
   }
   OptimizerState optimizer_state() const override { return state_; }
 
   void set_train_images(const uint8_t* images, int64_t n) override {
-    train_.assign(images, images + n * kImageDim);
+    train_.assign(images, images + n * arch_.image_dim());
   }
 
   double train_epoch(const std::vector<int64_t>& order, int batch, float lr, const StepCallback& on_progress) override {
     if (batch <= 0) throw std::invalid_argument("train_epoch: batch size must be positive");
-    const int64_t n = static_cast<int64_t>(order.size()), train_count = static_cast<int64_t>(train_.size()) / kImageDim;
+    const int64_t n = static_cast<int64_t>(order.size());
+    const int64_t train_count = static_cast<int64_t>(train_.size()) / arch_.image_dim();
     for (int64_t idx : order)
       if (idx < 0 || idx >= train_count) throw std::out_of_range("train_epoch: image index out of range");
     double loss_sum = 0.0;  // Σ over images of the per-image MSE
@@ -144,6 +154,7 @@ class CpuBackend final : public AeBackend {
 
   double eval_loss(const uint8_t* images, int64_t n, int /*batch*/) override {
     if (n <= 0) return 0.0;
+    const int64_t dim = arch_.image_dim();
     std::vector<double> partial(threads_, 0.0);
 #pragma omp parallel num_threads(threads_)
     {
@@ -152,9 +163,9 @@ class CpuBackend final : public AeBackend {
       double sum = 0.0;
       const int64_t i0 = n * tid / threads_, i1 = n * (tid + 1) / threads_;
       for (int64_t i = i0; i < i1; ++i) {
-        load_image(images + i * kImageDim, ws);
+        load_image(images + i * dim, ws);
         forward(ws);
-        sum += cpu::squared_error(ws.out.data(), ws.x.data(), kImageDim, nullptr, 0.0f) / kImageDim;
+        sum += cpu::squared_error(ws.out.data(), ws.x.data(), dim, nullptr, 0.0f) / dim;
       }
       partial[tid] = sum;
     }
@@ -164,77 +175,91 @@ class CpuBackend final : public AeBackend {
   }
 
   void reconstruct(const uint8_t* images, int64_t n, float* out) override {
+    const int64_t dim = arch_.image_dim();
 #pragma omp parallel for schedule(static) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       Workspace& ws = workspaces_[omp_get_thread_num()];
-      load_image(images + i * kImageDim, ws);
+      load_image(images + i * dim, ws);
       forward(ws);
-      std::copy(ws.out.begin(), ws.out.end(), out + i * kImageDim);
+      std::copy(ws.out.begin(), ws.out.end(), out + i * dim);
     }
   }
 
   void encode(const uint8_t* images, int64_t n, int /*batch*/, float* latent) override {
+    const int64_t dim = arch_.image_dim(), latent_dim = arch_.latent_dim();
 #pragma omp parallel for schedule(static) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       Workspace& ws = workspaces_[omp_get_thread_num()];
-      load_image(images + i * kImageDim, ws);
-      encode_image(ws, latent + i * kLatentDim);
+      load_image(images + i * dim, ws);
+      encode_image(ws, latent + i * latent_dim);
     }
   }
 
  private:
-  const float* weight(int l) const { return params_.data() + weight_offset(l); }
-  const float* bias(int l) const { return params_.data() + bias_offset(l); }
+  const float* weight(int l) const { return params_.data() + arch_.conv(l).weight_offset; }
+  const float* bias(int l) const { return params_.data() + arch_.conv(l).bias_offset; }
+  const Conv3x3& conv(int l) const { return convs_[size_t(l)]; }             // l = 0..k
+  const UpConv3x3& upconv(int l) const { return upconvs_[size_t(l - k_ - 1)]; }  // l = k+1..2k
   void load_weights() {
-    for (int l = 0; l < 3; ++l) convs_[l].set_weights(weight(l));
-    for (int l = 3; l < kNumConvs; ++l) upconvs_[l - 3].set_weights(weight(l));
+    for (int l = 0; l <= k_; ++l) convs_[size_t(l)].set_weights(weight(l));
+    for (int l = k_ + 1; l <= 2 * k_; ++l) upconvs_[size_t(l - k_ - 1)].set_weights(weight(l));
   }
 
   // Same arithmetic as PyTorch's uint8 → float tensor / 255.
-  static void load_image(const uint8_t* pixels, Workspace& ws) {
-    for (int i = 0; i < kImageDim; ++i) ws.x[i] = static_cast<float>(pixels[i]) / 255.0f;
+  void load_image(const uint8_t* pixels, Workspace& ws) const {
+    const int64_t dim = arch_.image_dim();
+    for (int64_t i = 0; i < dim; ++i) ws.x[i] = static_cast<float>(pixels[i]) / 255.0f;
   }
 
+  // The encoder blocks; the last one's pooled output goes to `latent`.
   void encode_image(Workspace& ws, float* latent) const {
-    convs_[0].forward(ws.x.data(), bias(0), ws.z1.data(), false);
-    cpu::maxpool2_relu_forward(ws.z1.data(), ws.p1.data(), ws.arg1.data(), 1, 256, 32, 32);
-    convs_[1].forward(ws.p1.data(), bias(1), ws.z2.data(), false);
-    cpu::maxpool2_relu_forward(ws.z2.data(), latent, ws.arg2.data(), 1, 128, 16, 16);
+    for (int i = 0; i < k_; ++i) {
+      const ConvLayer& l = arch_.conv(i);
+      conv(i).forward(i == 0 ? ws.x.data() : ws.p[i - 1].data(), bias(i), ws.z[i].data(), false);
+      cpu::maxpool2_relu_forward(ws.z[i].data(), i == k_ - 1 ? latent : ws.p[i].data(), ws.arg[i].data(), 1, l.out,
+                                 l.H, l.W);
+    }
   }
 
   void forward(Workspace& ws) const {
-    encode_image(ws, ws.latent.data());
-    convs_[2].forward(ws.latent.data(), bias(2), ws.a3.data(), true);
-    upconvs_[0].forward(ws.a3.data(), bias(3), ws.a4.data(), true);    // upsample 8→16, conv 128→256
-    upconvs_[1].forward(ws.a4.data(), bias(4), ws.out.data(), false);  // upsample 16→32, conv 256→3
+    encode_image(ws, ws.p[k_ - 1].data());
+    conv(k_).forward(ws.p[k_ - 1].data(), bias(k_), ws.a[0].data(), true);
+    for (int j = 1; j <= k_; ++j) {  // upsample ×2, conv; the last one is the output, without ReLU
+      const int l = k_ + j;
+      upconv(l).forward(ws.a[j - 1].data(), bias(l), j == k_ ? ws.out.data() : ws.a[j].data(), arch_.conv(l).relu);
+    }
   }
 
-  static void record_decisions(const Workspace& ws, int i, ForwardDecisions& d) {
+  void record_decisions(const Workspace& ws, int i, ForwardDecisions& d) const {
     auto put = [i](const auto& from, auto& to) { std::copy(from.begin(), from.end(), to.begin() + int64_t(i) * from.size()); };
-    put(ws.arg1, d.pool1_argmax);
-    put(ws.p1, d.pool1);
-    put(ws.arg2, d.pool2_argmax);
-    put(ws.latent, d.pool2);
-    put(ws.a3, d.dconv1);
-    put(ws.a4, d.dconv2);
+    for (int b = 0; b < k_; ++b) {
+      put(ws.arg[b], d.pool_argmax[b]);
+      put(ws.p[b], d.pool[b]);
+      put(ws.a[b], d.relu[b]);
+    }
   }
 
   // Adds this image's parameter gradients to grad_work (each layer's working layout, at
   // work_offset_). ws.dout holds d(loss)/d(out).
   void backward(Workspace& ws, float* grad_work) const {
-    float* gw[kNumConvs];
-    for (int l = 0; l < kNumConvs; ++l) gw[l] = grad_work + work_offset_[l];
-    float* da4 = ws.g_256x16.data();
-    upconvs_[1].backward(ws.a4.data(), ws.dout.data(), da4, gw[4]);
-    cpu::relu_backward(da4, ws.a4.data(), da4, 256 * 16 * 16);
-    upconvs_[0].backward(ws.a3.data(), da4, ws.da3.data(), gw[3]);
-    cpu::relu_backward(ws.da3.data(), ws.a3.data(), ws.da3.data(), 128 * 8 * 8);
-    convs_[2].backward(ws.latent.data(), ws.da3.data(), ws.dlatent.data(), gw[2]);
-    cpu::maxpool2_relu_backward(ws.dlatent.data(), ws.arg2.data(), ws.latent.data(), ws.dz2.data(), 1, 128, 16, 16);
-    float* dp1 = ws.g_256x16.data();  // da4 is no longer needed
-    convs_[1].backward(ws.p1.data(), ws.dz2.data(), dp1, gw[1]);
-    cpu::maxpool2_relu_backward(dp1, ws.arg1.data(), ws.p1.data(), ws.dz1.data(), 1, 256, 32, 32);
-    convs_[0].backward(ws.x.data(), ws.dz1.data(), nullptr, gw[0]);  // the input needs no gradient
+    auto gw = [&](int l) { return grad_work + work_offset_[size_t(l)]; };
+    // Decoder, last layer first: d(a[j]) lands in g[k−1−j] (a[j]'s shape), through its ReLU.
+    for (int j = k_; j >= 1; --j) {
+      const int l = k_ + j;
+      const float* dy = j == k_ ? ws.dout.data() : ws.g[k_ - 1 - j].data();
+      float* da = ws.g[k_ - j].data();  // d(a[j−1])
+      upconv(l).backward(ws.a[j - 1].data(), dy, da, gw(l));
+      cpu::relu_backward(da, ws.a[j - 1].data(), da, int64_t(ws.a[j - 1].size()));
+    }
+    conv(k_).backward(ws.p[k_ - 1].data(), ws.g[k_ - 1].data(), ws.dlatent.data(), gw(k_));
+    // Encoder, last block first: d(p[i]) is dlatent, then g[i] (the decoder is done with it).
+    for (int i = k_ - 1; i >= 0; --i) {
+      const ConvLayer& l = arch_.conv(i);
+      const float* dp = i == k_ - 1 ? ws.dlatent.data() : ws.g[i].data();
+      cpu::maxpool2_relu_backward(dp, ws.arg[i].data(), ws.p[i].data(), ws.dz[i].data(), 1, l.out, l.H, l.W);
+      conv(i).backward(i == 0 ? ws.x.data() : ws.p[i - 1].data(), ws.dz[i].data(),
+                       i == 0 ? nullptr : ws.g[i - 1].data(), gw(i));  // the input needs no gradient
+    }
   }
 
   // One optimizer step on images train_[idx[0..b)]. Returns Σ of their per-image MSE;
@@ -248,18 +273,22 @@ class CpuBackend final : public AeBackend {
  public:
   // Forward and backward over images train_[idx[0..b)] without a step: grad_ receives the
   // gradient of the batch-mean MSE (PyTorch layout), `outputs` (when not null) the
-  // decoder outputs [b,3,32,32]. Returns Σ of the per-image MSE.
+  // decoder outputs [b,C,H,W]. Returns Σ of the per-image MSE.
   double compute_gradient(const int64_t* idx, int b, float* outputs, ForwardDecisions* decisions = nullptr) {
+    const int64_t dim = arch_.image_dim();
     if (decisions) {
-      decisions->pool1_argmax.resize(size_t(b) * 256 * 16 * 16);
-      decisions->pool1.resize(size_t(b) * 256 * 16 * 16);
-      decisions->pool2_argmax.resize(size_t(b) * kLatentDim);
-      decisions->pool2.resize(size_t(b) * kLatentDim);
-      decisions->dconv1.resize(size_t(b) * 128 * 8 * 8);
-      decisions->dconv2.resize(size_t(b) * 256 * 16 * 16);
+      decisions->n = b;
+      decisions->pool_argmax.resize(size_t(k_));
+      decisions->pool.resize(size_t(k_));
+      decisions->relu.resize(size_t(k_));
+      for (int i = 0; i < k_; ++i) {
+        decisions->pool_argmax[i].resize(size_t(b) * size_t(pooled_size(arch_.conv(i))));
+        decisions->pool[i].resize(size_t(b) * size_t(pooled_size(arch_.conv(i))));
+        decisions->relu[i].resize(size_t(b) * size_t(output_size(arch_.conv(k_ + i))));
+      }
     }
     std::vector<double> partial(threads_, 0.0);
-    const float grad_scale = static_cast<float>(2.0 / (double(b) * kImageDim));  // d(batch mean)/d(out)
+    const float grad_scale = static_cast<float>(2.0 / (double(b) * dim));  // d(batch mean)/d(out)
 #pragma omp parallel num_threads(threads_)
     {
       const int tid = omp_get_thread_num();
@@ -269,10 +298,10 @@ class CpuBackend final : public AeBackend {
       double sum = 0.0;
       const int i0 = static_cast<int>(int64_t(b) * tid / threads_), i1 = static_cast<int>(int64_t(b) * (tid + 1) / threads_);
       for (int i = i0; i < i1; ++i) {
-        load_image(train_.data() + idx[i] * kImageDim, ws);
+        load_image(train_.data() + idx[i] * dim, ws);
         forward(ws);
-        sum += cpu::squared_error(ws.out.data(), ws.x.data(), kImageDim, ws.dout.data(), grad_scale) / kImageDim;
-        if (outputs) std::copy(ws.out.begin(), ws.out.end(), outputs + int64_t(i) * kImageDim);
+        sum += cpu::squared_error(ws.out.data(), ws.x.data(), dim, ws.dout.data(), grad_scale) / dim;
+        if (outputs) std::copy(ws.out.begin(), ws.out.end(), outputs + int64_t(i) * dim);
         if (decisions) record_decisions(ws, i, *decisions);
         backward(ws, work.data());
       }
@@ -290,14 +319,14 @@ class CpuBackend final : public AeBackend {
       for (int t = 1; t < threads_; ++t) s += grad_work_[t][i];
       grad_work_[0][i] = s;
     }
-    for (int l = 0; l < kNumConvs; ++l) {
-      const float* work = grad_work_[0].data() + work_offset_[l];
-      float* dw = grad_.data() + weight_offset(l);
-      float* db = grad_.data() + bias_offset(l);
-      if (l < 3)
-        convs_[l].finish_weight_grad(work, dw, db, false);
+    for (int l = 0; l < arch_.num_convs(); ++l) {
+      const float* work = grad_work_[0].data() + work_offset_[size_t(l)];
+      float* dw = grad_.data() + arch_.conv(l).weight_offset;
+      float* db = grad_.data() + arch_.conv(l).bias_offset;
+      if (arch_.conv(l).upsample)
+        upconv(l).finish_weight_grad(work, dw, db, false);
       else
-        upconvs_[l - 3].finish_weight_grad(work, dw, db, false);
+        conv(l).finish_weight_grad(work, dw, db, false);
     }
     return loss_sum;
   }
@@ -305,29 +334,32 @@ class CpuBackend final : public AeBackend {
 
  private:
   void apply_gradient(float lr) {
-    if (opt_.grad_clip > 0.0f) cpu::clip_grad_norm(grad_.data(), kParamCount, opt_.grad_clip);
+    const int64_t count = arch_.param_count();
+    if (opt_.grad_clip > 0.0f) cpu::clip_grad_norm(grad_.data(), count, opt_.grad_clip);
     ++state_.step;
     if (opt_.kind == "adam") {
-      if (state_.m.empty()) state_.m.assign(kParamCount, 0.0f);
-      if (state_.v.empty()) state_.v.assign(kParamCount, 0.0f);
-      cpu::adam_step(params_.data(), grad_.data(), state_.m.data(), state_.v.data(), kParamCount, state_.step, lr,
+      if (state_.m.empty()) state_.m.assign(size_t(count), 0.0f);
+      if (state_.v.empty()) state_.v.assign(size_t(count), 0.0f);
+      cpu::adam_step(params_.data(), grad_.data(), state_.m.data(), state_.v.data(), count, state_.step, lr,
                      opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay);
     } else {
-      if (opt_.momentum != 0.0f && state_.m.empty()) state_.m.assign(kParamCount, 0.0f);
-      cpu::sgd_step(params_.data(), grad_.data(), state_.m.empty() ? nullptr : state_.m.data(), kParamCount, lr,
+      if (opt_.momentum != 0.0f && state_.m.empty()) state_.m.assign(size_t(count), 0.0f);
+      cpu::sgd_step(params_.data(), grad_.data(), state_.m.empty() ? nullptr : state_.m.data(), count, lr,
                     opt_.momentum, opt_.weight_decay);
     }
     load_weights();
   }
 
+  Architecture arch_;
+  int k_;  // encoder blocks
   OptimizerConfig opt_;
   int threads_;
   std::vector<float> params_;
   OptimizerState state_;
   std::vector<uint8_t> train_;
-  std::vector<Conv3x3> convs_;      // encoder conv1, conv2, decoder conv1
-  std::vector<UpConv3x3> upconvs_;  // decoder conv2, conv3 (each after an upsampling)
-  int64_t work_offset_[kNumConvs];   // each layer's slice of a gradient work buffer
+  std::vector<Conv3x3> convs_;        // layers 0..k: encoder conv1..k, decoder conv1
+  std::vector<UpConv3x3> upconvs_;    // layers k+1..2k: decoder conv2..k+1 (each after an upsampling)
+  std::vector<int64_t> work_offset_;  // each layer's slice of a gradient work buffer
   std::vector<Workspace> workspaces_;
   std::vector<std::vector<float>> grad_work_;  // per thread, each layer in its working layout
   std::vector<float> grad_;                    // summed gradient, PyTorch layout
@@ -335,13 +367,34 @@ class CpuBackend final : public AeBackend {
 
 }  // namespace
 
-std::unique_ptr<AeBackend> make_cpu_backend(const OptimizerConfig& opt, int threads) {
-  return std::make_unique<CpuBackend>(opt, threads);
+std::unique_ptr<AeBackend> make_cpu_backend(const Architecture& arch, const OptimizerConfig& opt, int threads) {
+  return std::make_unique<CpuBackend>(arch, opt, threads);
 }
 
-double cpu_loss_and_gradient(const std::vector<float>& params, const uint8_t* images, int n, int threads,
-                             float* outputs, float* grad, ForwardDecisions* decisions) {
-  CpuBackend backend(OptimizerConfig{}, threads);
+std::vector<DecisionTensor> ForwardDecisions::tensors(const Architecture& arch) const {
+  const int k = arch.depth();
+  if (int(pool_argmax.size()) != k || int(pool.size()) != k || int(relu.size()) != k)
+    throw std::invalid_argument("ForwardDecisions::tensors: these decisions are not of " + arch.describe());
+  std::vector<DecisionTensor> out;
+  const uint64_t un = uint64_t(n);
+  for (int i = 0; i < k; ++i) {
+    const ConvLayer& l = arch.conv(i);
+    const std::vector<uint64_t> shape{un, uint64_t(l.out), uint64_t(l.H / 2), uint64_t(l.W / 2)};
+    out.push_back({"pool" + std::to_string(i + 1) + "_argmax", shape, nullptr, pool_argmax[i].data()});
+    out.push_back({"pool" + std::to_string(i + 1), shape, pool[i].data(), nullptr});
+  }
+  for (int j = 0; j < k; ++j) {
+    const ConvLayer& l = arch.conv(k + j);
+    out.push_back({"dconv" + std::to_string(j + 1), {un, uint64_t(l.out), uint64_t(l.H), uint64_t(l.W)},
+                   relu[j].data(), nullptr});
+  }
+  return out;
+}
+
+double cpu_loss_and_gradient(const Architecture& arch, const std::vector<float>& params, const uint8_t* images, int n,
+                             int threads, float* outputs, float* grad, ForwardDecisions* decisions) {
+  if (n <= 0) throw std::invalid_argument("cpu_loss_and_gradient: needs at least one image");
+  CpuBackend backend(arch, OptimizerConfig{}, threads);
   backend.set_params(params);
   backend.set_train_images(images, n);
   std::vector<int64_t> order(n);

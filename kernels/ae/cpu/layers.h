@@ -1,5 +1,5 @@
 // The autoencoder's layers on the CPU: forward and backward of every layer, the loss and
-// the optimizer steps. The CUDA twins in kernels/cuda/ (namespace ae::cuda) have the same
+// the optimizer steps. The CUDA twins in kernels/ae/cuda/ (namespace ae::cuda) have the same
 // names and arguments, so every GPU kernel is checked against the function here.
 //
 // Conventions, shared by every function:
