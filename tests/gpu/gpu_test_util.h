@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -81,26 +82,29 @@ inline double rel_err(const std::vector<float>& got, const std::vector<float>& r
 }
 
 // Smooth synthetic "photos": a few random low-frequency waves per channel plus noise,
-// as uint8 NCHW — structured enough that an autoencoder's loss falls as it trains.
-inline std::vector<uint8_t> synthetic_images(int n, uint64_t seed) {
+// as uint8 NCHW [n][C][H][W] — structured enough that an autoencoder's loss falls as it
+// trains.
+inline std::vector<uint8_t> synthetic_images(int n, uint64_t seed, int C = 3, int H = 32, int W = 32) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(0.f, 1.f);
-  std::vector<uint8_t> img(size_t(n) * 3072);
+  const size_t plane = size_t(H) * W, per_image = size_t(C) * plane;
+  std::vector<uint8_t> img(size_t(n) * per_image);
   for (int i = 0; i < n; ++i) {
-    float fx[3], fy[3], ph[3], amp[3], base[3];
-    for (int c = 0; c < 3; ++c) {
+    const size_t nc = static_cast<size_t>(C);
+    std::vector<float> fx(nc), fy(nc), ph(nc), amp(nc), base(nc);
+    for (int c = 0; c < C; ++c) {
       fx[c] = 0.05f + 0.4f * u(rng);
       fy[c] = 0.05f + 0.4f * u(rng);
       ph[c] = 6.28f * u(rng);
       amp[c] = 40.f + 60.f * u(rng);
       base[c] = 70.f + 110.f * u(rng);
     }
-    for (int c = 0; c < 3; ++c)
-      for (int y = 0; y < 32; ++y)
-        for (int x = 0; x < 32; ++x) {
+    for (int c = 0; c < C; ++c)
+      for (int y = 0; y < H; ++y)
+        for (int x = 0; x < W; ++x) {
           float v = base[c] + amp[c] * std::sin(fx[c] * x + fy[c] * y + ph[c]) + 12.f * (u(rng) - 0.5f);
           v = std::min(255.f, std::max(0.f, v));
-          img[size_t(i) * 3072 + c * 1024 + y * 32 + x] = uint8_t(v + 0.5f);
+          img[size_t(i) * per_image + c * plane + size_t(y) * W + x] = uint8_t(v + 0.5f);
         }
   }
   return img;

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/cuda_check.cuh"
+#include "kernels/ae/cuda/fast_divmod.cuh"
 #include "kernels/ae/cuda/layers_cuda.cuh"
 #include "kernels/ae/cuda/mma_ptx.cuh"
 
@@ -21,57 +23,88 @@ using ptx::store_f;
 constexpr int kThreads = 256;
 unsigned blocks_for(int64_t n, int threads = kThreads) { return unsigned((n + threads - 1) / threads); }
 
-int pow2_at_least(int v) {
-  int p = 8;
-  while (p < v) p <<= 1;
-  return p;
-}
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 // ---- input -------------------------------------------------------------------------------
-template <typename T>
-__global__ void im2col_rgb_kernel(const uint8_t* __restrict__ images, const int* __restrict__ order,
-                                  const int* __restrict__ order_pos, int n_images, T* __restrict__ col) {
-  const int64_t pix = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (pix >= int64_t(n_images) * 1024) return;
-  const int img = int(pix >> 10), y = int(pix >> 5) & 31, x = int(pix) & 31;
+// im2col_pitch() at compile time: the smallest power of two ≥ max(8, 9·C + 1).
+constexpr int im2col_pitch_of(int C) {
+  int p = 8;
+  while (p < 9 * C + 1) p <<= 1;
+  return p;
+}
+
+// One thread per pixel writes its whole row (PITCH values, 16-byte stores).
+template <typename T, int C>
+__global__ void im2col_input_kernel(const uint8_t* __restrict__ images, const int* __restrict__ order,
+                                    const int* __restrict__ order_pos, int pixels, int H, int W, FastDivmod div_w,
+                                    FastDivmod div_hw, T* __restrict__ col) {
+  constexpr int PITCH = im2col_pitch_of(C);
+  const int pix = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (pix >= pixels) return;
+  int img, r, y, x;
+  div_hw.divmod(pix, img, r);
+  div_w.divmod(r, y, x);
   const int idx = order ? order[(order_pos ? *order_pos : 0) + img] : img;
-  const uint8_t* im = images + size_t(idx) * 3072;
-  alignas(16) T v[32];
+  const size_t plane = size_t(H) * W;
+  const uint8_t* im = images + size_t(idx) * C * plane;
+  alignas(16) T v[PITCH];
 #pragma unroll
   for (int t = 0; t < 9; ++t) {
     const int yy = y + t / 3 - 1, xx = x + t % 3 - 1;
-    const bool in = unsigned(yy) < 32u && unsigned(xx) < 32u;
+    const bool in = unsigned(yy) < unsigned(H) && unsigned(xx) < unsigned(W);
 #pragma unroll
-    for (int c = 0; c < 3; ++c) {
-      const float f = in ? float(im[c * 1024 + yy * 32 + xx]) * (1.f / 255.f) : 0.f;
-      store_f(&v[t * 3 + c], f);
+    for (int c = 0; c < C; ++c) {
+      const float f = in ? float(im[c * plane + size_t(yy) * W + xx]) * (1.f / 255.f) : 0.f;
+      store_f(&v[t * C + c], f);
     }
   }
-  store_f(&v[27], 1.f);
+  store_f(&v[9 * C], 1.f);
 #pragma unroll
-  for (int j = 28; j < 32; ++j) store_f(&v[j], 0.f);
-  uint4* dst = reinterpret_cast<uint4*>(col + pix * 32);
+  for (int j = 9 * C + 1; j < PITCH; ++j) store_f(&v[j], 0.f);
+  uint4* dst = reinterpret_cast<uint4*>(col + size_t(pix) * PITCH);
   const uint4* s = reinterpret_cast<const uint4*>(v);
 #pragma unroll
-  for (int j = 0; j < int(32 * sizeof(T) / 16); ++j) dst[j] = s[j];
+  for (int j = 0; j < int(PITCH * sizeof(T) / 16); ++j) dst[j] = s[j];
+}
+
+template <typename T, int C>
+void launch_im2col(const uint8_t* images, const int* order, const int* order_pos, int pixels, int H, int W, void* col,
+                   cudaStream_t stream) {
+  im2col_input_kernel<T, C><<<blocks_for(pixels), kThreads, 0, stream>>>(
+      images, order, order_pos, pixels, H, W, FastDivmod(W), FastDivmod(H * W), static_cast<T*>(col));
+}
+
+template <typename T>
+void dispatch_im2col(const uint8_t* images, const int* order, const int* order_pos, int pixels, int C, int H, int W,
+                     void* col, cudaStream_t stream) {
+  switch (C) {
+    case 1: launch_im2col<T, 1>(images, order, order_pos, pixels, H, W, col, stream); break;
+    case 2: launch_im2col<T, 2>(images, order, order_pos, pixels, H, W, col, stream); break;
+    case 3: launch_im2col<T, 3>(images, order, order_pos, pixels, H, W, col, stream); break;
+    case 4: launch_im2col<T, 4>(images, order, order_pos, pixels, H, W, col, stream); break;
+    case 5: launch_im2col<T, 5>(images, order, order_pos, pixels, H, W, col, stream); break;
+    case 6: launch_im2col<T, 6>(images, order, order_pos, pixels, H, W, col, stream); break;
+    case 7: launch_im2col<T, 7>(images, order, order_pos, pixels, H, W, col, stream); break;
+    default: throw std::invalid_argument("im2col_input: at most 7 input channels, got " + std::to_string(C));
+  }
 }
 
 // ---- folded output gradient of an up2 layer (see up2_fold_output_grad) -----------------
 // One thread per (low-res pixel, column). Output row Y reads upsampled row Y+ky−1, i.e.
 // source row (Y+ky−1)>>1: source row qy is read by tap ky from rows 2qy+1−ky and 2qy+2−ky.
 template <typename T>
-__global__ void up2_fold_kernel(const T* __restrict__ dy, int ldd, int K, int64_t pixels, int lh, int lw,
-                                T* __restrict__ g, int ldg) {
+__global__ void up2_fold_kernel(const T* __restrict__ dy, int ldd, int K, int64_t pixels, int H, int W,
+                                FastDivmod div_w, FastDivmod div_hw, T* __restrict__ g, int ldg) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= pixels * ldg) return;
   const int col = int(i % ldg);
-  const int64_t q = i / ldg;
+  const int q = int(i / ldg);
   float sum = 0.f;
   if (col < 9 * K) {
     const int t = col / K, k = col % K, ky = t / 3, kx = t % 3;
-    const int H = 1 << lh, W = 1 << lw;
-    const int img = int(q >> (lh + lw)), qy = int(q >> lw) & (H - 1), qx = int(q) & (W - 1);
+    int img, r, qy, qx;
+    div_hw.divmod(q, img, r);
+    div_w.divmod(r, qy, qx);
 #pragma unroll
     for (int a = 0; a < 2; ++a) {
       const int Y = 2 * qy + 1 - ky + a;
@@ -110,9 +143,9 @@ __device__ float packed_value(const PackedWeights& p, const float* w, int row, i
       const int t = col / p.pitch, c = col % p.pitch;
       return (t < 9 && c < C) ? W(row, c, t / 3, t % 3) : 0.f;
     }
-    case PackKind::fwd_rgb: {
-      if (col >= 27) return 0.f;
-      const int t = col / 3, c = col % 3;
+    case PackKind::fwd_im2col: {
+      if (col >= 9 * C) return 0.f;
+      const int t = col / C, c = col % C;
       return W(row, c, t / 3, t % 3);
     }
     case PackKind::bwd3: {
@@ -270,8 +303,19 @@ __global__ void colsum_partial_kernel(const T* __restrict__ src, int64_t rows, i
   }
 }
 
+// Pitches wider than a block (ld > kThreads, a multiple of it): block b sums rows b,
+// b + gridDim.x, … of every column, a thread per column (coalesced row reads).
+template <typename T>
+__global__ void colsum_partial_wide_kernel(const T* __restrict__ src, int64_t rows, int ld, float* __restrict__ work) {
+  for (int col = threadIdx.x; col < ld; col += kThreads) {
+    float sum = 0.f;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) sum += load_f(src + size_t(r) * ld + col);
+    work[size_t(blockIdx.x) * ld + col] = sum;
+  }
+}
+
 __global__ void colsum_final_kernel(const float* __restrict__ work, int blocks, int ld, int ncols, float* out) {
-  const int col = threadIdx.x;
+  const int col = int(blockIdx.x * blockDim.x + threadIdx.x);
   if (col >= ncols) return;
   float s = 0.f;
   for (int b = 0; b < blocks; ++b) s += work[size_t(b) * ld + col];
@@ -392,16 +436,24 @@ void sync_default() {
 }  // namespace
 
 // ---- fused-operation entry points ----------------------------------------------------------
-void im2col_rgb(const uint8_t* images_u8, const int* order, const int* order_pos, int images, void* col, DType t,
-                cudaStream_t stream) {
+int im2col_pitch(int C) {
+  if (C < 1 || C > 7) throw std::invalid_argument("im2col_input: 1 to 7 input channels, got " + std::to_string(C));
+  return im2col_pitch_of(C);
+}
+
+void im2col_input(const uint8_t* images_u8, const int* order, const int* order_pos, int images, int C, int H, int W,
+                  void* col, int pitch, DType t, cudaStream_t stream) {
+  if (pitch != im2col_pitch(C))
+    throw std::invalid_argument("im2col_input: pitch " + std::to_string(pitch) + " for " + std::to_string(C) +
+                                " channels, expected " + std::to_string(im2col_pitch(C)));
+  if (H < 1 || W < 1) throw std::invalid_argument("im2col_input: bad image size");
   if (images <= 0) return;
-  const int64_t n = int64_t(images) * 1024;
+  const int64_t pixels = int64_t(images) * H * W;
+  if (pixels >= (int64_t(1) << 31)) throw std::invalid_argument("im2col_input: too many pixels");
   if (t == DType::bf16)
-    im2col_rgb_kernel<bf16><<<blocks_for(n), kThreads, 0, stream>>>(images_u8, order, order_pos, images,
-                                                                     static_cast<bf16*>(col));
+    dispatch_im2col<bf16>(images_u8, order, order_pos, int(pixels), C, H, W, col, stream);
   else
-    im2col_rgb_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(images_u8, order, order_pos, images,
-                                                                      static_cast<float*>(col));
+    dispatch_im2col<float>(images_u8, order, order_pos, int(pixels), C, H, W, col, stream);
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -445,15 +497,17 @@ void up2_fold_output_grad(const void* dy, int ldd, int K, int images, int H, int
                           cudaStream_t stream) {
   if (images <= 0) return;
   if (K <= 0 || K > ldd || 9 * K > ldg) throw std::invalid_argument("up2_fold_output_grad: need 9·K ≤ ldg and K ≤ ldd");
-  const int lh = ilog2_exact(H, "up2_fold_output_grad: height"), lw = ilog2_exact(W, "up2_fold_output_grad: width");
+  if (H < 1 || W < 1) throw std::invalid_argument("up2_fold_output_grad: bad size");
   const int64_t pixels = int64_t(images) * H * W, n = pixels * ldg;
+  if (pixels >= (int64_t(1) << 31)) throw std::invalid_argument("up2_fold_output_grad: too many pixels");
   const unsigned blocks = unsigned((n + kThreads - 1) / kThreads);
+  const FastDivmod div_w(W), div_hw(H * W);
   if (t == DType::bf16)
-    up2_fold_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(dy), ldd, K, pixels, lh, lw,
-                                                     static_cast<__nv_bfloat16*>(g), ldg);
+    up2_fold_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(dy), ldd, K, pixels, H, W,
+                                                     div_w, div_hw, static_cast<__nv_bfloat16*>(g), ldg);
   else
-    up2_fold_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(dy), ldd, K, pixels, lh, lw,
-                                                     static_cast<float*>(g), ldg);
+    up2_fold_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(dy), ldd, K, pixels, H, W, div_w,
+                                                     div_hw, static_cast<float*>(g), ldg);
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -461,16 +515,26 @@ size_t bias_grad_work_floats(int ld) { return size_t(kBiasBlocks) * ld; }
 
 void bias_grad(const void* src, int64_t rows, int ld, int ncols, float* work, float* out, DType t,
                cudaStream_t stream) {
-  if (ld < 1 || ld > kThreads || (ld & (ld - 1)) != 0) throw std::invalid_argument("bias_grad: pitch must be a power of two ≤ 256");
+  if (ld < 1 || (ld & (ld - 1)) != 0)
+    throw std::invalid_argument("bias_grad: pitch must be a power of two, got " + std::to_string(ld));
   if (ncols > ld) throw std::invalid_argument("bias_grad: more columns than the pitch");
-  const int rows_par = kThreads / ld;
+  if (ncols <= 0) return;
+  // ld ≤ kThreads: a block reads kThreads / ld rows at once; wider: a row per pass.
+  const int rows_par = std::max(1, kThreads / ld);
   const int blocks = int(std::min<int64_t>(kBiasBlocks, std::max<int64_t>(1, (rows + rows_par - 1) / rows_par)));
-  if (t == DType::bf16)
-    colsum_partial_kernel<bf16><<<blocks, kThreads, 0, stream>>>(static_cast<const bf16*>(src), rows, ld, work);
-  else
-    colsum_partial_kernel<float><<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(src), rows, ld, work);
+  if (ld <= kThreads) {
+    if (t == DType::bf16)
+      colsum_partial_kernel<bf16><<<blocks, kThreads, 0, stream>>>(static_cast<const bf16*>(src), rows, ld, work);
+    else
+      colsum_partial_kernel<float><<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(src), rows, ld, work);
+  } else {
+    if (t == DType::bf16)
+      colsum_partial_wide_kernel<bf16><<<blocks, kThreads, 0, stream>>>(static_cast<const bf16*>(src), rows, ld, work);
+    else
+      colsum_partial_wide_kernel<float><<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(src), rows, ld, work);
+  }
   AE_CUDA_LAUNCH_CHECK();
-  colsum_final_kernel<<<1, kThreads, 0, stream>>>(work, blocks, ld, ncols, out);
+  colsum_final_kernel<<<blocks_for(ncols), kThreads, 0, stream>>>(work, blocks, ld, ncols, out);
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -533,11 +597,13 @@ struct TwinConv {
 void conv_twin(const TwinConv& c, float* out, int N, Precision precision) {
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
-  const int Cs = pow2_at_least(c.src_channels), Kpad = round_up(c.taps * Cs, 64), src_pixels = c.Hs * c.Ws;
+  // Pitches as the backend's: the vector epilogue, padding written as zeros.
+  const int Cs = channel_pitch(c.src_channels), Kpad = round_up(c.taps * Cs, 64), src_pixels = c.Hs * c.Ws;
+  const int ldo = channel_pitch(c.out_channels);
   Scratch s;
   s.a.resize(size_t(N) * src_pixels * Cs * es);
   s.w.resize(size_t(c.weight_sets) * c.out_channels * Kpad * es);
-  s.out.resize(size_t(N) * c.out_pixels * c.out_channels * es);
+  s.out.resize(size_t(N) * c.out_pixels * ldo * es);
   nchw_to_nhwc(c.src, s.a.get(), N, c.src_channels, src_pixels, Cs, t, 0);
   pack_one(c.w, c.kind, c.wK, c.wC, s.w.get(), Kpad, Cs, t);
   ConvArgs a;
@@ -553,9 +619,9 @@ void conv_twin(const TwinConv& c, float* out, int N, Precision precision) {
   a.bias = c.bias;
   a.relu = c.relu;
   a.out = s.out.get();
-  a.ldo = c.out_channels;
+  a.ldo = ldo;
   conv_igemm(a, t, 0);
-  nhwc_to_nchw(s.out.get(), out, N, c.out_channels, c.out_pixels, c.out_channels, t, 0);
+  nhwc_to_nchw(s.out.get(), out, N, c.out_channels, c.out_pixels, ldo, t, 0);
   sync_default();
 }
 
@@ -587,11 +653,11 @@ void wgrad_twin(const PixelMatrix& A, const PixelMatrix& B, int images, int grid
 
 // dw, db of a 3×3 "same" convolution: the output-gradient operand dY (channel pitch Kp;
 // dy_nhwc, dy_rows rows of it, for the bias) against the 3×3 patches of x (NHWC, pitch
-// pow2_at_least(C)).
+// channel_pitch(C)).
 void conv3x3_wgrad_twin(const PixelMatrix& dY, const void* x_nhwc, const void* dy_nhwc, int64_t dy_rows, int N, int C,
                         int K, int H, int W, float* dw, float* db, bool accumulate, DType t) {
-  const int Cp = pow2_at_least(C);
-  const PixelMatrix B{x_nhwc, H, W, Cp, 1, PixelMatrix::patch3, false};
+  const int Cp = channel_pitch(C);
+  const PixelMatrix B{x_nhwc, H, W, Cp, PixelMatrix::patch3, false};
   WgradScatter sc;
   sc.mode = WgradScatter::out_by_patch;
   sc.K = K;
@@ -617,13 +683,13 @@ void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float*
                               bool accumulate, Precision precision) {
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
-  const int Cp = pow2_at_least(C), Kp = pow2_at_least(K), HW = H * W;
+  const int Cp = channel_pitch(C), Kp = channel_pitch(K), HW = H * W;
   Scratch s;
   s.a.resize(size_t(N) * HW * Cp * es);
   s.b.resize(size_t(N) * HW * Kp * es);
   nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
   nchw_to_nhwc(dy, s.b.get(), N, K, HW, Kp, t, 0);
-  const PixelMatrix dY{s.b.get(), H, W, Kp, 1, PixelMatrix::plain, false};
+  const PixelMatrix dY{s.b.get(), H, W, Kp, PixelMatrix::plain, false};
   conv3x3_wgrad_twin(dY, s.a.get(), s.b.get(), int64_t(N) * HW, N, C, K, H, W, dw, db, accumulate, t);
 }
 
@@ -631,7 +697,7 @@ void conv3x3_backward_weights_through_pool(const float* x, const float* dy, cons
                                            float* db, int N, int C, int K, int H, int W, Precision precision) {
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
-  const int Cp = pow2_at_least(C), Kp = pow2_at_least(K), HW = H * W, pooled = HW / 4;
+  const int Cp = channel_pitch(C), Kp = channel_pitch(K), HW = H * W, pooled = HW / 4;
   Scratch s;
   s.a.resize(size_t(N) * HW * Cp * es);
   s.b.resize(size_t(N) * pooled * Kp * es);
@@ -642,7 +708,7 @@ void conv3x3_backward_weights_through_pool(const float* x, const float* dy, cons
   pool_pick_nhwc_kernel<<<blocks_for(n_pick), kThreads>>>(argmax, reinterpret_cast<uint8_t*>(s.w.get()), N, K,
                                                           pooled, W, Kp);
   AE_CUDA_LAUNCH_CHECK();
-  const PixelMatrix dY{s.b.get(), H / 2, W / 2, Kp, 1, PixelMatrix::unpooled, false,
+  const PixelMatrix dY{s.b.get(), H / 2, W / 2, Kp, PixelMatrix::unpooled, false,
                        reinterpret_cast<const uint8_t*>(s.w.get())};
   // The bias gradient is the sum of dY over pixels, which unpooling leaves unchanged.
   conv3x3_wgrad_twin(dY, s.a.get(), s.b.get(), int64_t(N) * pooled, N, C, K, H, W, dw, db, false, t);
@@ -668,18 +734,18 @@ void upsample2_conv3x3_backward_weights(const float* x, const float* dy, float* 
                                         int H, int W, Precision precision) {
   const DType t = dtype_of(precision);
   const size_t es = dtype_bytes(t);
-  const int Cp = pow2_at_least(C), Kp = pow2_at_least(K), HW = H * W;
+  const int Cp = channel_pitch(C), Kp = channel_pitch(K), HW = H * W;
   Scratch s;
   s.a.resize(size_t(N) * HW * Cp * es);
   s.b.resize(size_t(N) * 4 * HW * Kp * es);
   nchw_to_nhwc(x, s.a.get(), N, C, HW, Cp, t, 0);
   nchw_to_nhwc(dy, s.b.get(), N, K, 4 * HW, Kp, t, 0);
   if (9 * K <= 128) {  // few output channels (the decoder's last layer): fold dY, one GEMM
-    const int ldg = pow2_at_least(std::max(9 * K, 8));
+    const int ldg = channel_pitch(9 * K);
     s.out.resize(size_t(N) * HW * ldg * es);
     up2_fold_output_grad(s.b.get(), Kp, K, N, H, W, s.out.get(), ldg, t, 0);
-    PixelMatrix A{s.a.get(), H, W, Cp, 1, PixelMatrix::plain, false};
-    PixelMatrix B{s.out.get(), H, W, ldg, 1, PixelMatrix::plain, false};
+    PixelMatrix A{s.a.get(), H, W, Cp, PixelMatrix::plain, false};
+    PixelMatrix B{s.out.get(), H, W, ldg, PixelMatrix::plain, false};
     WgradScatter sc;
     sc.mode = WgradScatter::in_by_flipped_patch;
     sc.K = K;
@@ -689,8 +755,8 @@ void upsample2_conv3x3_backward_weights(const float* x, const float* dy, float* 
     return;
   }
   // per output parity: dY at (2y+dy, 2x+dx) against the 2×2 source neighbourhood
-  PixelMatrix A{s.b.get(), 2 * H, 2 * W, Kp, 1, PixelMatrix::plain, true};
-  PixelMatrix B{s.a.get(), H, W, Cp, 1, PixelMatrix::patch2_parity, false};
+  PixelMatrix A{s.b.get(), 2 * H, 2 * W, Kp, PixelMatrix::plain, true};
+  PixelMatrix B{s.a.get(), H, W, Cp, PixelMatrix::patch2_parity, false};
   WgradScatter sc;
   sc.mode = WgradScatter::out_by_parity_patch;
   sc.K = K;

@@ -7,21 +7,26 @@
 //    checked against its CPU twin by tests/gpu/. They allocate scratch and convert layouts,
 //    so they are for tests and one-off use, not for the training loop.
 //
-// 2. The fused NHWC operations the GPU backend (autoencoder_gpu.cu) runs every step:
+// 2. The fused NHWC operations the GPU backend (backend_gpu.cu) runs every step:
 //    implicit-GEMM convolution with fused epilogues (bias+ReLU, 2×2 max pool, upsample-sum
 //    and ReLU mask of the backward pass, max-unpool, MSE loss), implicit-GEMM weight
 //    gradients with a split-K reduction, and the small kernels around them. Activations
-//    are NHWC ("channels last") with a power-of-two channel pitch; weights are packed
-//    [out][tap][in] so that the GEMM's reduction index k = tap·C + c reads contiguous
-//    channels. See docs/GPU.md for the design.
+//    are NHWC ("channels last") with a power-of-two channel pitch (channel_pitch()), any
+//    height and width; weights are packed [out][tap][in] so that the GEMM's reduction
+//    index k = tap·C + c reads contiguous channels. Pixel indices are decoded with
+//    precomputed multiply-shift divisions (fast_divmod.cuh), so sizes that are not powers
+//    of two cost no more than those that are. Channel padding (C..pitch−1) is zero in
+//    every tensor the kernels write, so the next GEMM may read it (it meets zero weights).
+//    See docs/GPU.md for the design.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
-#include "kernels/ae/model.h"
+#include "kernels/ae/backend.h"
 
 namespace ae::cuda {
 
@@ -71,14 +76,21 @@ inline size_t dtype_bytes(DType t) { return t == DType::bf16 ? 2 : 4; }
 
 // log2 of v; throws "<what> must be a power of two" when it is not one.
 int ilog2_exact(int v, const char* what);
+// The NHWC channel pitch of a tensor with `channels` channels: the smallest power of two
+// ≥ max(8, channels). Eight elements make the 16-byte (bf16) vector accesses whole; a
+// power of two lets the GEMMs split k = tap·pitch + c with a shift.
+int channel_pitch(int channels);
 
 // Raises the shared-memory limit of the GEMM kernels (once per process). Called by the
 // entry points below; call it yourself before capturing them into a CUDA graph.
 void init_kernels();
 
+// Every epilogue writes all ldo channels of the pixels it writes: channels N..ldo−1 as 0
+// (argmax 0).
 enum class ConvEpilogue : int {
-  store = 0,        // out[pixel][n] = act(acc + bias); channels N..ldo-1 written as 0
-  pool = 1,         // 2×2 max pool of act(acc + bias) → out (H/2×W/2) + argmax (0..3)
+  store = 0,        // out[pixel][n] = act(acc + bias)
+  pool = 1,         // 2×2 max pool of act(acc + bias) → out (H/2×W/2) + argmax (0..3);
+                    //   the output grid H×W must be even in both directions
   mask = 2,         // backward through a ReLU: out = acc × (aux > 0), aux at the same pixel
   unpool_mask = 3,  // backward of "conv then ReLU then pool": acc × (aux > 0) routed to the
                     //   argmax position of a 2H×2W output, zeros elsewhere
@@ -88,7 +100,7 @@ enum class ConvEpilogue : int {
 
 // Which convolution the implicit GEMM computes (rows = output pixels, columns = output
 // channels, reduction k = tap·Cs + c gathered on the fly from the NHWC source):
-//   same3x3:    3×3, zero padding 1, output size = input size (source seen upsampled ×up)
+//   same3x3:    3×3, zero padding 1, output size = input size
 //   point1x1:   1×1 (the source is already an im2col matrix)
 //   up2_parity: "nearest upsample ×2, then 3×3" on a Hs×Ws source, computed without the
 //               upsampled map: each of the four output parities (dy,dx) is a 2×2
@@ -99,14 +111,17 @@ enum class ConvEpilogue : int {
 //               channels (weights [4·N][Kpad], row parity·N + k). Each source pixel is
 //               gathered once for all parities (9 taps instead of 4 × 4), where tiles of
 //               one parity's N channels would be mostly padding. Store and loss epilogues.
+//               Any source size; a 16-wide source whose height is a multiple of 8 (and
+//               whose pitch fills whole 128-byte stages) takes a halo-tiled kernel.
 //   down2_4x4:  the input gradient of an up2 layer: "3×3 transposed, then sum each 2×2
 //               block" is a 4×4 convolution with stride 2 (offset −1) of the output
-//               gradient, with summed weights; output Hs/2 × Ws/2
+//               gradient, with summed weights; source Hs×Ws even, output Hs/2 × Ws/2
+// The output grid is Hs×Ws (same3x3, point1x1), 2Hs×2Ws (up2_*) or Hs/2×Ws/2 (down2_4x4).
 enum class ConvShape : int { same3x3 = 0, point1x1 = 1, up2_parity = 2, down2_4x4 = 3, up2_subpixel = 4 };
 
 struct ConvArgs {
   const void* src = nullptr;  // NHWC [images][Hs][Ws][Cs], Cs a power of two ≥ 8
-  int images = 0, Hs = 0, Ws = 0, Cs = 0, up = 1;  // up: must be 1 (upsampling: up2_parity)
+  int images = 0, Hs = 0, Ws = 0, Cs = 0;  // any Hs, Ws ≥ 1; images·(output grid) ≤ 2^30
   ConvShape shape = ConvShape::same3x3;
   int Kpad = 0;                   // weights' row pitch (multiple of 64, ≥ taps·Cs)
   const void* weights = nullptr;  // [N][Kpad] ([4][N][Kpad] for up2_parity), element type as src
@@ -115,15 +130,16 @@ struct ConvArgs {
   const float* bias = nullptr;  // [N] fp32, may be null
   bool relu = false;
   void* out = nullptr;  // NHWC, element type as src
-  int ldo = 0;          // out's channel pitch
+  int ldo = 0;          // out's channel pitch (≥ N; a multiple of 8 takes the vector epilogue)
   uint8_t* argmax_out = nullptr;       // pool
   const void* aux = nullptr;           // mask/unpool: the ReLU output that masks the gradient
   int ld_aux = 0;
   const uint8_t* argmax_in = nullptr;  // unpool (pitch ld_aux)
   float* out_nchw = nullptr;  // pool: fp32 NCHW copy of the pooled map (latent codes);
                               // loss: the reconstruction, fp32 NCHW
-  // loss: the target images (uint8 NCHW) are images_u8[order[*order_pos + i]] (order null:
-  // images_u8[i]).
+  // loss: the target images are uint8 NCHW [C][Ho][Wo], C = N (up2_subpixel: the N of
+  // ConvArgs, i.e. the per-parity channels), Ho×Wo the output grid; image i of the batch
+  // is images_u8[order[*order_pos + i]] (order null: images_u8[i]).
   const uint8_t* images_u8 = nullptr;
   const int* order = nullptr;
   const int* order_pos = nullptr;
@@ -133,20 +149,21 @@ struct ConvArgs {
 void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream);
 
 // A [pixels][width] matrix read from an NHWC tensor, one row per pixel (img,y,x) of the
-// reduction grid:
-//   plain:          the Cs channels at source pixel (y,x) (source seen upsampled ×up), or
-//                   with parity_subsample at (2y+dy, 2x+dx) of the current parity
+// reduction grid (any size):
+//   plain:          the Cs channels at source pixel (y,x), or with parity_subsample at
+//                   (2y+dy, 2x+dx) of the current parity (the source is then 2× the grid)
 //   patch3:         the 3×3 neighbourhood (tap-major, width 9·Cs, zero padded)
 //   patch3_flipped: the same with the taps mirrored (pixel (y+1−ky, x+1−kx) for tap ky,kx)
 //   patch2_parity:  the 2×2 neighbourhood at origin (y+dy−1, x+dx−1) (width 4·Cs)
 //   unpooled:       the backward of a 2×2 max pool, never written out: src is the gradient
-//                   at the pooled grid (Hs×Ws = half the reduction grid), argmax its pick
+//                   at the pooled grid (Hs×Ws = half the reduction grid, which is even), argmax its pick
 //                   (0..3 = (y&1)·2 + (x&1), one byte per element, same layout); row (y,x)
 //                   holds src at (y/2, x/2) where the pick is (y,x)'s position, else 0
+// Patch kinds read the reduction grid itself (Hs×Ws = the grid).
 struct PixelMatrix {
   enum Kind { plain, patch3, patch3_flipped, patch2_parity, unpooled };
   const void* src = nullptr;
-  int Hs = 0, Ws = 0, Cs = 0, up = 1;
+  int Hs = 0, Ws = 0, Cs = 0;  // Cs: channel pitch, a power of two ≥ 8
   Kind kind = plain;
   bool parity_subsample = false;
   const uint8_t* argmax = nullptr;  // unpooled only
@@ -159,10 +176,12 @@ struct PixelMatrix {
 // wgrad_reduce() sums into the gradient.
 struct WgradPlan {
   int bm = 0, bn = 0, splits = 0, parities = 1, Mp = 0, Np = 0, pix_per_split = 0;
-  int grid_h = 0, grid_w = 0;  // the reduction grid
+  int grid_h = 0, grid_w = 0;  // the reduction grid (any size)
   int64_t pixels = 0;          // images · grid_h · grid_w
   size_t workspace_floats() const { return size_t(parities) * splits * Mp * Np; }
 };
+// M, N: the operands' widths (PixelMatrix::width()). max_splits caps the split count (a
+// tuning knob for bench/, not an environment variable).
 WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, DType t, int max_splits = 256);
 void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& plan, float* workspace, DType t,
                  cudaStream_t stream);
@@ -170,15 +189,15 @@ void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& pl
 // How the GEMM's (i, j) map to the flat gradient (PyTorch layout [K][C][3][3]).
 struct WgradScatter {
   enum Mode {
-    out_by_patch,         // i = k, j = tap·Cs + c (rgb_im2col: j = tap·3 + c)
+    out_by_patch,         // i = k, j = tap·Cs + c (im2col: j = tap·C + c)
     in_by_flipped_patch,  // i = c, j = tap·Cs + k (B = patch3_flipped of the output gradient)
     out_by_parity_patch,  // per parity: i = k, j = (a·2+b)·Cs + c; summed into the 3×3 taps
   };
   Mode mode = out_by_patch;
   int K = 0, C = 0;  // real sizes
   int Cs = 0;        // patch pitch
-  bool rgb_im2col = false;
-  int bias_column = -1;  // rgb: column 27 of the im2col holds 1, its gradient is the bias's
+  bool im2col = false;   // B is im2col_input()'s matrix: j = tap·C + c
+  int bias_column = -1;  // im2col: column 9·C holds 1, its gradient is the bias's (else −1)
   float* weight_grad = nullptr;  // [K][C][9]
   float* bias_grad = nullptr;
 };
@@ -189,26 +208,31 @@ void wgrad_reduce(const float* workspace, const WgradPlan& plan, const WgradScat
 // the output gradient over the 2×2 output pixels whose tap (ky,kx) reads source pixel q.
 // This makes the reduction 4× shorter and the source a plain operand (no upsampled
 // reads): wgrad_igemm(plain x, plain G) + wgrad_reduce(in_by_flipped_patch, Cs = K).
-// dy: NHWC [images][2H][2W][ldd]; g: [images][H][W][ldg], columns 9·K..ldg−1 zero.
+// dy: NHWC [images][2H][2W][ldd]; g: [images][H][W][ldg], columns 9·K..ldg−1 zero. Any H, W.
 void up2_fold_output_grad(const void* dy, int ldd, int K, int images, int H, int W, void* g, int ldg, DType t,
                           cudaStream_t stream);
 
-// Bias gradient: out[c] = Σ_rows src[row][c] for c < ncols (src pitch ld, a power of two
-// ≤ 256). work holds bias_grad_work_floats(ld) floats.
+// Bias gradient: out[c] = Σ_rows src[row][c] for c < ncols ≤ ld (src pitch ld, any power
+// of two ≥ 8). work holds bias_grad_work_floats(ld) floats.
 size_t bias_grad_work_floats(int ld);
 void bias_grad(const void* src, int64_t rows, int ld, int ncols, float* work, float* out, DType t,
                cudaStream_t stream);
 
-// The first layer's input as an im2col matrix [images·32·32][32] with columns tap·3 + c
-// (pixels/255, zero padded), column 27 = 1 (so the weight-gradient GEMM yields the bias
-// gradient) and columns 28..31 = 0. Image i is images_u8[order[*order_pos + i]].
-void im2col_rgb(const uint8_t* images_u8, const int* order, const int* order_pos, int images,
-                void* col, DType t, cudaStream_t stream);
+// The first layer's input as an im2col matrix [images·H·W][pitch] from uint8 NCHW images
+// [C][H][W]: columns tap·C + c (tap = ky·3 + kx; pixels/255, zero outside the image),
+// column 9·C = 1 (so the weight-gradient GEMM yields the bias gradient), columns
+// 9·C+1..pitch−1 = 0. Image i is images_u8[order[*order_pos + i]] (order null: the i-th).
+// pitch must be im2col_pitch(C); C ≤ 7 (the matrix then fits one 64-wide stage), else
+// std::invalid_argument. The first convolution is then a 1×1 GEMM over it (point1x1,
+// Kpad 64, weights PackKind::fwd_im2col).
+int im2col_pitch(int C);  // the smallest power of two ≥ max(8, 9·C + 1)
+void im2col_input(const uint8_t* images_u8, const int* order, const int* order_pos, int images, int C, int H,
+                  int W, void* col, int pitch, DType t, cudaStream_t stream);
 
 // Packed weight copies the convolutions read, made from the fp32 master weights (in the
 // GEMMs' element type) after every optimizer step:
 //   fwd3    [K][kpad]: column tap·pitch + c                 = w[k][c][tap]
-//   fwd_rgb [K][kpad]: column tap·3 + c (27..kpad−1 zero)   = w[k][c][tap]
+//   fwd_im2col [K][kpad]: column tap·C + c (9·C..kpad−1 zero) = w[k][c][tap] (pitch unused)
 //   bwd3    [C][kpad]: column tap'·pitch + k                = w[k][c][8 − tap']
 //   fwd_up2_parity [4][K][kpad]: column (a·2+b)·pitch + c   = Σ of the 3×3 taps that land on
 //                   source pixel (y+dy+a−1, x+dx+b−1) for output parity (dy,dx)
@@ -216,7 +240,8 @@ void im2col_rgb(const uint8_t* images_u8, const int* order, const int* order_pos
 //                   taps of parity (dy,dx) that land on source pixel (y+a−1, x+b−1)
 //   bwd_down2_4x4  [C][kpad]: column (a·4+b)·pitch + k      = Σ over (dy,ky), (dx,kx) with
 //                   dy−ky+2 = a, dx−kx+2 = b of w[k][c][ky][kx]
-enum class PackKind : int { fwd3 = 0, fwd_rgb = 1, bwd3 = 2, fwd_up2_parity = 3, bwd_down2_4x4 = 4, fwd_up2_subpixel = 5 };
+// Columns c ≥ C (k ≥ K) of every tap are zero.
+enum class PackKind : int { fwd3 = 0, fwd_im2col = 1, bwd3 = 2, fwd_up2_parity = 3, bwd_down2_4x4 = 4, fwd_up2_subpixel = 5 };
 struct PackedWeights {
   PackKind kind = PackKind::fwd3;
   int64_t weight_offset = 0;  // into the flat params
@@ -230,11 +255,15 @@ struct PackedWeights {
     return int64_t(rows) * kpad;
   }
 };
+// One launch packs every item (a kernel parameter: kMax items, 4k+1 for k encoder blocks).
 struct PackList {
-  static constexpr int kMax = 12;
+  static constexpr int kMax = 32;
   int count = 0;
   PackedWeights item[kMax];
-  void add(const PackedWeights& p) { item[count++] = p; }
+  void add(const PackedWeights& p) {
+    if (count == kMax) throw std::length_error("PackList: more than 32 packed weight matrices");
+    item[count++] = p;
+  }
 };
 void pack_weights(const float* params, const PackList& list, DType t, cudaStream_t stream);
 
@@ -258,10 +287,5 @@ void advance_step(int* pos, int64_t* step, int batch, cudaStream_t stream);
 // Layout conversions used by the twins and tests: NCHW fp32 ↔ NHWC (pitch Cp, pad zero).
 void nchw_to_nhwc(const float* x, void* y, int N, int C, int HW, int Cp, DType t, cudaStream_t stream);
 void nhwc_to_nchw(const void* x, float* y, int N, int C, int HW, int Cp, DType t, cudaStream_t stream);
-
-// Runs one training step of a GPU backend kernel by kernel, timing each with CUDA events,
-// and returns a table (stage, ms, GFLOP, TFLOP/s). The backend must come from
-// make_gpu_backend and have training images set.
-std::string profile_training_step(AeBackend& backend, int batch, int repeats = 20);
 
 }  // namespace ae::cuda
