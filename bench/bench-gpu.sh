@@ -7,10 +7,14 @@
 #     the copy of the features to host memory; not the HDF5 write)
 #   - PyTorch (bench/torch_ae_bench.py): eager fp32, eager TF32, bf16 channels_last,
 #     torch.compile bf16, same batches
-#   - per-kernel times and TFLOP/s of one training step (CUDA events; gpu_tests' BenchGpu)
+#   - every architecture of BENCH_ARCHS (the seed model and two others by default): the
+#     backend alone (gpu_tests' BenchGpu: s/epoch of 50,000 random images, per-layer times
+#     and TFLOP/s of one training step with CUDA events) and PyTorch on the same
+#     architecture in the same run (torch_ae_bench.py --encoder-channels --input-shape)
 # Prints a table of s/epoch and ratios with the device name; logs and JSON under $OUT_DIR.
 # Without an NVIDIA GPU it prints a skip line and exits 0.
 #   BUILD=build bench/bench-gpu.sh      (env: BENCH_BATCHES="64 256", BENCH_TORCH_MODES=...,
+#                                         BENCH_ARCHS="3x32x32:256,128;1x28x28:64,32;...",
 #                                         BENCH_SKIP_SVM=1 leaves out the GPU SVM rows)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +23,8 @@ PY="${BENCH_PYTHON:-python3}"  # the GPU machine's python (torch, h5py)
 OUT_DIR="${OUT_DIR:-$BUILD/bench-gpu}"
 BATCHES="${BENCH_BATCHES:-64 256}"
 TORCH_MODES="${BENCH_TORCH_MODES:-eager_fp32,eager_tf32,bf16_cl,compiled_bf16}"
+ARCHS="${BENCH_ARCHS:-3x32x32:256,128;1x28x28:64,32;3x32x32:96,48,24}"
+SEED_ARCH="3x32x32:256,128"
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "bench-gpu: skipped: no NVIDIA GPU on this machine"
   exit 0
@@ -43,8 +49,8 @@ for prec in fp32 bf16; do
     if "$BUILD/bin/ae-train" --data "$data" -o "$OUT_DIR/model-$prec-$b.h5" --device gpu --precision "$prec" \
          --batch-size "$b" --epochs 2 --seed 1 > "$log" 2>&1; then
       ips=$(sed -n 's/.*epoch 2\/2:.* \([0-9][0-9.]*\) img\/s.*/\1/p' "$log" | tail -1)
-      "$PY" -c "import json,sys; ips=float(sys.argv[1]); print(json.dumps({'impl':'ours','tool':'ae-train','mode':sys.argv[2],'batch':int(sys.argv[3]),'s_per_epoch':round(50000/ips,4)}))" \
-        "$ips" "$prec" "$b" >> "$results"
+      "$PY" -c "import json,sys; ips=float(sys.argv[1]); print(json.dumps({'impl':'ours','tool':'ae-train','arch':sys.argv[4],'mode':sys.argv[2],'batch':int(sys.argv[3]),'s_per_epoch':round(50000/ips,4)}))" \
+        "$ips" "$prec" "$b" "$SEED_ARCH" >> "$results"
     else
       echo "bench-gpu: ae-train $prec batch $b failed, see $log" >&2
       tail -3 "$log" >&2
@@ -65,15 +71,29 @@ if [ -n "$model" ]; then
   rm -f "$OUT_DIR/features.h5"
 fi
 
-# ---- per-kernel table (the backend alone, CUDA events) -----------------------------------
+# ---- the backend alone, every architecture: s/epoch and the per-layer table ------------
+# (BENCH train lines of gpu_tests' BenchGpu; the seed model's headline rows are ae-train's)
 if [ -x "$BUILD/tests/gpu_tests" ]; then
-  AE_BENCH_PROFILE_ONLY=1 "$BUILD/tests/gpu_tests" --gtest_also_run_disabled_tests --gtest_filter='BenchGpu.*' \
-    > "$OUT_DIR/kernels.log" 2>&1 || echo "bench-gpu: per-kernel profile failed, see $OUT_DIR/kernels.log" >&2
+  AE_BENCH_ARCHS="$ARCHS" AE_BENCH_BATCHES="${BATCHES// /,}" "$BUILD/tests/gpu_tests" --gtest_also_run_disabled_tests \
+    --gtest_filter='BenchGpu.*' > "$OUT_DIR/kernels.log" 2>&1 || echo "bench-gpu: the backend benchmark failed, see $OUT_DIR/kernels.log" >&2
+  sed -n 's/^BENCH train //p' "$OUT_DIR/kernels.log" | "$PY" -c "
+import json, sys
+for line in sys.stdin:
+    kv = dict(f.split('=', 1) for f in line.split())
+    print(json.dumps({'impl': 'ours', 'tool': 'backend', 'arch': kv['arch'], 'mode': kv['precision'],
+                      'batch': int(kv['batch']), 's_per_epoch': float(kv['s_per_epoch'])}))" >> "$results"
+else
+  echo "bench-gpu: $BUILD/tests/gpu_tests is missing: no per-layer tables (make BUILD=$BUILD $BUILD/tests/gpu_tests)" >&2
 fi
 
-# ---- PyTorch -------------------------------------------------------------------------------
-"$PY" bench/torch_ae_bench.py --images 50000 --batches "${BATCHES// /,}" --modes "$TORCH_MODES" \
-  >> "$results" 2> "$OUT_DIR/torch.log" || echo "bench-gpu: PyTorch reference failed, see $OUT_DIR/torch.log" >&2
+# ---- PyTorch, the same architectures -------------------------------------------------------
+IFS=';' read -r -a arch_list <<< "$ARCHS"
+for a in "${arch_list[@]}"; do
+  shape="${a%%:*}"
+  "$PY" bench/torch_ae_bench.py --images 50000 --batches "${BATCHES// /,}" --modes "$TORCH_MODES" \
+    --input-shape "${shape//x/,}" --encoder-channels "${a#*:}" \
+    >> "$results" 2>> "$OUT_DIR/torch.log" || echo "bench-gpu: PyTorch reference failed for $a, see $OUT_DIR/torch.log" >&2
+done
 
 # ---- table ---------------------------------------------------------------------------------
 grep -v '^\[' "$OUT_DIR/kernels.log" 2>/dev/null | grep -E 'per-kernel|^  ' || true
@@ -81,21 +101,32 @@ grep -v '^\[' "$OUT_DIR/kernels.log" 2>/dev/null | grep -E 'per-kernel|^  ' || t
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(f"\nautoencoder training, s per epoch of 50,000 images, {sys.argv[2]}")
-torch = {(r["mode"], r["batch"]): r for r in rows if r["impl"] == "pytorch" and "s_per_epoch" in r}
-ref = {b: r["s_per_epoch"] for (m, b), r in torch.items() if m == "compiled_bf16"}
-print(f"  {'implementation':40s} {'batch':>5s} {'s/epoch':>8s} {'speed-up vs torch.compile bf16':>31s}")
+torch = {(r.get("arch"), r["mode"], r["batch"]): r["s_per_epoch"] for r in rows
+         if r["impl"] == "pytorch" and "s_per_epoch" in r}
+archs = []
 for r in rows:
-    if "s_per_epoch" not in r:
-        continue
-    name = (f"ours ae-train --precision {r['mode']}" if r["impl"] == "ours"
-            else f"PyTorch {r.get('torch', '')} {r['mode']}")
-    ratio = f"{ref[r['batch']] / r['s_per_epoch']:.2f}x" if r["batch"] in ref else "-"
-    print(f"  {name:40s} {r['batch']:5d} {r['s_per_epoch']:8.3f} {ratio:>31s}")
+    if "s_per_epoch" in r and r.get("arch") not in archs:
+        archs.append(r.get("arch"))
+for arch in archs:
+    print(f"\n  {arch}")
+    print(f"  {'implementation':40s} {'batch':>5s} {'s/epoch':>8s} {'vs torch.compile bf16':>22s} {'vs eager TF32':>14s}")
+    for r in rows:
+        if r.get("arch") != arch or "s_per_epoch" not in r:
+            continue
+        if r["impl"] == "ours":
+            name = (f"ours ae-train --precision {r['mode']}" if r["tool"] == "ae-train"
+                    else f"ours backend {r['mode']}")
+        else:
+            name = f"PyTorch {r.get('torch', '')} {r['mode']}"
+        def ratio(mode):
+            ref = torch.get((arch, mode, r["batch"]))
+            return f"{ref / r['s_per_epoch']:.2f}x" if ref else "-"
+        print(f"  {name:40s} {r['batch']:5d} {r['s_per_epoch']:8.3f} {ratio('compiled_bf16'):>22s} {ratio('eager_tf32'):>14s}")
 for r in rows:
     if r.get("tool") == "ae-encode":
         print(f"  ours ae-encode --device gpu: {r['images']} images in {r['encode_s']:.3f} s "
               f"(GPU + copy to host; {r['wall_s']:.1f} s with HDF5 reading/writing)")
     if "error" in r:
-        print(f"  PyTorch {r['mode']} batch {r['batch']}: failed: {r['error'][:120]}")
+        print(f"  PyTorch {r.get('arch')} {r['mode']} batch {r['batch']}: failed: {r['error'][:120]}")
 PYEOF
 [ -n "${BENCH_SKIP_SVM:-}" ] || BUILD="$BUILD" bash bench/svm_gpu.sh || echo "bench-gpu: the GPU SVM benchmark (bench/svm_gpu.sh) failed" >&2  # GPU SVM rows

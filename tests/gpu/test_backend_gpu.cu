@@ -1,17 +1,21 @@
-// The GPU backend (make_gpu_backend) against the CPU backend, end to end: the gradient of
-// one step (which exercises every fused kernel: im2col, conv+pool, upsample-in-gather,
-// loss, upsample-sum and unpool epilogues, weight gradients), 100 training steps of loss,
-// encoding across chunk boundaries, evaluation, reconstruction and state round trips.
+// The GPU backend (make_gpu_backend) against the CPU backend, end to end, for the seed
+// model and two other architectures (1×28×28 {64,32}: one channel, sizes that are not
+// powers of two; 3×32×32 {96,48,24}: three blocks, channel counts that are not): the
+// gradient of one step (which exercises every fused kernel of the plan), training steps of
+// loss, encoding across chunk boundaries, evaluation, reconstruction and state round trips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <numeric>
 #include <string>
 #include <vector>
 
-#include "kernels/ae/model.h"
+#include "kernels/ae/backend.h"
 #include "kernels/ae/cpu/backend_cpu.h"
+#include "kernels/ae/model.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace gpu_test;
@@ -19,12 +23,45 @@ using ae::Precision;
 
 namespace {
 
-std::string pname(const testing::TestParamInfo<Precision>& info) { return ae::precision_name(info.param); }
+struct ArchCase {
+  const char* name;
+  ae::Architecture arch;
+};
+const std::vector<ArchCase>& archs() {
+  static const std::vector<ArchCase> v = {
+      {"seed", ae::Architecture::seed()},
+      {"gray28_64_32", ae::Architecture(1, 28, 28, {64, 32})},
+      {"rgb32_96_48_24", ae::Architecture(3, 32, 32, {96, 48, 24})},
+  };
+  return v;
+}
 
-class GpuBackend : public testing::TestWithParam<Precision> {
+struct Case {
+  int arch;
+  Precision precision;
+};
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  return std::string(archs()[size_t(info.param.arch)].name) + "_" + ae::precision_name(info.param.precision);
+}
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  for (int a = 0; a < int(archs().size()); ++a)
+    for (Precision p : {Precision::fp32, Precision::bf16}) v.push_back({a, p});
+  return v;
+}
+
+class GpuBackend : public testing::TestWithParam<Case> {
  protected:
   void SetUp() override { REQUIRE_GPU(); }
-  bool bf16() const { return GetParam() == Precision::bf16; }
+  bool bf16() const { return GetParam().precision == Precision::bf16; }
+  bool seed() const { return GetParam().arch == 0; }
+  const ae::Architecture& arch() const { return archs()[size_t(GetParam().arch)].arch; }
+  std::vector<uint8_t> images(int n, uint64_t s) const {
+    return synthetic_images(n, s, arch().input_channels(), arch().height(), arch().width());
+  }
+  std::unique_ptr<ae::AeBackend> gpu(const ae::OptimizerConfig& opt) const {
+    return ae::make_gpu_backend(arch(), opt, GetParam().precision);
+  }
 };
 
 std::vector<int64_t> iota_order(int64_t begin, int64_t n) {
@@ -37,148 +74,153 @@ std::vector<int64_t> iota_order(int64_t begin, int64_t n) {
 // g = (p_before − p_after) / lr.
 TEST_P(GpuBackend, OneStepGradientMatchesCpu) {
   const int n = 16;
-  const auto images = synthetic_images(n, 11);
-  const auto params = ae::init_params(3);
-  std::vector<float> out_ref(size_t(n) * ae::kImageDim), grad_ref(static_cast<size_t>(ae::kParamCount));
-  const double loss_ref = ae::cpu_loss_and_gradient(params, images.data(), n, 0, out_ref.data(), grad_ref.data());
+  const auto imgs = images(n, 11);
+  const auto params = ae::init_params(arch(), 3);
+  std::vector<float> grad_ref(size_t(arch().param_count()));
+  const double loss_ref = ae::cpu_loss_and_gradient(arch(), params, imgs.data(), n, 0, nullptr, grad_ref.data());
 
   ae::OptimizerConfig sgd;
   sgd.kind = "sgd";
   const float lr = 1000.f;
-  auto gpu = ae::make_gpu_backend(sgd, GetParam());
-  gpu->set_params(params);
-  gpu->set_train_images(images.data(), n);
-  const double loss = gpu->train_epoch(iota_order(0, n), n, lr, {});
-  const auto after = gpu->params();
+  auto g = gpu(sgd);
+  g->set_params(params);
+  g->set_train_images(imgs.data(), n);
+  const double loss = g->train_epoch(iota_order(0, n), n, lr, {});
+  const auto after = g->params();
   std::vector<float> grad(after.size());
   for (size_t i = 0; i < grad.size(); ++i) grad[i] = (params[i] - after[i]) / lr;
 
   const double tol = bf16() ? 5e-2 : 1e-2;
-  std::printf("    loss gpu %.6f cpu %.6f\n", loss, loss_ref);
+  std::printf("    %s: loss gpu %.6f cpu %.6f\n", arch().describe().c_str(), loss, loss_ref);
   EXPECT_NEAR(loss, loss_ref, (bf16() ? 1e-2 : 1e-3) * loss_ref);
-  for (int l = 0; l < ae::kNumConvs; ++l) {
-    const double ew = rel_err(grad.data() + ae::weight_offset(l), grad_ref.data() + ae::weight_offset(l),
-                              size_t(ae::weight_count(l)));
-    const double eb = rel_err(grad.data() + ae::bias_offset(l), grad_ref.data() + ae::bias_offset(l),
-                              size_t(ae::bias_count(l)));
-    std::printf("    %s: gradient rel err weights %.2e bias %.2e\n", ae::kConvs[l].group, ew, eb);
-    EXPECT_LT(ew, tol) << ae::kConvs[l].group;
-    EXPECT_LT(eb, tol) << ae::kConvs[l].group;
+  for (const ae::ConvLayer& l : arch().convs()) {
+    const double ew = rel_err(grad.data() + l.weight_offset, grad_ref.data() + l.weight_offset, size_t(l.weight_count()));
+    const double eb = rel_err(grad.data() + l.bias_offset, grad_ref.data() + l.bias_offset, size_t(l.bias_count()));
+    std::printf("    %s: gradient rel err weights %.2e bias %.2e\n", l.group.c_str(), ew, eb);
+    EXPECT_LT(ew, tol) << l.group;
+    EXPECT_LT(eb, tol) << l.group;
   }
 }
 
-// The training loss of the GPU follows the CPU's over 100 Adam steps, same seed, same data,
-// same order: every step's loss within 2 %.
+// The training loss of the GPU follows the CPU's over Adam steps, same seed, same data,
+// same order: every step's loss within 2 % (100 steps for the seed model, 30 for the
+// others, to keep the CPU reference quick).
 //
 // The learning rate is 1e-4. At 1e-3 (batch 32) the run is chaotic: two CPU runs whose
 // initial weights differ by 1e-4 relative drift apart by up to 7 % in a 10-step mean loss
 // after ~60 steps (measured with the CPU backend alone), which is what TF32/bf16 rounding
 // against fp32 also produces; at 1e-4 the same two CPU runs stay within 0.12 % while the
 // loss falls 35-fold, so a difference above 2 % here means a wrong GPU computation.
-TEST_P(GpuBackend, LossTracksCpuFor100Steps) {
-  const int batch = 32, steps = 100, window = 10;
+TEST_P(GpuBackend, LossTracksCpu) {
+  const int batch = 32, steps = seed() ? 100 : 30, window = 10;
   const float lr = 1e-4f;
-  const auto images = synthetic_images(batch * steps, 21);
-  const auto params = ae::init_params(7);
+  const auto imgs = images(batch * steps, 21);
+  const auto params = ae::init_params(arch(), 7);
   ae::OptimizerConfig adam;
   adam.lr = lr;
 
-  static std::vector<double> cpu_losses;  // shared by both precisions
-  if (cpu_losses.empty()) {
-    auto cpu = ae::make_cpu_backend(adam, 0);
+  static std::map<int, std::vector<double>> cpu_losses;  // per architecture, shared by both precisions
+  std::vector<double>& ref = cpu_losses[GetParam().arch];
+  if (ref.empty()) {
+    auto cpu = ae::make_cpu_backend(arch(), adam, 0);
     cpu->set_params(params);
-    cpu->set_train_images(images.data(), int64_t(images.size() / ae::kImageDim));
-    for (int s = 0; s < steps; ++s) cpu_losses.push_back(cpu->train_epoch(iota_order(s * batch, batch), batch, lr, {}));
+    cpu->set_train_images(imgs.data(), batch * steps);
+    for (int s = 0; s < steps; ++s) ref.push_back(cpu->train_epoch(iota_order(s * batch, batch), batch, lr, {}));
   }
-  auto gpu = ae::make_gpu_backend(adam, GetParam());
-  gpu->set_params(params);
-  gpu->set_train_images(images.data(), int64_t(images.size() / ae::kImageDim));
+  auto g = gpu(adam);
+  g->set_params(params);
+  g->set_train_images(imgs.data(), batch * steps);
   double worst = 0;
   for (int s = 0; s < steps; ++s) {
-    const double g = gpu->train_epoch(iota_order(s * batch, batch), batch, lr, {}), c = cpu_losses[size_t(s)];
-    const double rel = std::fabs(g - c) / c;
+    const double lg = g->train_epoch(iota_order(s * batch, batch), batch, lr, {}), lc = ref[size_t(s)];
+    const double rel = std::fabs(lg - lc) / lc;
     worst = std::max(worst, rel);
-    EXPECT_LT(rel, 0.02) << "step " << s << ": gpu " << g << " cpu " << c;
-    if (s % window == window - 1 || s == 0) std::printf("    step %3d loss gpu %.6f cpu %.6f (%.3f %%)\n", s, g, c, 100 * rel);
+    EXPECT_LT(rel, 0.02) << "step " << s << ": gpu " << lg << " cpu " << lc;
+    if (s % window == window - 1 || s == 0) std::printf("    step %3d loss gpu %.6f cpu %.6f (%.3f %%)\n", s, lg, lc, 100 * rel);
   }
   std::printf("    worst relative loss difference over %d steps: %.2e\n", steps, worst);
-  EXPECT_LT(cpu_losses.back(), 0.1 * cpu_losses.front()) << "the reference run should learn";
-  EXPECT_EQ(gpu->optimizer_state().step, steps);
+  EXPECT_LT(ref.back(), (seed() ? 0.1 : 0.7) * ref.front()) << "the reference run should learn";
+  EXPECT_EQ(g->optimizer_state().step, steps);
 }
 
 TEST_P(GpuBackend, EncodeMatchesCpuAcrossChunks) {
   const int n = 1100;  // more than one 1024-image chunk
-  const auto images = synthetic_images(n, 31);
-  const auto params = ae::init_params(5);
+  const auto imgs = images(n, 31);
+  const auto params = ae::init_params(arch(), 5);
+  const size_t ld = size_t(arch().latent_dim());
   ae::OptimizerConfig adam;
-  auto cpu = ae::make_cpu_backend(adam, 0);
+  auto cpu = ae::make_cpu_backend(arch(), adam, 0);
   cpu->set_params(params);
-  std::vector<float> ref(size_t(n) * ae::kLatentDim), got(size_t(n) * ae::kLatentDim, std::nanf(""));
-  cpu->encode(images.data(), n, 100, ref.data());
-  auto gpu = ae::make_gpu_backend(adam, GetParam());
-  gpu->set_params(params);
-  gpu->encode(images.data(), n, 100, got.data());
+  std::vector<float> ref(size_t(n) * ld), got(size_t(n) * ld, std::nanf(""));
+  cpu->encode(imgs.data(), n, 100, ref.data());
+  auto g = gpu(adam);
+  g->set_params(params);
+  g->encode(imgs.data(), n, 100, got.data());
   const double err = rel_err(got, ref);
-  std::printf("    encode %d images: rel err %.2e\n", n, err);
+  std::printf("    encode %d images (%zu features each): rel err %.2e\n", n, ld, err);
   EXPECT_LT(err, bf16() ? 2e-2 : 2e-3);
   // the last chunk lands where it belongs
-  const size_t tail = size_t(n - 1) * ae::kLatentDim;
-  EXPECT_LT(rel_err(got.data() + tail, ref.data() + tail, ae::kLatentDim), bf16() ? 2e-2 : 2e-3);
+  const size_t tail = size_t(n - 1) * ld;
+  EXPECT_LT(rel_err(got.data() + tail, ref.data() + tail, ld), bf16() ? 2e-2 : 2e-3);
 }
 
 TEST_P(GpuBackend, EvalLossAndReconstructionMatchCpu) {
   const int n = 300;
-  const auto images = synthetic_images(n, 41);
-  const auto params = ae::init_params(9);
+  const auto imgs = images(n, 41);
+  const auto params = ae::init_params(arch(), 9);
+  const size_t dim = size_t(arch().image_dim());
   ae::OptimizerConfig adam;
-  auto cpu = ae::make_cpu_backend(adam, 0);
-  auto gpu = ae::make_gpu_backend(adam, GetParam());
+  auto cpu = ae::make_cpu_backend(arch(), adam, 0);
+  auto g = gpu(adam);
   cpu->set_params(params);
-  gpu->set_params(params);
-  const double lc = cpu->eval_loss(images.data(), n, 128), lg = gpu->eval_loss(images.data(), n, 128);
+  g->set_params(params);
+  const double lc = cpu->eval_loss(imgs.data(), n, 128), lg = g->eval_loss(imgs.data(), n, 128);
   std::printf("    eval loss gpu %.6f cpu %.6f\n", lg, lc);
   EXPECT_NEAR(lg, lc, (bf16() ? 1e-2 : 1e-3) * lc);
-  std::vector<float> rc(size_t(n) * ae::kImageDim), rg(size_t(n) * ae::kImageDim, std::nanf(""));
-  cpu->reconstruct(images.data(), n, rc.data());
-  gpu->reconstruct(images.data(), n, rg.data());
+  std::vector<float> rc(size_t(n) * dim), rg(size_t(n) * dim, std::nanf(""));
+  cpu->reconstruct(imgs.data(), n, rc.data());
+  g->reconstruct(imgs.data(), n, rg.data());
   EXPECT_LT(rel_err(rg, rc), bf16() ? 2e-2 : 2e-3);
 }
 
 TEST_P(GpuBackend, StateRoundTripsAndPartialBatches) {
   const int n = 37, batch = 16;  // 2 full batches + 5
-  const auto images = synthetic_images(n, 51);
-  const auto params = ae::init_params(13);
+  const auto imgs = images(n, 51);
+  const auto params = ae::init_params(arch(), 13);
+  const size_t P = size_t(arch().param_count());
   ae::OptimizerConfig adam;
-  auto gpu = ae::make_gpu_backend(adam, GetParam());
-  gpu->set_params(params);
-  EXPECT_EQ(gpu->params(), params);
+  auto g = gpu(adam);
+  EXPECT_EQ(g->architecture(), arch());
+  g->set_params(params);
+  EXPECT_EQ(g->params(), params);
+  EXPECT_THROW(g->set_params(std::vector<float>(P + 1)), std::invalid_argument);
   ae::OptimizerState st;
   st.step = 41;
-  st.m = std::vector<float>(size_t(ae::kParamCount), 1e-4f);
-  st.v = std::vector<float>(size_t(ae::kParamCount), 1e-6f);
-  gpu->set_optimizer_state(st);
-  const auto back = gpu->optimizer_state();
+  st.m = std::vector<float>(P, 1e-4f);
+  st.v = std::vector<float>(P, 1e-6f);
+  g->set_optimizer_state(st);
+  const auto back = g->optimizer_state();
   EXPECT_EQ(back.step, 41);
   EXPECT_EQ(back.m, st.m);
   EXPECT_EQ(back.v, st.v);
 
-  auto cpu = ae::make_cpu_backend(adam, 0);
+  auto cpu = ae::make_cpu_backend(arch(), adam, 0);
   cpu->set_params(params);
   cpu->set_optimizer_state(st);
-  cpu->set_train_images(images.data(), n);
-  gpu->set_train_images(images.data(), n);
+  cpu->set_train_images(imgs.data(), n);
+  g->set_train_images(imgs.data(), n);
   std::vector<int64_t> order = iota_order(0, n);
   std::reverse(order.begin(), order.end());
   int calls = 0;
-  const double lg = gpu->train_epoch(order, batch, 1e-3f, [&](int64_t done, double) {
+  const double lg = g->train_epoch(order, batch, 1e-3f, [&](int64_t done, double) {
     ++calls;
     EXPECT_LE(done, n);
   });
   const double lc = cpu->train_epoch(order, batch, 1e-3f, {});
   EXPECT_GE(calls, 1);
   EXPECT_NEAR(lg, lc, 0.02 * lc);
-  EXPECT_EQ(gpu->optimizer_state().step, 41 + 3);
-  const auto pg = gpu->params(), pc = cpu->params();
+  EXPECT_EQ(g->optimizer_state().step, 41 + 3);
+  const auto pg = g->params(), pc = cpu->params();
   std::vector<float> dg(pg.size()), dc(pc.size());
   for (size_t i = 0; i < pg.size(); ++i) dg[i] = pg[i] - params[i], dc[i] = pc[i] - params[i];
   const double err = rel_err(dg, dc);
@@ -186,6 +228,16 @@ TEST_P(GpuBackend, StateRoundTripsAndPartialBatches) {
   EXPECT_LT(err, bf16() ? 0.1 : 2e-2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Precisions, GpuBackend, testing::Values(Precision::fp32, Precision::bf16), pname);
+INSTANTIATE_TEST_SUITE_P(Architectures, GpuBackend, testing::ValuesIn(all_cases()), case_name);
+
+TEST(GpuBackendArch, MoreThanSevenInputChannelsIsAClearError) {
+  ae::OptimizerConfig adam;
+  try {
+    ae::make_gpu_backend(ae::Architecture(8, 16, 16, {16}), adam, Precision::fp32);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("up to 7 input channels"), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace
