@@ -83,17 +83,18 @@ void parse_cifar_batch(const std::string& name, const uint8_t* data, size_t size
   if (static_cast<int64_t>(size) != kCifarBatchBytes)
     fail_file(name, "is " + std::to_string(size) + " bytes, expected " + std::to_string(kCifarBatchBytes));
   keep = std::clamp<int64_t>(keep, 0, kCifarBatchRecords);
+  out.C = kCifarChannels, out.H = kCifarHeight, out.W = kCifarWidth;
   size_t n0 = out.labels.size();
   out.labels.resize(n0 + static_cast<size_t>(keep));
-  out.images.resize((n0 + static_cast<size_t>(keep)) * kImageBytes);
+  out.images.resize((n0 + static_cast<size_t>(keep)) * kCifarImageBytes);
   // Every label is checked, also of records beyond `keep`: a damaged file is an error.
   for (int64_t r = 0; r < kCifarBatchRecords; ++r) {
     uint8_t label = data[r * kCifarRecordBytes];
-    if (label >= kNumClasses)
+    if (label >= kCifar10Classes)
       fail_file(name, "record " + std::to_string(r) + " has label " + std::to_string(label) + ", expected 0..9");
     if (r < keep) {
       out.labels[n0 + static_cast<size_t>(r)] = label;
-      memcpy(&out.images[(n0 + static_cast<size_t>(r)) * kImageBytes], data + r * kCifarRecordBytes + 1, kImageBytes);
+      memcpy(&out.images[(n0 + static_cast<size_t>(r)) * kCifarImageBytes], data + r * kCifarRecordBytes + 1, kCifarImageBytes);
     }
   }
 }

@@ -10,7 +10,7 @@
 
 namespace cae {
 
-constexpr int64_t kCifarRecordBytes = 1 + kImageBytes;            // 3,073
+constexpr int64_t kCifarRecordBytes = 1 + kCifarImageBytes;       // 3,073
 constexpr int64_t kCifarBatchRecords = 10000;
 constexpr int64_t kCifarBatchBytes = kCifarRecordBytes * kCifarBatchRecords;  // 30,730,000
 constexpr int kCifarTrainBatches = 5;

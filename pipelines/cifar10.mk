@@ -30,6 +30,12 @@ DEVICE      ?= auto
 EPOCHS      ?= 20
 BATCH       ?= 64
 TRAIN_LIMIT ?=
+# The autoencoder (ae-train --encoder-channels; 256,128 is the seed model) and its
+# validation hold-out (ae-train --val-split; empty = ae-train's default, a tenth of the
+# training images: 5,000 of CIFAR-10's 50,000, docs/DECISIONS.md). The hold-out steers the
+# learning-rate schedule; the test split is only reported.
+ENCODER_CHANNELS ?= 256,128
+VAL_SPLIT   ?=
 TEST_LIMIT  ?=
 RUN_DIR     ?= data/run
 DATA_DIR    ?= data
@@ -68,7 +74,7 @@ endif
 
 # ---- parameter stamps --------------------------------------------------------------------
 PL_PARAMS_data   := source=$(PL_SOURCE_ID) train_limit=$(TRAIN_LIMIT) test_limit=$(TEST_LIMIT)
-PL_PARAMS_train  := data=$(abspath $(DATASET)) epochs=$(EPOCHS) batch=$(BATCH) flags=$(TRAIN_FLAGS)
+PL_PARAMS_train  := data=$(abspath $(DATASET)) epochs=$(EPOCHS) batch=$(BATCH) channels=$(ENCODER_CHANNELS) val_split=$(VAL_SPLIT) flags=$(TRAIN_FLAGS)
 PL_PARAMS_encode := flags=$(ENCODE_FLAGS)
 PL_PARAMS_fit    := flags=$(FIT_FLAGS)
 PL_PARAMS_eval   := flags=$(EVAL_FLAGS)
@@ -128,7 +134,8 @@ $(PL_MODEL): $(DATASET) $(PL_TRAIN_STAMP) | $(BIN)/ae-train $(DEPS_STAMP)
 	@mkdir -p $(@D); for f in $(@D)/.model-*.ckpt.h5; do [ "$$f" = "$(PL_CKPT)" ] || rm -f "$$f"; done; \
 	  if [ -e $(PL_CKPT) ] && [ $(PL_CKPT) -ot $(DATASET) ]; then rm -f $(PL_CKPT); fi
 	$(RUN) $(BIN)/ae-train --data $(DATASET) --epochs $(EPOCHS) --batch-size $(BATCH) --device $(DEVICE) \
-	  $(TRAIN_FLAGS) --resume -o $(PL_CKPT)
+	  --encoder-channels $(ENCODER_CHANNELS) $(if $(strip $(VAL_SPLIT)),--val-split $(VAL_SPLIT)) $(TRAIN_FLAGS) \
+	  --resume -o $(PL_CKPT)
 	@mv -f $(PL_CKPT) $@
 
 $(PL_FEATURES): $(PL_MODEL) $(DATASET) $(PL_ENCODE_STAMP) | $(BIN)/ae-encode $(DEPS_STAMP)

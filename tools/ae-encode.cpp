@@ -1,11 +1,11 @@
-// ae-encode: a trained autoencoder's 8,192-d codes for every image of a dataset, streamed
-// chunk by chunk so memory stays small (docs/FORMATS.md, "ae-features").
+// ae-encode: a trained autoencoder's latent codes (latent_dim = c·h·w of the model's
+// architecture, 8,192 for the seed model) for every image of a dataset, streamed chunk by
+// chunk so memory stays small (docs/FORMATS.md, "ae-features").
 #include <omp.h>
 
 #include <algorithm>
 #include <sstream>
 
-#include "kernels/ae/checkpoint.h"
 #include "common/atomic_output.h"
 #include "common/cli.h"
 #include "common/dataset.h"
@@ -17,11 +17,13 @@
 #include "common/progress.h"
 #include "common/provenance.h"
 #include "common/timer.h"
+#include "kernels/ae/checkpoint.h"
+#include "kernels/ae/features_file.h"
 #include "kernels/ae/model.h"
 
 namespace {
 
-const cae::ToolInfo kInfo{"ae-encode", "encode images with a trained autoencoder (8,192 features per image)",
+const cae::ToolInfo kInfo{"ae-encode", "encode images with a trained autoencoder (its latent code per image)",
                           "ae-encode --model data/run/model.h5 --data data/cifar10.h5 -o data/run/features.h5", true,
                           true, "try a smaller --batch-size"};
 
@@ -33,7 +35,7 @@ struct Options {
   int threads = 0;
 };
 
-// Images per streamed chunk: ~4 MB of pixels and ~34 MB of features in memory at a time.
+// Images per streamed chunk: for the seed model ~3 MB of pixels and ~34 MB of features.
 constexpr int64_t kChunkImages = 1024;
 
 std::vector<std::string> parse_splits(const std::string& list) {
@@ -52,27 +54,31 @@ std::vector<std::string> parse_splits(const std::string& list) {
 void encode(const Options& opt, const cae::CommonOptions& common) {
   const std::vector<std::string> splits = parse_splits(opt.splits);
   const cae::Device device = cae::resolve_device(common.device);
-  const std::vector<float> params = cae::read_ae_params(opt.model);
+  const ae::ModelWeights model = ae::read_ae_params(opt.model);
+  const ae::Architecture& arch = model.arch;
   cae::DatasetReader data(opt.data);
+  if (data.channels() != arch.input_channels() || data.height() != arch.height() || data.width() != arch.width())
+    cae::fail_file(opt.data, "has images of " + data.image_shape_str() + " but " + opt.model + " was trained on " +
+                                 std::to_string(arch.input_channels()) + "x" + std::to_string(arch.height()) + "x" +
+                                 std::to_string(arch.width()));
 
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
   std::unique_ptr<ae::AeBackend> backend = device == cae::Device::gpu
-                                               ? ae::make_gpu_backend(ae::OptimizerConfig{}, ae::Precision::fp32)
-                                               : ae::make_cpu_backend(ae::OptimizerConfig{}, threads);
-  backend->set_params(params);
+                                               ? ae::make_gpu_backend(arch, ae::OptimizerConfig{}, ae::Precision::fp32)
+                                               : ae::make_cpu_backend(arch, ae::OptimizerConfig{}, threads);
+  backend->set_params(model.params);
 
   cae::AtomicOutput out(common.output);
-  cae::Hdf5Writer w(out.temp_path(), common.output);
+  ae::FeaturesWriter w(out.temp_path(), common.output, arch);
   const int64_t chunk = std::max<int64_t>(opt.batch_size, kChunkImages / opt.batch_size * opt.batch_size);
-  std::vector<uint8_t> pixels(static_cast<size_t>(chunk * cae::kImageBytes));
-  std::vector<float> features(static_cast<size_t>(chunk * ae::kLatentDim));
+  std::vector<uint8_t> pixels(static_cast<size_t>(chunk * arch.image_dim()));
+  std::vector<float> features(static_cast<size_t>(chunk * arch.latent_dim()));
   cae::Stopwatch clock;
   double encode_s = 0;
   int64_t total = 0;
   for (const std::string& split : splits) {
     const int64_t n = data.count(split);
-    const std::string name = "/" + split + "/features";
-    w.create<float>(name, {uint64_t(n), uint64_t(ae::kLatentDim)});
+    w.begin_split(split, n);
     cae::ProgressBar bar("encode " + split, n, "img");
     for (int64_t row = 0; row < n; row += chunk) {
       const int64_t rows = std::min(chunk, n - row);
@@ -80,31 +86,29 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
       cae::Stopwatch t;
       backend->encode(pixels.data(), rows, opt.batch_size, features.data());
       encode_s += t.seconds();
-      w.write_rows<float>(name, uint64_t(row), uint64_t(rows), features.data());
+      w.write_rows(split, row, rows, features.data());
       bar.update(row + rows);
     }
-    w.write("/" + split + "/labels", data.read_labels(split));
+    w.write_labels(split, data.read_labels(split));
     total += n;
   }
   const double seconds = clock.seconds();
+  const double rate = encode_s > 0 ? double(total) / encode_s : 0.0;
   cae::Provenance prov{"ae-features", 1, cae::options_json(), {cae::hash_input(opt.model), cae::hash_input(opt.data)}};
-  cae::write_provenance(w, prov);
-  w.set_attr("/", "device", backend->describe());
-  w.set_attr("/", "seconds", seconds);
-  w.set_attr("/", "images_per_second", encode_s > 0 ? double(total) / encode_s : 0.0);
-  w.set_attr("/", "class_names", data.class_names());
-  w.close();
+  w.finish(prov, {backend->describe(), seconds, rate, data.class_names()});
   out.commit();
 
-  cae::log_info("wrote %s: %lld images x %d features in %.1f s (%.0f img/s encoding; %s)", common.output.c_str(),
-                static_cast<long long>(total), ae::kLatentDim, seconds, encode_s > 0 ? double(total) / encode_s : 0.0,
+  cae::log_info("wrote %s: %lld images x %lld features (latent %dx%dx%d) in %.1f s (%.0f img/s encoding; %s)",
+                common.output.c_str(), static_cast<long long>(total), static_cast<long long>(arch.latent_dim()),
+                arch.latent_channels(), arch.latent_height(), arch.latent_width(), seconds, rate,
                 backend->describe().c_str());
   cae::emit_json(common, cae::JsonObject()
                              .add("tool", kInfo.name)
                              .add("output", common.output)
                              .add("images", total)
+                             .add("features", arch.latent_dim())
                              .add("seconds", seconds)
-                             .add("images_per_second", encode_s > 0 ? double(total) / encode_s : 0.0)
+                             .add("images_per_second", rate)
                              .add("device", backend->describe())
                              .str());
 }
@@ -118,7 +122,7 @@ int main(int argc, char** argv) {
       argc, argv, kInfo, common,
       [&](CLI::App& app) {
         app.add_option("--model", opt.model, "ae-model file (ae-train)")->required();
-        app.add_option("--data", opt.data, "cifar10-dataset file (cifar-convert)")->required();
+        app.add_option("--data", opt.data, "image-dataset file (cifar-convert); its image shape must be the model's")->required();
         app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
         app.add_option("--split", opt.splits, "Splits to encode, comma-separated: train, test");
         app.add_option("--threads", opt.threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")

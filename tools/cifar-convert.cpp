@@ -1,4 +1,5 @@
-// cifar-convert: the official CIFAR-10 binary batches → one HDF5 dataset file.
+// cifar-convert: the official CIFAR-10 binary batches → one HDF5 image-dataset file
+// (3×32×32, CIFAR-10's ten class names; docs/FORMATS.md).
 #include <algorithm>
 
 #include "common/atomic_output.h"
@@ -50,9 +51,9 @@ void convert(const Options& opt, const cae::CommonOptions& common) {
   cae::Hdf5Writer w(out.temp_path(), common.output);
   cae::write_split(w, "train", data.train);
   cae::write_split(w, "test", data.test);
-  cae::Provenance prov{"cifar10-dataset", 1, cae::options_json(), {hash_cifar_input(opt.input)}};
+  cae::Provenance prov{cae::kDatasetFormat, 1, cae::options_json(), {hash_cifar_input(opt.input)}};
   cae::write_provenance(w, prov);
-  w.set_attr("/", "class_names", std::vector<std::string>(cae::kCifar10ClassNames, cae::kCifar10ClassNames + cae::kNumClasses));
+  cae::write_class_names(w, cae::cifar10_class_names());
   w.close();
   out.commit();
 

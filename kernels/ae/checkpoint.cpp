@@ -1,37 +1,43 @@
 #include "kernels/ae/checkpoint.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "common/hdf5_io.h"
 
-namespace cae {
+namespace ae {
 namespace {
 
-constexpr uint64_t kImage[] = {3, 32, 32};
+using cae::fail_file;
+using cae::Shape;
 
-Shape weight_shape(int l) {
-  const ae::ConvSpec& c = ae::kConvs[l];
-  return {uint64_t(c.out), uint64_t(c.in), 3, 3};
+// Bounds on a recorded architecture, so a damaged file cannot make the reader compute
+// overflowing parameter counts: far beyond any model this toolkit trains.
+constexpr int64_t kMaxChannels = 1 << 16;
+constexpr int64_t kMaxExtent = 1 << 16;
+constexpr size_t kMaxDepth = 16;
+constexpr uint64_t kMaxSamples = 256;  // one per class, labels are uint8
+
+Shape weight_shape(const ConvLayer& c) { return {uint64_t(c.out), uint64_t(c.in), 3, 3}; }
+Shape image_shape(const Architecture& a, uint64_t k) {
+  return {k, uint64_t(a.input_channels()), uint64_t(a.height()), uint64_t(a.width())};
 }
 
-void check_architecture(const Hdf5Reader& r) {
-  r.require_format("ae-model");
-  if (!r.has_attr("/", "architecture")) fail_file(r.path(), "has no 'architecture' attribute (not an ae-train model?)");
-  const std::string arch = r.attr_string("/", "architecture");
-  if (arch != kAeArchitecture)
-    fail_file(r.path(), "was trained for another architecture ('" + arch + "'), this toolkit's is '" +
-                            std::string(kAeArchitecture) + "'");
-}
+std::vector<int64_t> to_int64(const std::vector<int>& v) { return {v.begin(), v.end()}; }
 
-std::vector<float> read_params(const Hdf5Reader& r) {
-  std::vector<float> params(ae::kParamCount);
-  for (int l = 0; l < ae::kNumConvs; ++l) {
-    const std::string group = ae::kConvs[l].group;
-    std::vector<float> w = r.read<float>(group + "/weight", weight_shape(l));
-    std::vector<float> b = r.read<float>(group + "/bias", {uint64_t(ae::kConvs[l].out)});
-    std::copy(w.begin(), w.end(), params.begin() + ae::weight_offset(l));
-    std::copy(b.begin(), b.end(), params.begin() + ae::bias_offset(l));
+std::vector<float> read_params(const cae::Hdf5Reader& r, const Architecture& arch) {
+  // Every weight's shape first: only then is arch.param_count() backed by data in the file.
+  for (const ConvLayer& c : arch.convs()) {
+    r.require(c.group + "/weight", weight_shape(c));
+    r.require(c.group + "/bias", {uint64_t(c.out)});
+  }
+  std::vector<float> params(static_cast<size_t>(arch.param_count()));
+  for (const ConvLayer& c : arch.convs()) {
+    std::vector<float> w = r.read<float>(c.group + "/weight", weight_shape(c));
+    std::vector<float> b = r.read<float>(c.group + "/bias", {uint64_t(c.out)});
+    std::copy(w.begin(), w.end(), params.begin() + c.weight_offset);
+    std::copy(b.begin(), b.end(), params.begin() + c.bias_offset);
   }
   for (float v : params)
     if (!std::isfinite(v)) fail_file(r.path(), "weights contain NaN or Inf");
@@ -40,32 +46,70 @@ std::vector<float> read_params(const Hdf5Reader& r) {
 
 }  // namespace
 
-void write_ae_checkpoint(const std::string& path, const std::string& display_name, const AeCheckpoint& c,
-                         const Provenance& provenance) {
-  if (c.params.size() != static_cast<size_t>(ae::kParamCount))
-    fail_file(display_name, "internal error: checkpoint has the wrong number of parameters");
-  Hdf5Writer w(path, display_name);
-  for (int l = 0; l < ae::kNumConvs; ++l) {
-    const std::string group = ae::kConvs[l].group;
-    w.write(group + "/weight", c.params.data() + ae::weight_offset(l), weight_shape(l));
-    w.write(group + "/bias", c.params.data() + ae::bias_offset(l), Shape{uint64_t(ae::kConvs[l].out)});
+Architecture read_architecture(const cae::Hdf5Reader& r) {
+  r.require_format("ae-model");
+  if (!r.has_attr("/", "architecture")) fail_file(r.path(), "has no 'architecture' attribute (not an ae-train model?)");
+  const std::string family = r.attr_string("/", "architecture");
+  const bool has_channels = r.has_attr("/", "encoder_channels"), has_shape = r.has_attr("/", "input_shape");
+  if (!has_channels && !has_shape) {
+    // Written before the architecture was data: the seed model, named by its full string.
+    if (family != kSeedArchitectureString)
+      fail_file(r.path(), "was trained for another architecture ('" + family + "'), this toolkit's is '" +
+                              std::string(kArchitectureFamily) + "'");
+    return Architecture::seed();
+  }
+  if (family.compare(0, std::string(kArchitectureFamily).size(), kArchitectureFamily) != 0)
+    fail_file(r.path(), "was trained for another architecture ('" + family + "'), this toolkit's is '" +
+                            std::string(kArchitectureFamily) + "'");
+  if (!has_channels || !has_shape)
+    fail_file(r.path(), std::string("has ") + (has_channels ? "encoder_channels but no input_shape" : "input_shape but no encoder_channels"));
+  const std::vector<int64_t> channels = r.attr_ints("/", "encoder_channels");
+  const std::vector<int64_t> shape = r.attr_ints("/", "input_shape");
+  if (shape.size() != 3) fail_file(r.path(), "input_shape has " + std::to_string(shape.size()) + " values, expected [C,H,W]");
+  for (int64_t v : shape)
+    if (v < 1 || v > kMaxExtent) fail_file(r.path(), "input_shape " + std::to_string(v) + " is not in 1..65536");
+  if (channels.empty() || channels.size() > kMaxDepth)
+    fail_file(r.path(), "encoder_channels has " + std::to_string(channels.size()) + " values, expected 1 to 16");
+  for (int64_t v : channels)
+    if (v < 1 || v > kMaxChannels) fail_file(r.path(), "encoder_channels " + std::to_string(v) + " is not in 1..65536");
+  try {
+    return Architecture(int(shape[0]), int(shape[1]), int(shape[2]), std::vector<int>(channels.begin(), channels.end()));
+  } catch (const std::invalid_argument& e) {
+    fail_file(r.path(), std::string("records an impossible architecture: ") + e.what());
+  }
+}
+
+void write_checkpoint(const std::string& path, const std::string& display_name, const Checkpoint& c,
+                      const cae::Provenance& provenance) {
+  const Architecture& a = c.arch;
+  const uint64_t k = c.sample_labels.size();
+  if (c.params.size() != static_cast<size_t>(a.param_count()) ||
+      c.sample_images.size() != k * uint64_t(a.image_dim()) || c.sample_reconstructions.size() != k * uint64_t(a.image_dim()))
+    fail_file(display_name, "internal error: checkpoint does not match its architecture");
+  cae::Hdf5Writer w(path, display_name);
+  for (const ConvLayer& l : a.convs()) {
+    w.write(l.group + "/weight", c.params.data() + l.weight_offset, weight_shape(l));
+    w.write(l.group + "/bias", c.params.data() + l.bias_offset, Shape{uint64_t(l.out)});
   }
   w.write("/history/train_loss", c.train_loss);
+  w.write("/history/val_loss", c.val_loss);
   w.write("/history/test_loss", c.test_loss);
   w.write("/history/epoch_seconds", c.epoch_seconds);
   w.write("/history/lr", c.lr);
 
-  const uint64_t k = c.sample_labels.size();
-  w.write("/samples/images", c.sample_images.data(), Shape{k, kImage[0], kImage[1], kImage[2]});
+  w.write("/samples/images", c.sample_images.data(), image_shape(a, k));
   w.write("/samples/labels", c.sample_labels.data(), Shape{k});
-  w.write("/samples/reconstructions", c.sample_reconstructions.data(), Shape{k, kImage[0], kImage[1], kImage[2]});
+  w.write("/samples/reconstructions", c.sample_reconstructions.data(), image_shape(a, k));
 
   if (!c.optimizer.m.empty()) w.write("/optimizer/m", c.optimizer.m);
   if (!c.optimizer.v.empty()) w.write("/optimizer/v", c.optimizer.v);
 
   write_provenance(w, provenance);
-  w.set_attr("/", "architecture", kAeArchitecture);
-  w.set_attr("/", "param_count", int64_t(ae::kParamCount));
+  w.set_attr("/", "architecture", std::string(kArchitectureFamily) + ": " + a.describe());
+  w.set_attr("/", "encoder_channels", to_int64(a.encoder_channels()));
+  w.set_attr("/", "input_shape", std::vector<int64_t>{a.input_channels(), a.height(), a.width()});
+  w.set_attr("/", "latent_shape", std::vector<int64_t>{a.latent_channels(), a.latent_height(), a.latent_width()});
+  w.set_attr("/", "param_count", a.param_count());
   w.set_attr("/", "epochs_done", c.epochs_done);
   w.set_attr("/", "epochs_target", c.epochs_target);
   w.set_attr("/", "seed", static_cast<int64_t>(c.seed));
@@ -82,35 +126,41 @@ void write_ae_checkpoint(const std::string& path, const std::string& display_nam
   w.set_attr("/", "train_seconds", c.train_seconds);
   w.set_attr("/", "images_per_second", c.images_per_second);
   w.set_attr("/", "train_count", c.train_count);
+  w.set_attr("/", "val_count", c.val_count);
   w.set_attr("/", "test_count", c.test_count);
   w.set_attr("/", "data_sha256", c.data_sha256);
   w.close();
 }
 
-AeCheckpoint read_ae_checkpoint(const std::string& path) {
-  Hdf5Reader r(path);
-  check_architecture(r);
-  AeCheckpoint c;
-  c.params = read_params(r);
+Checkpoint read_checkpoint(const std::string& path) {
+  cae::Hdf5Reader r(path);
+  Checkpoint c;
+  c.arch = read_architecture(r);
+  c.params = read_params(r, c.arch);
+  const uint64_t params = uint64_t(c.arch.param_count());
 
   c.epochs_done = r.attr_int("/", "epochs_done");
-  const uint64_t epochs = static_cast<uint64_t>(c.epochs_done);
   if (c.epochs_done < 0) fail_file(path, "epochs_done is negative");
+  const uint64_t epochs = static_cast<uint64_t>(c.epochs_done);
   c.train_loss = r.read<double>("/history/train_loss", {epochs});
   c.test_loss = r.read<double>("/history/test_loss", {epochs});
   c.epoch_seconds = r.read<double>("/history/epoch_seconds", {epochs});
   c.lr = r.read<double>("/history/lr", {epochs});
+  // Files older than the validation split have no val_loss: no epoch had a validation set.
+  c.val_loss = r.has("/history/val_loss") ? r.read<double>("/history/val_loss", {epochs})
+                                          : std::vector<double>(epochs, std::numeric_limits<double>::quiet_NaN());
 
-  Shape s = r.shape("/samples/labels");
-  if (s.size() != 1 || s[0] > 10) fail_file(path, "/samples/labels has shape " + shape_str(s) + ", expected [k] with k <= 10");
+  const Shape s = r.shape("/samples/labels");
+  if (s.size() != 1 || s[0] > kMaxSamples)
+    fail_file(path, "/samples/labels has shape " + cae::shape_str(s) + ", expected [k] with k <= 256");
   c.sample_labels = r.read<uint8_t>("/samples/labels", {s[0]});
-  c.sample_images = r.read<uint8_t>("/samples/images", {s[0], kImage[0], kImage[1], kImage[2]});
-  c.sample_reconstructions = r.read<float>("/samples/reconstructions", {s[0], kImage[0], kImage[1], kImage[2]});
+  c.sample_images = r.read<uint8_t>("/samples/images", image_shape(c.arch, s[0]));
+  c.sample_reconstructions = r.read<float>("/samples/reconstructions", image_shape(c.arch, s[0]));
 
   c.optimizer_kind = r.attr_string("/", "optimizer");
   c.optimizer.step = r.attr_int("/", "optimizer_step");
-  if (r.has("/optimizer/m")) c.optimizer.m = r.read<float>("/optimizer/m", {uint64_t(ae::kParamCount)});
-  if (r.has("/optimizer/v")) c.optimizer.v = r.read<float>("/optimizer/v", {uint64_t(ae::kParamCount)});
+  if (r.has("/optimizer/m")) c.optimizer.m = r.read<float>("/optimizer/m", {params});
+  if (r.has("/optimizer/v")) c.optimizer.v = r.read<float>("/optimizer/v", {params});
   if (c.optimizer_kind == "adam" && c.optimizer.step > 0 && (c.optimizer.m.empty() || c.optimizer.v.empty()))
     fail_file(path, "Adam checkpoint lacks /optimizer/m or /optimizer/v");
 
@@ -127,15 +177,18 @@ AeCheckpoint read_ae_checkpoint(const std::string& path) {
   c.train_seconds = r.attr_double("/", "train_seconds");
   c.images_per_second = r.attr_double("/", "images_per_second");
   c.train_count = r.attr_int("/", "train_count");
+  c.val_count = r.has_attr("/", "val_count") ? r.attr_int("/", "val_count") : 0;
   c.test_count = r.attr_int("/", "test_count");
   c.data_sha256 = r.attr_string("/", "data_sha256");
   return c;
 }
 
-std::vector<float> read_ae_params(const std::string& path) {
-  Hdf5Reader r(path);
-  check_architecture(r);
-  return read_params(r);
+ModelWeights read_ae_params(const std::string& path) {
+  cae::Hdf5Reader r(path);
+  ModelWeights m;
+  m.arch = read_architecture(r);
+  m.params = read_params(r, m.arch);
+  return m;
 }
 
-}  // namespace cae
+}  // namespace ae

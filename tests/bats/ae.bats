@@ -50,15 +50,17 @@ teardown() {
 }
 
 @test "ae-train logs the parameter count and one line per epoch, and the loss falls" {
-  grep -q "751,875 parameters; 192 training and 64 test images" "$AE_DIR/full.log"
-  [ "$(grep -c 'epoch [0-9]/3: train loss .*, test loss .*, .* s, .* img/s, lr' "$AE_DIR/full.log")" -eq 3 ]
+  grep -q "autoencoder 3x32x32 -> conv 256, 128 -> latent 128x8x8 (8,\?192): 751,875 parameters" "$AE_DIR/full.log"
+  # The default hold-out: a tenth of the 192 training images.
+  grep -q "173 training, 19 validation and 64 test images" "$AE_DIR/full.log"
+  [ "$(grep -c 'epoch [0-9]/3: train loss .*, val loss .*, test loss .*, .* s, .* img/s, lr' "$AE_DIR/full.log")" -eq 3 ]
   "$PYTHON" - "$AE_DIR/full.h5" <<'PY'
 import sys, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
 loss = f["/history/train_loss"][...]
 assert loss.shape == (3,) and np.all(np.isfinite(loss)), loss
 assert loss[0] > loss[1] > loss[2], f"train loss does not fall: {loss}"
-assert np.all(f["/history/test_loss"][...] > 0)
+assert np.all(f["/history/test_loss"][...] > 0) and np.all(f["/history/val_loss"][...] > 0)
 PY
 }
 
@@ -70,6 +72,9 @@ a = f.attrs
 assert a["format"] == "ae-model" and a["format_version"] == 1
 for key in ("created_by", "created_at", "inputs", "params", "architecture"):
     assert key in a, key
+assert a["architecture"].startswith("conv-ae")
+assert list(a["encoder_channels"]) == [256, 128] and a["encoder_channels"].dtype == np.int64
+assert list(a["input_shape"]) == [3, 32, 32] and list(a["latent_shape"]) == [128, 8, 8]
 inputs = json.loads(a["inputs"])
 assert len(inputs) == 1 and len(inputs[0]["sha256"]) == 64 and inputs[0]["sha256"] == a["data_sha256"]
 params = json.loads(a["params"])
@@ -84,7 +89,7 @@ for g, (out, cin) in shapes.items():
     assert np.any(b[...] != 0), g + " biases never moved from their zero init"
     total += w.size + b.size
 assert total == 751875 == a["param_count"]
-for h in ("train_loss", "test_loss", "epoch_seconds", "lr"):
+for h in ("train_loss", "val_loss", "test_loss", "epoch_seconds", "lr"):
     d = f["/history/" + h]
     assert d.shape == (3,) and d.dtype == np.float64, h
 assert np.all(f["/history/lr"][...] == np.float32(1e-3))
@@ -95,8 +100,8 @@ assert rec.shape == (10, 3, 32, 32) and rec.dtype == np.float32 and np.all(np.is
 for m in ("/optimizer/m", "/optimizer/v"):
     assert f[m].shape == (751875,) and f[m].dtype == np.float32 and np.any(f[m][...] != 0)
 assert a["epochs_done"] == 3 and a["epochs_target"] == 3 and a["seed"] == 7
-assert a["optimizer_step"] == 3 * 12  # 192 images / batch 16
-assert a["train_count"] == 192 and a["test_count"] == 64 and a["device"] == "cpu" and a["precision"] == "fp32"
+assert a["optimizer_step"] == 3 * 11  # 192 - 19 held out = 173 images / batch 16
+assert a["train_count"] == 173 and a["val_count"] == 19 and a["test_count"] == 64 and a["device"] == "cpu" and a["precision"] == "fp32"
 assert a["total_seconds"] > 0 and a["images_per_second"] > 0
 PY
 }
@@ -155,7 +160,7 @@ import sys, h5py, numpy as np
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
 names = []
 a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
-assert len(names) == 19, names
+assert len(names) == 20, names
 for n in names:
     if n == "history/epoch_seconds":
         continue
@@ -199,7 +204,7 @@ PY
   run "$BIN/ae-encode" --device cpu --model "$TMP/nan.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
   assert_error 1 "nan.h5: weights contain NaN or Inf"
   run "$BIN/ae-encode" --device cpu --model "$AE_DIR/data.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
-  assert_error 1 "data.h5: is a cifar10-dataset file, expected ae-model"
+  assert_error 1 "data.h5: is an image-dataset file, expected ae-model"
   run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --epochs 4 --batch-size 16 --seed 7 --resume -o "$TMP/shape.h5"
   assert_error 1 "shape.h5: /decoder/conv2/weight has shape"
   assert_no_output "$TMP/f.h5"
@@ -208,7 +213,7 @@ PY
 @test "a diverging run stops with a clear message and keeps the last good checkpoint" {
   run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --train-limit 64 --epochs 4 --batch-size 16 --optimizer sgd \
     --lr 50 --threads 2 --quiet -o "$TMP/m.h5"
-  assert_error 1 "training diverged in epoch [1-4] \(the (train |test )loss became (NaN|Inf)\); .*Try a lower --lr or --grad-clip"
+  assert_error 1 "training diverged in epoch [1-4] \(the (train |validation |test )loss became (NaN|Inf)\); .*Try a lower --lr or --grad-clip"
   epoch=$(sed -n 's/.*diverged in epoch \([0-9]\).*/\1/p' <<<"$output")
   if [ "$epoch" -eq 1 ]; then
     [[ "$output" == *"no model was written"* ]]
@@ -223,6 +228,132 @@ assert np.all(np.isfinite(f["/history/train_loss"][...]))
 assert all(np.all(np.isfinite(f[g + "/weight"][...])) for g in ("/encoder/conv1", "/decoder/conv3"))
 PY
   fi
+}
+
+@test "--encoder-channels 96,48,24 and 64,32 train, and ae-encode writes 384 and 2,048 features" {
+  for spec in "96,48,24 384 24,4,4" "64,32 2048 32,8,8"; do
+    read -r channels dim latent <<<"$spec"
+    run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --encoder-channels "$channels" --epochs 1 --batch-size 32 \
+      --threads 2 -o "$TMP/m.h5"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"conv ${channels//,/, } -> latent"* ]]
+    "$BIN/ae-encode" --device cpu --quiet --model "$TMP/m.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5"
+    "$PYTHON" - "$TMP/m.h5" "$TMP/f.h5" "$channels" "$dim" "$latent" <<'PY'
+import sys, h5py, numpy as np
+m, f = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+channels = [int(c) for c in sys.argv[3].split(",")]
+dim, latent = int(sys.argv[4]), [int(c) for c in sys.argv[5].split(",")]
+assert list(m.attrs["encoder_channels"]) == channels and list(m.attrs["input_shape"]) == [3, 32, 32]
+k = len(channels)
+assert m[f"/encoder/conv{k}/weight"].shape == (channels[-1], channels[-2], 3, 3)
+assert m[f"/decoder/conv{k + 1}/weight"].shape == (3, channels[0], 3, 3)
+assert f"decoder/conv{k + 2}" not in m
+assert f["/train/features"].shape == (192, dim) and f["/test/features"].shape == (64, dim)
+assert list(f.attrs["latent_shape"]) == latent
+assert np.all(np.isfinite(f["/train/features"][...]))
+PY
+    rm -f "$TMP/m.h5" "$TMP/f.h5"
+  done
+}
+
+@test "--encoder-channels that the image shape cannot take are usage errors with no output" {
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --encoder-channels 8,8,8,8,8,8 -o "$TMP/m.h5"
+  assert_error 2 "--encoder-channels 8,8,8,8,8,8 pools 6 times, so the image height and width must be divisible by 64; 32x32 is not"
+  for bad in "" "8,,8" "0" "-4" "abc" "8,8,"; do
+    run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --encoder-channels "$bad" -o "$TMP/m.h5"
+    [ "$status" -eq 2 ] || { echo "'$bad': exit $status: $output"; false; }
+  done
+  assert_no_output "$TMP/m.h5"
+}
+
+@test "--val-split: the hold-out steers the schedule, 0 disables it, too many is a usage error, --resume checks it" {
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --val-split 192 -o "$TMP/m.h5"
+  assert_error 2 "--val-split 192 leaves no training image"
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --train-limit 50 --val-split 50 -o "$TMP/m.h5"
+  assert_error 2 "--val-split 50 leaves no training image .*within --train-limit"
+  assert_no_output "$TMP/m.h5"
+  # No hold-out: every image trains, val_loss is NaN, the schedule reads the training loss.
+  "$BIN/ae-train" --device cpu --quiet --data "$AE_DIR/data.h5" --encoder-channels 8 --val-split 0 --epochs 2 \
+    --batch-size 32 --threads 2 -o "$TMP/none.h5"
+  # A hold-out of 40, with two seeds: the same 40 images (a fixed shuffle, not --seed).
+  for seed in 1 2; do
+    "$BIN/ae-train" --device cpu --quiet --data "$AE_DIR/data.h5" --encoder-channels 8 --val-split 40 --epochs 2 \
+      --batch-size 32 --threads 2 --seed $seed --json -o "$TMP/v$seed.h5" >"$TMP/v$seed.json"
+  done
+  "$PYTHON" - "$TMP" <<'PY'
+import json, sys, h5py, numpy as np
+t = sys.argv[1]
+n = h5py.File(t + "/none.h5", "r")
+assert n.attrs["train_count"] == 192 and n.attrs["val_count"] == 0
+assert np.all(np.isnan(n["/history/val_loss"][...]))
+assert n.attrs["plateau_best"] in list(n["/history/train_loss"][...])
+for s in (1, 2):
+    v = h5py.File(t + f"/v{s}.h5", "r")
+    assert v.attrs["train_count"] == 152 and v.attrs["val_count"] == 40 and v.attrs["optimizer_step"] == 2 * 5
+    val = v["/history/val_loss"][...]
+    assert val.shape == (2,) and np.all(np.isfinite(val)) and np.all(val != v["/history/test_loss"][...])
+    assert v.attrs["plateau_best"] in list(val)
+    j = json.loads(open(t + f"/v{s}.json").read())
+    assert j["val_loss"] == val[-1], j
+PY
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --encoder-channels 8 --val-split 30 --epochs 3 \
+    --batch-size 32 --threads 2 --resume -o "$TMP/v1.h5"
+  assert_error 2 "v1.h5: cannot --resume: it was trained with --val-split 40, this run has --val-split 30"
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --encoder-channels 16 --val-split 40 --epochs 3 \
+    --batch-size 32 --threads 2 --resume -o "$TMP/v1.h5"
+  assert_error 2 "v1.h5: cannot --resume: it was trained with the architecture 3x32x32 -> conv 8"
+}
+
+@test "files of the older formats still read: a seed model without architecture attributes, a cifar10-dataset" {
+  "$PYTHON" - "$AE_DIR/full.h5" "$AE_DIR/data.h5" "$TMP" <<'PY'
+import shutil, sys, h5py
+model, data, tmp = sys.argv[1:4]
+shutil.copy(model, tmp + "/old.h5")
+with h5py.File(tmp + "/old.h5", "a") as f:
+    for k in ("encoder_channels", "input_shape", "latent_shape", "val_count"):
+        del f.attrs[k]
+    del f["/history/val_loss"]
+    f.attrs["architecture"] = ("conv-ae-v1: conv3x3 3>256 relu, maxpool2, conv3x3 256>128 relu, maxpool2 | "
+                               "conv3x3 128>128 relu, up2, conv3x3 128>256 relu, up2, conv3x3 256>3")
+shutil.copy(data, tmp + "/old-data.h5")
+with h5py.File(tmp + "/old-data.h5", "a") as f:
+    f.attrs["format"] = "cifar10-dataset"
+    del f.attrs["class_names"]
+PY
+  "$BIN/ae-encode" --device cpu --quiet --model "$TMP/old.h5" --data "$TMP/old-data.h5" -o "$TMP/f.h5"
+  "$BIN/ae-encode" --device cpu --quiet --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" -o "$TMP/g.h5"
+  "$PYTHON" - "$TMP/f.h5" "$TMP/g.h5" <<'PY'
+import sys, h5py, numpy as np
+f, g = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+assert f["/train/features"].shape == (192, 8192)
+assert np.array_equal(f["/train/features"][...], g["/train/features"][...])
+assert list(f.attrs["class_names"])[0] == "airplane" and len(f.attrs["class_names"]) == 10
+PY
+  # Resuming the old file: its epochs had no hold-out, so it continues only with --val-split 0.
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --epochs 4 --batch-size 16 --seed 7 --threads 2 --resume \
+    -o "$TMP/old.h5"
+  assert_error 2 "old.h5: cannot --resume: it was trained with --val-split 0, this run has --val-split 19"
+}
+
+@test "ae-encode refuses a dataset whose image shape is not the model's" {
+  "$PYTHON" - "$TMP/small.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["format"] = "image-dataset"
+    f.attrs["format_version"] = np.int64(1)
+    f.attrs.create("class_names", ["a", "b"], dtype=h5py.string_dtype())
+    for s, n in (("train", 8), ("test", 4)):
+        f[s + "/images"] = np.random.default_rng(0).integers(0, 256, (n, 1, 16, 16), dtype=np.uint8)
+        f[s + "/labels"] = (np.arange(n) % 2).astype(np.uint8)
+PY
+  run "$BIN/ae-encode" --device cpu --model "$AE_DIR/full.h5" --data "$TMP/small.h5" -o "$TMP/f.h5"
+  assert_error 1 "small.h5: has images of 1x16x16 but .*full.h5 was trained on 3x32x32"
+  assert_no_output "$TMP/f.h5"
+  # The same file trains a model of its own shape, which encodes it.
+  "$BIN/ae-train" --device cpu --quiet --data "$TMP/small.h5" --encoder-channels 4,2 --val-split 2 --epochs 1 \
+    --batch-size 4 -o "$TMP/m.h5"
+  "$BIN/ae-encode" --device cpu --quiet --model "$TMP/m.h5" --data "$TMP/small.h5" -o "$TMP/f.h5"
+  "$PYTHON" -c "import h5py,sys; f=h5py.File(sys.argv[1]); assert f['/train/features'].shape == (8, 32)" "$TMP/f.h5"
 }
 
 @test "--device gpu without a GPU fails with one clear line" {

@@ -44,7 +44,7 @@ assert (f["test/images"][:] == expected_images(6)).all()
 assert (f["test/labels"][:] == expected_labels(6)).all()
 assert f["train/images"].chunks[0] > 0 and f["train/images"].compression == "gzip"
 a = f.attrs
-assert a["format"] == "cifar10-dataset" and a["format_version"] == 1
+assert a["format"] == "image-dataset" and a["format_version"] == 1
 assert a["created_by"].startswith("cifar-convert ")
 assert a["created_at"].endswith("Z")
 inputs = json.loads(a["inputs"]); assert len(inputs) == 1 and len(inputs[0]["sha256"]) == 64

@@ -165,7 +165,7 @@ kill_at_random_points() {
 @test "SIGKILL of cifar-convert at random points: never a partial dataset" {
   need cifar-convert
   RANDOM=11
-  kill_at_random_points cifar10-dataset "$TMP/c.h5" "$BIN/cifar-convert" --input "$(cifar_fixture)" --train-limit 30000
+  kill_at_random_points image-dataset "$TMP/c.h5" "$BIN/cifar-convert" --input "$(cifar_fixture)" --train-limit 30000
 }
 
 @test "SIGKILL of ae-train during its first epoch or first checkpoint: no model" {

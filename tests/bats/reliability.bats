@@ -212,7 +212,7 @@ small_disk() {
 @test "a features file given as --data: the format is named" {
   need ae-train
   run "$BIN/ae-train" --data "$REL_DIR/features.h5" --epochs 1 --batch-size 8 -o "$TMP/m.h5"
-  refused 1 "features.h5: is a ae-features file, expected cifar10-dataset" "$TMP/m.h5"
+  refused 1 "features.h5: is an ae-features file, expected image-dataset" "$TMP/m.h5"
 }
 
 @test "dataset of format_version 2: refused as too new" {
@@ -226,7 +226,7 @@ small_disk() {
   need ae-encode
   bad dataset "$TMP/d.h5" --bad no-format
   run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$TMP/d.h5" -o "$TMP/f.h5"
-  refused 1 "d.h5: not a cifar10-dataset file \(no 'format' attribute\)" "$TMP/f.h5"
+  refused 1 "d.h5: not an image-dataset file \(no 'format' attribute\)" "$TMP/f.h5"
 }
 
 @test "dataset with 9 class names" {

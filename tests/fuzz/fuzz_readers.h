@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/ae/checkpoint.h"
 #include "common/cifar_binary.h"
 #include "common/dataset.h"
+#include "kernels/ae/checkpoint.h"
+#include "kernels/ae/features_reader.h"
 #include "kernels/svm/model_file.h"
 
 namespace fuzz {
@@ -24,14 +25,14 @@ inline void read_dataset(const std::string& path) {
     const int64_t n = r.count(split);
     cae::ImageSplit s = r.read(split, std::min<int64_t>(n, 8));
     if (n > 0) {
-      std::vector<uint8_t> last(cae::kImageBytes);
+      std::vector<uint8_t> last(static_cast<size_t>(r.image_bytes()));
       r.read_images(split, n - 1, 1, last.data());
     }
   }
 }
 
 inline void read_features(const std::string& path) {
-  cae::FeaturesReader r(path);
+  ae::FeaturesReader r(path);
   r.class_names();
   for (const char* split : {"train", "test"}) {
     if (!r.has_split(split)) continue;
@@ -42,11 +43,11 @@ inline void read_features(const std::string& path) {
 }
 
 inline void read_model(const std::string& path) {
-  cae::read_ae_params(path);
-  cae::read_ae_checkpoint(path);
+  ae::read_ae_params(path);
+  ae::read_checkpoint(path);
 }
 
-inline void read_svm(const std::string& path) { cae::read_svm_model(path); }
+inline void read_svm(const std::string& path) { svm::read_model_file(path); }
 
 // Every HDF5 reader in turn; each failure is the expected kind (runtime_error) or it escapes.
 inline int read_with_every_reader(const std::string& path) {

@@ -70,21 +70,26 @@ def write_model(path, rng, epochs, data_path):
         e = np.arange(1, epochs + 1)
         f["history/train_loss"] = 0.004 + 0.02 / e + rng.uniform(0, 0.0005, epochs)
         f["history/test_loss"] = 0.0045 + 0.018 / e + rng.uniform(0, 0.0005, epochs)
+        # No draw from rng: the files' other values stay what they were before val_loss.
+        f["history/val_loss"] = (0.0046 + 0.018 / e).astype(np.float64)
         f["history/epoch_seconds"] = 30 + rng.uniform(0, 2, epochs)
         f["history/lr"] = np.where(e > 3, 5e-4, 1e-3).astype(np.float64)
         images = sample_images(rng)
         f["samples/images"] = images
         f["samples/labels"] = np.arange(10, dtype=np.uint8)
         f["samples/reconstructions"] = blur(images.astype(np.float32) / 255).astype(np.float32)
-        for k, v in {"architecture": "conv3-256,pool,conv3-128,pool | conv3-128,up,conv3-256,up,conv3-3",
+        f.attrs["encoder_channels"] = np.array([256, 128], np.int64)
+        f.attrs["input_shape"] = np.array([3, 32, 32], np.int64)
+        f.attrs["latent_shape"] = np.array([128, 8, 8], np.int64)
+        for k, v in {"architecture": "conv-ae: 3x32x32 -> conv 256, 128 -> latent 128x8x8 (8,192)",
                      "device": "cpu", "precision": "fp32"}.items():
             f.attrs[k] = v
         for k, v in {"param_count": 751875, "epochs_done": epochs, "epochs_target": epochs, "seed": 1,
-                     "optimizer_step": epochs * 157, "train_count": 10000, "test_count": 10000,
+                     "optimizer_step": epochs * 157, "train_count": 10000, "val_count": 1111, "test_count": 10000,
                      "plateau_bad_epochs": 0}.items():
             f.attrs[k] = np.int64(v)
         f.attrs["lr_current"] = 5e-4
-        f.attrs["plateau_best"] = float(f["history/test_loss"][-1])
+        f.attrs["plateau_best"] = float(np.min(f["history/val_loss"][:]))  # the validation loss steers
         f.attrs["total_seconds"] = float(np.sum(f["history/epoch_seconds"][:]))
         f.attrs["images_per_second"] = 10000 * epochs / f.attrs["total_seconds"]
 
@@ -98,6 +103,7 @@ def write_features(path, rng, model_path, data_path, n_train=60, n_test=40):
             feats = np.maximum(rng.normal(0, 1, (n, 8192)), 0).astype(np.float32)
             f[f"{split}/features"] = feats
             f[f"{split}/labels"] = labels
+        f.attrs["latent_shape"] = np.array([128, 8, 8], np.int64)
         f.attrs["device"] = "cpu"
         f.attrs["seconds"] = 12.5
         f.attrs["images_per_second"] = (n_train + n_test) / 12.5

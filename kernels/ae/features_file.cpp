@@ -1,0 +1,32 @@
+#include "kernels/ae/features_file.h"
+
+namespace ae {
+
+FeaturesWriter::FeaturesWriter(const std::string& path, const std::string& display_name, const Architecture& arch)
+    : w_(path, display_name),
+      latent_shape_{arch.latent_channels(), arch.latent_height(), arch.latent_width()},
+      dim_(arch.latent_dim()) {}
+
+void FeaturesWriter::begin_split(const std::string& split, int64_t n) {
+  w_.create<float>("/" + split + "/features", {uint64_t(n), uint64_t(dim_)});
+}
+
+void FeaturesWriter::write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features) {
+  w_.write_rows<float>("/" + split + "/features", uint64_t(row0), uint64_t(rows), features);
+}
+
+void FeaturesWriter::write_labels(const std::string& split, const std::vector<uint8_t>& labels) {
+  w_.write("/" + split + "/labels", labels);
+}
+
+void FeaturesWriter::finish(const cae::Provenance& provenance, const Summary& s) {
+  cae::write_provenance(w_, provenance);
+  w_.set_attr("/", "latent_shape", latent_shape_);
+  w_.set_attr("/", "device", s.device);
+  w_.set_attr("/", "seconds", s.seconds);
+  w_.set_attr("/", "images_per_second", s.images_per_second);
+  w_.set_attr("/", "class_names", s.class_names);
+  w_.close();
+}
+
+}  // namespace ae

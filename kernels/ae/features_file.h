@@ -1,0 +1,41 @@
+// Writing an encoder features file (format "ae-features", docs/FORMATS.md): what ae-encode
+// produces and svm-fit / svm-eval read (kernels/ae/features_reader.h).
+//   /<split>/features  float32 [N, latent_dim]   C,H,W flatten order (PyTorch's flatten)
+//   /<split>/labels    uint8   [N]
+//   root latent_shape  int64   [c, h, w] of the encoder's latent (c·h·w = latent_dim)
+// plus device, seconds, images_per_second and class_names.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/hdf5_io.h"
+#include "common/provenance.h"
+#include "kernels/ae/model.h"
+
+namespace ae {
+
+class FeaturesWriter {
+ public:
+  // Creates `path` (normally AtomicOutput::temp_path()); messages name `display_name`.
+  FeaturesWriter(const std::string& path, const std::string& display_name, const Architecture& arch);
+  int64_t dim() const { return dim_; }
+  // Creates /<split>/features [n, dim], to be filled by write_rows in any order.
+  void begin_split(const std::string& split, int64_t n);
+  void write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features);
+  void write_labels(const std::string& split, const std::vector<uint8_t>& labels);
+  struct Summary {
+    std::string device;
+    double seconds = 0, images_per_second = 0;
+    std::vector<std::string> class_names;
+  };
+  // Writes the root attributes and closes the file.
+  void finish(const cae::Provenance& provenance, const Summary& summary);
+
+ private:
+  cae::Hdf5Writer w_;
+  std::vector<int64_t> latent_shape_;
+  int64_t dim_;
+};
+
+}  // namespace ae

@@ -1,0 +1,236 @@
+// ae::Trainer (kernels/ae/trainer.h): the shuffle, the validation hold-out, the plateau
+// schedule, resume checks and the loop itself, on the CPU backend with tiny architectures.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "kernels/ae/checkpoint.h"
+#include "kernels/ae/trainer.h"
+
+namespace {
+
+using ae::Architecture;
+
+cae::ImageSplit random_split(int64_t n, int C, int H, int W, uint64_t seed, int classes = 3) {
+  cae::ImageSplit s;
+  s.C = C, s.H = H, s.W = W;
+  std::mt19937_64 rng(seed);
+  s.images.resize(size_t(n) * C * H * W);
+  for (auto& p : s.images) p = uint8_t(rng() & 255);
+  for (int64_t i = 0; i < n; ++i) s.labels.push_back(uint8_t(i % classes));
+  return s;
+}
+
+ae::TrainerConfig tiny_config(int epochs, int64_t val_split) {
+  ae::TrainerConfig c;
+  c.epochs = epochs;
+  c.batch_size = 4;
+  c.seed = 5;
+  c.val_split = val_split;
+  c.threads = 1;
+  c.output_name = "m.h5";
+  return c;
+}
+
+struct TrainedRun {
+  std::vector<ae::Checkpoint> saved;  // one per epoch, as the tool would write them
+  std::vector<ae::EpochResult> results;
+};
+
+// Trains `epochs` on a fresh backend, from scratch or from `from`.
+TrainedRun train(const Architecture& arch, const ae::TrainerConfig& cfg, const ae::Checkpoint* from = nullptr) {
+  auto backend = ae::make_cpu_backend(arch, cfg.optimizer, 1);
+  ae::Trainer t(cfg, *backend, random_split(24, arch.input_channels(), arch.height(), arch.width(), 1),
+                random_split(6, arch.input_channels(), arch.height(), arch.width(), 2), "sha");
+  if (from)
+    t.resume(*from);
+  else
+    t.start();
+  TrainedRun r;
+  t.run([&](const ae::Checkpoint& c, const ae::EpochResult& e) { r.saved.push_back(c), r.results.push_back(e); });
+  return r;
+}
+
+class TrainerTest : public testing::Test {
+ protected:
+  // Resume warnings would clutter the test log; the quiet setting is global, so restore it.
+  void SetUp() override { was_quiet_ = cae::is_quiet(), cae::set_quiet(true); }
+  void TearDown() override { cae::set_quiet(was_quiet_); }
+  bool was_quiet_ = false;
+};
+
+TEST_F(TrainerTest, EpochOrderIsASeededPermutation) {
+  const auto a = ae::epoch_order(7, 1, 100);
+  EXPECT_EQ(a, ae::epoch_order(7, 1, 100));  // deterministic: a resumed run shuffles alike
+  std::vector<int64_t> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> iota(100);
+  std::iota(iota.begin(), iota.end(), 0);
+  EXPECT_EQ(sorted, iota);
+  EXPECT_NE(a, iota);
+  EXPECT_NE(a, ae::epoch_order(7, 2, 100));  // another epoch
+  EXPECT_NE(a, ae::epoch_order(8, 1, 100));  // another seed
+  EXPECT_TRUE(ae::epoch_order(7, 1, 0).empty());
+}
+
+TEST_F(TrainerTest, ValidationRowsAreFixedDisjointAndAscending) {
+  const ae::SplitRows r = ae::validation_rows(1000, 100);
+  ASSERT_EQ(r.train.size(), 900u);
+  ASSERT_EQ(r.val.size(), 100u);
+  EXPECT_TRUE(std::is_sorted(r.train.begin(), r.train.end()));
+  EXPECT_TRUE(std::is_sorted(r.val.begin(), r.val.end()));
+  std::set<int64_t> all(r.train.begin(), r.train.end());
+  all.insert(r.val.begin(), r.val.end());
+  EXPECT_EQ(all.size(), 1000u);
+  EXPECT_EQ(*all.rbegin(), 999);
+  // Not the tail of the file: the hold-out is spread over it.
+  EXPECT_LT(r.val.front(), 100);
+  // The same rows every time (no --seed involved), the last n_val of one fixed shuffle.
+  const auto order = ae::epoch_order(ae::kValidationSplitSeed, 0, 1000);
+  std::vector<int64_t> tail(order.end() - 100, order.end());
+  std::sort(tail.begin(), tail.end());
+  EXPECT_EQ(tail, r.val);
+  // No hold-out: every row, in order.
+  const ae::SplitRows none = ae::validation_rows(10, 0);
+  EXPECT_EQ(none.train, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_TRUE(none.val.empty());
+  EXPECT_THROW(ae::validation_rows(10, 11), std::invalid_argument);
+}
+
+TEST_F(TrainerTest, TakeRowsCopiesImagesAndLabels) {
+  const cae::ImageSplit s = random_split(5, 2, 2, 2, 3);
+  const cae::ImageSplit t = ae::take_rows(s, {4, 1});
+  ASSERT_EQ(t.size(), 2);
+  EXPECT_EQ(t.C, 2);
+  EXPECT_TRUE(std::equal(t.image(0), t.image(0) + 8, s.image(4)));
+  EXPECT_TRUE(std::equal(t.image(1), t.image(1) + 8, s.image(1)));
+  EXPECT_EQ(t.labels[0], s.labels[4]);
+}
+
+// ReduceLROnPlateau(factor 0.5, patience 2, threshold 1e-4 rel): the rate halves on the
+// third epoch in a row without a 1e-4 relative improvement, and the count restarts.
+TEST_F(TrainerTest, PlateauScheduleFollowsPyTorch) {
+  ae::Checkpoint c;
+  c.lr_current = 1e-3;
+  const double losses[] = {1.0, 0.9, 0.89995, 0.9, 0.95, 0.5, 0.6, 0.6, 0.6, 0.6};
+  const bool reduce[] = {false, false, false, false, true, false, false, false, true, false};
+  const double lr_after[] = {1e-3, 1e-3, 1e-3, 1e-3, 5e-4, 5e-4, 5e-4, 5e-4, 2.5e-4, 2.5e-4};
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(ae::plateau_step(losses[i], 0.5f, 2, c), reduce[i]) << "epoch " << i + 1;
+    EXPECT_DOUBLE_EQ(c.lr_current, lr_after[i]) << "epoch " << i + 1;
+  }
+  EXPECT_DOUBLE_EQ(c.plateau_best, 0.5);
+  // Factor 1 never reduces; neither does a reduction smaller than eps = 1e-8.
+  ae::Checkpoint d;
+  d.lr_current = 1e-9;
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(ae::plateau_step(1.0, 0.5f, 0, d));
+  EXPECT_DOUBLE_EQ(d.lr_current, 1e-9);
+}
+
+TEST_F(TrainerTest, ValidationLossSteersTheScheduleAndIsRecorded) {
+  const Architecture arch(1, 4, 4, {2});
+  const TrainedRun r = train(arch, tiny_config(3, 6));
+  ASSERT_EQ(r.saved.size(), 3u);
+  const ae::Checkpoint& c = r.saved.back();
+  EXPECT_EQ(c.train_count, 18);
+  EXPECT_EQ(c.val_count, 6);
+  EXPECT_EQ(c.test_count, 6);
+  EXPECT_EQ(c.optimizer.step, 3 * 5);  // ceil(18 / 4) steps an epoch
+  ASSERT_EQ(c.val_loss.size(), 3u);
+  for (int e = 0; e < 3; ++e) {
+    EXPECT_TRUE(std::isfinite(c.val_loss[e]));
+    EXPECT_NE(c.val_loss[e], c.test_loss[e]);
+    EXPECT_TRUE(r.results[e].monitors_val);
+  }
+  // The schedule's best is a validation loss, never a test or training loss.
+  EXPECT_NE(std::find(c.val_loss.begin(), c.val_loss.end(), c.plateau_best), c.val_loss.end());
+  EXPECT_EQ(c.sample_labels, (std::vector<uint8_t>{0, 1, 2}));  // first test image of each class
+  EXPECT_EQ(c.sample_reconstructions.size(), 3u * 16);
+
+  // Without a hold-out the training loss steers, and val_loss is NaN.
+  const TrainedRun n = train(arch, tiny_config(2, 0));
+  const ae::Checkpoint& d = n.saved.back();
+  EXPECT_EQ(d.train_count, 24);
+  EXPECT_TRUE(std::isnan(d.val_loss[1]));
+  EXPECT_FALSE(n.results[1].monitors_val);
+  EXPECT_NE(std::find(d.train_loss.begin(), d.train_loss.end(), d.plateau_best), d.train_loss.end());
+}
+
+TEST_F(TrainerTest, ResumeContinuesBitIdentically) {
+  const Architecture arch(2, 8, 8, {3, 2});
+  const TrainedRun full = train(arch, tiny_config(3, 4));
+  const TrainedRun first = train(arch, tiny_config(1, 4));
+  const TrainedRun rest = train(arch, tiny_config(3, 4), &first.saved.back());
+  ASSERT_EQ(rest.saved.size(), 2u);
+  const ae::Checkpoint &a = full.saved.back(), &b = rest.saved.back();
+  EXPECT_EQ(a.params, b.params);
+  EXPECT_EQ(a.optimizer.m, b.optimizer.m);
+  EXPECT_EQ(a.train_loss, b.train_loss);
+  EXPECT_EQ(a.val_loss, b.val_loss);
+  EXPECT_EQ(a.lr_current, b.lr_current);
+  EXPECT_EQ(a.plateau_bad_epochs, b.plateau_bad_epochs);
+}
+
+TEST_F(TrainerTest, ResumeRefusesOtherDataOrOptions) {
+  const Architecture arch(1, 4, 4, {2});
+  const ae::Checkpoint c = train(arch, tiny_config(1, 4)).saved.back();
+  auto refuses = [&](ae::TrainerConfig cfg, const Architecture& a, const char* what) {
+    auto backend = ae::make_cpu_backend(a, cfg.optimizer, 1);
+    ae::Trainer t(cfg, *backend, random_split(24, a.input_channels(), a.height(), a.width(), 1),
+                  random_split(6, a.input_channels(), a.height(), a.width(), 2), "sha");
+    try {
+      t.resume(c);
+      ADD_FAILURE() << "resume accepted " << what;
+    } catch (const cae::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  ae::TrainerConfig cfg = tiny_config(3, 4);
+  cfg.val_split = 5;
+  refuses(cfg, arch, "--val-split 4, this run has --val-split 5");
+  cfg = tiny_config(3, 4);
+  cfg.seed = 6;
+  refuses(cfg, arch, "--seed 5, this run has --seed 6");
+  cfg = tiny_config(3, 4);
+  cfg.batch_size = 8;
+  refuses(cfg, arch, "--batch-size 4");
+  refuses(tiny_config(3, 4), Architecture(1, 4, 4, {3}), "the architecture");
+}
+
+TEST_F(TrainerTest, RefusesAHoldOutOfEverythingAndImagesOfAnotherShape) {
+  const Architecture arch(1, 4, 4, {2});
+  auto backend = ae::make_cpu_backend(arch, ae::OptimizerConfig{}, 1);
+  EXPECT_THROW(ae::Trainer(tiny_config(1, 24), *backend, random_split(24, 1, 4, 4, 1), random_split(2, 1, 4, 4, 2), ""),
+               cae::UsageError);
+  EXPECT_THROW(ae::Trainer(tiny_config(1, 0), *backend, random_split(24, 1, 8, 8, 1), random_split(2, 1, 8, 8, 2), ""),
+               std::invalid_argument);
+}
+
+TEST_F(TrainerTest, DivergenceStopsBeforeTheBadEpochIsSaved) {
+  const Architecture arch(1, 4, 4, {2});
+  ae::TrainerConfig cfg = tiny_config(4, 4);
+  cfg.optimizer.kind = "sgd";
+  cfg.optimizer.lr = 1e12f;
+  auto backend = ae::make_cpu_backend(arch, cfg.optimizer, 1);
+  ae::Trainer t(cfg, *backend, random_split(24, 1, 4, 4, 1), random_split(6, 1, 4, 4, 2), "");
+  t.start();
+  int saved = 0;
+  try {
+    t.run([&](const ae::Checkpoint& c, const ae::EpochResult&) {
+      ++saved;
+      for (float p : c.params) ASSERT_TRUE(std::isfinite(p));
+    });
+    FAIL() << "no divergence";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("training diverged in epoch"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(saved, 4);
+}
+
+}  // namespace
