@@ -3,10 +3,10 @@
 #ifndef CIFARAE_WITH_CUDA
 #include <stdexcept>
 
-#include "kernels/ae/model.h"
+#include "kernels/ae/backend.h"
 
 namespace ae {
-std::unique_ptr<AeBackend> make_gpu_backend(const OptimizerConfig&, Precision) {
+std::unique_ptr<AeBackend> make_gpu_backend(const Architecture&, const OptimizerConfig&, Precision) {
   throw std::runtime_error("--device gpu: this build has no CUDA support (rebuild on a machine with nvcc)");
 }
 }  // namespace ae
