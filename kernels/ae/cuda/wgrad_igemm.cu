@@ -1,0 +1,573 @@
+// Implicit-GEMM weight gradients (wgrad_igemm, layers_cuda.cuh; docs/GPU.md): a GEMM over
+// pixels of two pixel-matrix operands gathered from NHWC tensors (plain, 3×3 / 2×2 patches,
+// parity-subsampled, unpooled on the fly), split over pixel ranges into a workspace that
+// wgrad_reduce() scatters into the PyTorch-layout gradient.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "common/cuda_check.cuh"
+#include "kernels/ae/cuda/fast_divmod.cuh"
+#include "kernels/ae/cuda/igemm_common.cuh"
+#include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/mma_ptx.cuh"
+
+namespace ae::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using namespace ptx;
+using igemm::sm_count;
+using igemm::zero_acc;
+
+// ---- weight gradient ---------------------------------------------------------------------
+struct PixOpK {
+  const void* src;
+  int Hs, Ws, lcs;
+  int kind;  // PixelMatrix::Kind
+  int sub;   // plain: read at (2y+dy, 2x+dx) of the parity
+  const uint8_t* argmax;  // unpooled: the pool's pick per element of src
+};
+struct WgradK {
+  PixOpK a, b;
+  int gh, gw;                  // reduction grid
+  FastDivmod div_gw, div_ghw;  // ÷gw, ÷(gh·gw): pixel → (row = image·gh + y, x), (image, y)
+  int64_t P;                   // pixels per parity
+  int pix_per_split, splits, parity;
+  float* partial;
+  int Mp, Np;
+};
+
+// What one thread's chunk slot of a pixel-matrix operand needs across all stages: its
+// column fixes the channel, the tap and the tap's pixel offset, so a stage only decodes
+// the pixel (a multiply-shift division or two) and tests bounds.
+struct ChunkCol {
+  int c;       // source channel of the chunk's first element; -1: the column is padding
+  int dy, dx;  // tap offset (patch kinds; with the parity already added)
+  int tap_off; // dy·W + dx: the offset of a linear pixel index (same-grid patches)
+};
+
+template <typename T>
+__device__ __forceinline__ ChunkCol chunk_col(const PixOpK& op, int gw, int par, int col) {
+  constexpr int CH = 16 / int(sizeof(T));
+  const int Cs = 1 << op.lcs;
+  ChunkCol cc{-1, 0, 0, 0};
+  if (op.kind == 0 || op.kind == 4) {  // plain, unpooled (columns as plain)
+    if (col + CH <= Cs) cc.c = col;
+    return cc;
+  }
+  const int t = col >> op.lcs;
+  int ky, kx;
+  if (op.kind == 3) {  // patch2_parity: origin (y+dy−1, x+dx−1)
+    if (t >= 4) return cc;
+    ky = (t >> 1) + (par >> 1) - 1;
+    kx = (t & 1) + (par & 1) - 1;
+  } else {
+    if (t >= 9) return cc;
+    ky = t / 3;
+    kx = t % 3;
+    if (op.kind == 2) {  // mirrored
+      ky = 2 - ky;
+      kx = 2 - kx;
+    }
+    ky -= 1;
+    kx -= 1;
+  }
+  cc.c = col & (Cs - 1);
+  cc.dy = ky;
+  cc.dx = kx;
+  cc.tap_off = ky * gw + kx;
+  return cc;
+}
+
+// The unpooled operand (PixelMatrix::unpooled, operand A only): a chunk is the pooled
+// gradient at (y/2, x/2), zeroed where the pool picked another pixel of the 2×2 block.
+// Reading the pooled gradient and one pick byte per element instead of a written-out
+// unpooled tensor moves a quarter of the bytes, and the write of that tensor is gone
+// (docs/GPU.md). The select needs registers, so cp.async cannot do it: a stage's chunks are
+// fetched with plain loads before the previous stage's MMAs and selected and stored to
+// shared memory after them, which hides the load latency behind that compute.
+struct UnpooledChunk {
+  uint4 g;   // 8 bf16 / 4 fp32 values of the pooled gradient
+  uint2 am;  // their picks (bytes; fp32 uses am.x)
+};
+
+// Element index of (pix, c) in the pooled source; `here`: the pick value of pix, in 4 bytes.
+// The grid is even both ways, so with row = image·gh + y the pooled row is row/2 and the
+// parities of y and x are those of row and pix: one division.
+__device__ __forceinline__ size_t unpooled_source(const PixOpK& op, const WgradK& p, int pix, int c, uint32_t& here) {
+  int row, x;
+  p.div_gw.divmod(pix, row, x);
+  here = uint32_t(((row & 1) << 1) | (x & 1)) * 0x01010101u;
+  return (size_t((row >> 1) * op.Ws + (x >> 1)) << op.lcs) + size_t(c);
+}
+
+template <typename T>
+__device__ __forceinline__ UnpooledChunk fetch_unpooled(const PixOpK& op, const WgradK& p, int pix, int c, bool ok) {
+  UnpooledChunk u{make_uint4(0u, 0u, 0u, 0u), make_uint2(0u, 0u)};
+  if (ok) {
+    uint32_t here;
+    const size_t e = unpooled_source(op, p, pix, c, here);
+    u.g = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(op.src) + e));
+    if constexpr (sizeof(T) == 2)
+      u.am = __ldg(reinterpret_cast<const uint2*>(op.argmax + e));
+    else
+      u.am.x = __ldg(reinterpret_cast<const unsigned int*>(op.argmax + e));
+  }
+  return u;
+}
+
+// __vcmpeq4 gives 0xff in each byte whose pick is this pixel; __byte_perm widens those
+// bytes to the element's width. Rows past the end were fetched as zeros and stay zero.
+template <typename T>
+__device__ __forceinline__ void store_unpooled(const PixOpK& op, const WgradK& p, int pix, int c, UnpooledChunk u,
+                                               uint32_t dst) {
+  uint32_t here;
+  unpooled_source(op, p, pix, c, here);
+  uint4 v = u.g;
+  if constexpr (sizeof(T) == 2) {
+    const uint32_t lo = __vcmpeq4(u.am.x, here), hi = __vcmpeq4(u.am.y, here);
+    v.x &= __byte_perm(lo, 0, 0x1100);
+    v.y &= __byte_perm(lo, 0, 0x3322);
+    v.z &= __byte_perm(hi, 0, 0x1100);
+    v.w &= __byte_perm(hi, 0, 0x3322);
+  } else {
+    const uint32_t m = __vcmpeq4(u.am.x, here);
+    v.x &= __byte_perm(m, 0, 0x0000);
+    v.y &= __byte_perm(m, 0, 0x1111);
+    v.z &= __byte_perm(m, 0, 0x2222);
+    v.w &= __byte_perm(m, 0, 0x3333);
+  }
+  st_shared16(dst, v);
+}
+
+// One 16-byte chunk: row `pix` of the reduction grid, the slot's column.
+template <typename T>
+__device__ __forceinline__ void load_pix_chunk(const PixOpK& op, const ChunkCol& cc, const WgradK& p, int par, int pix,
+                                               bool pix_ok, uint32_t dst) {
+  const T* base = static_cast<const T*>(op.src);
+  bool ok = pix_ok && cc.c >= 0;
+  int spix;  // source pixel index
+  if (op.kind != 0) {  // patches read the reduction grid itself (no parity subsampling)
+    int img, r, y, x;
+    p.div_ghw.divmod(pix, img, r);
+    p.div_gw.divmod(r, y, x);
+    ok = ok && unsigned(y + cc.dy) < unsigned(p.gh) && unsigned(x + cc.dx) < unsigned(p.gw);
+    spix = pix + cc.tap_off;
+  } else if (op.sub) {  // dY at (2y+dy, 2x+dx) of a grid twice the size: with row = image·gh + y,
+                        // the source row is 2·row + dy
+    int row, x;
+    p.div_gw.divmod(pix, row, x);
+    spix = (2 * row + (par >> 1)) * (2 * p.gw) + 2 * x + (par & 1);
+  } else {
+    spix = pix;
+  }
+  const T* g = ok ? base + ((size_t(spix) << op.lcs) + cc.c) : base;
+  cp_async16(dst, g, ok);
+}
+
+template <typename T, int BM, int BN>
+struct WgradGeom {
+  static constexpr int KR = 128 / int(sizeof(T));  // pixels per stage (four mma k-steps)
+  static constexpr int PAD = sizeof(T) == 2 ? 16 : 32;
+  static constexpr int A_PITCH = BM * int(sizeof(T)) + PAD, B_PITCH = BN * int(sizeof(T)) + PAD;
+  static constexpr int STAGE = KR * (A_PITCH + B_PITCH);
+};
+
+template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool UNPOOLED_A>
+__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(const WgradK p) {
+  using G = WgradGeom<T, BM, BN>;
+  constexpr int NT = WARPS_M * WARPS_N * 32;
+  constexpr int KR = G::KR, CH = 16 / int(sizeof(T));
+  constexpr int A_CPR = BM * int(sizeof(T)) / 16, B_CPR = BN * int(sizeof(T)) / 16;
+  constexpr int A_CHUNKS = KR * A_CPR, B_CHUNKS = KR * B_CPR;
+  constexpr int A_IT = (A_CHUNKS + NT - 1) / NT, B_IT = (B_CHUNKS + NT - 1) / NT;
+  constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
+  constexpr int MI = WM / 16, NI = WN / 8;
+  static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile");
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sbase = smem_u32(smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const int i0 = blockIdx.x * BM, j0 = blockIdx.y * BN;
+  const int split = int(blockIdx.z) % p.splits, par = p.parity ? int(blockIdx.z) / p.splits : 0;
+  const int64_t p_begin = int64_t(split) * p.pix_per_split;
+  const int64_t p_end = p_begin + p.pix_per_split < p.P ? p_begin + p.pix_per_split : p.P;
+  const int KT = p_end > p_begin ? int((p_end - p_begin + KR - 1) / KR) : 0;
+
+  // NT is a multiple of the chunks per row, so all of a thread's slots share one column.
+  static_assert(NT % A_CPR == 0 && NT % B_CPR == 0, "slot columns");
+  const ChunkCol a_col = chunk_col<T>(p.a, p.gw, par, i0 + (tid % A_CPR) * CH);
+  const ChunkCol b_col = chunk_col<T>(p.b, p.gw, par, j0 + (tid % B_CPR) * CH);
+
+  auto load_stage = [&](int kt, int slot) {
+    const uint32_t sA = sbase + slot * G::STAGE, sB = sA + KR * G::A_PITCH;
+    const int pb = int(p_begin) + kt * KR;
+    if constexpr (!UNPOOLED_A) {  // else fetch_a / store_a
+#pragma unroll
+      for (int i = 0; i < A_IT; ++i) {
+        const int s = tid + i * NT;
+        if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
+        const int row = s / A_CPR, cc = s % A_CPR, pix = pb + row;
+        load_pix_chunk<T>(p.a, a_col, p, par, pix, pix < p_end, sA + row * G::A_PITCH + cc * 16);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < B_IT; ++i) {
+      const int s = tid + i * NT;
+      if (B_IT * NT > B_CHUNKS && s >= B_CHUNKS) break;
+      const int row = s / B_CPR, cc = s % B_CPR, pix = pb + row;
+      load_pix_chunk<T>(p.b, b_col, p, par, pix, pix < p_end, sB + row * G::B_PITCH + cc * 16);
+    }
+  };
+
+  // Operand A unpooled: registers between a stage's fetch and its store to shared memory.
+  UnpooledChunk a_regs[UNPOOLED_A ? A_IT : 1];
+  auto fetch_a = [&](int kt) {
+    const int pb = int(p_begin) + kt * KR;
+#pragma unroll
+    for (int i = 0; i < A_IT; ++i) {
+      const int s = tid + i * NT;
+      if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
+      const int pix = pb + s / A_CPR;
+      a_regs[i] = fetch_unpooled<T>(p.a, p, pix, a_col.c, pix < p_end && a_col.c >= 0);
+    }
+  };
+  auto store_a = [&](int kt, int slot) {
+    const uint32_t sA = sbase + slot * G::STAGE;
+    const int pb = int(p_begin) + kt * KR;
+#pragma unroll
+    for (int i = 0; i < A_IT; ++i) {
+      const int s = tid + i * NT;
+      if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
+      const int row = s / A_CPR, cc = s % A_CPR;
+      store_unpooled<T>(p.a, p, pb + row, a_col.c < 0 ? 0 : a_col.c, a_regs[i],
+                        sA + row * G::A_PITCH + cc * 16);
+    }
+  };
+
+  float acc[MI][NI][4];
+  zero_acc(acc);
+
+  auto compute_stage = [&](int slot) {
+    const uint32_t sA = sbase + slot * G::STAGE, sB = sA + KR * G::A_PITCH;
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int ks = 0; ks < KR / Mma<T>::kStep; ++ks) {
+      uint32_t af[MI][4], bfr[NI][2];
+      if constexpr (sizeof(T) == 2) {
+        // Shared tiles are [pixel][column]; ldmatrix.trans hands out the fragments of the
+        // transposed (column-major in k) operands that mma expects.
+        const int q = lane >> 3, r = lane & 7;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          const int krow = ks * 16 + r + ((q >> 1) << 3);
+          const int mcol = wm * WM + mi * 16 + ((q & 1) << 3);
+          ldmatrix_x4_trans(af[mi], sA + krow * G::A_PITCH + mcol * 2);
+        }
+#pragma unroll
+        for (int nj = 0; nj < NI / 2; ++nj) {
+          const int krow = ks * 16 + r + ((q & 1) << 3);
+          const int ncol = wn * WN + nj * 16 + ((q >> 1) << 3);
+          uint32_t rr[4];
+          ldmatrix_x4_trans(rr, sB + krow * G::B_PITCH + ncol * 2);
+          bfr[2 * nj][0] = rr[0];
+          bfr[2 * nj][1] = rr[1];
+          bfr[2 * nj + 1][0] = rr[2];
+          bfr[2 * nj + 1][1] = rr[3];
+        }
+      } else {
+        // tf32: 32-bit elements, read the fragments one word at a time (row pitches are
+        // 8 words mod 32 banks, so a warp's loads are conflict-free).
+        const uint32_t* A = reinterpret_cast<const uint32_t*>(smem + slot * G::STAGE);
+        const uint32_t* B = A + KR * G::A_PITCH / 4;
+        constexpr int AP = G::A_PITCH / 4, BP = G::B_PITCH / 4;
+        const int kb = ks * 8;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          const int mr = wm * WM + mi * 16 + g;
+          af[mi][0] = Mma<float>::fix_ret(A[(kb + t4) * AP + mr]);
+          af[mi][1] = Mma<float>::fix_ret(A[(kb + t4) * AP + mr + 8]);
+          af[mi][2] = Mma<float>::fix_ret(A[(kb + t4 + 4) * AP + mr]);
+          af[mi][3] = Mma<float>::fix_ret(A[(kb + t4 + 4) * AP + mr + 8]);
+        }
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          const int nc = wn * WN + ni * 8 + g;
+          bfr[ni][0] = Mma<float>::fix_ret(B[(kb + t4) * BP + nc]);
+          bfr[ni][1] = Mma<float>::fix_ret(B[(kb + t4 + 4) * BP + nc]);
+        }
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) Mma<T>::mma(acc[mi][ni], af[mi], bfr[ni]);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) {
+      load_stage(s, s);
+      if constexpr (UNPOOLED_A) {
+        fetch_a(s);
+        store_a(s, s);
+      }
+    }
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < KT; ++kt) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int nk = kt + STAGES - 1;
+    if (nk < KT) {
+      load_stage(nk, nk % STAGES);
+      if constexpr (UNPOOLED_A) fetch_a(nk);
+    }
+    cp_async_commit();
+    compute_stage(kt % STAGES);
+    // slot nk % STAGES was last read by compute_stage(kt − 1), before this iteration's barrier
+    if constexpr (UNPOOLED_A)
+      if (nk < KT) store_a(nk, nk % STAGES);
+  }
+  cp_async_wait<0>();
+
+  float* part = p.partial + size_t(blockIdx.z) * p.Mp * p.Np;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int i = i0 + wm * WM + mi * 16 + (lane >> 2), j = j0 + wn * WN + ni * 8 + (lane & 3) * 2;
+      *reinterpret_cast<float2*>(part + size_t(i) * p.Np + j) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      *reinterpret_cast<float2*>(part + size_t(i + 8) * p.Np + j) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+}
+
+template <typename T, int BM, int BN, int WM_, int WN_, int ST, bool UA = false>
+void launch_wgrad(const WgradK& k, int splits, cudaStream_t stream) {
+  constexpr int smem = ST * WgradGeom<T, BM, BN>::STAGE;
+  dim3 grid(k.Mp / BM, k.Np / BN, splits * (k.parity ? 4 : 1));
+  wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream) {
+  if (k.a.kind == int(PixelMatrix::unpooled)) {  // the default tile of each width only
+    if (plan.bn == 128)
+      launch_wgrad<T, 128, 128, 2, 4, 3, true>(k, plan.splits, stream);
+    else if (plan.bn == 32)
+      launch_wgrad<T, 128, 32, 4, 1, 3, true>(k, plan.splits, stream);
+    else
+      launch_wgrad<T, 128, 16, 4, 1, 3, true>(k, plan.splits, stream);
+    return;
+  }
+  if (plan.bn == 128)  // 8 warps of 64×32, 3 stages (the other tiles: docs/BENCHMARKS.md)
+    launch_wgrad<T, 128, 128, 2, 4, 3>(k, plan.splits, stream);
+  else if (plan.bn == 32)
+    launch_wgrad<T, 128, 32, 4, 1, 3>(k, plan.splits, stream);
+  else
+    launch_wgrad<T, 128, 16, 4, 1, 3>(k, plan.splits, stream);
+}
+
+// Threads (x, y) of a block: x picks a weight (k, c, tap) (+ K for an im2col bias column),
+// y a share of the splits (z = y, y + blockDim.y, …); a weight's shares are summed in shared
+// memory. Splitting the splits keeps this kernel short when they are many (the first
+// encoder layer: ~200 splits of its 262,144 pixels, fewer than 8,000 weights).
+constexpr int kReduceThreads = 256;
+__global__ void __launch_bounds__(kReduceThreads) wgrad_reduce_kernel(const float* __restrict__ part, int splits,
+                                                                      int parities, int Mp, int Np, WgradScatter s) {
+  __shared__ float shares[kReduceThreads];
+  const int64_t nw = int64_t(s.K) * s.C * 9;
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int z0 = int(threadIdx.y), dz = int(blockDim.y);
+  const size_t slice = size_t(Mp) * Np;
+  float sum = 0.f;
+  float* dst = nullptr;
+  if (idx >= nw) {
+    const int k = int(idx - nw);
+    if (s.bias_column >= 0 && k < s.K) {
+      for (int z = z0; z < splits; z += dz) sum += part[z * slice + size_t(k) * Np + s.bias_column];
+      dst = s.bias_grad + k;
+    }
+  } else {
+    const int t = int(idx % 9), c = int((idx / 9) % s.C), k = int(idx / (9 * int64_t(s.C)));
+    dst = s.weight_grad + idx;
+    switch (s.mode) {
+      case WgradScatter::out_by_patch: {
+        const int j = s.im2col ? t * s.C + c : t * s.Cs + c;
+        for (int z = z0; z < splits; z += dz) sum += part[z * slice + size_t(k) * Np + j];
+        break;
+      }
+      case WgradScatter::in_by_flipped_patch: {
+        const int j = t * s.Cs + k;
+        for (int z = z0; z < splits; z += dz) sum += part[z * slice + size_t(c) * Np + j];
+        break;
+      }
+      case WgradScatter::out_by_parity_patch: {
+        const int ky = t / 3, kx = t % 3;
+        for (int q = 0; q < parities; ++q) {
+          const int dy = q >> 1, dx = q & 1;
+          const int a = (ky + 1 - dy) >> 1, b = (kx + 1 - dx) >> 1;  // the 2×2 tap that 3×3 tap (ky,kx) folds into
+          const size_t j = size_t(a * 2 + b) * s.Cs + c;
+          for (int z = z0; z < splits; z += dz) sum += part[(size_t(q) * splits + z) * slice + size_t(k) * Np + j];
+        }
+        break;
+      }
+    }
+  }
+  if (dz == 1) {
+    if (dst) *dst = sum;
+    return;
+  }
+  shares[threadIdx.y * blockDim.x + threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && dst) {
+    for (int y = 1; y < dz; ++y) sum += shares[y * blockDim.x + threadIdx.x];
+    *dst = sum;
+  }
+}
+
+template <typename T, int BM, int BN, int WM_, int WN_, int ST, bool UA = false>
+void allow_wgrad_smem() {
+  AE_CUDA_CHECK(cudaFuncSetAttribute(wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     ST * WgradGeom<T, BM, BN>::STAGE));
+}
+template <typename T>
+void allow_wgrad_smem_all() {
+  allow_wgrad_smem<T, 128, 128, 2, 4, 3>();
+  allow_wgrad_smem<T, 128, 32, 4, 1, 3>();
+  allow_wgrad_smem<T, 128, 16, 4, 1, 3>();
+  allow_wgrad_smem<T, 128, 128, 2, 4, 3, true>();
+  allow_wgrad_smem<T, 128, 32, 4, 1, 3, true>();
+  allow_wgrad_smem<T, 128, 16, 4, 1, 3, true>();
+}
+
+}  // namespace
+
+namespace igemm {
+void init_wgrad_kernels() {
+  allow_wgrad_smem_all<bf16>();
+  allow_wgrad_smem_all<float>();
+}
+}  // namespace igemm
+
+namespace {
+// Blocks of the weight-gradient kernel that one multiprocessor holds at once.
+template <typename T, int BM, int BN, int WM_, int WN_, int ST>
+int wgrad_occupancy() {
+  int n = 0;
+  AE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, false>,
+                                                              WM_ * WN_ * 32, ST * WgradGeom<T, BM, BN>::STAGE));
+  return std::max(n, 1);
+}
+template <typename T>
+int wgrad_blocks_per_sm(int bn) {
+  if (bn == 128) return wgrad_occupancy<T, 128, 128, 2, 4, 3>();
+  return bn == 32 ? wgrad_occupancy<T, 128, 32, 4, 1, 3>() : wgrad_occupancy<T, 128, 16, 4, 1, 3>();
+}
+}  // namespace
+
+WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, DType t, int max_splits) {
+  init_kernels();
+  WgradPlan p;
+  p.bm = 128;
+  p.bn = N > 32 ? 128 : N > 16 ? 32 : 16;
+  p.Mp = (M + p.bm - 1) / p.bm * p.bm;
+  p.Np = (N + p.bn - 1) / p.bn * p.bn;
+  p.parities = parities;
+  p.grid_h = grid_h;
+  p.grid_w = grid_w;
+  p.pixels = int64_t(images) * grid_h * grid_w;
+  const int tiles = (p.Mp / p.bm) * (p.Np / p.bn) * parities;
+  const int64_t kr = 64;  // a multiple of both element types' pixels per stage
+  // As many splits as fill the GPU's block slots in one wave (a partial second wave would
+  // leave most multiprocessors idle), each with at least 8 stages of pixels.
+  const int64_t slots = int64_t(sm_count()) * (t == DType::bf16 ? wgrad_blocks_per_sm<bf16>(p.bn)
+                                                                   : wgrad_blocks_per_sm<float>(p.bn));
+  const int64_t want = std::max<int64_t>(1, slots / tiles);
+  const int64_t most = std::max<int64_t>(1, p.pixels / (8 * kr));
+  // max_splits: 64, an earlier cap, left the first encoder layer's 2 tiles on 128 blocks,
+  // under one per multiprocessor; 256 is the default.
+  if (max_splits < 1) throw std::invalid_argument("plan_wgrad: max_splits must be ≥ 1");
+  int64_t splits = std::min<int64_t>({want, most, int64_t(max_splits)});
+  int64_t per = (p.pixels + splits - 1) / splits;
+  per = (per + kr - 1) / kr * kr;
+  splits = (p.pixels + per - 1) / per;
+  p.splits = int(std::max<int64_t>(1, splits));
+  p.pix_per_split = int(per);
+  return p;
+}
+
+void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& plan, float* workspace, DType t,
+                 cudaStream_t stream) {
+  if (plan.pixels <= 0) return;
+  init_kernels();
+  if (a.Cs < 8 || b.Cs < 8) throw std::invalid_argument("wgrad_igemm: channel pitch must be ≥ 8");
+  if (plan.parities != 1 && plan.parities != 4) throw std::invalid_argument("wgrad_igemm: parities must be 1 or 4");
+  auto op = [](const PixelMatrix& m) {
+    PixOpK o{};
+    o.src = m.src;
+    o.Hs = m.Hs;
+    o.Ws = m.Ws;
+    o.lcs = ilog2_exact(m.Cs, "wgrad_igemm: channel pitch");
+    o.kind = int(m.kind);
+    o.sub = m.parity_subsample ? 1 : 0;
+    o.argmax = m.argmax;
+    return o;
+  };
+  if (plan.grid_h < 1 || plan.grid_w < 1) throw std::invalid_argument("wgrad_igemm: empty reduction grid");
+  for (const PixelMatrix* m : {&a, &b}) {
+    // The source's size follows from the grid: the kernel reads it through the grid's pixel
+    // index alone, so any other size would be read wrongly rather than fail.
+    const bool sub = m->parity_subsample;
+    if (sub && (m->kind != PixelMatrix::plain || plan.parities != 4))
+      throw std::invalid_argument("wgrad_igemm: parity subsampling is for a plain operand with 4 parities");
+    const bool fits = m->kind == PixelMatrix::unpooled ? 2 * m->Hs == plan.grid_h && 2 * m->Ws == plan.grid_w
+                      : sub ? m->Hs == 2 * plan.grid_h && m->Ws == 2 * plan.grid_w
+                            : m->Hs == plan.grid_h && m->Ws == plan.grid_w;
+    if (!fits)
+      throw std::invalid_argument("wgrad_igemm: an operand of " + std::to_string(m->Hs) + "×" + std::to_string(m->Ws) +
+                                  " does not fit the reduction grid " + std::to_string(plan.grid_h) + "×" +
+                                  std::to_string(plan.grid_w));
+  }
+  if (b.kind == PixelMatrix::unpooled) throw std::invalid_argument("wgrad_igemm: only operand A can be unpooled");
+  if (a.kind == PixelMatrix::unpooled &&
+      (!a.argmax || plan.parities != 1 || 2 * a.Hs != plan.grid_h || 2 * a.Ws != plan.grid_w))
+    throw std::invalid_argument("wgrad_igemm: an unpooled operand needs its argmax and a grid twice its size");
+  if (plan.pixels > (int64_t(1) << 30)) throw std::invalid_argument("wgrad_igemm: too many pixels");
+  WgradK k{};
+  k.a = op(a);
+  k.b = op(b);
+  k.gh = plan.grid_h;
+  k.gw = plan.grid_w;
+  k.div_gw = FastDivmod(plan.grid_w);
+  k.div_ghw = FastDivmod(plan.grid_h * plan.grid_w);
+  k.P = plan.pixels;
+  k.pix_per_split = plan.pix_per_split;
+  k.splits = plan.splits;
+  k.parity = plan.parities == 4 ? 1 : 0;
+  k.partial = workspace;
+  k.Mp = plan.Mp;
+  k.Np = plan.Np;
+  if (t == DType::bf16)
+    dispatch_wgrad<bf16>(k, plan, stream);
+  else
+    dispatch_wgrad<float>(k, plan, stream);
+}
+
+void wgrad_reduce(const float* workspace, const WgradPlan& plan, const WgradScatter& s, cudaStream_t stream) {
+  const int64_t n = int64_t(s.K) * s.C * 9 + (s.bias_column >= 0 ? s.K : 0);
+  int shares = 1;  // at most 8 threads per weight, each summing at least 8 splits
+  while (shares < 8 && shares * 16 <= plan.splits) shares *= 2;
+  const int per_block = kReduceThreads / shares;
+  wgrad_reduce_kernel<<<unsigned((n + per_block - 1) / per_block), dim3(per_block, shares), 0, stream>>>(
+      workspace, plan.splits, plan.parities, plan.Mp, plan.Np, s);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace ae::cuda
