@@ -97,19 +97,20 @@ struct UnpooledChunk {
 // Element index of (pix, c) in the pooled source; `here`: the pick value of pix, in 4 bytes.
 // The grid is even both ways, so with row = image·gh + y the pooled row is row/2 and the
 // parities of y and x are those of row and pix: one division.
+template <bool POW2>
 __device__ __forceinline__ size_t unpooled_source(const PixOpK& op, const WgradK& p, int pix, int c, uint32_t& here) {
   int row, x;
-  p.div_gw.divmod(pix, row, x);
+  p.div_gw.divmod_as<POW2>(pix, row, x);
   here = uint32_t(((row & 1) << 1) | (x & 1)) * 0x01010101u;
   return (size_t((row >> 1) * op.Ws + (x >> 1)) << op.lcs) + size_t(c);
 }
 
-template <typename T>
+template <typename T, bool POW2>
 __device__ __forceinline__ UnpooledChunk fetch_unpooled(const PixOpK& op, const WgradK& p, int pix, int c, bool ok) {
   UnpooledChunk u{make_uint4(0u, 0u, 0u, 0u), make_uint2(0u, 0u)};
   if (ok) {
     uint32_t here;
-    const size_t e = unpooled_source(op, p, pix, c, here);
+    const size_t e = unpooled_source<POW2>(op, p, pix, c, here);
     u.g = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(op.src) + e));
     if constexpr (sizeof(T) == 2)
       u.am = __ldg(reinterpret_cast<const uint2*>(op.argmax + e));
@@ -121,11 +122,11 @@ __device__ __forceinline__ UnpooledChunk fetch_unpooled(const PixOpK& op, const 
 
 // __vcmpeq4 gives 0xff in each byte whose pick is this pixel; __byte_perm widens those
 // bytes to the element's width. Rows past the end were fetched as zeros and stay zero.
-template <typename T>
+template <typename T, bool POW2>
 __device__ __forceinline__ void store_unpooled(const PixOpK& op, const WgradK& p, int pix, int c, UnpooledChunk u,
                                                uint32_t dst) {
   uint32_t here;
-  unpooled_source(op, p, pix, c, here);
+  unpooled_source<POW2>(op, p, pix, c, here);
   uint4 v = u.g;
   if constexpr (sizeof(T) == 2) {
     const uint32_t lo = __vcmpeq4(u.am.x, here), hi = __vcmpeq4(u.am.y, here);
@@ -144,7 +145,7 @@ __device__ __forceinline__ void store_unpooled(const PixOpK& op, const WgradK& p
 }
 
 // One 16-byte chunk: row `pix` of the reduction grid, the slot's column.
-template <typename T>
+template <typename T, bool POW2>
 __device__ __forceinline__ void load_pix_chunk(const PixOpK& op, const ChunkCol& cc, const WgradK& p, int par, int pix,
                                                bool pix_ok, uint32_t dst) {
   const T* base = static_cast<const T*>(op.src);
@@ -152,14 +153,14 @@ __device__ __forceinline__ void load_pix_chunk(const PixOpK& op, const ChunkCol&
   int spix;  // source pixel index
   if (op.kind != 0) {  // patches read the reduction grid itself (no parity subsampling)
     int img, r, y, x;
-    p.div_ghw.divmod(pix, img, r);
-    p.div_gw.divmod(r, y, x);
+    p.div_ghw.divmod_as<POW2>(pix, img, r);
+    p.div_gw.divmod_as<POW2>(r, y, x);
     ok = ok && unsigned(y + cc.dy) < unsigned(p.gh) && unsigned(x + cc.dx) < unsigned(p.gw);
     spix = pix + cc.tap_off;
   } else if (op.sub) {  // dY at (2y+dy, 2x+dx) of a grid twice the size: with row = image·gh + y,
                         // the source row is 2·row + dy
     int row, x;
-    p.div_gw.divmod(pix, row, x);
+    p.div_gw.divmod_as<POW2>(pix, row, x);
     spix = (2 * row + (par >> 1)) * (2 * p.gw) + 2 * x + (par & 1);
   } else {
     spix = pix;
@@ -176,7 +177,10 @@ struct WgradGeom {
   static constexpr int STAGE = KR * (A_PITCH + B_PITCH);
 };
 
-template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool UNPOOLED_A>
+// POW2: the reduction grid's height and width are powers of two (every grid of the seed
+// model), so pixels decode with shifts; the general decode cost the seed model's weight
+// gradients 3-11 % (H100, docs/BENCHMARKS.md).
+template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool UNPOOLED_A, bool POW2>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(const WgradK p) {
   using G = WgradGeom<T, BM, BN>;
   constexpr int NT = WARPS_M * WARPS_N * 32;
@@ -212,7 +216,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
         const int s = tid + i * NT;
         if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
         const int row = s / A_CPR, cc = s % A_CPR, pix = pb + row;
-        load_pix_chunk<T>(p.a, a_col, p, par, pix, pix < p_end, sA + row * G::A_PITCH + cc * 16);
+        load_pix_chunk<T, POW2>(p.a, a_col, p, par, pix, pix < p_end, sA + row * G::A_PITCH + cc * 16);
       }
     }
 #pragma unroll
@@ -220,7 +224,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
       const int s = tid + i * NT;
       if (B_IT * NT > B_CHUNKS && s >= B_CHUNKS) break;
       const int row = s / B_CPR, cc = s % B_CPR, pix = pb + row;
-      load_pix_chunk<T>(p.b, b_col, p, par, pix, pix < p_end, sB + row * G::B_PITCH + cc * 16);
+      load_pix_chunk<T, POW2>(p.b, b_col, p, par, pix, pix < p_end, sB + row * G::B_PITCH + cc * 16);
     }
   };
 
@@ -233,7 +237,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
       const int s = tid + i * NT;
       if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
       const int pix = pb + s / A_CPR;
-      a_regs[i] = fetch_unpooled<T>(p.a, p, pix, a_col.c, pix < p_end && a_col.c >= 0);
+      a_regs[i] = fetch_unpooled<T, POW2>(p.a, p, pix, a_col.c, pix < p_end && a_col.c >= 0);
     }
   };
   auto store_a = [&](int kt, int slot) {
@@ -244,7 +248,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
       const int s = tid + i * NT;
       if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
       const int row = s / A_CPR, cc = s % A_CPR;
-      store_unpooled<T>(p.a, p, pb + row, a_col.c < 0 ? 0 : a_col.c, a_regs[i],
+      store_unpooled<T, POW2>(p.a, p, pb + row, a_col.c < 0 ? 0 : a_col.c, a_regs[i],
                         sA + row * G::A_PITCH + cc * 16);
     }
   };
@@ -350,7 +354,10 @@ template <typename T, int BM, int BN, int WM_, int WN_, int ST, bool UA = false>
 void launch_wgrad(const WgradK& k, int splits, cudaStream_t stream) {
   constexpr int smem = ST * WgradGeom<T, BM, BN>::STAGE;
   dim3 grid(k.Mp / BM, k.Np / BN, splits * (k.parity ? 4 : 1));
-  wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
+  if (k.div_gw.log2 >= 0 && k.div_ghw.log2 >= 0)
+    wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, true><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
+  else
+    wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, false><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -433,9 +440,8 @@ __global__ void __launch_bounds__(kReduceThreads) wgrad_reduce_kernel(const floa
 
 template <typename T, int BM, int BN, int WM_, int WN_, int ST, bool UA = false>
 void allow_wgrad_smem() {
-  AE_CUDA_CHECK(cudaFuncSetAttribute(wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     ST * WgradGeom<T, BM, BN>::STAGE));
+  for (auto* kernel : {wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, true>, wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, false>})
+    AE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ST * WgradGeom<T, BM, BN>::STAGE));
 }
 template <typename T>
 void allow_wgrad_smem_all() {
@@ -461,7 +467,7 @@ namespace {
 template <typename T, int BM, int BN, int WM_, int WN_, int ST>
 int wgrad_occupancy() {
   int n = 0;
-  AE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, false>,
+  AE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, false, false>,
                                                               WM_ * WN_ * 32, ST * WgradGeom<T, BM, BN>::STAGE));
   return std::max(n, 1);
 }
