@@ -10,7 +10,7 @@
 #define SVM_HOST_DEVICE
 #endif
 
-namespace svm::detail {
+namespace svm::cpu {
 
 // Curvature floor for non-positive-definite directions (libsvm's TAU).
 constexpr double kSmoTau = 1e-12;
@@ -63,4 +63,4 @@ SVM_HOST_DEVICE inline PairStep smo_pair_step(bool same_label, double Gi, double
   return {ai, aj};
 }
 
-}  // namespace svm::detail
+}  // namespace svm::cpu

@@ -106,7 +106,7 @@ double relative_difference(const std::vector<double>& a, const std::vector<doubl
 }
 
 // Rows of a pair's kernel matrix computed on the CPU.
-class DenseRows : public svm::detail::KernelRows {
+class DenseRows : public svm::cpu::KernelRows {
  public:
   DenseRows(std::vector<float> m, int n) : m_(std::move(m)), n_(n) {}
   const float* row(int t) override { return m_.data() + static_cast<int64_t>(t) * n_; }
@@ -127,7 +127,7 @@ void expect_pairs_optimal(const svm::Model& m, const Problem& pr, double C, doub
   std::vector<std::vector<int64_t>> members(k);
   for (int64_t s = 0; s < pr.n; ++s)
     members[std::lower_bound(m.classes.begin(), m.classes.end(), pr.y[s]) - m.classes.begin()].push_back(s);
-  const svm::detail::KernelSpec spec{m.kernel, m.gamma};
+  const svm::cpu::KernelSpec spec{m.kernel, m.gamma};
   for (int a = 0; a < k; ++a)
     for (int b = a + 1; b < k; ++b) {
       std::vector<int64_t> rows = members[a];
@@ -136,9 +136,9 @@ void expect_pairs_optimal(const svm::Model& m, const Problem& pr, double C, doub
       std::vector<float> Xp;
       for (int64_t r : rows) Xp.insert(Xp.end(), pr.X.begin() + r * pr.dim, pr.X.begin() + (r + 1) * pr.dim);
       std::vector<double> norms(np);
-      svm::detail::row_squared_norms(Xp.data(), np, pr.dim, norms.data());
+      svm::cpu::row_squared_norms(Xp.data(), np, pr.dim, norms.data());
       std::vector<float> K(static_cast<size_t>(np) * np);
-      svm::detail::kernel_block_symmetric(spec, Xp.data(), np, norms.data(), pr.dim, K.data(), np);
+      svm::cpu::kernel_block_symmetric(spec, Xp.data(), np, norms.data(), pr.dim, K.data(), np);
       std::vector<int8_t> ys(np);
       std::vector<double> alpha(np, 0.0);
       double balance = 0;
@@ -153,7 +153,7 @@ void expect_pairs_optimal(const svm::Model& m, const Problem& pr, double C, doub
       }
       EXPECT_NEAR(balance, 0.0, 1e-9 * C * np) << "pair (" << a << "," << b << "): y'alpha != 0";
       DenseRows kr(std::move(K), np);
-      const double gap = svm::detail::kkt_gap(kr, ys.data(), np, C, alpha);
+      const double gap = svm::cpu::kkt_gap(kr, ys.data(), np, C, alpha);
       EXPECT_LE(gap, gap_limit) << "pair (" << a << "," << b << "): KKT gap under CPU kernel values";
     }
 }
@@ -172,8 +172,8 @@ void compare_with_cpu(const Case& c, uint32_t seed) {
   const Problem pr = make_problem(c.labels, c.sizes, c.dim, c.spread, 1500, seed);
   const svm::FitParams p = params(c.C, pr.gamma, c.kernel);
   const svm::Model cpu = svm::fit_cpu(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr);
-  svm::gpu::FitStats stats;
-  const svm::Model gpu = svm::gpu::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, {}, &stats);
+  svm::cuda::FitStats stats;
+  const svm::Model gpu = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, {}, &stats);
   EXPECT_EQ(stats.mode, "whole-matrix");
   EXPECT_EQ(stats.pairs_hit_limit, 0);
 
@@ -229,21 +229,21 @@ TEST(SvmGpu, StoragePathsAgree) {
   REQUIRE_GPU();
   const Problem pr = make_problem({0, 1, 2, 3}, {140, 260, 190, 210}, 30, 0.3, 800, 21);
   const svm::FitParams p = params(10.0, pr.gamma);
-  svm::gpu::FitStats whole_stats, pair_stats, global_stats;
-  const svm::Model whole = svm::gpu::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, {}, &whole_stats);
-  svm::gpu::FitOptions pair_opt;
+  svm::cuda::FitStats whole_stats, pair_stats, global_stats;
+  const svm::Model whole = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, {}, &whole_stats);
+  svm::cuda::FitOptions pair_opt;
   pair_opt.kernel_bytes_limit = 2 << 20;  // the whole matrix (2.6 MB) does not fit; ~2 pairs do
   int calls = 0, last = 0;
-  const svm::Model paired = svm::gpu::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p,
+  const svm::Model paired = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p,
                                           [&](int done, int total) {
                                             ++calls;
                                             last = done;
                                             EXPECT_EQ(total, 6);
                                           },
                                           pair_opt, &pair_stats);
-  svm::gpu::FitOptions global_opt;
+  svm::cuda::FitOptions global_opt;
   global_opt.state_in_global_memory = true;
-  const svm::Model global = svm::gpu::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, global_opt, &global_stats);
+  const svm::Model global = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, global_opt, &global_stats);
   EXPECT_EQ(whole_stats.mode, "whole-matrix");
   EXPECT_EQ(pair_stats.mode, "pair-matrices");
   EXPECT_GT(pair_stats.waves, 1);

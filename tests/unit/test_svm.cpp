@@ -116,13 +116,13 @@ void expect_same_model(const svm::Model& ours, const svm_model* ref, double rel)
     EXPECT_NEAR(ours.rho[p], ref->rho[p], rel * std::max(1.0, std::fabs(ref->rho[p]))) << "pair " << p;
 }
 
-class DenseRowsForTest : public svm::detail::KernelRows {
+class DenseRowsForTest : public svm::cpu::KernelRows {
  public:
-  DenseRowsForTest(const svm::detail::KernelSpec& k, const Problem& p, const std::vector<int>& idx) : n_(static_cast<int>(idx.size())) {
+  DenseRowsForTest(const svm::cpu::KernelSpec& k, const Problem& p, const std::vector<int>& idx) : n_(static_cast<int>(idx.size())) {
     m_.resize(static_cast<size_t>(n_) * n_);
     for (int a = 0; a < n_; ++a)
       for (int b = 0; b < n_; ++b)
-        m_[static_cast<size_t>(a) * n_ + b] = static_cast<float>(svm::detail::kernel_reference(
+        m_[static_cast<size_t>(a) * n_ + b] = static_cast<float>(svm::cpu::kernel_reference(
             k, p.X.data() + static_cast<int64_t>(idx[a]) * p.dim, p.X.data() + static_cast<int64_t>(idx[b]) * p.dim, p.dim));
   }
   const float* row(int t) override { return m_.data() + static_cast<size_t>(t) * n_; }
@@ -138,26 +138,26 @@ class DenseRowsForTest : public svm::detail::KernelRows {
 TEST(SvmKernel, BlocksMatchTheDefinition) {
   Problem p = make_problem(150, 37, 3, 1);
   std::vector<double> norms(p.n);
-  svm::detail::row_squared_norms(p.X.data(), p.n, p.dim, norms.data());
+  svm::cpu::row_squared_norms(p.X.data(), p.n, p.dim, norms.data());
   for (auto type : {svm::KernelType::rbf, svm::KernelType::linear}) {
-    svm::detail::KernelSpec k{type, 0.02};
+    svm::cpu::KernelSpec k{type, 0.02};
     const int64_t na = 60, nb = 90;
     const float* A = p.X.data();
     const float* B = p.X.data() + na * p.dim;
     std::vector<float> block(static_cast<size_t>(na * nb)), sym(static_cast<size_t>(na * na));
-    svm::detail::kernel_block(k, A, na, norms.data(), B, nb, norms.data() + na, p.dim, block.data(), nb);
-    svm::detail::kernel_block_symmetric(k, A, na, norms.data(), p.dim, sym.data(), na);
+    svm::cpu::kernel_block(k, A, na, norms.data(), B, nb, norms.data() + na, p.dim, block.data(), nb);
+    svm::cpu::kernel_block_symmetric(k, A, na, norms.data(), p.dim, sym.data(), na);
     // Float dot products carry ~1e-7 relative error of |a|² + |b|²; rbf scales it by gamma·K ≤ gamma.
     auto tol = [&](int64_t i, int64_t j) {
       return 1e-6 * (norms[i] + norms[j]) * (type == svm::KernelType::rbf ? k.gamma : 1.0) + 1e-7;
     };
     for (int64_t i = 0; i < na; ++i) {
       for (int64_t j = 0; j < nb; ++j) {
-        double ref = svm::detail::kernel_reference(k, A + i * p.dim, B + j * p.dim, p.dim);
+        double ref = svm::cpu::kernel_reference(k, A + i * p.dim, B + j * p.dim, p.dim);
         ASSERT_NEAR(block[i * nb + j], ref, tol(i, na + j));
       }
       for (int64_t j = 0; j < na; ++j) {
-        double ref = svm::detail::kernel_reference(k, A + i * p.dim, A + j * p.dim, p.dim);
+        double ref = svm::cpu::kernel_reference(k, A + i * p.dim, A + j * p.dim, p.dim);
         ASSERT_NEAR(sym[i * na + j], ref, tol(i, j));
         ASSERT_EQ(sym[i * na + j], sym[j * na + i]);
       }
@@ -176,11 +176,11 @@ TEST(SvmSmo, SolutionSatisfiesKktAndConstraints) {
     idx[i] = i;
     ys[i] = p.y[i] == 0 ? 1 : -1;
   }
-  svm::detail::KernelSpec k{svm::KernelType::rbf, 0.05};
+  svm::cpu::KernelSpec k{svm::KernelType::rbf, 0.05};
   DenseRowsForTest rows(k, p, idx);
   for (double C : {0.5, 10.0}) {
     for (double tol : {1e-3, 1e-5}) {
-      auto r = svm::detail::solve_binary(rows, ys.data(), static_cast<int>(p.n), C, tol);
+      auto r = svm::cpu::solve_binary(rows, ys.data(), static_cast<int>(p.n), C, tol);
       EXPECT_FALSE(r.hit_iteration_limit);
       EXPECT_GT(r.iterations, 10);
       double balance = 0;
@@ -197,7 +197,7 @@ TEST(SvmSmo, SolutionSatisfiesKktAndConstraints) {
       if (C == 0.5) {
         EXPECT_GT(bounded, 0);  // overlapping clouds: some vectors at the bound
       }
-      EXPECT_LT(svm::detail::kkt_gap(rows, ys.data(), static_cast<int>(p.n), C, r.alpha), tol * 1.01);
+      EXPECT_LT(svm::cpu::kkt_gap(rows, ys.data(), static_cast<int>(p.n), C, r.alpha), tol * 1.01);
       EXPECT_LT(r.objective, 0.0);
     }
   }

@@ -26,7 +26,7 @@ namespace svm {
 
 const char* kernel_name(KernelType k) { return k == KernelType::linear ? "linear" : "rbf"; }
 
-namespace detail {
+namespace cpu {
 namespace {
 
 // Rows of a dense matrix held in memory.
@@ -156,7 +156,7 @@ class DiagonalBlockCache {
 };
 
 }  // namespace
-}  // namespace detail
+}  // namespace cpu
 
 Model begin_fit(const int32_t* y, int64_t n, int dim, const FitParams& p, std::vector<std::vector<int64_t>>& members) {
   if (n < 2 || dim < 1) throw std::invalid_argument("svm: need at least 2 samples and 1 feature");
@@ -182,7 +182,7 @@ Model begin_fit(const int32_t* y, int64_t n, int dim, const FitParams& p, std::v
 }
 
 Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb) {
-  using namespace detail;
+  using namespace cpu;
   std::vector<std::vector<int64_t>> members;
   Model m = begin_fit(y, n, dim, p, members);
   const int k = static_cast<int>(m.classes.size());

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace svm::detail {
+namespace svm::cpu {
 
 void row_squared_norms(const float* X, int64_t n, int dim, double* out) {
 #pragma omp parallel for schedule(static) if (n * dim >= kMinParallelWork)
@@ -82,4 +82,4 @@ double kernel_reference(const KernelSpec& k, const float* a, const float* b, int
   return std::exp(-k.gamma * d2);
 }
 
-}  // namespace svm::detail
+}  // namespace svm::cpu

@@ -11,7 +11,7 @@
 
 #include "kernels/svm/svm.h"
 
-namespace svm::detail {
+namespace svm::cpu {
 
 // Loops with less work than this stay on one thread: on a loaded 2-core machine a parallel
 // region costs more than it saves unless it has real work (and results never depend on it).
@@ -38,4 +38,4 @@ void kernel_block_symmetric(const KernelSpec& k, const float* A, int64_t na, con
 // block code is tested against.
 double kernel_reference(const KernelSpec& k, const float* a, const float* b, int dim);
 
-}  // namespace svm::detail
+}  // namespace svm::cpu

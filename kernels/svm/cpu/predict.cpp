@@ -10,7 +10,7 @@
 namespace svm {
 
 void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec) {
-  using namespace detail;
+  using namespace cpu;
   const int k = static_cast<int>(m.classes.size());
   const int64_t n_sv = m.n_sv();
   const int pairs = m.n_pairs();
@@ -54,7 +54,7 @@ std::vector<int32_t> vote(const Model& m, const double* dec, int64_t n) {
   const int k = static_cast<int>(m.classes.size());
   const int pairs = m.n_pairs();
   std::vector<int32_t> pred(static_cast<size_t>(n));
-#pragma omp parallel if (n * pairs >= detail::kMinParallelWork)
+#pragma omp parallel if (n * pairs >= cpu::kMinParallelWork)
   {
     std::vector<int> votes(k);
 #pragma omp for schedule(static)

@@ -24,7 +24,7 @@
 
 #include "kernels/svm/smo_step.h"
 
-namespace svm::detail {
+namespace svm::cpu {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -151,4 +151,4 @@ double kkt_gap(KernelRows& K, const int8_t* y, int n, double C, const std::vecto
   return m - M;
 }
 
-}  // namespace svm::detail
+}  // namespace svm::cpu

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace svm::detail {
+namespace svm::cpu {
 
 // Kernel rows of one binary problem. row(t) gives K(x_t, x_s) for every s in [0, n); the
 // pointer stays valid at least until the second call after it (the solver holds two rows).
@@ -34,4 +34,4 @@ BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double C, doubl
 // with the gradient recomputed from scratch.
 double kkt_gap(KernelRows& K, const int8_t* y, int n, double C, const std::vector<double>& alpha);
 
-}  // namespace svm::detail
+}  // namespace svm::cpu

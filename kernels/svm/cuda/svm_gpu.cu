@@ -18,7 +18,7 @@
 #include "kernels/svm/svm.h"
 
 namespace svm {
-namespace gpu {
+namespace cuda {
 
 using ae::cuda::DeviceBuffer;
 
@@ -333,14 +333,14 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
   return m;
 }
 
-}  // namespace gpu
+}  // namespace cuda
 
 Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb) {
-  return gpu::fit(X, y, n, dim, p, cb, gpu::FitOptions{}, nullptr);
+  return cuda::fit(X, y, n, dim, p, cb, cuda::FitOptions{}, nullptr);
 }
 
 void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec) {
-  using namespace gpu;
+  using namespace cuda;
   const int k = static_cast<int>(m.classes.size());
   const int64_t n_sv = m.n_sv();
   const int pairs = m.n_pairs();

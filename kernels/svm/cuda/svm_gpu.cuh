@@ -18,7 +18,7 @@
 #include "common/cuda_check.cuh"
 #include "kernels/svm/svm.h"
 
-namespace svm::gpu {
+namespace svm::cuda {
 
 [[noreturn]] void throw_cublas(cublasStatus_t status, const char* what, const char* file, int line);
 
@@ -26,7 +26,7 @@ namespace svm::gpu {
   do {                                                                                     \
     cublasStatus_t svm_status_ = (call);                                                   \
     if (svm_status_ != CUBLAS_STATUS_SUCCESS)                                              \
-      ::svm::gpu::throw_cublas(svm_status_, #call, __FILE__, __LINE__);                    \
+      ::svm::cuda::throw_cublas(svm_status_, #call, __FILE__, __LINE__);                    \
   } while (0)
 
 // ---- the host driver's knobs (tests use them to reach every path on small problems) ----------
@@ -101,4 +101,4 @@ void solve_pairs(const PairJob* jobs, int n_jobs, PairResult* results, double C,
 // The largest dynamic shared memory solve_pairs may be given on this device.
 size_t smo_max_shared_bytes();
 
-}  // namespace svm::gpu
+}  // namespace svm::cuda

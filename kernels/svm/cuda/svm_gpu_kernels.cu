@@ -11,7 +11,7 @@
 #include "kernels/svm/cuda/svm_gpu.cuh"
 #include "kernels/svm/smo_step.h"
 
-namespace svm::gpu {
+namespace svm::cuda {
 
 void throw_cublas(cublasStatus_t status, const char* what, const char* file, int line) {
   throw std::runtime_error(std::string("cuBLAS error: ") + cublasGetStatusString(status) + " (" + what + " at " +
@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
           int idx = -1;
           if (b > 0) {
             double a = Kii + diag(t) - 2.0 * static_cast<double>(ki[u]);
-            if (a <= 0) a = detail::kSmoTau;
+            if (a <= 0) a = cpu::kSmoTau;
             key = (b * b) / a;  // = -(decrease); max key = min decrease
             idx = t;
           }
@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
       const double yi = pi ? 1.0 : -1.0, yj = pj ? 1.0 : -1.0;
       const double Gi = G[i], Gj = G[j];
       const double old_ai = alpha[i], old_aj = alpha[j];
-      const detail::PairStep step = detail::smo_pair_step(pi == pj, Gi, Gj, old_ai, old_aj, Kii, diag(j), r.kv, C);  // r.kv = K(i, j)
+      const cpu::PairStep step = cpu::smo_pair_step(pi == pj, Gi, Gj, old_ai, old_aj, Kii, diag(j), r.kv, C);  // r.kv = K(i, j)
       const double ai = step.ai, aj = step.aj;
       alpha[i] = ai;
       alpha[j] = aj;
@@ -471,4 +471,4 @@ void solve_pairs(const PairJob* jobs, int n_jobs, PairResult* results, double C,
     launch(smo_kernel<false>);
 }
 
-}  // namespace svm::gpu
+}  // namespace svm::cuda
