@@ -108,13 +108,7 @@ void Trainer::start() {
   ckpt_.train_count = train_.size();
   ckpt_.val_count = val_.size();
   ckpt_.data_sha256 = data_sha256_;
-  ckpt_.epochs_target = cfg_.epochs;
-  ckpt_.test_count = test_.size();
-  ckpt_.threads = cfg_.threads;
-  ckpt_.device = cfg_.device;
-  ckpt_.precision = cfg_.precision;
-  pick_samples(test_, ckpt_);
-  ckpt_.sample_reconstructions.clear();
+  set_run_fields();
 }
 
 // --resume only continues a run with the same data and the options that shape its
@@ -150,6 +144,16 @@ void Trainer::resume(Checkpoint c) {
   ckpt_ = std::move(c);
   backend_.set_params(ckpt_.params);
   backend_.set_optimizer_state(ckpt_.optimizer);
+  set_run_fields();
+}
+
+bool Trainer::finished() const {
+  return ckpt_.epochs_done >= cfg_.epochs && !(ckpt_.epochs_done == 0 && cfg_.epochs == 0);
+}
+
+// What this run is, whether it starts or resumes: the target, the test split and the
+// machine it runs on, and the sample images the checkpoint shows.
+void Trainer::set_run_fields() {
   ckpt_.epochs_target = cfg_.epochs;
   ckpt_.test_count = test_.size();
   ckpt_.threads = cfg_.threads;
@@ -157,10 +161,6 @@ void Trainer::resume(Checkpoint c) {
   ckpt_.precision = cfg_.precision;
   pick_samples(test_, ckpt_);
   ckpt_.sample_reconstructions.clear();
-}
-
-bool Trainer::finished() const {
-  return ckpt_.epochs_done >= cfg_.epochs && !(ckpt_.epochs_done == 0 && cfg_.epochs == 0);
 }
 
 void Trainer::reconstruct_samples() {

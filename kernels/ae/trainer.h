@@ -109,6 +109,7 @@ class Trainer {
   int64_t test_count() const { return test_.size(); }
 
  private:
+  void set_run_fields();
   void check_resumable(const Checkpoint& c) const;
   TrainerConfig cfg_;
   AeBackend& backend_;

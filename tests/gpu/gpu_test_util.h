@@ -12,8 +12,24 @@
 #include <vector>
 
 #include "common/cuda_check.cuh"
+#include "kernels/ae/model.h"
 
 namespace gpu_test {
+
+// The architectures the GPU tests run: the seed model, a grey 28×28 one (odd 7×7 latent,
+// one input channel) and a deeper one whose channel counts are not powers of two.
+struct ArchCase {
+  const char* name;
+  ae::Architecture arch;
+};
+inline const std::vector<ArchCase>& archs() {
+  static const std::vector<ArchCase> v = {
+      {"seed", ae::Architecture::seed()},
+      {"gray28_64_32", ae::Architecture(1, 28, 28, {64, 32})},
+      {"rgb32_96_48_24", ae::Architecture(3, 32, 32, {96, 48, 24})},
+  };
+  return v;
+}
 
 inline bool have_gpu(std::string* why = nullptr) {
   int n = 0;

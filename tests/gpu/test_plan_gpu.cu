@@ -33,18 +33,6 @@ namespace {
 
 constexpr int kImages = 3;  // odd: the last GEMM tile of every layer is partial
 
-struct ArchCase {
-  const char* name;
-  ae::Architecture arch;
-};
-const std::vector<ArchCase>& archs() {
-  static const std::vector<ArchCase> v = {
-      {"seed", ae::Architecture::seed()},
-      {"gray28_64_32", ae::Architecture(1, 28, 28, {64, 32})},
-      {"rgb32_96_48_24", ae::Architecture(3, 32, 32, {96, 48, 24})},
-  };
-  return v;
-}
 
 struct LayerCase {
   int arch, layer;

@@ -319,6 +319,23 @@ class GpuBackend final : public AeBackend {
     AE_CUDA_CHECK(cudaEventCreate(&t0));
     AE_CUDA_CHECK(cudaEventCreate(&t1));
     auto reset = [&] { AE_CUDA_CHECK(cudaMemsetAsync(pos_.get(), 0, sizeof(int), stream_)); };
+    // The median over `repeats` runs of `work`, timed by CUDA events; `before` runs first,
+    // untimed, each time.
+    auto median_ms = [&](const auto& work, const std::function<void()>& before = {}) {
+      std::vector<float> ms;
+      for (int r = 0; r < repeats; ++r) {
+        if (before) before();
+        AE_CUDA_CHECK(cudaEventRecord(t0, stream_));
+        work();
+        AE_CUDA_CHECK(cudaEventRecord(t1, stream_));
+        AE_CUDA_CHECK(cudaEventSynchronize(t1));
+        float v = 0;
+        AE_CUDA_CHECK(cudaEventElapsedTime(&v, t0, t1));
+        ms.push_back(v);
+      }
+      std::sort(ms.begin(), ms.end());
+      return double(ms[ms.size() / 2]);
+    };
     reset();
     for (auto& s : stages) s.run(stream_);  // warm-up
     reset();
@@ -343,18 +360,7 @@ class GpuBackend final : public AeBackend {
     double total_ms = 0, total_flops = 0;
     for (auto& s : stages) {
       if (s.name == "advance") continue;
-      std::vector<float> ms;
-      for (int r = 0; r < repeats; ++r) {
-        AE_CUDA_CHECK(cudaEventRecord(t0, stream_));
-        s.run(stream_);
-        AE_CUDA_CHECK(cudaEventRecord(t1, stream_));
-        AE_CUDA_CHECK(cudaEventSynchronize(t1));
-        float v = 0;
-        AE_CUDA_CHECK(cudaEventElapsedTime(&v, t0, t1));
-        ms.push_back(v);
-      }
-      std::sort(ms.begin(), ms.end());
-      const double med = ms[ms.size() / 2];
+      const double med = median_ms([&] { s.run(stream_); });
       total_ms += med;
       total_flops += s.flops;
       std::snprintf(line, sizeof line, "  %-34s %9.4f %9.2f %9.1f\n", s.name.c_str(), med, s.flops / 1e9,
@@ -367,19 +373,7 @@ class GpuBackend final : public AeBackend {
     // The whole step as the graph replays it.
     reset();
     cudaGraphExec_t g = graph_for(batch);
-    std::vector<float> ms;
-    for (int r = 0; r < repeats; ++r) {
-      reset();
-      AE_CUDA_CHECK(cudaEventRecord(t0, stream_));
-      AE_CUDA_CHECK(cudaGraphLaunch(g, stream_));
-      AE_CUDA_CHECK(cudaEventRecord(t1, stream_));
-      AE_CUDA_CHECK(cudaEventSynchronize(t1));
-      float v = 0;
-      AE_CUDA_CHECK(cudaEventElapsedTime(&v, t0, t1));
-      ms.push_back(v);
-    }
-    std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2];
+    const double med = median_ms([&] { AE_CUDA_CHECK(cudaGraphLaunch(g, stream_)); }, reset);
     std::snprintf(line, sizeof line, "  %-34s %9.4f %9.2f %9.1f  (%.3f s per 50,000 images)\n",
                   "graph replay (whole step)", med, total_flops / 1e9, total_flops / (med * 1e-3) / 1e12,
                   med * 1e-3 * 50000.0 / batch);
