@@ -172,14 +172,18 @@ kill_at_random_points() {
   need ae-train
   # Before the first checkpoint is committed there is nothing under the final name; the
   # hidden temporary file of the checkpoint being written may remain (SIGKILL cannot be caught).
-  ASAN_OPTIONS="$KILLED_ASAN_OPTIONS" "$BIN/ae-train" -q --data "$KILL_DIR/data.h5" --train-limit 12 --epochs 3 --batch-size 4 --threads 2 -o "$TMP/m.h5" &
+  # Far more epochs than the test waits for, so the tool is still running when the kill
+  # comes however loaded the machine is (with 3 it had sometimes finished already).
+  ASAN_OPTIONS="$KILLED_ASAN_OPTIONS" "$BIN/ae-train" -q --data "$KILL_DIR/data.h5" --train-limit 12 --epochs 100000 --batch-size 4 --threads 2 -o "$TMP/m.h5" &
   pid=$!
   for _ in $(seq 1 3000); do
     ls -A "$TMP" | grep -q '\.m\.h5\.tmp' && break
     sleep 0.005
   done
   kill -9 "$pid"
-  wait "$pid" || true
+  code=0
+  wait "$pid" || code=$?
+  [ "$code" -eq 137 ]
   [ ! -e "$TMP/m.h5" ] || absent_or_complete "$TMP/m.h5" ae-model
 }
 
