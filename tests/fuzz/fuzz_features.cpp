@@ -1,4 +1,4 @@
-// libFuzzer target: cae::FeaturesReader (ae-features files: svm-fit, svm-eval)
+// libFuzzer target: ae::FeaturesReader (ae-features files: svm-fit, svm-eval)
 // on arbitrary bytes. Seeds: tests/fuzz/run.sh. Findings go to tests/fuzz/regressions/.
 #include "tests/fuzz/fuzz_file_target.h"
 #include "tests/fuzz/fuzz_readers.h"

@@ -1,4 +1,4 @@
-// libFuzzer target: cae::read_ae_params / read_ae_checkpoint (ae-model files: ae-encode, ae-train --resume)
+// libFuzzer target: ae::read_ae_params / ae::read_checkpoint (ae-model files: ae-encode, ae-train --resume)
 // on arbitrary bytes. Seeds: tests/fuzz/run.sh. Findings go to tests/fuzz/regressions/.
 #include "tests/fuzz/fuzz_file_target.h"
 #include "tests/fuzz/fuzz_readers.h"

@@ -1,4 +1,4 @@
-// libFuzzer target: cae::read_svm_model (svm-model files: svm-eval)
+// libFuzzer target: svm::read_model_file (svm-model files: svm-eval)
 // on arbitrary bytes. Seeds: tests/fuzz/run.sh. Findings go to tests/fuzz/regressions/.
 #include "tests/fuzz/fuzz_file_target.h"
 #include "tests/fuzz/fuzz_readers.h"
