@@ -121,6 +121,37 @@ PY
   [ "$(grep -c '^ok ' <<<"$output")" -eq 16 ]
 }
 
+# The same two checks on a model of another shape: grey 28×28 images (one input channel,
+# spatial sizes 28, 14, 7 — not powers of two) and encoder 64,32.
+@test "a 1x28x28 model with encoder 64,32: gradients and features match PyTorch" {
+  "$PYTHON" - "$TMP/d28.h5" <<'PY'
+import sys, h5py, numpy as np
+rng = np.random.default_rng(28)
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["format"] = "image-dataset"
+    f.attrs["format_version"] = np.int64(1)
+    f.attrs.create("class_names", [str(i) for i in range(10)], dtype=h5py.string_dtype())
+    for s, n in (("train", 32), ("test", 8)):
+        f[s + "/images"] = rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8)
+        f[s + "/labels"] = (np.arange(n) % 10).astype(np.uint8)
+PY
+  "$BIN/ae-train" --device cpu --quiet --data "$TMP/d28.h5" --encoder-channels 64,32 --val-split 0 --epochs 1 \
+    --batch-size 8 --threads 2 -o "$TMP/m28.h5"
+  "$BIN/ae-train" --device cpu --quiet --data "$TMP/d28.h5" --encoder-channels 64,32 --val-split 0 --epochs 1 \
+    --batch-size 8 --threads 2 -o "$TMP/m28.h5" --resume --dump-gradients "$TMP/g28.h5"
+  run "$PYTHON" "$REPO_ROOT/tests/python/torch_reference.py" gradients --model "$TMP/m28.h5" --dump "$TMP/g28.h5"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"input 1x28x28, encoder channels 64,32"* ]]
+  [ "$(grep -c '^ok ' <<<"$output")" -eq 16 ]
+  "$BIN/ae-encode" --device cpu --quiet --model "$TMP/m28.h5" --data "$TMP/d28.h5" -o "$TMP/f28.h5"
+  run "$PYTHON" "$REPO_ROOT/tests/python/torch_reference.py" features --model "$TMP/m28.h5" --data "$TMP/d28.h5" \
+    --features "$TMP/f28.h5"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"ok   train features (32 x 1568)"* ]]
+}
+
 @test "ae-encode features match PyTorch's encoder (rel err < 1e-5) and carry provenance" {
   run "$BIN/ae-encode" --device cpu --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" -o "$TMP/f.h5" --batch-size 50 --json
   [ "$status" -eq 0 ]
