@@ -16,24 +16,34 @@
 #include "common/timer.h"
 #include "kernels/ae/features_reader.h"
 #include "kernels/svm/classifier.h"
+#include "kernels/svm/model_selection.h"
 
 namespace {
 
 const cae::ToolInfo kInfo{"svm-fit", "train a one-vs-one C-SVM (libsvm formulation) on encoder features",
-                          "svm-fit --features data/features.h5 --C 10 --gamma scale -o data/svm.h5", true, true,
+                          "svm-fit --features data/features.h5 --C 10 --gamma scale -o data/svm.h5\n"
+                          "  svm-fit --features data/features.h5 --cv 5 --C 1,10,100 --gamma 0.5x,scale,2x -o data/svm.h5",
+                          true, true,
                           "try --train-limit or a smaller --cache-mb, or --device cpu"};
 
 struct Options {
-  std::string features, kernel = "rbf", gamma = "scale", scale = "standard", export_libsvm;
-  double C = 10, tol = 1e-3;
-  int64_t cache_mb = 2048, train_limit = 0;
+  std::string features, kernel = "rbf", C = "10", gamma = "scale", scale = "standard", export_libsvm;
+  double tol = 1e-3;
+  int64_t cache_mb = 2048, train_limit = 0, cv = 0, cv_seed = 1;
 };
 
 void fit(const Options& opt, const cae::CommonOptions& common) {
-  // An infinite C is a hard-margin SVM, which has no solution on overlapping classes.
-  if (!(opt.C > 0) || !std::isfinite(opt.C)) throw cae::UsageError("--C must be a finite number > 0");
+  const std::vector<double> C_list = svm::parse_C_list(opt.C);
+  const std::vector<std::string> gamma_list = svm::parse_gamma_list(opt.gamma);
   if (!(opt.tol > 0) || !std::isfinite(opt.tol)) throw cae::UsageError("--tol must be > 0");
-  if (opt.gamma != "scale" && opt.gamma != "auto") svm::resolve_gamma(opt.gamma, nullptr, 0, 1);  // validates
+  const bool grid = C_list.size() > 1 || gamma_list.size() > 1;
+  if (grid && opt.cv == 0)
+    throw cae::UsageError("--C and --gamma take more than one value only with --cv K (cross-validation picks the pair)");
+  if (gamma_list.size() > 1 && opt.kernel == "linear") throw cae::UsageError("--kernel linear has no gamma to search");
+  // More folds than rows is refused once the rows are read (check_cv_folds); the clamp only
+  // keeps the number an int until then.
+  const int folds = static_cast<int>(std::min<int64_t>(opt.cv, 1 << 30));
+  if (folds != 0) svm::check_cv_folds(folds, nullptr, 0, {});
   const cae::Device device = cae::resolve_device(common.device);
   cae::Stopwatch clock;
   // Output paths are checked now, not after the fit.
@@ -58,12 +68,13 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
     cae::fail_file(opt.features, "the " + std::to_string(n) + " training rows hold a single class (" +
                                      (distinct.empty() ? std::string("none") : std::to_string(*distinct.begin())) +
                                      "); an SVM needs at least two");
+  if (folds != 0) svm::check_cv_folds(folds, train.labels.data(), n, reader.class_names());
   const double read_s = clock.seconds();
 
   svm::ClassifierParams params;
   params.kernel = opt.kernel == "linear" ? svm::KernelType::linear : svm::KernelType::rbf;
-  params.C = opt.C;
-  params.gamma = opt.gamma;
+  params.C = C_list[0];
+  params.gamma = gamma_list[0];
   params.tol = opt.tol;
   params.standardize = opt.scale == "standard";
   params.cache_mb = opt.cache_mb;
@@ -74,12 +85,36 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   progress.ready = [&](const svm::Classifier& c) {
     cae::log_info("%lld training rows x %d features (%d constant, dropped), %zu classes, gamma %.6g (%s), C %g, %s",
                   static_cast<long long>(n), D, D - c.n_features_kept(), distinct.size(), c.resolved_gamma(),
-                  opt.gamma.c_str(), opt.C, cae::device_name(device));
+                  c.file().gamma_spec.c_str(), c.file().C, cae::device_name(device));
     bar = std::make_unique<cae::ProgressBar>("svm-fit", pairs, "pairs");
   };
   progress.pair = [&](int done, int) { bar->update(done); };
   svm::Classifier clf;
-  clf.fit(train.X.data(), train.labels.data(), n, D, params, device, progress);
+  if (folds != 0) {
+    const size_t cells = C_list.size() * gamma_list.size();
+    cae::log_info("cross-validation: %d folds (seed %lld), %zu C x %zu gamma = %zu fits", folds,
+                  static_cast<long long>(opt.cv_seed), C_list.size(), gamma_list.size(), cells * folds);
+    // The bar is drawn only on a terminal; the log gets the table once the search is done.
+    cae::ProgressBar cv_bar("svm-fit cv", static_cast<int64_t>(cells * folds), "fits");
+    svm::SelectionProgress sp;
+    sp.fit = [&](int done, int) { cv_bar.update(done); };
+    sp.selected = [&](const svm::ModelSelection& s) {
+      cv_bar.finish();
+      for (size_t c = 0; c < s.C.size(); ++c)
+        for (size_t g = 0; g < s.gamma.size(); ++g)
+          cae::log_info("  C %-8g gamma %-8s cv accuracy %.4f%s", s.C[c], s.gamma[g].c_str(),
+                        s.cv_accuracy[c * s.gamma.size() + g],
+                        static_cast<int>(c) == s.best_C && static_cast<int>(g) == s.best_gamma ? "  <- best" : "");
+      cae::log_info("best: C %g, gamma %s, cv accuracy %.4f (%d-fold, %.1f s); refitting on all %lld rows",
+                    s.C[s.best_C], s.gamma[s.best_gamma].c_str(), s.best_accuracy(), s.folds, s.seconds,
+                    static_cast<long long>(n));
+    };
+    sp.refit = progress;
+    svm::fit_best(clf, train.X.data(), train.labels.data(), n, D, params, C_list, gamma_list, folds,
+                  static_cast<uint64_t>(opt.cv_seed), device, sp);
+  } else {
+    clf.fit(train.X.data(), train.labels.data(), n, D, params, device, progress);
+  }
   bar->finish();
   clf.set_class_names(reader.class_names());
   const svm::Model& model = clf.model();
@@ -105,20 +140,28 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
                 }().c_str(),
                 clf.fit_seconds(), total_s, read_s);
   std::vector<double> n_support(model.n_support.begin(), model.n_support.end());
-  cae::emit_json(common, cae::JsonObject()
-                             .add("tool", kInfo.name)
-                             .add("output", common.output)
-                             .add("n_train", n)
-                             .add("n_features", D)
-                             .add("n_features_kept", kept)
-                             .add("gamma", clf.resolved_gamma())
-                             .add("C", opt.C)
-                             .add("n_sv", model.n_sv())
-                             .add("n_support", n_support)
-                             .add("fit_seconds", clf.fit_seconds())
-                             .add("seconds", total_s)
-                             .add("device", cae::device_name(device))
-                             .str());
+  cae::JsonObject json;
+  json.add("tool", kInfo.name)
+      .add("output", common.output)
+      .add("n_train", n)
+      .add("n_features", D)
+      .add("n_features_kept", kept)
+      .add("gamma", clf.resolved_gamma())
+      .add("C", clf.file().C)
+      .add("gamma_spec", clf.file().gamma_spec)
+      .add("n_sv", model.n_sv())
+      .add("n_support", n_support)
+      .add("fit_seconds", clf.fit_seconds())
+      .add("seconds", total_s)
+      .add("device", cae::device_name(device));
+  const svm::ModelSelection& sel = clf.model_selection();
+  if (!sel.empty())
+    json.add("cv_accuracy", sel.best_accuracy())
+        .add("cv_folds", static_cast<int64_t>(sel.folds))
+        .add("cv_seconds", sel.seconds)
+        .add("best_C", sel.C[sel.best_C])
+        .add("best_gamma", sel.gamma[sel.best_gamma]);
+  cae::emit_json(common, json.str());
 }
 
 }  // namespace
@@ -131,8 +174,15 @@ int main(int argc, char** argv) {
       [&](CLI::App& app) {
         app.add_option("--features", opt.features, "Encoder features file (ae-features); uses /train")->required();
         app.add_option("--kernel", opt.kernel, "Kernel")->check(CLI::IsMember({"rbf", "linear"}));
-        app.add_option("--C", opt.C, "Penalty C (> 0)");
-        app.add_option("--gamma", opt.gamma, "rbf gamma: scale = 1/(D*Var(X)), auto = 1/D, or a number > 0");
+        app.add_option("--C", opt.C, "Penalty C (> 0); a comma-separated list (1,10,100) is searched with --cv");
+        app.add_option("--gamma", opt.gamma,
+                       "rbf gamma: scale = 1/(D*Var(X)), auto = 1/D, a multiple of scale (0.5x, 2x) or a number > 0; "
+                       "a comma-separated list is searched with --cv");
+        app.add_option("--cv", opt.cv,
+                       "Stratified K-fold cross-validation on the training rows (2 <= K <= the smallest class; 0 = "
+                       "none); with --C/--gamma lists, of every pair, and the best one becomes the model")
+            ->check(CLI::NonNegativeNumber);
+        app.add_option("--cv-seed", opt.cv_seed, "Seed of the folds' shuffle")->check(CLI::NonNegativeNumber);
         app.add_option("--scale", opt.scale, "Feature standardisation (mean/std of the training rows)")
             ->check(CLI::IsMember({"standard", "none"}));
         app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");

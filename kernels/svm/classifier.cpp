@@ -18,6 +18,7 @@ void Classifier::fit(float* X, const int32_t* y, int64_t n, int dim, const Class
   p.C = params.C;
   p.tol = params.tol;
   p.cache_mb = params.cache_mb;
+  p.log_summary = params.log_summary;
   // gamma 'scale' is a property of the scaled matrix with all D features (docs/SVM.md), so
   // it is resolved before the constant features are dropped.
   p.gamma = resolve_gamma(params.gamma, X, n, dim);
@@ -28,16 +29,16 @@ void Classifier::fit(float* X, const int32_t* y, int64_t n, int dim, const Class
     cae::fail_file(params.data_name, "all " + std::to_string(dim) + " features are constant over the training rows");
   f_.model.kernel = p.kernel;
   f_.model.dim = kept;
+  f_.gamma_spec = params.gamma;
+  f_.C = params.C;
+  f_.tol = params.tol;
+  f_.n_train = n;
   if (progress.ready) progress.ready(*this);
 
   cae::Stopwatch clock;
   f_.model = device == cae::Device::gpu ? fit_gpu(X, y, n, kept, p, progress.pair)
                                         : fit_cpu(X, y, n, kept, p, progress.pair);
   f_.fit_seconds = clock.seconds();
-  f_.gamma_spec = params.gamma;
-  f_.C = params.C;
-  f_.tol = params.tol;
-  f_.n_train = n;
   f_.device = cae::device_name(device);
 }
 

@@ -29,17 +29,19 @@ namespace svm {
 struct ClassifierParams {
   KernelType kernel = KernelType::rbf;
   double C = 10.0;
-  std::string gamma = "scale";  // "scale", "auto" or a number > 0 (resolve_gamma)
+  std::string gamma = "scale";  // "scale", "auto", "<m>x" or a number > 0 (parse_gamma_spec)
   double tol = 1e-3;            // KKT tolerance, as libsvm's -e
   bool standardize = true;      // false: the identity scaler (svm-fit --scale none)
   int64_t cache_mb = 2048;
   std::string data_name = "training data";  // names the rows in error messages (a file)
+  bool log_summary = true;                   // the solver's one-line summary on stderr
 };
 
 class Classifier;
 
 // What fit reports while it runs: `ready` once the rows are scaled and masked, just before
-// the solver starts (the classifier then knows gamma and the kept features); `pair` after
+// the solver starts (the classifier then knows gamma, the kept features and the settings in
+// file(): C, gamma_spec, tol, n_train); `pair` after
 // every one-vs-one pair. Either may be empty.
 struct FitProgress {
   std::function<void(const Classifier&)> ready;
@@ -77,6 +79,10 @@ class Classifier {
   void export_libsvm(const cae::AtomicOutput& out) const { write_libsvm_model(out, f_); }
 
   void set_class_names(std::vector<std::string> names) { f_.class_names = std::move(names); }
+  // The cross-validation that chose this model's C and gamma (model_selection.h: fit_best);
+  // saved as /model_selection. fit() clears it.
+  void set_model_selection(ModelSelection s) { f_.selection = std::move(s); }
+  const ModelSelection& model_selection() const { return f_.selection; }
 
   const ModelFile& file() const { return f_; }
   const Model& model() const { return f_.model; }

@@ -1,5 +1,6 @@
 #include "kernels/svm/model_file.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,54 @@
 namespace svm {
 
 using cae::fail_file;
+
+namespace {
+
+void write_model_selection(cae::Hdf5Writer& w, const ModelSelection& s) {
+  const uint64_t nc = s.C.size(), ng = s.gamma.size(), k = static_cast<uint64_t>(s.folds);
+  w.write("/model_selection/C", s.C);
+  w.write("/model_selection/gamma_resolved", s.gamma_resolved.data(), {ng, k});
+  w.write("/model_selection/cv_accuracy", s.cv_accuracy.data(), {nc, ng});
+  w.write("/model_selection/fold_accuracy", s.fold_accuracy.data(), {nc, ng, k});
+  // The specs are strings; the HDF5 layer writes strings as attributes, so they sit on the group.
+  w.set_attr("/model_selection", "gamma", s.gamma);
+  w.set_attr("/model_selection", "seconds", s.seconds);
+  w.set_attr("/", "cv_folds", static_cast<int64_t>(s.folds));
+  w.set_attr("/", "cv_seed", static_cast<int64_t>(s.seed));
+  w.set_attr("/", "cv_accuracy", s.best_accuracy());
+  w.set_attr("/", "best_C", s.C[s.best_C]);
+  w.set_attr("/", "best_gamma", s.gamma[s.best_gamma]);
+}
+
+ModelSelection read_model_selection(const cae::Hdf5Reader& h5, const std::string& path) {
+  ModelSelection s;
+  const int64_t folds = h5.attr_int("/", "cv_folds");
+  if (folds < 2 || folds > (int64_t{1} << 30)) fail_file(path, "cv_folds must be an integer from 2 to 2^30");
+  s.folds = static_cast<int>(folds);
+  s.seed = static_cast<uint64_t>(h5.attr_int("/", "cv_seed"));
+  s.C = h5.read<double>("/model_selection/C", {0});
+  s.gamma = h5.attr_strings("/model_selection", "gamma");
+  const uint64_t nc = s.C.size(), ng = s.gamma.size(), k = s.folds;
+  if (nc == 0 || ng == 0) fail_file(path, "/model_selection holds no C or no gamma");
+  s.gamma_resolved = h5.read<double>("/model_selection/gamma_resolved", {ng, k});
+  s.cv_accuracy = h5.read<double>("/model_selection/cv_accuracy", {nc, ng});
+  s.fold_accuracy = h5.read<double>("/model_selection/fold_accuracy", {nc, ng, k});
+  s.seconds = h5.has_attr("/model_selection", "seconds") ? h5.attr_double("/model_selection", "seconds") : 0.0;
+  for (const auto* v : {&s.cv_accuracy, &s.fold_accuracy})
+    for (double a : *v)
+      if (!(a >= 0 && a <= 1)) fail_file(path, "/model_selection holds an accuracy outside [0, 1]");
+  const double best_C = h5.attr_double("/", "best_C");
+  const std::string best_gamma = h5.attr_string("/", "best_gamma");
+  const auto c = std::find(s.C.begin(), s.C.end(), best_C);
+  const auto g = std::find(s.gamma.begin(), s.gamma.end(), best_gamma);
+  if (c == s.C.end() || g == s.gamma.end())
+    fail_file(path, "best_C / best_gamma are not in /model_selection's lists");
+  s.best_C = static_cast<int>(c - s.C.begin());
+  s.best_gamma = static_cast<int>(g - s.gamma.begin());
+  return s;
+}
+
+}  // namespace
 
 void write_model_file(cae::Hdf5Writer& w, const ModelFile& f) {
   const Model& m = f.model;
@@ -35,6 +84,7 @@ void write_model_file(cae::Hdf5Writer& w, const ModelFile& f) {
   w.set_attr("/", "fit_seconds", f.fit_seconds);
   w.set_attr("/", "device", f.device);
   w.set_attr("/", "class_names", f.class_names);
+  if (!f.selection.empty()) write_model_selection(w, f.selection);
 }
 
 ModelFile read_model_file(const std::string& path) {
@@ -99,6 +149,7 @@ ModelFile read_model_file(const std::string& path) {
   f.fit_seconds = h5.has_attr("/", "fit_seconds") ? h5.attr_double("/", "fit_seconds") : 0.0;
   f.device = h5.has_attr("/", "device") ? h5.attr_string("/", "device") : "";
   if (h5.has_attr("/", "class_names")) f.class_names = h5.attr_strings("/", "class_names");
+  if (h5.has("/model_selection")) f.selection = read_model_selection(h5, path);
   return f;
 }
 

@@ -14,6 +14,23 @@
 
 namespace svm {
 
+// What svm-fit --cv found (model_selection.h computes it): the cross-validated accuracy of
+// every (C, gamma) pair tried, C-major, and which pair became the model. folds == 0: no
+// cross-validation was run and the file has no /model_selection.
+struct ModelSelection {
+  int folds = 0;
+  uint64_t seed = 0;
+  std::vector<double> C;               // [nC]
+  std::vector<std::string> gamma;      // [nG] the specs: "scale", "0.5x", "auto", "0.01"
+  std::vector<double> gamma_resolved;  // [nG, folds] each spec's number on each fold's training rows
+  std::vector<double> cv_accuracy;     // [nC, nG] right predictions over all held-out rows / n
+  std::vector<double> fold_accuracy;   // [nC, nG, folds]
+  int best_C = 0, best_gamma = 0;      // indices into C and gamma
+  double seconds = 0;                  // the whole cross-validation
+  bool empty() const { return folds == 0; }
+  double best_accuracy() const { return cv_accuracy[static_cast<size_t>(best_C) * gamma.size() + best_gamma]; }
+};
+
 struct ModelFile {
   Model model;
   Scaler scaler;
@@ -25,6 +42,7 @@ struct ModelFile {
   double fit_seconds = 0;
   std::string device = "cpu";
   std::vector<std::string> class_names;
+  ModelSelection selection;
   int n_features() const { return static_cast<int>(feature_mask.size()); }
 };
 

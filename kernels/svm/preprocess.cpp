@@ -1,6 +1,7 @@
 #include "kernels/svm/preprocess.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -93,15 +94,30 @@ double gamma_scale(const float* X, int64_t n, int dim) {
   return var != 0 ? 1.0 / (static_cast<double>(dim) * var) : 1.0;
 }
 
-double resolve_gamma(const std::string& spec, const float* X, int64_t n, int dim) {
-  if (spec == "scale") return gamma_scale(X, n, dim);
-  if (spec == "auto") return 1.0 / static_cast<double>(dim);
+GammaSpec parse_gamma_spec(const std::string& spec) {
+  if (spec == "scale") return {GammaSpec::Kind::scale, 1.0};
+  if (spec == "auto") return {GammaSpec::Kind::auto_dim, 1.0};
+  // "<m>x": m times scale. The suffix is checked first so that "2x" is not read as a bad
+  // number; "x" alone and "-1x" are refused below like any other bad factor.
+  const bool multiple = !spec.empty() && spec.back() == 'x';
+  const std::string number = multiple ? spec.substr(0, spec.size() - 1) : spec;
   char* end = nullptr;
-  const double g = std::strtod(spec.c_str(), &end);
-  if (spec.empty() || *end != '\0' || !std::isfinite(g))
-    throw cae::UsageError("--gamma must be 'scale', 'auto' or a number > 0, not '" + spec + "'");
-  if (!(g > 0)) throw cae::UsageError("--gamma must be > 0, not " + spec);
-  return g;
+  const double v = std::strtod(number.c_str(), &end);
+  if (number.empty() || *end != '\0' || !std::isfinite(v) || std::isspace(static_cast<unsigned char>(number[0])))
+    throw cae::UsageError("--gamma must be 'scale', 'auto', a multiple of scale such as '0.5x', or a number > 0, not '" +
+                          spec + "'");
+  if (!(v > 0)) throw cae::UsageError("--gamma must be > 0, not " + spec);
+  return {multiple ? GammaSpec::Kind::scale : GammaSpec::Kind::number, v};
+}
+
+double resolve_gamma(const std::string& spec, const float* X, int64_t n, int dim) {
+  const GammaSpec g = parse_gamma_spec(spec);
+  switch (g.kind) {
+    case GammaSpec::Kind::scale: return g.value * gamma_scale(X, n, dim);
+    case GammaSpec::Kind::auto_dim: return 1.0 / static_cast<double>(dim);
+    case GammaSpec::Kind::number: break;
+  }
+  return g.value;
 }
 
 std::vector<uint8_t> constant_feature_mask(const float* X, int64_t n, int dim, std::vector<float>* dropped_values) {

@@ -33,7 +33,16 @@ void apply_scaler(const Scaler& s, float* X, int64_t n, int dim);
 
 // 1 / (dim · Var) over all n·dim entries (1 when Var is 0), as sklearn's gamma='scale'.
 double gamma_scale(const float* X, int64_t n, int dim);
-// "scale", "auto" or a number > 0 → the number (throws UsageError on a bad spec).
+// A --gamma spec: "scale" (value 1), "<m>x" (m times scale, m > 0: kind scale, value m),
+// "auto" (1/dim) or a number > 0 (kind number, value the number). Throws UsageError on
+// anything else, so a spec can be checked before any data is read.
+struct GammaSpec {
+  enum class Kind { scale, auto_dim, number };
+  Kind kind = Kind::scale;
+  double value = 1.0;
+};
+GammaSpec parse_gamma_spec(const std::string& spec);
+// The spec's number on these rows (the scaled training matrix, all features).
 double resolve_gamma(const std::string& spec, const float* X, int64_t n, int dim);
 
 // keep[f] = 0 when column f has one value over all n rows; that value goes to *dropped_values

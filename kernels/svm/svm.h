@@ -21,6 +21,7 @@ struct FitParams {
   double gamma = 0.0;  // resolved value (> 0 for rbf)
   double tol = 1e-3;   // KKT tolerance, as libsvm's -e
   int64_t cache_mb = 2048;
+  bool log_summary = true;  // the solver's one-line summary (cross-validation's many fits turn it off)
 };
 
 struct Model {

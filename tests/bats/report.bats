@@ -353,3 +353,37 @@ if 'history/val_loss' in F:
   grep -q "3×32×32 → encoder 256,128 → 128×8×8 (8,192 features)" "$TMP/rep/report.md"
   grep -q "best test epoch" "$TMP/rep/index.html"
 }
+
+# svm-fit --cv's table (issue 15): a heat map in both documents, the chosen pair named.
+@test "an svm.h5 with a cross-validation grid gets a heat map; a malformed table is named" {
+  local dir
+  dir=$(partial_run model features svm eval)
+  "$PYTHON" - "$dir/svm.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    g = f.create_group("model_selection")
+    g["C"] = np.array([0.1, 1.0, 10.0])
+    g["cv_accuracy"] = np.array([[0.31, 0.35, 0.28, 0.2], [0.52, 0.61, 0.58, 0.4], [0.55, 0.6, 0.62, 0.45]])
+    g["gamma_resolved"] = np.tile(np.array([[5e-4], [1e-3], [2e-3], [1.2e-4]]), (1, 5))
+    g["fold_accuracy"] = np.repeat(g["cv_accuracy"][()][:, :, None], 5, axis=2)
+    g.attrs["gamma"] = np.array(["0.5x", "scale", "2x", "auto"], dtype=h5py.string_dtype())
+    g.attrs["seconds"] = 12.5
+    f.attrs.update({"cv_folds": 5, "cv_seed": 1, "cv_accuracy": 0.62, "best_C": 10.0, "best_gamma": "2x"})
+PY
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep" -q
+  [ "$status" -eq 0 ]
+  assert_report "$TMP/rep" loss.png reconstructions.png confusion.png per_class_accuracy.png cv_grid.png timing.png
+  for doc in index.html report.md; do
+    grep -q "Model selection" "$TMP/rep/$doc"
+    grep -q "5-fold stratified cross-validation of 3 C × 4 γ" "$TMP/rep/$doc"
+    grep -q "C = 10 and γ = 2x (62.0 %)" "$TMP/rep/$doc"
+    grep -q "5-fold CV accuracy 62.0 %" "$TMP/rep/$doc"
+  done
+  # A table whose columns do not match the gamma list fails the report, naming the file.
+  "$PYTHON" -c "import h5py, sys
+f = h5py.File(sys.argv[1], 'r+'); f['model_selection'].attrs['gamma'] = ['scale']" "$dir/svm.h5"
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep2"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"svm.h5: /model_selection has 4 columns in cv_accuracy but its gamma attribute is ['scale']"* ]]
+  [ ! -e "$TMP/rep2" ]
+}

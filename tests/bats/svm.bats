@@ -204,7 +204,103 @@ PY
   run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --gamma 0 -o "$TMP/svm.h5"
   assert_error 2 "--gamma must be > 0"
   run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --gamma fast -o "$TMP/svm.h5"
-  assert_error 2 "--gamma must be 'scale', 'auto' or a number > 0"
+  assert_error 2 "--gamma must be 'scale', 'auto', a multiple of scale such as '0.5x', or a number > 0, not 'fast'"
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --gamma -2x -o "$TMP/svm.h5"
+  assert_error 2 "--gamma must be > 0, not -2x"
+  assert_no_output "$TMP/svm.h5"
+}
+
+# Cross-validation and the (C, gamma) grid (issue 15): the table, its argmax refitted.
+@test "svm-fit --cv 3 --C 1,10 --gamma scale,auto stores a 2x2 table and refits its argmax" {
+  run "$BIN/svm-fit" --json --features "$SVM_DIR/features.h5" --cv 3 --C 1,10 --gamma scale,auto -o "$TMP/grid.h5"
+  [ "$status" -eq 0 ]
+  local json
+  json="$(grep '^{' <<< "$output")"
+  [[ "$output" == *"cross-validation: 3 folds (seed 1), 2 C x 2 gamma = 12 fits"* ]]
+  [[ "$output" == *"<- best"* && "$output" == *"refitting on all 2000 rows"* ]]
+  # The same search again: the same folds, the same table; another seed, other folds.
+  "$BIN/svm-fit" -q --features "$SVM_DIR/features.h5" --cv 3 --C 1,10 --gamma scale,auto -o "$TMP/again.h5"
+  "$BIN/svm-fit" -q --features "$SVM_DIR/features.h5" --cv 3 --cv-seed 9 --C 1,10 --gamma scale,auto -o "$TMP/seed9.h5"
+  # The best pair as a plain fit: the refit must be exactly this model.
+  best="$("$PYTHON" -c "import h5py,sys; a=h5py.File(sys.argv[1],'r').attrs; print(repr(float(a['best_C'])), a['best_gamma'])" "$TMP/grid.h5")"
+  read -r best_C best_gamma <<< "$best"
+  "$BIN/svm-fit" -q --features "$SVM_DIR/features.h5" --C "$best_C" --gamma "$best_gamma" -o "$TMP/plain.h5"
+  "$PYTHON" - "$TMP" "$json" <<'PY'
+import json, sys, h5py, numpy as np
+tmp, j = sys.argv[1], json.loads(sys.argv[2])
+f = h5py.File(f"{tmp}/grid.h5", "r")
+a, ms = f.attrs, f["model_selection"]
+table = ms["cv_accuracy"][()]
+assert table.dtype == np.float64 and table.shape == (2, 2), table
+assert ms["C"].dtype == np.float64 and list(ms["C"][()]) == [1.0, 10.0]
+assert list(ms.attrs["gamma"]) == ["scale", "auto"]
+assert ms["fold_accuracy"].shape == (2, 2, 3) and ms["gamma_resolved"].shape == (2, 3)
+assert np.all(ms["gamma_resolved"][1] == 1 / 512)                       # auto = 1/D on every fold
+assert np.all(ms["gamma_resolved"][0] > 0) and len(set(ms["gamma_resolved"][0])) == 3  # scale: per fold
+assert ((0 < table) & (table < 1)).all()
+# Pooled over the folds: the fold accuracies weighted by fold size (2000 rows in 3 folds).
+assert np.allclose(table, ms["fold_accuracy"][()].mean(axis=2), atol=1e-3)
+# The argmax, ties to the first in C-major order, is the model.
+i, k = np.unravel_index(np.argmax(table), table.shape)
+assert a["best_C"] == ms["C"][i] and a["best_gamma"] == ["scale", "auto"][k], (a["best_C"], a["best_gamma"], table)
+assert a["C"] == a["best_C"] and a["gamma_spec"] == a["best_gamma"]
+assert a["cv_accuracy"] == table[i, k] and a["cv_folds"] == 3 and a["cv_seed"] == 1
+assert j["cv_accuracy"] == table[i, k] and j["best_C"] == a["best_C"] and j["best_gamma"] == a["best_gamma"]
+assert j["cv_folds"] == 3 and j["C"] == a["C"] and j["gamma_spec"] == a["gamma_spec"]
+plain = h5py.File(f"{tmp}/plain.h5", "r")
+assert "model_selection" not in plain and "cv_accuracy" not in plain.attrs
+assert plain.attrs["gamma"] == a["gamma"]
+for name in ("svm/support_vectors", "svm/dual_coef", "svm/rho", "svm/support_indices", "scaler/mean"):
+    assert np.array_equal(f[name][()], plain[name][()]), name
+again, seed9 = h5py.File(f"{tmp}/again.h5", "r"), h5py.File(f"{tmp}/seed9.h5", "r")
+assert np.array_equal(again["model_selection/fold_accuracy"][()], ms["fold_accuracy"][()])
+assert not np.array_equal(seed9["model_selection/fold_accuracy"][()], ms["fold_accuracy"][()])
+assert seed9.attrs["cv_seed"] == 9
+PY
+  # A file with a table is an ordinary model to svm-eval, and report draws the table.
+  run "$BIN/svm-eval" -q --model "$TMP/grid.h5" --features "$SVM_DIR/features.h5" -o "$TMP/eval.h5"
+  [ "$status" -eq 0 ]
+  if [ -x "$BIN/report" ]; then
+    "$BIN/report" -q --svm "$TMP/grid.h5" --eval "$TMP/eval.h5" -o "$TMP/report"
+    [ -s "$TMP/report/cv_grid.png" ]
+    grep -q "3-fold stratified cross-validation of 2 C × 2 γ" "$TMP/report/report.md"
+  fi
+}
+
+@test "svm-fit --cv alone: one pair cross-validated, gamma as a multiple of scale" {
+  run "$BIN/svm-fit" -q --json --features "$SVM_DIR/features.h5" --train-limit 600 --cv 2 --gamma 0.5x -o "$TMP/cv.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"cv_accuracy":0.'* && "$output" == *'"gamma_spec":"0.5x"'* ]]
+  "$BIN/svm-fit" -q --features "$SVM_DIR/features.h5" --train-limit 600 -o "$TMP/scale.h5"
+  "$PYTHON" - "$TMP/cv.h5" "$TMP/scale.h5" <<'PY'
+import sys, h5py, numpy as np
+f, s = (h5py.File(p, "r") for p in sys.argv[1:3])
+assert f["model_selection/cv_accuracy"].shape == (1, 1) and f.attrs["cv_folds"] == 2
+assert f.attrs["cv_accuracy"] == f["model_selection/cv_accuracy"][0, 0]
+assert f.attrs["best_gamma"] == "0.5x" and f.attrs["gamma_spec"] == "0.5x" and f.attrs["C"] == 10
+assert f.attrs["gamma"] == 0.5 * s.attrs["gamma"]
+PY
+}
+
+@test "bad input: grid and --cv usage errors" {
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --C 1,10 -o "$TMP/svm.h5"
+  assert_error 2 "--C and --gamma take more than one value only with --cv K"
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --gamma scale,2x -o "$TMP/svm.h5"
+  assert_error 2 "--C and --gamma take more than one value only with --cv K"
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --cv 1 -o "$TMP/svm.h5"
+  assert_error 2 "--cv must be at least 2 folds, not 1"
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --cv 2 --C 1,,10 -o "$TMP/svm.h5"
+  assert_error 2 "--C has an empty item in '1,,10'"
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --cv 2 --C 1,10,1 -o "$TMP/svm.h5"
+  assert_error 2 "--C lists 1 twice"
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --cv 2 --gamma scale,0x -o "$TMP/svm.h5"
+  assert_error 2 "--gamma must be > 0, not 0x"
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --cv 2 --kernel linear --gamma scale,auto -o "$TMP/svm.h5"
+  assert_error 2 "--kernel linear has no gamma to search"
+  # More folds than the smallest class has rows: named, with its count.
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --train-limit 40 --cv 3 -o "$TMP/svm.h5"
+  [ "$status" -eq 2 ]
+  [[ "$output" =~ "--cv 3: class "[0-9]" ("[a-z]+") has only "[0-2]" training rows; every fold needs one of each class, so --cv must be at most "[0-2] ]]
   assert_no_output "$TMP/svm.h5"
 }
 
@@ -227,7 +323,8 @@ PY
 }
 
 # Real encoder features (needs ../shared CIFAR-10 and the ae tools): 2,000 training images.
-@test "real features of a small model: parity with scikit-learn" {
+# Also the issue-15 grid on them: a 2x2 table whose argmax is the model.
+@test "real features of a small model: parity with scikit-learn; a --cv 3 grid refits its argmax" {
   local cifar
   cifar="$(real_cifar)"
   [ -n "$cifar" ] || skip "no ../shared/cifar-10-batches-bin"
@@ -240,6 +337,17 @@ PY
   run "$PYTHON" "$PARITY" check --features "$TMP/features.h5" --model "$TMP/svm.h5" --eval "$TMP/eval.h5"
   echo "$output"
   [ "$status" -eq 0 ]
+  "$BIN/svm-fit" -q --features "$TMP/features.h5" --cv 3 --C 1,10 --gamma scale,auto -o "$TMP/grid.h5"
+  "$PYTHON" - "$TMP/grid.h5" <<'PY'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+table = f["model_selection/cv_accuracy"][()]
+assert table.shape == (2, 2) and ((0.1 < table) & (table < 1)).all(), table
+i, k = np.unravel_index(np.argmax(table), table.shape)
+assert f.attrs["best_C"] == [1.0, 10.0][i] and f.attrs["best_gamma"] == ["scale", "auto"][k]
+assert f.attrs["C"] == f.attrs["best_C"] and f.attrs["gamma_spec"] == f.attrs["best_gamma"]
+assert f.attrs["cv_accuracy"] == table[i, k]
+PY
 }
 
 # Features of any architecture: the width is whatever the encoder wrote (here 96 = 24×2×2),

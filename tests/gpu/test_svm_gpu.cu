@@ -18,6 +18,7 @@
 #include "kernels/svm/cpu/kernel.h"
 #include "kernels/svm/cpu/smo.h"
 #include "kernels/svm/cuda/svm_gpu.cuh"
+#include "kernels/svm/model_selection.h"
 #include "kernels/svm/svm.h"
 
 namespace {
@@ -318,6 +319,25 @@ TEST(SvmGpu, ClassifierOnGpuMatchesCpu) {
   for (size_t i = 0; i < dec_gpu.size(); ++i)
     worst = std::max(worst, std::abs(dec_gpu[i] - dec_cpu_of_gpu_model[i]) / (1 + std::abs(dec_cpu_of_gpu_model[i])));
   EXPECT_LE(worst, 1e-4);
+}
+
+// svm-fit --cv on the GPU: the same folds, the same per-fold gammas, and a table whose every
+// cell is within a few held-out predictions of the CPU's (the solvers stop at the same
+// tolerance by different paths, so a row near a boundary may flip).
+TEST(SvmGpu, CrossValidationTableMatchesCpu) {
+  REQUIRE_GPU();
+  const Problem pr = make_problem({0, 1, 2}, {150, 120, 130}, 16, 0.35, 0, 61);
+  svm::ClassifierParams params;
+  const std::vector<double> C = {1, 10};
+  const std::vector<std::string> gamma = {"0.5x", "scale"};
+  const svm::ModelSelection cpu = svm::cross_validate(pr.X.data(), pr.y.data(), pr.n, pr.dim, params, C, gamma, 3, 7,
+                                                      cae::Device::cpu);
+  const svm::ModelSelection gpu = svm::cross_validate(pr.X.data(), pr.y.data(), pr.n, pr.dim, params, C, gamma, 3, 7,
+                                                      cae::Device::gpu);
+  ASSERT_EQ(gpu.cv_accuracy.size(), cpu.cv_accuracy.size());
+  EXPECT_EQ(gpu.gamma_resolved, cpu.gamma_resolved);  // gamma comes from the host's scaling
+  for (size_t i = 0; i < cpu.cv_accuracy.size(); ++i) EXPECT_NEAR(gpu.cv_accuracy[i], cpu.cv_accuracy[i], 3.0 / pr.n) << i;
+  EXPECT_GT(cpu.best_accuracy(), 0.5);  // the clusters overlap but are far from chance (1/3)
 }
 
 TEST(SvmGpu, RejectsBadInput) {

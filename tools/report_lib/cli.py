@@ -15,7 +15,8 @@ import time
 from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, ReportError, fmt_seconds, log, pct,
                      version_line, warn)
 from .load import read_in_child
-from .plots import plot_confusion, plot_loss, plot_per_class, plot_reconstructions, plot_timing, setup_matplotlib
+from .plots import (plot_confusion, plot_cv_grid, plot_loss, plot_per_class, plot_reconstructions, plot_timing,
+                    setup_matplotlib)
 from .render import build_html, build_markdown, lineage, stage_rows, summary_cards
 
 
@@ -164,6 +165,17 @@ def run(args, tmp_holder):
         if ev["per_class"][best] > ev["per_class"][worst]:
             classification_lead += (f" Easiest class: {ev['class_names'][best]} ({pct(ev['per_class'][best])}); "
                                     f"hardest: {ev['class_names'][worst]} ({pct(ev['per_class'][worst])}).")
+    grid_lead = ""
+    grid = loaded.get("svm", {}).get("grid")
+    if grid is not None and plot_cv_grid(plt, grid, tmp):
+        images.append("cv_grid.png")
+        bi, bj = grid["best"]
+        nc, ng = grid["table"].shape
+        grid_lead = (f"{int(grid['folds']) if grid.get('folds') else 'K'}-fold stratified cross-validation of "
+                     f"{nc} C × {ng} γ on the training rows"
+                     + (f" ({fmt_seconds(grid['seconds'])})" if grid.get("seconds") is not None else "")
+                     + f"; the best pair, C = {grid['C'][bi]:g} and γ = {grid['gamma'][bj]} "
+                       f"({pct(grid['table'][bi, bj])}), was refitted on all of them and is the model.")
     stages = stage_rows(loaded)
     if plot_timing(plt, stages, tmp):
         images.append("timing.png")
@@ -187,7 +199,7 @@ def run(args, tmp_holder):
     ctx = {"title": args.title, "source": source,
            "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "cards": summary_cards(loaded), "missing": missing, "notes": notes, "images": images,
-           "training_lead": training_lead, "classification_lead": classification_lead,
+           "training_lead": training_lead, "classification_lead": classification_lead, "grid_lead": grid_lead,
            "stages": stages, "provenance": provenance,
            "best_marker": "validation" if "val_loss" in loaded.get("model", {}).get("history", {}) else "test",
            "footer": f"Made by {version_line()} from " + ", ".join(os.path.basename(p) for p in paths.values())}

@@ -180,7 +180,31 @@ def load_svm(path):
         s["n_sv"] = sv[0] if sv else None
         n_support = read_dataset(f, path, "svm/n_support", "iu", shape=(None,))
         s["n_support"] = n_support.tolist() if n_support is not None else None
+        s["grid"] = load_model_selection(f, path, s["attrs"]) if "model_selection" in f else None
         return s
+
+
+def load_model_selection(f, path, attrs):
+    """svm-fit --cv's table (docs/FORMATS.md): cv_accuracy [len(C), len(gamma)] with the C
+    values, the gamma specs (a string attribute of the group) and the best pair."""
+    import numpy as np
+    C = read_dataset(f, path, "model_selection/C", "f", shape=(None,), required=True)
+    table = read_dataset(f, path, "model_selection/cv_accuracy", "f", shape=(len(C), None), required=True)
+    gamma = plain(f["model_selection"].attrs.get("gamma"))
+    gamma = [gamma] if isinstance(gamma, str) else gamma
+    if not isinstance(gamma, list) or len(gamma) != table.shape[1] or not gamma:
+        raise ReportError(path, f"/model_selection has {table.shape[1]} columns in cv_accuracy but "
+                                f"its gamma attribute is {gamma!r}")
+    if len(C) == 0 or not np.all((table >= 0) & (table <= 1)):
+        raise ReportError(path, "/model_selection/cv_accuracy must hold accuracies in [0, 1]")
+    best = np.unravel_index(int(np.argmax(table)), table.shape)  # the first maximum in C-major order
+    if number(attrs, "best_C") is not None and attrs.get("best_gamma") in gamma and attrs["best_C"] in C.tolist():
+        best = (C.tolist().index(attrs["best_C"]), gamma.index(attrs["best_gamma"]))
+    resolved = read_dataset(f, path, "model_selection/gamma_resolved", "f", shape=(len(gamma), None))
+    return {"C": C.astype(np.float64), "gamma": [str(g) for g in gamma], "table": table.astype(np.float64),
+            "best": (int(best[0]), int(best[1])), "folds": number(attrs, "cv_folds"),
+            "gamma_mean": resolved.mean(axis=1) if resolved is not None and resolved.size else None,
+            "seconds": number({k: plain(v) for k, v in f["model_selection"].attrs.items()}, "seconds")}
 
 
 def load_eval(path):

@@ -1,5 +1,5 @@
 """The report's plots (matplotlib, Agg): loss curves, reconstruction grid, confusion
-matrix, per-class accuracy, stage timings. Each returns the PNG's file name, or None when
+matrix, per-class accuracy, the cross-validation grid, stage timings. Each returns the PNG's file name, or None when
 it has nothing to draw."""
 import os
 
@@ -214,3 +214,40 @@ def plot_timing(plt, stages, folder):
     ax.grid(axis="y", visible=False)
     ax.set_title("Where the time went")
     return save(fig, folder, "timing.png")
+
+
+def plot_cv_grid(plt, grid, folder):
+    """svm-fit --cv's (C, gamma) table as a heat map, the chosen pair boxed. A single pair
+    has nothing to compare: no picture (its accuracy is in the stage table)."""
+    import numpy as np
+    table = grid["table"]
+    nc, ng = table.shape
+    if nc * ng < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.25 * ng + 2.6), max(3.2, 0.62 * nc + 1.9)))
+    lo, hi = float(table.min()), float(table.max())
+    im = ax.imshow(table * 100, cmap="viridis", vmin=lo * 100, vmax=max(hi, lo + 1e-9) * 100, aspect="auto")
+    ax.grid(False)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    gm = grid.get("gamma_mean")
+    ax.set_xticks(range(ng))
+    ax.set_xticklabels([g if gm is None else f"{g}\n({gm[j]:.3g})" for j, g in enumerate(grid["gamma"])])
+    ax.set_yticks(range(nc))
+    ax.set_yticklabels([f"{c:g}" for c in grid["C"]])
+    ax.set_xlabel("γ" + (" (mean over the folds)" if gm is not None else ""))
+    ax.set_ylabel("C")
+    mid = (lo + hi) / 2
+    bi, bj = grid["best"]
+    for i in range(nc):
+        for j in range(ng):
+            ax.text(j, i, f"{100 * table[i, j]:.1f} %", ha="center", va="center", fontsize=9,
+                    color="#1d2b3a" if table[i, j] > mid else "white",
+                    fontweight="bold" if (i, j) == (bi, bj) else "normal")
+    ax.add_patch(plt.Rectangle((bj - 0.5, bi - 0.5), 1, 1, fill=False, ec="#e63946", lw=2.5))
+    cbar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
+    cbar.set_label("cross-validated accuracy (%)")
+    cbar.outline.set_visible(False)
+    folds = grid.get("folds")
+    ax.set_title(f"{int(folds)}-fold cross-validation: C × γ" if folds else "Cross-validation: C × γ")
+    return save(fig, folder, "cv_grid.png")

@@ -49,6 +49,9 @@ def stage_rows(loaded):
             details.append(f"{fmt_int(s['n_sv'])} support vectors")
         if number(a, "n_features_kept") is not None and number(a, "n_features") is not None:
             details.append(f"{fmt_int(a['n_features_kept'])} of {fmt_int(a['n_features'])} features kept")
+        if number(a, "cv_accuracy") is not None:
+            folds = number(a, "cv_folds")
+            details.append(f"{int(folds) if folds else 'K'}-fold CV accuracy {pct(a['cv_accuracy'])}")
         rows.append({"stage": "fit", "file": "svm.h5", "tool": a.get("created_by"), "device": a.get("device"),
                      "seconds": secs,
                      "rate": fmt_rate(n_train / secs if secs and n_train else None, "samples/s"),
@@ -215,6 +218,13 @@ def build_html(ctx):
           "columns: predicted class. Numbers are counts, colour is the share of the row.</figcaption></figure>")
         w("<figure><img src=\"per_class_accuracy.png\" alt=\"Accuracy per class\"><figcaption>The diagonal of the "
           "confusion matrix divided by each row's total.</figcaption></figure></div></section>")
+    if "cv_grid.png" in img:
+        w("<section><h2>Model selection</h2>")
+        w(f"<p class=\"lead\">{e(ctx['grid_lead'])}</p>")
+        w("<figure><img src=\"cv_grid.png\" alt=\"Cross-validated accuracy per C and gamma\" "
+          "style=\"max-width:720px\"><figcaption>Each cell: the share of training rows predicted right when "
+          "held out (scaler, γ and feature mask fitted on the other folds). The box marks the chosen pair; "
+          "ties go to the first in C-major order.</figcaption></figure></section>")
     if ctx["stages"]:
         w("<section><h2>Stages</h2><p class=\"lead\">Read from each file's attributes.</p>")
         w("<table><tr><th>Stage</th><th>File</th><th>Device</th><th style=\"text-align:right\">Time</th>"
@@ -274,6 +284,9 @@ def build_markdown(ctx):
     if "confusion.png" in img:
         out += ["## Classification", "", ctx["classification_lead"], "",
                 "![Confusion matrix](confusion.png)", "", "![Accuracy per class](per_class_accuracy.png)", ""]
+    if "cv_grid.png" in img:
+        out += ["## Model selection", "", ctx["grid_lead"], "",
+                "![Cross-validated accuracy per C and gamma](cv_grid.png)", ""]
     if ctx["stages"]:
         out += ["## Stages", "", "| Stage | File | Device | Time | Throughput | Details |",
                 "|---|---|---|--:|--:|---|"]

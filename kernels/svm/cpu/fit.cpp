@@ -306,10 +306,11 @@ Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
       for (size_t t = 0; t < members[b].size(); ++t)
         if (sv_pos[members[b][t]] >= 0) m.dual_coef[static_cast<size_t>(a * n_sv + sv_pos[members[b][t]])] = -al[na + t];
     }
-  cae::log_info("svm: %d pairs (%d with the whole kernel matrix in memory): kernel blocks %.1f s, SMO %.1f s, "
-                "%lld iterations, %lld support vectors",
-                pairs, dense_pairs, kernel_s, solve_s, static_cast<long long>(iterations),
-                static_cast<long long>(n_sv));
+  if (p.log_summary)
+    cae::log_info("svm: %d pairs (%d with the whole kernel matrix in memory): kernel blocks %.1f s, SMO %.1f s, "
+                  "%lld iterations, %lld support vectors",
+                  pairs, dense_pairs, kernel_s, solve_s, static_cast<long long>(iterations),
+                  static_cast<long long>(n_sv));
   return m;
 }
 

@@ -325,11 +325,12 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
   st.assemble_s = clock.seconds();
   st.total_s = total_clock.seconds();
   const int64_t most_iterations = *std::max_element(st.pair_iterations.begin(), st.pair_iterations.end());
-  cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, upload %.2f s, kernel matrix %.2f s, "
-                "SMO %.2f s (%lld iterations, at most %lld in a pair), model %.2f s; %lld support vectors",
-                st.mode.c_str(), pairs, st.waves, st.setup_s, st.upload_s, st.kernel_s, st.smo_s,
-                static_cast<long long>(iterations), static_cast<long long>(most_iterations), st.assemble_s,
-                static_cast<long long>(n_sv));
+  if (p.log_summary)
+    cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, upload %.2f s, kernel matrix %.2f s, "
+                  "SMO %.2f s (%lld iterations, at most %lld in a pair), model %.2f s; %lld support vectors",
+                  st.mode.c_str(), pairs, st.waves, st.setup_s, st.upload_s, st.kernel_s, st.smo_s,
+                  static_cast<long long>(iterations), static_cast<long long>(most_iterations), st.assemble_s,
+                  static_cast<long long>(n_sv));
   return m;
 }
 

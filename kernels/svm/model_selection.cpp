@@ -1,0 +1,184 @@
+#include "kernels/svm/model_selection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <stdexcept>
+
+#include "common/error.h"
+#include "common/timer.h"
+#include "kernels/svm/preprocess.h"
+
+namespace svm {
+
+namespace {
+
+// Fisher–Yates with mt19937_64 drawn by hand: std::shuffle and the std distributions are
+// implementation-defined, so the folds of one seed would differ between standard libraries.
+void shuffle(std::vector<int64_t>& v, std::mt19937_64& rng) {
+  for (size_t i = v.size(); i > 1; --i) {
+    const size_t j = static_cast<size_t>(rng() % i);  // bias < i / 2^64: none that matters
+    std::swap(v[i - 1], v[j]);
+  }
+}
+
+std::vector<std::string> split_commas(const std::string& text, const char* option) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (items.back().empty())
+      throw cae::UsageError(std::string(option) + " has an empty item in '" + text + "'");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return items;
+}
+
+}  // namespace
+
+std::vector<int> stratified_folds(const int32_t* y, int64_t n, int k, uint64_t seed) {
+  if (k < 2) throw std::invalid_argument("stratified_folds: k must be at least 2");
+  std::map<int32_t, std::vector<int64_t>> members;  // ascending labels: the dealing order is fixed
+  for (int64_t r = 0; r < n; ++r) members[y[r]].push_back(r);
+  std::mt19937_64 rng(seed);
+  std::vector<int> fold(static_cast<size_t>(n), -1);
+  int next = 0;  // carries on across classes, so the folds' totals stay within one of each other
+  for (auto& [label, rows] : members) {
+    shuffle(rows, rng);
+    for (int64_t r : rows) {
+      fold[r] = next;
+      next = (next + 1) % k;
+    }
+  }
+  return fold;
+}
+
+void check_cv_folds(int k, const int32_t* y, int64_t n, const std::vector<std::string>& class_names) {
+  if (k < 2) throw cae::UsageError("--cv must be at least 2 folds, not " + std::to_string(k));
+  std::map<int32_t, int64_t> count;
+  for (int64_t r = 0; r < n; ++r) ++count[y[r]];
+  auto smallest = count.begin();
+  for (auto it = count.begin(); it != count.end(); ++it)
+    if (it->second < smallest->second) smallest = it;
+  if (smallest != count.end() && smallest->second < k) {
+    const int32_t label = smallest->first;
+    const std::string name = label >= 0 && static_cast<size_t>(label) < class_names.size()
+                                 ? " (" + class_names[label] + ")"
+                                 : std::string();
+    throw cae::UsageError("--cv " + std::to_string(k) + ": class " + std::to_string(label) + name + " has only " +
+                          std::to_string(smallest->second) + " training rows; every fold needs one of each class, so " +
+                          "--cv must be at most " + std::to_string(smallest->second));
+  }
+}
+
+std::vector<double> parse_C_list(const std::string& text) {
+  std::vector<double> out;
+  for (const std::string& item : split_commas(text, "--C")) {
+    char* end = nullptr;
+    const double c = std::strtod(item.c_str(), &end);
+    // An infinite C is a hard-margin SVM, which has no solution on overlapping classes.
+    if (*end != '\0' || std::isspace(static_cast<unsigned char>(item[0])) || !(c > 0) || !std::isfinite(c))
+      throw cae::UsageError("--C must be a finite number > 0 (or a comma-separated list of them), not '" + item + "'");
+    if (std::find(out.begin(), out.end(), c) != out.end())
+      throw cae::UsageError("--C lists " + item + " twice");
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<std::string> parse_gamma_list(const std::string& text) {
+  std::vector<std::string> out;
+  for (const std::string& item : split_commas(text, "--gamma")) {
+    parse_gamma_spec(item);  // throws on a bad spec
+    if (std::find(out.begin(), out.end(), item) != out.end())
+      throw cae::UsageError("--gamma lists " + item + " twice");
+    out.push_back(item);
+  }
+  return out;
+}
+
+ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
+                              const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
+                              uint64_t seed, cae::Device device, const CvProgress& progress) {
+  if (C.empty() || gamma.empty()) throw std::invalid_argument("cross_validate: empty C or gamma list");
+  cae::Stopwatch clock;
+  const std::vector<int> fold = stratified_folds(y, n, folds, seed);
+  const size_t nc = C.size(), ng = gamma.size(), k = static_cast<size_t>(folds);
+  ModelSelection s;
+  s.folds = folds;
+  s.seed = seed;
+  s.C = C;
+  s.gamma = gamma;
+  s.gamma_resolved.assign(ng * k, 0.0);
+  s.fold_accuracy.assign(nc * ng * k, 0.0);
+  std::vector<int64_t> correct(nc * ng, 0);  // over all folds; compared as integers for the argmax
+  const int total_fits = static_cast<int>(nc * ng * k);
+  int fits = 0;
+
+  std::vector<float> train, held_out;
+  std::vector<int32_t> train_y, held_y;
+  for (size_t f = 0; f < k; ++f) {
+    // The fold's rows in training order, so each fit sees its rows as a plain fit would.
+    std::vector<int64_t> train_rows, held_rows;
+    for (int64_t r = 0; r < n; ++r) (fold[r] == static_cast<int>(f) ? held_rows : train_rows).push_back(r);
+    train_y.resize(train_rows.size());
+    held_y.resize(held_rows.size());
+    for (size_t i = 0; i < train_rows.size(); ++i) train_y[i] = y[train_rows[i]];
+    for (size_t i = 0; i < held_rows.size(); ++i) held_y[i] = y[held_rows[i]];
+    const int64_t n_train = static_cast<int64_t>(train_rows.size()), n_held = static_cast<int64_t>(held_rows.size());
+    auto gather = [&](const std::vector<int64_t>& rows, std::vector<float>& out) {
+      out.resize(rows.size() * static_cast<size_t>(dim));
+      for (size_t i = 0; i < rows.size(); ++i)
+        std::memcpy(out.data() + i * dim, X + rows[i] * dim, sizeof(float) * dim);
+    };
+    for (size_t g = 0; g < ng; ++g) {
+      for (size_t c = 0; c < nc; ++c) {
+        ClassifierParams p = params;
+        p.C = C[c];
+        p.gamma = gamma[g];
+        p.log_summary = false;  // one line per fit would bury the table in the log
+        p.data_name = params.data_name + " (cross-validation fold " + std::to_string(f + 1) + " of " +
+                      std::to_string(k) + ")";
+        gather(train_rows, train);  // every fit scales its copy in place
+        Classifier clf;
+        clf.fit(train.data(), train_y.data(), n_train, dim, p, device);
+        s.gamma_resolved[g * k + f] = clf.resolved_gamma();
+        gather(held_rows, held_out);
+        const std::vector<int32_t> pred = clf.predict(held_out.data(), n_held, device);
+        int64_t right = 0;
+        for (int64_t i = 0; i < n_held; ++i) right += pred[i] == held_y[i];
+        correct[c * ng + g] += right;
+        s.fold_accuracy[(c * ng + g) * k + f] = n_held ? static_cast<double>(right) / n_held : 0.0;
+        if (progress) progress(++fits, total_fits);
+      }
+    }
+  }
+  s.cv_accuracy.resize(nc * ng);
+  size_t best = 0;
+  for (size_t i = 0; i < nc * ng; ++i) {
+    s.cv_accuracy[i] = static_cast<double>(correct[i]) / static_cast<double>(n);
+    if (correct[i] > correct[best]) best = i;  // strict: ties keep the first in C-major order
+  }
+  s.best_C = static_cast<int>(best / ng);
+  s.best_gamma = static_cast<int>(best % ng);
+  s.seconds = clock.seconds();
+  return s;
+}
+
+void fit_best(Classifier& clf, float* X, const int32_t* y, int64_t n, int dim, ClassifierParams params,
+              const std::vector<double>& C, const std::vector<std::string>& gamma, int folds, uint64_t seed,
+              cae::Device device, const SelectionProgress& progress) {
+  ModelSelection s = cross_validate(X, y, n, dim, params, C, gamma, folds, seed, device, progress.fit);
+  if (progress.selected) progress.selected(s);
+  params.C = C[s.best_C];
+  params.gamma = gamma[s.best_gamma];
+  clf.fit(X, y, n, dim, params, device, progress.refit);
+  clf.set_model_selection(std::move(s));
+}
+
+}  // namespace svm

@@ -1,0 +1,68 @@
+// Model selection for svm::Classifier: stratified K-fold cross-validation and the (C, gamma)
+// grid — libsvm's `svm-train -v K` and its grid.py in one call (svm-fit --cv, docs/SVM.md).
+//
+// Every fit goes through Classifier::fit on the training folds alone, so the scaler, the
+// resolved gamma ('scale' is a property of the scaled training rows) and the constant-feature
+// mask are fitted without the held-out fold: the accuracy is that of the whole pipeline on
+// rows it has not seen, as svm-eval measures on the test split. The held-out fold is
+// predicted through Classifier::predict, on the CPU or the GPU like any other prediction.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/device.h"
+#include "kernels/svm/classifier.h"
+#include "kernels/svm/model_file.h"
+
+namespace svm {
+
+// fold[r] in [0, k) for each of the n rows. Each class's rows are shuffled (seeded; the same
+// seed gives the same folds on every platform) and dealt to the folds in turn, the dealing
+// carrying on from class to class, so every fold holds ⌊n_c/k⌋ or ⌈n_c/k⌉ rows of each class c
+// and the fold sizes differ by at most one. Needs 2 ≤ k (check_cv_folds says the rest).
+std::vector<int> stratified_folds(const int32_t* y, int64_t n, int k, uint64_t seed);
+
+// UsageError unless 2 ≤ k ≤ the smallest class's row count; the message names that class
+// (class_names[label] when there is one).
+void check_cv_folds(int k, const int32_t* y, int64_t n, const std::vector<std::string>& class_names);
+
+// Comma-separated --C and --gamma lists: "1,10,100"; "scale,auto,0.5x,2x,0.01". Each C must
+// be a finite number > 0, each gamma a spec parse_gamma_spec accepts; duplicates are refused
+// (they would make the table's best pair ambiguous). UsageError naming the option otherwise.
+std::vector<double> parse_C_list(const std::string& text);
+std::vector<std::string> parse_gamma_list(const std::string& text);
+
+// After every fit of the cross-validation: fits done of the total (for a progress bar).
+using CvProgress = std::function<void(int fits_done, int fits_total)>;
+
+// Cross-validates every (C, gamma) pair of the lists with stratified_folds(y, n, folds, seed):
+// for each fold, a Classifier is fitted on the other folds' rows (params with C and gamma
+// replaced) and predicts the held-out rows. X [n, dim] is read, not changed (each fit gets
+// a copy, as Classifier::fit scales it in place). The best pair is the highest cv_accuracy;
+// ties go to the first in C-major order (smaller C index, then smaller gamma index), so
+// listing C and gamma in increasing order prefers the simpler model on a tie.
+//
+// The loops run fold → gamma → C: the rows a fit sees (scaled, masked) and its kernel matrix
+// depend only on the fold and gamma, which is where a solver that reuses one kernel matrix
+// for every C would come in. Today each pair is a plain fit.
+ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
+                              const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
+                              uint64_t seed, cae::Device device, const CvProgress& progress = {});
+
+// What fit_best reports: `fit` during the cross-validation, `selected` once the table is
+// complete (before the refit), then the refit's own FitProgress.
+struct SelectionProgress {
+  CvProgress fit;
+  std::function<void(const ModelSelection&)> selected;
+  FitProgress refit;
+};
+
+// cross_validate, then the best pair fitted on all n rows into `clf`, which records the
+// table (saved as /model_selection). X is then scratch, as for Classifier::fit.
+void fit_best(Classifier& clf, float* X, const int32_t* y, int64_t n, int dim, ClassifierParams params,
+              const std::vector<double>& C, const std::vector<std::string>& gamma, int folds, uint64_t seed,
+              cae::Device device, const SelectionProgress& progress = {});
+
+}  // namespace svm

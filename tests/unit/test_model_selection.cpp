@@ -1,0 +1,294 @@
+// svm-fit --cv and the (C, gamma) grid (kernels/svm/model_selection.h): stratified folds,
+// the list and gamma-spec parsers, the table and the refit of its best pair.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/hdf5_io.h"
+#include "kernels/svm/classifier.h"
+#include "kernels/svm/model_selection.h"
+#include "kernels/svm/preprocess.h"
+
+namespace {
+
+struct Data {
+  std::vector<float> X;
+  std::vector<int32_t> y;
+  int64_t n = 0;
+  int dim = 0;
+};
+
+// Gaussian clouds around random centres; `spread` sets the overlap. Labels in random order,
+// class sizes uneven (class c has weight c + 1).
+Data make_data(int n, int dim, int classes, unsigned seed, double spread) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> centres(static_cast<size_t>(classes) * dim);
+  for (double& c : centres) c = normal(rng);
+  // Class c with weight c + 1, drawn from the raw generator (the std distributions differ
+  // between standard libraries).
+  const unsigned total = static_cast<unsigned>(classes * (classes + 1) / 2);
+  auto pick = [&] {
+    unsigned u = static_cast<unsigned>(rng() % total);
+    int c = 0;
+    while (u >= static_cast<unsigned>(c + 1)) u -= static_cast<unsigned>(++c);
+    return c;
+  };
+  Data d;
+  d.n = n;
+  d.dim = dim;
+  d.X.resize(static_cast<size_t>(n) * dim);
+  d.y.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const int c = i < classes ? i : pick();
+    d.y[i] = c;
+    for (int f = 0; f < dim; ++f)
+      d.X[static_cast<size_t>(i) * dim + f] = static_cast<float>(centres[c * dim + f] + spread * normal(rng));
+  }
+  return d;
+}
+
+template <typename F>
+std::string usage_error(F&& f) {
+  try {
+    f();
+  } catch (const cae::UsageError& e) {
+    return e.what();
+  }
+  return "(no UsageError)";
+}
+
+}  // namespace
+
+TEST(SvmFolds, EveryClassIsSpreadEvenlyAndTheFoldsPartitionTheRows) {
+  // Class sizes 3, 7, 10, 13, 30 in a shuffled order; 3 folds.
+  std::vector<int32_t> y;
+  const std::map<int32_t, int> sizes{{2, 3}, {5, 7}, {7, 10}, {8, 13}, {11, 30}};
+  for (const auto& [label, count] : sizes) y.insert(y.end(), count, label);
+  std::mt19937 rng(4);
+  std::shuffle(y.begin(), y.end(), rng);
+  const int64_t n = static_cast<int64_t>(y.size());
+  for (int k : {2, 3}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    const std::vector<int> fold = svm::stratified_folds(y.data(), n, k, 7);
+    ASSERT_EQ(fold.size(), y.size());
+    std::vector<int64_t> fold_size(k, 0);
+    std::map<int32_t, std::vector<int>> per_class;
+    for (const auto& [label, count] : sizes) per_class[label].assign(k, 0);
+    for (int64_t r = 0; r < n; ++r) {
+      // Each row in exactly one fold: the folds are disjoint and cover the rows.
+      ASSERT_GE(fold[r], 0);
+      ASSERT_LT(fold[r], k);
+      ++fold_size[fold[r]];
+      ++per_class[y[r]][fold[r]];
+    }
+    for (const auto& [label, counts] : per_class) {
+      const int size = sizes.at(label);
+      for (int c : counts) {
+        EXPECT_GE(c, size / k) << "class " << label;
+        EXPECT_LE(c, (size + k - 1) / k) << "class " << label;
+      }
+    }
+    const auto [lo, hi] = std::minmax_element(fold_size.begin(), fold_size.end());
+    EXPECT_LE(*hi - *lo, 1);
+  }
+}
+
+TEST(SvmFolds, TheSeedDecidesTheFolds) {
+  std::vector<int32_t> y(200);
+  for (int i = 0; i < 200; ++i) y[i] = i % 4;
+  const std::vector<int> a = svm::stratified_folds(y.data(), 200, 5, 1);
+  EXPECT_EQ(a, svm::stratified_folds(y.data(), 200, 5, 1));
+  EXPECT_NE(a, svm::stratified_folds(y.data(), 200, 5, 2));
+  // Shuffled, not dealt in row order: the rows of one fold are not every 5th row of a class.
+  int in_order = 0;
+  for (int i = 0; i < 200; ++i) in_order += a[i] == (i / 4) % 5;
+  EXPECT_LT(in_order, 100);
+}
+
+TEST(SvmFolds, CheckNamesTheSmallestClass) {
+  std::vector<int32_t> y{0, 0, 0, 1, 1, 2, 2, 2, 2};
+  EXPECT_NO_THROW(svm::check_cv_folds(2, y.data(), 9, {"cat", "dog", "emu"}));
+  EXPECT_EQ(usage_error([&] { svm::check_cv_folds(3, y.data(), 9, {"cat", "dog", "emu"}); }),
+            "--cv 3: class 1 (dog) has only 2 training rows; every fold needs one of each class, so --cv must be at most 2");
+  EXPECT_EQ(usage_error([&] { svm::check_cv_folds(3, y.data(), 9, {}); }).substr(0, 40),
+            "--cv 3: class 1 has only 2 training rows");
+  EXPECT_EQ(usage_error([&] { svm::check_cv_folds(1, y.data(), 9, {}); }), "--cv must be at least 2 folds, not 1");
+  EXPECT_THROW(svm::stratified_folds(y.data(), 9, 1, 0), std::invalid_argument);
+}
+
+TEST(SvmGammaSpec, MultiplesOfScaleAndErrors) {
+  Data d = make_data(60, 5, 3, 1, 1.0);
+  const double scale = svm::gamma_scale(d.X.data(), d.n, d.dim);
+  EXPECT_EQ(svm::resolve_gamma("scale", d.X.data(), d.n, d.dim), scale);
+  EXPECT_EQ(svm::resolve_gamma("1x", d.X.data(), d.n, d.dim), scale);
+  EXPECT_EQ(svm::resolve_gamma("0.5x", d.X.data(), d.n, d.dim), 0.5 * scale);
+  EXPECT_EQ(svm::resolve_gamma("2x", d.X.data(), d.n, d.dim), 2 * scale);
+  EXPECT_EQ(svm::resolve_gamma("1e-1x", d.X.data(), d.n, d.dim), 0.1 * scale);
+  EXPECT_EQ(svm::resolve_gamma("auto", d.X.data(), d.n, d.dim), 1.0 / 5);
+  EXPECT_EQ(svm::resolve_gamma("0.25", d.X.data(), d.n, d.dim), 0.25);
+  const svm::GammaSpec g = svm::parse_gamma_spec("0.5x");
+  EXPECT_EQ(g.kind, svm::GammaSpec::Kind::scale);
+  EXPECT_EQ(g.value, 0.5);
+  EXPECT_EQ(svm::parse_gamma_spec("3").kind, svm::GammaSpec::Kind::number);
+  const std::string bad = "--gamma must be 'scale', 'auto', a multiple of scale such as '0.5x', or a number > 0, not '";
+  for (const char* spec : {"x", "fast", "", "2xx", "x2", "nanx", "infx", " 2x", "2 x", "scalex"})
+    EXPECT_EQ(usage_error([&] { svm::parse_gamma_spec(spec); }), bad + spec + "'") << spec;
+  for (const char* spec : {"0x", "-1x", "0", "-0.5"})
+    EXPECT_EQ(usage_error([&] { svm::parse_gamma_spec(spec); }), std::string("--gamma must be > 0, not ") + spec);
+}
+
+TEST(SvmGridLists, ParseAndRefuse) {
+  EXPECT_EQ(svm::parse_C_list("10"), (std::vector<double>{10}));
+  EXPECT_EQ(svm::parse_C_list("0.1,1,1e2"), (std::vector<double>{0.1, 1, 100}));
+  EXPECT_EQ(svm::parse_gamma_list("scale,auto,0.5x,2x,0.01"),
+            (std::vector<std::string>{"scale", "auto", "0.5x", "2x", "0.01"}));
+  EXPECT_EQ(usage_error([] { svm::parse_C_list("1,,10"); }), "--C has an empty item in '1,,10'");
+  EXPECT_EQ(usage_error([] { svm::parse_C_list(""); }), "--C has an empty item in ''");
+  EXPECT_EQ(usage_error([] { svm::parse_C_list("1,"); }), "--C has an empty item in '1,'");
+  for (const char* c : {"0", "-1", "inf", "nan", "ten", "1x"})
+    EXPECT_EQ(usage_error([&] { svm::parse_C_list(std::string("1,") + c); }),
+              std::string("--C must be a finite number > 0 (or a comma-separated list of them), not '") + c + "'");
+  EXPECT_EQ(usage_error([] { svm::parse_C_list("1,10,1.0"); }), "--C lists 1.0 twice");
+  EXPECT_EQ(usage_error([] { svm::parse_gamma_list("scale,2x,scale"); }), "--gamma lists scale twice");
+  EXPECT_EQ(usage_error([] { svm::parse_gamma_list("scale,fast"); }).substr(0, 17), "--gamma must be '");
+}
+
+// The table: shape, each cell the pooled accuracy of its folds, each fold a plain Classifier
+// fit on the other folds (scaler, gamma and mask from the training folds alone) predicting
+// the held-out rows, and the refit of the best pair equal to a plain fit on all rows.
+TEST(SvmGrid, TableIsTheFoldsAccuracyAndTheBestPairIsRefitted) {
+  Data d = make_data(240, 6, 3, 5, 1.3);
+  // A feature constant over all rows but one: dropped in folds without that row, kept otherwise.
+  for (int64_t r = 0; r < d.n; ++r) d.X[r * d.dim + 5] = r == 17 ? 4.0f : 0.5f;
+  const std::vector<double> C{0.1, 1, 100};
+  const std::vector<std::string> gamma{"scale", "auto", "4x"};
+  const int k = 4;
+  svm::ClassifierParams params;
+  params.tol = 1e-4;
+  const std::vector<float> X0 = d.X;
+  const svm::ModelSelection s = svm::cross_validate(d.X.data(), d.y.data(), d.n, d.dim, params, C, gamma, k, 3,
+                                                    cae::Device::cpu);
+  EXPECT_EQ(d.X, X0);  // read, not changed
+  ASSERT_EQ(s.cv_accuracy.size(), C.size() * gamma.size());
+  ASSERT_EQ(s.fold_accuracy.size(), C.size() * gamma.size() * k);
+  ASSERT_EQ(s.gamma_resolved.size(), gamma.size() * k);
+  EXPECT_EQ(s.folds, k);
+  EXPECT_EQ(s.C, C);
+  EXPECT_EQ(s.gamma, gamma);
+
+  // Every fold by hand, for every cell.
+  const std::vector<int> fold = svm::stratified_folds(d.y.data(), d.n, k, 3);
+  for (size_t c = 0; c < C.size(); ++c)
+    for (size_t g = 0; g < gamma.size(); ++g) {
+      int64_t right_total = 0;
+      for (int f = 0; f < k; ++f) {
+        std::vector<float> tr, te;
+        std::vector<int32_t> ytr, yte;
+        for (int64_t r = 0; r < d.n; ++r) {
+          auto& X = fold[r] == f ? te : tr;
+          X.insert(X.end(), X0.begin() + r * d.dim, X0.begin() + (r + 1) * d.dim);
+          (fold[r] == f ? yte : ytr).push_back(d.y[r]);
+        }
+        svm::ClassifierParams p = params;
+        p.C = C[c];
+        p.gamma = gamma[g];
+        svm::Classifier clf;
+        clf.fit(tr.data(), ytr.data(), static_cast<int64_t>(ytr.size()), d.dim, p, cae::Device::cpu);
+        EXPECT_EQ(s.gamma_resolved[g * k + f], clf.resolved_gamma());
+        const std::vector<int32_t> pred = clf.predict(te.data(), static_cast<int64_t>(yte.size()));
+        int64_t right = 0;
+        for (size_t i = 0; i < yte.size(); ++i) right += pred[i] == yte[i];
+        right_total += right;
+        EXPECT_EQ(s.fold_accuracy[(c * gamma.size() + g) * k + f], static_cast<double>(right) / yte.size());
+      }
+      EXPECT_EQ(s.cv_accuracy[c * gamma.size() + g], static_cast<double>(right_total) / d.n);
+    }
+  for (int f = 0; f < k; ++f) EXPECT_EQ(s.gamma_resolved[1 * k + f], 1.0 / d.dim);  // auto
+  // 4x is 4 × scale on the same fold's scaled rows.
+  for (int f = 0; f < k; ++f) EXPECT_DOUBLE_EQ(s.gamma_resolved[2 * k + f], 4 * s.gamma_resolved[0 * k + f]);
+
+  // The best cell: the largest accuracy, the first in C-major order.
+  const size_t best = static_cast<size_t>(std::max_element(s.cv_accuracy.begin(), s.cv_accuracy.end()) -
+                                          s.cv_accuracy.begin());
+  EXPECT_EQ(static_cast<size_t>(s.best_C), best / gamma.size());
+  EXPECT_EQ(static_cast<size_t>(s.best_gamma), best % gamma.size());
+  EXPECT_EQ(s.best_accuracy(), s.cv_accuracy[best]);
+  // A grid where the choice matters: C 0.1 is far too small for these overlapping classes.
+  EXPECT_GT(*std::max_element(s.cv_accuracy.begin(), s.cv_accuracy.end()),
+            *std::min_element(s.cv_accuracy.begin(), s.cv_accuracy.end()));
+
+  // fit_best: the same table, then the best pair on all rows — the same model as a plain fit.
+  std::vector<float> X1 = X0, X2 = X0;
+  svm::Classifier chosen;
+  int selected_calls = 0;
+  svm::SelectionProgress progress;
+  int fits = 0;
+  progress.fit = [&](int done, int total) {
+    EXPECT_EQ(done, ++fits);
+    EXPECT_EQ(total, static_cast<int>(C.size() * gamma.size()) * k);
+  };
+  progress.selected = [&](const svm::ModelSelection& sel) {
+    ++selected_calls;
+    EXPECT_EQ(sel.cv_accuracy, s.cv_accuracy);
+  };
+  svm::fit_best(chosen, X1.data(), d.y.data(), d.n, d.dim, params, C, gamma, k, 3, cae::Device::cpu, progress);
+  EXPECT_EQ(selected_calls, 1);
+  EXPECT_EQ(fits, static_cast<int>(C.size() * gamma.size()) * k);
+  svm::ClassifierParams p = params;
+  p.C = C[s.best_C];
+  p.gamma = gamma[s.best_gamma];
+  svm::Classifier plain;
+  plain.fit(X2.data(), d.y.data(), d.n, d.dim, p, cae::Device::cpu);
+  EXPECT_EQ(chosen.file().C, C[s.best_C]);
+  EXPECT_EQ(chosen.file().gamma_spec, gamma[s.best_gamma]);
+  EXPECT_EQ(chosen.model().gamma, plain.model().gamma);
+  EXPECT_EQ(chosen.model().support_vectors, plain.model().support_vectors);
+  EXPECT_EQ(chosen.model().dual_coef, plain.model().dual_coef);
+  EXPECT_EQ(chosen.model().rho, plain.model().rho);
+  EXPECT_EQ(chosen.model_selection().cv_accuracy, s.cv_accuracy);
+  EXPECT_EQ(chosen.model_selection().fold_accuracy, s.fold_accuracy);
+  EXPECT_TRUE(plain.model_selection().empty());
+
+  // Saved and read back with the model.
+  char dir[] = "/tmp/test_model_selection_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string h5 = std::string(dir) + "/svm.h5";
+  chosen.set_class_names({"a", "b", "c"});
+  {
+    cae::Hdf5Writer w(h5);
+    w.set_attr("/", "format", "svm-model");
+    chosen.save(w);
+    w.close();
+  }
+  const svm::Classifier back = svm::Classifier::load(h5);
+  const svm::ModelSelection& b = back.model_selection();
+  EXPECT_EQ(b.folds, k);
+  EXPECT_EQ(b.seed, 3u);
+  EXPECT_EQ(b.C, C);
+  EXPECT_EQ(b.gamma, gamma);
+  EXPECT_EQ(b.cv_accuracy, s.cv_accuracy);
+  EXPECT_EQ(b.fold_accuracy, s.fold_accuracy);
+  EXPECT_EQ(b.gamma_resolved, s.gamma_resolved);
+  EXPECT_EQ(b.best_C, s.best_C);
+  EXPECT_EQ(b.best_gamma, s.best_gamma);
+  unlink(h5.c_str());
+  rmdir(dir);
+}
+
+// Separable classes: every cell is right everywhere, and the tie goes to the first pair.
+TEST(SvmGrid, TiesGoToTheFirstPairInCMajorOrder) {
+  Data d = make_data(90, 4, 3, 8, 0.02);
+  const svm::ModelSelection s = svm::cross_validate(d.X.data(), d.y.data(), d.n, d.dim, svm::ClassifierParams{},
+                                                    {1, 10}, {"scale", "2x"}, 3, 1, cae::Device::cpu);
+  EXPECT_EQ(s.cv_accuracy, (std::vector<double>{1, 1, 1, 1}));
+  EXPECT_EQ(s.best_C, 0);
+  EXPECT_EQ(s.best_gamma, 0);
+}
