@@ -10,25 +10,41 @@ namespace svm {
 
 void Classifier::fit(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                      cae::Device device, const FitProgress& progress) {
+  const PreparedRows rows = prepare(X, n, dim, params);
+  fit_prepared(rows, X, y, n, params, device, progress);
+}
+
+PreparedRows Classifier::prepare(float* X, int64_t n, int dim, const ClassifierParams& params) {
+  PreparedRows r;
+  r.dim = dim;
+  r.scaler = params.standardize ? fit_standard_scaler(X, n, dim) : identity_scaler(dim);
+  apply_scaler(r.scaler, X, n, dim);
+  // gamma 'scale' is a property of the scaled matrix with all D features (docs/SVM.md), so
+  // it is taken before the constant features are dropped.
+  r.gamma_scale = gamma_scale(X, n, dim);
+  r.feature_mask = constant_feature_mask(X, n, dim, &r.dropped_values);
+  r.kept = compact_features(X, n, dim, r.feature_mask);
+  if (r.kept == 0)
+    cae::fail_file(params.data_name, "all " + std::to_string(dim) + " features are constant over the training rows");
+  return r;
+}
+
+void Classifier::fit_prepared(const PreparedRows& rows, const float* X, const int32_t* y, int64_t n,
+                              const ClassifierParams& params, cae::Device device, const FitProgress& progress) {
   f_ = ModelFile{};
-  f_.scaler = params.standardize ? fit_standard_scaler(X, n, dim) : identity_scaler(dim);
-  apply_scaler(f_.scaler, X, n, dim);
+  f_.scaler = rows.scaler;
+  f_.feature_mask = rows.feature_mask;
+  f_.dropped_values = rows.dropped_values;
   FitParams p;
   p.kernel = params.kernel;
   p.C = params.C;
   p.tol = params.tol;
   p.cache_mb = params.cache_mb;
   p.log_summary = params.log_summary;
-  // gamma 'scale' is a property of the scaled matrix with all D features (docs/SVM.md), so
-  // it is resolved before the constant features are dropped.
-  p.gamma = resolve_gamma(params.gamma, X, n, dim);
+  p.gamma = resolve_gamma(parse_gamma_spec(params.gamma), rows.gamma_scale, rows.dim);
   resolved_gamma_ = p.gamma;
-  f_.feature_mask = constant_feature_mask(X, n, dim, &f_.dropped_values);
-  const int kept = compact_features(X, n, dim, f_.feature_mask);
-  if (kept == 0)
-    cae::fail_file(params.data_name, "all " + std::to_string(dim) + " features are constant over the training rows");
   f_.model.kernel = p.kernel;
-  f_.model.dim = kept;
+  f_.model.dim = rows.kept;
   f_.gamma_spec = params.gamma;
   f_.C = params.C;
   f_.tol = params.tol;
@@ -36,27 +52,40 @@ void Classifier::fit(float* X, const int32_t* y, int64_t n, int dim, const Class
   if (progress.ready) progress.ready(*this);
 
   cae::Stopwatch clock;
-  f_.model = device == cae::Device::gpu ? fit_gpu(X, y, n, kept, p, progress.pair)
-                                        : fit_cpu(X, y, n, kept, p, progress.pair);
+  f_.model = device == cae::Device::gpu ? fit_gpu(X, y, n, rows.kept, p, progress.pair)
+                                        : fit_cpu(X, y, n, rows.kept, p, progress.pair);
   f_.fit_seconds = clock.seconds();
   f_.device = cae::device_name(device);
 }
 
-void Classifier::scale(float* X, int64_t n) const { apply_scaler(f_.scaler, X, n, n_features()); }
-
-std::vector<double> Classifier::decision_values_scaled(float* X, int64_t n, cae::Device device) const {
-  const Model& m = f_.model;
-  const int D = n_features();
+std::vector<double> Classifier::prepare_queries(const PreparedRows& rows, float* X, int64_t n) {
+  apply_scaler(rows.scaler, X, n, rows.dim);
   // The distances in the dropped features are taken before compact_features overwrites them.
-  const std::vector<double> extra = dropped_feature_distance(X, n, D, f_.feature_mask, f_.dropped_values);
-  compact_features(X, n, D, f_.feature_mask);
+  std::vector<double> extra = dropped_feature_distance(X, n, rows.dim, rows.feature_mask, rows.dropped_values);
+  compact_features(X, n, rows.dim, rows.feature_mask);
+  return extra;
+}
+
+std::vector<double> Classifier::decision_values_prepared(const float* X, const std::vector<double>& dropped_distance,
+                                                         int64_t n, cae::Device device) const {
+  const Model& m = f_.model;
   std::vector<double> dec(static_cast<size_t>(n) * m.n_pairs());
   if (device == cae::Device::gpu)
     decision_values_gpu(m, X, n, dec.data());
   else
     decision_values_cpu(m, X, n, dec.data());
-  correct_for_dropped_features(m, extra, dec.data(), n);
+  correct_for_dropped_features(m, dropped_distance, dec.data(), n);
   return dec;
+}
+
+void Classifier::scale(float* X, int64_t n) const { apply_scaler(f_.scaler, X, n, n_features()); }
+
+std::vector<double> Classifier::decision_values_scaled(float* X, int64_t n, cae::Device device) const {
+  const int D = n_features();
+  // The distances in the dropped features are taken before compact_features overwrites them.
+  const std::vector<double> extra = dropped_feature_distance(X, n, D, f_.feature_mask, f_.dropped_values);
+  compact_features(X, n, D, f_.feature_mask);
+  return decision_values_prepared(X, extra, n, device);
 }
 
 std::vector<double> Classifier::decision_values(float* X, int64_t n, cae::Device device) const {

@@ -39,6 +39,17 @@ struct ClassifierParams {
 
 class Classifier;
 
+// A training set scaled and masked once, for many solves that differ only in C and gamma:
+// cross-validation prepares each fold once and every (gamma, C) pair reuses it
+// (Classifier::prepare, fit_prepared).
+struct PreparedRows {
+  Scaler scaler;
+  std::vector<uint8_t> feature_mask;  // [dim]
+  std::vector<float> dropped_values;  // the scaled value of each dropped feature
+  double gamma_scale = 0;             // gamma 'scale' of the scaled rows, all dim features
+  int dim = 0, kept = 0;
+};
+
 // What fit reports while it runs: `ready` once the rows are scaled and masked, just before
 // the solver starts (the classifier then knows gamma, the kept features and the settings in
 // file(): C, gamma_spec, tol, n_train); `pair` after
@@ -58,6 +69,20 @@ class Classifier {
   // every feature is constant, std::invalid_argument on bad solver parameters.
   void fit(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params, cae::Device device,
            const FitProgress& progress = {});
+
+  // fit() in two halves, for callers that solve many times on one training set. prepare()
+  // scales X [n, dim] in place and compacts it to [n, kept] (only params.standardize and
+  // data_name matter); fit_prepared() solves on those rows (read only) with params' C and
+  // gamma. fit() is exactly prepare() then fit_prepared().
+  static PreparedRows prepare(float* X, int64_t n, int dim, const ClassifierParams& params);
+  void fit_prepared(const PreparedRows& rows, const float* X, const int32_t* y, int64_t n,
+                    const ClassifierParams& params, cae::Device device, const FitProgress& progress = {});
+  // Query rows for any model fitted on `rows`, prepared once: scaled and compacted in place;
+  // returns their squared distance in the dropped features, which decision_values_prepared()
+  // needs for the exact correction.
+  static std::vector<double> prepare_queries(const PreparedRows& rows, float* X, int64_t n);
+  std::vector<double> decision_values_prepared(const float* X, const std::vector<double>& dropped_distance, int64_t n,
+                                               cae::Device device) const;
 
   // X: [n, n_features()] unscaled rows (scratch). Decision values [n, n_pairs] in libsvm's
   // pair order; predictions are class labels.

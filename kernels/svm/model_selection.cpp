@@ -136,20 +136,25 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
       for (size_t i = 0; i < rows.size(); ++i)
         std::memcpy(out.data() + i * dim, X + rows[i] * dim, sizeof(float) * dim);
     };
+    // The fold's rows are scaled and masked once; every (gamma, C) pair solves on them.
+    ClassifierParams fold_params = params;
+    fold_params.data_name = params.data_name + " (cross-validation fold " + std::to_string(f + 1) + " of " +
+                            std::to_string(k) + ")";
+    gather(train_rows, train);
+    const PreparedRows rows = Classifier::prepare(train.data(), n_train, dim, fold_params);
+    gather(held_rows, held_out);
+    const std::vector<double> held_extra = Classifier::prepare_queries(rows, held_out.data(), n_held);
     for (size_t g = 0; g < ng; ++g) {
       for (size_t c = 0; c < nc; ++c) {
-        ClassifierParams p = params;
+        ClassifierParams p = fold_params;
         p.C = C[c];
         p.gamma = gamma[g];
         p.log_summary = false;  // one line per fit would bury the table in the log
-        p.data_name = params.data_name + " (cross-validation fold " + std::to_string(f + 1) + " of " +
-                      std::to_string(k) + ")";
-        gather(train_rows, train);  // every fit scales its copy in place
         Classifier clf;
-        clf.fit(train.data(), train_y.data(), n_train, dim, p, device);
+        clf.fit_prepared(rows, train.data(), train_y.data(), n_train, p, device);
         s.gamma_resolved[g * k + f] = clf.resolved_gamma();
-        gather(held_rows, held_out);
-        const std::vector<int32_t> pred = clf.predict(held_out.data(), n_held, device);
+        const std::vector<int32_t> pred =
+            clf.vote(clf.decision_values_prepared(held_out.data(), held_extra, n_held, device), n_held);
         int64_t right = 0;
         for (int64_t i = 0; i < n_held; ++i) right += pred[i] == held_y[i];
         correct[c * ng + g] += right;

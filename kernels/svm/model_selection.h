@@ -39,14 +39,16 @@ using CvProgress = std::function<void(int fits_done, int fits_total)>;
 
 // Cross-validates every (C, gamma) pair of the lists with stratified_folds(y, n, folds, seed):
 // for each fold, a Classifier is fitted on the other folds' rows (params with C and gamma
-// replaced) and predicts the held-out rows. X [n, dim] is read, not changed (each fit gets
-// a copy, as Classifier::fit scales it in place). The best pair is the highest cv_accuracy;
+// replaced) and predicts the held-out rows. X [n, dim] is read, not changed (each fold
+// gets a copy). The best pair is the highest cv_accuracy;
 // ties go to the first in C-major order (smaller C index, then smaller gamma index), so
 // listing C and gamma in increasing order prefers the simpler model on a tie.
 //
-// The loops run fold → gamma → C: the rows a fit sees (scaled, masked) and its kernel matrix
-// depend only on the fold and gamma, which is where a solver that reuses one kernel matrix
-// for every C would come in. Today each pair is a plain fit.
+// The loops run fold → gamma → C. The rows a fit sees (scaled, masked) depend only on the
+// fold, so each fold is prepared once (Classifier::prepare, prepare_queries) and every pair
+// solves on it: the same arithmetic as a plain fit per pair, without 60 scalings of 40,000
+// rows. The kernel matrix depends on the fold and gamma, which is where a solver that
+// reuses one kernel matrix for every C would come in; today each pair solves afresh.
 ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
                               uint64_t seed, cae::Device device, const CvProgress& progress = {});

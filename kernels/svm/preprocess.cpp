@@ -110,14 +110,18 @@ GammaSpec parse_gamma_spec(const std::string& spec) {
   return {multiple ? GammaSpec::Kind::scale : GammaSpec::Kind::number, v};
 }
 
-double resolve_gamma(const std::string& spec, const float* X, int64_t n, int dim) {
-  const GammaSpec g = parse_gamma_spec(spec);
+double resolve_gamma(const GammaSpec& g, double scale_value, int dim) {
   switch (g.kind) {
-    case GammaSpec::Kind::scale: return g.value * gamma_scale(X, n, dim);
+    case GammaSpec::Kind::scale: return g.value * scale_value;
     case GammaSpec::Kind::auto_dim: return 1.0 / static_cast<double>(dim);
     case GammaSpec::Kind::number: break;
   }
   return g.value;
+}
+
+double resolve_gamma(const std::string& spec, const float* X, int64_t n, int dim) {
+  const GammaSpec g = parse_gamma_spec(spec);
+  return resolve_gamma(g, g.kind == GammaSpec::Kind::scale ? gamma_scale(X, n, dim) : 0.0, dim);
 }
 
 std::vector<uint8_t> constant_feature_mask(const float* X, int64_t n, int dim, std::vector<float>* dropped_values) {

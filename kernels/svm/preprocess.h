@@ -44,6 +44,8 @@ struct GammaSpec {
 GammaSpec parse_gamma_spec(const std::string& spec);
 // The spec's number on these rows (the scaled training matrix, all features).
 double resolve_gamma(const std::string& spec, const float* X, int64_t n, int dim);
+// The same from the rows' gamma_scale(), taken once (for many specs on one matrix).
+double resolve_gamma(const GammaSpec& spec, double scale_value, int dim);
 
 // keep[f] = 0 when column f has one value over all n rows; that value goes to *dropped_values
 // (in the order of the dropped features).
