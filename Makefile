@@ -45,7 +45,7 @@ HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null || echo -L/usr/lib/x86
 CPPFLAGS += $(HDF5_CFLAGS)
 # $ORIGIN/../lib lets a build folder carry its own shared libraries (make gpu-bundle).
 LDFLAGS  += -fopenmp -Wl,-rpath,'$$ORIGIN/../lib'
-LDLIBS   += $(HDF5_LIBS) -larchive -ldeflate -lcrypto -lsvm -lopenblas -lm -lpthread
+LDLIBS   += $(HDF5_LIBS) -larchive -ldeflate -lcrypto -lpng -ljpeg -lsvm -lopenblas -lm -lpthread
 
 ifeq ($(SANITIZE),1)
 CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -128,7 +128,7 @@ DEPS_STAMP :=
 BUILT_FIRST :=
 endif
 
-.PHONY: all deps test test-unit test-cli test-gpu test-asan bench bench-cpu bench-gpu fuzz \
+.PHONY: all deps test test-unit test-cli test-gpu test-asan test-slurm bench bench-cpu bench-gpu fuzz \
         install uninstall clean gpu-bundle help
 
 all: $(TOOLS)
@@ -216,6 +216,11 @@ test-unit: $(UNIT_BIN)
 
 test-cli: all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run-all.sh --only-bats
+
+# A throwaway single-node Slurm (slurm-wlm + munge, from make deps) under a temporary
+# folder, the cluster tests against it, the daemons stopped by their pids (tests/slurm/).
+test-slurm: all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/slurm/run.sh
 
 # CIFAR10_DIR (a folder or the .tar.gz, as for make data; default: the archive make data
 # downloaded) gives the real-feature SVM parity check its images. Without nvcc a build

@@ -5,7 +5,9 @@ set -euo pipefail
 packages=(
   g++ make pkg-config
   libhdf5-dev hdf5-tools libcli11-dev libsvm-dev libsvm-tools libopenblas-dev libarchive-dev libdeflate-dev libssl-dev
+  libpng-dev libjpeg62-turbo-dev
   libgtest-dev bats
+  slurm-wlm munge
   python3-h5py python3-numpy python3-matplotlib python3-sklearn python3-torch
 )
 missing=()
