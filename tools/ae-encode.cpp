@@ -1,9 +1,12 @@
 // ae-encode: a trained autoencoder's latent codes (latent_dim = c·h·w of the model's
 // architecture, 8,192 for the seed model) for every image of a dataset, streamed chunk by
-// chunk so memory stays small (docs/FORMATS.md, "ae-features").
+// chunk so memory stays small (docs/FORMATS.md, "ae-features"). --flip also encodes every
+// image mirrored left to right (/<split>/features_flip), for svm-fit --augment flip and
+// svm-eval --tta flip.
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "common/atomic_output.h"
@@ -17,6 +20,7 @@
 #include "common/progress.h"
 #include "common/provenance.h"
 #include "common/timer.h"
+#include "kernels/ae/augment.h"
 #include "kernels/ae/checkpoint.h"
 #include "kernels/ae/features_file.h"
 #include "kernels/ae/model.h"
@@ -33,6 +37,7 @@ struct Options {
   int batch_size = 256;
   std::string splits = "train,test";
   int threads = 0;
+  bool flip = false;
 };
 
 // Images per streamed chunk: for the seed model ~3 MB of pixels and ~34 MB of features.
@@ -49,6 +54,21 @@ std::vector<std::string> parse_splits(const std::string& list) {
   }
   if (out.empty()) throw cae::UsageError("--split: no split given");
   return out;
+}
+
+// Finite weights can still overflow to +-Inf on some images (a diverged model): such
+// features would poison every kernel value downstream, so the file is refused here.
+void check_finite(const float* features, int64_t rows, int64_t dim, int64_t row0, const std::string& split,
+                  const std::string& model) {
+  const int64_t count = rows * dim;
+  int64_t bad = count;
+#pragma omp parallel for schedule(static) reduction(min : bad)
+  for (int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(features[i])) bad = std::min(bad, i);
+  if (bad < count)
+    cae::fail_file(model, "its encoder gives a non-finite feature (" + split + " image " +
+                              std::to_string(row0 + bad / dim) + ", feature " + std::to_string(bad % dim) +
+                              "): the weights overflow on these images; retrain (a smaller --lr) or check the model");
 }
 
 void encode(const Options& opt, const cae::CommonOptions& common) {
@@ -73,39 +93,52 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
   const int64_t chunk = std::max<int64_t>(opt.batch_size, kChunkImages / opt.batch_size * opt.batch_size);
   std::vector<uint8_t> pixels(static_cast<size_t>(chunk * arch.image_dim()));
   std::vector<float> features(static_cast<size_t>(chunk * arch.latent_dim()));
+  std::vector<uint8_t> mirrored(opt.flip ? pixels.size() : 0);
   cae::Stopwatch clock;
   double encode_s = 0;
   int64_t total = 0;
   for (const std::string& split : splits) {
     const int64_t n = data.count(split);
-    w.begin_split(split, n);
+    w.begin_split(split, n, opt.flip);
     cae::ProgressBar bar("encode " + split, n, "img");
     for (int64_t row = 0; row < n; row += chunk) {
       const int64_t rows = std::min(chunk, n - row);
       data.read_images(split, row, rows, pixels.data());
-      cae::Stopwatch t;
-      backend->encode(pixels.data(), rows, opt.batch_size, features.data());
-      encode_s += t.seconds();
-      w.write_rows(split, row, rows, features.data());
+      for (bool flipped : {false, true}) {
+        if (flipped && !opt.flip) break;
+        const uint8_t* images = pixels.data();
+        if (flipped) {
+          ae::flip_horizontal(pixels.data(), rows, arch.input_channels(), arch.height(), arch.width(), mirrored.data());
+          images = mirrored.data();
+        }
+        cae::Stopwatch t;
+        backend->encode(images, rows, opt.batch_size, features.data());
+        encode_s += t.seconds();
+        check_finite(features.data(), rows, arch.latent_dim(), row, split, opt.model);
+        w.write_rows(split, row, rows, features.data(), flipped);
+      }
       bar.update(row + rows);
     }
     w.write_labels(split, data.read_labels(split));
     total += n;
   }
   const double seconds = clock.seconds();
-  const double rate = encode_s > 0 ? double(total) / encode_s : 0.0;
+  const int64_t encoded = total * (opt.flip ? 2 : 1);
+  const double rate = encode_s > 0 ? double(encoded) / encode_s : 0.0;
   cae::Provenance prov{"ae-features", 1, cae::options_json(), {cae::hash_input(opt.model), cae::hash_input(opt.data)}};
   w.finish(prov, {backend->describe(), seconds, rate, data.class_names()});
   out.commit();
 
-  cae::log_info("wrote %s: %lld images x %lld features (latent %dx%dx%d) in %.1f s (%.0f img/s encoding; %s)",
-                common.output.c_str(), static_cast<long long>(total), static_cast<long long>(arch.latent_dim()),
+  cae::log_info("wrote %s: %lld images%s x %lld features (latent %dx%dx%d) in %.1f s (%.0f img/s encoding; %s)",
+                common.output.c_str(), static_cast<long long>(total), opt.flip ? " and their mirrors" : "",
+                static_cast<long long>(arch.latent_dim()),
                 arch.latent_channels(), arch.latent_height(), arch.latent_width(), seconds, rate,
                 backend->describe().c_str());
   cae::emit_json(common, cae::JsonObject()
                              .add("tool", kInfo.name)
                              .add("output", common.output)
                              .add("images", total)
+                             .add("flip", opt.flip)
                              .add("features", arch.latent_dim())
                              .add("seconds", seconds)
                              .add("images_per_second", rate)
@@ -127,6 +160,9 @@ int main(int argc, char** argv) {
         app.add_option("--split", opt.splits, "Splits to encode, comma-separated: train, test");
         app.add_option("--threads", opt.threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")
             ->check(CLI::NonNegativeNumber);
+        app.add_flag("--flip", opt.flip,
+                     "Also encode every image mirrored left to right (/<split>/features_flip: for svm-fit --augment "
+                     "flip and svm-eval --tta flip)");
       },
       [&] { encode(opt, common); });
 }

@@ -7,12 +7,21 @@ FeaturesWriter::FeaturesWriter(const std::string& path, const std::string& displ
       latent_shape_{arch.latent_channels(), arch.latent_height(), arch.latent_width()},
       dim_(arch.latent_dim()) {}
 
-void FeaturesWriter::begin_split(const std::string& split, int64_t n) {
-  w_.create<float>("/" + split + "/features", {uint64_t(n), uint64_t(dim_)});
+namespace {
+std::string features_path(const std::string& split, bool flipped) {
+  return "/" + split + (flipped ? "/features_flip" : "/features");
+}
+}  // namespace
+
+void FeaturesWriter::begin_split(const std::string& split, int64_t n, bool flipped) {
+  w_.create<float>(features_path(split, false), {uint64_t(n), uint64_t(dim_)});
+  if (flipped) w_.create<float>(features_path(split, true), {uint64_t(n), uint64_t(dim_)});
+  flipped_ = flipped_ || flipped;
 }
 
-void FeaturesWriter::write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features) {
-  w_.write_rows<float>("/" + split + "/features", uint64_t(row0), uint64_t(rows), features);
+void FeaturesWriter::write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features,
+                                bool flipped) {
+  w_.write_rows<float>(features_path(split, flipped), uint64_t(row0), uint64_t(rows), features);
 }
 
 void FeaturesWriter::write_labels(const std::string& split, const std::vector<uint8_t>& labels) {
@@ -22,6 +31,7 @@ void FeaturesWriter::write_labels(const std::string& split, const std::vector<ui
 void FeaturesWriter::finish(const cae::Provenance& provenance, const Summary& s) {
   cae::write_provenance(w_, provenance);
   w_.set_attr("/", "latent_shape", latent_shape_);
+  if (flipped_) w_.set_attr("/", "flip", int64_t{1});
   w_.set_attr("/", "device", s.device);
   w_.set_attr("/", "seconds", s.seconds);
   w_.set_attr("/", "images_per_second", s.images_per_second);

@@ -2,7 +2,9 @@
 // produces and svm-fit / svm-eval read (kernels/ae/features_reader.h).
 //   /<split>/features  float32 [N, latent_dim]   C,H,W flatten order (PyTorch's flatten)
 //   /<split>/labels    uint8   [N]
+//   /<split>/features_flip float32 [N, latent_dim]  of the mirrored images (ae-encode --flip)
 //   root latent_shape  int64   [c, h, w] of the encoder's latent (c·h·w = latent_dim)
+//   root flip          int64   1 when the file has the mirrored features
 // plus device, seconds, images_per_second and class_names.
 #pragma once
 #include <cstdint>
@@ -20,9 +22,10 @@ class FeaturesWriter {
   // Creates `path` (normally AtomicOutput::temp_path()); messages name `display_name`.
   FeaturesWriter(const std::string& path, const std::string& display_name, const Architecture& arch);
   int64_t dim() const { return dim_; }
-  // Creates /<split>/features [n, dim], to be filled by write_rows in any order.
-  void begin_split(const std::string& split, int64_t n);
-  void write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features);
+  // Creates /<split>/features [n, dim] (and, with `flipped`, /<split>/features_flip), to be
+  // filled by write_rows in any order.
+  void begin_split(const std::string& split, int64_t n, bool flipped = false);
+  void write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features, bool flipped = false);
   void write_labels(const std::string& split, const std::vector<uint8_t>& labels);
   struct Summary {
     std::string device;
@@ -36,6 +39,7 @@ class FeaturesWriter {
   cae::Hdf5Writer w_;
   std::vector<int64_t> latent_shape_;
   int64_t dim_;
+  bool flipped_ = false;
 };
 
 }  // namespace ae

@@ -48,35 +48,68 @@ std::vector<std::string> FeaturesReader::class_names() const {
   return names;
 }
 
+bool FeaturesReader::has_flipped(const std::string& split) const {
+  return h5_.has("/" + split + "/features_flip");
+}
+
 FeatureSplit FeaturesReader::read(const std::string& split, int64_t rows) const {
-  const std::string feat = "/" + split + "/features", lab = "/" + split + "/labels";
+  return read_views(split, rows, true, false);
+}
+
+FeatureSplit FeaturesReader::read_flipped(const std::string& split, int64_t rows) const {
+  return read_views(split, rows, false, true);
+}
+
+FeatureSplit FeaturesReader::read_augmented(const std::string& split, int64_t rows) const {
+  return read_views(split, rows, true, true);
+}
+
+FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, bool originals, bool mirrors) const {
+  const std::string feat = "/" + split + "/features", flip = feat + "_flip", lab = "/" + split + "/labels";
   const int64_t n_all = count(split);
   const int d = dim(split);
   if (!h5_.has(lab)) fail_file(path(), lab + " is missing: the SVM needs labelled features");
   h5_.require(lab, {static_cast<uint64_t>(n_all)});
+  if (mirrors) {
+    if (!has_flipped(split))
+      fail_file(path(), flip + " is missing: these features have no mirrored images (encode with ae-encode --flip)");
+    h5_.require(flip, {static_cast<uint64_t>(n_all), static_cast<uint64_t>(d)});
+  }
   if (rows < 0 || rows > n_all) rows = n_all;
-  FeatureSplit s;
-  s.n = rows;
-  s.dim = d;
   std::vector<uint8_t> labels(static_cast<size_t>(rows));
   h5_.read_rows<uint8_t>(lab, 0, static_cast<uint64_t>(rows), labels.data());
   const size_t n_classes = class_names().size();
-  s.labels.resize(labels.size());
-  for (size_t i = 0; i < labels.size(); ++i) {
+  for (size_t i = 0; i < labels.size(); ++i)
     if (labels[i] >= n_classes)
       fail_file(path(), lab + "[" + std::to_string(i) + "] = " + std::to_string(labels[i]) + " is not a class 0.." +
                             std::to_string(n_classes - 1));
-    s.labels[i] = labels[i];
+  const int views = int(originals) + int(mirrors);
+  FeatureSplit s;
+  s.n = rows * views;
+  s.dim = d;
+  s.labels.reserve(static_cast<size_t>(s.n));
+  for (int v = 0; v < views; ++v) s.labels.insert(s.labels.end(), labels.begin(), labels.end());
+  // dtype and stored data checked before sizing the buffer
+  if (originals) h5_.read_rows<float>(feat, 0, 0, nullptr);
+  if (mirrors) h5_.read_rows<float>(flip, 0, 0, nullptr);
+  s.X.resize(static_cast<size_t>(s.n) * static_cast<size_t>(d));
+  float* dst = s.X.data();
+  if (originals) {
+    read_checked(feat, rows, d, dst);
+    dst += rows * d;
   }
-  h5_.read_rows<float>(feat, 0, 0, nullptr);  // dtype and stored data checked before sizing the buffer
-  s.X.resize(static_cast<size_t>(rows) * static_cast<size_t>(d));
-  h5_.read_rows<float>(feat, 0, static_cast<uint64_t>(rows), s.X.data());
+  if (mirrors) read_checked(flip, rows, d, dst);
+  return s;
+}
+
+void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int d, float* out) const {
+  h5_.read_rows<float>(dataset, 0, static_cast<uint64_t>(rows), out);
   // The first non-finite value, if any (NaN or Inf would poison every kernel value).
   const int64_t none = std::numeric_limits<int64_t>::max();
   int64_t bad = none;
 #pragma omp parallel for schedule(static) reduction(min : bad) if (rows * d >= (int64_t{1} << 18))
   for (int64_t r = 0; r < rows; ++r) {
-    const float* x = s.X.data() + r * d;
+    const float* x = out + r * d;
     for (int f = 0; f < d; ++f)
       if (!std::isfinite(x[f])) {
         bad = std::min(bad, r * d + f);
@@ -84,10 +117,8 @@ FeatureSplit FeaturesReader::read(const std::string& split, int64_t rows) const 
       }
   }
   if (bad != none)
-    fail_file(path(), feat + " row " + std::to_string(bad / d) + " feature " + std::to_string(bad % d) + " is " +
-                          (std::isnan(s.X[static_cast<size_t>(bad)]) ? "NaN" : "infinite") +
-                          " (features must be finite)");
-  return s;
+    fail_file(path(), dataset + " row " + std::to_string(bad / d) + " feature " + std::to_string(bad % d) + " is " +
+                          (std::isnan(out[bad]) ? "NaN" : "infinite") + " (features must be finite)");
 }
 
 }  // namespace ae

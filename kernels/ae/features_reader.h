@@ -1,7 +1,8 @@
 // Reading an encoder features file (format "ae-features", docs/FORMATS.md): what svm-fit and
 // svm-eval consume. /<split>/features [N, D] float32 with any D ≥ 1, /<split>/labels [N]
 // uint8, root class_names, and optionally the root attribute latent_shape [c, h, w] of the
-// encoder that wrote them (c·h·w = D). The writer is kernels/ae/features_file.h.
+// encoder that wrote them (c·h·w = D) and /<split>/features_flip [N, D], the features of
+// the mirrored images (ae-encode --flip). The writer is kernels/ae/features_file.h.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -35,7 +36,20 @@ class FeaturesReader {
   // that every feature is finite, else throws "<file>: <problem>".
   FeatureSplit read(const std::string& split, int64_t rows) const;
 
+  // The mirrored images' features (ae-encode --flip): has_flipped() says whether the split
+  // has them; read_flipped() is read() of /<split>/features_flip (same labels);
+  // read_augmented() gives [2·rows, D] in one buffer, the `rows` originals then their
+  // mirrors in the same order (row i + rows is the mirror of row i), labels repeated — the
+  // training set of svm-fit --augment flip, with no copy of the 1.6 GB halves.
+  bool has_flipped(const std::string& split) const;
+  FeatureSplit read_flipped(const std::string& split, int64_t rows) const;
+  FeatureSplit read_augmented(const std::string& split, int64_t rows) const;
+
  private:
+  // /<split>/<dataset> rows [0, rows) into `out` (+ labels), every value checked finite.
+  FeatureSplit read_views(const std::string& split, int64_t rows, bool originals, bool mirrors) const;
+  void read_checked(const std::string& dataset, int64_t rows, int dim, float* out) const;
+
   cae::Hdf5Reader h5_;
   std::vector<int64_t> latent_shape_;
 };
