@@ -128,7 +128,7 @@ DEPS_STAMP :=
 BUILT_FIRST :=
 endif
 
-.PHONY: all deps test test-unit test-cli test-gpu test-asan test-slurm bench bench-cpu bench-gpu fuzz \
+.PHONY: all deps test test-unit test-cli test-gpu test-asan test-slurm bench bench-cpu bench-gpu bench-pipeline fuzz \
         install uninstall clean gpu-bundle help
 
 all: $(TOOLS)
@@ -257,6 +257,10 @@ bench-cpu: all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash bench/bench-cpu.sh
 bench-gpu: $(BUILT_FIRST)
 	@BUILD=$(BUILD) bash bench/bench-gpu.sh
+# The whole pipeline stage by stage (start-up, read, hash, compute, write); DEVICE=cpu runs
+# a small CPU subset (bench/bench-pipeline.sh).
+bench-pipeline: $(BUILT_FIRST)
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) DEVICE=$(if $(filter command line environment,$(origin DEVICE)),$(DEVICE),gpu) bash bench/bench-pipeline.sh
 
 # Needs clang + libFuzzer (tests/fuzz/run.sh installs them with apt-get); seeds come from
 # the tools of $(BUILD). FUZZ_SECONDS per target (60).

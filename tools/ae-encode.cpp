@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "common/atomic_output.h"
@@ -17,6 +18,7 @@
 #include "common/hdf5_io.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/phases.h"
 #include "common/progress.h"
 #include "common/provenance.h"
 #include "common/timer.h"
@@ -74,6 +76,7 @@ void check_finite(const float* features, int64_t rows, int64_t dim, int64_t row0
 void encode(const Options& opt, const cae::CommonOptions& common) {
   const std::vector<std::string> splits = parse_splits(opt.splits);
   const cae::Device device = cae::resolve_device(common.device);
+  std::optional<cae::PhaseScope> phase(cae::Phase::read);
   const ae::ModelWeights model = ae::read_ae_params(opt.model);
   const ae::Architecture& arch = model.arch;
   cae::DatasetReader data(opt.data);
@@ -83,10 +86,12 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
                                  std::to_string(arch.width()));
 
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  phase.emplace(cae::Phase::startup);  // the device and its context
   std::unique_ptr<ae::AeBackend> backend = device == cae::Device::gpu
                                                ? ae::make_gpu_backend(arch, ae::OptimizerConfig{}, ae::Precision::fp32)
                                                : ae::make_cpu_backend(arch, ae::OptimizerConfig{}, threads);
   backend->set_params(model.params);
+  phase.reset();
 
   cae::AtomicOutput out(common.output);
   ae::FeaturesWriter w(out.temp_path(), common.output, arch);
@@ -103,7 +108,9 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
     cae::ProgressBar bar("encode " + split, n, "img");
     for (int64_t row = 0; row < n; row += chunk) {
       const int64_t rows = std::min(chunk, n - row);
+      phase.emplace(cae::Phase::read);
       data.read_images(split, row, rows, pixels.data());
+      phase.emplace(cae::Phase::compute);
       for (bool flipped : {false, true}) {
         if (flipped && !opt.flip) break;
         const uint8_t* images = pixels.data();
@@ -115,19 +122,25 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
         backend->encode(images, rows, opt.batch_size, features.data());
         encode_s += t.seconds();
         check_finite(features.data(), rows, arch.latent_dim(), row, split, opt.model);
+        cae::PhaseScope writing(cae::Phase::write);
         w.write_rows(split, row, rows, features.data(), flipped);
       }
+      phase.reset();
       bar.update(row + rows);
     }
+    cae::PhaseScope writing(cae::Phase::write);
     w.write_labels(split, data.read_labels(split));
     total += n;
   }
   const double seconds = clock.seconds();
   const int64_t encoded = total * (opt.flip ? 2 : 1);
   const double rate = encode_s > 0 ? double(encoded) / encode_s : 0.0;
+  phase.emplace(cae::Phase::hash);
   cae::Provenance prov{"ae-features", 1, cae::options_json(), {cae::hash_input(opt.model), cae::hash_input(opt.data)}};
+  phase.emplace(cae::Phase::write);
   w.finish(prov, {backend->describe(), seconds, rate, data.class_names()});
   out.commit();
+  phase.reset();
 
   cae::log_info("wrote %s: %lld images%s x %lld features (latent %dx%dx%d) in %.1f s (%.0f img/s encoding; %s)",
                 common.output.c_str(), static_cast<long long>(total), opt.flip ? " and their mirrors" : "",
@@ -143,6 +156,7 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
                              .add("seconds", seconds)
                              .add("images_per_second", rate)
                              .add("device", backend->describe())
+                             .add_raw("phases", cae::phases_json())
                              .str());
 }
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# bench/stage-timer.sh TOOL ARG... — one pipeline stage under make bench-pipeline, which
+# passes it as the pipeline's RUN prefix. Runs the tool with --json (report has none) and
+# appends one line to $STAGE_LOG: {"stage": "ae-train", "wall": s, "summary": {...} | null}.
+# The tool's own messages still go to stderr; its exit status is kept.
+set -uo pipefail
+: "${STAGE_LOG:?STAGE_LOG must name the log file}"
+tool=$(basename "$1")
+json=(--json)
+[ "$tool" = report ] && json=()
+t0=$(date +%s.%N)
+summary=$("$@" "${json[@]}")
+rc=$?
+t1=$(date +%s.%N)
+line=$(printf '%s\n' "$summary" | grep '^{' | tail -1)
+printf '{"stage": "%s", "wall": %s, "summary": %s}\n' "$tool" "$(echo "$t1 - $t0" | bc -l)" "${line:-null}" >> "$STAGE_LOG"
+exit $rc
