@@ -1,10 +1,16 @@
 #include "common/blas_runtime.h"
 
 #include <cblas.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace cae {
 
@@ -24,8 +30,60 @@ const char* better_openblas_core() {
   return better && strcmp(core, better) != 0 ? better : nullptr;
 }
 
+namespace {
+
+// Address space taken by the libraries, stacks and HDF5 before any data (MB, measured
+// ~200 on the CPU build), and what each BLAS thread adds: its 128 MB buffer, a 64 MB
+// malloc arena and its stack.
+constexpr uint64_t kBaseMB = 256, kPerThreadMB = 200;
+
+uint64_t address_space_limit_mb() {
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return 0;
+  return uint64_t(lim.rlim_cur) >> 20;
+}
+
+const char* tool_name(char** argv) {
+  const char* slash = argv && argv[0] ? strrchr(argv[0], '/') : nullptr;
+  return slash ? slash + 1 : (argv && argv[0] ? argv[0] : "cifar-ae");
+}
+
+// Every OpenBLAS thread maps its buffer on its first job: one sgemm large enough to be
+// split over all of them does that now, while the address space is still free.
+void map_blas_buffers() {
+  const int n = 512;
+  std::vector<float> a(size_t(n) * n, 1.0f), c(size_t(n) * n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, a.data(), n, 0.0f, c.data(), n);
+}
+
+}  // namespace
+
+int blas_threads_for_address_space(uint64_t limit_mb, int hardware) {
+  if (limit_mb <= kBaseMB) return 1;
+  const uint64_t fit = (limit_mb - kBaseMB) / 2 / kPerThreadMB;
+  return int(std::clamp<uint64_t>(fit, 1, uint64_t(std::max(1, hardware))));
+}
+
 void prepare_compute_environment(char** argv) {
   bool changed = false;
+  const uint64_t limit_mb = address_space_limit_mb();
+  if (limit_mb > 0) {
+    if (limit_mb < kMinAddressSpaceMB) {
+      fprintf(stderr, "%s: error: the address-space limit (ulimit -v) of %llu MB is below the %llu MB this tool needs "
+                      "to start; raise it\n", tool_name(argv), (unsigned long long)limit_mb,
+              (unsigned long long)kMinAddressSpaceMB);
+      // _exit: OpenBLAS's exit handlers would spin on the same missing room.
+      fflush(stderr);
+      _exit(1);
+    }
+    const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+    const std::string t = std::to_string(blas_threads_for_address_space(limit_mb, hw));
+    for (const char* var : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"})
+      if (!std::getenv(var)) {
+        setenv(var, t.c_str(), 1);
+        changed = true;
+      }
+  }
   if (!std::getenv("OPENBLAS_CORETYPE")) {
     if (const char* core = better_openblas_core()) {
       setenv("OPENBLAS_CORETYPE", core, 1);
@@ -36,8 +94,9 @@ void prepare_compute_environment(char** argv) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     changed = true;
   }
-  // Both variables are set now, so the new image does not come back here to re-execute.
+  // Every variable is set now, so the new image does not come back here to re-execute.
   if (changed) execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
+  if (limit_mb > 0) map_blas_buffers();
 }
 
 }  // namespace cae

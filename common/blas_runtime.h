@@ -10,9 +10,24 @@
 //  * OMP_WAIT_POLICY=passive: between parallel regions libgomp's workers spin by default;
 //    on a 2-core machine they then steal a core from OpenBLAS's threads in the very next
 //    sgemm (measured: svm-fit's kernel blocks take 2x longer). Passive workers sleep.
+//  * An address-space limit (ulimit -v, RLIMIT_AS: how SGE/PBS enforce memory): each
+//    OpenBLAS thread maps a 128 MB buffer on its first job and, when that mmap fails,
+//    retries forever at 100 % CPU (OpenBLAS 0.3.21; upstream issue #5289). Under a limit,
+//    OPENBLAS_NUM_THREADS and OMP_NUM_THREADS (when unset) are chosen so the buffers take
+//    at most half of it, and every buffer is mapped at start-up by one small sgemm, before
+//    the data takes the room; a limit below kMinAddressSpaceMB ends the tool with one line.
 #pragma once
+#include <cstdint>
 
 namespace cae {
+
+// The smallest address-space limit a tool runs under (MB): the libraries and one
+// OpenBLAS buffer.
+inline constexpr uint64_t kMinAddressSpaceMB = 256;
+
+// Threads that fit an address-space limit of `limit_mb` (see above), at most `hardware`,
+// at least 1: OpenBLAS's buffers in half of what remains past the libraries' share.
+int blas_threads_for_address_space(uint64_t limit_mb, int hardware);
 
 // Called by run_tool() before anything else, so every tool gets it. Returns normally
 // unless it re-executes the program.

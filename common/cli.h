@@ -3,9 +3,22 @@
 //   --device auto|cpu|gpu (tools that compute).
 // run_tool() maps outcomes to exit codes: 0 success, 2 usage error, 1 runtime error
 // (one line "<tool>: error: <file>: <problem>" on stderr).
+//
+// Checks run_tool() makes on every tool's options after parsing, before any work
+// (docs/RELIABILITY.md):
+//   * files: every output (-o and the options marked with output_file()) is checked for
+//     a writable folder and a name that fits, and must not be an input or another output
+//     (check_distinct: device+inode, resolved path). Inputs are the values of all other
+//     options that name an existing file, so a new input option needs no registration;
+//   * resources: --threads is at most max_threads(); --cache-mb at most the memory the
+//     process may use (physical memory, RLIMIT_AS, RLIMIT_DATA);
+//   * wording: CLI11's parse errors are rewritten in the toolkit's words
+//     ("--epochs: 'abc' is not an integer", "unknown option --epoch (did you mean
+//     --epochs?)"), and --help writes "FLOAT in [0, 1]", "INT >= 0".
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -31,11 +44,30 @@ struct CommonOptions {
 int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
              const std::function<void(CLI::App&)>& setup, const std::function<void()>& run);
 
+// Marks an option whose value is a file the tool writes (besides -o), e.g.
+//   cae::output_file(app.add_option("--export-libsvm", opt.export_libsvm, "..."));
+// so run_tool() checks it like -o and never counts it as an input. Returns `opt`.
+CLI::Option* output_file(CLI::Option* opt);
+
 // JSON object of every option's effective value (given or default), for the `params`
 // provenance attribute. Valid inside `run`.
 std::string options_json();
 
 // Prints one JSON line on stdout when --json was given.
 void emit_json(const CommonOptions& common, const std::string& json_line);
+
+// The most threads an option may ask for: 4x the hardware threads, at least 64, at
+// most 1024 (each thread costs buffers and a stack; more than this only oversubscribes).
+int max_threads();
+// Throws UsageError when `threads` (of `option`) is negative or above max_threads().
+void check_thread_count(const std::string& option, int64_t threads);
+// Bytes this process may allocate: physical memory, capped by RLIMIT_AS and RLIMIT_DATA.
+uint64_t usable_memory_bytes();
+
+// For tests: the toolkit's wording of a CLI11 parse error of `app` (whose options give
+// the types and the names to suggest), and the option closest to a misspelt one ("" when
+// nothing is close).
+std::string explain_parse_error(const CLI::App& app, const std::string& cli11_message);
+std::string closest_option(const CLI::App& app, const std::string& misspelt);
 
 }  // namespace cae

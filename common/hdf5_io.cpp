@@ -1,6 +1,7 @@
 #include "common/hdf5_io.h"
 
 #include <libdeflate.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -51,34 +52,52 @@ bool same_type(hid_t t, hid_t want) {
   return true;
 }
 
-// True when every element of the dataset has storage in the file: all its chunks exist
-// (chunked), or its contiguous block is as large as the data.
-bool fully_stored(hid_t ds) {
+// Why the dataset's claimed shape is not backed by data in the file, or "" when it is:
+// all its chunks exist (chunked), or its contiguous block is as large as the data and
+// lies inside the file. A reader sizes buffers from the shape, so this is checked before
+// any caller can: a few-KB file must not make a tool allocate (and zero) gigabytes.
+// (H5Dget_space_status cannot tell: it calls every compressed dataset partly allocated.)
+std::string storage_problem(hid_t ds, uint64_t file_bytes) {
   Handle space(H5Dget_space(ds));
   const int rank = H5Sget_simple_extent_ndims(space.get());
   const hssize_t points = H5Sget_simple_extent_npoints(space.get());
-  if (rank < 0 || points < 0) return false;
-  if (points == 0) return true;
-  Handle dcpl(H5Dget_create_plist(ds));
+  if (rank < 0 || points < 0) return "has an unreadable dataspace";
+  if (points == 0) return "";
+  Handle dcpl(H5Dget_create_plist(ds)), type(H5Dget_type(ds));
+  const long double bytes = static_cast<long double>(points) * H5Tget_size(type.get());
+  const long double stored = static_cast<long double>(H5Dget_storage_size(ds));
+  const long double in_file = static_cast<long double>(file_bytes);
+  const std::string never = "but not all of its data was ever written (truncated or corrupted file?)";
+  if (stored > in_file) return "claims more stored data than the whole file holds (corrupted file?)";
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
-  if (layout == H5D_COMPACT) return true;  // stored inside the object header itself
+  if (layout == H5D_COMPACT) return bytes <= 65536 ? "" : never;  // inside the object header (<64 KB)
   if (layout == H5D_CONTIGUOUS) {
-    Handle type(H5Dget_type(ds));
-    const long double bytes = static_cast<long double>(points) * H5Tget_size(type.get());
-    return static_cast<long double>(H5Dget_storage_size(ds)) >= bytes;
+    if (stored < bytes) return never;
+    const haddr_t offset = H5Dget_offset(ds);
+    if (offset == HADDR_UNDEF || static_cast<long double>(offset) + bytes > in_file)
+      return "claims data past the end of the file (truncated or corrupted file?)";
+    return "";
   }
-  if (layout != H5D_CHUNKED) return false;
+  if (layout != H5D_CHUNKED) return "has a storage layout this toolkit does not read";
   std::vector<hsize_t> dims(static_cast<size_t>(rank)), chunk(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) != rank) return false;
+  if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) != rank) return never;
   long double expected = 1;
   for (int d = 0; d < rank; ++d) {
-    if (chunk[d] == 0) return false;
+    if (chunk[d] == 0) return never;
     expected *= static_cast<long double>((dims[d] + chunk[d] - 1) / chunk[d]);
   }
-  hsize_t stored = 0;
-  if (H5Dget_num_chunks(ds, space.get(), &stored) < 0) return false;
-  return static_cast<long double>(stored) >= expected;
+  hsize_t n_chunks = 0;
+  if (H5Dget_num_chunks(ds, space.get(), &n_chunks) < 0 || static_cast<long double>(n_chunks) < expected) return never;
+  // Unfiltered chunks hold their bytes as they are; deflate shrinks data at most ~1032:1.
+  const long double max_ratio = H5Pget_nfilters(dcpl.get()) > 0 ? 1100.0L : 1.0L;
+  if (stored * max_ratio < bytes) return never;
+  return "";
+}
+
+uint64_t file_size_of(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : UINT64_MAX;
 }
 
 }  // namespace
@@ -284,6 +303,11 @@ void Hdf5Writer::set_attr(const std::string& obj, const std::string& key, const 
 
 // ---- reader ------------------------------------------------------------------------------
 Hdf5Reader::Hdf5Reader(const std::string& path) : path_(path) {
+  // A FIFO or a device would block or never end; toolkit files are regular files.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) fail_file(path, std::string("cannot open: ") + strerror(errno));
+  if (S_ISDIR(st.st_mode)) fail_file(path, "is a folder, expected an HDF5 file");
+  if (!S_ISREG(st.st_mode)) fail_file(path, "is not a regular file (a FIFO, socket or device?), expected an HDF5 file");
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     FILE* f = fopen(path.c_str(), "rb");
     if (!f) fail_file(path, std::string("cannot open: ") + strerror(errno));
@@ -293,6 +317,15 @@ Hdf5Reader::Hdf5Reader(const std::string& path) : path_(path) {
   probe_hdf5_metadata(path);
   file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file_ < 0) fail_file(path, "cannot open as HDF5 (truncated or corrupted?)");
+  // Checked here too, not only by the probe: the probe can be off (fuzzing) or unable to
+  // fork, and the library would follow an external link on the first H5Dopen.
+  const std::string foreign = foreign_storage(file_);
+  if (!foreign.empty()) {
+    H5Fclose(file_);
+    file_ = -1;
+    fail_file(path, foreign);
+  }
+  file_bytes_ = file_size_of(path);
 }
 
 Hdf5Reader::~Hdf5Reader() {
@@ -321,7 +354,11 @@ Shape Hdf5Reader::shape(const std::string& name) const {
   if (rank < 0) fail_file(path_, name + ": unreadable dataspace (corrupted file?)");
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  return Shape(dims.begin(), dims.end());
+  Shape s(dims.begin(), dims.end());
+  // Every caller may size a buffer from this shape: it must be backed by data first.
+  const std::string problem = storage_problem(ds.get(), file_bytes_);
+  if (!problem.empty()) fail_file(path_, name + " has shape " + shape_str(s) + " " + problem);
+  return s;
 }
 
 Shape Hdf5Reader::require(const std::string& name, const Shape& expect) const {
@@ -341,14 +378,7 @@ void Hdf5Reader::check_type(const std::string& name, hid_t want, const char* wan
   if (!ds.ok()) fail_file(path_, name + " is missing");
   Handle t(H5Dget_type(ds.get()));
   if (!same_type(t.get(), want)) fail_file(path_, name + " has dtype " + type_name(t.get()) + ", expected " + want_name);
-  // Every dataset this toolkit reads was written in full. One whose storage was never (or
-  // only partly) allocated reads back as fill values: a 2 KB file could declare a
-  // [10^10] dataset and make the reader allocate and zero 10 GB. Refuse it before any
-  // caller sizes a buffer from its shape.
-  // (H5Dget_space_status cannot tell: it calls every compressed dataset partly allocated.)
-  if (!fully_stored(ds.get()))
-    fail_file(path_, name + " has shape " + shape_str(shape(name)) +
-                         " but not all of its data was ever written (truncated or corrupted file?)");
+  shape(name);  // the claimed shape is backed by stored data (read_rows does not go through shape())
 }
 
 void Hdf5Reader::read_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, void* out) const {
@@ -467,12 +497,24 @@ namespace {
 std::string a_or_an(const std::string& name) {
   return (!name.empty() && std::strchr("aeiouAEIOU", name[0]) ? "an " : "a ") + name;
 }
+// The tool that writes each format, so an error can say how to make the file it expected.
+const char* writer_of(const std::string& format) {
+  static const std::pair<const char*, const char*> tools[] = {
+      {"image-dataset", "cifar-convert"}, {"cifar10-dataset", "cifar-convert"}, {"ae-model", "ae-train"},
+      {"ae-features", "ae-encode"},       {"svm-model", "svm-fit"},             {"svm-eval", "svm-eval"}};
+  for (const auto& t : tools)
+    if (format == t.first) return t.second;
+  return nullptr;
+}
 }  // namespace
 
 void Hdf5Reader::require_format(const std::string& format, int max_version) const {
-  if (!has_attr("/", "format")) fail_file(path_, "not " + a_or_an(format) + " file (no 'format' attribute)");
+  if (!has_attr("/", "format"))
+    fail_file(path_, "not " + a_or_an(format) + " file (no 'format' attribute)" +
+                         (writer_of(format) ? std::string("; ") + writer_of(format) + " writes those" : ""));
   std::string got = attr_string("/", "format");
-  if (got != format) fail_file(path_, "is " + a_or_an(got) + " file, expected " + format);
+  if (got != format) fail_file(path_, "is " + a_or_an(got) + " file, expected " + format +
+                                        (writer_of(format) ? std::string(", which ") + writer_of(format) + " writes" : ""));
   if (has_attr("/", "format_version")) {
     int64_t v = attr_int("/", "format_version");
     if (v < 1 || v > max_version)

@@ -3,7 +3,10 @@
 // Both classes throw std::runtime_error("<file>: <problem>") on any failure, with HDF5's
 // own error stack silenced, so a tool prints one clear line instead of a library dump.
 // Readers check dtype and shape before they copy anything: a file written by somebody
-// else is untrusted input.
+// else is untrusted input. shape() (which every read and require() goes through) also
+// checks that the claimed shape is backed by data stored in the file, so no caller sizes
+// a buffer from a shape the file cannot fill; files with external links, external
+// storage or virtual datasets are refused when opened (foreign_storage, hdf5_probe.h).
 #pragma once
 #include <hdf5.h>
 
@@ -118,6 +121,7 @@ class Hdf5Reader {
   hid_t open_attr(const std::string& obj, const std::string& key) const;
   hid_t file_ = -1;
   std::string path_;
+  uint64_t file_bytes_ = 0;  // the file's size: no dataset can hold more than this
 };
 
 // ---- template definitions ----------------------------------------------------------------

@@ -42,7 +42,7 @@ unsigned probe_seconds() {
 }
 constexpr rlim_t kProbeExtraMemory = rlim_t(1) << 30;  // above what the process already uses
 constexpr size_t kProbeMaxAttrBytes = size_t(64) << 20;
-constexpr int kProbeCannotOpen = 10, kProbeBadObject = 11;
+constexpr int kProbeCannotOpen = 10, kProbeBadObject = 11, kProbeForeign = 12;
 
 struct ProbeState {
   std::string bad;  // what could not be read
@@ -101,10 +101,66 @@ herr_t probe_object(hid_t root, const char* name, const H5O_info_t* info, void* 
   return 0;
 }
 
+herr_t check_link(hid_t root, const char* name, const H5L_info_t* info, void* data) {
+  auto* out = static_cast<std::string*>(data);
+  const std::string where = "/" + std::string(name);
+  if (info->type == H5L_TYPE_SOFT) return 0;  // a path inside this file, checked where it points
+  if (info->type == H5L_TYPE_EXTERNAL) {
+    std::string target = "another file";
+    std::vector<char> val(std::min<size_t>(info->u.val_size, 4096) + 1, 0);
+    const char *file = nullptr, *obj = nullptr;
+    unsigned flags = 0;
+    if (info->u.val_size <= 4096 && H5Lget_val(root, name, val.data(), val.size(), H5P_DEFAULT) >= 0 &&
+        H5Lunpack_elink_val(val.data(), info->u.val_size, &flags, &file, &obj) >= 0 && file && obj)
+      target = std::string(file) + ":" + obj;
+    *out = where + " is an external link to " + target + "; toolkit files must hold their own data";
+    return 1;
+  }
+  if (info->type != H5L_TYPE_HARD) {
+    *out = where + " is a user-defined link; toolkit files must hold their own data";
+    return 1;
+  }
+  Handle o(H5Oopen(root, name, H5P_DEFAULT));
+  if (!o.ok() || H5Iget_type(o.get()) != H5I_DATASET) return 0;  // unreadable objects: the walk reports them
+  Handle dcpl(H5Dget_create_plist(o.get()));
+  if (!dcpl.ok()) return 0;
+  if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
+    *out = "dataset " + where + " is a virtual dataset (its data is in other files); toolkit files must hold their own data";
+    return 1;
+  }
+  const int n_external = H5Pget_external_count(dcpl.get());
+  if (n_external > 0) {
+    char file[1024] = {0};
+    off_t offset = 0;
+    hsize_t size = 0;
+    std::string which = H5Pget_external(dcpl.get(), 0, sizeof file - 1, file, &offset, &size) >= 0 ? file : "?";
+    *out = "dataset " + where + " keeps its data in an external file (" + which + "); toolkit files must hold their own data";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string foreign_storage(hid_t file) {
+  std::string found;
+  if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_NATIVE, check_link, &found) < 0 && found.empty())
+    return "its link table cannot be read";
+  return found;
+}
+
+namespace {
+
 // The child's side: 0 when every object and attribute could be read.
 int probe_child(const std::string& path, std::string& bad) {
   hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file < 0) return kProbeCannotOpen;
+  // First what the walk below would not see: links and storage outside the file.
+  bad = foreign_storage(file);
+  if (!bad.empty()) {
+    H5Fclose(file);
+    return kProbeForeign;
+  }
   ProbeState st;
   herr_t rc = H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, probe_object, &st, H5O_INFO_BASIC);
   H5Fclose(file);
@@ -181,6 +237,7 @@ void probe_hdf5_metadata(const std::string& path) {
   if (code == 0) return;
   if (code == kProbeCannotOpen) fail_file(path, "cannot open as HDF5 (truncated or corrupted?)");
   if (code == kProbeBadObject) fail_file(path, "corrupted HDF5 metadata: cannot read " + bad);
+  if (code == kProbeForeign) fail_file(path, bad);
   fail_file(path, "corrupted HDF5 file: reading its metadata failed (probe exit status " + std::to_string(code) + ")");
 }
 

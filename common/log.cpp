@@ -10,9 +10,14 @@ namespace cae {
 namespace {
 bool g_quiet = false;
 std::string g_tool = "cifar-ae";
+bool g_bar_on_line = false;
 
 void vlog(const char* level, const char* fmt, va_list ap) {
-  std::string msg = g_tool + ": " + level;
+  // A bar drawn with \r has no newline: clear it, or this line would be glued to it (the
+  // bar redraws itself on its next update).
+  std::string msg = g_bar_on_line ? "\r\033[K" : "";
+  g_bar_on_line = false;
+  msg += g_tool + ": " + level;
   char buf[2048];
   vsnprintf(buf, sizeof buf, fmt, ap);
   msg += buf;
@@ -23,6 +28,7 @@ void vlog(const char* level, const char* fmt, va_list ap) {
 }  // namespace
 
 void set_quiet(bool quiet) { g_quiet = quiet; }
+void set_bar_on_line(bool on) { g_bar_on_line = on; }
 bool is_quiet() { return g_quiet; }
 bool stderr_is_tty() { return !g_quiet && isatty(STDERR_FILENO); }
 void set_log_tool(const std::string& tool) { g_tool = tool; }

@@ -9,6 +9,9 @@ bool is_quiet();
 // True when stderr is a terminal and not quiet: progress bars draw only then.
 bool stderr_is_tty();
 
+// A progress bar is drawn on the current line: the next log line clears it first.
+void set_bar_on_line(bool on);
+
 // printf-style, one line, prefixed with the tool name set by set_log_tool().
 void set_log_tool(const std::string& tool);
 const std::string& log_tool();

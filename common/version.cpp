@@ -17,7 +17,11 @@ bool built_with_cuda() {
   return false;
 #endif
 }
+// A build from a source tree without git history (a release tarball) knows its version
+// but no commit: it says so by the version alone rather than "git unknown".
 std::string version_line(const std::string& tool) {
-  return tool + " " + version() + " (git " + git_describe() + (built_with_cuda() ? ", CUDA" : ", CPU only") + ")";
+  const std::string git = git_describe();
+  const std::string commit = git.empty() || git == "unknown" ? "" : "git " + git + ", ";
+  return tool + " " + version() + " (" + commit + (built_with_cuda() ? "CUDA" : "CPU only") + ")";
 }
 }  // namespace cae

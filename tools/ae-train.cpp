@@ -66,6 +66,36 @@ bool file_exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
+// Set in main: whether --lr was given (a resumed run keeps its own schedule).
+const CLI::Option* g_lr_option = nullptr;
+
+// What a run without --resume is about to replace: "" unless `path` is an ae-model
+// checkpoint of an unfinished run (then "3 of 20 epochs").
+std::string unfinished_checkpoint(const std::string& path) {
+  if (!file_exists(path)) return "";
+  try {
+    cae::Hdf5Reader r(path);
+    if (!r.has_attr("/", "format") || r.attr_string("/", "format") != "ae-model") return "";
+    const int64_t done = r.attr_int("/", "epochs_done"), target = r.attr_int("/", "epochs_target");
+    if (done >= target) return "";
+    return std::to_string(done) + " of " + std::to_string(target) + " epochs";
+  } catch (const std::exception&) {
+    return "";  // not a checkpoint we can read: it is replaced like any other file
+  }
+}
+
+// The line a Ctrl-C or SIGTERM prints (the handler in atomic_output.cpp removes the
+// temporary file, prints this and dies by the signal).
+void set_stop_message(const std::string& output, int epochs_done, int epochs) {
+  if (epochs_done == 0) {
+    cae::set_signal_message("ae-train: stopped before epoch 1 of " + std::to_string(epochs) +
+                            " finished; no model was written to " + output);
+    return;
+  }
+  cae::set_signal_message("ae-train: stopped after epoch " + std::to_string(epochs_done) + " of " +
+                          std::to_string(epochs) + "; checkpoint in " + output + "; rerun with --resume to continue");
+}
+
 // The architecture from --encoder-channels and the dataset's image shape; anything the
 // family cannot build (a bad list, H or W not divisible by 2^k) is a usage error.
 ae::Architecture build_architecture(const Options& opt, const cae::DatasetReader& data) {
@@ -200,10 +230,21 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   ae::Trainer trainer(tc, *backend, std::move(train_split), std::move(test_split), data_input.sha256);
   if (opt.resume && file_exists(common.output)) {
     trainer.resume(ae::read_checkpoint(common.output));
-    cae::log_info("resuming %s after epoch %lld (lr %g)", common.output.c_str(),
-                  static_cast<long long>(trainer.checkpoint().epochs_done), trainer.checkpoint().lr_current);
+    const ae::Checkpoint& c = trainer.checkpoint();
+    cae::log_info("resuming %s after epoch %lld (lr %g)", common.output.c_str(), static_cast<long long>(c.epochs_done),
+                  c.lr_current);
+    // The schedule is part of the run being continued: a new --lr does not restart it.
+    const double started_at = c.lr.empty() ? c.lr_current : c.lr.front();
+    if (g_lr_option && g_lr_option->count() > 0 && std::fabs(double(opt.lr) - started_at) > 1e-6 * started_at)
+      cae::log_info("--lr %g is not applied: the resumed run started at lr %g and continues its schedule at %g "
+                    "(drop --resume, or use another -o, to train from scratch with --lr %g)",
+                    double(opt.lr), started_at, c.lr_current, double(opt.lr));
   } else {
     if (opt.resume) cae::log_info("no checkpoint at %s yet: starting from scratch", common.output.c_str());
+    const std::string unfinished = opt.resume ? "" : unfinished_checkpoint(common.output);
+    if (!unfinished.empty())
+      cae::log_info("%s holds an unfinished run (%s); without --resume it is replaced by a new run from scratch "
+                    "(add --resume to continue it instead)", common.output.c_str(), unfinished.c_str());
     trainer.start();
   }
 
@@ -220,15 +261,23 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   if (opt.epochs == 0) {  // the initial weights only
     trainer.reconstruct_samples();
     write_checkpoint(trainer.checkpoint(), common, data_input);
+    cae::log_info("--epochs 0: wrote %s with the untrained initial weights (seed %lld)", common.output.c_str(),
+                  static_cast<long long>(opt.seed));
     return emit_summary(common, trainer.checkpoint(), backend->describe());
   }
 
+  // The whole run's ETA counts the training images of the epochs this process trains.
+  const int64_t first_epoch = trainer.checkpoint().epochs_done + 1;
+  const int64_t run_images = (opt.epochs - first_epoch + 1) * trainer.train_count();
+  cae::Stopwatch run_clock;
+  set_stop_message(common.output, int(trainer.checkpoint().epochs_done), opt.epochs);
   std::unique_ptr<cae::ProgressBar> bar;
   int bar_epoch = 0;
   trainer.run(
       [&](const ae::Checkpoint& c, const ae::EpochResult& r) {
         bar.reset();
         write_checkpoint(c, common, data_input);
+        set_stop_message(common.output, r.epoch, r.epochs);
         const std::string val = r.monitors_val ? cae::strprintf(", val loss %.6f", r.val_loss) : "";
         cae::log_info("epoch %d/%d: train loss %.6f%s, test loss %.6f, %.1f s, %.0f img/s, lr %g", r.epoch, r.epochs,
                       r.train_loss, val.c_str(), r.test_loss, r.seconds, double(trainer.train_count()) / r.train_seconds,
@@ -240,10 +289,23 @@ void train(const Options& opt, const cae::CommonOptions& common) {
       [&](int epoch, int64_t done, int64_t total, double loss) {
         if (!bar || bar_epoch != epoch) {
           bar = std::make_unique<cae::ProgressBar>(cae::strprintf("epoch %d/%d", epoch, opt.epochs), total, "img");
+          bar->set_run((epoch - first_epoch) * total, run_images, run_clock.seconds());
           bar_epoch = epoch;
         }
         bar->update(done, cae::strprintf("loss %.5f", loss));
+      },
+      [&](int epoch, const char* split, int64_t done, int64_t total) {
+        if (done == 0) {
+          bar = std::make_unique<cae::ProgressBar>(cae::strprintf("epoch %d/%d %s", epoch, opt.epochs, split), total,
+                                                   "img");
+          bar_epoch = 0;  // the next epoch's training pass opens its own bar
+        }
+        bar->update(done);
       });
+  cae::set_signal_message("");
+  const ae::Checkpoint& c = trainer.checkpoint();
+  cae::log_info("wrote %s: %lld epochs, train loss %.6f, test loss %.6f, %.1f s", common.output.c_str(),
+                static_cast<long long>(c.epochs_done), c.train_loss.back(), c.test_loss.back(), c.total_seconds);
   emit_summary(common, trainer.checkpoint(), backend->describe());
 }
 
@@ -263,7 +325,7 @@ int main(int argc, char** argv) {
             ->check(CLI::NonNegativeNumber);
         app.add_option("--batch-size", opt.batch_size, "Images per optimizer step")->check(CLI::PositiveNumber);
         app.add_option("--optimizer", opt.optimizer, "adam or sgd")->check(CLI::IsMember({"adam", "sgd"}));
-        app.add_option("--lr", opt.lr, "Learning rate")->check(CLI::PositiveNumber);
+        g_lr_option = app.add_option("--lr", opt.lr, "Learning rate")->check(CLI::PositiveNumber);
         app.add_option("--momentum", opt.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
         app.add_option("--weight-decay", opt.weight_decay, "L2 penalty added to the gradient (PyTorch semantics)")
             ->check(CLI::NonNegativeNumber);
@@ -282,14 +344,14 @@ int main(int argc, char** argv) {
             ->check(CLI::NonNegativeNumber);
         app.add_option("--train-limit", opt.train_limit, "Use the first N training images (0 = all), validation included")
             ->check(CLI::NonNegativeNumber);
-        app.add_option("--threads", opt.threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")
+        app.add_option("--threads", opt.threads, "CPU threads (0 = OMP_NUM_THREADS or all cores; at most 4x the cores)")
             ->check(CLI::NonNegativeNumber);
         app.add_option("--precision", opt.precision, "fp32, or bf16 (GPU only; master weights stay fp32)")
             ->check(CLI::IsMember({"fp32", "bf16"}));
         app.add_flag("--resume", opt.resume,
                      "Continue the run checkpointed in -o (same data and options; the learning rate and its "
                      "schedule continue from the checkpoint)");
-        app.add_option("--dump-gradients", opt.dump_gradients)->group("");  // for tests/python/torch_reference.py
+        cae::output_file(app.add_option("--dump-gradients", opt.dump_gradients)->group(""));  // for tests/python/torch_reference.py
       },
       [&] { train(opt, common); });
 }

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/hdf5_io.h"
+#include "common/log.h"
 
 namespace ae {
 namespace {
@@ -180,7 +181,40 @@ Checkpoint read_checkpoint(const std::string& path) {
   c.val_count = r.has_attr("/", "val_count") ? r.attr_int("/", "val_count") : 0;
   c.test_count = r.attr_int("/", "test_count");
   c.data_sha256 = r.attr_string("/", "data_sha256");
+  validate_training_state(c, path);
   return c;
+}
+
+// The numbers --resume continues with stand for command-line values (--lr, --batch-size,
+// ...) or follow from them; a damaged or hand-edited file must not slip past the checks
+// the options get. A negative stored rate once trained a whole epoch backwards and
+// overwrote the checkpoint with exit 0.
+void validate_training_state(const Checkpoint& c, const std::string& path) {
+  auto bad = [&](const std::string& what) { fail_file(path, what + " (corrupted or edited checkpoint?)"); };
+  if (c.optimizer_kind != "adam" && c.optimizer_kind != "sgd") bad("optimizer '" + c.optimizer_kind + "' is not adam or sgd");
+  if (!std::isfinite(c.lr_current) || c.lr_current <= 0) bad(cae::strprintf("lr_current %g is not a positive finite learning rate", c.lr_current));
+  for (double lr : c.lr)
+    if (!std::isfinite(lr) || lr <= 0) bad(cae::strprintf("/history/lr holds %g, not a positive finite learning rate", lr));
+  if (c.batch_size < 1) bad("batch_size " + std::to_string(c.batch_size) + " is not positive");
+  if (c.train_count < 1) bad("train_count " + std::to_string(c.train_count) + " is not positive");
+  if (c.val_count < 0 || c.test_count < 0) bad("val_count or test_count is negative");
+  if (c.threads < 0 || c.threads > (1 << 20)) bad("threads " + std::to_string(c.threads) + " is out of range");
+  if (c.epochs_target < 0) bad("epochs_target is negative");
+  if (c.plateau_bad_epochs < 0) bad("plateau_bad_epochs is negative");
+  if (std::isnan(c.plateau_best) || c.plateau_best < 0) bad(cae::strprintf("plateau_best %g is not a loss", c.plateau_best));
+  // Adam's bias correction divides by 1 - beta^step: the step counts the batches trained
+  // so far (one per batch of every finished epoch), so it is positive after an epoch and
+  // never more than that count.
+  const int64_t batches = (c.train_count + c.batch_size - 1) / c.batch_size;
+  if (c.optimizer.step < 0 || c.optimizer.step > c.epochs_done * batches || (c.epochs_done > 0 && c.optimizer.step == 0))
+    bad("optimizer_step " + std::to_string(c.optimizer.step) + " does not fit " + std::to_string(c.epochs_done) +
+        " epochs of " + std::to_string(batches) + " batches");
+  for (float m : c.optimizer.m)
+    if (!std::isfinite(m)) bad("/optimizer/m contains NaN or Inf");
+  for (float v : c.optimizer.v)
+    if (!std::isfinite(v) || v < 0) bad("/optimizer/v contains a negative, NaN or Inf second moment");
+  for (double t : {c.total_seconds, c.train_seconds, c.images_per_second})
+    if (!std::isfinite(t) || t < 0) bad("a recorded time or rate is negative or not finite");
 }
 
 ModelWeights read_ae_params(const std::string& path) {

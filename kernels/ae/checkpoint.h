@@ -66,7 +66,14 @@ void write_checkpoint(const std::string& path, const std::string& display_name, 
 // Reads and validates a checkpoint: format, architecture, every dataset's dtype and shape
 // against that architecture. Errors name the file:
 // "model.h5: /encoder/conv1/weight has shape [..], expected [..]".
+// The training state (learning rate and its history, optimizer step and moments, batch
+// size, counts, schedule state) is validated like the options it stands for
+// (validate_training_state).
 Checkpoint read_checkpoint(const std::string& path);
+
+// Throws "<path>: <field> ... (corrupted or edited checkpoint?)" unless every number that
+// --resume continues with is one the command line could have produced.
+void validate_training_state(const Checkpoint& ckpt, const std::string& path);
 
 // Only the architecture and the weights (what ae-encode needs), validated the same way.
 struct ModelWeights {

@@ -169,7 +169,7 @@ void Trainer::reconstruct_samples() {
                        ckpt_.sample_reconstructions.data());
 }
 
-void Trainer::run(const EpochDone& on_epoch, const Progress& on_progress) {
+void Trainer::run(const EpochDone& on_epoch, const Progress& on_progress, const EvalProgress& on_eval) {
   const int64_t n = train_.size();
   if (ckpt_.epochs_done < cfg_.epochs) backend_.set_train_images(train_.images.data(), n);
   for (int epoch = static_cast<int>(ckpt_.epochs_done) + 1; epoch <= cfg_.epochs; ++epoch) {
@@ -183,11 +183,17 @@ void Trainer::run(const EpochDone& on_epoch, const Progress& on_progress) {
                                           if (on_progress) on_progress(epoch, done, n, loss);
                                         });
     r.train_seconds = clock.seconds();
-    r.val_loss = val_.size() > 0 ? backend_.eval_loss(val_.images.data(), val_.size(), cfg_.batch_size)
-                                 : std::numeric_limits<double>::quiet_NaN();
+    // One backend call per evaluation pass (its sum order is part of the recorded loss),
+    // announced before and after it.
+    auto evaluate = [&](const char* split, const cae::ImageSplit& s) {
+      if (on_eval) on_eval(epoch, split, 0, s.size());
+      const double loss = backend_.eval_loss(s.images.data(), s.size(), cfg_.batch_size);
+      if (on_eval) on_eval(epoch, split, s.size(), s.size());
+      return loss;
+    };
+    r.val_loss = val_.size() > 0 ? evaluate("validation", val_) : std::numeric_limits<double>::quiet_NaN();
     // Without a test split the history still gets one value per epoch: the training loss.
-    r.test_loss = test_.size() > 0 ? backend_.eval_loss(test_.images.data(), test_.size(), cfg_.batch_size)
-                                   : r.train_loss;
+    r.test_loss = test_.size() > 0 ? evaluate("test", test_) : r.train_loss;
     r.seconds = clock.seconds();
     // A non-finite loss means the weights are no longer usable: stop before they replace
     // the last good checkpoint.

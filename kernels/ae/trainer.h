@@ -80,6 +80,9 @@ class Trainer {
   // Called after each epoch with the checkpoint to save (it must be written before run()
   // continues, so a kill never loses more than the epoch in flight).
   using EpochDone = std::function<void(const Checkpoint& checkpoint, const EpochResult& result)>;
+  // Called before (images_done 0) and after (images_done == images_total) each evaluation
+  // pass of an epoch; `split` is "validation" or "test".
+  using EvalProgress = std::function<void(int epoch, const char* split, int64_t images_done, int64_t images_total)>;
 
   // `train` is the file's training split (any --train-limit applied); the validation
   // hold-out is taken from it here. Throws cae::UsageError when config.val_split leaves
@@ -98,7 +101,7 @@ class Trainer {
   bool finished() const;  // the checkpoint already has config.epochs epochs
   // Trains the remaining epochs. Throws std::runtime_error when a loss becomes NaN/Inf
   // (before that epoch's weights reach on_epoch).
-  void run(const EpochDone& on_epoch, const Progress& on_progress = nullptr);
+  void run(const EpochDone& on_epoch, const Progress& on_progress = nullptr, const EvalProgress& on_eval = nullptr);
   // Recomputes the sample reconstructions with the backend's current weights.
   void reconstruct_samples();
 

@@ -410,3 +410,56 @@ assert train[1] < train[0] and test[1] < test[0], (train, test)
 assert test[-1] < 0.03, test
 PY
 }
+
+# ---- issue 19: what ae-train tells a user --------------------------------------------------
+
+@test "ae-train: SIGTERM and Ctrl-C print one line: the epoch reached, the checkpoint, --resume" {
+  for sig in TERM INT; do
+    rm -f "$TMP/m.h5"
+    "$BIN/ae-train" -q --device cpu --data "$AE_DIR/data.h5" --train-limit 24 --epochs 100000 --batch-size 8 \
+      --encoder-channels 4,2 --threads 2 -o "$TMP/m.h5" 2>"$TMP/err" &
+    pid=$!
+    # Wait (bounded, however loaded the machine) for the first checkpoint.
+    for _ in $(seq 1 1200); do [ -e "$TMP/m.h5" ] && break; sleep 0.05; done
+    [ -e "$TMP/m.h5" ]
+    kill -$sig "$pid"
+    code=0
+    wait "$pid" || code=$?
+    [ "$code" -gt 128 ]
+    [ "$(grep -c . "$TMP/err")" -eq 1 ] || { cat "$TMP/err"; return 1; }
+    grep -Eq "^ae-train: stopped after epoch [0-9]+ of 100000; checkpoint in $TMP/m.h5; rerun with --resume to continue$" "$TMP/err" ||
+      { cat "$TMP/err"; return 1; }
+    [ -z "$(ls -A "$TMP" | grep -F '.tmp-' || true)" ]
+  done
+}
+
+@test "ae-train: says where it wrote the model, that --epochs 0 is untrained, what a rerun does" {
+  opts=(--device cpu --data "$AE_DIR/data.h5" --train-limit 24 --batch-size 8 --encoder-channels 4,2 --threads 2)
+  run "$BIN/ae-train" "${opts[@]}" --epochs 0 -o "$TMP/u.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"--epochs 0: wrote $TMP/u.h5 with the untrained initial weights"* ]]
+  run "$BIN/ae-train" "${opts[@]}" --epochs 1 -o "$TMP/m.h5"
+  [ "$status" -eq 0 ]
+  [[ "$(printf '%s\n' "$output" | tail -1)" == "ae-train: wrote $TMP/m.h5: 1 epochs, train loss "* ]]
+  # A checkpoint of an unfinished run (1 of 3 epochs) without --resume: replaced, and said so.
+  "$PYTHON" -c "import h5py,sys; h5py.File(sys.argv[1],'r+').attrs['epochs_target']=3" "$TMP/m.h5"
+  cp "$TMP/m.h5" "$TMP/partial.h5"
+  run "$BIN/ae-train" "${opts[@]}" --epochs 1 -o "$TMP/m.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"$TMP/m.h5 holds an unfinished run (1 of 3 epochs); without --resume it is replaced by a new run from scratch"* ]]
+  # --resume with another --lr: the checkpoint's schedule continues, and that is said.
+  run "$BIN/ae-train" "${opts[@]}" --epochs 2 --resume --lr 0.05 -o "$TMP/partial.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"--lr 0.05 is not applied: the resumed run started at lr 0.001 and continues its schedule at 0.001"* ]]
+}
+
+@test "ae-train: CLI messages in the toolkit's words (bad integer, misspelt option, ranges in --help)" {
+  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --epochs abc -o "$TMP/m.h5"
+  assert_error 2 "^ae-train: usage error: --epochs: 'abc' is not an integer \(see --help\)$"
+  run "$BIN/ae-train" --data "$AE_DIR/data.h5" --epoch 3 -o "$TMP/m.h5"
+  assert_error 2 "unknown option --epoch \(did you mean --epochs\?\)"
+  run "$BIN/ae-train" --help
+  [[ "$output" == *"--momentum FLOAT in [0, 1] (default 0)"* ]]
+  [[ "$output" != *"FLOAT:FLOAT"* ]]
+  [ ! -e "$TMP/m.h5" ]
+}

@@ -717,3 +717,134 @@ PY
   if [ "$status" -ge 128 ]; then gap "report (h5py) dies by signal $((status - 128)) on a damaged global heap"; fi
   refused 1 "heap.h5: " "$TMP/rep"
 }
+
+# ---- issue 19: classes closed centrally (common/cli, atomic_output, hdf5_io, blas_runtime) --
+
+# sha256 of a file, to prove an input was not touched.
+digest() { sha256sum "$1" | cut -d' ' -f1; }
+
+@test "class 1: -o naming an input by the same path, ./ spelling, symlink or hard link is refused, input intact" {
+  need ae-train svm-fit ae-encode svm-eval
+  cp "$REL_DIR/data.h5" "$TMP/d.h5"
+  cp "$REL_DIR/features.h5" "$TMP/f.h5"
+  ln -s d.h5 "$TMP/link.h5"
+  ln "$TMP/f.h5" "$TMP/hard.h5"
+  mkdir "$TMP/sub"
+  before_d=$(digest "$TMP/d.h5") before_f=$(digest "$TMP/f.h5")
+  run "$BIN/ae-train" --data "$TMP/d.h5" --epochs 0 -o "$TMP/d.h5"
+  assert_error 2 "usage error: -o .*d.h5 is the input file of --data"
+  run "$BIN/ae-train" --data "$TMP/d.h5" --epochs 0 -o "$TMP/sub/../././d.h5"
+  assert_error 2 "is the input file of --data"
+  run "$BIN/ae-train" --data "$TMP/d.h5" --epochs 0 -o "$TMP/link.h5"
+  assert_error 2 "is the input file of --data"
+  run "$BIN/svm-fit" --features "$TMP/f.h5" -o "$TMP/hard.h5"
+  assert_error 2 "is the input file of --features"
+  run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$TMP/d.h5" -o "$TMP/./d.h5"
+  assert_error 2 "is the input file of --data"
+  run "$BIN/svm-eval" --model "$REL_DIR/svm.h5" --features "$TMP/f.h5" -o "$TMP/f.h5"
+  assert_error 2 "is the input file of --features"
+  [ "$(digest "$TMP/d.h5")" = "$before_d" ]
+  [ "$(digest "$TMP/f.h5")" = "$before_f" ]
+  [ -z "$(ls -a "$TMP" | grep -F '.tmp-' || true)" ]
+}
+
+@test "class 1: two outputs on one file (-o and --export-libsvm) are refused before the fit" {
+  need svm-fit svm-eval
+  run "$BIN/svm-fit" --features "$REL_DIR/features.h5" -o "$TMP/s.h5" --export-libsvm "$TMP/s.h5"
+  refused 2 "s.h5" "$TMP/s.h5"
+  run "$BIN/svm-eval" --model "$REL_DIR/svm.h5" --features "$REL_DIR/features.h5" -o "$TMP/e.h5" \
+    --export-libsvm-data "$TMP/./e.h5"
+  refused 2 "e.h5" "$TMP/e.h5"
+  # Distinct names are fine, and an existing export from an earlier run is replaced.
+  echo old > "$TMP/s.txt"
+  "$BIN/svm-fit" -q --features "$REL_DIR/features.h5" -o "$TMP/s.h5" --export-libsvm "$TMP/s.txt"
+  [ -s "$TMP/s.h5" ] && [ "$(head -c 3 "$TMP/s.txt")" != "old" ]
+}
+
+@test "class 6: an output name of NAME_MAX bytes works; one byte more fails before any work" {
+  need ae-train
+  max=$(getconf NAME_MAX "$TMP")
+  long=$(printf 'm%.0s' $(seq 1 $((max - 3)))).h5
+  run "$BIN/ae-train" -q --data "$REL_DIR/data.h5" --train-limit 8 --epochs 1 --batch-size 8 --threads 2 -o "$TMP/$long"
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  [ -s "$TMP/$long" ]
+  [ "$(ls -A "$TMP" | wc -l)" -eq 1 ]  # no temporary file left
+  start=$(date +%s)
+  run "$BIN/ae-train" --data "$REL_DIR/data.h5" --epochs 20 -o "$TMP/x$long"
+  assert_error 1 "the file name is $((max + 1)) bytes long; the file system allows $max"
+  [ $(($(date +%s) - start)) -lt 10 ]
+}
+
+@test "class 3: a few-KB file claiming 2^31 rows is refused without allocating (svm-fit, svm-eval, ae-train)" {
+  need svm-fit svm-eval ae-train
+  bad features "$TMP/f.h5" --bad huge-rows
+  bad dataset "$TMP/d.h5" --bad huge-rows
+  [ "$(stat -c %s "$TMP/f.h5")" -lt 200000 ]
+  # 1 GiB of address space: zeroing 2^31 rows first would fail with "out of memory" instead.
+  run bash -c "ulimit -v 1048576; exec '$BIN/svm-fit' --features '$TMP/f.h5' -o '$TMP/s.h5'"
+  refused 1 "f.h5: /train/(features|labels) has shape \[2147483648.*not all of its data was ever written" "$TMP/s.h5"
+  run bash -c "ulimit -v 1048576; exec '$BIN/svm-eval' --model '$REL_DIR/svm.h5' --features '$TMP/f.h5' --split train -o '$TMP/e.h5'"
+  refused 1 "f.h5: /train/(features|labels) has shape \[2147483648" "$TMP/e.h5"
+  run bash -c "ulimit -v 2097152; exec '$BIN/ae-train' --data '$TMP/d.h5' --epochs 1 -o '$TMP/m.h5'"
+  refused 1 "d.h5: /train/(images|labels) has shape \[2147483648" "$TMP/m.h5"
+}
+
+@test "class 4: external links, external storage and virtual datasets are refused; a link to a FIFO never hangs" {
+  need svm-fit ae-train
+  for kind in external-link external-link-fifo external-storage virtual; do
+    bad features "$TMP/f-$kind.h5" --bad "$kind"
+    run timeout 60 "$BIN/svm-fit" --features "$TMP/f-$kind.h5" -o "$TMP/s.h5"
+    refused 1 "f-$kind.h5: .*(external link|external file|virtual dataset).*toolkit files must hold their own data" "$TMP/s.h5"
+    bad dataset "$TMP/d-$kind.h5" --bad "$kind"
+    run timeout 60 "$BIN/ae-train" --data "$TMP/d-$kind.h5" --epochs 1 -o "$TMP/m.h5"
+    refused 1 "d-$kind.h5: .*toolkit files must hold their own data" "$TMP/m.h5"
+  done
+  # A FIFO given as the file itself is refused without being opened.
+  mkfifo "$TMP/pipe.h5"
+  run timeout 60 "$BIN/svm-fit" --features "$TMP/pipe.h5" -o "$TMP/s.h5"
+  refused 1 "pipe.h5: is not a regular file" "$TMP/s.h5"
+}
+
+@test "class 5: --threads and --cache-mb beyond the machine are usage errors naming the bound" {
+  need ae-train ae-encode svm-fit
+  run "$BIN/ae-train" --data "$REL_DIR/data.h5" --threads 100000 -o "$TMP/m.h5"
+  refused 2 "usage error: --threads 100000 is more than [0-9]+" "$TMP/m.h5"
+  run "$BIN/ae-encode" --model "$REL_DIR/model.h5" --data "$REL_DIR/data.h5" --threads 100000 -o "$TMP/f.h5"
+  refused 2 "usage error: --threads 100000 is more than [0-9]+" "$TMP/f.h5"
+  run "$BIN/svm-fit" --features "$REL_DIR/features.h5" --cache-mb 1000000000 -o "$TMP/s.h5"
+  refused 2 "usage error: --cache-mb 1000000000 is more than the [0-9]+ MB this process may use" "$TMP/s.h5"
+}
+
+@test "class 5: under ulimit -v no tool spins: svm-fit at 1 GiB and 300 MB ends, 200 MB is one clear line" {
+  need svm-fit
+  for kb in 1048576 307200; do
+    run timeout 60 bash -c "ulimit -v $kb; exec '$BIN/svm-fit' -q --features '$REL_DIR/features.h5' -o '$TMP/s.h5'"
+    [ "$status" -ne 124 ] || { echo "svm-fit spun under ulimit -v $kb"; return 1; }
+    # A CUDA build's libraries (cuBLAS alone maps ~700 MB) do not fit 300 MB: the dynamic
+    # loader refuses at once with one line, before the tool runs — an end, not a spin.
+    if [ "$status" -eq 127 ] && [ "$kb" -lt 1048576 ] && [[ "$output" == *"error while loading shared libraries"* ]]; then
+      continue
+    fi
+    [ "$status" -eq 0 ] || assert_error 1 "svm-fit: error: "
+    rm -f "$TMP/s.h5"
+  done
+  run timeout 60 bash -c "ulimit -v 204800; exec '$BIN/svm-fit' --features '$REL_DIR/features.h5' -o '$TMP/s.h5'"
+  if [ "$status" -eq 127 ] && [[ "$output" == *"error while loading shared libraries"* ]]; then
+    assert_no_output "$TMP/s.h5"  # a CUDA build: the loader's one line (above)
+    return 0
+  fi
+  refused 1 "svm-fit: error: the address-space limit \(ulimit -v\) of 200 MB is below the 256 MB this tool needs" "$TMP/s.h5"
+}
+
+@test "class 2: a checkpoint whose stored learning rate is negative is refused by --resume and kept" {
+  need ae-train
+  cp "$REL_DIR/model.h5" "$TMP/m.h5"
+  "$PYTHON" -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); f.attrs['lr_current']=-0.001; f.attrs['epochs_target']=3" "$TMP/m.h5"
+  before=$(digest "$TMP/m.h5")
+  run "$BIN/ae-train" --data "$REL_DIR/data.h5" --train-limit 16 --epochs 3 --batch-size 8 --threads 2 --resume -o "$TMP/m.h5"
+  assert_error 1 "m.h5: lr_current -0.001 is not a positive finite learning rate"
+  [ "$(digest "$TMP/m.h5")" = "$before" ]
+  "$PYTHON" -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); f.attrs['lr_current']=0.001; f.attrs['optimizer_step']=-5" "$TMP/m.h5"
+  run "$BIN/ae-train" --data "$REL_DIR/data.h5" --train-limit 16 --epochs 3 --batch-size 8 --threads 2 --resume -o "$TMP/m.h5"
+  assert_error 1 "m.h5: optimizer_step -5 does not fit"
+}

@@ -138,6 +138,39 @@ def apply(f, bad):
         del f.attrs["format"]
     elif bad == "class-names-9":
         f.attrs["class_names"] = CLASS_NAMES[:9]
+    # ---- data outside the file (issue 19, class 4) and hollow shapes (class 3) ----
+    elif bad in ("external-link", "external-link-fifo", "external-storage", "virtual"):
+        import os
+        name = f"train/{data_name}"
+        x = f[name][:]
+        side = f.filename + ".other.h5"
+        with h5py.File(side, "w") as o:
+            o.create_dataset("data", data=x)
+        del f[name]
+        if bad == "external-link":
+            f[name] = h5py.ExternalLink(os.path.basename(side), "/data")
+        elif bad == "external-link-fifo":
+            fifo = f.filename + ".fifo"
+            if not os.path.exists(fifo):
+                os.mkfifo(fifo)
+            f[name] = h5py.ExternalLink(os.path.basename(fifo), "/data")
+        elif bad == "external-storage":
+            raw = f.filename + ".raw"
+            x.tofile(raw)
+            f.create_dataset(name, shape=x.shape, dtype=x.dtype, external=[(os.path.basename(raw), 0, x.nbytes)])
+        else:
+            layout = h5py.VirtualLayout(shape=x.shape, dtype=x.dtype)
+            layout[...] = h5py.VirtualSource(os.path.basename(side), "data", shape=x.shape)
+            f.create_virtual_dataset(name, layout)
+    elif bad == "huge-rows":  # claims 2^31 rows; nothing of them is stored (a few KB file)
+        name = f"train/{data_name}"
+        shape = (2**31,) + f[name].shape[1:]
+        dtype = f[name].dtype
+        del f[name]
+        f.create_dataset(name, shape=shape, dtype=dtype, chunks=(64,) + shape[1:])
+        replace(f, "train/labels", np.zeros(0, np.uint8))
+        del f["train/labels"]
+        f.create_dataset("train/labels", shape=(2**31,), dtype=np.uint8, chunks=(4096,))
     elif bad == "group-not-dataset":
         del f[f"train/{data_name}"]
         f.create_group(f"train/{data_name}")

@@ -17,6 +17,8 @@
 #include "common/hdf5_io.h"
 #include "common/hdf5_probe.h"
 #include "common/json.h"
+#include "common/progress.h"
+#include "common/version.h"
 #include "common/sha256.h"
 
 namespace {
@@ -213,6 +215,113 @@ TEST(AtomicOutput, RenamesOnCommitAndCleansUpOtherwise) {
   EXPECT_FALSE(exists(temp));
   EXPECT_THROW(cae::AtomicOutput(dir + "/no/such/dir/c.txt"), std::runtime_error);
   EXPECT_THROW(cae::AtomicOutput{dir}, std::runtime_error);  // a folder
+}
+
+// run_tool on a command line, with one option of each kind a tool declares; stdout and
+// stderr captured.
+struct ParsedRun {
+  int status;
+  std::string out, err;
+};
+ParsedRun run_tool_with(std::vector<std::string> args) {
+  const bool had_core = std::getenv("OPENBLAS_CORETYPE") != nullptr;
+  const bool had_wait = std::getenv("OMP_WAIT_POLICY") != nullptr;
+  setenv("OPENBLAS_CORETYPE", "unchanged", 0);
+  setenv("OMP_WAIT_POLICY", "passive", 0);
+  const cae::ToolInfo info{"ae-train", "purpose", "example", false, false, "hint"};
+  cae::CommonOptions common;
+  args.insert(args.begin(), "ae-train");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int epochs = 20;
+  float lr = 1e-3f, momentum = 0.0f;
+  std::string optimizer = "adam";
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  const int status = cae::run_tool(
+      int(args.size()), argv.data(), info, common,
+      [&](CLI::App& app) {
+        app.add_option("--epochs", epochs, "Epochs")->check(CLI::NonNegativeNumber);
+        app.add_option("--lr", lr, "Learning rate")->check(CLI::PositiveNumber);
+        app.add_option("--momentum", momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+        app.add_option("--optimizer", optimizer, "adam or sgd")->check(CLI::IsMember({"adam", "sgd"}));
+      },
+      [] {});
+  ParsedRun r{status, testing::internal::GetCapturedStdout(), testing::internal::GetCapturedStderr()};
+  if (!had_core) unsetenv("OPENBLAS_CORETYPE");
+  if (!had_wait) unsetenv("OMP_WAIT_POLICY");
+  return r;
+}
+
+// CLI11's raw messages (a 300-digit range, no suggestion) are rewritten in the toolkit's
+// words; 7 cases.
+TEST(RunTool, ParseErrorsInTheToolkitsWords) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"--epochs", "abc"}, "--epochs: 'abc' is not an integer"},
+      {{"--epochs", "1.5"}, "--epochs: '1.5' is not an integer"},
+      {{"--epochs", "-3"}, "--epochs: -3 is negative; give a value >= 0"},
+      {{"--lr", "0"}, "--lr: 0 is not > 0"},
+      {{"--momentum", "2"}, "--momentum: 2 is not in [0, 1]"},
+      {{"--optimizer", "adamw"}, "--optimizer: 'adamw' is not one of adam|sgd"},
+      {{"--epoch", "3"}, "unknown option --epoch (did you mean --epochs?)"},
+  };
+  for (const Case& c : cases) {
+    const ParsedRun r = run_tool_with(c.args);
+    EXPECT_EQ(r.status, 2) << c.message;
+    EXPECT_EQ(r.err, std::string("ae-train: usage error: ") + c.message + " (see --help)\n");
+  }
+}
+
+TEST(RunTool, HelpShowsRangesInWords) {
+  const ParsedRun r = run_tool_with({"--help"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("--momentum FLOAT in [0, 1] (default 0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--epochs INT >= 0 (default 20)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--lr FLOAT > 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FLOAT:FLOAT"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("NONNEGATIVE"), std::string::npos) << r.out;
+}
+
+TEST(Progress, BarFitsTheTerminalAndShowsTheRunsEta) {
+  cae::ProgressBar bar("epoch 3/20", 45000, "img");
+  bar.set_run(90000, 900000, 120.0);
+  for (int columns : {200, 80, 60, 30}) {
+    const std::string line = bar.render(12000, "loss 0.01234", 10.0, columns);
+    EXPECT_LT(int(line.size()), columns) << line;
+    EXPECT_EQ(line.rfind("epoch 3/20 [", 0), 0u) << line;
+  }
+  const std::string wide = bar.render(12000, "loss 0.01234", 10.0, 200);
+  EXPECT_NE(wide.find("12000/45000 1200 img/s ETA 0m28s (run 16m57s) loss 0.01234"), std::string::npos) << wide;
+}
+
+TEST(Version, NoGitUnknownInTheVersionLine) {
+  const std::string line = cae::version_line("ae-train");
+  EXPECT_EQ(line.rfind(std::string("ae-train ") + cae::version() + " (", 0), 0u) << line;
+  EXPECT_EQ(line.find("git unknown"), std::string::npos) << line;
+}
+
+TEST(Hdf5, WrongFormatNamesTheToolThatWritesTheExpectedOne) {
+  const std::string dir = temp_dir(), path = dir + "/f.h5";
+  {
+    cae::Hdf5Writer w(path);
+    const std::vector<float> x = {1.5f, -2.0f};
+    w.write("/x", x);
+    w.set_attr("/", "format", "ae-features");
+    w.close();
+  }
+  cae::Hdf5Reader r(path);
+  try {
+    r.require_format("ae-model");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": is an ae-features file, expected ae-model, which ae-train writes");
+  }
+  unlink(path.c_str());
+  rmdir(dir.c_str());
 }
 
 }  // namespace

@@ -7,14 +7,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cerrno>
+#include <climits>
+#include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include "common/atomic_output.h"
+#include "common/blas_runtime.h"
+#include "common/cli.h"
+#include "common/error.h"
 #include "common/hdf5_io.h"
+#include "common/hdf5_probe.h"
 #include "tests/fuzz/fuzz_readers.h"
 
 #include <cmath>
@@ -235,6 +244,199 @@ TEST(Reliability, SvmModelWithNaNIsRefused) {
   }
   unlink(path.c_str());
   rmdir(dir.c_str());
+}
+
+// ---- issue 19 ------------------------------------------------------------------------
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/cae-rel-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+void write_small(const std::string& path) {
+  cae::Hdf5Writer w(path);
+  const std::vector<float> x = {0.25f, -1.5f, 3.0f, 7.0f};
+  w.write("/x", x);
+  w.set_attr("/", "format", "ae-features");
+  w.close();
+}
+
+std::string usage_error(const std::vector<cae::FileArg>& in, const std::vector<cae::FileArg>& out) {
+  try {
+    cae::check_distinct(in, out);
+  } catch (const cae::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Class 1: an output that is an input under any spelling, or another output, is refused
+// (7 aliasing cases, 2 distinct controls).
+TEST(Reliability, OutputThatAliasesAnInputOrAnotherOutputIsRefused) {
+  TempDir d;
+  const std::string in = d.path + "/in.h5";
+  write_small(in);
+  ASSERT_EQ(symlink(in.c_str(), (d.path + "/link.h5").c_str()), 0);
+  ASSERT_EQ(link(in.c_str(), (d.path + "/hard.h5").c_str()), 0);
+  mkdir((d.path + "/sub").c_str(), 0755);
+  const std::vector<cae::FileArg> inputs = {{"--features", in}};
+  for (const std::string& alias : {in, d.path + "/./in.h5", d.path + "/sub/../in.h5", d.path + "/link.h5",
+                                   d.path + "/hard.h5"}) {
+    const std::string msg = usage_error(inputs, {{"-o", alias}});
+    EXPECT_NE(msg.find("is the input file of --features"), std::string::npos) << alias << ": " << msg;
+  }
+  // Two outputs on one file, before it exists: compared by resolved path.
+  const std::string msg = usage_error({}, {{"-o", d.path + "/new.h5"}, {"--export-libsvm", d.path + "/sub/../new.h5"}});
+  EXPECT_NE(msg.find("name the same file"), std::string::npos) << msg;
+  EXPECT_NE(usage_error({}, {{"-o", d.path + "/a"}, {"--export-libsvm", d.path + "/a"}}), "");
+  // Controls: other names are fine.
+  EXPECT_EQ(usage_error(inputs, {{"-o", d.path + "/out.h5"}, {"--export-libsvm", d.path + "/out.txt"}}), "");
+  EXPECT_EQ(usage_error(inputs, {{"-o", d.path + "/sub/in.h5"}}), "");
+  EXPECT_TRUE(std::ifstream(in).good());  // nothing was touched
+}
+
+// Class 1: each output has its own temporary name; a second live output on one file is
+// refused at once.
+TEST(Reliability, EveryOutputHasItsOwnTemporaryName) {
+  TempDir d;
+  cae::AtomicOutput a(d.path + "/a.h5"), b(d.path + "/b.h5");
+  EXPECT_NE(a.temp_path(), b.temp_path());
+  EXPECT_EQ(cae::temp_path_for(d.path + "/x", 1) == cae::temp_path_for(d.path + "/x", 2), false);
+  EXPECT_THROW(cae::AtomicOutput(d.path + "/./a.h5"), cae::UsageError);
+}
+
+// Class 6: a name the file system accepts works, however long; one it refuses fails
+// before any work (2 cases + the commit of the longest name).
+TEST(Reliability, LongOutputNamesFitOrFailUpFront) {
+  TempDir d;
+  const long name_max = pathconf(d.path.c_str(), _PC_NAME_MAX);
+  ASSERT_GT(name_max, 20);
+  const std::string longest = d.path + "/" + std::string(size_t(name_max) - 3, 'n') + ".h5";
+  {
+    cae::AtomicOutput out(longest);
+    const std::string temp_name = out.temp_path().substr(d.path.size() + 1);
+    EXPECT_LE(long(temp_name.size()), name_max) << temp_name;
+    std::ofstream(out.temp_path()) << "data";
+    out.commit();
+  }
+  EXPECT_TRUE(std::ifstream(longest).good());
+  const std::string too_long = d.path + "/" + std::string(size_t(name_max) + 1, 'n');
+  try {
+    cae::check_output_path(too_long);
+    FAIL() << "accepted a name longer than NAME_MAX";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("the file system allows " + std::to_string(name_max)), std::string::npos)
+        << e.what();
+  }
+}
+
+// Class 3: a small file whose dataset claims 2^31 rows is refused by shape() itself, the
+// call every reader sizes buffers from (chunked never written, contiguous never written).
+TEST(Reliability, ClaimedShapeWithoutDataIsRefusedByShape) {
+  TempDir d;
+  const std::string chunked = d.path + "/c.h5", contiguous = d.path + "/k.h5";
+  {
+    cae::Hdf5Writer w(chunked);
+    w.create<float>("/train/features", {uint64_t(1) << 31, 256}, {64, 0});
+    w.close();
+  }
+  {
+    cae::Hdf5Writer w(contiguous);
+    w.create<float>("/train/features", {uint64_t(1) << 31, 256});
+    w.close();
+  }
+  for (const std::string& path : {chunked, contiguous}) {
+    struct stat st;
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    EXPECT_LT(st.st_size, 64 * 1024) << path;
+    cae::Hdf5Reader r(path);
+    try {
+      r.shape("/train/features");
+      ADD_FAILURE() << path << ": shape() of a hollow dataset";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("/train/features has shape [2147483648,256]"), std::string::npos) << e.what();
+    }
+    std::vector<float> row(256);
+    EXPECT_THROW(r.read_rows<float>("/train/features", 0, 1, row.data()), std::runtime_error);
+  }
+}
+
+// Class 4: data outside the file (external link, external storage, virtual dataset; a
+// link to a FIFO) is refused by the probe and by the reader with the probe off; a FIFO
+// given as the file is refused without opening it (5 files x 2 modes).
+TEST(Reliability, ExternalLinksStorageAndVirtualDatasetsAreRefused) {
+  TempDir d;
+  const std::string other = d.path + "/other.h5", raw = d.path + "/raw.bin", fifo = d.path + "/fifo";
+  write_small(other);
+  std::ofstream(raw, std::ios::binary).write("\1\2\3\4\5\6\7\10\11\12\13\14\15\16\17\20", 16);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto make = [&](const std::string& name, const std::function<void(hid_t)>& add) {
+    const std::string path = d.path + "/" + name;
+    hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    add(f);
+    H5Fclose(f);
+    return path;
+  };
+  const std::string elink = make("elink.h5", [&](hid_t f) { H5Lcreate_external(other.c_str(), "/x", f, "x", H5P_DEFAULT, H5P_DEFAULT); });
+  const std::string elink_fifo =
+      make("efifo.h5", [&](hid_t f) { H5Lcreate_external(fifo.c_str(), "/x", f, "x", H5P_DEFAULT, H5P_DEFAULT); });
+  const std::string external = make("external.h5", [&](hid_t f) {
+    hsize_t n = 4;
+    hid_t space = H5Screate_simple(1, &n, nullptr), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_external(dcpl, raw.c_str(), 0, 16);
+    H5Dclose(H5Dcreate2(f, "x", H5T_NATIVE_FLOAT, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    H5Pclose(dcpl), H5Sclose(space);
+  });
+  const std::string virt = make("virtual.h5", [&](hid_t f) {
+    hsize_t n = 4;
+    hid_t space = H5Screate_simple(1, &n, nullptr), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_virtual(dcpl, space, other.c_str(), "/x", space);
+    H5Dclose(H5Dcreate2(f, "x", H5T_NATIVE_FLOAT, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    H5Pclose(dcpl), H5Sclose(space);
+  });
+  const struct {
+    std::string path;
+    const char* says;
+  } cases[] = {{elink, "/x is an external link to "},
+               {elink_fifo, "/x is an external link to"},
+               {external, "dataset /x keeps its data in an external file"},
+               {virt, "dataset /x is a virtual dataset"},
+               {fifo, "is not a regular file"}};
+  for (bool probe : {true, false}) {
+    cae::set_hdf5_metadata_probe(probe);
+    for (const auto& c : cases) {
+      try {
+        cae::Hdf5Reader r(c.path);
+        ADD_FAILURE() << c.path << " was opened (probe " << probe << ")";
+      } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+        EXPECT_EQ(std::string(e.what()).rfind(c.path + ": ", 0), 0u) << e.what();
+      }
+    }
+  }
+  cae::set_hdf5_metadata_probe(true);
+  cae::Hdf5Reader good(other);  // the control
+  EXPECT_EQ(good.read<float>("/x")[3], 7.0f);
+  EXPECT_TRUE(no_children_left());
+}
+
+// Class 5: thread counts and memory are bounded by the machine; the OpenBLAS thread count
+// under an address-space limit leaves half of it to the data (5 cases).
+TEST(Reliability, ResourceOptionsAreBoundedByTheMachine) {
+  EXPECT_GE(cae::max_threads(), 64);
+  EXPECT_LE(cae::max_threads(), 1024);
+  EXPECT_NO_THROW(cae::check_thread_count("--threads", cae::max_threads()));
+  EXPECT_THROW(cae::check_thread_count("--threads", 100000), cae::UsageError);
+  EXPECT_THROW(cae::check_thread_count("--threads", -1), cae::UsageError);
+  EXPECT_GT(cae::usable_memory_bytes(), uint64_t(1) << 20);
+  EXPECT_EQ(cae::blas_threads_for_address_space(1024, 64), 1);   // 1 GiB: one 128 MB buffer
+  EXPECT_EQ(cae::blas_threads_for_address_space(4096, 64), 9);   // (4096 - 256) / 2 / 200
+  EXPECT_EQ(cae::blas_threads_for_address_space(65536, 8), 8);   // never more than the cores
+  EXPECT_EQ(cae::blas_threads_for_address_space(200, 8), 1);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -231,6 +232,60 @@ TEST_F(TrainerTest, DivergenceStopsBeforeTheBadEpochIsSaved) {
     EXPECT_NE(std::string(e.what()).find("training diverged in epoch"), std::string::npos) << e.what();
   }
   EXPECT_LT(saved, 4);
+}
+
+// Class 2 (issue 19): the training state a checkpoint hands to --resume is validated like
+// the options it stands for; a real checkpoint passes, each damaged field is named (10 cases).
+TEST_F(TrainerTest, CheckpointTrainingStateIsValidatedLikeItsOptions) {
+  const Architecture arch(1, 4, 4, {2});
+  const ae::Checkpoint good = train(arch, tiny_config(2, 4)).saved.back();
+  EXPECT_NO_THROW(ae::validate_training_state(good, "m.h5"));
+  const double nan = std::nan("");
+  const struct {
+    const char* field;
+    std::function<void(ae::Checkpoint&)> damage;
+  } cases[] = {
+      {"lr_current -0.001", [](ae::Checkpoint& c) { c.lr_current = -0.001; }},
+      {"lr_current nan", [&](ae::Checkpoint& c) { c.lr_current = nan; }},
+      {"/history/lr holds 0", [](ae::Checkpoint& c) { c.lr[0] = 0; }},
+      {"optimizer 'adamw'", [](ae::Checkpoint& c) { c.optimizer_kind = "adamw"; }},
+      {"optimizer_step -1", [](ae::Checkpoint& c) { c.optimizer.step = -1; }},
+      {"optimizer_step 0", [](ae::Checkpoint& c) { c.optimizer.step = 0; }},
+      {"optimizer_step 1000", [](ae::Checkpoint& c) { c.optimizer.step = 1000; }},
+      {"/optimizer/v contains a negative", [](ae::Checkpoint& c) { c.optimizer.v[1] = -0.5f; }},
+      {"batch_size 0", [](ae::Checkpoint& c) { c.batch_size = 0; }},
+      {"plateau_best nan", [&](ae::Checkpoint& c) { c.plateau_best = nan; }},
+  };
+  for (const auto& k : cases) {
+    ae::Checkpoint c = good;
+    k.damage(c);
+    try {
+      ae::validate_training_state(c, "m.h5");
+      ADD_FAILURE() << "accepted " << k.field;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("m.h5: ") + k.field), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The evaluation passes are announced (for their progress bar) before and after, once per
+// split per epoch, without changing what is computed.
+TEST_F(TrainerTest, EvaluationPassesReportProgress) {
+  const Architecture arch(1, 4, 4, {2});
+  const ae::TrainerConfig cfg = tiny_config(2, 4);
+  auto backend = ae::make_cpu_backend(arch, cfg.optimizer, 1);
+  ae::Trainer t(cfg, *backend, random_split(24, 1, 4, 4, 1), random_split(6, 1, 4, 4, 2), "sha");
+  t.start();
+  std::vector<std::string> calls;
+  std::vector<double> test_loss;
+  t.run([&](const ae::Checkpoint&, const ae::EpochResult& r) { test_loss.push_back(r.test_loss); }, nullptr,
+        [&](int epoch, const char* split, int64_t done, int64_t total) {
+          calls.push_back(std::to_string(epoch) + split + std::to_string(done) + "/" + std::to_string(total));
+        });
+  const std::vector<std::string> want = {"1validation0/4", "1validation4/4", "1test0/6", "1test6/6",
+                                         "2validation0/4", "2validation4/4", "2test0/6", "2test6/6"};
+  EXPECT_EQ(calls, want);
+  EXPECT_EQ(test_loss, train(arch, cfg).saved.back().test_loss);
 }
 
 }  // namespace
