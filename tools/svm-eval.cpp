@@ -18,11 +18,12 @@
 namespace {
 
 const cae::ToolInfo kInfo{"svm-eval", "classify encoder features with an svm-fit model; accuracy and confusion matrix",
-                          "svm-eval --model data/svm.h5 --features data/features.h5 --split test -o data/eval.h5", true,
+                          "svm-eval --model data/svm.h5 --features data/features.h5 --split test -o data/eval.h5\n"
+                          "  svm-eval --model data/svm.h5 --features data/features.h5 --tta flip -o data/eval.h5", true,
                           true, "try --limit, or --device cpu"};
 
 struct Options {
-  std::string model, features, split = "test", export_data;
+  std::string model, features, split = "test", tta = "none", export_data;
   bool decision_values = false;
   int64_t limit = 0;
 };
@@ -74,17 +75,45 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
                                     " classes of " + opt.features);
   const int64_t n = opt.limit > 0 ? std::min(opt.limit, available) : available;
   if (n == 0) cae::fail_file(opt.features, "/" + opt.split + "/features has no rows");
-  ae::FeatureSplit s = reader.read(opt.split, n);
+  // --tta flip: the n rows, then their n mirrors, in one buffer; each image's decision values
+  // are the mean of its two rows'.
+  const bool tta = opt.tta == "flip";
+  const int views = tta ? 2 : 1;
+  if (tta && !reader.has_flipped(opt.split))
+    cae::fail_file(opt.features, "/" + opt.split + "/features_flip is missing: --tta flip needs the features of the "
+                                 "mirrored images (run ae-encode --flip)");
+  ae::FeatureSplit s = tta ? reader.read_augmented(opt.split, n) : reader.read(opt.split, n);
   const double read_s = clock.seconds();
 
   cae::Stopwatch predict_clock;
   // Scaled rows are what libsvm's svm-predict reads with the exported model, so the export
   // sits between the two halves of decision_values.
-  clf.scale(s.X.data(), n);
+  clf.scale(s.X.data(), n * views);
+  // The originals only: libsvm's svm-predict has no test-time augmentation.
   if (data_out) svm::write_libsvm_data(*data_out, s.X.data(), s.labels.data(), n, D);
-  const std::vector<double> dec = clf.decision_values_scaled(s.X.data(), n, device);
+  const std::vector<double> dec =
+      svm::average_views(clf.decision_values_scaled(s.X.data(), n * views, device), n, m.n_pairs(), views);
+  s.labels.resize(static_cast<size_t>(n));
   const std::vector<int32_t> pred = clf.vote(dec, n);
   const int pairs = m.n_pairs();
+  // Probabilities (a model fitted with --probability), from the decision values voted on —
+  // with --tta flip, the averages. Stored with a column per class of the features file, so
+  // column c is class c as in /confusion; a class the model never saw has probability 0.
+  std::vector<double> prob;
+  double log_loss = std::nan("");
+  if (clf.has_probability()) {
+    const std::vector<double> pk = clf.probabilities(dec, n);
+    const size_t km = m.classes.size();
+    prob.assign(static_cast<size_t>(n) * K, 0.0);
+    double sum = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      for (size_t c = 0; c < km; ++c) prob[static_cast<size_t>(r) * K + m.classes[c]] = pk[r * km + c];
+      // scikit-learn's log_loss clips p to [1e-15, 1 - 1e-15]: a confident mistake costs
+      // -log(1e-15) = 34.5, not infinity.
+      sum -= std::log(std::clamp(prob[static_cast<size_t>(r) * K + s.labels[r]], 1e-15, 1 - 1e-15));
+    }
+    log_loss = sum / static_cast<double>(n);
+  }
   const double predict_s = predict_clock.seconds();
 
   std::vector<int64_t> confusion(static_cast<size_t>(K) * K, 0);
@@ -109,10 +138,15 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
     w.write("/confusion", confusion.data(), {static_cast<uint64_t>(K), static_cast<uint64_t>(K)});
     if (opt.decision_values)
       w.write("/decision_values", dec.data(), {static_cast<uint64_t>(n), static_cast<uint64_t>(pairs)});
+    if (!prob.empty()) {
+      w.write("/probabilities", prob.data(), {static_cast<uint64_t>(n), static_cast<uint64_t>(K)});
+      w.set_attr("/", "log_loss", log_loss);
+    }
     w.set_attr("/", "accuracy", accuracy);
     w.set_attr("/", "per_class_accuracy", per_class);
     w.set_attr("/", "class_names", names);
     w.set_attr("/", "split", opt.split);
+    w.set_attr("/", "tta", opt.tta);
     w.set_attr("/", "seconds", total_s);
     w.set_attr("/", "predict_seconds", predict_s);
     w.set_attr("/", "device", cae::device_name(device));
@@ -123,11 +157,12 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   out.commit();
   if (data_out) data_out->commit();
 
-  cae::log_info("%s split of %s: accuracy %.2f %% (%lld of %lld), %lld support vectors, predict %.2f s, total %.2f s "
+  cae::log_info("%s split of %s%s: accuracy %.2f %% (%lld of %lld), %lld support vectors, predict %.2f s, total %.2f s "
                 "(read %.2f s), %s",
-                opt.split.c_str(), opt.features.c_str(), 100 * accuracy, static_cast<long long>(correct),
-                static_cast<long long>(n), static_cast<long long>(m.n_sv()), predict_s, total_s, read_s,
-                cae::device_name(device));
+                opt.split.c_str(), opt.features.c_str(), tta ? " (tta flip)" : "", 100 * accuracy,
+                static_cast<long long>(correct), static_cast<long long>(n), static_cast<long long>(m.n_sv()), predict_s,
+                total_s, read_s, cae::device_name(device));
+  if (!prob.empty()) cae::log_info("log-loss %.4f (probabilities from the model's pair sigmoids)", log_loss);
   print_table(names, confusion, K);
   std::string conf = "[";
   for (int t = 0; t < K; ++t) {
@@ -139,21 +174,23 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   std::string names_json = "[";
   for (int c = 0; c < K; ++c) names_json += (c ? "," : "") + cae::json_escape(names[c]);
   names_json += "]";
-  cae::emit_json(common, cae::JsonObject()
-                             .add("tool", kInfo.name)
-                             .add("output", common.output)
-                             .add("split", opt.split)
-                             .add("n", n)
-                             .add("correct", correct)
-                             .add("accuracy", accuracy)
-                             .add_raw("per_class_accuracy", json_array(per_class))
-                             .add_raw("class_names", names_json)
-                             .add_raw("confusion", conf)
-                             .add("n_sv", m.n_sv())
-                             .add("predict_seconds", predict_s)
-                             .add("seconds", total_s)
-                             .add("device", cae::device_name(device))
-                             .str());
+  cae::JsonObject json;
+  json.add("tool", kInfo.name)
+      .add("output", common.output)
+      .add("split", opt.split)
+      .add("tta", opt.tta)
+      .add("n", n)
+      .add("correct", correct)
+      .add("accuracy", accuracy)
+      .add_raw("per_class_accuracy", json_array(per_class))
+      .add_raw("class_names", names_json)
+      .add_raw("confusion", conf)
+      .add("n_sv", m.n_sv())
+      .add("predict_seconds", predict_s)
+      .add("seconds", total_s)
+      .add("device", cae::device_name(device));
+  if (!prob.empty()) json.add("log_loss", log_loss);
+  cae::emit_json(common, json.str());
 }
 
 }  // namespace
@@ -168,9 +205,13 @@ int main(int argc, char** argv) {
         app.add_option("--features", opt.features, "Encoder features file (ae-features)")->required();
         app.add_option("--split", opt.split, "Which split of the features file to classify");
         app.add_option("--limit", opt.limit, "Classify only the first N rows (0 = all)")->check(CLI::NonNegativeNumber);
+        app.add_option("--tta", opt.tta,
+                       "flip: average each row's decision values with those of its mirror (/SPLIT/features_flip, "
+                       "ae-encode --flip) before voting")
+            ->check(CLI::IsMember({"none", "flip"}));
         app.add_flag("--decision-values", opt.decision_values, "Also store /decision_values [N, k(k-1)/2]");
-        app.add_option("--export-libsvm-data", opt.export_data,
-                       "Also write the scaled features in libsvm's text format (for svm-predict)");
+        cae::output_file(app.add_option("--export-libsvm-data", opt.export_data,
+                                        "Also write the scaled features in libsvm's text format (for svm-predict)"));
       },
       [&] { evaluate(opt, common); });
 }

@@ -17,20 +17,27 @@
 #include "kernels/ae/features_reader.h"
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/model_selection.h"
+#include "kernels/svm/probability.h"
 
 namespace {
 
 const cae::ToolInfo kInfo{"svm-fit", "train a one-vs-one C-SVM (libsvm formulation) on encoder features",
                           "svm-fit --features data/features.h5 --C 10 --gamma scale -o data/svm.h5\n"
-                          "  svm-fit --features data/features.h5 --cv 5 --C 1,10,100 --gamma 0.5x,scale,2x -o data/svm.h5",
+                          "  svm-fit --features data/features.h5 --cv 5 --C 1,10,100 --gamma 0.5x,scale,2x -o data/svm.h5\n"
+                          "  svm-fit --features data/features.h5 --augment flip --probability -o data/svm.h5",
                           true, true,
                           "try --train-limit or a smaller --cache-mb, or --device cpu"};
 
 struct Options {
-  std::string features, kernel = "rbf", C = "10", gamma = "scale", scale = "standard", export_libsvm;
+  std::string features, kernel = "rbf", C = "10", gamma = "scale", scale = "standard", augment = "none";
+  std::string export_libsvm;
   double tol = 1e-3;
   int64_t cache_mb = 2048, train_limit = 0, cv = 0, cv_seed = 1;
+  bool probability = false;
 };
+
+// libsvm's -b 1 draws 5 folds for its sigmoids; so do we (probability.h).
+constexpr int kProbabilityFolds = 5;
 
 void fit(const Options& opt, const cae::CommonOptions& common) {
   const std::vector<double> C_list = svm::parse_C_list(opt.C);
@@ -61,14 +68,23 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
                     opt.features.c_str(), static_cast<long long>(available));
     n = std::min(opt.train_limit, available);
   }
-  ae::FeatureSplit train = reader.read("train", n);
+  // --augment flip: the n images, then their n mirrors, in one [2n, D] buffer (the reader
+  // fills it in place; the Classifier scales it in place: one copy of the 2n rows in all).
+  const bool flip = opt.augment == "flip";
+  if (flip && !reader.has_flipped("train"))
+    cae::fail_file(opt.features, "/train/features_flip is missing: --augment flip needs the features of the mirrored "
+                                 "images (run ae-encode --flip)");
+  ae::FeatureSplit train = flip ? reader.read_augmented("train", n) : reader.read("train", n);
+  const int views = flip ? 2 : 1;
+  const int64_t rows = train.n;  // n · views
   const int D = train.dim;
   std::set<int32_t> distinct(train.labels.begin(), train.labels.end());
   if (distinct.size() < 2)
     cae::fail_file(opt.features, "the " + std::to_string(n) + " training rows hold a single class (" +
                                      (distinct.empty() ? std::string("none") : std::to_string(*distinct.begin())) +
                                      "); an SVM needs at least two");
-  if (folds != 0) svm::check_cv_folds(folds, train.labels.data(), n, reader.class_names());
+  if (folds != 0) svm::check_cv_folds(folds, train.labels.data(), n, reader.class_names());  // per image
+  if (opt.probability) svm::check_sigmoid_data(train.labels.data(), n, opt.features);
   const double read_s = clock.seconds();
 
   svm::ClassifierParams params;
@@ -83,22 +99,27 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   std::unique_ptr<cae::ProgressBar> bar;
   svm::FitProgress progress;
   progress.ready = [&](const svm::Classifier& c) {
-    cae::log_info("%lld training rows x %d features (%d constant, dropped), %zu classes, gamma %.6g (%s), C %g, %s",
-                  static_cast<long long>(n), D, D - c.n_features_kept(), distinct.size(), c.resolved_gamma(),
-                  c.file().gamma_spec.c_str(), c.file().C, cae::device_name(device));
+    cae::log_info("%lld training rows%s x %d features (%d constant, dropped), %zu classes, gamma %.6g (%s), C %g, %s",
+                  static_cast<long long>(rows), flip ? " (images + mirrors)" : "", D, D - c.n_features_kept(),
+                  distinct.size(), c.resolved_gamma(), c.file().gamma_spec.c_str(), c.file().C,
+                  cae::device_name(device));
     bar = std::make_unique<cae::ProgressBar>("svm-fit", pairs, "pairs");
   };
   progress.pair = [&](int done, int) { bar->update(done); };
   svm::Classifier clf;
+  svm::ModelSelection selection;
   if (folds != 0) {
     const size_t cells = C_list.size() * gamma_list.size();
     cae::log_info("cross-validation: %d folds (seed %lld), %zu C x %zu gamma = %zu fits", folds,
                   static_cast<long long>(opt.cv_seed), C_list.size(), gamma_list.size(), cells * folds);
     // The bar is drawn only on a terminal; the log gets the table once the search is done.
     cae::ProgressBar cv_bar("svm-fit cv", static_cast<int64_t>(cells * folds), "fits");
-    svm::SelectionProgress sp;
-    sp.fit = [&](int done, int) { cv_bar.update(done); };
-    sp.selected = [&](const svm::ModelSelection& s) {
+    // With mirrors, an image and its mirror share a fold (grouped_folds).
+    selection = svm::cross_validate(train.X.data(), train.labels.data(), rows, D, params, C_list, gamma_list, folds,
+                                    static_cast<uint64_t>(opt.cv_seed), device,
+                                    [&](int done, int) { cv_bar.update(done); }, views);
+    {
+      const svm::ModelSelection& s = selection;
       cv_bar.finish();
       for (size_t c = 0; c < s.C.size(); ++c)
         for (size_t g = 0; g < s.gamma.size(); ++g)
@@ -107,16 +128,29 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
                         static_cast<int>(c) == s.best_C && static_cast<int>(g) == s.best_gamma ? "  <- best" : "");
       cae::log_info("best: C %g, gamma %s, cv accuracy %.4f (%d-fold, %.1f s); refitting on all %lld rows",
                     s.C[s.best_C], s.gamma[s.best_gamma].c_str(), s.best_accuracy(), s.folds, s.seconds,
-                    static_cast<long long>(n));
-    };
-    sp.refit = progress;
-    svm::fit_best(clf, train.X.data(), train.labels.data(), n, D, params, C_list, gamma_list, folds,
-                  static_cast<uint64_t>(opt.cv_seed), device, sp);
-  } else {
-    clf.fit(train.X.data(), train.labels.data(), n, D, params, device, progress);
+                    static_cast<long long>(rows));
+    }
+    params.C = selection.C[selection.best_C];
+    params.gamma = selection.gamma[selection.best_gamma];
   }
+  // The sigmoids of the chosen (C, gamma), on cross-validated decision values; before the
+  // fit, which scales the rows in place.
+  svm::Sigmoids sigmoids;
+  if (opt.probability) {
+    cae::log_info("probabilities: %d-fold cross-validated decision values (seed %lld) for the pairs' sigmoids",
+                  kProbabilityFolds, static_cast<long long>(opt.cv_seed));
+    cae::ProgressBar prob_bar("svm-fit probability", kProbabilityFolds, "folds");
+    sigmoids = svm::fit_sigmoids(train.X.data(), train.labels.data(), rows, D, params, kProbabilityFolds,
+                                 static_cast<uint64_t>(opt.cv_seed), device, views,
+                                 [&](int done, int) { prob_bar.update(done); });
+    prob_bar.finish();
+  }
+  clf.fit(train.X.data(), train.labels.data(), rows, D, params, device, progress);
   bar->finish();
+  if (!selection.empty()) clf.set_model_selection(std::move(selection));
+  if (opt.probability) clf.set_probability(sigmoids.A, sigmoids.B, sigmoids.folds, sigmoids.seed);
   clf.set_class_names(reader.class_names());
+  clf.set_augment(opt.augment);
   const svm::Model& model = clf.model();
   const int kept = clf.n_features_kept();
 
@@ -143,7 +177,9 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   cae::JsonObject json;
   json.add("tool", kInfo.name)
       .add("output", common.output)
-      .add("n_train", n)
+      .add("n_train", rows)
+      .add("n_images", n)
+      .add("augment", opt.augment)
       .add("n_features", D)
       .add("n_features_kept", kept)
       .add("gamma", clf.resolved_gamma())
@@ -155,6 +191,8 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
       .add("seconds", total_s)
       .add("device", cae::device_name(device));
   const svm::ModelSelection& sel = clf.model_selection();
+  json.add("probability", opt.probability);
+  if (opt.probability) json.add("probability_seconds", sigmoids.seconds);
   if (!sel.empty())
     json.add("cv_accuracy", sel.best_accuracy())
         .add("cv_folds", static_cast<int64_t>(sel.folds))
@@ -183,6 +221,13 @@ int main(int argc, char** argv) {
                        "none); with --C/--gamma lists, of every pair, and the best one becomes the model")
             ->check(CLI::NonNegativeNumber);
         app.add_option("--cv-seed", opt.cv_seed, "Seed of the folds' shuffle")->check(CLI::NonNegativeNumber);
+        app.add_option("--augment", opt.augment,
+                       "flip: also train on the mirrored images' features (/train/features_flip, ae-encode --flip); "
+                       "with --cv an image and its mirror share a fold")
+            ->check(CLI::IsMember({"none", "flip"}));
+        app.add_flag("--probability", opt.probability,
+                     "Also fit probability estimates (libsvm's -b 1: per-pair sigmoids on 5-fold cross-validated "
+                     "decision values, seeded by --cv-seed); svm-eval then writes /probabilities and the log-loss");
         app.add_option("--scale", opt.scale, "Feature standardisation (mean/std of the training rows)")
             ->check(CLI::IsMember({"standard", "none"}));
         app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");
@@ -190,8 +235,8 @@ int main(int argc, char** argv) {
         app.add_option("--train-limit", opt.train_limit,
                        "Use the first N training rows (0 = all; more than there are = all, with a warning)")
             ->check(CLI::NonNegativeNumber);
-        app.add_option("--export-libsvm", opt.export_libsvm,
-                       "Also write the model in libsvm's text format (for svm-predict on scaled data)");
+        cae::output_file(app.add_option("--export-libsvm", opt.export_libsvm,
+                                        "Also write the model in libsvm's text format (for svm-predict on scaled data)"));
       },
       [&] { fit(opt, common); });
 }

@@ -1,10 +1,13 @@
 #include "kernels/svm/classifier.h"
 
+#include <cstddef>
+#include <stdexcept>
 #include <string>
 
 #include "common/error.h"
 #include "common/timer.h"
 #include "kernels/svm/preprocess.h"
+#include "kernels/svm/probability.h"
 
 namespace svm {
 
@@ -95,6 +98,39 @@ std::vector<double> Classifier::decision_values(float* X, int64_t n, cae::Device
 
 std::vector<int32_t> Classifier::vote(const std::vector<double>& dec, int64_t n) const {
   return svm::vote(f_.model, dec.data(), n);
+}
+
+std::vector<double> average_views(const std::vector<double>& dec, int64_t n, int pairs, int views) {
+  const size_t row = static_cast<size_t>(pairs), rows = static_cast<size_t>(n);
+  if (views < 1 || dec.size() != rows * row * static_cast<size_t>(views))
+    throw std::invalid_argument("average_views: " + std::to_string(dec.size()) + " decision values are not " +
+                                std::to_string(views) + " views of " + std::to_string(n) + " rows x " +
+                                std::to_string(pairs) + " pairs");
+  std::vector<double> avg(dec.begin(), dec.begin() + static_cast<std::ptrdiff_t>(rows * row));
+  for (int v = 1; v < views; ++v) {
+    const double* d = dec.data() + static_cast<size_t>(v) * rows * row;
+    for (size_t i = 0; i < rows * row; ++i) avg[i] += d[i];
+  }
+  if (views > 1)
+    for (double& a : avg) a /= views;
+  return avg;
+}
+
+void Classifier::set_probability(std::vector<double> A, std::vector<double> B, int folds, uint64_t seed) {
+  const size_t pairs = static_cast<size_t>(f_.model.n_pairs());
+  if (A.size() != pairs || B.size() != pairs)
+    throw std::invalid_argument("set_probability: " + std::to_string(A.size()) + " and " + std::to_string(B.size()) +
+                                " sigmoids for " + std::to_string(pairs) + " pairs");
+  f_.prob_A = std::move(A);
+  f_.prob_B = std::move(B);
+  f_.probability_folds = folds;
+  f_.probability_seed = seed;
+}
+
+std::vector<double> Classifier::probabilities(const std::vector<double>& decision_values, int64_t n) const {
+  if (!has_probability()) throw std::logic_error("probabilities: the model was fitted without --probability");
+  return probabilities_from_decisions(decision_values, n, static_cast<int>(f_.model.classes.size()), f_.prob_A,
+                                      f_.prob_B);
 }
 
 std::vector<int32_t> Classifier::predict(float* X, int64_t n, cae::Device device) const {

@@ -39,6 +39,12 @@ struct ClassifierParams {
 
 class Classifier;
 
+// Test-time augmentation: dec holds [views·n, pairs] decision values, row i + j·n being view
+// j of image i (svm-eval --tta flip: the originals, then their mirrors); returns [n, pairs],
+// each image's decision values averaged elementwise over its views. Voting (and
+// probabilities) then work on the averages.
+std::vector<double> average_views(const std::vector<double>& dec, int64_t n, int pairs, int views);
+
 // A training set scaled and masked once, for many solves that differ only in C and gamma:
 // cross-validation prepares each fold once and every (gamma, C) pair reuses it
 // (Classifier::prepare, fit_prepared).
@@ -104,6 +110,18 @@ class Classifier {
   void export_libsvm(const cae::AtomicOutput& out) const { write_libsvm_model(out, f_); }
 
   void set_class_names(std::vector<std::string> names) { f_.class_names = std::move(names); }
+  // How the caller made the training rows ("none", "flip"; ModelFile::augment): recorded,
+  // not applied — the Classifier fits whatever rows it is given. fit() resets it to "none".
+  void set_augment(std::string augment) { f_.augment = std::move(augment); }
+
+  // Probability estimates, libsvm's -b 1 (probability.h): set_probability stores the pairs'
+  // sigmoids that fit_sigmoids found ([k(k−1)/2] each, pair order; fit() clears them);
+  // probabilities() turns decision values [n, k(k−1)/2] (decision_values, or their TTA
+  // averages) into class probabilities [n, k] row-major, columns in model().classes order,
+  // rows summing to 1. Throws std::logic_error when the model has none.
+  void set_probability(std::vector<double> A, std::vector<double> B, int folds, uint64_t seed);
+  bool has_probability() const { return f_.has_probability(); }
+  std::vector<double> probabilities(const std::vector<double>& decision_values, int64_t n) const;
   // The cross-validation that chose this model's C and gamma (model_selection.h: fit_best);
   // saved as /model_selection. fit() clears it.
   void set_model_selection(ModelSelection s) { f_.selection = std::move(s); }

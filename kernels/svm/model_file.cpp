@@ -84,6 +84,13 @@ void write_model_file(cae::Hdf5Writer& w, const ModelFile& f) {
   w.set_attr("/", "fit_seconds", f.fit_seconds);
   w.set_attr("/", "device", f.device);
   w.set_attr("/", "class_names", f.class_names);
+  w.set_attr("/", "augment", f.augment);
+  if (f.has_probability()) {
+    w.write("/svm/probA", f.prob_A);
+    w.write("/svm/probB", f.prob_B);
+    w.set_attr("/", "probability_folds", static_cast<int64_t>(f.probability_folds));
+    w.set_attr("/", "probability_seed", static_cast<int64_t>(f.probability_seed));
+  }
   if (!f.selection.empty()) write_model_selection(w, f.selection);
 }
 
@@ -149,6 +156,23 @@ ModelFile read_model_file(const std::string& path) {
   f.fit_seconds = h5.has_attr("/", "fit_seconds") ? h5.attr_double("/", "fit_seconds") : 0.0;
   f.device = h5.has_attr("/", "device") ? h5.attr_string("/", "device") : "";
   if (h5.has_attr("/", "class_names")) f.class_names = h5.attr_strings("/", "class_names");
+  // Files written before augmentation existed have no attribute: their rows were the images.
+  f.augment = h5.has_attr("/", "augment") ? h5.attr_string("/", "augment") : "none";
+  if (f.augment != "none" && f.augment != "flip") fail_file(path, "unknown augment '" + f.augment + "'");
+  if (f.augment == "flip" && f.n_train % 2 != 0)
+    fail_file(path, "augment 'flip' needs an even n_train (images, then their mirrors), not " +
+                        std::to_string(f.n_train));
+  // Both or neither: a model with one of the two could not give probabilities.
+  if (h5.has("/svm/probA") || h5.has("/svm/probB")) {
+    f.prob_A = h5.read<double>("/svm/probA", {k * (k - 1) / 2});
+    f.prob_B = h5.read<double>("/svm/probB", {k * (k - 1) / 2});
+    require_finite("/svm/probA", f.prob_A);
+    require_finite("/svm/probB", f.prob_B);
+    if (h5.has_attr("/", "probability_folds"))
+      f.probability_folds = static_cast<int>(h5.attr_int("/", "probability_folds"));
+    if (h5.has_attr("/", "probability_seed"))
+      f.probability_seed = static_cast<uint64_t>(h5.attr_int("/", "probability_seed"));
+  }
   if (h5.has("/model_selection")) f.selection = read_model_selection(h5, path);
   return f;
 }
@@ -166,6 +190,13 @@ void write_libsvm_model(const cae::AtomicOutput& out, const ModelFile& f) {
   for (double r : m.rho) fprintf(o, " %.17g", r);
   fprintf(o, "\nlabel");
   for (int c : m.classes) fprintf(o, " %d", c);
+  // Where libsvm's svm_save_model puts them: after label, before nr_sv.
+  if (f.has_probability()) {
+    fprintf(o, "\nprobA");
+    for (double a : f.prob_A) fprintf(o, " %.17g", a);
+    fprintf(o, "\nprobB");
+    for (double b : f.prob_B) fprintf(o, " %.17g", b);
+  }
   fprintf(o, "\nnr_sv");
   for (int c : m.n_support) fprintf(o, " %d", c);
   fprintf(o, "\nSV\n");

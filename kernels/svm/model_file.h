@@ -42,7 +42,19 @@ struct ModelFile {
   double fit_seconds = 0;
   std::string device = "cpu";
   std::vector<std::string> class_names;
+  // How the training rows were made: "none", or "flip" (svm-fit --augment flip: n_train / 2
+  // images then their mirrors, so a support index i >= n_train / 2 is the mirror of image
+  // i - n_train / 2).
+  std::string augment = "none";
   ModelSelection selection;
+  // libsvm's -b 1 (svm-fit --probability, probability.h): each pair's sigmoid
+  // P(first class | f) = 1 / (1 + exp(A f + B)), [k(k−1)/2] in pair order; empty without.
+  // The sigmoids were fitted on decision values of a probability_folds-fold cross-validation
+  // (seed probability_seed).
+  std::vector<double> prob_A, prob_B;
+  int probability_folds = 0;
+  uint64_t probability_seed = 0;
+  bool has_probability() const { return !prob_A.empty(); }
   int n_features() const { return static_cast<int>(feature_mask.size()); }
 };
 

@@ -58,6 +58,22 @@ std::vector<int> stratified_folds(const int32_t* y, int64_t n, int k, uint64_t s
   return fold;
 }
 
+std::vector<int> grouped_folds(const int32_t* y, int64_t n, int views, int k, uint64_t seed) {
+  if (views < 1 || n % views != 0)
+    throw std::invalid_argument("grouped_folds: " + std::to_string(n) + " rows are not " + std::to_string(views) +
+                                " views of the same images");
+  const int64_t images = n / views;
+  for (int v = 1; v < views; ++v)
+    for (int64_t i = 0; i < images; ++i)
+      if (y[v * images + i] != y[i])
+        throw std::invalid_argument("grouped_folds: view " + std::to_string(v) + " of image " + std::to_string(i) +
+                                    " has another label than the image");
+  std::vector<int> fold = stratified_folds(y, images, k, seed);
+  fold.resize(static_cast<size_t>(n));
+  for (int v = 1; v < views; ++v) std::copy_n(fold.begin(), images, fold.begin() + v * images);
+  return fold;
+}
+
 void check_cv_folds(int k, const int32_t* y, int64_t n, const std::vector<std::string>& class_names) {
   if (k < 2) throw cae::UsageError("--cv must be at least 2 folds, not " + std::to_string(k));
   std::map<int32_t, int64_t> count;
@@ -104,10 +120,13 @@ std::vector<std::string> parse_gamma_list(const std::string& text) {
 
 ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
-                              uint64_t seed, cae::Device device, const CvProgress& progress) {
+                              uint64_t seed, cae::Device device, const CvProgress& progress, int views) {
   if (C.empty() || gamma.empty()) throw std::invalid_argument("cross_validate: empty C or gamma list");
   cae::Stopwatch clock;
-  const std::vector<int> fold = stratified_folds(y, n, folds, seed);
+  const std::vector<int> fold = grouped_folds(y, n, views, folds, seed);
+  // Held-out images are scored on their first view only (the originals): a mirror of a
+  // held-out image is neither trained on nor scored.
+  const int64_t images = n / views;
   const size_t nc = C.size(), ng = gamma.size(), k = static_cast<size_t>(folds);
   ModelSelection s;
   s.folds = folds;
@@ -125,7 +144,12 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
   for (size_t f = 0; f < k; ++f) {
     // The fold's rows in training order, so each fit sees its rows as a plain fit would.
     std::vector<int64_t> train_rows, held_rows;
-    for (int64_t r = 0; r < n; ++r) (fold[r] == static_cast<int>(f) ? held_rows : train_rows).push_back(r);
+    for (int64_t r = 0; r < n; ++r) {
+      if (fold[r] != static_cast<int>(f))
+        train_rows.push_back(r);
+      else if (r < images)
+        held_rows.push_back(r);
+    }
     train_y.resize(train_rows.size());
     held_y.resize(held_rows.size());
     for (size_t i = 0; i < train_rows.size(); ++i) train_y[i] = y[train_rows[i]];
@@ -166,7 +190,7 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
   s.cv_accuracy.resize(nc * ng);
   size_t best = 0;
   for (size_t i = 0; i < nc * ng; ++i) {
-    s.cv_accuracy[i] = static_cast<double>(correct[i]) / static_cast<double>(n);
+    s.cv_accuracy[i] = static_cast<double>(correct[i]) / static_cast<double>(images);
     if (correct[i] > correct[best]) best = i;  // strict: ties keep the first in C-major order
   }
   s.best_C = static_cast<int>(best / ng);
@@ -177,8 +201,8 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
 
 void fit_best(Classifier& clf, float* X, const int32_t* y, int64_t n, int dim, ClassifierParams params,
               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds, uint64_t seed,
-              cae::Device device, const SelectionProgress& progress) {
-  ModelSelection s = cross_validate(X, y, n, dim, params, C, gamma, folds, seed, device, progress.fit);
+              cae::Device device, const SelectionProgress& progress, int views) {
+  ModelSelection s = cross_validate(X, y, n, dim, params, C, gamma, folds, seed, device, progress.fit, views);
   if (progress.selected) progress.selected(s);
   params.C = C[s.best_C];
   params.gamma = gamma[s.best_gamma];

@@ -24,6 +24,16 @@ namespace svm {
 // and the fold sizes differ by at most one. Needs 2 ≤ k (check_cv_folds says the rest).
 std::vector<int> stratified_folds(const int32_t* y, int64_t n, int k, uint64_t seed);
 
+// stratified_folds over images that appear as several rows (svm-fit --augment flip): the n
+// rows are `views` blocks of n / views, row i + j·(n / views) being view j of image i (the
+// original, then its mirror), all with image i's label. The images are dealt to folds by
+// stratified_folds on the first block, and every view goes to its image's fold: a mirror in
+// the training part of a fold whose held-out part has its original would let the model
+// see (nearly) the held-out image, and the CV accuracy would flatter it. views == 1 is
+// stratified_folds. std::invalid_argument unless n is a multiple of views and the views'
+// labels agree.
+std::vector<int> grouped_folds(const int32_t* y, int64_t n, int views, int k, uint64_t seed);
+
 // UsageError unless 2 ≤ k ≤ the smallest class's row count; the message names that class
 // (class_names[label] when there is one).
 void check_cv_folds(int k, const int32_t* y, int64_t n, const std::vector<std::string>& class_names);
@@ -37,9 +47,11 @@ std::vector<std::string> parse_gamma_list(const std::string& text);
 // After every fit of the cross-validation: fits done of the total (for a progress bar).
 using CvProgress = std::function<void(int fits_done, int fits_total)>;
 
-// Cross-validates every (C, gamma) pair of the lists with stratified_folds(y, n, folds, seed):
-// for each fold, a Classifier is fitted on the other folds' rows (params with C and gamma
-// replaced) and predicts the held-out rows. X [n, dim] is read, not changed (each fold
+// Cross-validates every (C, gamma) pair of the lists with grouped_folds(y, n, views, folds,
+// seed) (stratified_folds when views == 1): for each fold, a Classifier is fitted on the
+// other folds' rows, every view (params with C and gamma replaced), and predicts the
+// held-out images' first view — the originals, as svm-eval predicts the test split; the
+// accuracy is over the n / views images. X [n, dim] is read, not changed (each fold
 // gets a copy). The best pair is the highest cv_accuracy;
 // ties go to the first in C-major order (smaller C index, then smaller gamma index), so
 // listing C and gamma in increasing order prefers the simpler model on a tie.
@@ -51,7 +63,7 @@ using CvProgress = std::function<void(int fits_done, int fits_total)>;
 // reuses one kernel matrix for every C would come in; today each pair solves afresh.
 ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
-                              uint64_t seed, cae::Device device, const CvProgress& progress = {});
+                              uint64_t seed, cae::Device device, const CvProgress& progress = {}, int views = 1);
 
 // What fit_best reports: `fit` during the cross-validation, `selected` once the table is
 // complete (before the refit), then the refit's own FitProgress.
@@ -62,9 +74,10 @@ struct SelectionProgress {
 };
 
 // cross_validate, then the best pair fitted on all n rows into `clf`, which records the
-// table (saved as /model_selection). X is then scratch, as for Classifier::fit.
+// table (saved as /model_selection). X is then scratch, as for Classifier::fit. `views` as
+// for cross_validate; the refit sees all n rows.
 void fit_best(Classifier& clf, float* X, const int32_t* y, int64_t n, int dim, ClassifierParams params,
               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds, uint64_t seed,
-              cae::Device device, const SelectionProgress& progress = {});
+              cae::Device device, const SelectionProgress& progress = {}, int views = 1);
 
 }  // namespace svm

@@ -375,3 +375,125 @@ PY
   assert_error 1 "bad.h5: /train/features has 96 features per row, but latent_shape \[24,2,3\] holds 144$"
   assert_no_output "$TMP/svm2.h5"
 }
+
+# Flip augmentation and test-time augmentation (issue 15, item 4). ae-encode --flip writes
+# /SPLIT/features_flip (the mirrored images' features); here they are made by hand from the
+# generated features: `with_flips OUT EXPR` writes features.h5 plus features_flip = EXPR of
+# the split's features x (numpy), and the root attribute flip = 1.
+with_flips() {
+  local out="$1" expr="$2"
+  "$PYTHON" - "$SVM_DIR/features.h5" "$out" "$expr" <<'PY'
+import sys, h5py, numpy as np
+src, out, expr = sys.argv[1:4]
+rng = np.random.default_rng(5)
+with h5py.File(src, "r") as f, h5py.File(out, "w") as g:
+    for split in ("train", "test"):
+        x = f[f"/{split}/features"][()]
+        g[f"/{split}/features"] = x
+        g[f"/{split}/labels"] = f[f"/{split}/labels"][()]
+        g[f"/{split}/features_flip"] = np.asarray(eval(expr), np.float32)
+    for k, v in f.attrs.items():
+        g.attrs[k] = v
+    g.attrs["flip"] = np.int64(1)
+PY
+}
+
+@test "svm-fit --augment flip fits the images and their mirrors (2N rows); support indices >= N are mirrors" {
+  with_flips "$TMP/flip.h5" 'x[:, ::-1] * 0.8 + rng.normal(0, 0.3, x.shape)'
+  run "$BIN/svm-fit" --json --features "$TMP/flip.h5" --train-limit 600 --augment flip -o "$TMP/svm.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"1200 training rows (images + mirrors) x 512 features"* ]]
+  local json
+  json="$(grep '^{' <<< "$output")"
+  "$PYTHON" - "$TMP/svm.h5" "$TMP/flip.h5" "$json" <<'PY'
+import json, sys, h5py, numpy as np
+f, src, j = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r"), json.loads(sys.argv[3])
+a = f.attrs
+assert a["n_train"] == 1200 and a["augment"] == "flip", (a["n_train"], a["augment"])
+assert j["n_train"] == 1200 and j["n_images"] == 600 and j["augment"] == "flip"
+idx = f["svm/support_indices"][()]
+assert idx.max() < 1200 and (idx >= 600).sum() > 50 and (idx < 600).sum() > 50   # both views are support vectors
+# Row i < 600 is image i, row i >= 600 the mirror of image i - 600: the support vectors are
+# exactly those rows, scaled with the scaler of all 1200 rows and masked.
+rows = np.concatenate([src["train/features"][:600], src["train/features_flip"][:600]])
+mean = rows.astype(np.float64).mean(axis=0)
+assert np.allclose(f["scaler/mean"][()], mean, rtol=1e-6, atol=1e-6)
+mask = f["svm/feature_mask"][()] == 1
+x = rows[idx]
+xs = ((x - f["scaler/mean"][()]).astype(np.float32) / f["scaler/scale"][()]).astype(np.float32)
+assert np.array_equal(xs[:, mask], f["svm/support_vectors"][()])
+labels = src["train/labels"][:600]
+assert np.array_equal(np.concatenate([labels, labels])[idx], np.sort(np.concatenate([labels, labels])[idx]))
+PY
+  # The plain fit of the same file records augment none and N rows.
+  "$BIN/svm-fit" -q --features "$TMP/flip.h5" --train-limit 600 -o "$TMP/plain.h5"
+  "$PYTHON" -c "import h5py,sys; a=h5py.File(sys.argv[1],'r').attrs; assert a['n_train']==600 and a['augment']=='none'" "$TMP/plain.h5"
+  # Cross-validation over images: each image and its mirror in one fold; scored on the originals.
+  run "$BIN/svm-fit" --features "$TMP/flip.h5" --train-limit 600 --augment flip --cv 3 --C 1,10 -o "$TMP/cv.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"refitting on all 1200 rows"* ]]
+  "$PYTHON" -c "import h5py,sys; f=h5py.File(sys.argv[1],'r'); assert f.attrs['n_train']==1200 and f['model_selection/cv_accuracy'].shape==(2,1)" "$TMP/cv.h5"
+}
+
+@test "--augment flip / --tta flip without mirrored features: one clear error, no output" {
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --augment flip -o "$TMP/svm.h5"
+  assert_error 1 "features.h5: /train/features_flip is missing: --augment flip needs the features of the mirrored images \(run ae-encode --flip\)$"
+  assert_no_output "$TMP/svm.h5"
+  run "$BIN/svm-eval" --model "$SVM_DIR/svm.h5" --features "$SVM_DIR/features.h5" --tta flip -o "$TMP/eval.h5"
+  assert_error 1 "features.h5: /test/features_flip is missing: --tta flip needs the features of the mirrored images \(run ae-encode --flip\)$"
+  assert_no_output "$TMP/eval.h5"
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --augment mirror -o "$TMP/svm.h5"
+  [ "$status" -eq 2 ]
+  run "$BIN/svm-eval" --model "$SVM_DIR/svm.h5" --features "$SVM_DIR/features.h5" --tta yes -o "$TMP/eval.h5"
+  [ "$status" -eq 2 ]
+}
+
+@test "svm-eval --tta flip averages each row's decision values with its mirror's, then votes" {
+  # Mirrors identical to the originals: the average is the value itself, predictions unchanged.
+  with_flips "$TMP/same.h5" 'x'
+  "$BIN/svm-eval" -q --decision-values --model "$SVM_DIR/svm.h5" --features "$TMP/same.h5" -o "$TMP/plain.h5"
+  run "$BIN/svm-eval" --json --decision-values --model "$SVM_DIR/svm.h5" --features "$TMP/same.h5" --tta flip -o "$TMP/tta.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"test split of $TMP/same.h5 (tta flip): accuracy"* && "$output" == *'"tta":"flip"'* ]]
+  # Mirrors that differ: the TTA decision values are the mean of the two plain evaluations.
+  with_flips "$TMP/other.h5" 'x[:, ::-1] * 0.5 + 0.5 * x + rng.normal(0, 0.5, x.shape)'
+  "$PYTHON" - "$TMP/other.h5" "$TMP/mirrors.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f, h5py.File(sys.argv[2], "w") as g:
+    for split in ("train", "test"):
+        g[f"/{split}/features"] = f[f"/{split}/features_flip"][()]
+        g[f"/{split}/labels"] = f[f"/{split}/labels"][()]
+    for k, v in f.attrs.items():
+        g.attrs[k] = v
+PY
+  "$BIN/svm-eval" -q --decision-values --model "$SVM_DIR/svm.h5" --features "$TMP/other.h5" -o "$TMP/a.h5"
+  "$BIN/svm-eval" -q --decision-values --model "$SVM_DIR/svm.h5" --features "$TMP/mirrors.h5" -o "$TMP/b.h5"
+  "$BIN/svm-eval" -q --decision-values --model "$SVM_DIR/svm.h5" --features "$TMP/other.h5" --tta flip --limit 700 \
+    -o "$TMP/ab.h5" --export-libsvm-data "$TMP/ab.libsvm"
+  "$PYTHON" - "$TMP" <<'PY'
+import sys, h5py, numpy as np
+t = sys.argv[1]
+r = {k: h5py.File(f"{t}/{k}.h5", "r") for k in ("plain", "tta", "a", "b", "ab")}
+assert r["tta"].attrs["tta"] == "flip" and r["plain"].attrs["tta"] == "none"
+assert np.array_equal(r["tta"]["predictions"][()], r["plain"]["predictions"][()])
+# Not bit-equal: a row's float kernel values depend a little on where its block of rows
+# starts in the sgemm (the TTA batch holds 2N rows), ~1e-6 here; no vote is that close.
+assert np.allclose(r["tta"]["decision_values"][()], r["plain"]["decision_values"][()], rtol=0, atol=1e-5)
+assert r["tta"].attrs["accuracy"] == r["plain"].attrs["accuracy"]
+mean = (r["a"]["decision_values"][:700] + r["b"]["decision_values"][:700]) / 2
+d = r["ab"]["decision_values"][()]
+assert d.shape == (700, 45) and np.allclose(d, mean, rtol=0, atol=1e-5)
+assert np.array_equal(r["ab"]["labels"][()], r["a"]["labels"][:700])
+# The votes of the averaged values are the predictions, and they differ from either view's.
+pairs = [(i, j) for i in range(10) for j in range(i + 1, 10)]
+votes = np.zeros((700, 10), int)
+for q, (i, j) in enumerate(pairs):
+    votes[d[:, q] > 0, i] += 1
+    votes[d[:, q] <= 0, j] += 1
+p = r["ab"]["predictions"][()]
+assert np.array_equal(votes.argmax(axis=1), p)
+assert (p != r["a"]["predictions"][:700]).any() and (p != r["b"]["predictions"][:700]).any()
+PY
+  # The libsvm data export holds the originals only (svm-predict has no TTA).
+  [ "$(wc -l < "$TMP/ab.libsvm")" -eq 700 ]
+}

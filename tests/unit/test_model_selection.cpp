@@ -292,3 +292,79 @@ TEST(SvmGrid, TiesGoToTheFirstPairInCMajorOrder) {
   EXPECT_EQ(s.best_C, 0);
   EXPECT_EQ(s.best_gamma, 0);
 }
+
+// svm-fit --augment flip: an image and its mirror are two rows, and they must share a fold.
+TEST(SvmFolds, GroupedFoldsKeepEveryViewOfAnImageInItsFold) {
+  const Data d = make_data(90, 2, 3, 21, 1.0);
+  const int64_t images = d.n;
+  std::vector<int32_t> y2 = d.y;  // the mirrors, with the originals' labels
+  y2.insert(y2.end(), d.y.begin(), d.y.end());
+  for (int k : {2, 3, 5}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    const std::vector<int> fold = svm::grouped_folds(y2.data(), 2 * images, 2, k, 13);
+    ASSERT_EQ(fold.size(), y2.size());
+    // The images are dealt exactly as stratified_folds deals them (stratified per class)...
+    const std::vector<int> by_image = svm::stratified_folds(d.y.data(), images, k, 13);
+    for (int64_t i = 0; i < images; ++i) {
+      EXPECT_EQ(fold[i], by_image[i]);
+      // ... and the mirror of image i (row i + images) is in image i's fold.
+      EXPECT_EQ(fold[i + images], fold[i]) << "image " << i;
+    }
+    std::vector<int> size(k, 0);
+    for (int f : fold) ++size[f];
+    const auto [lo, hi] = std::minmax_element(size.begin(), size.end());
+    EXPECT_LE(*hi - *lo, 2);  // one image = two rows
+  }
+  // One view is stratified_folds itself (svm-fit without --augment keeps its folds).
+  EXPECT_EQ(svm::grouped_folds(d.y.data(), images, 1, 3, 4), svm::stratified_folds(d.y.data(), images, 3, 4));
+  // Rows that are not views of the same images are refused.
+  EXPECT_THROW(svm::grouped_folds(y2.data(), 2 * images - 1, 2, 3, 1), std::invalid_argument);
+  y2[images + 4] = (y2[4] + 1) % 3;
+  EXPECT_THROW(svm::grouped_folds(y2.data(), 2 * images, 2, 3, 1), std::invalid_argument);
+}
+
+// Cross-validation over originals + mirrors: each fold is fitted on every view of its
+// training images (no view of a held-out image) and scored on the held-out originals only.
+TEST(SvmGrid, CrossValidationWithMirrorsHoldsOutWholeImages) {
+  const Data d = make_data(150, 5, 3, 31, 1.2);
+  const int64_t images = d.n;
+  // A "mirror": the image's features reversed and shifted a little — another row, same label.
+  std::vector<float> X2 = d.X;
+  std::vector<int32_t> y2 = d.y;
+  for (int64_t i = 0; i < images; ++i) {
+    for (int f = 0; f < d.dim; ++f) X2.push_back(d.X[i * d.dim + (d.dim - 1 - f)] * 0.9f + 0.05f);
+    y2.push_back(d.y[i]);
+  }
+  const int k = 3;
+  svm::ClassifierParams params;
+  const std::vector<double> C{1, 10};
+  const std::vector<std::string> gamma{"scale"};
+  const svm::ModelSelection s = svm::cross_validate(X2.data(), y2.data(), 2 * images, d.dim, params, C, gamma, k, 5,
+                                                    cae::Device::cpu, {}, 2);
+  const std::vector<int> fold = svm::stratified_folds(d.y.data(), images, k, 5);
+  for (size_t c = 0; c < C.size(); ++c) {
+    int64_t right_total = 0;
+    for (int f = 0; f < k; ++f) {
+      std::vector<float> tr, te;
+      std::vector<int32_t> ytr, yte;
+      for (int64_t r = 0; r < 2 * images; ++r) {
+        const bool held = fold[r % images] == f;
+        if (held && r >= images) continue;  // a held-out image's mirror: neither trained on nor scored
+        auto& X = held ? te : tr;
+        X.insert(X.end(), X2.begin() + r * d.dim, X2.begin() + (r + 1) * d.dim);
+        (held ? yte : ytr).push_back(y2[r]);
+      }
+      svm::ClassifierParams p = params;
+      p.C = C[c];
+      svm::Classifier clf;
+      clf.fit(tr.data(), ytr.data(), static_cast<int64_t>(ytr.size()), d.dim, p, cae::Device::cpu);
+      EXPECT_EQ(clf.file().n_train, static_cast<int64_t>(ytr.size()));
+      const std::vector<int32_t> pred = clf.predict(te.data(), static_cast<int64_t>(yte.size()));
+      int64_t right = 0;
+      for (size_t i = 0; i < yte.size(); ++i) right += pred[i] == yte[i];
+      right_total += right;
+      EXPECT_EQ(s.fold_accuracy[c * k + f], static_cast<double>(right) / yte.size());
+    }
+    EXPECT_EQ(s.cv_accuracy[c], static_cast<double>(right_total) / images);  // over the images
+  }
+}

@@ -236,11 +236,52 @@ def load_eval(path):
         computed = np.divide(np.diag(confusion), row_totals, out=np.zeros(k), where=row_totals > 0)
         e.update(confusion=confusion.astype(np.int64), k=k, class_names=[str(n) for n in names],
                  n=total, per_class=computed, accuracy=float(np.trace(confusion) / total))
+        e["calibration"] = load_calibration(f, path, e, labels)
         stored = number(e["attrs"], "accuracy")
         if stored is not None and abs(stored - e["accuracy"]) > 1e-6:
             e["notes"].append(f"{os.path.basename(path)}: stored accuracy {stored:.4f} differs from "
                               f"the confusion matrix's {e['accuracy']:.4f}; the report uses the matrix")
         return e
+
+
+RELIABILITY_BINS = 10
+
+
+def load_calibration(f, path, e, labels):
+    """svm-eval's /probabilities [N, k] (a model fitted with svm-fit --probability), reduced to
+    what the report draws: the reliability diagram's bins of the top-class probability (mean
+    confidence, accuracy and count per bin), the expected calibration error and the log-loss.
+    None when the file has no probabilities."""
+    import numpy as np
+    if "probabilities" not in f:
+        return None
+    if labels is None:
+        raise ReportError(path, "has /probabilities but no /labels to score them against")
+    P = read_dataset(f, path, "probabilities", "f", shape=(len(labels), e["k"]))
+    if not np.isfinite(P).all() or (P < 0).any() or (P > 1).any():
+        raise ReportError(path, "/probabilities holds values outside [0, 1]")
+    sums = P.sum(axis=1)
+    if len(P) and np.abs(sums - 1).max() > 1e-6:
+        raise ReportError(path, f"/probabilities rows must sum to 1 (one sums to {sums[np.abs(sums - 1).argmax()]:.6g})")
+    top, pred = P.max(axis=1), P.argmax(axis=1)
+    right = pred == labels
+    # Bin b holds confidences in [b/10, (b+1)/10); a confidence of exactly 1 goes to the last.
+    which = np.minimum((top * RELIABILITY_BINS).astype(int), RELIABILITY_BINS - 1)
+    count = np.bincount(which, minlength=RELIABILITY_BINS)
+    conf = np.bincount(which, weights=top, minlength=RELIABILITY_BINS)
+    hits = np.bincount(which, weights=right.astype(np.float64), minlength=RELIABILITY_BINS)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        conf, acc = conf / count, hits / count
+    n = len(labels)
+    ece = float(np.nansum(count / n * np.abs(acc - conf))) if n else float("nan")
+    computed = float(-np.mean(np.log(np.clip(P[np.arange(n), labels], 1e-15, 1 - 1e-15)))) if n else float("nan")
+    stored = number(e["attrs"], "log_loss")
+    if stored is not None and abs(stored - computed) > 1e-6:
+        e["notes"].append(f"{os.path.basename(path)}: stored log_loss {stored:.4f} differs from the "
+                          f"probabilities' {computed:.4f}; the report uses the probabilities")
+    return {"count": count.astype(np.int64), "confidence": conf, "accuracy": acc, "ece": ece,
+            "log_loss": computed, "argmax_accuracy": float(right.mean()) if n else float("nan"),
+            "tta": e["attrs"].get("tta")}
 
 
 LOADERS = {"model": load_model, "features": load_features, "svm": load_svm, "eval": load_eval}

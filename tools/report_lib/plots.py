@@ -251,3 +251,39 @@ def plot_cv_grid(plt, grid, folder):
     folds = grid.get("folds")
     ax.set_title(f"{int(folds)}-fold cross-validation: C × γ" if folds else "Cross-validation: C × γ")
     return save(fig, folder, "cv_grid.png")
+
+
+def plot_reliability(plt, ev, folder):
+    """svm-eval's probabilities (svm-fit --probability) as a reliability diagram: per bin of
+    the top-class probability, the mean confidence against the share right, with the counts
+    below. A calibrated model lies on the diagonal."""
+    import numpy as np
+    cal = ev.get("calibration")
+    if cal is None or int(cal["count"].sum()) == 0:
+        return None
+    bins = len(cal["count"])
+    edges = np.linspace(0, 1, bins + 1)
+    centres = (edges[:-1] + edges[1:]) / 2
+    filled = cal["count"] > 0
+    fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(6.4, 6.2), sharex=True,
+                                   gridspec_kw={"height_ratios": [3, 1.1], "hspace": 0.08})
+    ax.plot([0, 1], [0, 1], ls="--", lw=1.2, color=COLORS["muted"], label="calibrated")
+    ax.bar(centres[filled], cal["accuracy"][filled], width=1 / bins * 0.9, color=COLORS["train"], alpha=0.35,
+           edgecolor=COLORS["train"], label="share right per bin")
+    ax.plot(cal["confidence"][filled], cal["accuracy"][filled], marker="o", ms=5, lw=2, color=COLORS["test"],
+            label="mean confidence → share right")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("share of the bin predicted right")
+    ax.legend(loc="upper left", fontsize=9)
+    ax.set_title(f"Reliability: log-loss {cal['log_loss']:.3f}, ECE {100 * cal['ece']:.1f} %"
+                 + (" (TTA flip)" if cal.get("tta") == "flip" else ""))
+    ax_n.bar(centres, cal["count"], width=1 / bins * 0.9, color=COLORS["accent"])
+    for x, c in zip(centres, cal["count"]):
+        if c:
+            ax_n.text(x, c, f"{int(c):,}", ha="center", va="bottom", fontsize=8)
+    ax_n.set_ylim(0, max(cal["count"].max() * 1.25, 1))
+    ax_n.set_xlabel("top-class probability (bins of 0.1)")
+    ax_n.set_ylabel("images")
+    ax_n.grid(axis="x", visible=False)
+    return save(fig, folder, "reliability.png")

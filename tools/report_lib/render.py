@@ -100,6 +100,10 @@ def summary_cards(loaded):
         e = loaded["eval"]
         cards.append(("Test accuracy" if e["attrs"].get("split", "test") == "test" else "Accuracy",
                       pct(e["accuracy"]), f"{fmt_int(e['n'])} images, {e['k']} classes"))
+        cal = e.get("calibration")
+        if cal is not None:
+            cards.append(("Log-loss", f"{cal['log_loss']:.3f}",
+                          f"calibration error {100 * cal['ece']:.1f} % (ECE, 10 bins)"))
     if "model" in loaded:
         h = loaded["model"]["history"]
         if "test_loss" in h and len(h["test_loss"]):
@@ -218,6 +222,19 @@ def build_html(ctx):
           "columns: predicted class. Numbers are counts, colour is the share of the row.</figcaption></figure>")
         w("<figure><img src=\"per_class_accuracy.png\" alt=\"Accuracy per class\"><figcaption>The diagonal of the "
           "confusion matrix divided by each row's total.</figcaption></figure></div></section>")
+    if "examples.png" in img:
+        w("<section><h2>Test images</h2>")
+        w("<figure><img src=\"examples.png\" alt=\"Test images with predicted and true classes\">"
+          f"<figcaption>{e(ctx.get('examples_caption', ''))}</figcaption></figure></section>")
+    if "reliability.png" in img:
+        w("<section><h2>Probabilities</h2>")
+        w("<p class=\"lead\">The model's probability estimates (svm-fit --probability: libsvm's pairwise "
+          "sigmoids on cross-validated decision values, coupled into class probabilities).</p>")
+        w("<figure><img src=\"reliability.png\" alt=\"Reliability diagram\" style=\"max-width:560px\">"
+          "<figcaption>Test images binned by the probability of their most likely class: the share of each bin "
+          "classified right against its mean probability. On the diagonal, a probability of 0.7 is right 70 % "
+          "of the time. ECE: the bins' |share right − mean probability|, weighted by their counts.</figcaption>"
+          "</figure></section>")
     if "cv_grid.png" in img:
         w("<section><h2>Model selection</h2>")
         w(f"<p class=\"lead\">{e(ctx['grid_lead'])}</p>")
@@ -284,6 +301,14 @@ def build_markdown(ctx):
     if "confusion.png" in img:
         out += ["## Classification", "", ctx["classification_lead"], "",
                 "![Confusion matrix](confusion.png)", "", "![Accuracy per class](per_class_accuracy.png)", ""]
+    if "examples.png" in img:
+        out += ["## Test images", "", ctx.get("examples_caption", ""), "",
+                "![Test images with predicted and true classes](examples.png)", ""]
+    if "reliability.png" in img:
+        out += ["## Probabilities", "",
+                "Test images binned by the probability of their most likely class: the share of each bin "
+                "classified right against its mean probability (on the diagonal: calibrated).", "",
+                "![Reliability diagram](reliability.png)", ""]
     if "cv_grid.png" in img:
         out += ["## Model selection", "", ctx["grid_lead"], "",
                 "![Cross-validated accuracy per C and gamma](cv_grid.png)", ""]
