@@ -5,6 +5,8 @@
 #   make pipeline RUN="srun --gres=gpu:1"           every tool run as a Slurm step
 #   make data                                       only data/cifar10.h5
 #   make pipeline-clean                             delete $(RUN_DIR)
+#   make pipeline DATASET=fashion-mnist             another dataset (pipelines/datasets.mk:
+#                                                   fashion-mnist, mnist, cifar100, folder)
 #
 #   data/cifar10.h5 ─ ae-train ─▶ model.h5 ─ ae-encode ─▶ features.h5 ─ svm-fit ─▶ svm.h5
 #                                                              └───────── svm-eval ─▶ eval.h5 ─ report ─▶ report/
@@ -25,6 +27,9 @@
 # Training checkpoints after every epoch into $(RUN_DIR)/.model-HASH.ckpt.h5 and is
 # renamed to model.h5 when done, so an interrupted `make pipeline` resumes where it
 # stopped (same parameters) and model.h5 only ever exists complete.
+
+# The dataset and its defaults first: what it sets, the ?= below leave alone.
+include $(dir $(lastword $(MAKEFILE_LIST)))datasets.mk
 
 DEVICE      ?= auto
 EPOCHS      ?= 20
@@ -52,7 +57,8 @@ CIFAR10_URL ?= https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz
 CIFAR10_MD5 ?= c32a1d4ab5d03f1284b67883e8d87530
 
 BIN          := $(BUILD)/bin
-DATASET      := $(DATA_DIR)/cifar10.h5
+# The dataset file (DATASET names the dataset: pipelines/datasets.mk).
+PL_DATASET   := $(DATA_DIR)/$(PL_NAME).h5
 CIFAR10_TGZ  := $(DATA_DIR)/cifar-10-binary.tar.gz
 PL_MODEL     := $(RUN_DIR)/model.h5
 PL_FEATURES  := $(RUN_DIR)/features.h5
@@ -61,8 +67,9 @@ PL_EVAL      := $(RUN_DIR)/eval.h5
 PL_REPORT    := $(RUN_DIR)/report/index.html
 
 # Where the images come from: a local folder (or .tar.gz) named by CIFAR10_DIR, else the
-# official archive downloaded into $(DATA_DIR).
-ifneq ($(strip $(CIFAR10_DIR)),)
+# official archive downloaded into $(DATA_DIR). (Other datasets: pipelines/datasets.mk.)
+ifneq ($(DATASET),cifar10)
+else ifneq ($(strip $(CIFAR10_DIR)),)
 PL_SOURCE       := $(CIFAR10_DIR)
 PL_SOURCE_FILES := $(if $(wildcard $(CIFAR10_DIR)/.),$(wildcard $(CIFAR10_DIR)/data_batch_*.bin $(CIFAR10_DIR)/test_batch.bin),$(wildcard $(CIFAR10_DIR)))
 PL_SOURCE_ID    := $(abspath $(CIFAR10_DIR))
@@ -73,26 +80,29 @@ PL_SOURCE_ID    := $(CIFAR10_URL)
 endif
 
 # ---- parameter stamps --------------------------------------------------------------------
-PL_PARAMS_data   := source=$(PL_SOURCE_ID) train_limit=$(TRAIN_LIMIT) test_limit=$(TEST_LIMIT)
-PL_PARAMS_train  := data=$(abspath $(DATASET)) epochs=$(EPOCHS) batch=$(BATCH) channels=$(ENCODER_CHANNELS) val_split=$(VAL_SPLIT) flags=$(TRAIN_FLAGS)
+PL_PARAMS_data   := source=$(PL_SOURCE_ID) train_limit=$(TRAIN_LIMIT) test_limit=$(TEST_LIMIT)$(if $(filter-out cifar10,$(DATASET)), dataset=$(DATASET) convert=$(PL_CONVERT_FLAGS) $(CONVERT_FLAGS))
+PL_PARAMS_train  := data=$(abspath $(PL_DATASET)) epochs=$(EPOCHS) batch=$(BATCH) channels=$(ENCODER_CHANNELS) val_split=$(VAL_SPLIT) flags=$(TRAIN_FLAGS)
 PL_PARAMS_encode := flags=$(ENCODE_FLAGS)
 PL_PARAMS_fit    := flags=$(FIT_FLAGS)
 PL_PARAMS_eval   := flags=$(EVAL_FLAGS)
 
 pl_hash = $(shell printf '%s' '$(subst ','\'',$(PL_PARAMS_$(1)))' | md5sum | cut -c1-10)
-PL_DATA_STAMP   := $(DATA_DIR)/.params/data-$(call pl_hash,data).params
+# Datasets share DATA_DIR, so each has its own data stamps (CIFAR-10 keeps the name "data").
+PL_DATA_PREFIX  := $(if $(filter cifar10,$(DATASET)),data,$(PL_NAME))
+PL_DATA_STAMP   := $(DATA_DIR)/.params/$(PL_DATA_PREFIX)-$(call pl_hash,data).params
 PL_TRAIN_STAMP  := $(RUN_DIR)/.params/train-$(call pl_hash,train).params
 PL_ENCODE_STAMP := $(RUN_DIR)/.params/encode-$(call pl_hash,encode).params
 PL_FIT_STAMP    := $(RUN_DIR)/.params/fit-$(call pl_hash,fit).params
 PL_EVAL_STAMP   := $(RUN_DIR)/.params/eval-$(call pl_hash,eval).params
 PL_CKPT         := $(RUN_DIR)/.model-$(call pl_hash,train).ckpt.h5
 
-# $(1) stamp file, $(2) stage: writes the parameters, removing the stage's older stamps.
+# $(1) stamp file, $(2) stage, $(3) the stamps' name prefix (default: the stage): writes the
+# parameters, removing the stage's older stamps.
 define pl_stamp_rule
 $(1):
-	@mkdir -p $$(@D) && rm -f $$(@D)/$(2)-*.params && printf '%s\n' '$$(subst ','\'',$$(PL_PARAMS_$(2)))' > $$@
+	@mkdir -p $$(@D) && rm -f $$(@D)/$(or $(3),$(2))-*.params && printf '%s\n' '$$(subst ','\'',$$(PL_PARAMS_$(2)))' > $$@
 endef
-$(eval $(call pl_stamp_rule,$(PL_DATA_STAMP),data))
+$(eval $(call pl_stamp_rule,$(PL_DATA_STAMP),data,$(PL_DATA_PREFIX)))
 $(eval $(call pl_stamp_rule,$(PL_TRAIN_STAMP),train))
 $(eval $(call pl_stamp_rule,$(PL_ENCODE_STAMP),encode))
 $(eval $(call pl_stamp_rule,$(PL_FIT_STAMP),fit))
@@ -103,7 +113,7 @@ pipeline: $(PL_REPORT)
 	@acc=$$($(PYTHON) -c 'import h5py, sys; print("%.2f %%" % (100 * h5py.File(sys.argv[1], "r").attrs["accuracy"]))' \
 	  $(PL_EVAL) 2>/dev/null); echo "pipeline: $${acc:+$$acc test accuracy; }report in $(PL_REPORT)"
 
-data: $(DATASET)
+data: $(PL_DATASET)
 
 pipeline-clean:
 	rm -rf $(RUN_DIR)
@@ -123,23 +133,25 @@ $(CIFAR10_TGZ):
 	  echo "data: $(CIFAR10_URL): md5 $$sum, expected $(CIFAR10_MD5): download removed" >&2; exit 1; fi; \
 	mv "$$part" $@
 
-$(DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS_STAMP)
-	@if [ -n "$(strip $(CIFAR10_DIR))" ] && [ ! -e "$(CIFAR10_DIR)" ]; then \
+$(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS_STAMP)
+	@if [ "$(DATASET)" = cifar10 ] && [ -n "$(strip $(CIFAR10_DIR))" ] && [ ! -e "$(CIFAR10_DIR)" ]; then \
 	  echo "data: CIFAR10_DIR=$(CIFAR10_DIR): no such folder (unset it to download the official archive)" >&2; exit 1; fi
+	@if [ ! -e "$(PL_SOURCE)" ] && [ "$(DATASET)" != cifar10 ]; then \
+	  echo "data: $(DATASET): source $(PL_SOURCE) does not exist" >&2; exit 1; fi
 	$(RUN) $(BIN)/cifar-convert --input $(PL_SOURCE) $(if $(TRAIN_LIMIT),--train-limit $(TRAIN_LIMIT)) \
-	  $(if $(TEST_LIMIT),--test-limit $(TEST_LIMIT)) -o $@
+	  $(if $(TEST_LIMIT),--test-limit $(TEST_LIMIT)) $(strip $(PL_CONVERT_FLAGS) $(CONVERT_FLAGS)) -o $@
 
 # ---- stages ------------------------------------------------------------------------------
-$(PL_MODEL): $(DATASET) $(PL_TRAIN_STAMP) | $(BIN)/ae-train $(DEPS_STAMP)
+$(PL_MODEL): $(PL_DATASET) $(PL_TRAIN_STAMP) | $(BIN)/ae-train $(DEPS_STAMP)
 	@mkdir -p $(@D); for f in $(@D)/.model-*.ckpt.h5; do [ "$$f" = "$(PL_CKPT)" ] || rm -f "$$f"; done; \
-	  if [ -e $(PL_CKPT) ] && [ $(PL_CKPT) -ot $(DATASET) ]; then rm -f $(PL_CKPT); fi
-	$(RUN) $(BIN)/ae-train --data $(DATASET) --epochs $(EPOCHS) --batch-size $(BATCH) --device $(DEVICE) \
+	  if [ -e $(PL_CKPT) ] && [ $(PL_CKPT) -ot $(PL_DATASET) ]; then rm -f $(PL_CKPT); fi
+	$(RUN) $(BIN)/ae-train --data $(PL_DATASET) --epochs $(EPOCHS) --batch-size $(BATCH) --device $(DEVICE) \
 	  --encoder-channels $(ENCODER_CHANNELS) $(if $(strip $(VAL_SPLIT)),--val-split $(VAL_SPLIT)) $(TRAIN_FLAGS) \
 	  --resume -o $(PL_CKPT)
 	@mv -f $(PL_CKPT) $@
 
-$(PL_FEATURES): $(PL_MODEL) $(DATASET) $(PL_ENCODE_STAMP) | $(BIN)/ae-encode $(DEPS_STAMP)
-	$(RUN) $(BIN)/ae-encode --model $(PL_MODEL) --data $(DATASET) --device $(DEVICE) $(ENCODE_FLAGS) -o $@
+$(PL_FEATURES): $(PL_MODEL) $(PL_DATASET) $(PL_ENCODE_STAMP) | $(BIN)/ae-encode $(DEPS_STAMP)
+	$(RUN) $(BIN)/ae-encode --model $(PL_MODEL) --data $(PL_DATASET) --device $(DEVICE) $(ENCODE_FLAGS) -o $@
 
 $(PL_SVM): $(PL_FEATURES) $(PL_FIT_STAMP) | $(BIN)/svm-fit $(DEPS_STAMP)
 	$(RUN) $(BIN)/svm-fit --features $(PL_FEATURES) --device $(DEVICE) $(FIT_FLAGS) -o $@

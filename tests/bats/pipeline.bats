@@ -186,6 +186,81 @@ PY
   [ -z "$(ls -A "$WORK/dl" | grep part || true)" ]
 }
 
+# make with a clean environment (as pipeline_make) but without the CIFAR-10 fixture's variables.
+plain_make() {
+  env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" "$@"
+}
+
+@test "DATASET=fashion-mnist runs the chain on IDX files into its own dataset file and run folder" {
+  "$PYTHON" "$REPO_ROOT/tests/helpers/gen_datasets.py" idx "$WORK/fm-src" --gz --train 200 --test 60
+  : > "$WORK/run.log"
+  touch "$WORK/before-fm"; sleep 1
+  run plain_make DATASET=fashion-mnist FASHION_MNIST_DIR="$WORK/fm-src" DATA_DIR="$WORK/data" RUN_DIR="$WORK/run-fm" \
+    EPOCHS=1 DEVICE=cpu RUN="env PIPELINE_MARKER=1 $WORK/logrun" pipeline
+  [ "$status" -eq 0 ] || { printf '%s\n' "$output" | tail -20; return 1; }
+  assert_stages "cifar-convert ae-train ae-encode svm-fit svm-eval report"
+  [ -s "$WORK/data/fashion-mnist.h5" ] && [ -s "$WORK/run-fm/report/index.html" ]
+  # The per-dataset defaults reached the tools: 1x28x28 data, the 128,64 model, batch 128.
+  grep -q -- "--encoder-channels 128,64" "$WORK/run.log"
+  grep -q -- "--batch-size 128" "$WORK/run.log"
+  [ "$(h5_attr "$WORK/data/fashion-mnist.h5" source_format)" = idx ]
+  # Nothing of the CIFAR-10 run (same DATA_DIR) was touched, its data stamp included.
+  [ -z "$(find "$WORK/run" "$WORK/data/cifar10.h5" "$WORK/data/.params" -newer "$WORK/before-fm" \
+          ! -name 'fashion-mnist-*.params' ! -name .params)" ]
+  ls "$WORK/data/.params" | grep -q '^data-'
+  # Running it again does nothing.
+  : > "$WORK/run.log"
+  run plain_make DATASET=fashion-mnist FASHION_MNIST_DIR="$WORK/fm-src" DATA_DIR="$WORK/data" RUN_DIR="$WORK/run-fm" \
+    EPOCHS=1 DEVICE=cpu RUN="env PIPELINE_MARKER=1 $WORK/logrun" pipeline
+  assert_stages ""
+}
+
+@test "default data files and run folders are per dataset; CIFAR-10 keeps data/cifar10.h5 and data/run" {
+  run plain_make -n DATASET=fashion-mnist FASHION_MNIST_DIR=/nonexistent pipeline
+  [[ "$output" == *"-o data/fashion-mnist.h5"* ]]
+  [[ "$output" == *"-o data/run-fashion-mnist/.model-"* ]]
+  run plain_make -n DATASET=cifar10 CIFAR10_DIR=/nonexistent pipeline
+  [[ "$output" == *"-o data/cifar10.h5"* ]]
+  [[ "$output" == *"-o data/run/.model-"* ]]
+  run plain_make -n DATASET=cifar100 CIFAR100_DIR=/nonexistent CIFAR100_LABELS=coarse pipeline
+  [[ "$output" == *"--labels coarse -o data/cifar100.h5"* ]]
+  [[ "$output" == *"-o data/run-cifar100/.model-"* ]]
+  run plain_make -n DATASET=nope pipeline
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"DATASET=nope: expected one of cifar10 fashion-mnist mnist cifar100 folder"* ]]
+  run plain_make -n DATASET=folder pipeline
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"DATASET=folder needs FOLDER=DIR"* ]]
+}
+
+@test "DATASET=mnist downloads the four IDX files, checks their md5s, then converts" {
+  local src="$WORK/mnist-src" sums=""
+  "$PYTHON" "$REPO_ROOT/tests/helpers/gen_datasets.py" idx "$src" --gz --train 50 --test 20
+  for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+    sums="$sums $f=$(md5sum "$src/$f" | cut -d' ' -f1)"
+  done
+  run plain_make DATASET=mnist DATA_DIR="$WORK/mn" MNIST_URL="file://$src" \
+    MNIST_MD5="train-images-idx3-ubyte.gz=00000000000000000000000000000000" data
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"train-images-idx3-ubyte.gz: checksum "*", expected 00000000000000000000000000000000: download removed"* ]]
+  [ ! -e "$WORK/mn/mnist.h5" ] && [ -z "$(ls -A "$WORK/mn/mnist-source" 2>/dev/null || true)" ]
+  run plain_make DATASET=mnist DATA_DIR="$WORK/mn" MNIST_URL="file://$src" MNIST_MD5="$sums" data
+  [ "$status" -eq 0 ] || { printf '%s\n' "$output" | tail; return 1; }
+  [ -s "$WORK/mn/mnist.h5" ]
+  [ -z "$(ls -A "$WORK/mn/mnist-source" | grep part || true)" ]
+}
+
+@test "DATASET=folder converts FOLDER resized to FOLDER_IMAGE_SIZE into folder-NAME.h5" {
+  "$PYTHON" "$REPO_ROOT/tests/helpers/gen_datasets.py" folder "$WORK/pets" --size 12x10
+  run plain_make DATASET=folder FOLDER="$WORK/pets" FOLDER_IMAGE_SIZE=8 DATA_DIR="$WORK/fd" data
+  [ "$status" -eq 0 ] || { printf '%s\n' "$output" | tail; return 1; }
+  "$PYTHON" -c "
+import h5py, sys
+f = h5py.File(sys.argv[1], 'r')
+assert f['train/images'].shape == (5, 3, 8, 8), f['train/images'].shape
+assert [str(n) for n in f.attrs['class_names']] == ['cat', 'dog']" "$WORK/fd/folder-pets.h5"
+}
+
 @test "make install honours DESTDIR and PREFIX; uninstall removes what it installed" {
   local dest="$WORK/dest"
   run env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$REPO_ROOT" BUILD="$BUILD" DESTDIR="$dest" PREFIX=/opt/cae install
@@ -206,11 +281,16 @@ PY
   # A stand-in sbatch: logs its arguments one per line, answers job ids 101, 102, ...
   cat > "$fake/sbatch" <<'EOF2'
 #!/bin/bash
+[ "$1" = --test-only ] && exit 0  # submit.sh's dry run of each job: accepted, not counted
 n=$(( $(cat "$SBATCH_LOG.n" 2>/dev/null || echo 100) + 1 )); echo $n > "$SBATCH_LOG.n"
 { echo "job $n"; printf '%s\n' "$@"; } >> "$SBATCH_LOG"
 echo $n
 EOF2
   chmod +x "$fake/sbatch"
+  # submit.sh holds the chain and releases it (scontrol), cancelling on failure (scancel).
+  printf '#!/bin/bash\nexit 0\n' > "$fake/scontrol"
+  printf '#!/bin/bash\nexit 0\n' > "$fake/scancel"
+  chmod +x "$fake/scontrol" "$fake/scancel"
   export SBATCH_LOG="$WORK/sbatch.log"
   rm -f "$SBATCH_LOG" "$SBATCH_LOG.n"
   run env PATH="$fake:$PATH" RUN_DIR="$WORK/slurm-run" DATASET="$WORK/slurm-data.h5" CIFAR10_DIR="$CIF" \

@@ -1,0 +1,118 @@
+#!/usr/bin/env bats
+# classify (issue 16): PNGs of 20 CIFAR-10 test images get exactly svm-eval's classes; a
+# 64x64 JPEG (another size) is classified; --json, --top; a corrupt or missing image is one
+# error line naming it. One small CPU run (500 images, 1 epoch, a narrow model) is shared.
+
+load helpers
+
+GEN="$REPO_ROOT/tests/helpers/gen_datasets.py"
+
+setup_file() {
+  export W="$BATS_FILE_TMPDIR/run"
+  mkdir -p "$W"
+  local src
+  src="$(real_cifar)"
+  [ -n "$src" ] || src="$(cifar_fixture)"
+  {
+    "$BIN/cifar-convert" -q --input "$src" --train-limit 500 --test-limit 100 -o "$W/data.h5" &&
+    "$BIN/ae-train" -q --data "$W/data.h5" --epochs 1 --batch-size 50 --encoder-channels 16,8 --device cpu -o "$W/model.h5" &&
+    "$BIN/ae-encode" -q --model "$W/model.h5" --data "$W/data.h5" --device cpu -o "$W/features.h5" &&
+    "$BIN/svm-fit" -q --features "$W/features.h5" --device cpu -o "$W/svm.h5" &&
+    "$BIN/svm-eval" -q --model "$W/svm.h5" --features "$W/features.h5" --device cpu -o "$W/eval.h5" &&
+    "$PYTHON" "$GEN" pngs "$W/data.h5" "$W/png" --count 20
+  } > "$W/setup.log" 2>&1
+  echo $? > "$W/setup.rc"
+}
+
+setup() {
+  [ "$(cat "$W/setup.rc")" -eq 0 ] || { cat "$W/setup.log"; return 1; }
+  TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/classify.XXXXXX")"
+}
+
+teardown() {
+  rm -rf "$TMP"
+}
+
+@test "PNGs of 20 test images get exactly the classes svm-eval gives them" {
+  run "$BIN/classify" --model "$W/model.h5" --svm "$W/svm.h5" --device cpu --json --top 3 "$W"/png/*.png
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep '^{' > "$TMP/out.jsonl"
+  "$PYTHON" - "$TMP/out.jsonl" "$W/eval.h5" <<'PY'
+import json, sys, h5py
+rows = [json.loads(l) for l in open(sys.argv[1])]
+e = h5py.File(sys.argv[2], "r")
+pred = e["predictions"][:20]
+names = [str(n) for n in e.attrs["class_names"]]
+assert len(rows) == 20, len(rows)
+for i, r in enumerate(rows):
+    assert r["file"].endswith("%03d.png" % i), r["file"]
+    assert r["label"] == pred[i], (i, r, pred[i])
+    assert r["class"] == names[pred[i]], r
+    assert len(r["scores"]) == 3
+    key = "probability" if "probability" in r["scores"][0] else "votes"
+    assert key == "votes" and r["scores"][0]["label"] == r["label"], r
+    vals = [s[key] for s in r["scores"]]
+    assert vals == sorted(vals, reverse=True), vals
+# Not all one class: the check says something about the images.
+assert len(set(int(p) for p in pred)) > 1
+PY
+}
+
+@test "an SVM with probabilities: they rank the classes; --tta flip agrees with svm-eval --tta flip" {
+  "$BIN/ae-encode" -q --model "$W/model.h5" --data "$W/data.h5" --device cpu --flip -o "$TMP/ff.h5"
+  "$BIN/svm-fit" -q --features "$TMP/ff.h5" --device cpu --probability -o "$TMP/sp.h5"
+  "$BIN/svm-eval" -q --model "$TMP/sp.h5" --features "$TMP/ff.h5" --device cpu --tta flip -o "$TMP/ep.h5"
+  run "$BIN/classify" --model "$W/model.h5" --svm "$TMP/sp.h5" --device cpu --json --top 10 --tta flip "$W"/png/*.png
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep '^{' > "$TMP/out.jsonl"
+  "$PYTHON" - "$TMP/out.jsonl" "$TMP/ep.h5" <<'PY'
+import json, sys, h5py, numpy as np
+rows = [json.loads(l) for l in open(sys.argv[1])]
+e = h5py.File(sys.argv[2], "r")
+pred, prob = e["predictions"][:20], e["probabilities"][:20]
+assert len(rows) == 20
+for i, r in enumerate(rows):
+    assert r["label"] == pred[i], (i, r["label"], pred[i])
+    p = [s["probability"] for s in r["scores"]]
+    assert p == sorted(p, reverse=True) and abs(sum(p) - 1) < 1e-6, p
+    for s in r["scores"]:
+        assert abs(s["probability"] - prob[i, s["label"]]) < 1e-6, (s, prob[i])
+PY
+}
+
+@test "a 64x64 JPEG is classified; the plain output names file and class" {
+  "$PYTHON" "$GEN" image "$TMP/photo.jpg" --size 64x64
+  run "$BIN/classify" --model "$W/model.h5" --svm "$W/svm.h5" --device cpu --top 2 -q "$TMP/photo.jpg"
+  [ "$status" -eq 0 ]
+  names=$("$PYTHON" -c "import h5py,sys; print('|'.join(str(n) for n in h5py.File(sys.argv[1],'r').attrs['class_names']))" "$W/eval.h5")
+  [[ "$output" =~ photo\.jpg:\ ($names)\ \ \( ]]
+  [[ "$output" == *"votes"* || "$output" =~ [01]\.[0-9]{3} ]]
+}
+
+@test "a corrupt image is one error line naming it, and nothing is printed for the others" {
+  head -c 100 "$W/png/000.png" > "$TMP/broken.png"
+  run "$BIN/classify" --model "$W/model.h5" --svm "$W/svm.h5" --device cpu "$W/png/001.png" "$TMP/broken.png"
+  assert_error 1 "broken.png: corrupt PNG"
+  echo "hello" > "$TMP/text.jpg"
+  run "$BIN/classify" --model "$W/model.h5" --svm "$W/svm.h5" --device cpu "$TMP/text.jpg"
+  assert_error 1 "text.jpg: is not a PNG or JPEG file"
+  run "$BIN/classify" --model "$W/model.h5" --svm "$W/svm.h5" --device cpu "$TMP/missing.png"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"missing.png"* ]]
+}
+
+@test "usage: no image, --top 0, --help with an example" {
+  run "$BIN/classify" --model "$W/model.h5" --svm "$W/svm.h5"
+  [ "$status" -eq 2 ]
+  run "$BIN/classify" --model "$W/model.h5" --svm "$W/svm.h5" --top 0 "$W/png/000.png"
+  [ "$status" -eq 2 ]
+  run "$BIN/classify" --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"Example:"*"classify --model"* ]]
+}
+
+@test "an svm trained on other features is refused naming the file" {
+  "$BIN/ae-train" -q --data "$W/data.h5" --epochs 1 --batch-size 50 --train-limit 100 --encoder-channels 8,4 --device cpu -o "$TMP/m2.h5"
+  run "$BIN/classify" --model "$TMP/m2.h5" --svm "$W/svm.h5" --device cpu "$W/png/000.png"
+  assert_error 1 "svm.h5: was trained on 512 features, but .*m2.h5 encodes 256"
+}

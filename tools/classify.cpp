@@ -1,0 +1,167 @@
+// classify: PNG/JPEG files → their classes, with a trained autoencoder and SVM (the seed's
+// upload-and-classify demo as a command). Each image is decoded and converted to the
+// model's input shape by convert_image — the function cifar-convert's image folders use —
+// then encoded and classified in-process, exactly as ae-encode + svm-eval would: a PNG of a
+// dataset image gets the class svm-eval gives that image. The class is the one-vs-one vote
+// (as svm-eval's prediction); the listed scores are probabilities when the SVM has them
+// (svm-fit --probability), else the votes.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "common/cli.h"
+#include "common/device.h"
+#include "common/error.h"
+#include "common/image_decode.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "kernels/ae/augment.h"
+#include "kernels/ae/backend.h"
+#include "kernels/ae/checkpoint.h"
+#include "kernels/ae/model.h"
+#include "kernels/svm/classifier.h"
+
+namespace {
+
+const cae::ToolInfo kInfo{"classify", "classify PNG/JPEG images with a trained autoencoder and SVM",
+                          "classify --model data/run/model.h5 --svm data/run/svm.h5 --top 3 photo.jpg cat.png", true,
+                          false, "give fewer images per call, or --device cpu"};
+
+struct Options {
+  std::string model, svm;
+  std::vector<std::string> images;
+  int top = 3;
+  int batch_size = 64;
+  std::string tta = "none";
+};
+
+// One class's score for one image: a probability, or one-vs-one votes.
+struct Score {
+  int label;
+  double value;
+};
+
+// The k classes ranked by one-vs-one votes. Ties keep class order, so the first is what
+// svm::vote returns (ties go to the smaller class index, as libsvm does).
+std::vector<Score> rank_by_votes(const svm::Model& m, const double* dec) {
+  const int k = static_cast<int>(m.classes.size());
+  std::vector<int> votes(static_cast<size_t>(k), 0);
+  int p = 0;
+  for (int a = 0; a < k; ++a)
+    for (int b = a + 1; b < k; ++b, ++p) ++votes[dec[p] > 0 ? a : b];
+  std::vector<Score> s;
+  for (int c = 0; c < k; ++c) s.push_back({m.classes[c], double(votes[c])});
+  std::stable_sort(s.begin(), s.end(), [](const Score& x, const Score& y) { return x.value > y.value; });
+  return s;
+}
+
+// The k classes ranked by probability (svm-fit --probability: libsvm's -b 1 estimates).
+std::vector<std::vector<Score>> rank_by_probability(const svm::Classifier& clf, const std::vector<double>& dec,
+                                                    int64_t n) {
+  const std::vector<double> prob = clf.probabilities(dec, n);
+  const std::vector<int>& classes = clf.model().classes;
+  const size_t k = classes.size();
+  std::vector<std::vector<Score>> out(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    for (size_t c = 0; c < k; ++c) out[r].push_back({classes[c], prob[r * k + c]});
+    std::stable_sort(out[r].begin(), out[r].end(), [](const Score& x, const Score& y) { return x.value > y.value; });
+  }
+  return out;
+}
+
+void classify(const Options& opt, const cae::CommonOptions& common) {
+  const cae::Device device = cae::resolve_device(common.device);
+  const ae::ModelWeights model = ae::read_ae_params(opt.model);
+  const ae::Architecture& arch = model.arch;
+  const int C = arch.input_channels(), H = arch.height(), W = arch.width();
+  if (C != 1 && C != 3)
+    cae::fail_file(opt.model, "takes " + std::to_string(C) + "-channel images; classify converts to gray (1) or RGB (3)");
+  const svm::Classifier clf = svm::Classifier::load(opt.svm);
+  if (clf.n_features() != arch.latent_dim())
+    cae::fail_file(opt.svm, "was trained on " + std::to_string(clf.n_features()) + " features, but " + opt.model +
+                                " encodes " + std::to_string(arch.latent_dim()));
+  const std::vector<std::string>& names = clf.file().class_names;
+  auto class_name = [&](int label) {
+    return label >= 0 && size_t(label) < names.size() ? names[size_t(label)] : std::to_string(label);
+  };
+
+  // Every image is decoded before anything is printed: a bad file fails the whole call.
+  const int64_t n = static_cast<int64_t>(opt.images.size());
+  const int64_t image_dim = arch.image_dim();
+  std::vector<uint8_t> pixels(static_cast<size_t>(n * image_dim));
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<uint8_t> px = cae::convert_image(cae::decode_image_file(opt.images[i]), C, H, W);
+    std::copy(px.begin(), px.end(), pixels.begin() + i * image_dim);
+  }
+
+  // --tta flip, as svm-eval --tta flip: the n images, then their n mirrors; each image's
+  // decision values are the mean of its two views'.
+  const int views = opt.tta == "flip" ? 2 : 1;
+  if (views == 2) {
+    pixels.resize(static_cast<size_t>(2 * n * image_dim));
+    ae::flip_horizontal(pixels.data(), n, C, H, W, pixels.data() + n * image_dim);
+  }
+  std::unique_ptr<ae::AeBackend> backend = device == cae::Device::gpu
+                                               ? ae::make_gpu_backend(arch, ae::OptimizerConfig{}, ae::Precision::fp32)
+                                               : ae::make_cpu_backend(arch, ae::OptimizerConfig{}, omp_get_max_threads());
+  backend->set_params(model.params);
+  std::vector<float> features(static_cast<size_t>(views * n * arch.latent_dim()));
+  backend->encode(pixels.data(), views * n, opt.batch_size, features.data());
+  const std::vector<double> dec = svm::average_views(clf.decision_values(features.data(), views * n, device), n,
+                                                     clf.model().n_pairs(), views);
+  const std::vector<int32_t> pred = clf.vote(dec, n);
+
+  const bool by_prob = clf.has_probability();
+  const std::vector<std::vector<Score>> prob_ranks = by_prob ? rank_by_probability(clf, dec, n) : decltype(prob_ranks){};
+  const int pairs = clf.model().n_pairs();
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<Score> ranked = by_prob ? prob_ranks[i] : rank_by_votes(clf.model(), dec.data() + i * pairs);
+    ranked.resize(std::min(ranked.size(), size_t(opt.top)));
+    if (common.json) {
+      std::string scores = "[";
+      for (size_t j = 0; j < ranked.size(); ++j)
+        scores += (j ? "," : "") + cae::JsonObject()
+                                       .add("class", class_name(ranked[j].label))
+                                       .add("label", ranked[j].label)
+                                       .add(by_prob ? "probability" : "votes", ranked[j].value)
+                                       .str();
+      cae::emit_json(common, cae::JsonObject()
+                                 .add("file", opt.images[i])
+                                 .add("label", pred[i])
+                                 .add("class", class_name(pred[i]))
+                                 .add_raw("scores", scores + "]")
+                                 .str());
+      continue;
+    }
+    std::string line = opt.images[i] + ": " + class_name(pred[i]) + "  (";
+    for (size_t j = 0; j < ranked.size(); ++j)
+      line += (j ? ", " : "") + class_name(ranked[j].label) + " " +
+              (by_prob ? cae::strprintf("%.3f", ranked[j].value) : cae::strprintf("%.0f votes", ranked[j].value));
+    printf("%s)\n", line.c_str());
+  }
+  fflush(stdout);
+  cae::log_info("classified %lld images (%dx%dx%d; %s; %s)", static_cast<long long>(n), C, H, W,
+                by_prob ? "probabilities" : "one-vs-one votes", backend->describe().c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  cae::CommonOptions common;
+  return cae::run_tool(
+      argc, argv, kInfo, common,
+      [&](CLI::App& app) {
+        app.add_option("--model", opt.model, "ae-model file (ae-train)")->required();
+        app.add_option("--svm", opt.svm, "svm-model file (svm-fit) trained on that model's features")->required();
+        app.add_option("--top", opt.top, "Classes listed per image, best first")->check(CLI::PositiveNumber);
+        app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
+        app.add_option("--tta", opt.tta, "Test-time augmentation, as svm-eval --tta: none, or flip (average with the mirror)")
+            ->check(CLI::IsMember({"none", "flip"}));
+        app.add_option("images", opt.images, "PNG or JPEG files (any size; converted to the model's input shape)")
+            ->required();
+      },
+      [&] { classify(opt, common); });
+}

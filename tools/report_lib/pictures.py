@@ -1,0 +1,122 @@
+"""The report's pictures of results: a grid of test images with their predicted and true
+classes — the most confident mistakes first, then a few correct ones per class.
+
+Confidence, best source first:
+  /probabilities [n, k] in eval.h5      the predicted class's probability; a mistake's weight is
+                                        p(predicted) − p(true)
+  /decision_values [n, pairs]           (svm-eval --decision-values) the mean signed one-vs-one
+                                        decision value of the predicted class against the others
+  neither                               none: images are taken in test order
+Images come from the dataset file's split that eval.h5 names (attribute `split`, default
+test), rows 0 … n−1 (svm-eval reads the first n rows of the features, which follow the
+dataset's order).
+"""
+import os
+
+import numpy as np
+
+MISTAKES = 16      # at most this many mistakes
+COLUMNS = 8
+MAX_CORRECT = 24   # correct examples in all
+
+
+def _confidence(e, pred, labels, k):
+    """(confidence of each prediction, how it was measured) or (None, None)."""
+    n = len(pred)
+    if "probabilities" in e and e["probabilities"].shape == (n, k):
+        p = e["probabilities"][:]
+        rows = np.arange(n)
+        return p[rows, pred] - np.where(pred != labels, p[rows, labels], 0.0), "probability"
+    pairs = k * (k - 1) // 2
+    if "decision_values" in e and e["decision_values"].shape == (n, pairs) and k >= 2:
+        dec = e["decision_values"][:]
+        # Pair p = (a, b), a < b, in libsvm's order; a positive value is a vote for a.
+        a_idx, b_idx = np.triu_indices(k, 1)
+        score = np.zeros((n, k))
+        np.add.at(score.T, a_idx, dec.T)
+        np.add.at(score.T, b_idx, -dec.T)
+        return score[np.arange(n), pred] / (k - 1), "decision-value margin"
+    return None, None
+
+
+def _choose(pred, labels, conf, k):
+    """Row indices: mistakes (most confident first), then correct ones per class."""
+    order = np.argsort(-conf, kind="stable") if conf is not None else np.arange(len(pred))
+    mistakes = [int(i) for i in order if pred[i] != labels[i]][:MISTAKES]
+    per_class = max(1, min(3, MAX_CORRECT // max(1, k)))
+    correct = []
+    for c in range(k):
+        rows = [int(i) for i in order if pred[i] == labels[i] and labels[i] == c][:per_class]
+        correct.extend(rows)
+        if len(correct) >= MAX_CORRECT:
+            break
+    return mistakes, correct[:MAX_CORRECT]
+
+
+def draw_examples(dataset_path, eval_path, out_png):
+    """Draws the grid into out_png; returns its caption (one sentence), or None when the
+    evaluation has no predictions to show."""
+    import h5py
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with h5py.File(eval_path, "r") as e:
+        pred = e["predictions"][:].astype(np.int64)
+        labels = e["labels"][:].astype(np.int64)
+        names = [n.decode() if isinstance(n, bytes) else str(n) for n in e.attrs.get("class_names", [])]
+        split = e.attrs.get("split", "test")
+        split = split.decode() if isinstance(split, bytes) else str(split)
+        k = max(len(names), int(max(pred.max(initial=0), labels.max(initial=0))) + 1)
+        conf, measure = _confidence(e, pred, labels, k)
+    n = len(pred)
+    if n == 0:
+        return None
+    mistakes, correct = _choose(pred, labels, conf, k)
+    chosen = mistakes + correct
+    with h5py.File(dataset_path, "r") as d:
+        images = d[f"{split}/images"]
+        if images.shape[0] < n:
+            raise ValueError(f"{dataset_path}: /{split}/images has {images.shape[0]} rows, {eval_path} has {n}")
+        if not chosen:
+            return None
+        idx = np.array(sorted(set(chosen)))
+        picked = dict(zip(idx.tolist(), images[idx]))  # h5py reads ascending indices
+
+    def name(c):
+        return names[c] if 0 <= c < len(names) else f"class {c}"
+
+    sections = [(f"most confident mistakes (predicted / true)" if conf is not None else "mistakes (predicted / true)",
+                 mistakes, "#c0392b"), ("correct, a few per class", correct, "#2a7d4f")]
+    sections = [s for s in sections if s[1]]
+    rows = sum((len(s[1]) + COLUMNS - 1) // COLUMNS for s in sections)
+    fig = plt.figure(figsize=(1.45 * COLUMNS, 1.75 * rows + 0.5 * len(sections) + 0.3))
+    grid = fig.add_gridspec(rows + len(sections), COLUMNS, height_ratios=sum(
+        ([0.28] + [1.0] * ((len(s[1]) + COLUMNS - 1) // COLUMNS) for s in sections), []), hspace=0.45, wspace=0.08)
+    r = 0
+    for title, items, color in sections:
+        ax = fig.add_subplot(grid[r, :])
+        ax.axis("off")
+        ax.text(0, 0.2, title, fontsize=11, fontweight="bold", color=color, transform=ax.transAxes)
+        r += 1
+        for j, i in enumerate(items):
+            ax = fig.add_subplot(grid[r + j // COLUMNS, j % COLUMNS])
+            img = picked[i]
+            if img.shape[0] == 1:
+                ax.imshow(img[0], cmap="gray", vmin=0, vmax=255, interpolation="nearest")
+            else:
+                ax.imshow(np.transpose(img, (1, 2, 0)), interpolation="nearest")
+            ax.set_xticks([]), ax.set_yticks([])
+            for s in ax.spines.values():
+                s.set_color(color)
+                s.set_linewidth(1.5)
+            label = name(int(pred[i])) if pred[i] == labels[i] else f"{name(int(pred[i]))}\n/ {name(int(labels[i]))}"
+            ax.set_title(label, fontsize=7.5, color=color, pad=2)
+        r += (len(items) + COLUMNS - 1) // COLUMNS
+    os.makedirs(os.path.dirname(os.path.abspath(out_png)), exist_ok=True)
+    fig.savefig(out_png, bbox_inches="tight", facecolor="white")
+    plt.close(fig)
+    wrong = int((pred != labels).sum())
+    how = f"ranked by {measure}" if conf is not None else "in test order (no probabilities or decision values in the evaluation)"
+    return (f"{len(mistakes)} of the {wrong} misclassified {split} images, {how}, and {len(correct)} correctly "
+            f"classified ones; titles are predicted / true class.")
