@@ -387,3 +387,100 @@ f = h5py.File(sys.argv[1], 'r+'); f['model_selection'].attrs['gamma'] = ['scale'
   [[ "$output" == *"svm.h5: /model_selection has 4 columns in cv_accuracy but its gamma attribute is ['scale']"* ]]
   [ ! -e "$TMP/rep2" ]
 }
+
+# --- report --compare (issue 18) ------------------------------------------------------------
+
+# Sets option KEY of FILE's params attribute (the JSON the tools record) to VALUE.
+set_param() {
+  "$PYTHON" - "$1" "$2" "$3" <<'PY'
+import json, sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    p = json.loads(f.attrs["params"])
+    p[sys.argv[2]] = sys.argv[3]
+    f.attrs["params"] = json.dumps(p)
+PY
+}
+
+# Three fake runs: a and b differ only by the autoencoder's seed (repeats of one setting),
+# c also by the SVM's C. Their numbers differ (fake_run.py --seed draws them).
+compare_runs() {
+  local name seed
+  for name in a:1 b:2 c:3; do
+    seed=${name#*:} name=${name%%:*}
+    "$PYTHON" "$REPO_ROOT/tests/helpers/fake_run.py" --out "$TMP/$name" --seed "$seed"
+    set_param "$TMP/$name/model.h5" seed "$seed"
+  done
+  set_param "$TMP/c/svm.h5" C 5
+}
+
+@test "--compare: a table and a plot per run, mean and std over runs whose settings are equal" {
+  compare_runs
+  run "$BIN/report" --compare "$TMP/a" "$TMP/b" "$TMP/c" -o "$TMP/cmp" --json --quiet
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  [ -s "$TMP/cmp/index.html" ] && [ -s "$TMP/cmp/report.md" ] && [ -s "$TMP/cmp/compare.json" ]
+  "$PYTHON" - "$output" "$TMP" <<'PY'
+import json, statistics, sys, h5py
+import matplotlib.image as mpimg
+summary, tmp = json.loads(sys.argv[1]), sys.argv[2]
+assert summary == {**json.load(open(f"{tmp}/cmp/compare.json")), "seconds": summary["seconds"]}
+acc, mse = {}, {}
+for r in "abc":
+    cm = h5py.File(f"{tmp}/{r}/eval.h5", "r")["confusion"][()]
+    acc[r] = cm.trace() / cm.sum()
+    mse[r] = float(h5py.File(f"{tmp}/{r}/model.h5", "r")["history/test_loss"][-1])
+runs = {s["run"].rsplit("/", 1)[-1]: s for s in summary["runs"]}
+for r in "abc":
+    assert abs(runs[r]["accuracy"] - acc[r]) < 1e-12 and abs(runs[r]["mse"] - mse[r]) < 1e-15, runs[r]
+    assert runs[r]["seconds"]["fit"] == 3.25 and runs[r]["seconds"]["train"] > 100
+assert [runs[r]["seed"] for r in "abc"] == ["1", "2", "3"]
+assert len(set(acc.values())) == 3, acc        # the runs really differ
+groups = {tuple(g["runs"][i].rsplit("/", 1)[-1] for i in range(len(g["runs"]))): g for g in summary["settings"]}
+assert set(groups) == {("a", "b"), ("c",)}, groups
+ab = groups[("a", "b")]
+assert abs(ab["accuracy_mean"] - (acc["a"] + acc["b"]) / 2) < 1e-12
+assert abs(ab["accuracy_std"] - statistics.stdev([acc["a"], acc["b"]])) < 1e-12
+assert abs(ab["mse_std"] - statistics.stdev([mse["a"], mse["b"]])) < 1e-15
+assert groups[("c",)]["accuracy_std"] is None and "C=5" in groups[("c",)]["label"]
+# Both documents show every run's accuracy and the pair's mean ± std; the plot is a picture.
+a, s = 100 * ab["accuracy_mean"], 100 * ab["accuracy_std"]
+for doc in ("index.html", "report.md"):
+    text = open(f"{tmp}/cmp/{doc}").read()
+    assert f"{a:.2f} ± {s:.2f} %" in text, doc
+    for r in "abc":
+        assert f"{100 * acc[r]:.2f} %" in text and f"{tmp}/{r}" in text, (doc, r)
+    assert "compare.png" in text
+img = mpimg.imread(f"{tmp}/cmp/compare.png")
+assert img.shape[0] > 400 and img.shape[1] > 400 and img[..., :3].std() > 0.05, img.shape
+PY
+}
+
+@test "--compare: a failed run is listed without numbers, a missing folder and bad options are errors" {
+  compare_runs
+  "$PYTHON" "$REPO_ROOT/tests/helpers/fake_run.py" --out "$TMP/half" --files model,features
+  mkdir "$TMP/empty"
+  run "$BIN/report" --compare "$TMP/a" "$TMP/half" "$TMP/empty" "$TMP/b" -o "$TMP/cmp" --quiet
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  [[ "$output" == *"$TMP/empty: none of model.h5, features.h5, svm.h5, eval.h5 is here"* ]]
+  "$PYTHON" - "$TMP" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+c = json.load(open(f"{tmp}/cmp/compare.json"))
+runs = {r["run"].rsplit("/", 1)[-1]: r for r in c["runs"]}
+assert runs["half"]["files"] == ["features", "model"] and runs["half"]["setting"] is None
+assert runs["half"]["accuracy"] is None and runs["half"]["mse"] > 0
+assert runs["empty"]["files"] == [] and runs["empty"]["mse"] is None
+assert [len(g["runs"]) for g in c["settings"]] == [2]   # a and b only: the half run is in no mean
+PY
+  grep -q "none (failed or not run)" "$TMP/cmp/report.md"
+
+  run "$BIN/report" --compare "$TMP/a" "$TMP/nowhere" -o "$TMP/cmp2"
+  assert_error 1 "^report: error: $TMP/nowhere: no such run folder$"
+  [ ! -e "$TMP/cmp2" ]
+  run "$BIN/report" --compare "$TMP/empty" -o "$TMP/cmp2"
+  assert_error 1 "no run folder holds any of model.h5"
+  [ ! -e "$TMP/cmp2" ]
+  run "$BIN/report" --compare "$TMP/a" "$TMP/b"
+  assert_error 2 "^report: usage error: -o/--output is required with --compare"
+  run "$BIN/report" --compare "$TMP/a" --run-dir "$TMP/b" -o "$TMP/cmp2"
+  assert_error 2 "cannot be combined with --run-dir"
+}

@@ -14,9 +14,10 @@ import time
 
 from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, ReportError, fmt_seconds, log, pct,
                      version_line, warn)
+from .compare import run_compare
 from .load import read_in_child
-from .plots import (plot_confusion, plot_cv_grid, plot_loss, plot_per_class, plot_reconstructions, plot_timing,
-                    setup_matplotlib)
+from .plots import (plot_confusion, plot_cv_grid, plot_loss, plot_per_class, plot_reconstructions, plot_reliability,
+                    plot_timing, setup_matplotlib)
 from .render import build_html, build_markdown, lineage, stage_rows, summary_cards
 
 
@@ -68,7 +69,8 @@ def parse_args(argv):
     p = Parser(prog=TOOL, formatter_class=argparse.RawDescriptionHelpFormatter,
                description="report — writes an HTML/Markdown report with plots from a run's HDF5 files "
                            "(model.h5, features.h5, svm.h5, eval.h5; whichever exist).",
-               epilog=EXAMPLE)
+               epilog=EXAMPLE + "\n\nComparing runs (a sweep, or several make pipeline RUN_DIRs):\n"
+                      "  report --compare sweeps/s1/run-1 sweeps/s1/run-2 sweeps/s1/run-3 -o sweeps/s1/compare")
     p.add_argument("--version", action="version", version=version_line())
     p.add_argument("--run-dir", metavar="DIR", help="run folder holding model.h5, features.h5, svm.h5, eval.h5")
     p.add_argument("--model", metavar="FILE", help="ae-model file (overrides RUN_DIR/model.h5)")
@@ -77,10 +79,22 @@ def parse_args(argv):
     p.add_argument("--eval", metavar="FILE", help="svm-eval file (overrides RUN_DIR/eval.h5)")
     p.add_argument("-o", "--output", metavar="DIR",
                    help="report folder to write (replaced atomically); default RUN_DIR/report")
-    p.add_argument("--title", default="CIFAR-10 autoencoder → SVM", help="heading of the report")
+    p.add_argument("--compare", nargs="+", metavar="RUN_DIR",
+                   help="compare several run folders instead: a table and a plot of test accuracy, test MSE and "
+                        "stage times per run, mean ± std over runs with the same settings (needs -o)")
+    p.add_argument("--title", default=None, help="heading of the report")
     p.add_argument("-q", "--quiet", action="store_true", help="only errors and warnings on stderr")
     p.add_argument("--json", action="store_true", help="print a one-line JSON summary on stdout")
     args = p.parse_args(argv)
+    args.title_given = args.title is not None
+    if args.title is None:
+        args.title = "CIFAR-10 autoencoder → SVM"
+    if args.compare:
+        if args.run_dir or any((args.model, args.features, args.svm, args.eval)):
+            p.error("--compare takes run folders; it cannot be combined with --run-dir/--model/--features/--svm/--eval")
+        if not args.output:
+            p.error("-o/--output is required with --compare")
+        return args
     if not args.run_dir and not any((args.model, args.features, args.svm, args.eval)):
         p.error("give --run-dir DIR or at least one of --model/--features/--svm/--eval")
     if not args.output:
@@ -110,7 +124,34 @@ def resolve_inputs(args):
     return paths, missing
 
 
+def dataset_of(loaded):
+    """The image-dataset file the run was encoded from: the data input recorded in the
+    features' provenance (ae-encode: model, data), else in the model's (ae-train: data)."""
+    for kind, index in (("features", 1), ("model", 0)):
+        inputs = loaded.get(kind, {}).get("attrs", {}).get("inputs")
+        if isinstance(inputs, list) and len(inputs) > index and isinstance(inputs[index], dict):
+            name = inputs[index].get("name")
+            if name and os.path.isfile(name):
+                return name
+    return None
+
+
+def pictures_of_results(loaded, paths, tmp, notes):
+    """Draws examples.png (test images with predicted and true classes); returns its caption."""
+    data = dataset_of(loaded)
+    if data is None:  # moved or on another machine: the rest of the report stands without it
+        return ""
+    from .pictures import draw_examples  # numpy: imported only once the interpreter is known to have it
+    try:
+        return draw_examples(data, paths["eval"], os.path.join(tmp, "examples.png")) or ""
+    except (OSError, KeyError, ValueError) as err:
+        notes.append(f"no pictures of test images: {err}")
+        return ""
+
+
 def run(args, tmp_holder):
+    if args.compare:
+        return run_compare(args, tmp_holder, prepare_output, commit_output)
     started = time.time()
     paths, missing = resolve_inputs(args)
     loaded = {}
@@ -154,11 +195,16 @@ def run(args, tmp_holder):
         if a.get("device"):
             bits.append(f"on {a['device']}")
         training_lead = "; ".join(bits) + "." if bits else ""
-    classification_lead = ""
+    classification_lead = examples_caption = ""
     if "eval" in loaded:
         ev = loaded["eval"]
         images.append(plot_confusion(plt, ev, tmp))
         images.append(plot_per_class(plt, ev, tmp))
+        if plot_reliability(plt, ev, tmp):  # eval.h5 with /probabilities
+            images.append("reliability.png")
+        examples_caption = pictures_of_results(loaded, paths, tmp, notes)
+        if examples_caption:
+            images.append("examples.png")
         best, worst = int(ev["per_class"].argmax()), int(ev["per_class"].argmin())
         classification_lead = (f"{pct(ev['accuracy'])} of {ev['n']:,} {ev['attrs'].get('split', '')} images "
                                f"classified correctly (chance: {pct(1 / ev['k'], 0)}).")
@@ -200,6 +246,7 @@ def run(args, tmp_holder):
            "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "cards": summary_cards(loaded), "missing": missing, "notes": notes, "images": images,
            "training_lead": training_lead, "classification_lead": classification_lead, "grid_lead": grid_lead,
+           "examples_caption": examples_caption,
            "stages": stages, "provenance": provenance,
            "best_marker": "validation" if "val_loss" in loaded.get("model", {}).get("history", {}) else "test",
            "footer": f"Made by {version_line()} from " + ", ".join(os.path.basename(p) for p in paths.values())}
