@@ -50,9 +50,9 @@ t0=$(date +%s.%N)
 # shellcheck disable=SC2086  # PIPELINE_FLAGS is a list of make variables
 make --no-print-directory pipeline PREBUILT=1 BUILD="$BUILD" DEVICE="$DEVICE" CIFAR10_DIR="$src" \
   DATA_DIR="$OUT_DIR/data" RUN_DIR="$OUT_DIR/run" TRAIN_LIMIT="$TRAIN_LIMIT" TEST_LIMIT="$TEST_LIMIT" \
-  EPOCHS="$EPOCHS" RUN="$PWD/bench/stage-timer.sh" $PIPELINE_FLAGS > "$OUT_DIR/make.log" 2>&1
+  EPOCHS="$EPOCHS" RUN="$PWD/bench/stage-timer.sh" ${PIPELINE_FLAGS:-} > "$OUT_DIR/make.log" 2>&1
 rc=$?
 t1=$(date +%s.%N)
 tail -1 "$OUT_DIR/make.log"
 [ $rc -eq 0 ] || { echo "bench-pipeline: make pipeline failed (exit $rc), see $OUT_DIR/make.log" >&2; tail -5 "$OUT_DIR/make.log" >&2; exit 1; }
-"$PYTHON" bench/pipeline_table.py "$STAGE_LOG" "$(echo "$t1 - $t0" | bc -l)"
+"$PYTHON" bench/pipeline_table.py "$STAGE_LOG" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"

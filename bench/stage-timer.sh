@@ -13,5 +13,5 @@ summary=$("$@" "${json[@]}")
 rc=$?
 t1=$(date +%s.%N)
 line=$(printf '%s\n' "$summary" | grep '^{' | tail -1)
-printf '{"stage": "%s", "wall": %s, "summary": %s}\n' "$tool" "$(echo "$t1 - $t0" | bc -l)" "${line:-null}" >> "$STAGE_LOG"
+printf '{"stage": "%s", "wall": %s, "summary": %s}\n' "$tool" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" "${line:-null}" >> "$STAGE_LOG"
 exit $rc
