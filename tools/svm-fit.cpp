@@ -47,6 +47,8 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   if (grid && opt.cv == 0)
     throw cae::UsageError("--C and --gamma take more than one value only with --cv K (cross-validation picks the pair)");
   if (gamma_list.size() > 1 && opt.kernel == "linear") throw cae::UsageError("--kernel linear has no gamma to search");
+  if (opt.kernel == "linear" && opt.gamma != "scale")  // "scale" is the default: not given
+    throw cae::UsageError("--gamma " + opt.gamma + " has no effect with --kernel linear (leave it out)");
   // More folds than rows is refused once the rows are read (check_cv_folds); the clamp only
   // keeps the number an int until then.
   const int folds = static_cast<int>(std::min<int64_t>(opt.cv, 1 << 30));
@@ -83,7 +85,15 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
     cae::fail_file(opt.features, "the " + std::to_string(n) + " training rows hold a single class (" +
                                      (distinct.empty() ? std::string("none") : std::to_string(*distinct.begin())) +
                                      "); an SVM needs at least two");
-  if (folds != 0) svm::check_cv_folds(folds, train.labels.data(), n, reader.class_names());  // per image
+  const std::vector<std::string> names = reader.class_names();
+  if (distinct.size() < names.size()) {  // e.g. --train-limit 5: said, not refused
+    std::string missing;
+    for (size_t c = 0; c < names.size(); ++c)
+      if (!distinct.count(static_cast<int32_t>(c))) missing += (missing.empty() ? "" : ", ") + names[c];
+    cae::log_warn("the %lld training rows hold %zu of the %zu classes (missing: %s); the model can never predict those",
+                  static_cast<long long>(n), distinct.size(), names.size(), missing.c_str());
+  }
+  if (folds != 0) svm::check_cv_folds(folds, train.labels.data(), n, names);  // per image
   if (opt.probability) svm::check_sigmoid_data(train.labels.data(), n, opt.features);
   const double read_s = clock.seconds();
 

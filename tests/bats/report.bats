@@ -275,6 +275,10 @@ PY
   run "$BIN/report" --run-dir "$dir" -o "$dir"
   assert_error 1 "^report: error: $dir: exists and is not a report folder \(no index.html\); refusing to replace it$"
   [ -s "$dir/model.h5" ] && [ -s "$dir/eval.h5" ]
+  # A missing folder is refused, as by every other tool (none of them creates folders).
+  run "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/no/such/rep"
+  assert_error 1 "^report: error: $TMP/no/such/rep: output folder $TMP/no/such does not exist$"
+  [ ! -e "$TMP/no" ]
   if [ "$(id -u)" -ne 0 ]; then
     mkdir "$TMP/ro" && chmod a-w "$TMP/ro"
     run "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/ro/rep"

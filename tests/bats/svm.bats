@@ -297,6 +297,20 @@ PY
   assert_error 2 "--gamma must be > 0, not 0x"
   run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --cv 2 --kernel linear --gamma scale,auto -o "$TMP/svm.h5"
   assert_error 2 "--kernel linear has no gamma to search"
+  run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --kernel linear --gamma 0.1 -o "$TMP/svm.h5"
+  assert_error 2 "--gamma 0.1 has no effect with --kernel linear"
+  # Classes missing from the training rows: fitted, with a warning naming them.
+  "$PYTHON" - "$SVM_DIR/features.h5" "$TMP/two.h5" <<'PY'
+import shutil, sys, h5py, numpy as np
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    y = f["/train/labels"][...]
+    f["/train/labels"][...] = (np.arange(len(y)) % 2).astype(y.dtype)  # classes 0 and 1 only
+PY
+  run "$BIN/svm-fit" -q --features "$TMP/two.h5" --train-limit 60 -o "$TMP/svm.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"warning"*"60 training rows hold 2 of the 10 classes (missing: bird, cat, deer, dog, frog, horse, ship, truck)"* ]]
+  rm -f "$TMP/svm.h5"
   # More folds than the smallest class has rows: named, with its count.
   run "$BIN/svm-fit" --features "$SVM_DIR/features.h5" --train-limit 40 --cv 3 -o "$TMP/svm.h5"
   [ "$status" -eq 2 ]

@@ -27,10 +27,8 @@ def prepare_output(path):
         raise ReportError(path, "exists and is not a folder")
     if os.path.isdir(path) and os.listdir(path) and not os.path.exists(os.path.join(path, "index.html")):
         raise ReportError(path, "exists and is not a report folder (no index.html); refusing to replace it")
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as err:
-        raise ReportError(parent, f"cannot create the output's folder: {err.strerror}") from None
+    if not os.path.isdir(parent):  # as every other tool: outputs never create folders
+        raise ReportError(path, f"output folder {parent} does not exist")
     try:
         return tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(path))}.tmp-", dir=parent)
     except OSError as err:
