@@ -11,6 +11,29 @@ namespace cae {
 
 InputFile hash_input(const std::string& path) { return {path, sha256_file(path)}; }
 
+std::vector<std::string> recorded_input_hashes(const Hdf5Reader& r) {
+  std::vector<std::string> out;
+  if (!r.has_attr("/", "inputs")) return out;
+  // The list write_provenance writes, [{"name":"...","sha256":"<64 hex>"},...] (other JSON
+  // writers may add spaces). A name is escaped JSON and cannot hold the key with its
+  // unescaped quotes, so scanning for the key is exact.
+  const std::string json = r.attr_string("/", "inputs"), key = "\"sha256\"";
+  auto skip_space = [&](size_t i) {
+    while (i < json.size() && (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r')) ++i;
+    return i;
+  };
+  for (size_t at = json.find(key); at != std::string::npos; at = json.find(key, at + 1)) {
+    size_t i = skip_space(at + key.size());
+    if (i >= json.size() || json[i] != ':') return {};
+    i = skip_space(i + 1);
+    if (i >= json.size() || json[i] != '"') return {};
+    const size_t end = json.find('"', i + 1);
+    if (end == std::string::npos) return {};
+    out.push_back(json.substr(i + 1, end - i - 1));
+  }
+  return out;
+}
+
 std::string utc_now_iso8601() {
   time_t t = time(nullptr);
   struct tm tm;

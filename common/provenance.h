@@ -21,6 +21,9 @@ struct Provenance {
 };
 
 InputFile hash_input(const std::string& path);
+// The sha256 of each input recorded in a file's `inputs` attribute, in order; empty when
+// the file has none or the attribute is not the toolkit's JSON list.
+std::vector<std::string> recorded_input_hashes(const Hdf5Reader& r);
 std::string utc_now_iso8601();
 // Writes the provenance attributes on "/" (created_by from the current tool's name).
 void write_provenance(Hdf5Writer& w, const Provenance& p);

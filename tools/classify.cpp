@@ -17,6 +17,7 @@
 #include "common/image_decode.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "kernels/ae/augment.h"
 #include "kernels/ae/backend.h"
 #include "kernels/ae/checkpoint.h"
@@ -35,6 +36,7 @@ struct Options {
   int top = 3;
   int batch_size = 64;
   std::string tta = "none";
+  bool allow_mismatch = false;
 };
 
 // One class's score for one image: a probability, or one-vs-one votes.
@@ -82,6 +84,12 @@ void classify(const Options& opt, const cae::CommonOptions& common) {
   if (clf.n_features() != arch.latent_dim())
     cae::fail_file(opt.svm, "was trained on " + std::to_string(clf.n_features()) + " features, but " + opt.model +
                                 " encodes " + std::to_string(arch.latent_dim()));
+  // The SVM records the encoder of its training features: another model of the same shape
+  // would classify without complaint, and wrongly.
+  const std::string trained_on = clf.file().encoder_sha256;
+  if (!trained_on.empty() && !opt.allow_mismatch && cae::sha256_file(opt.model) != trained_on)
+    cae::fail_file(opt.model, "is not the model " + opt.svm + " was trained on (its features came from sha256 " +
+                                  trained_on.substr(0, 12) + "…); pass that model, or --allow-mismatch");
   const std::vector<std::string>& names = clf.file().class_names;
   auto class_name = [&](int label) {
     return label >= 0 && size_t(label) < names.size() ? names[size_t(label)] : std::to_string(label);
@@ -160,6 +168,8 @@ int main(int argc, char** argv) {
         app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
         app.add_option("--tta", opt.tta, "Test-time augmentation, as svm-eval --tta: none, or flip (average with the mirror)")
             ->check(CLI::IsMember({"none", "flip"}));
+        app.add_flag("--allow-mismatch", opt.allow_mismatch,
+                     "Use an SVM trained on another encoder's features (refused otherwise)");
         app.add_option("images", opt.images, "PNG or JPEG files (any size; converted to the model's input shape)")
             ->required();
       },

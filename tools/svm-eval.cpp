@@ -25,6 +25,7 @@ const cae::ToolInfo kInfo{"svm-eval", "classify encoder features with an svm-fit
 struct Options {
   std::string model, features, split = "test", tta = "none", export_data;
   bool decision_values = false;
+  bool allow_mismatch = false;
   int64_t limit = 0;
 };
 
@@ -67,6 +68,13 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   if (D != clf.n_features())
     cae::fail_file(opt.features, "/" + opt.split + "/features has " + std::to_string(D) + " features per row, but " +
                                      opt.model + " was trained on " + std::to_string(clf.n_features()));
+  // Features of another encoder would be classified without complaint (same width) and
+  // wrongly: the files carry the encoder's hash, so compare them.
+  const std::string trained_on = clf.file().encoder_sha256, encoded_by = reader.encoder_sha256();
+  if (!trained_on.empty() && !encoded_by.empty() && trained_on != encoded_by && !opt.allow_mismatch)
+    cae::fail_file(opt.features, "was encoded by another model (sha256 " + encoded_by.substr(0, 12) + "…) than the one " +
+                                     opt.model + " was trained on (" + trained_on.substr(0, 12) +
+                                     "…); encode with that model, or pass --allow-mismatch");
   const std::vector<std::string> names = reader.class_names();
   const int K = static_cast<int>(names.size());
   for (int c : m.classes)
@@ -210,6 +218,8 @@ int main(int argc, char** argv) {
                        "ae-encode --flip) before voting")
             ->check(CLI::IsMember({"none", "flip"}));
         app.add_flag("--decision-values", opt.decision_values, "Also store /decision_values [N, k(k-1)/2]");
+        app.add_flag("--allow-mismatch", opt.allow_mismatch,
+                     "Classify features of another encoder than the model's training features (refused otherwise)");
         cae::output_file(app.add_option("--export-libsvm-data", opt.export_data,
                                         "Also write the scaled features in libsvm's text format (for svm-predict)"));
       },

@@ -161,6 +161,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   if (opt.probability) clf.set_probability(sigmoids.A, sigmoids.B, sigmoids.folds, sigmoids.seed);
   clf.set_class_names(reader.class_names());
   clf.set_augment(opt.augment);
+  clf.set_encoder_sha256(reader.encoder_sha256());  // svm-eval and classify check theirs against it
   const svm::Model& model = clf.model();
   const int kept = clf.n_features_kept();
 
@@ -168,6 +169,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
     cae::Hdf5Writer w(out.temp_path(), common.output);
     clf.save(w);
     cae::write_provenance(w, {"svm-model", 1, cae::options_json(), {cae::hash_input(opt.features)}});
+
     w.close();
   }
   if (libsvm_out) clf.export_libsvm(*libsvm_out);

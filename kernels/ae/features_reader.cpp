@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/provenance.h"
 
 namespace ae {
 
@@ -17,6 +18,12 @@ FeaturesReader::FeaturesReader(const std::string& path) : h5_(path) {
   bool ok = latent_shape_.size() == 3;
   for (int64_t e : latent_shape_) ok = ok && e > 0 && e <= (int64_t{1} << 20);
   if (!ok) fail_file(path, "attribute latent_shape must be three positive extents [c,h,w]");
+}
+
+std::string FeaturesReader::encoder_sha256() const {
+  if (h5_.has_attr("/", "created_by") && h5_.attr_string("/", "created_by").rfind("ae-encode", 0) != 0) return "";
+  const std::vector<std::string> inputs = cae::recorded_input_hashes(h5_);
+  return inputs.empty() ? std::string() : inputs[0];
 }
 
 bool FeaturesReader::has_split(const std::string& split) const { return h5_.has("/" + split + "/features"); }

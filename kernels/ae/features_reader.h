@@ -32,6 +32,9 @@ class FeaturesReader {
   // [c, h, w] of the encoder's latent, or empty when the file does not record it (files
   // written before the architecture was data).
   const std::vector<int64_t>& latent_shape() const { return latent_shape_; }
+  // The sha256 of the model that encoded these features (ae-encode records it as its first
+  // input), or "" for files that do not say.
+  std::string encoder_sha256() const;
   // The first `rows` rows; requires /<split>/labels (uint8, same length, < class count) and
   // that every feature is finite, else throws "<file>: <problem>".
   FeatureSplit read(const std::string& split, int64_t rows) const;

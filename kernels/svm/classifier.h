@@ -113,6 +113,9 @@ class Classifier {
   // How the caller made the training rows ("none", "flip"; ModelFile::augment): recorded,
   // not applied — the Classifier fits whatever rows it is given. fit() resets it to "none".
   void set_augment(std::string augment) { f_.augment = std::move(augment); }
+  // The encoder of the training features (ModelFile::encoder_sha256): recorded for the checks
+  // of svm-eval and classify; "" = unknown.
+  void set_encoder_sha256(std::string sha) { f_.encoder_sha256 = std::move(sha); }
 
   // Probability estimates, libsvm's -b 1 (probability.h): set_probability stores the pairs'
   // sigmoids that fit_sigmoids found ([k(k−1)/2] each, pair order; fit() clears them);

@@ -85,6 +85,7 @@ void write_model_file(cae::Hdf5Writer& w, const ModelFile& f) {
   w.set_attr("/", "device", f.device);
   w.set_attr("/", "class_names", f.class_names);
   w.set_attr("/", "augment", f.augment);
+  if (!f.encoder_sha256.empty()) w.set_attr("/", "encoder_sha256", f.encoder_sha256);
   if (f.has_probability()) {
     w.write("/svm/probA", f.prob_A);
     w.write("/svm/probB", f.prob_B);
@@ -158,6 +159,12 @@ ModelFile read_model_file(const std::string& path) {
   if (h5.has_attr("/", "class_names")) f.class_names = h5.attr_strings("/", "class_names");
   // Files written before augmentation existed have no attribute: their rows were the images.
   f.augment = h5.has_attr("/", "augment") ? h5.attr_string("/", "augment") : "none";
+  if (h5.has_attr("/", "encoder_sha256")) {
+    f.encoder_sha256 = h5.attr_string("/", "encoder_sha256");
+    bool hex = f.encoder_sha256.size() == 64;
+    for (char ch : f.encoder_sha256) hex = hex && ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'));
+    if (!hex) fail_file(path, "attribute encoder_sha256 is not a sha256 (64 lowercase hex digits)");
+  }
   if (f.augment != "none" && f.augment != "flip") fail_file(path, "unknown augment '" + f.augment + "'");
   if (f.augment == "flip" && f.n_train % 2 != 0)
     fail_file(path, "augment 'flip' needs an even n_train (images, then their mirrors), not " +

@@ -46,6 +46,9 @@ struct ModelFile {
   // images then their mirrors, so a support index i >= n_train / 2 is the mirror of image
   // i - n_train / 2).
   std::string augment = "none";
+  // sha256 of the autoencoder that encoded the training features (their provenance), so
+  // svm-eval and classify can refuse features of another encoder; "" when unknown.
+  std::string encoder_sha256;
   ModelSelection selection;
   // libsvm's -b 1 (svm-fit --probability, probability.h): each pair's sigmoid
   // P(first class | f) = 1 / (1 + exp(A f + B)), [k(k−1)/2] in pair order; empty without.

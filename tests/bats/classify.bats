@@ -116,3 +116,12 @@ PY
   run "$BIN/classify" --model "$TMP/m2.h5" --svm "$W/svm.h5" --device cpu "$W/png/000.png"
   assert_error 1 "svm.h5: was trained on 512 features, but .*m2.h5 encodes 256"
 }
+
+@test "a model of the same shape but not the one the svm's features came from is refused, unless --allow-mismatch" {
+  "$BIN/ae-train" -q --data "$W/data.h5" --epochs 1 --batch-size 50 --train-limit 100 --encoder-channels 16,8 --seed 9 \
+    --device cpu -o "$TMP/other.h5"
+  run "$BIN/classify" --model "$TMP/other.h5" --svm "$W/svm.h5" --device cpu "$W/png/000.png"
+  assert_error 1 "other.h5: is not the model .*svm.h5 was trained on \(its features came from sha256 [0-9a-f]{12}…\); pass that model, or --allow-mismatch"
+  run "$BIN/classify" -q --allow-mismatch --model "$TMP/other.h5" --svm "$W/svm.h5" --device cpu "$W/png/000.png"
+  [ "$status" -eq 0 ]
+}

@@ -511,3 +511,25 @@ PY
   # The libsvm data export holds the originals only (svm-predict has no TTA).
   [ "$(wc -l < "$TMP/ab.libsvm")" -eq 700 ]
 }
+
+@test "svm-eval refuses features of another encoder than the SVM's training features, unless --allow-mismatch" {
+  # Two copies of the features that say (as ae-encode's provenance does) which model encoded
+  # them; the second names another model.
+  "$PYTHON" - "$SVM_DIR/features.h5" "$TMP/a.h5" "$TMP/b.h5" <<'PY'
+import json, shutil, sys, h5py
+for out, model in ((sys.argv[2], "a" * 64), (sys.argv[3], "b" * 64)):
+    shutil.copy(sys.argv[1], out)
+    with h5py.File(out, "r+") as f:
+        f.attrs["created_by"] = "ae-encode 0.1.0 (test)"
+        f.attrs["inputs"] = json.dumps([{"name": "model.h5", "sha256": model}, {"name": "data.h5", "sha256": "c" * 64}])
+PY
+  "$BIN/svm-fit" -q --features "$TMP/a.h5" --train-limit 300 -o "$TMP/svm.h5"
+  "$PYTHON" -c "import h5py,sys; assert h5py.File(sys.argv[1])['/'].attrs['encoder_sha256'] == 'a' * 64" "$TMP/svm.h5"
+  run "$BIN/svm-eval" -q --model "$TMP/svm.h5" --features "$TMP/a.h5" -o "$TMP/e.h5"
+  [ "$status" -eq 0 ]
+  run "$BIN/svm-eval" --model "$TMP/svm.h5" --features "$TMP/b.h5" -o "$TMP/e2.h5"
+  assert_error 1 "b.h5: was encoded by another model \(sha256 bbbbbbbbbbbb…\) than the one .*svm.h5 was trained on \(aaaaaaaaaaaa…\); encode with that model, or pass --allow-mismatch"
+  assert_no_output "$TMP/e2.h5"
+  run "$BIN/svm-eval" -q --allow-mismatch --model "$TMP/svm.h5" --features "$TMP/b.h5" -o "$TMP/e2.h5"
+  [ "$status" -eq 0 ]
+}
