@@ -4,6 +4,7 @@
 
 #include "common/json.h"
 #include "common/log.h"
+#include "common/phases.h"
 #include "common/sha256.h"
 #include "common/version.h"
 
@@ -31,6 +32,21 @@ std::vector<std::string> recorded_input_hashes(const Hdf5Reader& r) {
     if (end == std::string::npos) return {};
     out.push_back(json.substr(i + 1, end - i - 1));
   }
+  return out;
+}
+
+BackgroundHashes::BackgroundHashes(std::vector<std::string> paths)
+    : paths_(std::move(paths)), digests_(std::async(std::launch::async, [p = paths_] {
+        std::vector<std::string> d;
+        for (const std::string& path : p) d.push_back(sha256_file(path));
+        return d;
+      })) {}
+
+std::vector<InputFile> BackgroundHashes::get() {
+  PhaseScope hashing(Phase::hash);
+  const std::vector<std::string> d = digests_.get();  // rethrows the hashing thread's error
+  std::vector<InputFile> out;
+  for (size_t i = 0; i < paths_.size(); ++i) out.push_back({paths_[i], d[i]});
   return out;
 }
 

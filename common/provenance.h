@@ -1,6 +1,7 @@
 // Provenance attributes carried by every file the toolkit writes (docs/FORMATS.md):
 // format, format_version, created_by, created_at, inputs (name + sha256), params (JSON).
 #pragma once
+#include <future>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,19 @@ InputFile hash_input(const std::string& path);
 // the file has none or the attribute is not the toolkit's JSON list.
 std::vector<std::string> recorded_input_hashes(const Hdf5Reader& r);
 std::string utc_now_iso8601();
+
+// The inputs' hashes, computed on a thread of their own from construction on, so that
+// hashing a 2 GB features file overlaps the tool's reading and computing instead of adding
+// to them (make bench-pipeline). get() waits for them (charged to the "hash" phase).
+class BackgroundHashes {
+ public:
+  explicit BackgroundHashes(std::vector<std::string> paths);
+  std::vector<InputFile> get();
+
+ private:
+  std::vector<std::string> paths_;
+  std::future<std::vector<std::string>> digests_;
+};
 // Writes the provenance attributes on "/" (created_by from the current tool's name).
 void write_provenance(Hdf5Writer& w, const Provenance& p);
 

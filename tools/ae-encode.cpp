@@ -80,6 +80,7 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
   const ae::ModelWeights model = ae::read_ae_params(opt.model);
   const ae::Architecture& arch = model.arch;
   cae::DatasetReader data(opt.data);
+  cae::BackgroundHashes hashes({opt.model, opt.data});  // both opened: regular files
   if (data.channels() != arch.input_channels() || data.height() != arch.height() || data.width() != arch.width())
     cae::fail_file(opt.data, "has images of " + data.image_shape_str() + " but " + opt.model + " was trained on " +
                                  std::to_string(arch.input_channels()) + "x" + std::to_string(arch.height()) + "x" +
@@ -135,8 +136,8 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
   const double seconds = clock.seconds();
   const int64_t encoded = total * (opt.flip ? 2 : 1);
   const double rate = encode_s > 0 ? double(encoded) / encode_s : 0.0;
-  phase.emplace(cae::Phase::hash);
-  cae::Provenance prov{"ae-features", 1, cae::options_json(), {cae::hash_input(opt.model), cae::hash_input(opt.data)}};
+  phase.reset();
+  cae::Provenance prov{"ae-features", 1, cae::options_json(), hashes.get()};
   phase.emplace(cae::Phase::write);
   w.finish(prov, {backend->describe(), seconds, rate, data.class_names()});
   out.commit();

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "common/atomic_output.h"
 #include "common/cli.h"
@@ -10,6 +11,7 @@
 #include "common/hdf5_io.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/phases.h"
 #include "common/provenance.h"
 #include "common/timer.h"
 #include "kernels/ae/features_reader.h"
@@ -60,9 +62,11 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   std::unique_ptr<cae::AtomicOutput> data_out;
   if (!opt.export_data.empty()) data_out = std::make_unique<cae::AtomicOutput>(opt.export_data);
 
+  std::optional<cae::PhaseScope> phase(cae::Phase::read);
   const svm::Classifier clf = svm::Classifier::load(opt.model);
   const svm::Model& m = clf.model();
-  ae::FeaturesReader reader(opt.features);
+  ae::FeaturesReader reader(opt.features);  // (both refuse what is not a regular HDF5 file first)
+  cae::BackgroundHashes hashes({opt.model, opt.features});
   const int64_t available = reader.count(opt.split);
   const int D = reader.dim(opt.split);
   if (D != clf.n_features())
@@ -92,6 +96,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
                                  "mirrored images (run ae-encode --flip)");
   ae::FeatureSplit s = tta ? reader.read_augmented(opt.split, n) : reader.read(opt.split, n);
   const double read_s = clock.seconds();
+  phase.emplace(cae::Phase::compute);
 
   cae::Stopwatch predict_clock;
   // Scaled rows are what libsvm's svm-predict reads with the exported model, so the export
@@ -139,6 +144,8 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   }
   const double total_s = clock.seconds();
 
+  const std::vector<cae::InputFile> inputs = hashes.get();
+  phase.emplace(cae::Phase::write);
   {
     cae::Hdf5Writer w(out.temp_path(), common.output);
     w.write("/predictions", pred);
@@ -159,11 +166,12 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
     w.set_attr("/", "predict_seconds", predict_s);
     w.set_attr("/", "device", cae::device_name(device));
     w.set_attr("/", "n_sv", m.n_sv());
-    cae::write_provenance(w, {"svm-eval", 1, cae::options_json(), {cae::hash_input(opt.model), cae::hash_input(opt.features)}});
+    cae::write_provenance(w, {"svm-eval", 1, cae::options_json(), inputs});
     w.close();
   }
   out.commit();
   if (data_out) data_out->commit();
+  phase.reset();
 
   cae::log_info("%s split of %s%s: accuracy %.2f %% (%lld of %lld), %lld support vectors, predict %.2f s, total %.2f s "
                 "(read %.2f s), %s",
@@ -196,6 +204,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
       .add("n_sv", m.n_sv())
       .add("predict_seconds", predict_s)
       .add("seconds", total_s)
+      .add_raw("phases", cae::phases_json())
       .add("device", cae::device_name(device));
   if (!prob.empty()) json.add("log_loss", log_loss);
   cae::emit_json(common, json.str());

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "common/atomic_output.h"
@@ -11,6 +12,7 @@
 #include "common/hdf5_io.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/phases.h"
 #include "common/progress.h"
 #include "common/provenance.h"
 #include "common/timer.h"
@@ -60,7 +62,9 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   std::unique_ptr<cae::AtomicOutput> libsvm_out;
   if (!opt.export_libsvm.empty()) libsvm_out = std::make_unique<cae::AtomicOutput>(opt.export_libsvm);
 
-  ae::FeaturesReader reader(opt.features);
+  std::optional<cae::PhaseScope> phase(cae::Phase::read);
+  ae::FeaturesReader reader(opt.features);  // (refuses what is not a regular HDF5 file first)
+  cae::BackgroundHashes hashes({opt.features});
   const int64_t available = reader.count("train");
   int64_t n = available;
   if (opt.train_limit > 0) {
@@ -96,6 +100,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   if (folds != 0) svm::check_cv_folds(folds, train.labels.data(), n, names);  // per image
   if (opt.probability) svm::check_sigmoid_data(train.labels.data(), n, opt.features);
   const double read_s = clock.seconds();
+  phase.emplace(cae::Phase::compute);
 
   svm::ClassifierParams params;
   params.kernel = opt.kernel == "linear" ? svm::KernelType::linear : svm::KernelType::rbf;
@@ -165,16 +170,19 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   const svm::Model& model = clf.model();
   const int kept = clf.n_features_kept();
 
+  const std::vector<cae::InputFile> inputs = hashes.get();
+  phase.emplace(cae::Phase::write);
   {
     cae::Hdf5Writer w(out.temp_path(), common.output);
     clf.save(w);
-    cae::write_provenance(w, {"svm-model", 1, cae::options_json(), {cae::hash_input(opt.features)}});
+    cae::write_provenance(w, {"svm-model", 1, cae::options_json(), inputs});
 
     w.close();
   }
   if (libsvm_out) clf.export_libsvm(*libsvm_out);
   out.commit();
   if (libsvm_out) libsvm_out->commit();
+  phase.reset();
 
   const double total_s = clock.seconds();
   cae::log_info("wrote %s: %lld support vectors (%s), fit %.1f s, total %.1f s (read %.1f s)", common.output.c_str(),
@@ -201,6 +209,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
       .add("n_support", n_support)
       .add("fit_seconds", clf.fit_seconds())
       .add("seconds", total_s)
+      .add_raw("phases", cae::phases_json())
       .add("device", cae::device_name(device));
   const svm::ModelSelection& sel = clf.model_selection();
   json.add("probability", opt.probability);
