@@ -186,12 +186,15 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIBS_IN_ORDER)
 	$(CXX) $(LDFLAGS) $< $(LIBS_IN_ORDER) $(LDLIBS) -o $@
 
 # report is a Python package (tools/report.py + tools/report_lib/) packed into one executable
-# zip, so it installs and runs as one file like the C++ tools.
+# zip, so it installs and runs as one file like the C++ tools. Like version.o it carries
+# `git describe` from build time (report_lib/git-describe.txt): an installed copy has no
+# repository around it to ask.
 REPORT_SRCS := tools/report.py $(wildcard tools/report_lib/*.py)
-$(BUILD)/bin/report: $(REPORT_SRCS)
+$(BUILD)/bin/report: $(REPORT_SRCS) $(BUILD)/git-describe.txt
 	@mkdir -p $(@D)
 	@rm -rf $@.zipdir && mkdir -p $@.zipdir/report_lib
 	cp tools/report.py $@.zipdir/__main__.py && cp tools/report_lib/*.py $@.zipdir/report_lib/
+	cp $(BUILD)/git-describe.txt $@.zipdir/report_lib/git-describe.txt
 	$(PYTHON) -m zipapp $@.zipdir -p /usr/bin/python3 -o $@ && chmod 755 $@
 	@rm -rf $@.zipdir
 

@@ -25,6 +25,9 @@ namespace cae {
 namespace {
 const CLI::App* g_app = nullptr;
 std::set<const CLI::Option*> g_output_options;
+// --record-output-as: the name -o's file will have once the caller renames it (cli.h).
+constexpr const char* kRecordOutputAs = "--record-output-as";
+std::string g_record_output_as;
 
 // ---- wording ------------------------------------------------------------------------
 
@@ -230,6 +233,7 @@ std::string options_json() {
   JsonObject j;
   if (!g_app) return j.str();
   for (const CLI::Option* opt : g_app->get_options()) {
+    if (option_name(opt) == kRecordOutputAs) continue;  // recorded as "output" instead
     std::string name = opt->get_name();
     if (name.empty() || name == "--help" || name == "--version" || name == "--quiet" || name == "--json") continue;
     while (!name.empty() && name[0] == '-') name.erase(0, 1);
@@ -238,7 +242,9 @@ std::string options_json() {
       continue;
     }
     std::string value;
-    if (opt->count() > 0) {
+    if (name == "output" && !g_record_output_as.empty()) {
+      value = g_record_output_as;
+    } else if (opt->count() > 0) {
       auto res = opt->results();
       for (size_t i = 0; i < res.size(); ++i) value += (i ? "," : "") + res[i];
     } else {
@@ -263,6 +269,7 @@ void check_options(const CLI::App& app) {
   for (const CLI::Option* opt : app.get_options()) {
     if (opt->get_expected_min() == 0 || opt->count() == 0) continue;  // flags, options not given
     const std::string name = option_name(opt);
+    if (name == kRecordOutputAs) continue;  // a name for the record, neither read nor written
     const bool is_output = name == "--output" || g_output_options.count(opt) > 0;
     for (const std::string& v : opt->results()) {
       if (v.empty()) continue;
@@ -295,8 +302,14 @@ int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
              "\n\nExit status: 0 success, 1 runtime error, 2 usage error.");
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", version_line(info.name));
-  if (info.has_output)
+  g_record_output_as.clear();
+  if (info.has_output) {
     output_file(app.add_option("-o,--output", common.output, "Output file (written atomically)")->required());
+    // Plumbing for pipelines, so not in --help (README, "Conventions").
+    app.add_option(kRecordOutputAs, g_record_output_as,
+                   "Record NAME as the output in the file's provenance (-o is renamed to it when done)")
+        ->group("");
+  }
   app.add_flag("-q,--quiet", common.quiet, "Only errors and warnings on stderr");
   app.add_flag("--json", common.json, "Print a one-line JSON summary on stdout");
   if (info.has_device)

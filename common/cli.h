@@ -12,6 +12,9 @@
 //     options that name an existing file, so a new input option needs no registration;
 //   * resources: --threads is at most max_threads(); --cache-mb at most the memory the
 //     process may use (physical memory, RLIMIT_AS, RLIMIT_DATA);
+//   * provenance: --record-output-as NAME (any tool with -o; not shown by --help) makes
+//     options_json() record NAME as the output, for a caller that writes under another
+//     name and renames the file when done (the pipeline's training checkpoint);
 //   * wording: CLI11's parse errors are rewritten in the toolkit's words
 //     ("--epochs: 'abc' is not an integer", "unknown option --epoch (did you mean
 //     --epochs?)"), and --help writes "FLOAT in [0, 1]", "INT >= 0".

@@ -26,7 +26,8 @@
 #
 # Training checkpoints after every epoch into $(RUN_DIR)/.model-HASH.ckpt.h5 and is
 # renamed to model.h5 when done, so an interrupted `make pipeline` resumes where it
-# stopped (same parameters) and model.h5 only ever exists complete.
+# stopped (same parameters) and model.h5 only ever exists complete. --record-output-as
+# makes the model's provenance name model.h5, the file the user gets, not the checkpoint.
 
 # The dataset and its defaults first: what it sets, the ?= below leave alone.
 include $(dir $(lastword $(MAKEFILE_LIST)))datasets.mk
@@ -164,7 +165,7 @@ $(PL_MODEL): $(PL_DATASET) $(PL_TRAIN_STAMP) | $(BIN)/ae-train $(DEPS_STAMP)
 	  if [ -e $(PL_CKPT) ] && [ $(PL_CKPT) -ot $(PL_DATASET) ]; then rm -f $(PL_CKPT); fi
 	$(RUN) $(BIN)/ae-train --data $(PL_DATASET) --epochs $(EPOCHS) --batch-size $(BATCH) --device $(DEVICE) \
 	  --encoder-channels $(ENCODER_CHANNELS) $(if $(strip $(VAL_SPLIT)),--val-split $(VAL_SPLIT)) $(TRAIN_FLAGS) \
-	  --resume -o $(PL_CKPT)
+	  --resume -o $(PL_CKPT) --record-output-as $@
 	@mv -f $(PL_CKPT) $@
 
 $(PL_FEATURES): $(PL_MODEL) $(PL_DATASET) $(PL_ENCODE_STAMP) | $(BIN)/ae-encode $(DEPS_STAMP)

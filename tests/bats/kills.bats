@@ -108,14 +108,29 @@ PY
     done_epochs=0
     [ -f "$TMP/m.h5" ] && done_epochs=$("$PYTHON" -c "import h5py,sys; print(h5py.File(sys.argv[1]).attrs['epochs_done'])" "$TMP/m.h5")
     echo "attempt $attempts: killed after ${delay}s: exit $code, checkpoint has $done_epochs epochs"
-    [ "$done_epochs" -lt "$epochs" ] || { echo "the run completed before 10 kills landed"; return 1; }
+    if [ "$done_epochs" -ge "$epochs" ]; then
+      # The run finished before its kill (the machine sped up since the timing runs): the
+      # chain of kills and resumes so far must still have given the uninterrupted result;
+      # then it starts again from nothing, instead of failing on timing.
+      same_model "$TMP/ref.h5" "$TMP/m.h5"
+      rm -f "$TMP/m.h5"
+      continue
+    fi
     if [ "$code" -eq 137 ]; then
       kills=$((kills + 1))
       epochs_seen="$epochs_seen $done_epochs"
     fi
   done
   "$BIN/ae-train" "${opts[@]}" --resume -o "$TMP/m.h5"
-  "$PYTHON" - "$TMP/ref.h5" "$TMP/m.h5" <<'PY'
+  same_model "$TMP/ref.h5" "$TMP/m.h5"
+  # The kills must have hit more than one stage of the run.
+  [ "$(tr ' ' '\n' <<<"$epochs_seen" | sort -u | grep -c .)" -ge 2 ]
+}
+
+# Two model files hold bit-identical weights, histories and optimizer state (the wall-clock
+# epoch times aside).
+same_model() {
+  "$PYTHON" - "$1" "$2" <<'PY'
 import sys, h5py, numpy as np
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
 names = []
@@ -130,8 +145,6 @@ for n in names:
 for k in ("epochs_done", "optimizer_step", "lr_current", "plateau_best", "plateau_bad_epochs"):
     assert a.attrs[k] == b.attrs[k], k
 PY
-  # The kills must have hit more than one stage of the run.
-  [ "$(tr ' ' '\n' <<<"$epochs_seen" | sort -u | grep -c .)" -ge 2 ]
 }
 
 # Runs TOOL ARGS... -o OUT at least six times, SIGKILLing it at random points of its usual

@@ -321,12 +321,14 @@ PY
 @test "bad input: wrong file kinds and --device gpu without a GPU" {
   run "$BIN/svm-fit" --features "$TMP/missing.h5" -o "$TMP/svm.h5"
   [ "$status" -eq 1 ]
+  # A file of the wrong kind: the message names the tool that writes the expected kind.
   run "$BIN/svm-eval" --model "$SVM_DIR/features.h5" --features "$SVM_DIR/features.h5" -o "$TMP/eval.h5"
-  [ "$status" -eq 1 ]
-  [[ "$output" == *"features.h5"*"svm-model"* ]]
+  assert_error 1 "features.h5: is an ae-features file, expected svm-model, which svm-fit writes$"
   run "$BIN/svm-fit" --features "$SVM_DIR/svm.h5" -o "$TMP/svm.h5"
-  [ "$status" -eq 1 ]
-  [[ "$output" == *"ae-features"* ]]
+  assert_error 1 "svm.h5: is an? svm-model file, expected ae-features, which ae-encode writes$"
+  "$PYTHON" -c "import h5py, sys; h5py.File(sys.argv[1], 'w')['x'] = [1.0]" "$TMP/plain.h5"
+  run "$BIN/svm-fit" --features "$TMP/plain.h5" -o "$TMP/svm.h5"
+  assert_error 1 "plain.h5: not an ae-features file \(no 'format' attribute\); ae-encode writes those$"
   if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     run "$BIN/svm-fit" --device gpu --features "$SVM_DIR/features.h5" -o "$TMP/svm.h5"
     [ "$status" -eq 1 ]
@@ -532,4 +534,41 @@ PY
   assert_no_output "$TMP/e2.h5"
   run "$BIN/svm-eval" -q --allow-mismatch --model "$TMP/svm.h5" --features "$TMP/b.h5" -o "$TMP/e2.h5"
   [ "$status" -eq 0 ]
+}
+
+# What a terminal shows of OUTPUT: carriage returns and erase-to-end-of-line (the progress
+# bar's redraws) applied, one shown line per output line.
+terminal_view() {
+  "$PYTHON" -c '
+import sys
+for raw in sys.stdin.buffer.read().decode("utf-8", "replace").split("\n"):
+    line, col, i = [], 0, 0
+    while i < len(raw):
+        if raw[i] == "\r":
+            col, i = 0, i + 1
+        elif raw.startswith("\x1b[K", i):
+            del line[col:]
+            i += 3
+        else:
+            line[col:col + 1] = [raw[i]]
+            col, i = col + 1, i + 1
+    if line:
+        print("".join(line))
+'
+}
+
+@test "on a terminal, no svm-fit line is glued to a progress bar and no bar is left behind (fit, --cv, --probability)" {
+  command -v script >/dev/null || skip "script(1) (util-linux) is not installed"
+  # script gives the tool a terminal on stderr, so the bars are drawn.
+  for opts in "" "--cv 2 --C 1,10" "--probability"; do
+    run script -qec "COLUMNS=80 '$BIN/svm-fit' --features '$SVM_DIR/features.h5' --train-limit 400 $opts -o '$TMP/s.h5'" /dev/null
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    [[ "$output" == *"svm-fit ["* ]] || { echo "no bar was drawn: $output"; return 1; }
+    shown=$(terminal_view <<<"$output")
+    echo "$shown"
+    # Every line a terminal keeps is a log line of its own, including the summary at the end.
+    ! grep -v '^svm-fit: ' <<<"$shown"
+    [[ "$(tail -1 <<<"$shown")" == "svm-fit: wrote $TMP/s.h5: "* ]]
+    rm -f "$TMP/s.h5"
+  done
 }

@@ -298,6 +298,46 @@ TEST(Progress, BarFitsTheTerminalAndShowsTheRunsEta) {
   EXPECT_NE(wide.find("12000/45000 1200 img/s ETA 0m28s (run 16m57s) loss 0.01234"), std::string::npos) << wide;
 }
 
+// A pipeline that trains into a hidden checkpoint and renames it when done passes
+// --record-output-as: the file's provenance then names the file the user gets.
+TEST(RunTool, RecordOutputAsNamesTheRenamedFileInTheProvenance) {
+  const std::string dir = temp_dir(), ckpt = dir + "/.model-abc.ckpt.h5", model = dir + "/model.h5";
+  { std::ofstream(model) << "an earlier model, replaced by the rename"; }  // a re-training: it exists
+  auto run = [&](std::vector<std::string> args, std::string* params) {
+    setenv("OPENBLAS_CORETYPE", "unchanged", 0);
+    setenv("OMP_WAIT_POLICY", "passive", 0);
+    const cae::ToolInfo info{"ae-train", "purpose", "example", false, true, "hint"};
+    cae::CommonOptions common;
+    int epochs = 20;
+    args.insert(args.begin(), "ae-train");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    testing::internal::CaptureStdout();
+    testing::internal::CaptureStderr();
+    const int status = cae::run_tool(
+        int(args.size()), argv.data(), info, common,
+        [&](CLI::App& app) { app.add_option("--epochs", epochs, "Epochs"); }, [&] { *params = cae::options_json(); });
+    const std::string out = testing::internal::GetCapturedStdout() + testing::internal::GetCapturedStderr();
+    EXPECT_EQ(status, 0) << out;
+    return out;
+  };
+  std::string params;
+  run({"--epochs", "3", "-o", ckpt, "--record-output-as", model}, &params);
+  EXPECT_NE(params.find("\"output\":\"" + model + "\""), std::string::npos) << params;
+  EXPECT_EQ(params.find("ckpt"), std::string::npos) << params;
+  EXPECT_EQ(params.find("record-output-as"), std::string::npos) << params;
+  EXPECT_NE(params.find("\"epochs\":\"3\""), std::string::npos) << params;
+  // Without it, the output is -o as given; the option is plumbing, not in --help.
+  run({"-o", ckpt}, &params);
+  EXPECT_NE(params.find("\"output\":\"" + ckpt + "\""), std::string::npos) << params;
+  const std::string help = run({"--help"}, &params);
+  EXPECT_NE(help.find("--output"), std::string::npos) << help;
+  EXPECT_EQ(help.find("--record-output-as"), std::string::npos) << help;
+  unlink(model.c_str());
+  rmdir(dir.c_str());
+}
+
 TEST(Version, NoGitUnknownInTheVersionLine) {
   const std::string line = cae::version_line("ae-train");
   EXPECT_EQ(line.rfind(std::string("ae-train ") + cae::version() + " (", 0), 0u) << line;
