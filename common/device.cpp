@@ -31,6 +31,16 @@ bool gpu_available() {
   return ok;
 }
 
+int gpu_count() {
+#ifdef CIFARAE_WITH_CUDA
+  int n = 0;
+  if (!gpu_available() || cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+#else
+  return 0;
+#endif
+}
+
 std::string gpu_name() {
 #ifdef CIFARAE_WITH_CUDA
   if (!gpu_available()) return "";

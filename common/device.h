@@ -9,6 +9,8 @@ const char* device_name(Device d);
 
 // True when this build has CUDA and a usable GPU is present.
 bool gpu_available();
+// GPUs this process can see (0 without CUDA).
+int gpu_count();
 // Name of GPU 0 (e.g. "NVIDIA H100 80GB HBM3"), or "" when none.
 std::string gpu_name();
 

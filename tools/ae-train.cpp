@@ -4,8 +4,10 @@
 // options into a Trainer, draws progress and writes checkpoints.
 #include <omp.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 
@@ -19,7 +21,9 @@
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/provenance.h"
+#include "common/rank_launcher.h"
 #include "kernels/ae/checkpoint.h"
+#include "kernels/ae/data_parallel.h"
 #include "kernels/ae/cpu/backend_cpu.h"
 #include "kernels/ae/model.h"
 #include "kernels/ae/trainer.h"
@@ -48,6 +52,12 @@ struct Options {
   int threads = 0;
   std::string precision = "fp32";
   bool resume = false;
+  // Data parallelism (docs/MULTI_GPU.md): --gpus starts the ranks; each rank gets
+  // --rank/--world-size/--local-rank/--rendezvous (or Slurm's variables).
+  int gpus = 0;
+  int rank = -1, world_size = -1, local_rank = -1;
+  std::string rendezvous;
+  double group_timeout = 300;
   std::string dump_gradients;  // hidden: one forward+backward, for the PyTorch check
 };
 
@@ -175,10 +185,64 @@ void emit_summary(const cae::CommonOptions& common, const ae::Checkpoint& c, con
                              .str());
 }
 
+// The hidden file through which rank 0 hands the NCCL id to the others: beside -o (a
+// folder every rank sees), unique per launch.
+std::string rendezvous_path(const std::string& output, const std::string& tag) {
+  const auto slash = output.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "" : output.substr(0, slash + 1);
+  const std::string name = slash == std::string::npos ? output : output.substr(slash + 1);
+  return dir + "." + name + ".nccl-" + tag;
+}
+
+int g_argc = 0;
+char** g_argv = nullptr;
+
+// --gpus N: this process starts N ranks of itself on this node's GPUs and waits for them.
+void launch_gpus(const Options& opt, const cae::CommonOptions& common) {
+  if (opt.rank >= 0 || opt.world_size >= 0 || !opt.rendezvous.empty())
+    throw cae::UsageError("--gpus starts the ranks itself: leave out --rank, --world-size and --rendezvous");
+  if (cae::resolve_device(common.device) != cae::Device::gpu)
+    throw cae::UsageError("--gpus needs --device gpu (or auto on a machine with GPUs)");
+  const int visible = cae::gpu_count();
+  if (opt.gpus > visible)
+    throw cae::UsageError("--gpus " + std::to_string(opt.gpus) + ": this machine has " + std::to_string(visible) +
+                          " GPU" + (visible == 1 ? "" : "s"));
+  const std::string rendezvous = rendezvous_path(common.output, std::to_string(getpid()));
+  const std::vector<std::string> args = cae::args_without_option(g_argc, g_argv, "--gpus");
+  int failed = -1;
+  const int status = cae::launch_ranks(
+      opt.gpus, args,
+      [&](int r) {
+        return std::vector<std::string>{"--rank",       std::to_string(r), "--world-size", std::to_string(opt.gpus),
+                                        "--local-rank", std::to_string(r), "--rendezvous", rendezvous};
+      },
+      &failed);
+  unlink(rendezvous.c_str());  // normally gone already (rank 0 removes it once the group formed)
+  if (status != 0)
+    throw std::runtime_error("rank " + std::to_string(failed) + " of " + std::to_string(opt.gpus) + " failed (exit status " +
+                             std::to_string(status) + "); the other ranks were stopped");
+}
+
 void train(const Options& opt, const cae::CommonOptions& common) {
+  if (opt.gpus > 0) return launch_gpus(opt, common);
   if (opt.plateau_factor <= 0.0f) throw cae::UsageError("--lr-plateau-factor must be in (0, 1], not 0");
   if (!std::isfinite(opt.lr) || opt.lr <= 0.0f) throw cae::UsageError("--lr must be a positive finite number");
   const cae::Device device = cae::resolve_device(common.device);
+  const ae::RankInfo rank = ae::resolve_rank(opt.rank, opt.world_size, opt.local_rank);
+  const bool grouped = rank.world > 1 || !opt.rendezvous.empty();
+  if (grouped && device != cae::Device::gpu) throw cae::UsageError("data-parallel training needs --device gpu");
+  if (grouped && !opt.dump_gradients.empty()) throw cae::UsageError("--dump-gradients runs on one process");
+  ae::DataParallelGroup group{rank.rank, rank.world, rank.local_rank, opt.rendezvous, opt.group_timeout};
+  if (grouped && group.rendezvous.empty()) {
+    const char* job = std::getenv("SLURM_JOB_ID");
+    const char* step = std::getenv("SLURM_STEP_ID");
+    if (!rank.from_slurm || !job)
+      throw cae::UsageError("--rank/--world-size need --rendezvous FILE (a path every rank sees), or use --gpus N");
+    group.rendezvous = rendezvous_path(common.output, std::string(job) + "." + (step ? step : "0"));
+  }
+  // Rank 0 speaks for the group: it alone logs, draws progress, checkpoints and writes -o.
+  const bool lead = rank.rank == 0;
+  if (!lead) cae::set_quiet(true);
   if (opt.precision == "bf16" && device == cae::Device::cpu)
     throw cae::UsageError("--precision bf16 needs --device gpu (the CPU path computes in fp32)");
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
@@ -222,7 +286,8 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   tc.precision = ae::precision_name(precision);
   tc.threads = threads;
   tc.output_name = common.output;
-  std::unique_ptr<ae::AeBackend> backend = device == cae::Device::gpu
+  std::unique_ptr<ae::AeBackend> backend = grouped ? ae::make_gpu_backend(arch, tc.optimizer, precision, group)
+                                           : device == cae::Device::gpu
                                                ? ae::make_gpu_backend(arch, tc.optimizer, precision)
                                                : ae::make_cpu_backend(arch, tc.optimizer, threads);
 
@@ -256,9 +321,11 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   if (trainer.finished()) {
     cae::log_info("%s already has %lld of %d epochs: nothing to do", common.output.c_str(),
                   static_cast<long long>(trainer.checkpoint().epochs_done), opt.epochs);
-    return emit_summary(common, trainer.checkpoint(), backend->describe());
+    if (lead) emit_summary(common, trainer.checkpoint(), backend->describe());
+    return;
   }
   if (opt.epochs == 0) {  // the initial weights only
+    if (!lead) return;
     trainer.reconstruct_samples();
     write_checkpoint(trainer.checkpoint(), common, data_input);
     cae::log_info("--epochs 0: wrote %s with the untrained initial weights (seed %lld)", common.output.c_str(),
@@ -270,9 +337,13 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   const int64_t first_epoch = trainer.checkpoint().epochs_done + 1;
   const int64_t run_images = (opt.epochs - first_epoch + 1) * trainer.train_count();
   cae::Stopwatch run_clock;
-  set_stop_message(common.output, int(trainer.checkpoint().epochs_done), opt.epochs);
+  if (lead) set_stop_message(common.output, int(trainer.checkpoint().epochs_done), opt.epochs);
   std::unique_ptr<cae::ProgressBar> bar;
   int bar_epoch = 0;
+  if (!lead) {  // the other ranks train in step with rank 0 and write nothing
+    trainer.run([](const ae::Checkpoint&, const ae::EpochResult&) {});
+    return;
+  }
   trainer.run(
       [&](const ae::Checkpoint& c, const ae::EpochResult& r) {
         bar.reset();
@@ -312,6 +383,8 @@ void train(const Options& opt, const cae::CommonOptions& common) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_argc = argc;
+  g_argv = argv;
   Options opt;
   cae::CommonOptions common;
   return cae::run_tool(
@@ -351,6 +424,23 @@ int main(int argc, char** argv) {
         app.add_flag("--resume", opt.resume,
                      "Continue the run checkpointed in -o (same data and options; the learning rate and its "
                      "schedule continue from the checkpoint)");
+        app.add_option("--gpus", opt.gpus,
+                       "Train data-parallel on N GPUs of this machine: starts N ranks (one process per GPU, NCCL); "
+                       "--batch-size is per GPU (docs/MULTI_GPU.md)")
+            ->check(CLI::Range(1, 64));
+        app.add_option("--rank", opt.rank, "This process's rank in a data-parallel group (default: SLURM_PROCID)")
+            ->check(CLI::NonNegativeNumber);
+        app.add_option("--world-size", opt.world_size, "Ranks in the group (default: SLURM_STEP_NUM_TASKS, the tasks of an srun step)")
+            ->check(CLI::Range(1, 1 << 20));
+        app.add_option("--local-rank", opt.local_rank, "This rank's GPU on its node (default: SLURM_LOCALID, or --rank)")
+            ->check(CLI::NonNegativeNumber);
+        app.add_option("--rendezvous", opt.rendezvous,
+                       "File (in a folder every rank sees) through which rank 0 hands out the NCCL id (default under "
+                       "Slurm: beside -o, named after the job step)");
+        app.add_option("--group-timeout", opt.group_timeout,
+                       "Seconds a rank waits for the others (forming the group, or any step) before it stops with an "
+                       "error instead of hanging")
+            ->check(CLI::Range(1.0, 86400.0));
         cae::output_file(app.add_option("--dump-gradients", opt.dump_gradients)->group(""));  // for tests/python/torch_reference.py
       },
       [&] { train(opt, common); });

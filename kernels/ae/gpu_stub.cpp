@@ -9,5 +9,9 @@ namespace ae {
 std::unique_ptr<AeBackend> make_gpu_backend(const Architecture&, const OptimizerConfig&, Precision) {
   throw std::runtime_error("--device gpu: this build has no CUDA support (rebuild on a machine with nvcc)");
 }
+std::unique_ptr<AeBackend> make_gpu_backend(const Architecture&, const OptimizerConfig&, Precision,
+                                            const DataParallelGroup&) {
+  throw std::runtime_error("multi-GPU training: this build has no CUDA support (rebuild on a machine with nvcc)");
+}
 }  // namespace ae
 #endif

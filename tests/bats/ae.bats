@@ -49,6 +49,25 @@ teardown() {
   assert_no_output "$TMP/f.h5"
 }
 
+@test "ae-train: data-parallel options are checked before any work (docs/MULTI_GPU.md)" {
+  run "$BIN/ae-train" --help
+  [[ "$output" == *"--gpus"*"--rank"*"--world-size"*"--rendezvous"* ]]
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --gpus 2 -o "$TMP/m.h5"
+  assert_error 2 "--gpus needs --device gpu"
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --rank 2 --world-size 2 -o "$TMP/m.h5"
+  assert_error 2 "--rank 2 is outside --world-size 2"
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --rank 0 -o "$TMP/m.h5"
+  assert_error 2 "--rank and --world-size go together"
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --rank 0 --world-size 2 --rendezvous "$TMP/id" -o "$TMP/m.h5"
+  assert_error 2 "data-parallel training needs --device gpu"
+  # Slurm's variables make a group too; a malformed one is named.
+  SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=x run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" -o "$TMP/m.h5"
+  assert_error 2 "SLURM_PROCID='x' is not a rank number"
+  run "$BIN/ae-train" --device cpu --data "$AE_DIR/data.h5" --gpus 0 -o "$TMP/m.h5"
+  [ "$status" -eq 2 ]
+  assert_no_output "$TMP/m.h5"
+}
+
 @test "ae-train logs the parameter count and one line per epoch, and the loss falls" {
   grep -q "autoencoder 3x32x32 -> conv 256, 128 -> latent 128x8x8 (8,\?192): 751,875 parameters" "$AE_DIR/full.log"
   # The default hold-out: a tenth of the 192 training images.

@@ -27,7 +27,9 @@
 #include "common/cuda_check.cuh"
 #include "kernels/ae/backend.h"
 #include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/nccl_group.h"
 #include "kernels/ae/cuda/plan.h"
+#include "kernels/ae/data_parallel.h"
 #include "kernels/ae/model.h"
 
 namespace ae {
@@ -37,7 +39,8 @@ using namespace ae::cuda;
 
 constexpr int kEncodeChunk = 1024;  // images per encoder launch (results do not depend on it)
 constexpr int kEvalChunk = 256;     // images per eval_loss / reconstruct launch, at least
-constexpr int kProgressEvery = 50;  // steps between loss read-backs when a callback is set
+constexpr int kProgressEvery = 50;  // steps between loss read-backs when a callback is set (or in a group,
+                                    // always: the wait is where a failed peer is noticed)
 
 // Which stream of the captured graph a stage runs on. The weight gradients form side
 // branches: each one needs only what the forward pass and the previous input gradient wrote,
@@ -52,6 +55,9 @@ struct Stage {
   Lane lane = Lane::main;  // side: forks from everything issued on main so far;
                            // join: main first waits for every side branch
   int branch = 0;          // side: which side stream (the plan's WgradOp::branch)
+  // side, in a data-parallel group: the parameters whose gradient this stage completes,
+  // all-reduced right after it on the communication stream (one bucket per layer).
+  int64_t reduce_first = 0, reduce_count = 0;
 };
 
 // Where the loss epilogue finds its targets and what the forward pass writes besides its
@@ -61,6 +67,8 @@ struct ForwardIo {
   const int* order = nullptr;       // null: images[i]
   const int* pos = nullptr;
   bool with_grad = false;  // the loss epilogue writes d loss / d out
+  int loss_batch = 0;      // the batch whose mean loss is differentiated (the global batch of a
+                           // group; 0: this launch's)
   float* latent = nullptr; // fp32 NCHW latent codes of the last encoder layer
   float* recon = nullptr;  // fp32 NCHW reconstruction
 };
@@ -87,14 +95,20 @@ class PinnedBuffer {
 
 class GpuBackend final : public AeBackend {
  public:
-  GpuBackend(const Architecture& arch, const OptimizerConfig& opt, Precision precision)
+  GpuBackend(const Architecture& arch, const OptimizerConfig& opt, Precision precision,
+             const DataParallelGroup* group = nullptr)
       : arch_(arch), opt_(opt), precision_(precision), dt_(precision == Precision::bf16 ? DType::bf16 : DType::f32) {
     if (opt_.kind != "adam" && opt_.kind != "sgd") throw std::invalid_argument("unknown optimizer '" + opt_.kind + "'");
     plan_ = std::make_unique<Plan>(make_plan(arch_, 1, dt_));  // throws for what the GPU cannot run
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw std::runtime_error("--device gpu: no CUDA GPU found");
+    int device = 0;
+    if (group) {
+      device = group->local_rank % n;
+      AE_CUDA_CHECK(cudaSetDevice(device));
+    }
     cudaDeviceProp prop;
-    AE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    AE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     gpu_name_ = prop.name;
     if (prop.major < 8)
       throw std::runtime_error(std::string("--device gpu: ") + prop.name + " is too old (needs compute capability 8.0+)");
@@ -105,6 +119,11 @@ class GpuBackend final : public AeBackend {
       AE_CUDA_CHECK(cudaEventCreateWithFlags(&join_events_[b], cudaEventDisableTiming));
     }
     for (auto& e : events_) AE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    if (group) {
+      group_ = std::make_unique<NcclGroup>(group->rank, group->world, group->rendezvous, group->timeout_seconds);
+      AE_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+      AE_CUDA_CHECK(cudaEventCreateWithFlags(&comm_join_, cudaEventDisableTiming));
+    }
 
     const size_t P = size_t(arch_.param_count());
     params_.resize(P);
@@ -119,6 +138,7 @@ class GpuBackend final : public AeBackend {
     step_.resize(1);
     lr_.resize(1);
     loss_.resize(1);
+    loss_total_.resize(1);
     gsq_.resize(1);
     AE_CUDA_CHECK(cudaMemsetAsync(pos_.get(), 0, sizeof(int), stream_));
     AE_CUDA_CHECK(cudaMemsetAsync(step_.get(), 0, sizeof(int64_t), stream_));
@@ -129,9 +149,12 @@ class GpuBackend final : public AeBackend {
 
   ~GpuBackend() override {
     drop_graphs();
+    if (comm_join_) cudaEventDestroy(comm_join_);
+    if (comm_stream_) cudaStreamDestroy(comm_stream_);
     for (auto& e : events_)
       if (e) cudaEventDestroy(e);
     for (auto& e : fork_events_) cudaEventDestroy(e);
+    for (auto& e : reduce_events_) cudaEventDestroy(e);
     for (int b = 0; b < Plan::kBranches; ++b) {
       if (join_events_[b]) cudaEventDestroy(join_events_[b]);
       if (side_streams_[b]) cudaStreamDestroy(side_streams_[b]);
@@ -141,7 +164,7 @@ class GpuBackend final : public AeBackend {
 
   std::string describe() const override {
     return gpu_name_ + ", " + precision_name(precision_) + " (implicit GEMM, mma.sync " +
-           (precision_ == Precision::bf16 ? "bf16" : "tf32") + ")";
+           (precision_ == Precision::bf16 ? "bf16" : "tf32") + ")" + (group_ ? "; " + group_->describe() : "");
   }
   const Architecture& architecture() const override { return arch_; }
 
@@ -210,10 +233,14 @@ class GpuBackend final : public AeBackend {
     const int64_t n = int64_t(order.size());
     if (n == 0) return 0.0;
     const double dim = double(arch_.image_dim());
-    upload_order(order);
-    const int64_t full = n / batch;
-    const int rest = int(n % batch);
-    ensure_capacity(full > 0 ? batch : rest);
+    // In a group this rank trains its shard of every global batch of `order`.
+    const int world = group_ ? group_->world() : 1;
+    const EpochShard shard = shard_epoch(order, batch, group_ ? group_->rank() : 0, world);
+    upload_order(shard.rows);
+    const int64_t full = n / (int64_t(batch) * world);
+    const int rest = full < int64_t(shard.local_sizes.size()) ? shard.local_sizes.back() : 0;
+    const int rest_global = full < int64_t(shard.global_sizes.size()) ? shard.global_sizes.back() : 0;
+    ensure_capacity(full > 0 ? batch : std::max(rest, 1));
     if (full > 0) ensure_workspaces(batch);
     if (rest > 0) ensure_workspaces(rest);
     set_lr(lr);
@@ -221,16 +248,18 @@ class GpuBackend final : public AeBackend {
     AE_CUDA_CHECK(cudaMemsetAsync(loss_.get(), 0, sizeof(double), stream_));
 
     // Every graph this epoch needs exists before the first step runs.
-    cudaGraphExec_t g_full = full > 0 ? graph_for(batch) : nullptr;
-    cudaGraphExec_t g_rest = rest > 0 ? graph_for(rest) : nullptr;
+    cudaGraphExec_t g_full = full > 0 ? graph_for(batch, batch * world) : nullptr;
+    cudaGraphExec_t g_rest = rest > 0 ? graph_for(rest, rest_global) : nullptr;
     for (int64_t s = 0; s < full; ++s) {
       AE_CUDA_CHECK(cudaGraphLaunch(g_full, stream_));
-      if (on_progress && (s + 1) % kProgressEvery == 0) {
-        const int64_t done = (s + 1) * batch;
-        on_progress(done, read_loss() / (double(done) * dim));
+      if ((on_progress || group_) && (s + 1) % kProgressEvery == 0) {
+        const int64_t done = (s + 1) * batch * world;
+        const double running = read_loss() / (double(done) * dim);
+        if (on_progress) on_progress(done, running);
       }
     }
     if (g_rest) AE_CUDA_CHECK(cudaGraphLaunch(g_rest, stream_));
+    if (rest == 0 && rest_global > 0) empty_shard_step();
     const double mean = read_loss() / (double(n) * dim);
     if (on_progress) on_progress(n, mean);
     return mean;
@@ -238,10 +267,12 @@ class GpuBackend final : public AeBackend {
 
   double eval_loss(const uint8_t* images, int64_t n, int batch) override {
     if (n <= 0) return 0.0;
-    const int chunk = int(std::min<int64_t>(n, std::max(batch, kEvalChunk)));
+    // In a group each rank evaluates its share of the images; read_loss() sums them.
+    const ShardRange mine = group_ ? shard_of(n, group_->rank(), group_->world()) : ShardRange{0, int(n)};
+    const int chunk = int(std::min<int64_t>(std::max<int64_t>(mine.count, 1), std::max(batch, kEvalChunk)));
     ensure_capacity(chunk);
     AE_CUDA_CHECK(cudaMemsetAsync(loss_.get(), 0, sizeof(double), stream_));
-    for_chunks(images, n, chunk, [&](int b, int64_t) {
+    for_chunks(images + mine.first * arch_.image_dim(), mine.count, chunk, [&](int b, int64_t) {
       ForwardIo io;
       io.images = stage_.get();
       forward(b, io, plan_->arch.num_convs() - 1, stream_);
@@ -314,7 +345,7 @@ class GpuBackend final : public AeBackend {
     upload_order(order);
     ensure_capacity(batch);
     ensure_workspaces(batch);
-    std::vector<Stage> stages = step_stages(batch);
+    std::vector<Stage> stages = step_stages(batch, batch);
     cudaEvent_t t0, t1;
     AE_CUDA_CHECK(cudaEventCreate(&t0));
     AE_CUDA_CHECK(cudaEventCreate(&t1));
@@ -372,7 +403,7 @@ class GpuBackend final : public AeBackend {
     out << line;
     // The whole step as the graph replays it.
     reset();
-    cudaGraphExec_t g = graph_for(batch);
+    cudaGraphExec_t g = graph_for(batch, batch);
     const double med = median_ms([&] { AE_CUDA_CHECK(cudaGraphLaunch(g, stream_)); }, reset);
     std::snprintf(line, sizeof line, "  %-34s %9.4f %9.2f %9.1f  (%.3f s per 50,000 images)\n",
                   "graph replay (whole step)", med, total_flops / 1e9, total_flops / (med * 1e-3) / 1e12,
@@ -452,11 +483,39 @@ class GpuBackend final : public AeBackend {
     AE_CUDA_CHECK(cudaMemcpyAsync(lr_.get(), &lr_host_, sizeof(float), cudaMemcpyHostToDevice, stream_));
   }
 
+  // The loss sum so far (over every rank of a group: a collective, which every rank calls
+  // at the same points).
   double read_loss() {
     double h = 0;
+    if (group_) {
+      group_->all_reduce_sum(loss_.get(), loss_total_.get(), 1, stream_);
+      AE_CUDA_CHECK(cudaMemcpyAsync(&h, loss_total_.get(), sizeof(double), cudaMemcpyDeviceToHost, stream_));
+      group_->wait(stream_, "reading the loss");
+      return h;
+    }
     AE_CUDA_CHECK(cudaMemcpyAsync(&h, loss_.get(), sizeof(double), cudaMemcpyDeviceToHost, stream_));
     AE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return h;
+  }
+
+  // A step in which this rank has no image (the epoch's last global batch is shorter than
+  // the group): it contributes a zero gradient to the same all-reduces, in the same order,
+  // and takes the same optimizer step as the others.
+  void empty_shard_step() {
+    AE_CUDA_CHECK(cudaMemsetAsync(grad_.get(), 0, grad_.bytes(), stream_));
+    for (const auto& r : reduce_buckets()) group_->all_reduce_sum(grad_.get() + r.first, size_t(r.second), stream_);
+    optimizer_step(stream_);
+    advance_step(pos_.get(), step_.get(), 0, stream_);  // the step counter only
+  }
+
+  // The per-layer gradient ranges in the order the step all-reduces them (backward order).
+  std::vector<std::pair<int64_t, int64_t>> reduce_buckets() const {
+    std::vector<std::pair<int64_t, int64_t>> b;
+    for (int l = int(plan_->layers.size()) - 1; l >= 0; --l) {
+      const ConvLayer& c = plan_->layers[size_t(l)].conv;
+      b.push_back({c.weight_offset, c.bias_offset + c.out - c.weight_offset});
+    }
+    return b;
   }
 
   static void parallel_copy(float* dst, const float* src, size_t count) {
@@ -484,7 +543,8 @@ class GpuBackend final : public AeBackend {
       a.images_u8 = io.images;
       a.order = io.order;
       a.order_pos = io.pos;
-      a.grad_scale = float(2.0 / (double(B) * double(arch_.image_dim())));  // d(batch-mean MSE)/d(out)
+      const int loss_batch = io.loss_batch > 0 ? io.loss_batch : B;
+      a.grad_scale = float(2.0 / (double(loss_batch) * double(arch_.image_dim())));  // d(batch-mean MSE)/d(out)
       a.loss_sum = loss_.get();
     }
     conv_igemm(a, dt_, s);
@@ -506,13 +566,32 @@ class GpuBackend final : public AeBackend {
   // One training step as named stages (the graph captures them in this order): the
   // forward pass, then per layer from the last: its weight gradient (a side branch) and
   // its input gradient (the main chain), then the optimizer.
-  std::vector<Stage> step_stages(int B) {
+  // The optimizer on the (all-reduced) gradient, then the packed weight copies.
+  void optimizer_step(cudaStream_t s) {
+    const int64_t P = arch_.param_count();
+    OptimizerDeviceState o;
+    o.params = params_.get();
+    o.grad = grad_.get();
+    o.m = m_.get();
+    o.v = v_.get();
+    o.step_counter = step_.get();
+    o.lr = lr_.get();
+    o.grad_sumsq = gsq_.get();
+    if (opt_.grad_clip > 0.f) grad_sumsq_compute(grad_.get(), P, gsq_.get(), s);
+    optimizer_update(opt_, o, P, s);
+    packs_.pack(params_.get(), dt_, s);
+  }
+
+  // `G` is the global batch of a group step (B otherwise): the loss gradient is that of
+  // G images' mean loss, and the gradient all-reduce completes it.
+  std::vector<Stage> step_stages(int B, int G) {
     std::vector<Stage> st;
     ForwardIo io;
     io.images = train_images_.get();
     io.order = order_.get();
     io.pos = pos_.get();
     io.with_grad = true;
+    io.loss_batch = G;
     st.push_back({"input im2col", 0, [=](cudaStream_t s) { input_im2col(io.images, io.order, io.pos, B, s); }});
     for (const LayerPlan& lp : plan_->layers)
       st.push_back({lp.forward_name, lp.flops_per_image * B, [=, &lp](cudaStream_t s) { forward_layer(lp, B, io, s); }});
@@ -527,45 +606,39 @@ class GpuBackend final : public AeBackend {
                     [=, &lp](cudaStream_t s) {
                       lp.wgrad.run(bufs_, B, grad_.get(), wp, wgrad_ws_[b].get(), bias_ws_[b].get(), dt_, s);
                     },
-                    Lane::side, b});
+                    Lane::side, b, lp.conv.weight_offset, lp.conv.bias_offset + lp.conv.out - lp.conv.weight_offset});
       if (lp.has_input_grad)
         st.push_back({lp.input_grad_name, lp.flops_per_image * B, [=, &lp](cudaStream_t s) { input_grad_layer(lp, B, s); }});
     }
-    const int64_t P = arch_.param_count();
-    st.push_back({"optimizer", 0,
-                  [=](cudaStream_t s) {
-                    OptimizerDeviceState o;
-                    o.params = params_.get();
-                    o.grad = grad_.get();
-                    o.m = m_.get();
-                    o.v = v_.get();
-                    o.step_counter = step_.get();
-                    o.lr = lr_.get();
-                    o.grad_sumsq = gsq_.get();
-                    if (opt_.grad_clip > 0.f) grad_sumsq_compute(grad_.get(), P, gsq_.get(), s);
-                    optimizer_update(opt_, o, P, s);
-                    packs_.pack(params_.get(), dt_, s);
-                  },
-                  Lane::join});
+    st.push_back({"optimizer", 0, [=](cudaStream_t s) { optimizer_step(s); }, Lane::join});
     st.push_back({"advance", 0, [=](cudaStream_t s) { advance_step(pos_.get(), step_.get(), B, s); }});
     return st;
   }
 
-  cudaGraphExec_t graph_for(int B) {
-    auto it = graphs_.find(B);
+  // In a group, each layer's gradient is all-reduced on the communication stream as soon as
+  // its weight-gradient kernel is done, while the backward pass goes on (bucket = layer;
+  // one stream keeps the collectives in the same order on every rank).
+  cudaGraphExec_t graph_for(int B, int G) {
+    auto it = graphs_.find({B, G});
     if (it != graphs_.end()) return it->second;
-    std::vector<Stage> stages = step_stages(B);
+    std::vector<Stage> stages = step_stages(B, G);
     cudaGraph_t graph = nullptr;
     AE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
-      size_t forks = 0;
+      size_t forks = 0, reduces = 0;
       bool side_open[Plan::kBranches] = {};
+      bool comm_open = false;
       auto join_sides = [&] {  // main waits for everything issued on the side branches
         for (int b = 0; b < Plan::kBranches; ++b) {
           if (!side_open[b]) continue;
           AE_CUDA_CHECK(cudaEventRecord(join_events_[b], side_streams_[b]));
           AE_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_events_[b], 0));
           side_open[b] = false;
+        }
+        if (comm_open) {
+          AE_CUDA_CHECK(cudaEventRecord(comm_join_, comm_stream_));
+          AE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_join_, 0));
+          comm_open = false;
         }
       };
       for (auto& s : stages) {
@@ -580,6 +653,17 @@ class GpuBackend final : public AeBackend {
           ++forks;
           s.run(side);
           side_open[s.branch] = true;
+          if (group_ && s.reduce_count > 0) {
+            if (reduces == reduce_events_.size()) {
+              reduce_events_.emplace_back();
+              AE_CUDA_CHECK(cudaEventCreateWithFlags(&reduce_events_.back(), cudaEventDisableTiming));
+            }
+            AE_CUDA_CHECK(cudaEventRecord(reduce_events_[reduces], side));
+            AE_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, reduce_events_[reduces], 0));
+            ++reduces;
+            group_->all_reduce_sum(grad_.get() + s.reduce_first, size_t(s.reduce_count), comm_stream_);
+            comm_open = true;
+          }
           continue;
         }
         if (s.lane == Lane::join) join_sides();
@@ -596,7 +680,7 @@ class GpuBackend final : public AeBackend {
     const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     AE_CUDA_CHECK(err);
-    graphs_[B] = exec;
+    graphs_[{B, G}] = exec;
     return exec;
   }
 
@@ -617,6 +701,11 @@ class GpuBackend final : public AeBackend {
   cudaStream_t side_streams_[Plan::kBranches] = {};  // the weight-gradient branches of captured graphs
   std::vector<cudaEvent_t> fork_events_;
   cudaEvent_t join_events_[Plan::kBranches] = {};
+  // The data-parallel group (null for one GPU) and where its collectives run.
+  std::unique_ptr<NcclGroup> group_;
+  cudaStream_t comm_stream_ = nullptr;
+  cudaEvent_t comm_join_ = nullptr;
+  std::vector<cudaEvent_t> reduce_events_;
 
   DeviceBuffer<float> params_, grad_, m_, v_;
   PackedSet packs_;
@@ -628,7 +717,7 @@ class GpuBackend final : public AeBackend {
   DeviceBuffer<int64_t> step_;
   DeviceBuffer<float> lr_;
   float lr_host_ = 0.f;
-  DeviceBuffer<double> loss_, gsq_;
+  DeviceBuffer<double> loss_, loss_total_, gsq_;
 
   int cap_ = 0;
   StepBuffers bufs_;
@@ -636,13 +725,18 @@ class GpuBackend final : public AeBackend {
   DeviceBuffer<uint8_t> stage_;
   DeviceBuffer<float> recon_, latent_dev_;
   PinnedBuffer pinned_[2];
-  std::map<int, cudaGraphExec_t> graphs_;
+  std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch, global batch)
 };
 
 }  // namespace
 
 std::unique_ptr<AeBackend> make_gpu_backend(const Architecture& arch, const OptimizerConfig& opt, Precision precision) {
   return std::make_unique<GpuBackend>(arch, opt, precision);
+}
+
+std::unique_ptr<AeBackend> make_gpu_backend(const Architecture& arch, const OptimizerConfig& opt, Precision precision,
+                                            const DataParallelGroup& group) {
+  return std::make_unique<GpuBackend>(arch, opt, precision, &group);
 }
 
 namespace cuda {

@@ -9,6 +9,7 @@
 // m16n8k16 or tf32 m16n8k8, fp32 accumulators). What makes them convolutions is only
 // the address computation of each 16-byte chunk: an im2col matrix is never written.
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -33,13 +34,17 @@ int channel_pitch(int channels) {
 }
 
 void init_kernels() {
-  // Kernels using more than 48 KB of shared memory must say so once per process; done
-  // here, outside any stream capture.
-  static std::once_flag once;
-  std::call_once(once, [] {
-    igemm::init_conv_kernels();
-    igemm::init_wgrad_kernels();
-  });
+  // Kernels using more than 48 KB of shared memory must say so once per device (the
+  // attribute belongs to the device's context: ranks of a group may share a process);
+  // done here, outside any stream capture.
+  static std::mutex mu;
+  static std::set<int> done;
+  int device = 0;
+  AE_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  if (!done.insert(device).second) return;
+  igemm::init_conv_kernels();
+  igemm::init_wgrad_kernels();
 }
 
 }  // namespace ae::cuda

@@ -1,0 +1,52 @@
+// Data-parallel training over several GPUs (docs/MULTI_GPU.md): one process per GPU, each
+// a rank of one NCCL group. This file is the part that needs no GPU: who this process is
+// (from --rank/--world-size or Slurm's variables) and which images it trains at each step.
+//
+// The semantics: N ranks at per-GPU batch b train exactly the single-GPU run at batch N·b.
+// Every rank computes the same seeded epoch order; each global batch of N·b rows is cut
+// into N consecutive shards, rank r training shard r; the loss gradient of a shard is
+// scaled by the global batch (2 / (N·b · image_dim)) and the shards' gradients are summed
+// by an all-reduce, so the optimizer sees the gradient of the global batch's mean loss.
+// The epoch's last, shorter global batch is cut as evenly as possible (a rank may get
+// none: it still joins the all-reduce with a zero gradient).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ae {
+
+struct RankInfo {
+  int rank = 0, world = 1, local_rank = 0;
+  bool from_slurm = false;
+};
+
+// The environment, as a function (tests pass their own). Returns nullptr when unset.
+using EnvLookup = std::function<const char*(const char*)>;
+const char* process_env(const char* name);
+
+// Where this process sits: --rank/--world-size/--local-rank when given (>= 0), else
+// SLURM_PROCID/SLURM_STEP_NUM_TASKS/SLURM_LOCALID inside an srun step of more than one task
+// (not SLURM_NTASKS: a batch script sees that too, and it is not a rank), else one rank.
+// Throws cae::UsageError for inconsistent values (rank outside [0, world), half given).
+RankInfo resolve_rank(int rank_opt, int world_opt, int local_rank_opt, const EnvLookup& env = process_env);
+
+// The rows of one global batch of `global_size` rows that rank `rank` of `world` trains:
+// [first, first + count). Shards are consecutive and differ in size by at most one.
+struct ShardRange {
+  int64_t first = 0;
+  int count = 0;
+};
+ShardRange shard_of(int64_t global_size, int rank, int world);
+
+// One epoch of rank `rank`: the rows it trains, step after step, and each step's local and
+// global batch sizes. With world == 1 it is the plain epoch (rows == order).
+struct EpochShard {
+  std::vector<int64_t> rows;         // this rank's rows of every step, concatenated
+  std::vector<int> local_sizes;      // per step; may be 0 in the last step
+  std::vector<int> global_sizes;     // per step: batch·world, the last one shorter
+};
+EpochShard shard_epoch(const std::vector<int64_t>& order, int batch, int rank, int world);
+
+}  // namespace ae
