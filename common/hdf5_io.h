@@ -75,6 +75,7 @@ class Hdf5Writer {
   void ensure_parent_groups(const std::string& name);
   void create_raw(const std::string& name, hid_t type, const Shape& shape, DatasetOptions opt);
   void write_rows_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, const void* data);
+  void start_writeback(size_t bytes_written);
   bool write_chunks_parallel(hid_t ds, hid_t type, const std::vector<hsize_t>& dims, uint64_t row0, uint64_t rows,
                              const void* data);
   hid_t file_ = -1;
@@ -118,6 +119,12 @@ class Hdf5Reader {
  private:
   void check_type(const std::string& name, hid_t want, const char* want_name) const;
   void read_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, void* out) const;
+  // Fast paths of read_raw for the layouts the toolkit writes; false = not handled here
+  // (read_raw then calls H5Dread). Both need the stored type to equal `type` exactly.
+  bool read_chunks_parallel(hid_t ds, hid_t type, const std::string& name, const std::vector<hsize_t>& dims,
+                            uint64_t row0, uint64_t rows, void* out) const;
+  bool read_contiguous_parallel(hid_t ds, hid_t type, const std::string& name, const std::vector<hsize_t>& dims,
+                                uint64_t row0, uint64_t rows, void* out) const;
   hid_t open_attr(const std::string& obj, const std::string& key) const;
   hid_t file_ = -1;
   std::string path_;

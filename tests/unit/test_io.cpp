@@ -1,0 +1,214 @@
+// Unit tests of the HDF5 reader's fast paths (issue 17): deflate chunks inflated in
+// parallel with libdeflate, unfiltered contiguous data read with parallel pread, and the
+// plain H5Dread for every layout they do not handle.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/hdf5_io.h"
+#include "common/provenance.h"
+#include "kernels/ae/features_file.h"
+#include "kernels/ae/features_reader.h"
+
+namespace {
+
+struct IoTempDir {
+  std::string path;
+  IoTempDir() {
+    char tmpl[] = "/tmp/cae-io-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
+    path = tmpl;
+  }
+  ~IoTempDir() { (void)!system(("rm -rf '" + path + "'").c_str()); }
+};
+
+// Non-zero values drawn from `lo..hi`, a few distinct ones so that deflate compresses them.
+template <typename T>
+std::vector<T> random_values(size_t n, int lo, int hi, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> pick(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(pick(rng));
+  return v;
+}
+
+// A raw-API dataset [rows, cols] of `file_type` holding `values` (converted from float).
+void write_raw_dataset(const std::string& path, hid_t file_type, hid_t dcpl, hsize_t rows, hsize_t cols,
+                       const std::vector<float>& values, hsize_t userblock = 0) {
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+  if (userblock) H5Pset_userblock(fcpl, userblock);
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+  hsize_t dims[2] = {rows, cols};
+  hid_t space = H5Screate_simple(2, dims, nullptr);
+  hid_t ds = H5Dcreate2(f, "/x", file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  ASSERT_GE(ds, 0);
+  ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+  H5Dclose(ds);
+  H5Sclose(space);
+  H5Fclose(f);
+  H5Pclose(fcpl);
+}
+
+TEST(Hdf5FastRead, DeflateChunksRoundTripWithAPartialLastChunk) {
+  IoTempDir tmp;
+  const std::string path = tmp.path + "/d.h5";
+  const uint64_t n = 1000, chunk = 64;  // 15 whole chunks and one of 40 rows
+  const std::vector<uint8_t> images = random_values<uint8_t>(n * 3 * 5 * 7, 1, 6, 1);
+  const std::vector<float> feats = random_values<float>(n * 33, 1, 9, 2);
+  {
+    cae::Hdf5Writer w(path);
+    w.write("/images", images.data(), {n, 3, 5, 7}, {chunk, 1});  // libdeflate, whole chunks
+    // Rows written in blocks that do not start on a chunk: HDF5's own zlib compresses them.
+    w.create<float>("/feats", {n, 33}, {chunk, 6});
+    w.write_rows<float>("/feats", 0, 37, feats.data());
+    w.write_rows<float>("/feats", 37, n - 37, feats.data() + 37 * 33);
+    w.close();
+  }
+  cae::Hdf5Reader r(path);
+  EXPECT_EQ(r.read<uint8_t>("/images", {n, 3, 5, 7}), images);
+  EXPECT_EQ(r.read<float>("/feats", {n, 33}), feats);
+  // Row ranges that start and end inside chunks, one inside the partial last chunk.
+  for (auto [row0, rows] : {std::pair<uint64_t, uint64_t>{30, 671}, {64, 64}, {965, 30}, {999, 1}, {0, 1}}) {
+    std::vector<uint8_t> part(rows * 105);
+    r.read_rows<uint8_t>("/images", row0, rows, part.data());
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), images.begin() + static_cast<long>(row0 * 105)))
+        << "rows " << row0 << "+" << rows;
+    std::vector<float> fpart(rows * 33);
+    r.read_rows<float>("/feats", row0, rows, fpart.data());
+    EXPECT_TRUE(std::equal(fpart.begin(), fpart.end(), feats.begin() + static_cast<long>(row0 * 33)))
+        << "rows " << row0 << "+" << rows;
+  }
+}
+
+TEST(Hdf5FastRead, DamagedDeflateChunkIsOneErrorNamingTheFile) {
+  IoTempDir tmp;
+  const std::string path = tmp.path + "/damaged.h5";
+  const uint64_t n = 512, chunk = 64;
+  const std::vector<uint8_t> images = random_values<uint8_t>(n * 300, 1, 4, 3);
+  {
+    cae::Hdf5Writer w(path);
+    w.write("/images", images.data(), {n, 300}, {chunk, 1});
+    w.close();
+  }
+  // Where the fourth chunk (rows 192..255) lies in the file.
+  haddr_t addr = 0;
+  hsize_t size = 0;
+  {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(f, "/images", H5P_DEFAULT);
+    hsize_t offset[2] = {192, 0};
+    unsigned mask = 0;
+    ASSERT_GE(H5Dget_chunk_info_by_coord(ds, offset, &mask, &addr, &size), 0);
+    H5Dclose(ds);
+    H5Fclose(f);
+  }
+  ASSERT_GT(size, 16u);
+  {
+    FILE* fp = fopen(path.c_str(), "r+b");
+    ASSERT_NE(fp, nullptr);
+    for (hsize_t i = size / 2; i < size / 2 + 4; ++i) {
+      fseek(fp, static_cast<long>(addr + i), SEEK_SET);
+      const int byte = fgetc(fp);
+      fseek(fp, static_cast<long>(addr + i), SEEK_SET);
+      fputc(byte ^ 0x5a, fp);
+    }
+    fclose(fp);
+  }
+  cae::Hdf5Reader r(path);
+  try {
+    r.read<uint8_t>("/images");
+    FAIL() << "a damaged chunk was read without an error";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("/images"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("row 192"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  // Rows outside the damaged chunk still read.
+  std::vector<uint8_t> head(192 * 300);
+  r.read_rows<uint8_t>("/images", 0, 192, head.data());
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), images.begin()));
+}
+
+TEST(Hdf5FastRead, LayoutsWithoutAFastPathStillRead) {
+  IoTempDir tmp;
+  const hsize_t rows = 3000, cols = 1100;  // 13 MB of float32: large enough for the pread path
+  const std::vector<float> values = random_values<float>(rows * cols, 1, 1000, 4);
+  struct Case {
+    const char* name;
+    hid_t file_type;
+    hsize_t userblock;
+    std::function<void(hid_t)> layout;
+  };
+  const std::vector<Case> cases = {
+      {"unfiltered chunks", H5T_IEEE_F32LE, 0, [](hid_t d) { hsize_t c[2] = {100, 1100}; H5Pset_chunk(d, 2, c); }},
+      {"shuffle + deflate", H5T_IEEE_F32LE, 0,
+       [](hid_t d) { hsize_t c[2] = {100, 1100}; H5Pset_chunk(d, 2, c); H5Pset_shuffle(d); H5Pset_deflate(d, 1); }},
+      {"deflate, chunks not whole rows", H5T_IEEE_F32LE, 0,
+       [](hid_t d) { hsize_t c[2] = {100, 300}; H5Pset_chunk(d, 2, c); H5Pset_deflate(d, 1); }},
+      {"deflate, big-endian", H5T_IEEE_F32BE, 0,
+       [](hid_t d) { hsize_t c[2] = {100, 1100}; H5Pset_chunk(d, 2, c); H5Pset_deflate(d, 1); }},
+      {"contiguous", H5T_IEEE_F32LE, 0, [](hid_t) {}},
+      {"contiguous after a 4 KB user block", H5T_IEEE_F32LE, 4096, [](hid_t) {}},
+      {"contiguous, big-endian", H5T_IEEE_F32BE, 0, [](hid_t) {}},
+  };
+  for (const Case& c : cases) {
+    const std::string path = tmp.path + "/case.h5";
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    c.layout(dcpl);
+    write_raw_dataset(path, c.file_type, dcpl, rows, cols, values, c.userblock);
+    H5Pclose(dcpl);
+    cae::Hdf5Reader r(path);
+    EXPECT_EQ(r.read<float>("/x", {rows, cols}), values) << c.name;
+    std::vector<float> part(2500 * cols);
+    r.read_rows<float>("/x", 333, 2500, part.data());
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), values.begin() + 333 * cols)) << c.name;
+  }
+}
+
+// A split of 72 MB: read through the parallel pread path into a huge-page buffer.
+TEST(Hdf5FastRead, FeaturesFileRoundTripAndANaNIsNamed) {
+  IoTempDir tmp;
+  const std::string path = tmp.path + "/features.h5";
+  const ae::Architecture arch = ae::Architecture::seed();  // 8,192 features a row
+  const int64_t n = 2200, d = arch.latent_dim();
+  std::vector<float> feats = random_values<float>(static_cast<size_t>(n * d), 1, 500, 5);
+  feats[static_cast<size_t>(1234 * d + 77)] = std::nanf("");
+  std::vector<uint8_t> labels = random_values<uint8_t>(static_cast<size_t>(n), 0, 9, 6);
+  {
+    ae::FeaturesWriter w(path, path, arch);
+    w.begin_split("train", n);
+    w.begin_split("test", 300);
+    for (int64_t r = 0; r < n; r += 1024) w.write_rows("train", r, std::min<int64_t>(1024, n - r), feats.data() + r * d);
+    w.write_rows("test", 0, 300, feats.data());
+    w.write_labels("train", labels);
+    w.write_labels("test", std::vector<uint8_t>(labels.begin(), labels.begin() + 300));
+    w.finish(cae::Provenance{"ae-features", 1, "{}", {}}, {"cpu", 1.0, 1.0, {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}});
+  }
+  ae::FeaturesReader r(path);
+  const ae::FeatureSplit test = r.read("test", -1);
+  ASSERT_EQ(test.n, 300);
+  EXPECT_TRUE(std::equal(test.X.begin(), test.X.end(), feats.begin()));
+  try {
+    r.read("train", -1);
+    FAIL() << "a NaN feature was read without an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/train/features row 1234 feature 77 is NaN"), std::string::npos) << e.what();
+  }
+  const ae::FeatureSplit head = r.read("train", 1234);  // the rows before the NaN
+  ASSERT_EQ(head.X.size(), static_cast<size_t>(1234 * d));
+  EXPECT_TRUE(std::equal(head.X.begin(), head.X.end(), feats.begin()));
+  EXPECT_TRUE(std::equal(head.labels.begin(), head.labels.end(), labels.begin()));
+}
+
+}  // namespace
