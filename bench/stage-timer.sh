@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # bench/stage-timer.sh TOOL ARG... — one pipeline stage under make bench-pipeline, which
-# passes it as the pipeline's RUN prefix. Runs the tool with --json (report has none) and
+# passes it as the pipeline's RUN prefix. Runs the tool with --json and
 # appends one line to $STAGE_LOG: {"stage": "ae-train", "wall": s, "summary": {...} | null}.
 # The tool's own messages still go to stderr; its exit status is kept.
 set -uo pipefail
 : "${STAGE_LOG:?STAGE_LOG must name the log file}"
 tool=$(basename "$1")
 json=(--json)
-[ "$tool" = report ] && json=()
 t0=$(date +%s.%N)
 summary=$("$@" "${json[@]}")
 rc=$?

@@ -65,7 +65,8 @@ PY
 @test "a full run folder gives every plot, the numbers from the files, and a JSON line" {
   run "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/rep" --json --quiet
   [ "$status" -eq 0 ]
-  assert_report "$TMP/rep" loss.png reconstructions.png confusion.png per_class_accuracy.png timing.png
+  assert_report "$TMP/rep" loss.png reconstructions.png features_pca.png confusion.png per_class_accuracy.png \
+    timing.png
   # The JSON line's accuracy is the confusion matrix's, and the documents print it.
   "$PYTHON" - "$output" "$RUNS/full/eval.h5" "$TMP/rep" <<'PY'
 import json, sys, h5py, numpy as np
@@ -73,12 +74,18 @@ summary = json.loads(sys.argv[1])
 cm = h5py.File(sys.argv[2], "r")["confusion"][()]
 acc = np.trace(cm) / cm.sum()
 assert abs(summary["accuracy"] - acc) < 1e-12, (summary, acc)
-assert summary["missing"] == [] and len(summary["images"]) == 5
+assert summary["missing"] == [] and len(summary["images"]) == 6
+# Where the time went, in the other tools' phases (common/phases.h): each a share of the total.
+phases = summary["phases"]
+assert set(phases) == {"startup", "read", "hash", "compute", "write", "other", "total"}, phases
+assert all(v >= 0 for v in phases.values()) and phases["compute"] > 0, phases
+assert abs(sum(v for k, v in phases.items() if k != "total") - phases["total"]) < 0.01, phases
 shown = f"{100 * acc:.1f} %"
 for doc in ("index.html", "report.md"):
     text = open(f"{sys.argv[3]}/{doc}").read()
     assert shown in text, (doc, shown)
-    for word in ("svm-fit", "ae-train", "sha256", "matches model.h5", "epochs=4", "support vectors"):
+    for word in ("svm-fit", "ae-train", "sha256", "matches model.h5", "epochs=4", "support vectors",
+                 "Why the training loss starts above the test loss", "A random sample of 40 of the 40 test images"):
         assert word in text, (doc, word)
 PY
   # --quiet: nothing on stderr (bats' output holds stdout+stderr: only the JSON line).
@@ -135,7 +142,8 @@ PY
   ln -s "$PYTHON" "$TMP/venv/bin/python3"
   PATH="$TMP/venv/bin:$PATH" run "$PYTHON" -S "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/rep" -q
   [ "$status" -eq 0 ]
-  assert_report "$TMP/rep" loss.png reconstructions.png confusion.png per_class_accuracy.png timing.png
+  assert_report "$TMP/rep" loss.png reconstructions.png features_pca.png confusion.png per_class_accuracy.png \
+    timing.png
   # No other Python to turn to (REPORT_REEXECUTED: as if it had tried): one line, exit 1.
   REPORT_REEXECUTED=1 run "$PYTHON" -S "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/rep2"
   [ "$status" -eq 1 ]
@@ -376,7 +384,8 @@ with h5py.File(sys.argv[1], "r+") as f:
 PY
   run "$BIN/report" --run-dir "$dir" -o "$TMP/rep" -q
   [ "$status" -eq 0 ]
-  assert_report "$TMP/rep" loss.png reconstructions.png confusion.png per_class_accuracy.png cv_grid.png timing.png
+  assert_report "$TMP/rep" loss.png reconstructions.png features_pca.png confusion.png per_class_accuracy.png \
+    cv_grid.png timing.png
   for doc in index.html report.md; do
     grep -q "Model selection" "$TMP/rep/$doc"
     grep -q "5-fold stratified cross-validation of 3 C × 4 γ" "$TMP/rep/$doc"
@@ -487,4 +496,98 @@ PY
   assert_error 2 "^report: usage error: -o/--output is required with --compare"
   run "$BIN/report" --compare "$TMP/a" --run-dir "$TMP/b" -o "$TMP/cmp2"
   assert_error 2 "cannot be combined with --run-dir"
+}
+
+# Issue 19: the features' 2-D view reads a seeded sample of at most 2,000 rows, and shows
+# the structure the features have.
+@test "the features' 2-D view: a seeded sample of 2,000 of 2,500 rows, its components' shares of the variance" {
+  local f
+  # Two classes 10 apart along the first 100 features (noise 1 everywhere): the first
+  # component holds ~23 % of the variance (2,500 of 10,692), the second ~0.01 %.
+  f=$(damaged features "import numpy as np
+rng = np.random.default_rng(5)
+labels = (np.arange(2500) % 2).astype(np.uint8)
+x = rng.normal(0, 1, (2500, 8192)).astype(np.float32)
+x[:, :100] += np.where(labels[:, None] == 0, 5.0, -5.0)
+del F['test/features'], F['test/labels']
+F['test/features'] = x
+F['test/labels'] = labels")
+  run "$BIN/report" --features "$f" -o "$TMP/rep" -q
+  [ "$status" -eq 0 ]
+  assert_report "$TMP/rep" features_pca.png timing.png
+  "$PYTHON" - "$TMP/rep" <<'PY'
+import re, sys
+md = open(f"{sys.argv[1]}/report.md").read()
+m = re.search(r"A random sample of 2,000 of the 2,500 test images \(seeded, the same every time\); the two "
+              r"components explain ([0-9.]+) % and ([0-9.]+) %", md)
+assert m, md
+first, second = float(m.group(1)), float(m.group(2))
+assert 20 < first < 26 and second < 1.5, (first, second)
+PY
+  # Seeded: a second report draws the same picture.
+  run "$BIN/report" --features "$f" -o "$TMP/rep2" -q
+  [ "$status" -eq 0 ]
+  cmp "$TMP/rep/features_pca.png" "$TMP/rep2/features_pca.png"
+}
+
+# report --info (issue 19): every kind of file, what it is and what it was made from.
+@test "--info: each kind of file, its shapes, attributes and the chain of files it came from" {
+  make_dataset "$TMP/cifar10.h5" 30 20
+  run "$BIN/report" --info "$TMP/cifar10.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"$TMP/cifar10.h5: image-dataset v1"* ]]
+  [[ "$output" == *"/test/images   uint8 [20, 3, 32, 32]"* ]] || { echo "$output"; return 1; }
+  [[ "$output" == *"class_names"*"airplane"* ]]
+  run "$BIN/report" --info "$RUNS/full/model.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"model.h5: ae-model v1 — autoencoder model or checkpoint (ae-train)"* ]]
+  [[ "$output" == *"/encoder/conv1/weight"*"float32 [256, 3, 3, 3]"* ]]
+  [[ "$output" == *"epochs_done"*"4"* ]] && [[ "$output" == *"made by    ae-train 0.1.0"* ]]
+  [[ "$output" == *"← data/cifar10.h5  sha256 "* ]]
+  # eval.h5 → svm.h5 → features.h5 → model.h5: the whole chain, each with its kind.
+  run "$BIN/report" --info "$RUNS/full/eval.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"eval.h5: svm-eval v1"* ]] && [[ "$output" == *"/confusion  "*"int64 [10, 10]"* ]]
+  "$PYTHON" - "$output" "$RUNS/full" <<'PY'
+import sys
+out, run = sys.argv[1], sys.argv[2]
+lines = out.splitlines()
+def at(text):
+    hits = [i for i, l in enumerate(lines) if text in l]
+    assert hits, (text, out)
+    return hits[0]
+# Each input one level deeper than the file that names it, its kind under it.
+svm, feats = at(f"    ← {run}/svm.h5  sha256 "), at(f"        ← {run}/features.h5  sha256 ")
+model = at(f"            ← {run}/model.h5  sha256 ")
+assert svm < feats < model, out
+assert "svm-model, made by svm-fit" in lines[svm + 1] and "ae-features, made by ae-encode" in lines[feats + 1]
+assert "ae-model, made by ae-train" in lines[model + 1], out
+PY
+  # Several files at once: one block each.
+  run "$BIN/report" --info "$RUNS/full/features.h5" "$RUNS/full/svm.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"features.h5: ae-features v1"* ]] && [[ "$output" == *"/test/features   float32 [40, 8192]"* ]]
+  [[ "$output" == *"svm.h5: svm-model v1"* ]] && [[ "$output" == *"/svm/support_vectors "*"float32 [30, 4000]"* ]]
+  [[ "$output" == *"latent_shape"*"[128, 8, 8]"* ]]
+}
+
+@test "--info: a file that is not HDF5, not the toolkit's, or missing is named with exit 1; usage errors exit 2" {
+  echo "not hdf5 at all" > "$TMP/text.h5"
+  run "$BIN/report" --info "$TMP/text.h5"
+  assert_error 1 "^report: error: $TMP/text.h5: not a readable HDF5 file"
+  run "$BIN/report" --info "$TMP/none.h5"
+  assert_error 1 "^report: error: $TMP/none.h5: no such file$"
+  "$PYTHON" -c "import h5py; h5py.File('$TMP/plain.h5', 'w')['x'] = [1, 2]; f = h5py.File('$TMP/other.h5', 'w'); f.attrs['format'] = 'mystery'"
+  run "$BIN/report" --info "$TMP/plain.h5"
+  assert_error 1 "^report: error: $TMP/plain.h5: no 'format' attribute: not a file of this toolkit$"
+  run "$BIN/report" --info "$TMP/other.h5"
+  assert_error 1 "^report: error: $TMP/other.h5: unknown format 'mystery'"
+  # A good file beside a bad one: the good one is summarised, the status is still 1.
+  run "$BIN/report" --info "$RUNS/full/svm.h5" "$TMP/text.h5"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"svm.h5: svm-model v1"* ]] && [[ "$output" == *"report: error: $TMP/text.h5: not a readable"* ]]
+  run "$BIN/report" --info
+  [ "$status" -eq 2 ] && [[ "$output" == *"usage error"* ]]
+  run "$BIN/report" --info "$RUNS/full/svm.h5" --run-dir "$RUNS/full"
+  [ "$status" -eq 2 ] && [[ "$output" == *"--info takes files only"* ]]
 }

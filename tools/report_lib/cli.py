@@ -12,12 +12,13 @@ import sys
 import tempfile
 import time
 
-from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, ReportError, fmt_seconds, log, pct,
+from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, Phases, ReportError, fmt_seconds, log, pct,
                      version_line, warn)
 from .compare import run_compare
-from .load import read_in_child
-from .plots import (plot_confusion, plot_cv_grid, plot_loss, plot_per_class, plot_reconstructions, plot_reliability,
-                    plot_timing, setup_matplotlib)
+from .load import read_all
+from .parallel import BackgroundHash, ChildFailed, kill_all, run_parallel
+from .plots import (plot_confusion, plot_cv_grid, plot_features_pca, plot_loss, plot_per_class, plot_reconstructions,
+                    plot_reliability, plot_timing, setup_matplotlib)
 from .render import build_html, build_markdown, lineage, stage_rows, summary_cards
 
 
@@ -67,7 +68,8 @@ def parse_args(argv):
     p = Parser(prog=TOOL, formatter_class=argparse.RawDescriptionHelpFormatter,
                description="report — writes an HTML/Markdown report with plots from a run's HDF5 files "
                            "(model.h5, features.h5, svm.h5, eval.h5; whichever exist).",
-               epilog=EXAMPLE + "\n\nComparing runs (a sweep, or several make pipeline RUN_DIRs):\n"
+               epilog=EXAMPLE + "\n\nWhat a file is and what it was made from:\n  report --info data/run/svm.h5 data/cifar10.h5"
+                      "\n\nComparing runs (a sweep, or several make pipeline RUN_DIRs):\n"
                       "  report --compare sweeps/s1/run-1 sweeps/s1/run-2 sweeps/s1/run-3 -o sweeps/s1/compare")
     p.add_argument("--version", action="version", version=version_line())
     p.add_argument("--run-dir", metavar="DIR", help="run folder holding model.h5, features.h5, svm.h5, eval.h5")
@@ -80,6 +82,10 @@ def parse_args(argv):
     p.add_argument("--compare", nargs="+", metavar="RUN_DIR",
                    help="compare several run folders instead: a table and a plot of test accuracy, test MSE and "
                         "stage times per run, mean ± std over runs with the same settings (needs -o)")
+    p.add_argument("--info", nargs="+", metavar="FILE",
+                   help="print a text summary of each file instead (any file of this toolkit: dataset, model or "
+                        "checkpoint, features, SVM model, evaluation): what it is, its datasets' shapes, its key "
+                        "attributes and the chain of files it was made from; writes nothing")
     p.add_argument("--title", default=None, help="heading of the report")
     p.add_argument("-q", "--quiet", action="store_true", help="only errors and warnings on stderr")
     p.add_argument("--json", action="store_true", help="print a one-line JSON summary on stdout")
@@ -87,6 +93,12 @@ def parse_args(argv):
     args.title_given = args.title is not None
     if args.title is None:
         args.title = "CIFAR-10 autoencoder → SVM"
+    if args.info:
+        if args.compare or args.run_dir or args.output or args.json or any((args.model, args.features, args.svm,
+                                                                             args.eval)):
+            p.error("--info takes files only; it cannot be combined with --run-dir/--model/--features/--svm/--eval/"
+                    "--compare/-o/--json")
+        return args
     if args.compare:
         if args.run_dir or any((args.model, args.features, args.svm, args.eval)):
             p.error("--compare takes run folders; it cannot be combined with --run-dir/--model/--features/--svm/--eval")
@@ -134,30 +146,92 @@ def dataset_of(loaded):
     return None
 
 
-def pictures_of_results(loaded, paths, tmp, notes):
-    """Draws examples.png (test images with predicted and true classes); returns its caption."""
+def pictures_of_results(loaded, paths, tmp):
+    """Draws examples.png (test images with predicted and true classes).
+    → (caption, note): the caption when drawn, else a note saying why not (or nothing)."""
     data = dataset_of(loaded)
     if data is None:  # moved or on another machine: the rest of the report stands without it
-        return ""
+        return "", None
     from .pictures import draw_examples  # numpy: imported only once the interpreter is known to have it
     try:
-        return draw_examples(data, paths["eval"], os.path.join(tmp, "examples.png")) or ""
+        return draw_examples(data, paths["eval"], os.path.join(tmp, "examples.png")) or "", None
     except (OSError, KeyError, ValueError) as err:
-        notes.append(f"no pictures of test images: {err}")
-        return ""
+        return "", f"no pictures of test images: {err}"
 
 
-def run(args, tmp_holder):
+# Files whose sha256 the provenance check (render.lineage) compares with what later stages
+# recorded: hashed in the background from the start (features.h5 is ~2 GB on a full run).
+HASHED_KINDS = ("model", "features", "svm")
+
+
+def referenced_kinds(loaded, paths):
+    """The kinds of the report's files that another loaded file names as its input."""
+    by_base = {os.path.basename(paths[k]): k for k in loaded}
+    named = set()
+    for kind, data in loaded.items():
+        inputs = data["attrs"].get("inputs")
+        for entry in inputs if isinstance(inputs, list) else []:
+            other = by_base.get(os.path.basename(str(entry.get("name", "")))) if isinstance(entry, dict) else None
+            if other is not None and other != kind:
+                named.add(other)
+    return named
+
+
+def plot_jobs(plt, loaded, paths, class_names, tmp):
+    """(name, callable) per figure to draw, the slowest first (they run in parallel children).
+    Each callable returns the PNG's name or None; "examples" returns (caption, note)."""
+    jobs = []
+    if "eval" in loaded:
+        jobs.append(("examples", lambda: pictures_of_results(loaded, paths, tmp)))
+    if "model" in loaded:
+        m = loaded["model"]
+        if m["samples"] is not None:
+            jobs.append(("reconstructions", lambda: plot_reconstructions(plt, m["samples"], class_names, tmp)))
+        jobs.append(("loss", lambda: plot_loss(plt, m["history"], tmp)))
+    if "eval" in loaded:
+        ev = loaded["eval"]
+        jobs.append(("confusion", lambda: plot_confusion(plt, ev, tmp)))
+        jobs.append(("per_class", lambda: plot_per_class(plt, ev, tmp)))
+        jobs.append(("reliability", lambda: plot_reliability(plt, ev, tmp)))  # eval.h5 with /probabilities
+    if loaded.get("features", {}).get("pca") is not None:
+        names = loaded["features"]["attrs"].get("class_names")
+        names = [str(n) for n in names] if isinstance(names, list) and names else class_names
+        jobs.append(("features_pca", lambda: plot_features_pca(plt, loaded["features"]["pca"], names, tmp)))
+    grid = loaded.get("svm", {}).get("grid")
+    if grid is not None:
+        jobs.append(("cv_grid", lambda: plot_cv_grid(plt, grid, tmp)))
+    stages = stage_rows(loaded)
+    jobs.append(("timing", lambda: plot_timing(plt, stages, tmp)))
+    return jobs
+
+
+# The order of the pictures in --json's "images" (the documents place each in its section).
+IMAGE_ORDER = ["loss", "reconstructions", "features_pca", "confusion", "per_class", "reliability", "examples",
+               "cv_grid", "timing"]
+
+
+def run(args, tmp_holder, phases):
     if args.compare:
         return run_compare(args, tmp_holder, prepare_output, commit_output)
     started = time.time()
+    phases.enter("other")
     paths, missing = resolve_inputs(args)
-    loaded = {}
-    for kind, path in paths.items():
-        loaded[kind] = read_in_child(kind, path)
+    # Started first, so that hashing a 2 GB features file overlaps everything else.
+    hashes = {kind: BackgroundHash(path) for kind, path in paths.items() if kind in HASHED_KINDS}
+    phases.enter("read")
+
+    def import_matplotlib():  # start-up work, done while the readers read
+        phases.enter("startup")
+        plt = setup_matplotlib()
+        phases.enter("read")
+        return plt
+    loaded, plt = read_all(paths, meanwhile=import_matplotlib)
+    phases.enter("other")
+    needed = referenced_kinds(loaded, paths)
+    for kind in [k for k in hashes if k not in needed]:
+        hashes.pop(kind).cancel()
     tmp = prepare_output(args.output)
     tmp_holder.append(tmp)
-    plt = setup_matplotlib()
 
     class_names = DEFAULT_CLASS_NAMES
     for kind in ("eval", "features", "svm"):
@@ -166,15 +240,17 @@ def run(args, tmp_holder):
             class_names = [str(n) for n in names]
             break
 
-    images = []
-    notes = [n for d in loaded.values() for n in d["notes"]]
+    phases.enter("compute")
+    drawn = run_parallel(plot_jobs(plt, loaded, paths, class_names, tmp))
+    phases.enter("other")
+    examples_caption, examples_note = drawn.pop("examples", ("", None))
+    if examples_caption:
+        drawn["examples"] = "examples.png"
+    images = [drawn[name] for name in IMAGE_ORDER if drawn.get(name)]
+    notes = [n for d in loaded.values() for n in d["notes"]] + ([examples_note] if examples_note else [])
     training_lead = ""
     if "model" in loaded:
         m = loaded["model"]
-        if plot_loss(plt, m["history"], tmp):
-            images.append("loss.png")
-        if m["samples"] is not None:
-            images.append(plot_reconstructions(plt, m["samples"], class_names, tmp))
         h, a = m["history"], m["attrs"]
         bits = []
         def trend(values):
@@ -193,16 +269,9 @@ def run(args, tmp_holder):
         if a.get("device"):
             bits.append(f"on {a['device']}")
         training_lead = "; ".join(bits) + "." if bits else ""
-    classification_lead = examples_caption = ""
+    classification_lead = ""
     if "eval" in loaded:
         ev = loaded["eval"]
-        images.append(plot_confusion(plt, ev, tmp))
-        images.append(plot_per_class(plt, ev, tmp))
-        if plot_reliability(plt, ev, tmp):  # eval.h5 with /probabilities
-            images.append("reliability.png")
-        examples_caption = pictures_of_results(loaded, paths, tmp, notes)
-        if examples_caption:
-            images.append("examples.png")
         best, worst = int(ev["per_class"].argmax()), int(ev["per_class"].argmin())
         classification_lead = (f"{pct(ev['accuracy'])} of {ev['n']:,} {ev['attrs'].get('split', '')} images "
                                f"classified correctly (chance: {pct(1 / ev['k'], 0)}).")
@@ -211,8 +280,7 @@ def run(args, tmp_holder):
                                     f"hardest: {ev['class_names'][worst]} ({pct(ev['per_class'][worst])}).")
     grid_lead = ""
     grid = loaded.get("svm", {}).get("grid")
-    if grid is not None and plot_cv_grid(plt, grid, tmp):
-        images.append("cv_grid.png")
+    if "cv_grid.png" in images:
         bi, bj = grid["best"]
         nc, ng = grid["table"].shape
         grid_lead = (f"{int(grid['folds']) if grid.get('folds') else 'K'}-fold stratified cross-validation of "
@@ -221,10 +289,16 @@ def run(args, tmp_holder):
                      + f"; the best pair, C = {grid['C'][bi]:g} and γ = {grid['gamma'][bj]} "
                        f"({pct(grid['table'][bi, bj])}), was refitted on all of them and is the model.")
     stages = stage_rows(loaded)
-    if plot_timing(plt, stages, tmp):
-        images.append("timing.png")
 
-    checks = lineage(loaded, paths)
+    phases.enter("hash")
+    digests = {}
+    for kind, job in hashes.items():
+        try:
+            digests[kind] = job.digest()
+        except OSError as err:
+            digests[kind] = err
+    phases.enter("other")
+    checks = lineage(loaded, paths, digests)
     for kind, rows in checks.items():
         for name, _d, verdict in rows:
             if verdict and verdict[0] == "stale":
@@ -239,21 +313,26 @@ def run(args, tmp_holder):
                                "created_by": a.get("created_by", "?"), "created_at": a.get("created_at", "?"),
                                "params": a.get("params"), "inputs": checks.get(kind, [])})
 
+    history = loaded.get("model", {}).get("history", {})
     source = args.run_dir or ", ".join(paths.values())
     ctx = {"title": args.title, "source": source,
            "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "cards": summary_cards(loaded), "missing": missing, "notes": notes, "images": images,
            "training_lead": training_lead, "classification_lead": classification_lead, "grid_lead": grid_lead,
            "examples_caption": examples_caption,
+           "features_pca": loaded.get("features", {}).get("pca"),
+           "running_train_loss": "train_loss" in history and ("test_loss" in history or "val_loss" in history),
            "stages": stages, "provenance": provenance,
-           "best_marker": "validation" if "val_loss" in loaded.get("model", {}).get("history", {}) else "test",
+           "best_marker": "validation" if "val_loss" in history else "test",
            "footer": f"Made by {version_line()} from " + ", ".join(os.path.basename(p) for p in paths.values())}
+    phases.enter("write")
     with open(os.path.join(tmp, "index.html"), "w", encoding="utf-8") as f:
         f.write(build_html(ctx))
     with open(os.path.join(tmp, "report.md"), "w", encoding="utf-8") as f:
         f.write(build_markdown(ctx))
     commit_output(tmp, args.output)
     tmp_holder.clear()
+    phases.enter("other")
 
     for name, _lost in missing:
         warn(f"{os.path.join(args.run_dir, name)} not found; its sections are left out")
@@ -263,11 +342,12 @@ def run(args, tmp_holder):
         summary = {"tool": TOOL, "output": args.output, "inputs": paths,
                    "missing": [name for name, _ in missing], "images": images,
                    "accuracy": loaded["eval"]["accuracy"] if "eval" in loaded else None,
-                   "seconds": round(time.time() - started, 3)}
+                   "seconds": round(time.time() - started, 3), "phases": phases.summary()}
         print(json.dumps(summary), flush=True)
 
 
 def main(argv):
+    phases = Phases()
     args = parse_args(argv)
     tmp_holder = []
 
@@ -277,9 +357,12 @@ def main(argv):
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
     try:
-        run(args, tmp_holder)
+        if args.info:
+            from .info import run_info
+            return run_info(args.info)
+        run(args, tmp_holder, phases)
         return 0
-    except ReportError as err:
+    except (ReportError, ChildFailed) as err:
         print(f"{TOOL}: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:
@@ -290,6 +373,7 @@ def main(argv):
         print(f"{TOOL}: error: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
     finally:
+        kill_all()  # background hashes and figures of a failed or interrupted report
         for tmp in tmp_holder:
             shutil.rmtree(tmp, ignore_errors=True)
 

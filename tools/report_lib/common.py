@@ -2,6 +2,7 @@
 architecture of the model a run folder holds."""
 import hashlib
 import os
+import pkgutil
 import subprocess
 import sys
 
@@ -52,8 +53,15 @@ def warn(msg):
 
 
 def git_describe():
-    # The folder of the started program (tools/report.py, or build/bin/report, a zip
-    # archive whose modules have no folder of their own).
+    """`git describe` of the build, or None when unknown. The Makefile stamps it into the
+    zip (report_lib/git-describe.txt), as it does into the C++ tools: an installed copy has
+    no repository around it. Run from the source tree (tools/report.py), git is asked."""
+    try:
+        stamped = (pkgutil.get_data("report_lib", "git-describe.txt") or b"").decode().strip()
+        if stamped and stamped != "unknown":
+            return stamped
+    except OSError:
+        pass
     here = os.path.dirname(os.path.realpath(sys.argv[0]))
     try:
         out = subprocess.run(["git", "-C", here, "describe", "--always", "--dirty", "--tags"],
@@ -62,11 +70,14 @@ def git_describe():
             return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    return "unknown"
+    return None
 
 
 def version_line():
-    return f"{TOOL} {VERSION} (git {git_describe()}, Python {sys.version.split()[0]})"
+    """The version line, "report 0.1.0 (git abc123, Python 3.11.2)"; without a known commit the version alone,
+    never "git unknown" (as common/version.cpp)."""
+    git = git_describe()
+    return f"{TOOL} {VERSION} ({'git ' + git + ', ' if git else ''}Python {sys.version.split()[0]})"
 
 
 # The architecture of a model file without encoder_channels/input_shape (files written before
@@ -125,3 +136,40 @@ def sha256_file(path, cache={}):
                 h.update(block)
         cache[path] = h.hexdigest()
     return cache[path]
+
+
+class Phases:
+    """Where the report's wall time goes, in the other tools' terms (common/phases.h):
+    {"startup", "read", "hash", "compute", "write", "other", "total"} seconds for --json.
+    Time is charged to the current phase; "startup" runs from the process's start
+    (/proc/self/stat) to the first phase. Importing matplotlib is start-up work too, done
+    late so that it overlaps the readers (cli.run charges it back to "startup")."""
+
+    NAMES = ("startup", "read", "hash", "compute", "write", "other")
+
+    def __init__(self):
+        import time
+        self._now = lambda: time.clock_gettime(time.CLOCK_BOOTTIME)
+        self.start = self._process_start()
+        self.last, self.current = self.start, "startup"
+        self.spent = dict.fromkeys(self.NAMES, 0.0)
+
+    def _process_start(self):
+        try:
+            with open("/proc/self/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+        except (OSError, IndexError, ValueError):
+            return self._now()
+
+    def enter(self, phase):
+        """Charges the time since the last switch to the current phase; `phase` is current now."""
+        now = self._now()
+        self.spent[self.current] += now - self.last
+        self.last, self.current = now, phase
+
+    def summary(self):
+        self.enter(self.current)
+        out = {k: round(v, 4) for k, v in self.spent.items()}
+        out["total"] = round(self.last - self.start, 4)
+        return out

@@ -44,7 +44,8 @@ def load_run(folder):
     for kind, filename, _fmt, _stage, _lost in KINDS:
         path = os.path.join(folder, filename)
         if os.path.exists(path):
-            loaded[kind] = read_in_child(kind, path)
+            # The comparison needs the features' shapes, not their 2-D view.
+            loaded[kind] = read_in_child(kind, path, **({"pca": False} if kind == "features" else {}))
     return loaded
 
 

@@ -1,5 +1,5 @@
 """Reading and checking a run folder's HDF5 files (docs/FORMATS.md). Every file is read in
-a forked child under a memory and time limit (read_in_child); what comes back is plain
+a forked child under a memory and time limit (read_in_child, read_all); what comes back is plain
 numbers, strings and numpy arrays."""
 import json
 import math
@@ -161,7 +161,8 @@ def load_model(path):
         return m
 
 
-def load_features(path):
+def load_features(path, pca=True):
+    """Shapes and attributes; with pca, also the 2-D view of the test features (features_pca)."""
     with open_checked(path, "ae-features") as f:
         splits = {}
         for split in ("train", "test"):
@@ -170,7 +171,70 @@ def load_features(path):
                 if len(shape) != 2:
                     raise ReportError(path, f"/{split}/features has shape {list(shape)}, expected [N,D]")
                 splits[split] = shape
-        return {"attrs": common_attrs(f), "splits": splits, "notes": []}
+        out = {"attrs": common_attrs(f), "splits": splits, "notes": []}
+        split = "test" if "test" in splits else "train" if "train" in splits else None
+        if pca and split is not None:
+            out["pca"] = features_pca(f, path, split, out["notes"])
+        return out
+
+
+PCA_ROWS = 2000       # rows sampled for the 2-D view: enough to see the classes, ~65 MB at 8,192-d
+PCA_MAX_DIM = 1 << 16  # wider rows are not a features file of this toolkit: no 2-D view
+PCA_SEED = 20240214
+
+
+def features_pca(f, path, split, notes):
+    """The 2-D view of the features: a seeded random sample of at most PCA_ROWS rows of
+    /<split>/features (read by HDF5 row selection: never the whole file), centred and
+    projected on its first two principal components. → {"xy" [n,2], "labels" [n] or None,
+    "split", "rows" (N in the file), "explained" (share of the variance per component)},
+    or None (with a note) when there is nothing to draw."""
+    import numpy as np
+    name = os.path.basename(path)
+    ds = f[f"{split}/features"]
+    n_rows, dim = ds.shape
+    if ds.dtype.kind != "f":
+        raise ReportError(path, f"/{split}/features has dtype {ds.dtype}, expected float")
+    if n_rows < 3 or dim < 2 or dim > PCA_MAX_DIM:
+        notes.append(f"{name}: /{split}/features is {n_rows} × {dim}: no 2-D view of the features")
+        return None
+    rng = np.random.default_rng(PCA_SEED)
+    rows = np.sort(rng.choice(n_rows, size=min(n_rows, PCA_ROWS), replace=False))
+    x = ds[rows].astype(np.float32)  # one HDF5 selection of the sorted rows; float32 halves the work
+    labels = read_dataset(f, path, f"{split}/labels", "iu", shape=(n_rows,))
+    labels = labels[rows].astype(np.int64) if labels is not None else None
+    keep = np.isfinite(x).all(axis=1)
+    if keep.sum() < 3:
+        notes.append(f"{name}: fewer than 3 of the sampled /{split}/features rows are finite: no 2-D view")
+        return None
+    x, labels = x[keep], (labels[keep] if labels is not None else None)
+    x -= x.mean(axis=0)
+    total = float(np.square(x, dtype=np.float64).sum())
+    if total <= 0:
+        notes.append(f"{name}: the sampled /{split}/features rows are all equal: no 2-D view")
+        return None
+    components, strength = top_components(x, 2, rng)
+    # A component's sign is arbitrary; making its largest loading positive keeps the picture
+    # of one file the same from run to run.
+    largest = components[np.abs(components).argmax(axis=0), np.arange(components.shape[1])]
+    xy = x @ (components * np.where(largest < 0, -1.0, 1.0))
+    return {"xy": xy.astype(np.float32), "labels": labels, "split": split, "rows": int(n_rows),
+            "explained": [float(s * s / total) for s in strength]}
+
+
+def top_components(x, k, rng, oversample=10, power_iterations=4):
+    """The first k right singular vectors of x [n, d] (columns of the returned [d, k]) and
+    their singular values, by a randomized range finder (Halko, Martinsson & Tropp 2011):
+    a few products with a [d, k + oversample] block instead of an SVD of all of x."""
+    import numpy as np
+    width = min(k + oversample, min(x.shape))
+    q = x @ rng.standard_normal((x.shape[1], width), dtype=x.dtype if x.dtype == np.float32 else np.float64)
+    for _ in range(power_iterations):
+        q, _ = np.linalg.qr(q)
+        q, _ = np.linalg.qr(x @ (x.T @ q))
+    q, _ = np.linalg.qr(q)
+    _, s, vt = np.linalg.svd(q.T @ x, full_matrices=False)
+    return vt[:k].T, s[:k]
 
 
 def load_svm(path):
@@ -305,7 +369,9 @@ def data_bytes_now():
     return 0
 
 
-def read_in_child(kind, path):
+def start_read(kind, path, **options):
+    """Forks the child that reads one file; finish_read collects it. Several can be under
+    way at once (the report starts all of a run folder's readers together)."""
     import h5py  # noqa: F401  (imported once, before the fork)
     rfd, wfd = os.pipe()
     pid = os.fork()
@@ -320,7 +386,7 @@ def read_in_child(kind, path):
                 resource.setrlimit(resource.RLIMIT_DATA, (limit + READ_EXTRA_MEMORY, limit + READ_EXTRA_MEMORY))
             signal.alarm(READ_SECONDS)
             try:
-                result = ("ok", LOADERS[kind](path))
+                result = ("ok", LOADERS[kind](path, **options))
             except ReportError as err:
                 result = ("error", str(err))
             except MemoryError:
@@ -335,6 +401,11 @@ def read_in_child(kind, path):
         finally:
             os._exit(code)
     os.close(wfd)
+    return kind, path, pid, rfd
+
+
+def finish_read(reader):
+    kind, path, pid, rfd = reader
     try:
         with os.fdopen(rfd, "rb") as pipe_in:
             payload = pipe_in.read()
@@ -360,3 +431,35 @@ def read_in_child(kind, path):
     if state == "error":
         raise ReportError(path, value.split(": ", 1)[1] if value.startswith(path + ": ") else value)
     return value
+
+
+def read_all(paths, meanwhile=None):
+    """{kind: path} → ({kind: what its loader returned}, what meanwhile() returned): the files
+    are read in parallel children while the parent runs meanwhile (the report imports
+    matplotlib). The first failing file (in the order given) is the error; every child is reaped."""
+    readers = [start_read(kind, path) for kind, path in paths.items()]
+    loaded, failure, other = {}, None, None
+    try:
+        other = meanwhile() if meanwhile else None
+        while readers:
+            reader = readers.pop(0)
+            try:
+                loaded[reader[0]] = finish_read(reader)
+            except ReportError as err:
+                failure = failure or err
+    except BaseException:  # interrupted: the readers not yet collected go too
+        for _kind, _path, pid, rfd in readers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                os.close(rfd)
+            except OSError:
+                pass
+        raise
+    if failure is not None:
+        raise failure
+    return loaded, other
+
+
+def read_in_child(kind, path, **options):
+    return finish_read(start_read(kind, path, **options))

@@ -73,6 +73,7 @@ def plot_loss(plt, hist, folder):
                    label=f"best {'validation' if steer == 'val' else 'test'} (epoch {best + 1})")
     if len(finite) and finite.min() > 0 and finite.max() / finite.min() > 4:
         ax.set_yscale("log")
+        readable_log_axis(ax.yaxis, finite.min(), finite.max())
     ax.margins(y=0.1)
     ax.set_ylabel("MSE (pixels / 255)")
     ax.set_title("Reconstruction loss per epoch")
@@ -87,9 +88,30 @@ def plot_loss(plt, hist, folder):
         ax_lr.step(epochs, lr, where="mid", color=COLORS["lr"], lw=1.8)
         ax_lr.set_ylabel("learning rate")
         ax_lr.set_yscale("log")
+        readable_log_axis(ax_lr.yaxis, float(np.nanmin(lr)), float(np.nanmax(lr)), few=True)
         ax_lr.grid(True, which="both", alpha=0.2)
     bottom.set_xlabel("epoch")
     return save(fig, folder, "loss.png")
+
+
+def readable_log_axis(axis, lo, hi, few=False):
+    """Labels a log axis with plain numbers a reader can read off (0.002, 0.005, 0.01):
+    matplotlib's default labels only powers of ten, which is one label or none on a loss
+    that spans less than two decades. Ticks at 1, 2, 5 × 10^k over wide ranges, at every
+    digit within a decade or so; minor ticks unlabelled."""
+    import math
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 0.0
+    if decades > 2.5:
+        subs = (1.0,)
+    elif decades > 1.2 or few:
+        subs = (1.0, 2.0, 5.0)
+    else:
+        subs = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
+    axis.set_major_locator(LogLocator(base=10.0, subs=subs, numticks=30))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.6g}"))
+    axis.set_minor_locator(LogLocator(base=10.0, subs=tuple(range(1, 10)), numticks=30))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def chw_to_picture(x):
@@ -99,37 +121,49 @@ def chw_to_picture(x):
     return x[0] if x.shape[0] == 1 else np.transpose(x, (1, 2, 0))
 
 
+def mosaic(tiles, rows, cols, gap, background=1.0):
+    """[rows·cols, H, W, 3] pictures in 0..1 → one [rows·(H+gap)−gap, cols·(W+gap)−gap, 3]
+    picture, row-major, gaps in the background colour. One image in one Axes draws in a
+    fraction of the time of a grid of Axes (issue 17)."""
+    import numpy as np
+    _, h, w, _ = tiles.shape
+    out = np.full((rows * (h + gap) - gap, cols * (w + gap) - gap, 3), background, dtype=np.float64)
+    for i, tile in enumerate(tiles):
+        r, c = divmod(i, cols)
+        out[r * (h + gap):r * (h + gap) + h, c * (w + gap):c * (w + gap) + w] = tile
+    return out
+
+
+def as_rgb(x):
+    """[C,H,W] in 0..1 (C = 1 or 3) → [H,W,3]."""
+    import numpy as np
+    picture = chw_to_picture(x)
+    return np.repeat(picture[:, :, None], 3, axis=2) if picture.ndim == 2 else picture
+
+
 def plot_reconstructions(plt, samples, class_names, folder):
     import numpy as np
     images = samples["images"].astype(np.float64) / 255.0
     recon = samples["recon"].astype(np.float64)
     labels = samples["labels"]
     n = len(images)
-    fig, axes = plt.subplots(3, n, figsize=(1.3 * n + 1.0, 4.6), squeeze=False,
-                             gridspec_kw={"wspace": 0.06, "hspace": 0.1})
-    rows = ["original", "reconstruction", "|difference| × 3"]
+    diff = np.abs(recon - images)
+    tiles = np.stack([as_rgb(p) for p in np.concatenate([images, recon, diff * 3.0])])
+    h, w = tiles.shape[1:3]
+    gap = max(1, h // 12)
+    fig, ax = plt.subplots(figsize=(1.3 * n + 1.0, 4.6))
+    ax.imshow((mosaic(tiles, 3, n, gap) * 255).round().astype(np.uint8), interpolation="nearest")  # uint8: fast
+    ax.axis("off")
+    step_x, step_y = w + gap, h + gap
+    for i, row in enumerate(["original", "reconstruction", "|difference| × 3"]):
+        ax.text(-gap - 2, i * step_y + h / 2, row, ha="right", va="center", fontsize=10)
     for j in range(n):
-        diff = np.abs(recon[j] - images[j])
-        mse = float(np.mean(diff ** 2))
-        for i, picture in enumerate((images[j], recon[j], diff * 3.0)):
-            ax = axes[i, j]
-            if picture.shape[0] == 1:
-                ax.imshow(chw_to_picture(picture), cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest")
-            else:
-                ax.imshow(chw_to_picture(picture), interpolation="nearest")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            ax.grid(False)
-            for spine in ax.spines.values():
-                spine.set_visible(False)
-            if j == 0:
-                ax.set_ylabel(rows[i], fontsize=10, rotation=0, ha="right", va="center", labelpad=8)
         label = int(labels[j]) if labels is not None else j
         name = class_names[label] if 0 <= label < len(class_names) else f"class {label}"
-        axes[0, j].set_title(name, fontsize=10, loc="center", fontweight="normal")
-        axes[2, j].set_xlabel(f"MSE {mse:.4f}", fontsize=8, color="#555555")
-    fig.suptitle("Reconstructions: one test image per class", x=0.02, ha="left",
-                 fontsize=12, fontweight="bold", y=1.0)
+        ax.text(j * step_x + w / 2, -gap, name, ha="center", va="bottom", fontsize=10)
+        ax.text(j * step_x + w / 2, 3 * step_y - gap + 1, f"MSE {float(np.mean(diff[j] ** 2)):.4f}",
+                ha="center", va="top", fontsize=8, color="#555555")
+    ax.set_title("Reconstructions: one test image per class", pad=22)
     return save(fig, folder, "reconstructions.png")
 
 
@@ -287,3 +321,46 @@ def plot_reliability(plt, ev, folder):
     ax_n.set_ylabel("images")
     ax_n.grid(axis="x", visible=False)
     return save(fig, folder, "reliability.png")
+
+
+def class_colors(k):
+    """k distinguishable colours: tab10 up to 10 classes, tab20 up to 20, then a hue wheel."""
+    import numpy as np
+    from matplotlib import colormaps
+    if k <= 10:
+        return colormaps["tab10"](np.arange(k))
+    if k <= 20:
+        return colormaps["tab20"](np.arange(k))
+    return colormaps["hsv"](np.linspace(0, 1, k, endpoint=False))
+
+
+def plot_features_pca(plt, pca, class_names, folder):
+    """The features' 2-D view: the sampled rows projected on their first two principal
+    components (load.features_pca), coloured by true class."""
+    import numpy as np
+    if pca is None or len(pca["xy"]) < 3:
+        return None
+    xy, labels = pca["xy"], pca["labels"]
+    fig, ax = plt.subplots(figsize=(8.6, 6.2))
+    size = 7 if len(xy) > 500 else 16  # thousands of points must not hide each other; a few must show
+    if labels is None:
+        ax.scatter(xy[:, 0], xy[:, 1], s=size, color=COLORS["train"], alpha=0.6, linewidths=0)
+    else:
+        present = np.unique(labels)
+        k = max(len(class_names), int(present.max()) + 1)
+        colors = class_colors(k)
+        # Each class drawn in turn would leave the last one on top; a shuffled order (seeded)
+        # shows every class where they overlap.
+        order = np.random.default_rng(0).permutation(len(xy))
+        ax.scatter(xy[order, 0], xy[order, 1], s=size, c=colors[labels[order]], alpha=0.65, linewidths=0)
+        if len(present) <= 20:
+            from matplotlib.lines import Line2D
+            handles = [Line2D([], [], marker="o", ls="", ms=6, color=colors[c],
+                              label=class_names[c] if c < len(class_names) else f"class {c}") for c in present]
+            ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9,
+                      title="true class", title_fontsize=9, handletextpad=0.3)
+    share = pca["explained"]
+    ax.set_xlabel(f"principal component 1 ({100 * share[0]:.1f} % of the variance)")
+    ax.set_ylabel(f"principal component 2 ({100 * share[1]:.1f} % of the variance)")
+    ax.set_title(f"Features in 2-D: {len(xy):,} of {pca['rows']:,} {pca['split']} images")
+    return save(fig, folder, "features_pca.png")

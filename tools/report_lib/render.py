@@ -66,9 +66,19 @@ def stage_rows(loaded):
     return rows
 
 
-def lineage(loaded, paths):
+def lineage(loaded, paths, digests=None):
     """For every input a file lists: does it match one of the report's files?
+    digests: {kind: sha256 hex, or the OSError hashing it met}, computed beforehand (cli
+    hashes in the background); a file not in it is hashed here.
     Returns {kind: [(name, sha256, verdict)]}, verdict None when not checkable."""
+    digests = digests or {}
+
+    def digest_of(kind):
+        known = digests.get(kind)
+        if isinstance(known, OSError):
+            raise known
+        return known if known is not None else sha256_file(paths[kind])
+
     by_base = {os.path.basename(paths[k]): k for k in loaded}
     out = {}
     for kind, data in loaded.items():
@@ -84,7 +94,7 @@ def lineage(loaded, paths):
                 if other is not None and other != kind:
                     base = os.path.basename(paths[other])
                     try:
-                        same = sha256_file(paths[other]) == digest
+                        same = digest_of(other) == digest
                         verdict = ("ok", f"matches {base}") if same else \
                                   ("stale", f"{base} has changed since: this stage is out of date")
                     except OSError as e:
@@ -125,6 +135,23 @@ def summary_cards(loaded):
         cards.append(("Support vectors", fmt_int(loaded["svm"]["n_sv"]),
                       f"of {fmt_int(a['n_train'])} training samples" if number(a, "n_train") else ""))
     return cards
+
+
+# Under the loss plot: why epoch 1's training loss sits above the test loss (issue 19).
+RUNNING_LOSS_NOTE = ("Why the training loss starts above the test loss: an epoch's training loss is the mean over "
+                     "its batches while the weights are still improving, so early, worse batches count in it; "
+                     "the validation and test losses are measured once, with the weights at the end of the epoch. "
+                     "The gap is largest in epoch 1, when the weights change most.")
+PCA_CAPTION = ("Each point is one image's feature vector, projected on the two directions along which the sampled "
+               "features vary most (principal component analysis of the centred features). The colour is the "
+               "image's true class: classes that form separate clouds here are easy for the SVM; most of the "
+               "separation it uses lies in the other dimensions.")
+
+
+def pca_lead(pca):
+    return (f"A random sample of {len(pca['xy']):,} of the {pca['rows']:,} {pca['split']} images "
+            f"(seeded, the same every time); the two components explain {100 * pca['explained'][0]:.1f} % and "
+            f"{100 * pca['explained'][1]:.1f} % of the features' variance.")
 
 
 CSS = """
@@ -209,12 +236,18 @@ def build_html(ctx):
             w("<figure><img src=\"loss.png\" alt=\"Train and test loss per epoch\">"
               "<figcaption>Mean squared error between input and reconstruction (pixels scaled to 0–1), "
               f"after each epoch. The circle marks the best {e(ctx.get('best_marker', 'test'))} epoch."
-              "</figcaption></figure>")
+              + (" " + e(RUNNING_LOSS_NOTE) if ctx.get("running_train_loss") else "")
+              + "</figcaption></figure>")
         if "reconstructions.png" in img:
             w("<figure><img src=\"reconstructions.png\" alt=\"Reconstruction grid\">"
               "<figcaption>Top: the first test image of each class. Middle: the autoencoder's output. "
               "Bottom: the absolute difference, brightened three times.</figcaption></figure>")
         w("</section>")
+    if "features_pca.png" in img:
+        w("<section><h2>Features</h2>")
+        w(f"<p class=\"lead\">{e(pca_lead(ctx['features_pca']))}</p>")
+        w("<figure><img src=\"features_pca.png\" alt=\"The features projected on two principal components\" "
+          f"style=\"max-width:820px\"><figcaption>{e(PCA_CAPTION)}</figcaption></figure></section>")
     if "confusion.png" in img:
         w("<section><h2>Classification</h2>")
         w(f"<p class=\"lead\">{e(ctx['classification_lead'])}</p><div class=\"two\">")
@@ -296,8 +329,13 @@ def build_markdown(ctx):
         out += ["## Autoencoder", "", ctx["training_lead"], ""]
         if "loss.png" in img:
             out += ["![Train and test loss per epoch](loss.png)", ""]
+            if ctx.get("running_train_loss"):
+                out += [RUNNING_LOSS_NOTE, ""]
         if "reconstructions.png" in img:
             out += ["![Original, reconstruction and |difference|×3 per class](reconstructions.png)", ""]
+    if "features_pca.png" in img:
+        out += ["## Features", "", pca_lead(ctx["features_pca"]), "",
+                "![The features projected on two principal components](features_pca.png)", "", PCA_CAPTION, ""]
     if "confusion.png" in img:
         out += ["## Classification", "", ctx["classification_lead"], "",
                 "![Confusion matrix](confusion.png)", "", "![Accuracy per class](per_class_accuracy.png)", ""]
