@@ -32,33 +32,72 @@ PreparedRows Classifier::prepare(float* X, int64_t n, int dim, const ClassifierP
   return r;
 }
 
-void Classifier::fit_prepared(const PreparedRows& rows, const float* X, const int32_t* y, int64_t n,
-                              const ClassifierParams& params, cae::Device device, const FitProgress& progress) {
+std::vector<Classifier> Classifier::fit_prepared_each_C(const PreparedRows& rows, const float* X, const int32_t* y,
+                                                       int64_t n, const ClassifierParams& params,
+                                                       const std::vector<double>& Cs, cae::Device device) {
+  std::vector<Classifier> out(Cs.size());
+  if (device != cae::Device::gpu || Cs.size() < 2) {
+    for (size_t c = 0; c < Cs.size(); ++c) {
+      ClassifierParams p = params;
+      p.C = Cs[c];
+      out[c].fit_prepared(rows, X, y, n, p, device);
+    }
+    return out;
+  }
+  // Everything but the solve as fit_prepared sets it, for each C; then one solve for all.
+  for (size_t c = 0; c < Cs.size(); ++c) {
+    ClassifierParams p = params;
+    p.C = Cs[c];
+    out[c].describe_fit(rows, n, p, device);
+  }
+  FitParams fp = out.front().fit_params(params);
+  cae::Stopwatch clock;
+  std::vector<Model> models = fit_gpu_each_C(X, y, n, rows.kept, fp, Cs);
+  const double seconds = clock.seconds() / double(Cs.size());
+  for (size_t c = 0; c < Cs.size(); ++c) {
+    out[c].f_.model = std::move(models[c]);
+    out[c].f_.fit_seconds = seconds;
+  }
+  return out;
+}
+
+// The model file's fields a fit fills before solving.
+void Classifier::describe_fit(const PreparedRows& rows, int64_t n, const ClassifierParams& params, cae::Device device) {
   f_ = ModelFile{};
   f_.scaler = rows.scaler;
   f_.feature_mask = rows.feature_mask;
   f_.dropped_values = rows.dropped_values;
+  resolved_gamma_ = resolve_gamma(parse_gamma_spec(params.gamma), rows.gamma_scale, rows.dim);
+  f_.model.kernel = params.kernel;
+  f_.model.dim = rows.kept;
+  f_.gamma_spec = params.gamma;
+  f_.C = params.C;
+  f_.tol = params.tol;
+  f_.n_train = n;
+  f_.device = cae::device_name(device);
+}
+
+FitParams Classifier::fit_params(const ClassifierParams& params) const {
   FitParams p;
   p.kernel = params.kernel;
   p.C = params.C;
   p.tol = params.tol;
   p.cache_mb = params.cache_mb;
   p.log_summary = params.log_summary;
-  p.gamma = resolve_gamma(parse_gamma_spec(params.gamma), rows.gamma_scale, rows.dim);
-  resolved_gamma_ = p.gamma;
-  f_.model.kernel = p.kernel;
-  f_.model.dim = rows.kept;
-  f_.gamma_spec = params.gamma;
-  f_.C = params.C;
-  f_.tol = params.tol;
-  f_.n_train = n;
+  p.gamma = resolved_gamma_;
+  return p;
+}
+
+void Classifier::fit_prepared(const PreparedRows& rows, const float* X, const int32_t* y, int64_t n,
+                              const ClassifierParams& params, cae::Device device, const FitProgress& progress) {
+  describe_fit(rows, n, params, device);
+  const FitParams p = fit_params(params);
   if (progress.ready) progress.ready(*this);
 
   cae::Stopwatch clock;
   f_.model = device == cae::Device::gpu ? fit_gpu(X, y, n, rows.kept, p, progress.pair)
                                         : fit_cpu(X, y, n, rows.kept, p, progress.pair);
   f_.fit_seconds = clock.seconds();
-  f_.device = cae::device_name(device);
 }
 
 std::vector<double> Classifier::prepare_queries(const PreparedRows& rows, float* X, int64_t n) {

@@ -86,6 +86,11 @@ class Classifier {
   // Query rows for any model fitted on `rows`, prepared once: scaled and compacted in place;
   // returns their squared distance in the dropped features, which decision_values_prepared()
   // needs for the exact correction.
+  // fit_prepared() for every C of `Cs` (params.C ignored), one Classifier each. On the GPU
+  // one kernel matrix serves every C (fit_gpu_each_C); the models equal separate fits'.
+  static std::vector<Classifier> fit_prepared_each_C(const PreparedRows& rows, const float* X, const int32_t* y,
+                                                     int64_t n, const ClassifierParams& params,
+                                                     const std::vector<double>& Cs, cae::Device device);
   static std::vector<double> prepare_queries(const PreparedRows& rows, float* X, int64_t n);
   std::vector<double> decision_values_prepared(const float* X, const std::vector<double>& dropped_distance, int64_t n,
                                                cae::Device device) const;
@@ -140,6 +145,8 @@ class Classifier {
   double fit_seconds() const { return f_.fit_seconds; }
 
  private:
+  void describe_fit(const PreparedRows& rows, int64_t n, const ClassifierParams& params, cae::Device device);
+  FitParams fit_params(const ClassifierParams& params) const;  // after describe_fit
   ModelFile f_;
   double resolved_gamma_ = 0;
 };

@@ -12,6 +12,10 @@ namespace {
 }
 }  // namespace
 Model fit_gpu(const float*, const int32_t*, int64_t, int, const FitParams&, const PairCallback&) { no_cuda(); }
+std::vector<Model> fit_gpu_each_C(const float*, const int32_t*, int64_t, int, const FitParams&,
+                                  const std::vector<double>&) {
+  no_cuda();
+}
 void decision_values_gpu(const Model&, const float*, int64_t, double*) { no_cuda(); }
 }  // namespace svm
 #endif

@@ -169,13 +169,14 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
     gather(held_rows, held_out);
     const std::vector<double> held_extra = Classifier::prepare_queries(rows, held_out.data(), n_held);
     for (size_t g = 0; g < ng; ++g) {
+      ClassifierParams p = fold_params;
+      p.gamma = gamma[g];
+      p.log_summary = false;  // one line per fit would bury the table in the log
+      // Every C of this (fold, gamma) from one kernel matrix on the GPU.
+      std::vector<Classifier> fitted =
+          Classifier::fit_prepared_each_C(rows, train.data(), train_y.data(), n_train, p, C, device);
       for (size_t c = 0; c < nc; ++c) {
-        ClassifierParams p = fold_params;
-        p.C = C[c];
-        p.gamma = gamma[g];
-        p.log_summary = false;  // one line per fit would bury the table in the log
-        Classifier clf;
-        clf.fit_prepared(rows, train.data(), train_y.data(), n_train, p, device);
+        const Classifier& clf = fitted[c];
         s.gamma_resolved[g * k + f] = clf.resolved_gamma();
         const std::vector<int32_t> pred =
             clf.vote(clf.decision_values_prepared(held_out.data(), held_extra, n_held, device), n_held);

@@ -59,8 +59,8 @@ using CvProgress = std::function<void(int fits_done, int fits_total)>;
 // The loops run fold → gamma → C. The rows a fit sees (scaled, masked) depend only on the
 // fold, so each fold is prepared once (Classifier::prepare, prepare_queries) and every pair
 // solves on it: the same arithmetic as a plain fit per pair, without 60 scalings of 40,000
-// rows. The kernel matrix depends on the fold and gamma, which is where a solver that
-// reuses one kernel matrix for every C would come in; today each pair solves afresh.
+// rows. The kernel matrix depends on the fold and gamma only: on the GPU each (fold, gamma)
+// builds it once and solves every C on it (Classifier::fit_prepared_each_C).
 ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
                               uint64_t seed, cae::Device device, const CvProgress& progress = {}, int views = 1);

@@ -44,6 +44,10 @@ using PairCallback = std::function<void(int pairs_done, int pairs_total)>;
 // X: [n, dim] row-major float32; y: n labels (at least two distinct classes).
 Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb);
 Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb);
+// fit_gpu for each C of `Cs` (p.C ignored): the same models as one fit_gpu per C, from one
+// kernel matrix — cross-validation solves every C of a (fold, gamma) this way.
+std::vector<Model> fit_gpu_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+                                  const std::vector<double>& Cs);
 
 // Decision values [n, n_pairs] in libsvm's pair order.
 void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec);

@@ -264,6 +264,31 @@ TEST(SvmGpu, StoragePathsAgree) {
   EXPECT_EQ(global.rho, whole.rho);
 }
 
+// One kernel matrix for several C (cross-validation's path) gives exactly the models of
+// separate fits, in both storage modes.
+TEST(SvmGpu, EveryCFromOneKernelMatrixEqualsSeparateFits) {
+  REQUIRE_GPU();
+  const Problem pr = make_problem({0, 1, 2, 3}, {140, 260, 190, 210}, 30, 0.3, 800, 23);
+  const std::vector<double> Cs = {0.5, 10.0, 3.0};
+  svm::cuda::FitOptions pair_opt;
+  pair_opt.kernel_bytes_limit = 2 << 20;  // pair matrices in waves
+  for (const svm::cuda::FitOptions& opt : {svm::cuda::FitOptions{}, pair_opt}) {
+    svm::cuda::FitStats stats;
+    const std::vector<svm::Model> each =
+        svm::cuda::fit_each_C(pr.X.data(), pr.y.data(), pr.n, pr.dim, params(1.0, pr.gamma), Cs, nullptr, opt, &stats);
+    ASSERT_EQ(each.size(), Cs.size());
+    for (size_t c = 0; c < Cs.size(); ++c) {
+      const svm::Model alone =
+          svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, params(Cs[c], pr.gamma), nullptr, opt, nullptr);
+      EXPECT_EQ(each[c].support_indices, alone.support_indices) << stats.mode << " C " << Cs[c];
+      EXPECT_EQ(each[c].dual_coef, alone.dual_coef) << stats.mode << " C " << Cs[c];
+      EXPECT_EQ(each[c].rho, alone.rho) << stats.mode << " C " << Cs[c];
+    }
+    // C matters: the smallest C bounds more coefficients, so the models differ.
+    EXPECT_NE(each[0].dual_coef, each[1].dual_coef);
+  }
+}
+
 // decision_values_gpu against decision_values_cpu on one and the same (CPU-trained) model.
 TEST(SvmGpu, DecisionValuesMatchCpuOnTheSameModel) {
   REQUIRE_GPU();

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 
 #include "common/log.h"
@@ -79,8 +80,21 @@ int64_t free_device_bytes() {
 
 }  // namespace
 
+Model assemble(Model m, const float* X, int dim, const std::vector<std::vector<int64_t>>& members,
+               const std::vector<int>& pair_a, const std::vector<int>& pair_b, const std::vector<int64_t>& pair_offset,
+               const std::vector<PairResult>& results, const std::vector<double>& alpha_all, double tol, FitStats& st);
+
 Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb,
           const FitOptions& options, FitStats* stats) {
+  return std::move(fit_each_C(X, y, n, dim, p, {p.C}, cb, options, stats).front());
+}
+
+// The kernel matrix does not depend on C: it is built once (or once per wave) and every C
+// of `Cs` solves on it, each from alpha = 0 as a plain fit would.
+std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+                              const std::vector<double>& Cs, const PairCallback& cb, const FitOptions& options,
+                              FitStats* stats) {
+  if (Cs.empty()) throw std::invalid_argument("svm: no C to fit");
   cae::Stopwatch total_clock;
   FitStats local_stats;
   FitStats& st = stats ? *stats : local_stats;
@@ -148,7 +162,24 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
   const int64_t whole_bytes = n * n * static_cast<int64_t>(sizeof(float)) + n * static_cast<int64_t>(sizeof(double));
 
   std::vector<PairJob> jobs(pairs);
-  std::vector<PairResult> results(pairs);
+  const size_t nC = Cs.size();
+  // Per C: each pair's result and every pair's alphas, copied out after each solve (the
+  // device state is reused by the next C).
+  std::vector<std::vector<PairResult>> results(nC, std::vector<PairResult>(pairs));
+  std::vector<std::vector<double>> alpha_all(nC, std::vector<double>(static_cast<size_t>(state_total)));
+  // Solves jobs q0..q1-1 (already on the device in d_jobs) for every C.
+  auto solve_for_each_C = [&](int q0, int q1) {
+    const int wave = q1 - q0;
+    for (size_t c = 0; c < nC; ++c) {
+      solve_pairs(d_jobs.get(), wave, d_results.get(), Cs[c], p.tol, 0, unit_diag, smem, s);
+      AE_CUDA_CHECK(cudaMemcpyAsync(results[c].data() + q0, d_results.get(), sizeof(PairResult) * wave,
+                                    cudaMemcpyDeviceToHost, s));
+      const int64_t a0 = pair_offset[q0], a1 = pair_offset[q1];
+      AE_CUDA_CHECK(cudaMemcpyAsync(alpha_all[c].data() + a0, d_alpha.get() + a0, sizeof(double) * (a1 - a0),
+                                    cudaMemcpyDeviceToHost, s));
+    }
+    stream.sync();
+  };
   auto job_state = [&](int q, PairJob& job) {
     job.na = static_cast<int>(start[pair_a[q] + 1] - start[pair_a[q]]);
     job.nb = static_cast<int>(start[pair_b[q] + 1] - start[pair_b[q]]);
@@ -185,9 +216,7 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
       job_state(q, job);
     }
     AE_CUDA_CHECK(cudaMemcpyAsync(d_jobs.get(), jobs.data(), sizeof(PairJob) * pairs, cudaMemcpyHostToDevice, s));
-    solve_pairs(d_jobs.get(), pairs, d_results.get(), p.C, p.tol, 0, unit_diag, smem, s);
-    AE_CUDA_CHECK(cudaMemcpyAsync(results.data(), d_results.get(), sizeof(PairResult) * pairs, cudaMemcpyDeviceToHost, s));
-    stream.sync();
+    solve_for_each_C(0, pairs);
     st.smo_s = clock.seconds();
     if (cb)
       for (int q = 0; q < pairs; ++q) cb(q + 1, pairs);
@@ -255,10 +284,7 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
       clock = cae::Stopwatch();
       const int wave = q1 - q0;
       AE_CUDA_CHECK(cudaMemcpyAsync(d_jobs.get(), jobs.data() + q0, sizeof(PairJob) * wave, cudaMemcpyHostToDevice, s));
-      solve_pairs(d_jobs.get(), wave, d_results.get(), p.C, p.tol, 0, unit_diag, smem, s);
-      AE_CUDA_CHECK(
-          cudaMemcpyAsync(results.data() + q0, d_results.get(), sizeof(PairResult) * wave, cudaMemcpyDeviceToHost, s));
-      stream.sync();
+      solve_for_each_C(q0, q1);
       st.smo_s += clock.seconds();
       for (int q = q0; q < q1; ++q)
         if (cb) cb(++done, pairs);
@@ -267,21 +293,46 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
   }
 
   clock = cae::Stopwatch();
-  std::vector<double> alpha_all(static_cast<size_t>(state_total));
-  AE_CUDA_CHECK(cudaMemcpyAsync(alpha_all.data(), d_alpha.get(), sizeof(double) * state_total, cudaMemcpyDeviceToHost, s));
-  stream.sync();
+  std::vector<Model> models;
+  for (size_t c = 0; c < nC; ++c) {
+    models.push_back(assemble(m, X, dim, members, pair_a, pair_b, pair_offset, results[c], alpha_all[c], p.tol, st));
+  }
+  st.assemble_s = clock.seconds();
+  st.total_s = total_clock.seconds();
+  if (p.log_summary) {
+    const Model& last = models.back();
+    const int64_t most_iterations = *std::max_element(st.pair_iterations.begin(), st.pair_iterations.end());
+    int64_t iterations = 0;
+    for (int64_t it : st.pair_iterations) iterations += it;
+    cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, upload %.2f s, kernel matrix %.2f s, "
+                  "SMO %.2f s (%lld iterations, at most %lld in a pair), model %.2f s; %lld support vectors",
+                  st.mode.c_str(), pairs, st.waves, st.setup_s, st.upload_s, st.kernel_s, st.smo_s,
+                  static_cast<long long>(iterations), static_cast<long long>(most_iterations), st.assemble_s,
+                  static_cast<long long>(last.n_sv()));
+  }
+  return models;
+}
 
+// libsvm's model layout from one C's alphas, exactly as fit_cpu builds it. `m` carries what
+// begin_fit set; st gets this C's per-pair iterations and objectives.
+Model assemble(Model m, const float* X, int dim, const std::vector<std::vector<int64_t>>& members,
+               const std::vector<int>& pair_a, const std::vector<int>& pair_b, const std::vector<int64_t>& pair_offset,
+               const std::vector<PairResult>& results, const std::vector<double>& alpha_all, double tol, FitStats& st) {
+  const int pairs = static_cast<int>(pair_a.size());
+  const int k = static_cast<int>(m.classes.size());
+  const int64_t n = static_cast<int64_t>(std::accumulate(members.begin(), members.end(), size_t{0},
+                                                         [](size_t a, const std::vector<int64_t>& v) { return a + v.size(); }));
+  st.pair_iterations.clear();
+  st.pair_objective.clear();
   m.rho.assign(pairs, 0.0);
-  int64_t iterations = 0;
   for (int q = 0; q < pairs; ++q) {
     m.rho[q] = results[q].rho;
-    iterations += results[q].iterations;
     st.pair_iterations.push_back(results[q].iterations);
     st.pair_objective.push_back(results[q].objective);
     if (results[q].hit_iteration_limit) {
       ++st.pairs_hit_limit;
       cae::log_warn("svm: pair (%d,%d) reached the iteration limit before tol %g", m.classes[pair_a[q]],
-                    m.classes[pair_b[q]], p.tol);
+                    m.classes[pair_b[q]], tol);
     }
   }
 
@@ -322,15 +373,6 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
       if (sv_pos[members[b][t]] >= 0)
         m.dual_coef[static_cast<size_t>(a * n_sv + sv_pos[members[b][t]])] = -alpha_of(q, static_cast<int64_t>(na + t));
   }
-  st.assemble_s = clock.seconds();
-  st.total_s = total_clock.seconds();
-  const int64_t most_iterations = *std::max_element(st.pair_iterations.begin(), st.pair_iterations.end());
-  if (p.log_summary)
-    cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, upload %.2f s, kernel matrix %.2f s, "
-                  "SMO %.2f s (%lld iterations, at most %lld in a pair), model %.2f s; %lld support vectors",
-                  st.mode.c_str(), pairs, st.waves, st.setup_s, st.upload_s, st.kernel_s, st.smo_s,
-                  static_cast<long long>(iterations), static_cast<long long>(most_iterations), st.assemble_s,
-                  static_cast<long long>(n_sv));
   return m;
 }
 
@@ -338,6 +380,11 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
 
 Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb) {
   return cuda::fit(X, y, n, dim, p, cb, cuda::FitOptions{}, nullptr);
+}
+
+std::vector<Model> fit_gpu_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+                                  const std::vector<double>& Cs) {
+  return cuda::fit_each_C(X, y, n, dim, p, Cs, {}, cuda::FitOptions{}, nullptr);
 }
 
 void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec) {

@@ -49,6 +49,11 @@ struct FitStats {
 
 Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb,
           const FitOptions& options, FitStats* stats);
+// One model per C of `Cs` from one kernel matrix (p.C is ignored); `stats` describes the
+// kernel matrix once and the solves of all C together (pair lists: the last C's).
+std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+                              const std::vector<double>& Cs, const PairCallback& cb, const FitOptions& options,
+                              FitStats* stats);
 
 // ---- device kernels (launchers; all asynchronous on `stream`) ---------------------------------
 
