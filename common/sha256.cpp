@@ -1,6 +1,8 @@
 #include "common/sha256.h"
 
 #include <openssl/evp.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -43,17 +45,63 @@ std::string sha256_hex(const void* data, size_t len) {
   return s.hex_digest();
 }
 
+namespace {
+
+// "<size> <mtime seconds> <mtime nanoseconds> " — what a cached hash is valid for.
+std::string stat_key(const struct stat& st) {
+  return std::to_string(static_cast<long long>(st.st_size)) + " " + std::to_string(static_cast<long long>(st.st_mtim.tv_sec)) +
+         " " + std::to_string(static_cast<long long>(st.st_mtim.tv_nsec)) + " ";
+}
+
+bool is_hex64(const std::string& h) {
+  if (h.size() != 64) return false;
+  for (char c : h)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string cached_sha256(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  char value[256];
+  const ssize_t len = fgetxattr(fd, kSha256Xattr, value, sizeof(value) - 1);
+  if (len <= 0) return "";
+  value[len] = '\0';
+  const std::string v(value), key = stat_key(st);
+  if (v.compare(0, key.size(), key) != 0) return "";  // the file changed since
+  const std::string hex = v.substr(key.size());
+  return is_hex64(hex) ? hex : "";
+}
+
 std::string sha256_file(const std::string& path) {
   FILE* f = fopen(path.c_str(), "rb");
   if (!f) fail_file(path, std::string("cannot open: ") + strerror(errno));
+  const int fd = fileno(f);
+  if (std::string hex = cached_sha256(fd); !hex.empty()) {
+    fclose(f);
+    return hex;
+  }
+  struct stat before{};
+  const bool regular = fstat(fd, &before) == 0 && S_ISREG(before.st_mode);
   Sha256 s;
   std::vector<char> buf(1 << 20);
   size_t n;
   while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) s.update(buf.data(), n);
   bool err = ferror(f);
+  std::string hex;
+  if (!err) hex = s.hex_digest();
+  // Cache it for the next reader, unless the file changed while it was read. Best effort:
+  // a file system without user attributes, or a read-only file, just is not cached.
+  struct stat after{};
+  if (!err && regular && fstat(fd, &after) == 0 && stat_key(after) == stat_key(before)) {
+    const std::string v = stat_key(after) + hex;
+    fsetxattr(fd, kSha256Xattr, v.data(), v.size(), 0);
+  }
   fclose(f);
   if (err) fail_file(path, "read error while hashing (is it a folder?)");
-  return s.hex_digest();
+  return hex;
 }
 
 }  // namespace cae

@@ -23,6 +23,16 @@ class Sha256 {
 
 std::string sha256_hex(const void* data, size_t len);
 // Hashes a file; throws "<path>: cannot open: ..." on failure.
+//
+// Each file is hashed once (issue 17): the digest is kept in the file's extended attribute
+// kSha256Xattr as "<size> <mtime s> <mtime ns> <hex>", and a later call whose file still has
+// that size and modification time takes it from there instead of reading gigabytes again
+// (report does the same). Writing the file changes its modification time, so a changed file
+// is hashed afresh; where user attributes are not supported nothing is cached.
+// docs/DECISIONS.md, "Each file hashed once".
+inline constexpr const char* kSha256Xattr = "user.cifarae.sha256";
 std::string sha256_file(const std::string& path);
+// The cached digest of the open file `fd`, or "" when there is none or it is stale.
+std::string cached_sha256(int fd);
 
 }  // namespace cae

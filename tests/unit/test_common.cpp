@@ -1,6 +1,8 @@
 // Unit tests of common/: HDF5 round trips and checks, atomic outputs, JSON, SHA-256.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -362,6 +364,47 @@ TEST(Hdf5, WrongFormatNamesTheToolThatWritesTheExpectedOne) {
   }
   unlink(path.c_str());
   rmdir(dir.c_str());
+}
+
+}  // namespace
+
+namespace {
+
+// sha256_file keeps each digest in the file's extended attribute and reuses it while the
+// file's size and modification time are unchanged (issue 17: hash each file once).
+TEST(Sha256Cache, ADigestIsReusedUntilTheFileChanges) {
+  const std::string path = ::testing::TempDir() + "sha-cache-" + std::to_string(getpid());
+  std::mt19937 rng(3);
+  std::string bytes(3 << 20, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
+  { std::ofstream(path, std::ios::binary) << bytes; }
+  const std::string digest = cae::sha256_file(path);
+  EXPECT_EQ(digest, cae::sha256_hex(bytes.data(), bytes.size()));
+  char value[256];
+  const ssize_t len = getxattr(path.c_str(), cae::kSha256Xattr, value, sizeof(value));
+  if (len < 0) {
+    std::remove(path.c_str());
+    GTEST_SKIP() << "no user extended attributes on " << ::testing::TempDir() << ": nothing is cached there";
+  }
+  EXPECT_EQ(std::string(value, size_t(len)).substr(size_t(len) - 64), digest);
+  // The cache is what a second call reads: a planted digest with the same size and time
+  // comes back (so no second pass over the bytes).
+  std::string planted(value, size_t(len) - 64);
+  planted += std::string(64, 'a');
+  ASSERT_EQ(setxattr(path.c_str(), cae::kSha256Xattr, planted.data(), planted.size(), 0), 0);
+  EXPECT_EQ(cae::sha256_file(path), std::string(64, 'a'));
+  // Rewriting the file (same size, new bytes) changes its modification time: hashed afresh.
+  bytes[12345] ^= 1;
+  { std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes; }
+  struct timespec later[2] = {{0, UTIME_OMIT}, {0, 0}};
+  clock_gettime(CLOCK_REALTIME, &later[1]);
+  later[1].tv_nsec = (later[1].tv_nsec + 1) % 1000000000;  // a different time even on a coarse clock
+  utimensat(AT_FDCWD, path.c_str(), later, 0);
+  EXPECT_EQ(cae::sha256_file(path), cae::sha256_hex(bytes.data(), bytes.size()));
+  // A garbled attribute is ignored, never trusted.
+  ASSERT_EQ(setxattr(path.c_str(), cae::kSha256Xattr, "nonsense", 8, 0), 0);
+  EXPECT_EQ(cae::sha256_file(path), cae::sha256_hex(bytes.data(), bytes.size()));
+  std::remove(path.c_str());
 }
 
 }  // namespace

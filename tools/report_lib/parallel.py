@@ -120,6 +120,29 @@ def run_parallel(jobs, limit=None):
     return results
 
 
+# Each file is hashed once (common/sha256.h): the digest lives in the file's extended
+# attribute as "<size> <mtime s> <mtime ns> <hex>", valid while size and mtime are unchanged.
+SHA256_XATTR = "user.cifarae.sha256"
+
+
+def _stat_key(st):
+    return "%d %d %d " % (st.st_size, st.st_mtime_ns // 1_000_000_000, st.st_mtime_ns % 1_000_000_000)
+
+
+def cached_sha256(path):
+    """The cached sha256 of `path`, or None when there is none or the file changed since."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            value = os.getxattr(f.fileno(), SHA256_XATTR).decode("ascii", "replace")
+            key = _stat_key(os.fstat(f.fileno()))
+    except (OSError, AttributeError):
+        return None
+    if not value.startswith(key):
+        return None
+    digest = value[len(key):]
+    return digest if len(digest) == 64 and all(c in "0123456789abcdef" for c in digest) else None
+
+
 class BackgroundHash:
     """The sha256 of one file, computed in a child from the moment it is created. digest()
     waits for it (OSError when the file cannot be read); cancel() stops it unneeded."""
@@ -129,6 +152,11 @@ class BackgroundHash:
     def __init__(self, path):
         self.path = path
         self._value = None
+        self.pid, self._fd = None, None
+        cached = cached_sha256(path)
+        if cached:  # hashed before (by a tool or an earlier report) and unchanged since
+            self._value = ("ok", cached)
+            return
         self.pid, self._fd = _fork(lambda: self._hash(path))
 
     @classmethod
@@ -138,14 +166,22 @@ class BackgroundHash:
         view = memoryview(buf)
         try:
             with open(path, "rb", buffering=0) as f:
+                before = os.fstat(f.fileno())
                 while True:
                     n = f.readinto(buf)
                     if not n:
                         break
                     h.update(view[:n])  # a view: no copy of the block
+                hexdigest = h.hexdigest()
+                after = os.fstat(f.fileno())
+                if _stat_key(after) == _stat_key(before):
+                    try:
+                        os.setxattr(f.fileno(), SHA256_XATTR, (_stat_key(after) + hexdigest).encode())
+                    except OSError:
+                        pass  # no user attributes here: nothing is cached
         except OSError as err:
             return ("oserror", err.errno, err.strerror)
-        return ("ok", h.hexdigest())
+        return ("ok", hexdigest)
 
     def digest(self):
         if self._value is None:
