@@ -8,6 +8,7 @@ packages=(
   libpng-dev libjpeg62-turbo-dev
   libgtest-dev bats
   slurm-wlm munge
+  dataset-fashion-mnist  # the real Fashion-MNIST (~30 MB): datasets.bats converts and classifies it
   python3-h5py python3-numpy python3-matplotlib python3-sklearn python3-torch
 )
 missing=()
