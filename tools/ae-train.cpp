@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "common/atomic_output.h"
 #include "common/cli.h"
@@ -19,6 +20,7 @@
 #include "common/hdf5_io.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/phases.h"
 #include "common/progress.h"
 #include "common/provenance.h"
 #include "common/rank_launcher.h"
@@ -118,6 +120,7 @@ ae::Architecture build_architecture(const Options& opt, const cae::DatasetReader
 }
 
 void write_checkpoint(const ae::Checkpoint& c, const cae::CommonOptions& common, const cae::InputFile& data_input) {
+  cae::PhaseScope writing(cae::Phase::write);
   cae::AtomicOutput out(common.output);
   cae::Provenance prov{"ae-model", 1, cae::options_json(), {data_input}};
   ae::write_checkpoint(out.temp_path(), common.output, c, prov);
@@ -182,6 +185,7 @@ void emit_summary(const cae::CommonOptions& common, const ae::Checkpoint& c, con
                              .add("seconds", c.total_seconds)
                              .add("images_per_second", c.images_per_second)
                              .add("device", device)
+                             .add_raw("phases", cae::phases_json())
                              .str());
 }
 
@@ -247,6 +251,7 @@ void train(const Options& opt, const cae::CommonOptions& common) {
     throw cae::UsageError("--precision bf16 needs --device gpu (the CPU path computes in fp32)");
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
 
+  std::optional<cae::PhaseScope> phase(cae::Phase::read);
   cae::DatasetReader data(opt.data);
   const ae::Architecture arch = build_architecture(opt, data);
   cae::ImageSplit train_split = data.read("train", opt.train_limit);
@@ -291,7 +296,11 @@ void train(const Options& opt, const cae::CommonOptions& common) {
                                                ? ae::make_gpu_backend(arch, tc.optimizer, precision)
                                                : ae::make_cpu_backend(arch, tc.optimizer, threads);
 
-  const cae::InputFile data_input = cae::hash_input(opt.data);
+  const cae::InputFile data_input = [&] {
+    cae::PhaseScope hashing(cae::Phase::hash);
+    return cae::hash_input(opt.data);
+  }();
+  phase.emplace(cae::Phase::compute);  // training, and the evaluation passes of each epoch
   ae::Trainer trainer(tc, *backend, std::move(train_split), std::move(test_split), data_input.sha256);
   if (opt.resume && file_exists(common.output)) {
     trainer.resume(ae::read_checkpoint(common.output));

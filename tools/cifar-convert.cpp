@@ -3,6 +3,7 @@
 // CIFAR-100 binary files and image folders (DIR/train/CLASS/*.png|jpg, DIR/test/CLASS/*);
 // the format is detected (common/dataset_sources.h) unless --format names it.
 #include <algorithm>
+#include <optional>
 
 #include "common/atomic_output.h"
 #include "common/cli.h"
@@ -12,6 +13,7 @@
 #include "common/hdf5_io.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/phases.h"
 #include "common/provenance.h"
 #include "common/timer.h"
 
@@ -49,6 +51,7 @@ void parse_image_size(const std::string& s, int& H, int& W) {
 
 void convert(const Options& opt, const cae::CommonOptions& common) {
   cae::Stopwatch clock;
+  std::optional<cae::PhaseScope> phase(cae::Phase::read);  // reading and decoding the source
   cae::SourceOptions so;
   so.format = opt.format, so.labels = opt.labels, so.skip_bad = opt.skip_bad;
   so.train_limit = opt.train_limit, so.test_limit = opt.test_limit;
@@ -57,6 +60,7 @@ void convert(const Options& opt, const cae::CommonOptions& common) {
   cae::SourceDataset data = cae::read_source(opt.input, so);
   double read_s = clock.seconds();
 
+  phase.emplace(cae::Phase::write);
   cae::AtomicOutput out(common.output);
   cae::Hdf5Writer w(out.temp_path(), common.output);
   cae::write_split(w, "train", data.train);
@@ -70,6 +74,7 @@ void convert(const Options& opt, const cae::CommonOptions& common) {
   if (data.format == "folder") w.set_attr("/", "skipped_images", data.skipped);
   w.close();
   out.commit();
+  phase.reset();
 
   double total_s = clock.seconds();
   cae::log_info("wrote %s: %lld train + %lld test images of %dx%dx%d, %zu classes (%s) in %.2f s (read %.2f s)%s",
@@ -86,6 +91,7 @@ void convert(const Options& opt, const cae::CommonOptions& common) {
                              .add("classes", static_cast<int64_t>(data.class_names.size()))
                              .add("skipped", data.skipped)
                              .add("seconds", total_s)
+                             .add_raw("phases", cae::phases_json())
                              .str());
 }
 
