@@ -446,7 +446,10 @@ bool Hdf5Reader::read_chunks_parallel(hid_t ds, hid_t type, const std::string& n
   int64_t bad = -1;  // the first damaged chunk
 #pragma omp parallel if (last > first)
   {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // per thread in a thread-safe HDF5
+    // Per thread (Debian's HDF5 is thread-safe: its error stack is per thread); inside the
+    // critical section like every HDF5 call of these workers.
+#pragma omp critical(cae_hdf5_read_chunk)
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     libdeflate_decompressor* inflater = libdeflate_alloc_decompressor();
     std::vector<uint8_t> packed, scratch;
     std::vector<hsize_t> offset(dims.size(), 0);
