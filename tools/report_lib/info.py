@@ -37,15 +37,7 @@ def short(value):
 def summarize(path):
     """The child's work: → {"format", "attrs", "datasets" [(name, dtype, shape)], "more"}."""
     import h5py
-    if not os.path.exists(path):
-        raise ReportError(path, "no such file")
-    if os.path.isdir(path):
-        raise ReportError(path, "is a folder, not an HDF5 file")
-    try:
-        f = h5py.File(path, "r")
-    except OSError as e:
-        reason = str(e).split("(")[0].strip().rstrip(",") or "unreadable"
-        raise ReportError(path, f"not a readable HDF5 file ({reason})") from None
+    f = load.open_hdf5(path)
     with f:
         fmt = load.plain(f.attrs.get("format", None))
         if fmt is None:

@@ -26,17 +26,22 @@ def plain(value):
     return value
 
 
-def open_checked(path, fmt):
+def open_hdf5(path):
+    """The file opened read-only, or ReportError naming what it is instead."""
     import h5py
     if not os.path.exists(path):
         raise ReportError(path, "no such file")
     if os.path.isdir(path):
         raise ReportError(path, "is a folder, not an HDF5 file")
     try:
-        f = h5py.File(path, "r")
+        return h5py.File(path, "r")
     except OSError as e:
         reason = str(e).split("(")[0].strip().rstrip(",") or "unreadable"
         raise ReportError(path, f"not a readable HDF5 file ({reason})") from None
+
+
+def open_checked(path, fmt):
+    f = open_hdf5(path)
     got = plain(f.attrs.get("format", None))
     if got is None:
         f.close()
