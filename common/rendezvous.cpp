@@ -28,13 +28,12 @@ void publish_rendezvous(const std::string& path, const std::vector<unsigned char
   }
 }
 
-std::vector<unsigned char> await_rendezvous(const std::string& path, size_t size, double timeout_seconds,
-                                            long long not_before) {
+std::vector<unsigned char> await_rendezvous(const std::string& path, size_t size, double timeout_seconds) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + std::chrono::duration<double>(timeout_seconds);
   for (;;) {
     struct stat st;
-    if (stat(path.c_str(), &st) == 0 && (not_before == 0 || (long long)st.st_mtime >= not_before)) {
+    if (stat(path.c_str(), &st) == 0) {
       if (size_t(st.st_size) != size)
         throw std::runtime_error(path + ": a rendezvous file of " + std::to_string(st.st_size) + " bytes, expected " +
                                  std::to_string(size) + " (another program's file?)");

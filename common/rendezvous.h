@@ -13,9 +13,7 @@ void publish_rendezvous(const std::string& path, const std::vector<unsigned char
 
 // Waits until `path` exists and holds exactly `size` bytes, polling; throws
 // std::runtime_error naming the file when `timeout_seconds` pass first or when the file
-// has another size. `not_before` (a time_t, 0 = any): files older than that are stale
-// leftovers of an earlier run and are waited past.
-std::vector<unsigned char> await_rendezvous(const std::string& path, size_t size, double timeout_seconds,
-                                            long long not_before = 0);
+// has another size. The path must be unique per launch (a stale file is not detected).
+std::vector<unsigned char> await_rendezvous(const std::string& path, size_t size, double timeout_seconds);
 
 }  // namespace cae
