@@ -32,6 +32,7 @@ fi
 for t in ae-train ae-encode; do
   [ -x "$BUILD/bin/$t" ] || { echo "bench-gpu: $BUILD/bin/$t is missing (make BUILD=$BUILD)" >&2; exit 1; }
 done
+source tests/gpu/nccl_env.sh
 mkdir -p "$OUT_DIR"
 results="$OUT_DIR/results.jsonl"
 : > "$results"
@@ -73,9 +74,14 @@ fi
 
 # ---- the backend alone, every architecture: s/epoch and the per-layer table ------------
 # (BENCH train lines of gpu_tests' BenchGpu; the seed model's headline rows are ae-train's)
+# The data-parallel scaling rows run in their own process: whatever a group does cannot
+# cost the per-architecture rows.
 if [ -x "$BUILD/tests/gpu_tests" ]; then
   AE_BENCH_ARCHS="$ARCHS" AE_BENCH_BATCHES="${BATCHES// /,}" "$BUILD/tests/gpu_tests" --gtest_also_run_disabled_tests \
-    --gtest_filter='BenchGpu.*' > "$OUT_DIR/kernels.log" 2>&1 || echo "bench-gpu: the backend benchmark failed, see $OUT_DIR/kernels.log" >&2
+    --gtest_filter='BenchGpu.DISABLED_TrainEpochAndEncode' > "$OUT_DIR/kernels.log" 2>&1 ||
+    echo "bench-gpu: the backend benchmark failed, see $OUT_DIR/kernels.log" >&2
+  "$BUILD/tests/gpu_tests" --gtest_also_run_disabled_tests --gtest_filter='BenchGpu.DISABLED_DataParallelScaling' \
+    > "$OUT_DIR/scaling.log" 2>&1 || echo "bench-gpu: the data-parallel scaling rows failed, see $OUT_DIR/scaling.log" >&2
   sed -n 's/^BENCH train //p' "$OUT_DIR/kernels.log" | "$PY" -c "
 import json, sys
 for line in sys.stdin:
@@ -96,6 +102,8 @@ for a in "${arch_list[@]}"; do
 done
 
 # ---- table ---------------------------------------------------------------------------------
+echo "data-parallel ae-train, $(nvidia-smi -L | wc -l) GPU(s) of $device (ranks as threads, weak scaling):"
+sed -n 's/^BENCH data-parallel /  /p' "$OUT_DIR/scaling.log" 2>/dev/null || true
 grep -v '^\[' "$OUT_DIR/kernels.log" 2>/dev/null | grep -E 'per-kernel|^  ' || true
 "$PY" - "$results" "$device" <<'PYEOF'
 import json, sys

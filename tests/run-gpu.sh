@@ -16,6 +16,7 @@ if [ ! -x "$bin" ]; then
   echo "test-gpu: $bin is missing: build it with 'make $bin' on a machine with nvcc" >&2
   exit 1
 fi
+source tests/gpu/nccl_env.sh
 log_dir="$BUILD/test-logs"
 mkdir -p "$log_dir"
 echo "== GPU tests ($bin) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
@@ -35,6 +36,11 @@ if [ $# -eq 0 ]; then
     "svm-parity-real: skipped"*) s=$((s + 1)) ;;
     *) f=$((f + 1)) ;;
   esac
+  # ae-train's group with ranks as processes (--gpus N): against one GPU, and a rank killed.
+  bash tests/gpu/group_processes.sh 2>&1 | tee "$log_dir/group-processes.log"
+  gp=$(sed -n 's/^group-processes: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p' \
+         "$log_dir/group-processes.log" | tail -1)
+  if [ -z "$gp" ]; then f=$((f + 1)); else set -- $gp; p=$((p + $1)) f=$((f + $2)) s=$((s + $3)); set --; fi
 fi
 echo "$p passed, $f failed, $s skipped"
 [ "$f" -eq 0 ]

@@ -145,6 +145,19 @@ class GpuBackend final : public AeBackend {
     set_lr(opt_.lr);
     packs_.allocate(*plan_, stream_);  // the packed layouts do not depend on the batch
     set_params(init_params(arch_, 0));  // as the CPU backend starts
+    if (group_) connect_group();
+  }
+
+  // Every collective the step's graph will capture, run once eagerly on zeros. NCCL
+  // connects peers lazily, at a communicator's first collective of each kind; inside a
+  // stream capture that connection fails (with ranks as threads of one process the p2p
+  // transport cannot even map the peer's memory: "operation not permitted when stream is
+  // capturing"). After this round every connection the captured all-reduces need exists.
+  void connect_group() {
+    AE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // grad_ zeroed: the sums leave it zero
+    for (const auto& r : reduce_buckets()) group_->all_reduce_sum(grad_.get() + r.first, size_t(r.second), comm_stream_);
+    group_->all_reduce_sum(loss_.get(), loss_total_.get(), 1, comm_stream_);
+    group_->wait(comm_stream_, "connecting the group");
   }
 
   ~GpuBackend() override {

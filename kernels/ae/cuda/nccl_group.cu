@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstdio>
 #include <mutex>
 #include <stdexcept>
@@ -43,6 +44,12 @@ struct NcclApi {
 const NcclApi& nccl() {
   static const NcclApi api = [] {
     NcclApi a{};
+    // Connect every peer when a communicator forms, not at its first collective (NCCL's
+    // default since 2.22): the step's all-reduces are captured into a CUDA graph, and a
+    // connection cannot be made during a capture. Set before the library reads its
+    // environment; a value the user set wins. GpuBackend also runs each captured
+    // collective once eagerly, for NCCL versions that connect some transports lazily anyway.
+    setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
     void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       const char* e = dlerror();
