@@ -8,7 +8,10 @@
 #   the same shape, bench/make_synthetic_cifar.py); TRAIN_LIMIT / TEST_LIMIT / EPOCHS
 #   (defaults: all, all, 20 on the GPU; 2,000 / 500 / 1 on the CPU); PIPELINE_FLAGS
 #   (more make variables, e.g. "FIT_FLAGS=--C 3"); OUT_DIR (build/bench-pipeline).
-# Prints one table; the stage log and Make's output are kept under OUT_DIR.
+# Prints one table; the stage log and Make's output are kept under OUT_DIR. On a GPU host
+# it then runs every computing stage again with --device cpu on the same inputs, all cores
+# (bench/pipeline_cpu.py; ae-train for CPU_EPOCHS=1 epoch, scaled per epoch) and prints
+# the CPU beside the GPU with a speed-up column; BENCH_CPU=0 leaves that out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
@@ -55,4 +58,11 @@ rc=$?
 t1=$(date +%s.%N)
 tail -1 "$OUT_DIR/make.log"
 [ $rc -eq 0 ] || { echo "bench-pipeline: make pipeline failed (exit $rc), see $OUT_DIR/make.log" >&2; tail -5 "$OUT_DIR/make.log" >&2; exit 1; }
-"$PYTHON" bench/pipeline_table.py "$STAGE_LOG" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"
+wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+"$PYTHON" bench/pipeline_table.py "$STAGE_LOG" "$wall"
+if [ "$DEVICE" != cpu ] && [ "${BENCH_CPU:-1}" != 0 ]; then
+  echo
+  echo "bench-pipeline: the same stages with --device cpu ($(nproc) cores), on the GPU run's inputs:"
+  PYTHON="$PYTHON" "$PYTHON" bench/pipeline_cpu.py "$STAGE_LOG" "$OUT_DIR/cpu" "$wall" --epochs "${CPU_EPOCHS:-1}" ||
+    { echo "bench-pipeline: the CPU pass failed" >&2; exit 1; }
+fi
