@@ -156,8 +156,8 @@ PL_FORMAT_HINT = probe=$$(mktemp -d) && \
       cifar100) what="CIFAR-100 binary batches (DATASET=cifar100)";; \
       idx) what="MNIST-style IDX files (DATASET=fashion-mnist or DATASET=mnist)";; \
       folder) what="an image folder (DATASET=folder)";; *) what="$$found input";; esac; \
-    printf 'data: DATASET=%s expects %s input, but %s holds %s; nothing was converted\n' \
-      $(call pl_q,$(DATASET)) $(PL_FORMAT) \
+    printf 'data: DATASET=%s expects %s, but %s holds %s; nothing was converted\n' \
+      $(call pl_q,$(DATASET)) $(call pl_q,$(PL_FORMAT_WORDS_$(PL_FORMAT))) \
       $(call pl_q,$(if $(strip $($(PL_SOURCE_VAR))),$(PL_SOURCE_VAR)=$(PL_SOURCE),the source $(PL_SOURCE))) \
       "$$what" >&2; fi
 
@@ -180,7 +180,7 @@ $(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS
 	  echo "data: CIFAR10_DIR=$(CIFAR10_DIR): no such folder (unset it to download the official archive)" >&2; exit 1; fi
 	@if [ ! -e "$(PL_SOURCE)" ] && [ "$(DATASET)" != cifar10 ]; then \
 	  echo "data: $(DATASET): source $(PL_SOURCE) does not exist" >&2; exit 1; fi
-	@printf '%s\n' $(call pl_q,$(PL_CONVERT))
+	@printf '%s\n' $(call pl_q,$(strip $(PL_CONVERT)))
 	@$(PL_CONVERT) || { $(PL_FORMAT_HINT); exit 1; }
 
 # ---- stages ------------------------------------------------------------------------------
