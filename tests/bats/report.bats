@@ -720,3 +720,57 @@ summary = json.loads(line)
 assert summary["title"] == "T <i>1</i> | `x` *y*\x1b[31m" and "\x1b" not in line
 PY
 }
+
+@test "plots: epochs ticked 1..N, log-axis labels apart, end-of-line values off the x-axis, legend off the bars" {
+  "$PYTHON" - "$BIN/report" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])  # the built report is a zip archive: its report_lib imports from it
+import numpy as np
+import report_lib.plots as plots
+from matplotlib.text import Annotation
+
+for n in (1, 2, 9, 10, 11, 20, 21, 37, 100, 250):
+    ticks = plots.epoch_ticks(n)
+    assert ticks[0] == 1 and ticks[-1] <= n and ticks == sorted(set(ticks)) and len(ticks) <= 11, (n, ticks)
+assert plots.epoch_ticks(20) == [1, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20]
+
+figures = {}
+def keep(fig, folder, name):  # instead of writing the PNG: the figure, to measure
+    figures[name] = fig
+    return name
+plots.save = keep
+plt = plots.setup_matplotlib()
+e = np.arange(1, 21, dtype=np.float64)
+# A loss falling from 0.09 to ~0.008 (one decade: every digit ticked), the test loss the
+# lowest at the end, and a learning rate that drops: the case where labels crowded.
+hist = {"train_loss": 0.008 + 0.082 / e ** 1.5, "val_loss": 0.0085 + 0.08 / e ** 1.5,
+        "test_loss": 0.0079 + 0.081 / e ** 1.5, "lr": np.where(e > 10, 5e-4, 1e-3)}
+plots.plot_loss(plt, hist, "/nonexistent")
+fig = figures["loss.png"]
+fig.canvas.draw()
+ax = fig.axes[0]
+assert ax.get_yscale() == "log"
+font_px = plt.rcParams["font.size"] * fig.dpi / 72
+ys = sorted(t.get_window_extent().y0 for t in ax.get_yticklabels() if t.get_text() and t.get_visible()
+            and ax.bbox.y0 - 1 <= t.get_window_extent().y0 <= ax.bbox.y1)
+assert len(ys) >= 3 and min(np.diff(ys)) >= 1.2 * font_px, ys
+values = [a for a in ax.get_children() if isinstance(a, Annotation)]
+assert len(values) == 3, values
+for a in values:
+    box = a.get_window_extent()
+    assert box.y0 > ax.bbox.y0 + 2 and box.y1 < ax.bbox.y1, (a.get_text(), box, ax.bbox)
+shown = [t.get_text() for t in fig.axes[-1].get_xticklabels() if t.get_text()]
+assert shown[0] == "1" and shown[-1] == "20" and all(1 <= int(s) <= 20 for s in shown), shown
+
+# Per-class bars up to 99 %: the legend covers none of the value labels.
+ev = {"per_class": np.linspace(0.8, 0.99, 10), "class_names": [f"class {i}" for i in range(10)], "k": 10,
+      "accuracy": 0.9}
+plots.plot_per_class(plt, ev, "/nonexistent")
+fig = figures["per_class_accuracy.png"]
+fig.canvas.draw()
+ax = fig.axes[0]
+legend = ax.get_legend().get_window_extent()
+for t in ax.texts:
+    assert not legend.overlaps(t.get_window_extent()), (t.get_text(), legend, t.get_window_extent())
+PY
+}
