@@ -719,6 +719,14 @@ for table in re.findall(r"(?:^\|.*\n)+", md, flags=re.M):
 summary = json.loads(line)
 assert summary["title"] == "T <i>1</i> | `x` *y*\x1b[31m" and "\x1b" not in line
 PY
+  # The terminal: --info shows the names on one line each; an error names a path on one line.
+  run "$BIN/report" --info "$dir/eval.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'class_names'*'<b>x</b>|0\n*c0*'* ]]
+  ! printf '%s\n' "$output" | grep -q '^\*c'
+  run "$BIN/report" --info "$dir/no"$'\n'"such.h5"
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ] && [[ "$output" == *'/no\nsuch.h5: no such file'* ]]
 }
 
 @test "plots: epochs ticked 1..N, log-axis labels apart, end-of-line values off the x-axis, legend off the bars" {

@@ -16,6 +16,7 @@ from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, Phases, ReportEr
                      version_line, warn)
 from .compare import run_compare
 from .dataset import dataset_path_recorded, from_dataset_file, guessed, header_line, title_name
+from .escape import visible
 from .load import read_all, read_in_child
 from .parallel import BackgroundHash, ChildFailed, kill_all, run_parallel
 from .plots import (plot_confusion, plot_cv_grid, plot_features_pca, plot_loss, plot_per_class, plot_reconstructions,
@@ -372,14 +373,14 @@ def main(argv):
         run(args, tmp_holder, phases)
         return 0
     except (ReportError, ChildFailed) as err:
-        print(f"{TOOL}: error: {err}", file=sys.stderr)
+        print(f"{TOOL}: error: {visible(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:
         signum = interrupt.args[0] if interrupt.args else signal.SIGINT
         print(f"{TOOL}: interrupted; no report written", file=sys.stderr)
         return 128 + int(signum)
     except Exception as err:  # a bug or an unexpected file problem: one line, no traceback
-        print(f"{TOOL}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"{TOOL}: error: {type(err).__name__}: {visible(err)}", file=sys.stderr)
         return 1
     finally:
         kill_all()  # background hashes and figures of a failed or interrupted report
