@@ -137,6 +137,30 @@ pipeline-clean:
 	rm -rf $(RUN_DIR)
 
 # ---- data --------------------------------------------------------------------------------
+# A value single-quoted for the shell: user strings (paths, flags) are data, never code.
+pl_q = '$(subst ','\'',$(1))'
+
+# The conversion, with the dataset's format forced (folder: in PL_CONVERT_FLAGS already).
+PL_CONVERT = $(RUN) $(BIN)/cifar-convert --input $(PL_SOURCE) $(if $(filter folder,$(DATASET)),,--format $(PL_FORMAT)) \
+  $(if $(TRAIN_LIMIT),--train-limit $(TRAIN_LIMIT)) $(if $(TEST_LIMIT),--test-limit $(TEST_LIMIT)) \
+  $(strip $(PL_CONVERT_FLAGS) $(CONVERT_FLAGS)) -o $@
+
+# Run when the conversion failed: converts one image of each split of the source, format
+# detected, into a throwaway folder; when that works and the format is another, one line
+# names the DATASET, the source and what it holds.
+PL_FORMAT_HINT = probe=$$(mktemp -d) && \
+  found=$$($(BIN)/cifar-convert -q --json --input $(call pl_q,$(PL_SOURCE)) --train-limit 1 --test-limit 1 \
+    -o "$$probe/probe.h5" 2>/dev/null | sed -n 's/.*"format": *"\([a-z0-9]*\)".*/\1/p'); rm -rf "$$probe"; \
+  if [ -n "$$found" ] && [ "$$found" != $(PL_FORMAT) ]; then \
+    case $$found in cifar10) what="CIFAR-10 binary batches (DATASET=cifar10)";; \
+      cifar100) what="CIFAR-100 binary batches (DATASET=cifar100)";; \
+      idx) what="MNIST-style IDX files (DATASET=fashion-mnist or DATASET=mnist)";; \
+      folder) what="an image folder (DATASET=folder)";; *) what="$$found input";; esac; \
+    printf 'data: DATASET=%s expects %s, but %s holds %s; nothing was converted\n' \
+      $(call pl_q,$(DATASET)) $(call pl_q,$(PL_FORMAT_WORDS_$(PL_FORMAT))) \
+      $(call pl_q,$(if $(strip $($(PL_SOURCE_VAR))),$(PL_SOURCE_VAR)=$(PL_SOURCE),the source $(PL_SOURCE))) \
+      "$$what" >&2; fi
+
 # Downloaded to a hidden temporary name, checked against the official md5, then renamed.
 $(CIFAR10_TGZ):
 	@mkdir -p $(@D)
@@ -156,8 +180,8 @@ $(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS
 	  echo "data: CIFAR10_DIR=$(CIFAR10_DIR): no such folder (unset it to download the official archive)" >&2; exit 1; fi
 	@if [ ! -e "$(PL_SOURCE)" ] && [ "$(DATASET)" != cifar10 ]; then \
 	  echo "data: $(DATASET): source $(PL_SOURCE) does not exist" >&2; exit 1; fi
-	$(RUN) $(BIN)/cifar-convert --input $(PL_SOURCE) $(if $(TRAIN_LIMIT),--train-limit $(TRAIN_LIMIT)) \
-	  $(if $(TEST_LIMIT),--test-limit $(TEST_LIMIT)) $(strip $(PL_CONVERT_FLAGS) $(CONVERT_FLAGS)) -o $@
+	@printf '%s\n' $(call pl_q,$(strip $(PL_CONVERT)))
+	@$(PL_CONVERT) || { $(PL_FORMAT_HINT); exit 1; }
 
 # ---- stages ------------------------------------------------------------------------------
 $(PL_MODEL): $(PL_DATASET) $(PL_TRAIN_STAMP) | $(BIN)/ae-train $(DEPS_STAMP)

@@ -157,6 +157,27 @@ PL_SOURCE_ID := $(abspath $(FOLDER))
 PL_CONVERT_FLAGS := --format folder $(if $(strip $(FOLDER_IMAGE_SIZE)),--image-size $(FOLDER_IMAGE_SIZE)) --color $(FOLDER_COLOR)
 endif
 
+# The input format each dataset needs (cifar-convert --format), the variable that names its
+# source, and the format in words: the data rule forces the format and, when that fails,
+# says what the source is instead (a Fashion-MNIST folder given as CIFAR10_DIR is an error
+# naming both, never converted into cifar10.h5).
+PL_FORMAT_cifar10         := cifar10
+PL_FORMAT_fashion-mnist   := idx
+PL_FORMAT_mnist           := idx
+PL_FORMAT_cifar100        := cifar100
+PL_FORMAT_folder          := folder
+PL_FORMAT                 := $(PL_FORMAT_$(DATASET))
+PL_FORMAT_WORDS_cifar10   := CIFAR-10 binary batches
+PL_FORMAT_WORDS_idx       := MNIST-style IDX files
+PL_FORMAT_WORDS_cifar100  := CIFAR-100 binary batches
+PL_FORMAT_WORDS_folder    := an image folder (train/CLASS/*, test/CLASS/*)
+PL_SOURCE_VAR_cifar10       := CIFAR10_DIR
+PL_SOURCE_VAR_fashion-mnist := FASHION_MNIST_DIR
+PL_SOURCE_VAR_mnist         := MNIST_DIR
+PL_SOURCE_VAR_cifar100      := CIFAR100_DIR
+PL_SOURCE_VAR_folder        := FOLDER
+PL_SOURCE_VAR               := $(PL_SOURCE_VAR_$(DATASET))
+
 # What the data rule depends on besides its stamp: the source's files (a fetched source:
 # its .done marker, so the fetch runs first and once).
 ifneq ($(filter $(DATASET),fashion-mnist mnist),)

@@ -172,6 +172,9 @@ int main(int argc, char** argv) {
                      "Use an SVM trained on another encoder's features (refused otherwise)");
         app.add_option("images", opt.images, "PNG or JPEG files (any size; converted to the model's input shape)")
             ->required();
+        // Not the other tools' one summary line: one object per image, as the README says.
+        app.get_option("--json")->description(
+            "Print one JSON line per image on stdout: {\"file\",\"label\",\"class\",\"scores\"}");
       },
       [&] { classify(opt, common); });
 }

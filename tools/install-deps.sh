@@ -10,6 +10,7 @@ packages=(
   slurm-wlm munge
   dataset-fashion-mnist  # the real Fashion-MNIST (~30 MB): datasets.bats converts and classifies it
   python3-h5py python3-numpy python3-matplotlib python3-sklearn python3-torch
+  chromium-headless-shell fonts-dejavu-core  # report_browser.bats renders the report page (runs as root: --no-sandbox)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -109,6 +109,9 @@ PY
   run "$BIN/classify" --help
   [ "$status" -eq 0 ]
   [[ "$output" == *"Example:"*"classify --model"* ]]
+  # --json is one line per image here, not the other tools' one summary line.
+  [[ "$output" == *"--json"*"one JSON line per image"* ]]
+  [[ "$output" != *"one-line JSON summary"* ]]
 }
 
 @test "an svm trained on other features is refused naming the file" {

@@ -233,6 +233,22 @@ plain_make() {
   [[ "$output" == *"DATASET=folder needs FOLDER=DIR"* ]]
 }
 
+@test "a source of another format than DATASET's stops with one line naming both; nothing is written" {
+  "$PYTHON" "$REPO_ROOT/tests/helpers/gen_datasets.py" idx "$WORK/idx-src" --gz --train 20 --test 10
+  run plain_make DATASET=cifar10 CIFAR10_DIR="$WORK/idx-src" DATA_DIR="$WORK/wrong" data
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"data: DATASET=cifar10 expects CIFAR-10 binary batches, but CIFAR10_DIR=$WORK/idx-src holds MNIST-style IDX files (DATASET=fashion-mnist or DATASET=mnist); nothing was converted"* ]]
+  [ ! -e "$WORK/wrong/cifar10.h5" ]
+  run plain_make DATASET=fashion-mnist FASHION_MNIST_DIR="$CIF" DATA_DIR="$WORK/wrong" data
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"data: DATASET=fashion-mnist expects MNIST-style IDX files, but FASHION_MNIST_DIR=$CIF holds CIFAR-10 binary batches (DATASET=cifar10)"* ]]
+  [ ! -e "$WORK/wrong/fashion-mnist.h5" ]
+  run plain_make DATASET=folder FOLDER="$WORK/idx-src" DATA_DIR="$WORK/wrong" data
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"data: DATASET=folder expects an image folder (train/CLASS/*, test/CLASS/*), but FOLDER=$WORK/idx-src holds MNIST-style IDX files"* ]]
+  [ -z "$(ls -A "$WORK/wrong" | grep -v '^.params$' || true)" ]
+}
+
 @test "DATASET=mnist downloads the four IDX files, checks their md5s, then converts" {
   local src="$WORK/mnist-src" sums=""
   "$PYTHON" "$REPO_ROOT/tests/helpers/gen_datasets.py" idx "$src" --gz --train 50 --test 20

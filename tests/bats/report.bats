@@ -85,8 +85,9 @@ for doc in ("index.html", "report.md"):
     text = open(f"{sys.argv[3]}/{doc}").read()
     assert shown in text, (doc, shown)
     for word in ("svm-fit", "ae-train", "sha256", "matches model.h5", "epochs=4", "support vectors",
-                 "Why the training loss starts above the test loss", "A random sample of 40 of the 40 test images"):
+                 "Why the training loss starts above the test loss", "All 40 test rows"):
         assert word in text, (doc, word)
+    assert "of the 40" not in text, doc  # all of them: never "a random sample of 40 of the 40"
 PY
   # --quiet: nothing on stderr (bats' output holds stdout+stderr: only the JSON line).
   [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ]
@@ -518,7 +519,7 @@ F['test/labels'] = labels")
   "$PYTHON" - "$TMP/rep" <<'PY'
 import re, sys
 md = open(f"{sys.argv[1]}/report.md").read()
-m = re.search(r"A random sample of 2,000 of the 2,500 test images \(seeded, the same every time\); the two "
+m = re.search(r"A random sample of 2,000 of the 2,500 test rows \(seeded, the same every time\); the two "
               r"components explain ([0-9.]+) % and ([0-9.]+) %", md)
 assert m, md
 first, second = float(m.group(1)), float(m.group(2))
@@ -590,4 +591,194 @@ PY
   [ "$status" -eq 2 ] && [[ "$output" == *"usage error"* ]]
   run "$BIN/report" --info "$RUNS/full/svm.h5" --run-dir "$RUNS/full"
   [ "$status" -eq 2 ] && [[ "$output" == *"--info takes files only"* ]]
+}
+
+# A copy of the full run whose model.h5 and features.h5 record DATA as their dataset input.
+run_on_dataset() {
+  local data="$1" dir="$TMP/run-on"
+  mkdir -p "$dir"
+  cp "$RUNS/full"/*.h5 "$dir/"
+  "$PYTHON" - "$dir" "$data" <<'PY'
+import h5py, json, sys
+folder, data = sys.argv[1], sys.argv[2]
+for name, index in (("model.h5", 0), ("features.h5", 1)):
+    with h5py.File(f"{folder}/{name}", "r+") as f:
+        inputs = json.loads(f.attrs["inputs"])
+        inputs[index]["name"] = data
+        f.attrs["inputs"] = json.dumps(inputs)
+PY
+  echo "$dir"
+}
+
+# The <title>, the <h1>, report.md's heading and --json's "title" all hold $2; the header
+# line under it holds $3.
+assert_titled() {
+  local rep="$1" title="$2" header="$3" json="$4"
+  "$PYTHON" - "$rep" "$title" "$header" "$json" <<'PY'
+import html, json, sys
+rep, title, header, line = sys.argv[1:]
+page = open(f"{rep}/index.html").read()
+md = open(f"{rep}/report.md").read()
+assert f"<title>{html.escape(title)}</title>" in page, page[:600]
+assert f"<h1>{html.escape(title)}</h1>" in page, page[:900]
+assert md.startswith(f"# {title}\n"), md[:300]
+assert html.escape(header) in page and "CIFAR-10 autoencoder" not in page, (header, page[:1200])
+assert header in md.replace("\\", ""), (header, md[:600])
+assert json.loads(line)["title"] == title, line
+PY
+}
+
+@test "the title and header name the dataset from its file: CIFAR-10, Fashion-MNIST, an image folder" {
+  local dir
+  # CIFAR-10 binary batches.
+  make_dataset "$TMP/cifar10.h5" 100 50
+  dir=$(run_on_dataset "$TMP/cifar10.h5")
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep-c" --json --quiet
+  [ "$status" -eq 0 ]
+  assert_titled "$TMP/rep-c" "CIFAR-10: autoencoder features → SVM" \
+    "CIFAR-10, 100 train + 50 test images, 3×32×32, 10 classes, from $(cifar_fixture) (CIFAR-10 binary batches)" \
+    "$output"
+  # Fashion-MNIST's IDX files (recognised by cifar-convert from the folder's name).
+  "$PYTHON" "$REPO_ROOT/tests/helpers/gen_datasets.py" idx "$TMP/fashion" --gz --train 30 --test 10
+  "$BIN/cifar-convert" -q --input "$TMP/fashion" -o "$TMP/fashion-mnist.h5"
+  rm -rf "$dir"; dir=$(run_on_dataset "$TMP/fashion-mnist.h5")
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep-f" --json --quiet
+  [ "$status" -eq 0 ]
+  assert_titled "$TMP/rep-f" "Fashion-MNIST: autoencoder features → SVM" \
+    "Fashion-MNIST, 30 train + 10 test images, 1×28×28, 10 classes, from $TMP/fashion (IDX files)" "$output"
+  # A folder of pictures: named by its folder.
+  "$PYTHON" "$REPO_ROOT/tests/helpers/gen_datasets.py" folder "$TMP/photos" --size 12x10
+  "$BIN/cifar-convert" -q --input "$TMP/photos" --image-size 8 -o "$TMP/folder-photos.h5"
+  rm -rf "$dir"; dir=$(run_on_dataset "$TMP/folder-photos.h5")
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep-p" --json --quiet
+  [ "$status" -eq 0 ]
+  assert_titled "$TMP/rep-p" "Image folder photos/: autoencoder features → SVM" \
+    "the image folder photos/, 5 train + " "$output"
+  # --title still wins.
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep-t" --title "My pets" --json --quiet
+  [ "$status" -eq 0 ]
+  assert_titled "$TMP/rep-t" "My pets" "the image folder photos/" "$output"
+}
+
+@test "a dataset file that has moved: named from its recorded file name, else its class names" {
+  local dir
+  dir=$(run_on_dataset "/nonexistent/data/fashion-mnist.h5")
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep-f" --json --quiet
+  [ "$status" -eq 0 ]
+  assert_titled "$TMP/rep-f" "Fashion-MNIST: autoencoder features → SVM" \
+    "Fashion-MNIST (the dataset file /nonexistent/data/fashion-mnist.h5 is not here" "$output"
+  rm -rf "$dir"; dir=$(run_on_dataset "/elsewhere/folder-pets.h5")
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep-p" --json --quiet
+  [ "$status" -eq 0 ]
+  assert_titled "$TMP/rep-p" "Image folder pets/: autoencoder features → SVM" "the image folder pets/" "$output"
+  # An unknown file name: the class names (the fake run's are CIFAR-10's) decide.
+  rm -rf "$dir"; dir=$(run_on_dataset "/elsewhere/mine.h5")
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep-c" --json --quiet
+  [ "$status" -eq 0 ]
+  assert_titled "$TMP/rep-c" "CIFAR-10: autoencoder features → SVM" "CIFAR-10 (the dataset file /elsewhere/mine.h5" \
+    "$output"
+}
+
+@test "names from outside are escaped in index.html, report.md and --json: HTML, |, newline, *, backticks, \$" {
+  local dir
+  dir=$(partial_run model features svm eval)
+  "$PYTHON" - "$dir" <<'PY'
+import h5py, sys
+names = [f"<b>x</b>|{i}\n*c{i}* `q` $5" for i in range(10)]
+for kind in ("features", "svm", "eval"):
+    with h5py.File(f"{sys.argv[1]}/{kind}.h5", "r+") as f:
+        del f.attrs["class_names"]
+        f.attrs.create("class_names", names, dtype=h5py.string_dtype())
+PY
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep" --title $'T <i>1</i> | `x` *y*\x1b[31m' --json --quiet
+  [ "$status" -eq 0 ]
+  assert_report "$TMP/rep" loss.png reconstructions.png features_pca.png confusion.png per_class_accuracy.png \
+    timing.png
+  "$PYTHON" - "$TMP/rep" "$output" <<'PY'
+import json, re, sys
+rep, line = sys.argv[1:]
+page = open(f"{rep}/index.html").read()
+md = open(f"{rep}/report.md").read()
+# HTML: no markup from a name or the title, the escaped text instead; no control character.
+for raw in ("<b>", "</b>", "<i>", "\x1b"):
+    assert raw not in page and raw not in md, raw
+assert "&lt;b&gt;x&lt;/b&gt;|" in page and "&lt;i&gt;1&lt;/i&gt;" in page
+assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", page + md), "a control character"
+# The newline inside a class name is shown as \n, never breaks a line.
+assert "\\n*c" in page and "|3\n" not in page and "|3\n" not in md
+# Markdown: the title and the class names escaped (<, >, |, *, backticks), one heading line.
+assert md.startswith("# T \\<i\\>1\\</i\\> \\| \\`x\\` \\*y\\*\\\\e\\[31m\n"), md[:200]
+easiest = re.search(r"Easiest class: (.*?) \(", md).group(1)
+assert easiest.startswith("\\<b\\>x\\</b\\>\\|") and "\\*c" in easiest and "\\`q\\`" in easiest, easiest
+# Every Markdown table row has as many unescaped | as its header.
+for table in re.findall(r"(?:^\|.*\n)+", md, flags=re.M):
+    rows = table.splitlines()
+    cells = [len(re.findall(r"(?<!\\)\|", r)) for r in rows]
+    assert len(set(cells)) == 1, rows
+# --json: one line, the exact title (json escapes it).
+summary = json.loads(line)
+assert summary["title"] == "T <i>1</i> | `x` *y*\x1b[31m" and "\x1b" not in line
+PY
+  # The terminal: --info shows the names on one line each; an error names a path on one line.
+  run "$BIN/report" --info "$dir/eval.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'class_names'*'<b>x</b>|0\n*c0*'* ]]
+  ! printf '%s\n' "$output" | grep -q '^\*c'
+  run "$BIN/report" --info "$dir/no"$'\n'"such.h5"
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ] && [[ "$output" == *'/no\nsuch.h5: no such file'* ]]
+}
+
+@test "plots: epochs ticked 1..N, log-axis labels apart, end-of-line values off the x-axis, legend off the bars" {
+  "$PYTHON" - "$BIN/report" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])  # the built report is a zip archive: its report_lib imports from it
+import numpy as np
+import report_lib.plots as plots
+from matplotlib.text import Annotation
+
+for n in (1, 2, 9, 10, 11, 20, 21, 37, 100, 250):
+    ticks = plots.epoch_ticks(n)
+    assert ticks[0] == 1 and ticks[-1] <= n and ticks == sorted(set(ticks)) and len(ticks) <= 11, (n, ticks)
+assert plots.epoch_ticks(20) == [1, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20]
+
+figures = {}
+def keep(fig, folder, name):  # instead of writing the PNG: the figure, to measure
+    figures[name] = fig
+    return name
+plots.save = keep
+plt = plots.setup_matplotlib()
+e = np.arange(1, 21, dtype=np.float64)
+# A loss falling from 0.09 to ~0.008 (one decade: every digit ticked), the test loss the
+# lowest at the end, and a learning rate that drops: the case where labels crowded.
+hist = {"train_loss": 0.008 + 0.082 / e ** 1.5, "val_loss": 0.0085 + 0.08 / e ** 1.5,
+        "test_loss": 0.0079 + 0.081 / e ** 1.5, "lr": np.where(e > 10, 5e-4, 1e-3)}
+plots.plot_loss(plt, hist, "/nonexistent")
+fig = figures["loss.png"]
+fig.canvas.draw()
+ax = fig.axes[0]
+assert ax.get_yscale() == "log"
+font_px = plt.rcParams["font.size"] * fig.dpi / 72
+ys = sorted(t.get_window_extent().y0 for t in ax.get_yticklabels() if t.get_text() and t.get_visible()
+            and ax.bbox.y0 - 1 <= t.get_window_extent().y0 <= ax.bbox.y1)
+assert len(ys) >= 3 and min(np.diff(ys)) >= 1.2 * font_px, ys
+values = [a for a in ax.get_children() if isinstance(a, Annotation)]
+assert len(values) == 3, values
+for a in values:
+    box = a.get_window_extent()
+    assert box.y0 > ax.bbox.y0 + 2 and box.y1 < ax.bbox.y1, (a.get_text(), box, ax.bbox)
+shown = [t.get_text() for t in fig.axes[-1].get_xticklabels() if t.get_text()]
+assert shown[0] == "1" and shown[-1] == "20" and all(1 <= int(s) <= 20 for s in shown), shown
+
+# Per-class bars up to 99 %: the legend covers none of the value labels.
+ev = {"per_class": np.linspace(0.8, 0.99, 10), "class_names": [f"class {i}" for i in range(10)], "k": 10,
+      "accuracy": 0.9}
+plots.plot_per_class(plt, ev, "/nonexistent")
+fig = figures["per_class_accuracy.png"]
+fig.canvas.draw()
+ax = fig.axes[0]
+legend = ax.get_legend().get_window_extent()
+for t in ax.texts:
+    assert not legend.overlaps(t.get_window_extent()), (t.get_text(), legend, t.get_window_extent())
+PY
 }

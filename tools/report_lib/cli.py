@@ -15,7 +15,9 @@ import time
 from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, Phases, ReportError, fmt_seconds, log, pct,
                      version_line, warn)
 from .compare import run_compare
-from .load import read_all
+from .dataset import dataset_path_recorded, from_dataset_file, guessed, header_line, title_name
+from .escape import visible
+from .load import read_all, read_in_child
 from .parallel import BackgroundHash, ChildFailed, kill_all, run_parallel
 from .plots import (plot_confusion, plot_cv_grid, plot_features_pca, plot_loss, plot_per_class, plot_reconstructions,
                     plot_reliability, plot_timing, setup_matplotlib)
@@ -91,8 +93,6 @@ def parse_args(argv):
     p.add_argument("--json", action="store_true", help="print a one-line JSON summary on stdout")
     args = p.parse_args(argv)
     args.title_given = args.title is not None
-    if args.title is None:
-        args.title = "CIFAR-10 autoencoder → SVM"
     if args.info:
         if args.compare or args.run_dir or args.output or args.json or any((args.model, args.features, args.svm,
                                                                              args.eval)):
@@ -135,15 +135,21 @@ def resolve_inputs(args):
 
 
 def dataset_of(loaded):
-    """The image-dataset file the run was encoded from: the data input recorded in the
-    features' provenance (ae-encode: model, data), else in the model's (ae-train: data)."""
-    for kind, index in (("features", 1), ("model", 0)):
-        inputs = loaded.get(kind, {}).get("attrs", {}).get("inputs")
-        if isinstance(inputs, list) and len(inputs) > index and isinstance(inputs[index], dict):
-            name = inputs[index].get("name")
-            if name and os.path.isfile(name):
-                return name
-    return None
+    """The image-dataset file the run was encoded from, when it is still where it was recorded."""
+    name = dataset_path_recorded(loaded)
+    return name if name and os.path.isfile(name) else None
+
+
+def describe_run_dataset(loaded, class_names, notes):
+    """The dataset in a reader's words (report_lib.dataset), read from the dataset file when
+    it is here, else guessed from its recorded name and the class names; None when unknown."""
+    path = dataset_path_recorded(loaded)
+    if path and os.path.isfile(path):
+        try:
+            return from_dataset_file(read_in_child("dataset", path))
+        except ReportError as err:
+            notes.append(f"the dataset file is not readable ({err}): its name is guessed")
+    return guessed(path, class_names)
 
 
 def pictures_of_results(loaded, paths, tmp):
@@ -315,7 +321,10 @@ def run(args, tmp_holder, phases):
 
     history = loaded.get("model", {}).get("history", {})
     source = args.run_dir or ", ".join(paths.values())
-    ctx = {"title": args.title, "source": source,
+    dataset = describe_run_dataset(loaded, class_names, notes)
+    title = args.title if args.title_given else \
+        (f"{title_name(dataset)}: autoencoder features → SVM" if dataset else "Autoencoder features → SVM")
+    ctx = {"title": title, "source": source, "dataset": header_line(dataset) if dataset else None,
            "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "cards": summary_cards(loaded), "missing": missing, "notes": notes, "images": images,
            "training_lead": training_lead, "classification_lead": classification_lead, "grid_lead": grid_lead,
@@ -339,7 +348,8 @@ def run(args, tmp_holder, phases):
     log(args, f"wrote {os.path.join(args.output, 'index.html')} ({len(images)} plots, "
               f"{', '.join(sorted(loaded))}) in {time.time() - started:.1f} s")
     if args.json:
-        summary = {"tool": TOOL, "output": args.output, "inputs": paths,
+        summary = {"tool": TOOL, "output": args.output, "inputs": paths, "title": title,
+                   "dataset": dataset["name"] if dataset else None,
                    "missing": [name for name, _ in missing], "images": images,
                    "accuracy": loaded["eval"]["accuracy"] if "eval" in loaded else None,
                    "seconds": round(time.time() - started, 3), "phases": phases.summary()}
@@ -363,14 +373,14 @@ def main(argv):
         run(args, tmp_holder, phases)
         return 0
     except (ReportError, ChildFailed) as err:
-        print(f"{TOOL}: error: {err}", file=sys.stderr)
+        print(f"{TOOL}: error: {visible(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:
         signum = interrupt.args[0] if interrupt.args else signal.SIGINT
         print(f"{TOOL}: interrupted; no report written", file=sys.stderr)
         return 128 + int(signum)
     except Exception as err:  # a bug or an unexpected file problem: one line, no traceback
-        print(f"{TOOL}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"{TOOL}: error: {type(err).__name__}: {visible(err)}", file=sys.stderr)
         return 1
     finally:
         kill_all()  # background hashes and figures of a failed or interrupted report

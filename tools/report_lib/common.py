@@ -6,6 +6,8 @@ import pkgutil
 import subprocess
 import sys
 
+from .escape import visible
+
 # The plots need no BLAS threads; fewer threads also keep the forked readers simple.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -45,11 +47,11 @@ class UsageError(Exception):
 
 def log(args, msg):
     if not args.quiet:
-        print(f"{TOOL}: {msg}", file=sys.stderr, flush=True)
+        print(f"{TOOL}: {visible(msg)}", file=sys.stderr, flush=True)
 
 
 def warn(msg):
-    print(f"{TOOL}: warning: {msg}", file=sys.stderr, flush=True)
+    print(f"{TOOL}: warning: {visible(msg)}", file=sys.stderr, flush=True)
 
 
 def git_describe():

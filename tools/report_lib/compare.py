@@ -220,7 +220,7 @@ def build_tables(rows, groups):
 
 
 def markdown(title, generated, tables, shared_text, image, footer):
-    out = [f"# {title}", "", f"Generated {generated}. Runs with the same settings (all but the "
+    out = [f"# {md_cell(title)}", "", f"Generated {generated}. Runs with the same settings (all but the "
            "autoencoder's seed) are grouped; ± is the sample standard deviation.", ""]
     for heading, (head, rows) in zip(("Settings", "Runs"), tables):
         out += [f"## {heading}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

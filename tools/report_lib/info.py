@@ -8,6 +8,7 @@ import sys
 
 from . import load
 from .common import TOOL, ReportError
+from .escape import visible
 
 FORMATS = {
     "image-dataset": "image dataset (cifar-convert)",
@@ -129,8 +130,9 @@ def run_info(files):
         try:
             describe(path, lines)
         except ReportError as err:
-            print(f"{TOOL}: error: {err}", file=sys.stderr, flush=True)
+            print(f"{TOOL}: error: {visible(err)}", file=sys.stderr, flush=True)
             status = 1
             continue
-        print(("\n" if i else "") + "\n".join(lines), flush=True)
+        # A terminal too is an output syntax: names in the files cannot break or recolour lines.
+        print(("\n" if i else "") + "\n".join(visible(line) for line in lines), flush=True)
     return status

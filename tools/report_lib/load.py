@@ -353,7 +353,23 @@ def load_calibration(f, path, e, labels):
             "tta": e["attrs"].get("tta")}
 
 
-LOADERS = {"model": load_model, "features": load_features, "svm": load_svm, "eval": load_eval}
+def load_dataset(path):
+    """What the report names the dataset by: the image-dataset file's root attributes and
+    the shapes of its splits (never the images themselves)."""
+    with open_checked(path, "image-dataset") as f:
+        out = {"path": path, "attrs": common_attrs(f), "counts": {}, "shape": None, "classes": None}
+        for split in ("train", "test"):
+            shape = dataset_shape(f, f"{split}/images")
+            if shape is not None and len(shape) == 4:
+                out["counts"][split] = int(shape[0])
+                out["shape"] = [int(v) for v in shape[1:]]
+        names = out["attrs"].get("class_names")
+        out["classes"] = len(names) if isinstance(names, list) and names else None
+        return out
+
+
+LOADERS = {"model": load_model, "features": load_features, "svm": load_svm, "eval": load_eval,
+           "dataset": load_dataset}
 
 # libhdf5 trusts a file's metadata: a damaged global heap makes it read out of bounds
 # (SIGSEGV) or allocate gigabytes (docs/RELIABILITY.md). So each file is read in a forked

@@ -15,6 +15,8 @@ import os
 
 import numpy as np
 
+from .escape import plot_text
+
 MISTAKES = 16      # at most this many mistakes
 COLUMNS = 8
 MAX_CORRECT = 24   # correct examples in all
@@ -125,8 +127,8 @@ def draw_examples(dataset_path, eval_path, out_png):
         idx = np.array(sorted(set(chosen)))
         picked = dict(zip(idx.tolist(), images[idx]))  # h5py reads ascending indices
 
-    def name(c):
-        return names[c] if 0 <= c < len(names) else f"class {c}"
+    def name(c):  # drawn by matplotlib: its $…$ and control characters escaped
+        return plot_text(names[c]) if 0 <= c < len(names) else f"class {c}"
 
     sections = [(f"most confident mistakes (predicted / true)" if conf is not None else "mistakes (predicted / true)",
                  mistakes, "#c0392b"), ("correct, a few per class", correct, "#2a7d4f")]

@@ -4,6 +4,7 @@ it has nothing to draw."""
 import os
 
 from .common import TOOL, VERSION, fmt_seconds, pct
+from .escape import plot_text
 
 
 COLORS = {"train": "#3b6fb6", "val": "#7b4bb7", "test": "#e07b39", "accent": "#2a9d8f", "muted": "#8d99ae",
@@ -35,7 +36,7 @@ def save(fig, folder, name):
 
 def plot_loss(plt, hist, folder):
     import numpy as np
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FixedLocator
     series = [(k, hist[k]) for k in ("train_loss", "val_loss", "test_loss") if k in hist and len(hist[k])]
     if not series:
         return None
@@ -54,15 +55,6 @@ def plot_loss(plt, hist, folder):
         label = key[:-len("_loss")]
         ax.plot(epochs, values, marker=style[label][0], ms=5, lw=2, ls=style[label][1], color=COLORS[label],
                 label=f"{'validation' if label == 'val' else label} loss")
-    # Final values beside the last points; the highest curve's label goes above, the others
-    # below, stacked downwards in the order of their values so close ones do not overlap.
-    finals = {k[:-len("_loss")]: v[-1] for k, v in series if np.isfinite(v[-1])}
-    ranked = sorted(finals, key=lambda lab: -finals[lab])
-    for label, value in finals.items():
-        rank = ranked.index(label)
-        ax.annotate(f"{value:.4f}", (epochs[-1], value), xytext=(9, 7 if rank == 0 else -7 - 12 * (rank - 1)),
-                    textcoords="offset points", va="center", fontsize=9, color=COLORS[label],
-                    fontweight="bold")
     # The circle marks the epoch the loss that steers training liked best: validation when the
     # file has it (the test split is only reported then), else test, as older files had it.
     steer = "val" if "val_loss" in hist and np.isfinite(hist["val_loss"]).any() else "test"
@@ -78,11 +70,12 @@ def plot_loss(plt, hist, folder):
     ax.set_ylabel("MSE (pixels / 255)")
     ax.set_title("Reconstruction loss per epoch")
     ax.legend(loc="upper right")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(FixedLocator(epoch_ticks(len(epochs))))
     if len(epochs) == 1:
-        ax.set_xlim(0.5, 1.5)
+        ax.set_xlim(0.5, 1.7)
     else:
         ax.set_xlim(0.7, len(epochs) + 0.25 + 0.08 * len(epochs))
+    label_final_values(ax, epochs[-1], {k[:-len("_loss")]: v[-1] for k, v in series if np.isfinite(v[-1])})
     bottom = ax_lr if ax_lr is not None else ax
     if ax_lr is not None:
         ax_lr.step(epochs, lr, where="mid", color=COLORS["lr"], lw=1.8)
@@ -94,13 +87,94 @@ def plot_loss(plt, hist, folder):
     return save(fig, folder, "loss.png")
 
 
+def epoch_ticks(n):
+    """Epochs to label on an axis of epochs 1..n: every one up to 10, else 1 and the
+    multiples of a 1-2-5 step that give at most 10 more; never past n."""
+    step = 1
+    for candidate in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000):
+        step = candidate
+        if n / candidate <= 10:
+            break
+    return [1] + [m for m in range(step, n + 1, step) if m > 1]
+
+
+def label_final_values(ax, x_last, finals):
+    """Each curve's last value written right of its last point, at the value's height when
+    the labels have room, else pushed apart (the lowest up, never onto the x-axis): the
+    labels are placed in axes fractions, kept inside [0.05, 0.95] and 0.075 apart."""
+    import math
+    from matplotlib.transforms import blended_transform_factory
+    if not finals:
+        return
+    lo, hi = ax.get_ylim()
+    log = ax.get_yscale() == "log"
+
+    def fraction(v):
+        if log:
+            return (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+        return (v - lo) / (hi - lo) if hi > lo else 0.5
+    gap, low, high = 0.075, 0.05, 0.95
+    ordered = sorted(finals, key=lambda k: finals[k])  # lowest first
+    ys = [min(max(fraction(finals[k]), low), high) for k in ordered]
+    for i in range(1, len(ys)):  # upwards: each at least gap above the one below
+        ys[i] = max(ys[i], ys[i - 1] + gap)
+    if ys and ys[-1] > high:  # the top one went past the top: push the stack down, keeping gaps
+        ys[-1] = high
+        for i in range(len(ys) - 2, -1, -1):
+            ys[i] = min(ys[i], ys[i + 1] - gap)
+    where = blended_transform_factory(ax.transData, ax.transAxes)
+    dx = 0.04 * (ax.get_xlim()[1] - ax.get_xlim()[0])
+    for label, y in zip(ordered, ys):
+        ax.annotate(f"{finals[label]:.4f}", (x_last, finals[label]), xytext=(x_last + dx, y), textcoords=where,
+                    va="center", ha="left", fontsize=9, color=COLORS[label], fontweight="bold")
+
+
+# Which log-axis ticks keep their label first when labels would crowd: 1 × 10^k, then 5, 2,
+# then the other digits.
+LOG_LABEL_PRIORITY = {1: 0, 5: 1, 2: 2, 3: 3, 4: 4, 6: 5, 7: 6, 8: 7, 9: 8}
+
+
+def spaced_log_formatter():
+    """A log axis's tick labels in plain numbers, thinned so that no two are closer than
+    1.6 font heights on the drawn axis (0.06, 0.07, 0.08 and 0.09 crowd at the top of their
+    decade); the ticks themselves stay."""
+    import math
+    from matplotlib import rcParams
+    from matplotlib.ticker import Formatter
+
+    def priority(v):
+        digit = int(round(v / 10 ** math.floor(math.log10(v) + 1e-9)))
+        return LOG_LABEL_PRIORITY.get(digit, 9)
+
+    class SpacedLogFormatter(Formatter):
+        def __call__(self, x, pos=None):
+            return f"{x:.6g}"
+
+        def format_ticks(self, values):
+            lo, hi = sorted(self.axis.get_view_interval())
+            if lo <= 0 or hi <= lo:
+                return [self(v) for v in values]
+            axes = self.axis.axes
+            px_per_decade = axes.bbox.height / math.log10(hi / lo)
+            need = 1.6 * float(rcParams["font.size"]) * axes.figure.dpi / 72.0
+            labels, kept = [""] * len(values), []
+            inside = [(i, v) for i, v in enumerate(values) if v > 0 and lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
+            for i, v in sorted(inside, key=lambda iv: (priority(iv[1]), iv[1])):
+                at = math.log10(v) * px_per_decade
+                if all(abs(at - other) >= need for other in kept):
+                    kept.append(at)
+                    labels[i] = self(v)
+            return labels
+    return SpacedLogFormatter()
+
+
 def readable_log_axis(axis, lo, hi, few=False):
     """Labels a log axis with plain numbers a reader can read off (0.002, 0.005, 0.01):
     matplotlib's default labels only powers of ten, which is one label or none on a loss
     that spans less than two decades. Ticks at 1, 2, 5 × 10^k over wide ranges, at every
     digit within a decade or so; minor ticks unlabelled."""
     import math
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import LogLocator, NullFormatter
     decades = math.log10(hi / lo) if lo > 0 and hi > lo else 0.0
     if decades > 2.5:
         subs = (1.0,)
@@ -109,7 +183,7 @@ def readable_log_axis(axis, lo, hi, few=False):
     else:
         subs = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
     axis.set_major_locator(LogLocator(base=10.0, subs=subs, numticks=30))
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.6g}"))
+    axis.set_major_formatter(spaced_log_formatter())
     axis.set_minor_locator(LogLocator(base=10.0, subs=tuple(range(1, 10)), numticks=30))
     axis.set_minor_formatter(NullFormatter())
 
@@ -159,7 +233,7 @@ def plot_reconstructions(plt, samples, class_names, folder):
         ax.text(-gap - 2, i * step_y + h / 2, row, ha="right", va="center", fontsize=10)
     for j in range(n):
         label = int(labels[j]) if labels is not None else j
-        name = class_names[label] if 0 <= label < len(class_names) else f"class {label}"
+        name = plot_text(class_names[label]) if 0 <= label < len(class_names) else f"class {label}"
         ax.text(j * step_x + w / 2, -gap, name, ha="center", va="bottom", fontsize=10)
         ax.text(j * step_x + w / 2, 3 * step_y - gap + 1, f"MSE {float(np.mean(diff[j] ** 2)):.4f}",
                 ha="center", va="top", fontsize=8, color="#555555")
@@ -171,7 +245,7 @@ def plot_confusion(plt, ev, folder):
     import numpy as np
     cm = ev["confusion"]
     k = ev["k"]
-    names = ev["class_names"]
+    names = [plot_text(n) for n in ev["class_names"]]
     rows = cm.sum(axis=1, keepdims=True)
     frac = np.divide(cm, rows, out=np.zeros(cm.shape), where=rows > 0)
     size = max(5.5, 0.62 * k + 2.2)
@@ -197,8 +271,8 @@ def plot_confusion(plt, ev, folder):
     cbar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
     cbar.set_label("share of the true class")
     cbar.outline.set_visible(False)
-    split = ev["attrs"].get("split", "")
-    ax.set_title(f"Confusion matrix{' — ' + str(split) + ' split' if split else ''}: "
+    split = plot_text(ev["attrs"].get("split", ""))
+    ax.set_title(f"Confusion matrix{' — ' + split + ' split' if split else ''}: "
                  f"{pct(ev['accuracy'])} of {ev['n']:,} right")
     return save(fig, folder, "confusion.png")
 
@@ -208,7 +282,7 @@ def plot_per_class(plt, ev, folder):
     from matplotlib import colormaps  # matplotlib >= 3.5; cm.get_cmap is gone in 3.9+
     from matplotlib.colors import Normalize
     acc = ev["per_class"]
-    names = ev["class_names"]
+    names = [plot_text(n) for n in ev["class_names"]]
     k = ev["k"]
     fig, ax = plt.subplots(figsize=(7.5, 0.42 * k + 1.4))
     y = np.arange(k)[::-1]
@@ -226,7 +300,8 @@ def plot_per_class(plt, ev, folder):
     ax.set_xlabel("accuracy (%)")
     ax.grid(axis="y", visible=False)
     ax.set_title("Accuracy per class")
-    ax.legend(loc="lower right", fontsize=9, bbox_to_anchor=(1.0, -0.02))
+    # Above the bars, right of the title: inside the axes it would cover a bar's value.
+    ax.legend(loc="lower right", fontsize=9, bbox_to_anchor=(1.0, 1.0), ncol=2, borderaxespad=0.2)
     return save(fig, folder, "per_class_accuracy.png")
 
 
@@ -356,11 +431,14 @@ def plot_features_pca(plt, pca, class_names, folder):
         if len(present) <= 20:
             from matplotlib.lines import Line2D
             handles = [Line2D([], [], marker="o", ls="", ms=6, color=colors[c],
-                              label=class_names[c] if c < len(class_names) else f"class {c}") for c in present]
+                              label=plot_text(class_names[c]) if c < len(class_names) else f"class {c}")
+                       for c in present]
             ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9,
                       title="true class", title_fontsize=9, handletextpad=0.3)
     share = pca["explained"]
     ax.set_xlabel(f"principal component 1 ({100 * share[0]:.1f} % of the variance)")
     ax.set_ylabel(f"principal component 2 ({100 * share[1]:.1f} % of the variance)")
-    ax.set_title(f"Features in 2-D: {len(xy):,} of {pca['rows']:,} {pca['split']} images")
+    split = plot_text(pca["split"])
+    ax.set_title(f"Features in 2-D: all {pca['rows']:,} {split} images" if len(xy) >= pca["rows"] else
+                 f"Features in 2-D: {len(xy):,} of {pca['rows']:,} {split} images")
     return save(fig, folder, "features_pca.png")

@@ -1,9 +1,9 @@
 """The report's documents: the stage and provenance tables, the summary cards, and the
 index.html and report.md built from them."""
-import html
 import os
 
 from .common import describe_architecture, fmt_int, fmt_rate, fmt_seconds, latent_shape, pct, sha256_file
+from .escape import html_text, md_code, md_text
 from .load import number
 
 
@@ -148,9 +148,16 @@ PCA_CAPTION = ("Each point is one image's feature vector, projected on the two d
                "separation it uses lies in the other dimensions.")
 
 
+def pca_sample_words(pca):
+    """"all 500 test rows", or "a random sample of 2,000 of the 10,000 test rows"."""
+    if len(pca["xy"]) >= pca["rows"]:
+        return f"all {pca['rows']:,} {pca['split']} rows"
+    return f"a random sample of {len(pca['xy']):,} of the {pca['rows']:,} {pca['split']} rows (seeded, the same every time)"
+
+
 def pca_lead(pca):
-    return (f"A random sample of {len(pca['xy']):,} of the {pca['rows']:,} {pca['split']} images "
-            f"(seeded, the same every time); the two components explain {100 * pca['explained'][0]:.1f} % and "
+    words = pca_sample_words(pca)
+    return (f"{words[:1].upper() + words[1:]}; the two components explain {100 * pca['explained'][0]:.1f} % and "
             f"{100 * pca['explained'][1]:.1f} % of the features' variance.")
 
 
@@ -161,8 +168,10 @@ body { margin:0; font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu
        color:var(--ink); background:var(--bg); }
 header { background:linear-gradient(120deg,#1d3557,#3b6fb6); color:#fff; padding:28px 0 30px; }
 header .wrap, main { max-width:1160px; margin:0 auto; padding:0 24px; }
+@media (max-width: 700px) { header .wrap, main { padding:0 10px; } section { padding:14px 12px; } }
 header h1 { margin:0 0 6px; font-size:26px; font-weight:650; letter-spacing:-0.01em; }
-header p { margin:0; opacity:.85; font-size:14px; }
+header p { margin:0; opacity:.85; font-size:14px; overflow-wrap:anywhere; }
+header p.dataset { opacity:1; font-size:15px; margin-bottom:4px; }
 header code { background:rgba(255,255,255,.14); color:#fff; }
 main { margin-top:-14px; padding-bottom:40px; }
 .cards { display:grid; grid-template-columns:repeat(auto-fit,minmax(190px,1fr)); gap:14px; margin-bottom:18px; }
@@ -182,7 +191,9 @@ figcaption { font-size:13px; color:var(--muted); margin-top:6px; text-align:cent
 .notice { background:#fff7e6; border:1px solid #f3d19c; border-radius:10px; padding:10px 16px; margin-bottom:18px; }
 .notice ul { margin:4px 0 0; padding-left:20px; }
 table { border-collapse:collapse; width:100%; font-size:14px; }
-th, td { text-align:left; padding:8px 10px; border-bottom:1px solid var(--line); vertical-align:top; }
+th, td { text-align:left; padding:8px 10px; border-bottom:1px solid var(--line); vertical-align:top;
+         overflow-wrap:anywhere; }
+.scroll { overflow-x:auto; }
 th { font-size:12px; text-transform:uppercase; letter-spacing:.05em; color:var(--muted); font-weight:600; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
 tr:last-child td { border-bottom:none; }
@@ -196,8 +207,7 @@ footer { color:var(--muted); font-size:12.5px; text-align:center; margin:8px 0 3
 """
 
 
-def e(text):
-    return html.escape("" if text is None else str(text))
+e = html_text  # every string placed in index.html goes through it (escape.py)
 
 
 def params_items(params):
@@ -213,7 +223,8 @@ def build_html(ctx):
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">")
     w(f"<title>{e(ctx['title'])}</title><style>{CSS}</style></head><body>")
     w(f"<header><div class=\"wrap\"><h1>{e(ctx['title'])}</h1>"
-      f"<p>Run folder <code>{e(ctx['source'])}</code> · generated {e(ctx['generated'])}</p></div></header><main>")
+      + (f"<p class=\"dataset\">{e(ctx['dataset'])}</p>" if ctx.get("dataset") else "")
+      + f"<p>Run folder <code>{e(ctx['source'])}</code> · generated {e(ctx['generated'])}</p></div></header><main>")
     cards = ctx["cards"]
     if cards:
         w("<div class=\"cards\">")
@@ -247,7 +258,7 @@ def build_html(ctx):
         w("<section><h2>Features</h2>")
         w(f"<p class=\"lead\">{e(pca_lead(ctx['features_pca']))}</p>")
         w("<figure><img src=\"features_pca.png\" alt=\"The features projected on two principal components\" "
-          f"style=\"max-width:820px\"><figcaption>{e(PCA_CAPTION)}</figcaption></figure></section>")
+          f"style=\"max-width:min(100%,820px)\"><figcaption>{e(PCA_CAPTION)}</figcaption></figure></section>")
     if "confusion.png" in img:
         w("<section><h2>Classification</h2>")
         w(f"<p class=\"lead\">{e(ctx['classification_lead'])}</p><div class=\"two\">")
@@ -263,7 +274,7 @@ def build_html(ctx):
         w("<section><h2>Probabilities</h2>")
         w("<p class=\"lead\">The model's probability estimates (svm-fit --probability: libsvm's pairwise "
           "sigmoids on cross-validated decision values, coupled into class probabilities).</p>")
-        w("<figure><img src=\"reliability.png\" alt=\"Reliability diagram\" style=\"max-width:560px\">"
+        w("<figure><img src=\"reliability.png\" alt=\"Reliability diagram\" style=\"max-width:min(100%,560px)\">"
           "<figcaption>Test images binned by the probability of their most likely class: the share of each bin "
           "classified right against its mean probability. On the diagonal, a probability of 0.7 is right 70 % "
           "of the time. ECE: the bins' |share right − mean probability|, weighted by their counts.</figcaption>"
@@ -272,12 +283,12 @@ def build_html(ctx):
         w("<section><h2>Model selection</h2>")
         w(f"<p class=\"lead\">{e(ctx['grid_lead'])}</p>")
         w("<figure><img src=\"cv_grid.png\" alt=\"Cross-validated accuracy per C and gamma\" "
-          "style=\"max-width:720px\"><figcaption>Each cell: the share of training rows predicted right when "
+          "style=\"max-width:min(100%,720px)\"><figcaption>Each cell: the share of training rows predicted right when "
           "held out (scaler, γ and feature mask fitted on the other folds). The box marks the chosen pair; "
           "ties go to the first in C-major order.</figcaption></figure></section>")
     if ctx["stages"]:
         w("<section><h2>Stages</h2><p class=\"lead\">Read from each file's attributes.</p>")
-        w("<table><tr><th>Stage</th><th>File</th><th>Device</th><th style=\"text-align:right\">Time</th>"
+        w("<div class=\"scroll\"><table><tr><th>Stage</th><th>File</th><th>Device</th><th style=\"text-align:right\">Time</th>"
           "<th style=\"text-align:right\">Throughput</th><th>Details</th></tr>")
         for s in ctx["stages"]:
             w(f"<tr><td><strong>{e(s['stage'])}</strong></td><td><code>{e(s['file'])}</code></td>"
@@ -285,14 +296,14 @@ def build_html(ctx):
               f"<td class=\"num\">{e(s['rate'])}</td><td>{e(s['details'])}</td></tr>")
         total = sum(s["seconds"] for s in ctx["stages"] if s["seconds"] is not None)
         w(f"<tr><td><strong>total</strong></td><td></td><td></td><td class=\"num\"><strong>{e(fmt_seconds(total))}"
-          "</strong></td><td></td><td></td></tr></table>")
+          "</strong></td><td></td><td></td></tr></table></div>")
         if "timing.png" in img:
-            w("<figure><img src=\"timing.png\" alt=\"Seconds per stage\" style=\"max-width:720px\"></figure>")
+            w("<figure><img src=\"timing.png\" alt=\"Seconds per stage\" style=\"max-width:min(100%,720px)\"></figure>")
         w("</section>")
     if ctx["provenance"]:
         w("<section><h2>Provenance</h2><p class=\"lead\">Which tool made each file, with which options, "
           "from which inputs. A green badge: the input's sha256 matches the file in this report.</p>")
-        w("<table><tr><th>File</th><th>Made by</th><th>Parameters</th><th>Inputs (sha256)</th></tr>")
+        w("<div class=\"scroll\"><table><tr><th>File</th><th>Made by</th><th>Parameters</th><th>Inputs (sha256)</th></tr>")
         for p in ctx["provenance"]:
             chips = "".join(f"<code>{e(item)}</code>" for item in params_items(p["params"])) or "—"
             inputs = []
@@ -303,17 +314,19 @@ def build_html(ctx):
             w(f"<tr><td><code>{e(p['file'])}</code><div class=\"small\">{e(p['format'])}</div></td>"
               f"<td>{e(p['created_by'])}<div class=\"small\">{e(p['created_at'])}</div></td>"
               f"<td class=\"chips\">{chips}</td><td>{''.join(inputs) or '—'}</td></tr>")
-        w("</table></section>")
+        w("</table></div></section>")
     w(f"<footer>{e(ctx['footer'])}</footer></main></body></html>\n")
     return "".join(out)
 
 
-def md_cell(text):
-    return str(text).replace("|", "\\|").replace("\n", " ")
+md_cell = md_text  # every string placed in report.md goes through md_text or md_code (escape.py)
 
 
 def build_markdown(ctx):
-    out = [f"# {ctx['title']}", "", f"Run folder `{ctx['source']}` · generated {ctx['generated']}", ""]
+    out = [f"# {md_text(ctx['title'])}", ""]
+    if ctx.get("dataset"):
+        out += [f"Dataset: {md_text(ctx['dataset'])}", ""]
+    out += [f"Run folder {md_code(ctx['source'])} · generated {md_text(ctx['generated'])}", ""]
     if ctx["cards"]:
         out += ["| | |", "|---|---|"]
         out += [f"| **{md_cell(label)}** | {md_cell(value)}{(' — ' + md_cell(hint)) if hint else ''} |"
@@ -321,26 +334,27 @@ def build_markdown(ctx):
         out.append("")
     if ctx["missing"] or ctx["notes"]:
         out.append("> **Not everything is here.**")
-        out += [f"> - `{name}` was not found: no {lost}." for name, lost in ctx["missing"]]
-        out += [f"> - {note}" for note in ctx["notes"]]
+        out += [f"> - {md_code(name)} was not found: no {md_text(lost)}." for name, lost in ctx["missing"]]
+        out += [f"> - {md_text(note)}" for note in ctx["notes"]]
         out.append("")
     img = ctx["images"]
     if "loss.png" in img or "reconstructions.png" in img:
-        out += ["## Autoencoder", "", ctx["training_lead"], ""]
+        out += ["## Autoencoder", "", md_text(ctx["training_lead"]), ""]
         if "loss.png" in img:
             out += ["![Train and test loss per epoch](loss.png)", ""]
             if ctx.get("running_train_loss"):
-                out += [RUNNING_LOSS_NOTE, ""]
+                out += [md_text(RUNNING_LOSS_NOTE), ""]
         if "reconstructions.png" in img:
             out += ["![Original, reconstruction and |difference|×3 per class](reconstructions.png)", ""]
     if "features_pca.png" in img:
-        out += ["## Features", "", pca_lead(ctx["features_pca"]), "",
-                "![The features projected on two principal components](features_pca.png)", "", PCA_CAPTION, ""]
+        out += ["## Features", "", md_text(pca_lead(ctx["features_pca"])), "",
+                "![The features projected on two principal components](features_pca.png)", "", md_text(PCA_CAPTION),
+                ""]
     if "confusion.png" in img:
-        out += ["## Classification", "", ctx["classification_lead"], "",
+        out += ["## Classification", "", md_text(ctx["classification_lead"]), "",
                 "![Confusion matrix](confusion.png)", "", "![Accuracy per class](per_class_accuracy.png)", ""]
     if "examples.png" in img:
-        out += ["## Test images", "", ctx.get("examples_caption", ""), "",
+        out += ["## Test images", "", md_text(ctx.get("examples_caption", "")), "",
                 "![Test images with predicted and true classes](examples.png)", ""]
     if "reliability.png" in img:
         out += ["## Probabilities", "",
@@ -348,25 +362,25 @@ def build_markdown(ctx):
                 "classified right against its mean probability (on the diagonal: calibrated).", "",
                 "![Reliability diagram](reliability.png)", ""]
     if "cv_grid.png" in img:
-        out += ["## Model selection", "", ctx["grid_lead"], "",
+        out += ["## Model selection", "", md_text(ctx["grid_lead"]), "",
                 "![Cross-validated accuracy per C and gamma](cv_grid.png)", ""]
     if ctx["stages"]:
         out += ["## Stages", "", "| Stage | File | Device | Time | Throughput | Details |",
                 "|---|---|---|--:|--:|---|"]
         for s in ctx["stages"]:
-            out.append(f"| {s['stage']} | `{s['file']}` | {md_cell(s['device'] or '—')} | {fmt_seconds(s['seconds'])} "
-                       f"| {s['rate']} | {md_cell(s['details'])} |")
+            out.append(f"| {md_text(s['stage'])} | {md_code(s['file'])} | {md_text(s['device'] or '—')} "
+                       f"| {fmt_seconds(s['seconds'])} | {md_text(s['rate'])} | {md_text(s['details'])} |")
         out.append("")
         if "timing.png" in img:
             out += ["![Seconds per stage](timing.png)", ""]
     if ctx["provenance"]:
         out += ["## Provenance", "", "| File | Made by | Parameters | Inputs (sha256) |", "|---|---|---|---|"]
         for p in ctx["provenance"]:
-            params = " ".join(f"`{md_cell(i)}`" for i in params_items(p["params"])) or "—"
-            inputs = "<br>".join(f"`{md_cell(n)}` `{d[:12]}…`" + (f" ({v[1]})" if v else "")
+            params = " ".join(md_code(i) for i in params_items(p["params"])) or "—"
+            inputs = "<br>".join(f"{md_code(n)} {md_code(d[:12] + '…')}" + (f" ({md_text(v[1])})" if v else "")
                                  for n, d, v in p["inputs"]) or "—"
-            out.append(f"| `{p['file']}` ({p['format']}) | {md_cell(p['created_by'])}, {md_cell(p['created_at'])} "
-                       f"| {params} | {inputs} |")
+            out.append(f"| {md_code(p['file'])} ({md_text(p['format'])}) | {md_text(p['created_by'])}, "
+                       f"{md_text(p['created_at'])} | {params} | {inputs} |")
         out.append("")
-    out += ["---", ctx["footer"], ""]
+    out += ["---", md_text(ctx["footer"]), ""]
     return "\n".join(out)
