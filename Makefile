@@ -44,8 +44,12 @@ HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/inclu
 HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)
 CPPFLAGS += $(HDF5_CFLAGS)
 # $ORIGIN/../lib lets a build folder carry its own shared libraries (make gpu-bundle).
-LDFLAGS  += -fopenmp -Wl,-rpath,'$$ORIGIN/../lib'
-LDLIBS   += $(HDF5_LIBS) -larchive -ldeflate -lcrypto -lpng -ljpeg -lsvm -lopenblas -lm -lpthread
+LDFLAGS  += -Wl,-rpath,'$$ORIGIN/../lib'
+# libgomp is linked statically: it takes OMP_WAIT_POLICY only from the environment, when it
+# initialises, and a static copy initialises after common/blas_runtime.cpp's constructor
+# has set it — so no tool re-executes itself to set it (docs/INSTALL.md, "OpenMP").
+OPENMP_LIBS ?= -Wl,-Bstatic -lgomp -Wl,-Bdynamic
+LDLIBS   += $(HDF5_LIBS) -larchive -ldeflate -lcrypto -lpng -ljpeg -lsvm -lopenblas $(OPENMP_LIBS) -lm -lpthread -ldl
 
 ifeq ($(SANITIZE),1)
 CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
