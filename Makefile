@@ -132,6 +132,11 @@ ifeq ($(PREBUILT),1)
 DEPS_STAMP :=
 BUILT_FIRST :=
 endif
+# INSTALL_DEPS=0: the dependencies come from elsewhere (Spack, a container's own packages):
+# no apt-get.
+ifeq ($(INSTALL_DEPS),0)
+DEPS_STAMP :=
+endif
 
 .PHONY: all deps test test-unit test-cli test-gpu test-asan test-slurm bench bench-cpu bench-gpu bench-pipeline fuzz \
         install uninstall man clean gpu-bundle help
