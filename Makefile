@@ -5,7 +5,8 @@
 #   make pipeline        data → model → features → svm → eval → report (pipelines/cifar10.mk)
 #   make test-gpu        CUDA kernels against their CPU twins (skips without a GPU)
 #   make test-asan       the suites under AddressSanitizer + UBSan
-#   make bench-cpu / bench-gpu / fuzz / install / deps / clean
+#   make install         tools, man pages, bash completion, Lmod modulefile (PREFIX=, DESTDIR=)
+#   make bench-cpu / bench-gpu / fuzz / uninstall / deps / clean
 #
 # Sources are discovered by folder, so adding a layer or a tool adds no Makefile line. The
 # layers are static libraries linked in layer order (docs/ARCHITECTURE.md):
@@ -44,8 +45,12 @@ HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/inclu
 HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)
 CPPFLAGS += $(HDF5_CFLAGS)
 # $ORIGIN/../lib lets a build folder carry its own shared libraries (make gpu-bundle).
-LDFLAGS  += -fopenmp -Wl,-rpath,'$$ORIGIN/../lib'
-LDLIBS   += $(HDF5_LIBS) -larchive -ldeflate -lcrypto -lpng -ljpeg -lsvm -lopenblas -lm -lpthread
+LDFLAGS  += -Wl,-rpath,'$$ORIGIN/../lib'
+# libgomp is linked statically: it takes OMP_WAIT_POLICY only from the environment, when it
+# initialises, and a static copy initialises after common/blas_runtime.cpp's constructor
+# has set it — so no tool re-executes itself to set it (docs/INSTALL.md, "OpenMP").
+OPENMP_LIBS ?= -Wl,-Bstatic -lgomp -Wl,-Bdynamic
+LDLIBS   += $(HDF5_LIBS) -larchive -ldeflate -lcrypto -lpng -ljpeg -lsvm -lopenblas $(OPENMP_LIBS) -lm -lpthread -ldl
 
 ifeq ($(SANITIZE),1)
 CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -127,14 +132,19 @@ ifeq ($(PREBUILT),1)
 DEPS_STAMP :=
 BUILT_FIRST :=
 endif
+# INSTALL_DEPS=0: the dependencies come from elsewhere (Spack, a container's own packages):
+# no apt-get.
+ifeq ($(INSTALL_DEPS),0)
+DEPS_STAMP :=
+endif
 
 .PHONY: all deps test test-unit test-cli test-gpu test-asan test-slurm bench bench-cpu bench-gpu bench-pipeline fuzz \
-        install uninstall clean gpu-bundle help
+        install uninstall man clean gpu-bundle help
 
 all: $(TOOLS)
 
 help:
-	@sed -n '3,10p' Makefile
+	@sed -n '3,11p' Makefile
 
 # ---- dependencies ------------------------------------------------------------------------
 # Installs missing Debian packages (apt-get; sudo only when not root). Re-checked when the
@@ -276,12 +286,53 @@ gpu-bundle: all $(if $(NVCC),$(GPU_TEST_BIN)) $(UNIT_BIN)
 	@bash tools/bundle-libs.sh $(BUILD)
 
 # ---- install -----------------------------------------------------------------------------
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+# make install PREFIX=... [DESTDIR=...]: the tools (report as its one-file zip), a man page
+# per tool (help2man, from the tool's --help), the bash completion (generated from the
+# --help too, so it cannot miss an option) and a relocatable Lmod modulefile; make
+# uninstall removes exactly those files. Spack and Apptainer recipes: tools/dist/,
+# docs/INSTALL.md.
+BINDIR        := $(PREFIX)/bin
+MANDIR        := $(PREFIX)/share/man/man1
+COMPLETIONDIR := $(PREFIX)/share/bash-completion/completions
+MODULEDIR     := $(PREFIX)/share/modulefiles/cifar-ae
+HELP2MAN      ?= help2man
+TOOL_NAMES    := $(notdir $(TOOLS))
+MAN_PAGES     := $(TOOL_NAMES:%=$(BUILD)/share/man/man1/%.1)
+COMPLETION    := $(BUILD)/share/bash-completion/cifar-ae
+MODULEFILE    := $(BUILD)/share/modulefiles/cifar-ae/$(VERSION).lua
+INSTALLED     := $(TOOL_NAMES:%=$(BINDIR)/%) $(TOOL_NAMES:%=$(MANDIR)/%.1) $(COMPLETIONDIR)/cifar-ae \
+                 $(TOOL_NAMES:%=$(COMPLETIONDIR)/%) $(MODULEDIR)/$(VERSION).lua
 
+man: $(MAN_PAGES)
+# The page's NAME line is the tool's purpose, the text after "TOOL — " in its --help; the
+# dash becomes roff's \(em so the page renders in any locale.
+$(BUILD)/share/man/man1/%.1: $(BUILD)/bin/%
+	@command -v $(HELP2MAN) >/dev/null || { echo "man pages: '$(HELP2MAN)' not found: install Debian's help2man (apt-get install help2man) or give HELP2MAN=/path/to/help2man" >&2; exit 1; }
+	@mkdir -p $(@D)
+	$(HELP2MAN) --locale=C.UTF-8 --no-info --no-discard-stderr --name="$$($< --help | sed -n 's/^$* — //p' | head -n 1)" \
+	  -o $@.tmp $< && sed -i 's/—/\\(em/g' $@.tmp && mv $@.tmp $@
+
+$(COMPLETION): tools/dist/bash-completion.sh $(TOOLS)
+	@mkdir -p $(@D)
+	bash tools/dist/bash-completion.sh $(TOOLS) > $@.tmp && mv $@.tmp $@
+
+$(MODULEFILE): tools/dist/modulefile.lua.in Makefile
+	@mkdir -p $(@D)
+	sed -e 's/@VERSION@/$(VERSION)/g' -e 's/@TOOLS@/$(TOOL_NAMES)/g' $< > $@.tmp && mv $@.tmp $@
+
+install: all $(MAN_PAGES) $(COMPLETION) $(MODULEFILE)
+	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)" "$(DESTDIR)$(COMPLETIONDIR)" "$(DESTDIR)$(MODULEDIR)"
+	install -m 755 $(TOOLS) "$(DESTDIR)$(BINDIR)/"
+	install -m 644 $(MAN_PAGES) "$(DESTDIR)$(MANDIR)/"
+	install -m 644 $(COMPLETION) "$(DESTDIR)$(COMPLETIONDIR)/cifar-ae"
+	@# bash-completion loads a command's completion from a file of the command's name.
+	for t in $(TOOL_NAMES); do ln -sfn cifar-ae "$(DESTDIR)$(COMPLETIONDIR)/$$t"; done
+	install -m 644 $(MODULEFILE) "$(DESTDIR)$(MODULEDIR)/$(VERSION).lua"
+
+# Only the folder that is the toolkit's own is removed; shared ones (bin, man1) stay.
 uninstall:
-	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(TOOLS)))
+	rm -f $(foreach f,$(INSTALLED),"$(DESTDIR)$(f)")
+	@if [ -d "$(DESTDIR)$(MODULEDIR)" ]; then rmdir --ignore-fail-on-non-empty "$(DESTDIR)$(MODULEDIR)"; fi
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

@@ -8,14 +8,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
-#include <thread>
 #include <vector>
+
+// OpenBLAS extensions (Debian's libopenblas0 exports them), declared weak so the library
+// still links against another BLAS, where they are simply not called.
+extern "C" {
+void openblas_set_num_threads(int num_threads) __attribute__((weak));
+char* openblas_get_corename(void) __attribute__((weak));
+void gotoblas_dynamic_init(void) __attribute__((weak));
+void gotoblas_dynamic_quit(void) __attribute__((weak));
+}
 
 namespace cae {
 
 const char* better_openblas_core() {
-  const char* core = openblas_get_corename();
+  const char* core = openblas_get_corename ? openblas_get_corename() : nullptr;
   if (!core) return nullptr;
   // Only the generic fallbacks are replaced; a core OpenBLAS recognised is left alone.
   const bool fallback = !strcmp(core, "Prescott") || !strcmp(core, "Core2") || !strcmp(core, "Nehalem") ||
@@ -28,6 +35,21 @@ const char* better_openblas_core() {
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     better = "Haswell";
   return better && strcmp(core, better) != 0 ? better : nullptr;
+}
+
+const char* select_openblas_core() {
+  if (!openblas_get_corename) return nullptr;
+  if (gotoblas_dynamic_init && gotoblas_dynamic_quit && !std::getenv("OPENBLAS_CORETYPE")) {
+    if (const char* core = better_openblas_core()) {
+      // OPENBLAS_CORETYPE is how OpenBLAS's selection takes a core by name; it is removed
+      // again so child processes make their own choice, as this one did.
+      setenv("OPENBLAS_CORETYPE", core, 1);
+      gotoblas_dynamic_quit();
+      gotoblas_dynamic_init();
+      unsetenv("OPENBLAS_CORETYPE");
+    }
+  }
+  return openblas_get_corename();
 }
 
 namespace {
@@ -43,6 +65,8 @@ uint64_t address_space_limit_mb() {
   return uint64_t(lim.rlim_cur) >> 20;
 }
 
+int hardware_threads() { return int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))); }
+
 const char* tool_name(char** argv) {
   const char* slash = argv && argv[0] ? strrchr(argv[0], '/') : nullptr;
   return slash ? slash + 1 : (argv && argv[0] ? argv[0] : "cifar-ae");
@@ -56,6 +80,21 @@ void map_blas_buffers() {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, a.data(), n, 0.0f, c.data(), n);
 }
 
+// libgomp's settings, given the only way libgomp takes them: in the environment before it
+// initialises. A constructor of priority 101 runs before those without a priority — the
+// statically linked libgomp's among them — and after the shared libraries' (libc's) own
+// start-up, so setenv works. With a shared libgomp (another build) it would come too late
+// and change nothing but the environment children inherit.
+__attribute__((constructor(101))) void set_openmp_environment() {
+  if (!std::getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "passive", 1);
+  const uint64_t limit_mb = address_space_limit_mb();
+  if (limit_mb >= kMinAddressSpaceMB && !std::getenv("OMP_NUM_THREADS")) {
+    char threads[16];
+    snprintf(threads, sizeof threads, "%d", blas_threads_for_address_space(limit_mb, hardware_threads()));
+    setenv("OMP_NUM_THREADS", threads, 1);
+  }
+}
+
 }  // namespace
 
 int blas_threads_for_address_space(uint64_t limit_mb, int hardware) {
@@ -65,7 +104,6 @@ int blas_threads_for_address_space(uint64_t limit_mb, int hardware) {
 }
 
 void prepare_compute_environment(char** argv) {
-  bool changed = false;
   const uint64_t limit_mb = address_space_limit_mb();
   if (limit_mb > 0) {
     if (limit_mb < kMinAddressSpaceMB) {
@@ -76,26 +114,12 @@ void prepare_compute_environment(char** argv) {
       fflush(stderr);
       _exit(1);
     }
-    const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
-    const std::string t = std::to_string(blas_threads_for_address_space(limit_mb, hw));
-    for (const char* var : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"})
-      if (!std::getenv(var)) {
-        setenv(var, t.c_str(), 1);
-        changed = true;
-      }
+    // OpenBLAS has started its pool already; its threads past this count never get a job,
+    // so they never map a buffer.
+    if (openblas_set_num_threads && !std::getenv("OPENBLAS_NUM_THREADS"))
+      openblas_set_num_threads(blas_threads_for_address_space(limit_mb, hardware_threads()));
   }
-  if (!std::getenv("OPENBLAS_CORETYPE")) {
-    if (const char* core = better_openblas_core()) {
-      setenv("OPENBLAS_CORETYPE", core, 1);
-      changed = true;
-    }
-  }
-  if (!std::getenv("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    changed = true;
-  }
-  // Every variable is set now, so the new image does not come back here to re-execute.
-  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
+  select_openblas_core();
   if (limit_mb > 0) map_blas_buffers();
 }
 
