@@ -11,6 +11,7 @@ packages=(
   dataset-fashion-mnist  # the real Fashion-MNIST (~30 MB): datasets.bats converts and classifies it
   python3-h5py python3-numpy python3-matplotlib python3-sklearn python3-torch
   chromium-headless-shell fonts-dejavu-core  # report_browser.bats renders the report page (runs as root: --no-sandbox)
+  help2man man-db lmod  # make install: man pages from --help, install.bats reads them and loads the modulefile
 )
 missing=()
 for p in "${packages[@]}"; do
