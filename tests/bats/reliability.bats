@@ -858,3 +858,85 @@ address_limit() {
   run "$BIN/ae-train" --data "$REL_DIR/data.h5" --train-limit 16 --epochs 3 --batch-size 8 --threads 2 --resume -o "$TMP/m.h5"
   assert_error 1 "m.h5: optimizer_step -5 does not fit"
 }
+
+# ---- class 1 of issue 30: strings from settings never reach a shell as code --------------
+# The fake tools record their arguments; the fake sbatch keeps each --wrap text, which the
+# test then runs with bash as a node would. $P must stay empty: nothing in a value ran.
+
+fake_cluster() {
+  . "$REPO_ROOT/tests/helpers/fake_tools.sh"
+  P="$TMP/pwned"
+  export ARGV_DIR="$TMP/argv" WRAP_DIR="$TMP/wrap"
+  mkdir -p "$P" "$ARGV_DIR" "$WRAP_DIR"
+  make_fake_tools "$TMP/tools"
+  make_fake_sbatch "$TMP/slurm"
+}
+
+# expect_argv TOOL ARG...: the fake TOOL was called with exactly these arguments.
+expect_argv() {
+  "$PYTHON" - "$ARGV_DIR/$1" "${@:2}" <<'PY'
+import sys
+got = open(sys.argv[1], "rb").read().split(b"\0")[:-1]
+want = [a.encode() for a in sys.argv[2:]]
+assert got == want, f"\n got  {got}\n want {want}"
+PY
+}
+
+run_wraps() {
+  local w
+  for w in "$WRAP_DIR"/1*; do (cd "$TMP" && SLURM_ARRAY_TASK_ID=1 bash -c "$(cat "$w")") || return 1; done
+}
+
+@test "class 1: submit.sh passes shell code in *_FLAGS, paths and newlines as literal arguments (fake sbatch)" {
+  fake_cluster
+  local data="$TMP/data \$(touch pd) 'x\".h5" run_dir="$TMP/run;touch $P/r"$'\n'"touch $P/n"
+  : > "$data"
+  local fit='--C 5; touch '"$P/a"' $(touch '"$P/b"') `touch '"$P/c"'` '"'q' \"d\""$'\n'$'--gamma\t*'
+  run env PATH="$TMP/slurm:$PATH" BIN="$TMP/tools" DATASET="$data" RUN_DIR="$run_dir" DEVICE=cpu \
+    FIT_FLAGS="$fit" EVAL_FLAGS='$HOME ~ \n' SEED='1;touch x' "$REPO_ROOT/pipelines/slurm/submit.sh"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  [ "$(ls "$WRAP_DIR" | grep -c '^1')" -eq 5 ]
+  run_wraps
+  [ -z "$(ls -A "$P")" ] && [ ! -e "$TMP/pd" ] || { ls -A "$P" "$TMP"; false; }
+  expect_argv svm-fit --features "$run_dir/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" \
+    '`touch' "$P/c\`" "'q'" '"d"' --gamma '*' -o "$run_dir/svm.h5"
+  expect_argv svm-eval --model "$run_dir/svm.h5" --features "$run_dir/features.h5" --device cpu '$HOME' '~' '\n' \
+    -o "$run_dir/eval.h5"
+  expect_argv ae-train --data "$data" --epochs 20 --batch-size 64 --device cpu --seed '1;touch x' --resume \
+    -o "$run_dir/model.h5"
+}
+
+@test "class 1: sweep.sh job scripts pass a settings line's shell code as literal arguments (fake sbatch)" {
+  fake_cluster
+  : > "$TMP/data.h5"
+  cat > "$TMP/settings.txt" <<EOF
+SEED=1 FIT_FLAGS='--C 5; touch $P/a \$(touch $P/b) \`touch $P/c\` "d"' ENCODER_CHANNELS='16,8;touch $P/e' EVAL_FLAGS="it's \$HOME"
+EOF
+  local sweep_dir="$TMP/sw"$'\n'"touch $P/s"
+  run env PATH="$TMP/slurm:$PATH" BIN="$TMP/tools" DATASET="$TMP/data.h5" SWEEP_DIR="$sweep_dir" DEVICE=cpu \
+    PYTHON="$PYTHON" "$REPO_ROOT/pipelines/slurm/sweep.sh" "$TMP/settings.txt"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  run_wraps
+  [ -z "$(ls -A "$P")" ] || { ls -A "$P"; false; }
+  local r="$sweep_dir/run-1"
+  expect_argv svm-fit --features "$r/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" '`touch' \
+    "$P/c\`" '"d"' -o "$r/svm.h5"
+  expect_argv svm-eval --model "$r/svm.h5" --features "$r/features.h5" --device cpu "it's" '$HOME' -o "$r/eval.h5"
+  expect_argv ae-train --data "$TMP/data.h5" --epochs 20 --batch-size 64 --device cpu --encoder-channels "16,8;touch $P/e" \
+    --seed 1 --resume -o "$r/model.h5"
+  expect_argv report --compare "$r" -o "$sweep_dir/compare"
+  # The job script's comment quotes the names too: the newline in SWEEP_DIR stays in a word.
+  [ "$(grep -c "^touch" "$r/job.sh")" -eq 0 ]
+}
+
+@test "class 1: a settings line with a control character (ESC) is refused before anything is submitted" {
+  fake_cluster
+  : > "$TMP/data.h5"
+  printf 'SEED=1\nSEED=2 FIT_FLAGS="--C 5\033[2J"\n' > "$TMP/settings.txt"
+  run env PATH="$TMP/slurm:$PATH" BIN="$TMP/tools" DATASET="$TMP/data.h5" SWEEP_DIR="$TMP/sw" DEVICE=cpu \
+    PYTHON="$PYTHON" "$REPO_ROOT/pipelines/slurm/sweep.sh" "$TMP/settings.txt"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"settings.txt:2: "*"holds a control character"* ]] || { echo "$output"; false; }
+  [[ "$output" != *$'\033'* ]]
+  [ ! -e "$WRAP_DIR/.n" ] && [ ! -e "$TMP/sw" ]
+}
