@@ -940,3 +940,100 @@ EOF
   [[ "$output" != *$'\033'* ]]
   [ ! -e "$WRAP_DIR/.n" ] && [ ! -e "$TMP/sw" ]
 }
+
+# ---- class 2 of issue 30: memory follows the bytes actually read -------------------------
+# Each input is a few dozen bytes whose header claims up to 4 GB (tests/helpers/
+# lying_inputs.py). The tool must refuse it naming the file, with a peak resident size under
+# 100 MB (measured by the kernel: getrusage of the child), where it used to allocate and zero
+# what the header claimed.
+
+LYING="$REPO_ROOT/tests/helpers/lying_inputs.py"
+
+# peak_run CMD...: runs CMD; output = its stderr, then "rc=N maxrss_kb=N".
+peak_run() {
+  run "$PYTHON" -c '
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+sys.stdout.write(r.stderr.decode("utf-8", "backslashreplace"))
+print("rc=%d maxrss_kb=%d" % (r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))' "$@"
+}
+
+# under_100mb REGEX: the last peak_run failed with exit 1, one error line matching REGEX,
+# and a peak resident size under 100 MB.
+under_100mb() {
+  [[ "$output" =~ rc=1\ maxrss_kb=([0-9]+) ]] || { echo "$output"; return 1; }
+  local kb=${BASH_REMATCH[1]}
+  [ "$kb" -lt 102400 ] || { echo "peak RSS ${kb} kB: $output"; return 1; }
+  [ "$(grep -c 'error: ' <<< "$output")" -eq 1 ] && grep -qE "$1" <<< "$output" || { echo "$output"; return 1; }
+}
+
+@test "class 2: a gzip IDX file declaring 4 GB in 33 bytes is refused without allocating it" {
+  need cifar-convert
+  "$PYTHON" "$LYING" idx-gz "$TMP/idx"
+  peak_run "$BIN/cifar-convert" --input "$TMP/idx" -o "$TMP/d.h5"
+  under_100mb "train-images-idx3-ubyte.gz: is truncated or damaged: the IDX header says 4294967312 bytes"
+  assert_no_output "$TMP/d.h5"
+}
+
+@test "class 2: a gzip IDX file whose trailer is forged to agree with its 4 GB header is refused with little memory" {
+  need cifar-convert
+  "$PYTHON" "$LYING" idx-trailer "$TMP/idx"
+  peak_run "$BIN/cifar-convert" --input "$TMP/idx" -o "$TMP/d.h5"
+  under_100mb "train-images-idx3-ubyte.gz: is truncated: [0-9]+ bytes, the header says 4294967312"
+  assert_no_output "$TMP/d.h5"
+}
+
+@test "class 2: tar.gz members declaring 30 MB (CIFAR-10) and 1 GB (CIFAR-100) in 100 bytes are refused with little memory" {
+  need cifar-convert
+  "$PYTHON" "$LYING" cifar10-tar "$TMP/c10.tar.gz"
+  peak_run "$BIN/cifar-convert" --input "$TMP/c10.tar.gz" -o "$TMP/d.h5"
+  under_100mb "c10.tar.gz: cifar-10-batches-bin/data_batch_1.bin: corrupted or truncated archive"
+  "$PYTHON" "$LYING" cifar100-tar "$TMP/c100.tar.gz"
+  peak_run "$BIN/cifar-convert" --input "$TMP/c100.tar.gz" --format cifar100 -o "$TMP/d.h5"
+  under_100mb "c100.tar.gz: cifar-100-binary/train.bin: corrupted or truncated archive"
+  assert_no_output "$TMP/d.h5"
+}
+
+@test "class 2: PNG and JPEG (baseline, progressive) headers declaring 9000x9000 in under 200 bytes are refused with little memory" {
+  need cifar-convert
+  "$PYTHON" "$LYING" png-lie "$TMP/png"
+  peak_run "$BIN/cifar-convert" --input "$TMP/png" -o "$TMP/d.h5"
+  under_100mb "x.png: corrupt PNG: its header declares 9000x9000 pixels"
+  "$PYTHON" "$LYING" jpeg-lie "$TMP/jpg"
+  peak_run "$BIN/cifar-convert" --input "$TMP/jpg" -o "$TMP/d.h5"
+  under_100mb "x.jpg: corrupt JPEG"
+  "$PYTHON" "$LYING" jpeg-prog "$TMP/prog"
+  peak_run "$BIN/cifar-convert" --input "$TMP/prog" -o "$TMP/d.h5"
+  under_100mb "x.jpg: corrupt JPEG"
+  assert_no_output "$TMP/d.h5"
+}
+
+# ---- class 4 of issue 30: names from outside are printed escaped --------------------------
+
+@test "class 4: a class folder with a newline and a file with an ESC sequence give one error line, no raw ESC" {
+  need cifar-convert
+  mkdir -p "$TMP/f/train/cat"$'\n'"dog" "$TMP/f/test/cat"$'\n'"dog"
+  printf 'not an image' > "$TMP/f/train/cat"$'\n'"dog/bad.jpg"
+  "$PYTHON" -c "
+import struct, sys, zlib
+chunk = lambda t, d: struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xFFFFFFFF)
+png = b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 2, 2, 8, 0, 0, 0, 0)) + \
+      chunk(b'IDAT', zlib.compress(b'\0\1\2\0\3\4')) + chunk(b'IEND', b'')
+open(sys.argv[1], 'wb').write(png)" "$TMP/f/test/cat"$'\n'"dog/ok.png"
+  run "$BIN/cifar-convert" --input "$TMP/f" -o "$TMP/x.h5"
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ] || { printf '%q\n' "$output"; false; }
+  [[ "$output" == *'"'"$TMP/f/train/cat\\ndog/bad.jpg"'": is not a PNG or JPEG file'* ]] || { printf '%q\n' "$output"; false; }
+  assert_no_output "$TMP/x.h5"
+  # An escape sequence in a file name (clear screen, set the title): escaped in the error and
+  # in --skip-bad's warning.
+  mv "$TMP/f/train/cat"$'\n'"dog/bad.jpg" "$TMP/f/train/cat"$'\n'"dog/"$'\033[2J\033]0;x\007'".jpg"
+  cp "$TMP/f/test/cat"$'\n'"dog/ok.png" "$TMP/f/train/cat"$'\n'"dog/ok.png"
+  run "$BIN/cifar-convert" --input "$TMP/f" --skip-bad -o "$TMP/x.h5"
+  [ "$status" -eq 0 ] || { printf '%q\n' "$output"; false; }
+  [[ "$output" != *$'\033'* && "$output" != *$'\007'* ]] || { printf '%q\n' "$output"; false; }
+  [[ "$output" == *'\x1B[2J\x1B]0;x\x07.jpg": is not a PNG or JPEG file'* ]] || { printf '%q\n' "$output"; false; }
+  rm "$TMP/f/train/cat"$'\n'"dog/ok.png"
+  run "$BIN/cifar-convert" --input "$TMP/f" -o "$TMP/y.h5"
+  [ "$status" -eq 1 ] && [ "${#lines[@]}" -eq 1 ] && [[ "$output" != *$'\033'* ]] || { printf '%q\n' "$output"; false; }
+}
