@@ -7,8 +7,17 @@ slurm_die() { echo "$SLURM_TOOL: $*" >&2; exit 1; }
 
 # Every string from the user (environment, settings file) that reaches a job script or
 # --wrap goes through q or q_words: generated shell text never carries a user string as code.
-# One shell word, quoted so that --wrap's shell reads it back unchanged (newlines, $, `, ;).
-q() { printf '%q' "$1"; }
+# One shell word, quoted so that the job's shell reads it back unchanged (newlines, $, `, ;):
+# as it is when it holds only safe characters, else in single quotes (each ' written '\'').
+# POSIX quoting, not printf %q: sbatch --wrap runs under /bin/sh, which reads bash's $'...'
+# as a literal $ and backslash escapes.
+q() {
+  case "$1" in
+    '' ) printf "''" ;;
+    *[!A-Za-z0-9_./:=,+@%-]*) printf "'%s'" "${1//\'/\'\\\'\'}" ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
 
 # A *_FLAGS value as quoted words: split at blanks, tabs and newlines only (read -a: no
 # globbing, no $ or ` expansion, no quote removal), each word then quoted by q. So

@@ -861,7 +861,7 @@ address_limit() {
 
 # ---- class 1 of issue 30: strings from settings never reach a shell as code --------------
 # The fake tools record their arguments; the fake sbatch keeps each --wrap text, which the
-# test then runs with bash as a node would. $P must stay empty: nothing in a value ran.
+# test then runs with /bin/sh as a node would. $P must stay empty: nothing in a value ran.
 
 fake_cluster() {
   . "$REPO_ROOT/tests/helpers/fake_tools.sh"
@@ -882,9 +882,10 @@ assert got == want, f"\n got  {got}\n want {want}"
 PY
 }
 
+# Runs each kept --wrap text as sbatch does: with /bin/sh (dash here, not bash).
 run_wraps() {
   local w
-  for w in "$WRAP_DIR"/1*; do (cd "$TMP" && SLURM_ARRAY_TASK_ID=1 bash -c "$(cat "$w")") || return 1; done
+  for w in "$WRAP_DIR"/1*; do (cd "$TMP" && SLURM_ARRAY_TASK_ID=1 sh -c "$(cat "$w")") || return 1; done
 }
 
 @test "class 1: submit.sh passes shell code in *_FLAGS, paths and newlines as literal arguments (fake sbatch)" {
@@ -925,8 +926,8 @@ EOF
   expect_argv ae-train --data "$TMP/data.h5" --epochs 20 --batch-size 64 --device cpu --encoder-channels "16,8;touch $P/e" \
     --seed 1 --resume -o "$r/model.h5"
   expect_argv report --compare "$r" -o "$sweep_dir/compare"
-  # The job script's comment quotes the names too: the newline in SWEEP_DIR stays in a word.
-  [ "$(grep -c "^touch" "$r/job.sh")" -eq 0 ]
+  # The job script's comment quotes the names too: the newline in SWEEP_DIR stays on its line.
+  [ "$(sed -n 4p "$r/job.sh")" = "set -euo pipefail" ] || { cat "$r/job.sh"; false; }
 }
 
 @test "class 1: a settings line with a control character (ESC) is refused before anything is submitted" {
