@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "common/bounded_read.h"
 #include "common/error.h"
 
 namespace cae {
@@ -37,12 +38,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return buf;
 }
 
-std::string archive_message(archive* a) {
-  const char* m = archive_error_string(a);
-  return m ? m : "unknown error";
-}
 
-// The four wanted members of the .tar.gz, by base name, sizes checked before allocating.
+// The four wanted members of the .tar.gz, by base name.
 std::map<std::string, std::vector<uint8_t>> read_archive(const std::string& path) {
   static const char* const kWanted[] = {"train.bin", "test.bin", "fine_label_names.txt", "coarse_label_names.txt"};
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
@@ -62,12 +59,12 @@ std::map<std::string, std::vector<uint8_t>> read_archive(const std::string& path
       continue;
     }
     const int64_t size = archive_entry_size(entry);
-    if (size < 0 || size > kMaxFileBytes) fail_file(path, name + " has an impossible size " + std::to_string(size));
-    std::vector<uint8_t> buf(static_cast<size_t>(size));
-    la_ssize_t got = size ? archive_read_data(a.get(), buf.data(), buf.size()) : 0;
-    if (got != size)
-      fail_file(path, name + ": corrupted or truncated archive (" +
-                          (got < 0 ? archive_message(a.get()) : std::string("short read")) + ")");
+    if (size < 0 || size > kMaxFileBytes) fail_file(path, quoted_name(name) + " has an impossible size " + std::to_string(size));
+    // The header's size is a claim: memory follows the bytes the stream delivers.
+    std::vector<uint8_t> buf = read_archive_member(a.get(), path, name, uint64_t(size) + 1, uint64_t(size));
+    if (int64_t(buf.size()) != size)
+      fail_file(path, quoted_name(name) + ": corrupted or truncated archive (" + std::to_string(buf.size()) +
+                          " bytes, its header says " + std::to_string(size) + ")");
     out[base] = std::move(buf);
   }
   if (rc != ARCHIVE_EOF) fail_file(path, "corrupted or truncated archive: " + archive_message(a.get()));

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/bounded_read.h"
 #include "common/error.h"
 
 namespace cae {
@@ -34,12 +35,6 @@ std::vector<uint8_t> read_whole_file(const std::string& path) {
   return buf;
 }
 
-// libarchive returns NULL for "no message" (and for an entry without a name); building a
-// std::string from NULL crashed cifar-convert on a damaged archive (found by fuzzing).
-std::string archive_message(archive* a) {
-  const char* m = archive_error_string(a);
-  return m ? m : "unknown error";
-}
 
 // Reads the six batch files out of the .tar.gz into memory, by base name.
 std::map<std::string, std::vector<uint8_t>> read_archive(const std::string& path) {
@@ -62,10 +57,12 @@ std::map<std::string, std::vector<uint8_t>> read_archive(const std::string& path
     }
     int64_t size = archive_entry_size(entry);
     if (size != kCifarBatchBytes)
-      fail_file(path, name + " is " + std::to_string(size) + " bytes, expected " + std::to_string(kCifarBatchBytes));
-    std::vector<uint8_t> buf(static_cast<size_t>(size));
-    la_ssize_t got = archive_read_data(a.get(), buf.data(), buf.size());
-    if (got != size) fail_file(path, name + ": corrupted or truncated archive (" + (got < 0 ? archive_message(a.get()) : std::string("short read")) + ")");
+      fail_file(path, quoted_name(name) + " is " + std::to_string(size) + " bytes, expected " + std::to_string(kCifarBatchBytes));
+    // The header's size is a claim: memory follows the bytes the stream delivers.
+    std::vector<uint8_t> buf = read_archive_member(a.get(), path, name, uint64_t(size) + 1, uint64_t(size));
+    if (int64_t(buf.size()) != size)
+      fail_file(path, quoted_name(name) + ": corrupted or truncated archive (" + std::to_string(buf.size()) + " bytes, its header says " +
+                          std::to_string(size) + ")");
     out[base] = std::move(buf);
   }
   if (rc != ARCHIVE_EOF) fail_file(path, "corrupted or truncated archive: " + archive_message(a.get()));

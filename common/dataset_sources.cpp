@@ -125,7 +125,7 @@ SourceDataset read_source(const std::string& input, const SourceOptions& opt) {
     d.skipped = f.skipped;
     d.input = hash_files(input, f.files);
   } else {
-    throw UsageError("--format must be cifar10, idx, cifar100 or folder, not '" + d.format + "'");
+    throw UsageError("--format must be cifar10, idx, cifar100 or folder, not " + quoted_name("'" + d.format + "'"));
   }
   return d;
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/bounded_read.h"
 #include "common/error.h"
 #include "common/sha256.h"
 
@@ -65,13 +66,10 @@ uint64_t idx_total_bytes(const std::string& name, const uint8_t* head, size_t ha
   return header + total;
 }
 
-std::string archive_message(archive* a) {
-  const char* m = archive_error_string(a);
-  return m ? m : "unknown error";
-}
 
-// Decompresses a gzip stream, sizing the output from the IDX header only once the gzip
-// trailer (ISIZE: the uncompressed size mod 2^32) agrees with it.
+// Decompresses a gzip stream. The IDX header and the gzip trailer (ISIZE: the uncompressed
+// size mod 2^32) are claims, checked against each other first; memory then follows the bytes
+// the stream actually delivers (a forged trailer agrees with any header).
 std::vector<uint8_t> gunzip_idx(const std::string& name, const std::vector<uint8_t>& gz, int ndim) {
   if (gz.size() < 18) fail_file(name, "is truncated: too short for a gzip file");
   const uint8_t* t = gz.data() + gz.size() - 4;
@@ -102,13 +100,11 @@ std::vector<uint8_t> gunzip_idx(const std::string& name, const std::vector<uint8
   if ((total & 0xFFFFFFFFu) != isize)
     fail_file(name, "is truncated or damaged: the IDX header says " + std::to_string(total) +
                         " bytes but the gzip stream holds " + std::to_string(isize));
-  std::vector<uint8_t> out(static_cast<size_t>(total));
-  memcpy(out.data(), head, header);
-  const size_t body = read_exact(out.data() + header, size_t(total - header));
-  if (body != total - header)
-    fail_file(name, "is truncated: " + std::to_string(header + body) + " bytes, the header says " + std::to_string(total));
-  uint8_t extra;
-  if (read_exact(&extra, 1) != 0) fail_file(name, "has more data than its IDX header says (" + std::to_string(total) + " bytes)");
+  // One byte past the declared size tells a stream longer than its header.
+  std::vector<uint8_t> out = read_growing(read_exact, total + 1, total, std::vector<uint8_t>(head, head + header));
+  if (out.size() < total)
+    fail_file(name, "is truncated: " + std::to_string(out.size()) + " bytes, the header says " + std::to_string(total));
+  if (out.size() > total) fail_file(name, "has more data than its IDX header says (" + std::to_string(total) + " bytes)");
   return out;
 }
 
@@ -202,7 +198,7 @@ IdxDataset read_idx_folder(const std::string& folder, int64_t train_limit, int64
     ImageSplit& out = s == 0 ? d.train : d.test;
     const uint64_t n_labels = lb.dims[0];
     if (im.rows_in_file != n_labels)
-      fail_file(lab_file, "has " + std::to_string(n_labels) + " labels but " + img_file + " has " +
+      fail_file(lab_file, "has " + std::to_string(n_labels) + " labels but " + quoted_name(img_file) + " has " +
                               std::to_string(im.rows_in_file) + " images");
     for (uint64_t i = 0; i < n_labels; ++i)
       if (lb.data[i] >= d.class_names.size())

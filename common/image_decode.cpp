@@ -1,6 +1,8 @@
 #include "common/image_decode.h"
 
 #include <jpeglib.h>
+// After jpeglib.h (it needs its types): the message codes, to tell a memory refusal apart.
+#include <jerror.h>
 #include <png.h>
 #include <sys/stat.h>
 
@@ -79,6 +81,16 @@ DecodedImage decode_png(const std::string& name, const uint8_t* data, size_t siz
     png_destroy_read_struct(&png, &info, nullptr);
     throw;
   }
+  // The header's size is a claim: deflate expands at most 1032:1, so pixel data (a filter
+  // byte and the packed samples of every row) beyond that cannot be in this file. Checked
+  // before any buffer is sized from it; a 100-byte file can then never cost more than a few MB.
+  const uint64_t raw = uint64_t(h) * (uint64_t(png_get_rowbytes(png, info)) + 1);
+  if (raw > 1032 * uint64_t(size) + 4096) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    fail_file(name, "corrupt PNG: its header declares " + std::to_string(w) + "x" + std::to_string(h) + " pixels (" +
+                        std::to_string(raw) + " bytes of pixel data), more than a " + std::to_string(size) +
+                        "-byte file can hold");
+  }
   const int color = png_get_color_type(png, info);
   // To 8-bit gray or RGB, whatever the file stores.
   png_set_strip_16(png);
@@ -90,7 +102,10 @@ DecodedImage decode_png(const std::string& name, const uint8_t* data, size_t siz
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
   const int channels = png_get_channels(png, info);
-  if (channels != 1 && channels != 3) png_error(png, "unsupported channel layout");
+  if (channels != 1 && channels != 3) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    fail_unsupported(name, "PNG layout: " + std::to_string(channels) + " channels after conversion");
+  }
   img.height = int(h), img.width = int(w), img.channels = channels;
   img.pixels.resize(size_t(h) * w * channels);
   rows.resize(h);
@@ -119,6 +134,27 @@ void jpeg_on_message(j_common_ptr cinfo, int level) {
   if (level < 0) jpeg_on_error(cinfo);
 }
 
+// The working memory libjpeg may claim for a file of `size` bytes (its whole-image buffers:
+// progressive and multi-scan files keep every coefficient, 2 bytes a sample). A real photo
+// needs far less than 512 bytes per byte of file; a few bytes declaring a huge picture do not
+// get it (libjpeg stops with "backing store not supported" before allocating).
+long jpeg_memory_limit(size_t size) { return long(std::max<uint64_t>(uint64_t(64) << 20, 512 * uint64_t(size))); }
+
+// CMYK → RGB as Pillow converts it (Convert.c cmyk2rgb): R = (255-K) - (C·(255-K))/255,
+// rounded as Pillow's MULDIV255. Adobe's files (the APP14 marker: Photoshop and most print
+// software) store every channel inverted (0 = full ink); libjpeg converts YCCK to that same
+// inverted CMYK, so `inverted` follows the marker for both.
+void cmyk_to_rgb(const uint8_t* in, uint8_t* out, int width, bool inverted) {
+  const int flip = inverted ? 255 : 0;
+  for (int x = 0; x < width; ++x, in += 4, out += 3) {
+    const int nk = 255 - (in[3] ^ flip);
+    for (int c = 0; c < 3; ++c) {
+      const int t = (in[c] ^ flip) * nk + 128;
+      out[c] = static_cast<uint8_t>(std::clamp(nk - (((t >> 8) + t) >> 8), 0, 255));
+    }
+  }
+}
+
 DecodedImage decode_jpeg(const std::string& name, const uint8_t* data, size_t size) {
   jpeg_decompress_struct cinfo;
   JpegError err;
@@ -126,15 +162,47 @@ DecodedImage decode_jpeg(const std::string& name, const uint8_t* data, size_t si
   err.mgr.error_exit = jpeg_on_error;
   err.mgr.emit_message = jpeg_on_message;
   DecodedImage img;
+  std::vector<uint8_t> cmyk_row;
   if (setjmp(err.jump)) {
+    const bool over_memory = err.mgr.msg_code == JERR_NO_BACKING_STORE || err.mgr.msg_code == JERR_OUT_OF_MEMORY;
     jpeg_destroy_decompress(&cinfo);
-    fail_file(name, std::string("corrupt JPEG: ") + err.message);
+    if (over_memory)
+      fail_file(name, "corrupt JPEG: its header declares a picture that needs more than " +
+                          std::to_string(jpeg_memory_limit(size) >> 20) + " MB of working memory, too much for a " +
+                          std::to_string(size) + "-byte file");
+    // Valid JPEG processes this build of libjpeg does not decode: not damage.
+    switch (err.mgr.msg_code) {
+      case JERR_BAD_PRECISION:
+      case JERR_SOF_UNSUPPORTED:
+      case JERR_ARITH_NOTIMPL:
+      case JERR_CONVERSION_NOTIMPL:
+      case JERR_NOT_COMPILED: fail_unsupported(name, std::string("JPEG: ") + err.message);
+      default: fail_file(name, std::string("corrupt JPEG: ") + err.message);
+    }
   }
   jpeg_create_decompress(&cinfo);
+  cinfo.mem->max_memory_to_use = jpeg_memory_limit(size);
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
-  // Gray stays gray; YCbCr, CMYK and the rest are converted to RGB by the library.
-  cinfo.out_color_space = cinfo.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
+  // Gray stays gray; YCbCr and RGB become RGB in the library; CMYK and YCCK are asked for
+  // as CMYK (libjpeg converts YCCK → CMYK, not either to RGB) and converted below.
+  std::string unsupported;
+  bool cmyk = false;
+  switch (cinfo.jpeg_color_space) {
+    case JCS_GRAYSCALE: cinfo.out_color_space = JCS_GRAYSCALE; break;
+    case JCS_YCbCr:
+    case JCS_RGB: cinfo.out_color_space = JCS_RGB; break;
+    case JCS_CMYK:
+    case JCS_YCCK: cinfo.out_color_space = JCS_CMYK, cmyk = true; break;
+    default: unsupported = "JPEG colour model (" + std::to_string(cinfo.num_components) + " components, not gray, " +
+                           "YCbCr, RGB, CMYK or YCCK)";
+  }
+  if (cinfo.data_precision != 8)
+    unsupported = "JPEG of " + std::to_string(cinfo.data_precision) + "-bit samples (8-bit only)";
+  if (!unsupported.empty()) {
+    jpeg_destroy_decompress(&cinfo);
+    fail_unsupported(name, unsupported);
+  }
   if (cinfo.image_width == 0 || cinfo.image_height == 0 || cinfo.image_width > (1u << 16) ||
       cinfo.image_height > (1u << 16) || uint64_t(cinfo.image_width) * cinfo.image_height * 3 > kMaxDecodedImageBytes) {
     const std::string dims = std::to_string(cinfo.image_width) + "x" + std::to_string(cinfo.image_height);
@@ -142,15 +210,23 @@ DecodedImage decode_jpeg(const std::string& name, const uint8_t* data, size_t si
     fail_file(name, "image of " + dims + " pixels is empty or too large (2^28 bytes at most)");
   }
   jpeg_start_decompress(&cinfo);
-  img.height = int(cinfo.output_height), img.width = int(cinfo.output_width), img.channels = cinfo.output_components;
-  img.pixels.resize(size_t(img.height) * img.width * img.channels);
+  const bool inverted = cinfo.saw_Adobe_marker;
+  img.height = int(cinfo.output_height), img.width = int(cinfo.output_width), img.channels = cmyk ? 3 : cinfo.output_components;
+  const size_t row_bytes = size_t(img.width) * img.channels;
+  if (cmyk) cmyk_row.resize(size_t(img.width) * 4);
+  // The pixel buffer grows with the rows decoded (doubling): the header's size is a claim,
+  // and a short file ends at its first missing row ("premature end of data" is an error).
   while (cinfo.output_scanline < cinfo.output_height) {
-    JSAMPROW row = img.pixels.data() + size_t(cinfo.output_scanline) * img.width * img.channels;
+    const size_t y = cinfo.output_scanline;
+    if (img.pixels.size() < (y + 1) * row_bytes)
+      img.pixels.resize(std::min(size_t(img.height), std::max<size_t>(2 * y, 16)) * row_bytes);
+    JSAMPROW row = cmyk ? cmyk_row.data() : img.pixels.data() + y * row_bytes;
     jpeg_read_scanlines(&cinfo, &row, 1);
+    if (cmyk) cmyk_to_rgb(cmyk_row.data(), img.pixels.data() + y * row_bytes, img.width, inverted);
   }
   jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
-  if (img.channels != 1 && img.channels != 3) fail_file(name, "unsupported JPEG colour layout");
+  if (img.channels != 1 && img.channels != 3) fail_unsupported(name, "JPEG colour layout");
   return img;
 }
 

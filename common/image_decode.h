@@ -6,7 +6,13 @@
 // bytes, not its name. Conversion (docs/DECISIONS.md):
 //   colour: RGB → gray by BT.601 luma with libjpeg's/PIL's integer weights
 //           (19595 R + 38470 G + 7471 B + 32768) >> 16; gray → RGB by copying the plane;
-//           alpha is dropped (not composited), palettes and 16-bit samples expanded to 8 bits.
+//           alpha is dropped (not composited), palettes and 16-bit samples expanded to 8 bits;
+//           CMYK and YCCK JPEGs → RGB as Pillow converts them (inverted where the file has
+//           Adobe's marker). What neither library converts (12-bit JPEG, unknown colour
+//           models) throws UnsupportedInput, not a "corrupt" error.
+//   memory: a header's dimensions are a claim: a PNG's must fit deflate's 1032:1 ratio to
+//           the file's size, a JPEG's pixel rows are stored as they decode and libjpeg's
+//           working memory is capped by the file size (docs/RELIABILITY.md, class 2).
 //   size:   exact area resampling (each output pixel is the area-weighted mean of the source
 //           pixels it covers; separable, in double, rounded half up). An image already of the
 //           target size is copied unchanged, so a PNG of a dataset image reproduces it exactly.
@@ -28,7 +34,8 @@ struct DecodedImage {
 constexpr uint64_t kMaxDecodedImageBytes = uint64_t(1) << 28;
 
 // Decodes a PNG or JPEG file. Throws std::runtime_error("<path>: ...") for a file that is
-// missing, not PNG/JPEG, truncated or corrupt, or too large.
+// missing, not PNG/JPEG, truncated or corrupt, or too large; UnsupportedInput (common/error.h)
+// for a valid file in a form not read.
 DecodedImage decode_image_file(const std::string& path);
 // The same for bytes in memory; `name` is used in errors.
 DecodedImage decode_image_memory(const std::string& name, const uint8_t* data, size_t size);

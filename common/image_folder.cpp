@@ -101,10 +101,15 @@ ImageFolder read_image_folder(const std::string& dir, const ImageFolderOptions& 
       DecodedImage img;
       try {
         img = decode_image_file(l.files[i]);
+      } catch (const UnsupportedInput& e) {
+        if (!opt.skip_bad) throw;
+        ++out.skipped;
+        log_warn("skipped (unsupported, not damaged): %s", e.what());
+        continue;
       } catch (const std::runtime_error& e) {
         if (!opt.skip_bad) throw;
         ++out.skipped;
-        log_warn("skipped %s", e.what());
+        log_warn("skipped (corrupt or unreadable): %s", e.what());
         continue;
       }
       if (H == 0) {
@@ -112,7 +117,7 @@ ImageFolder read_image_folder(const std::string& dir, const ImageFolderOptions& 
         size_from = l.files[i];
       } else if (opt.height == 0 && (img.height != H || img.width != W)) {
         fail_file(l.files[i], "is " + std::to_string(img.width) + "x" + std::to_string(img.height) + " pixels but " +
-                                  size_from + " is " + std::to_string(W) + "x" + std::to_string(H) +
+                                  quoted_name(size_from) + " is " + std::to_string(W) + "x" + std::to_string(H) +
                                   " (give --image-size to resize them all)");
       }
       all_gray = all_gray && img.channels == 1;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/escape.h"
+
 namespace cae {
 namespace {
 bool g_quiet = false;
@@ -20,7 +22,8 @@ void vlog(const char* level, const char* fmt, va_list ap) {
   msg += g_tool + ": " + level;
   char buf[2048];
   vsnprintf(buf, sizeof buf, fmt, ap);
-  msg += buf;
+  // Names inside the line (files, classes) may hold newlines or escape sequences.
+  msg += escape_controls(buf);
   msg += '\n';
   fputs(msg.c_str(), stderr);
   fflush(stderr);

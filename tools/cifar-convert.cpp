@@ -40,7 +40,7 @@ void parse_image_size(const std::string& s, int& H, int& W) {
   const size_t x = s.find_first_of("xX");
   auto num = [&](const std::string& t) {
     if (t.empty() || t.size() > 4 || !std::all_of(t.begin(), t.end(), ::isdigit))
-      throw cae::UsageError("--image-size: '" + s + "' is not H or HxW");
+      throw cae::UsageError("--image-size: " + cae::quoted_name("'" + s + "'") + " is not H or HxW");
     const int v = std::stoi(t);
     if (v < 1 || v > 4096) throw cae::UsageError("--image-size: sides must be 1 to 4096 pixels");
     return v;

@@ -5,8 +5,29 @@
 
 slurm_die() { echo "$SLURM_TOOL: $*" >&2; exit 1; }
 
-# One shell word, quoted so that --wrap's shell reads it back unchanged.
-q() { printf '%q' "$1"; }
+# Every string from the user (environment, settings file) that reaches a job script or
+# --wrap goes through q or q_words: generated shell text never carries a user string as code.
+# One shell word, quoted so that the job's shell reads it back unchanged (newlines, $, `, ;):
+# as it is when it holds only safe characters, else in single quotes (each ' written '\'').
+# POSIX quoting, not printf %q: sbatch --wrap runs under /bin/sh, which reads bash's $'...'
+# as a literal $ and backslash escapes.
+q() {
+  case "$1" in
+    '' ) printf "''" ;;
+    *[!A-Za-z0-9_./:=,+@%-]*) printf "'%s'" "${1//\'/\'\\\'\'}" ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
+
+# A *_FLAGS value as quoted words: split at blanks, tabs and newlines only (read -a: no
+# globbing, no $ or ` expansion, no quote removal), each word then quoted by q. So
+# FIT_FLAGS="--C 5; touch x" passes the three arguments "--C" "5;" "touch" "x" literally.
+q_words() {
+  local words=() w out=""
+  IFS=$' \t\n' read -r -d '' -a words <<< "$1" || true
+  for w in "${words[@]}"; do out+=" $(q "$w")"; done
+  printf '%s' "$out"
+}
 
 # The tools: $BIN/NAME, or NAME on the nodes' PATH when BIN is empty.
 tool() { if [ -n "${BIN:-}" ]; then q "$BIN/$1"; else q "$1"; fi; }
@@ -63,17 +84,17 @@ gpu_gres() {
   esac
 }
 
-# The stage commands as shell text for --wrap (paths quoted; *_FLAGS split into words, as
-# make pipeline does). $1 = the run folder.
+# The stage commands as shell text for --wrap: every value quoted by q, *_FLAGS split into
+# words by q_words (as make pipeline splits them, but never expanded). $1 = the run folder.
 stage_commands() {
   local run_dir="$1"
   cmd_convert="$(tool cifar-convert) --input $(q "$CIFAR10_DIR")${TRAIN_LIMIT:+ --train-limit $(q "$TRAIN_LIMIT")}${TEST_LIMIT:+ --test-limit $(q "$TEST_LIMIT")} -o $(q "$DATASET")"
-  cmd_train="$(tool ae-train) --data $(q "$DATASET") --epochs $(q "$EPOCHS") --batch-size $(q "$BATCH") --device $DEVICE"
+  cmd_train="$(tool ae-train) --data $(q "$DATASET") --epochs $(q "$EPOCHS") --batch-size $(q "$BATCH") --device $(q "$DEVICE")"
   cmd_train+="${ENCODER_CHANNELS:+ --encoder-channels $(q "$ENCODER_CHANNELS")}${VAL_SPLIT:+ --val-split $(q "$VAL_SPLIT")}"
-  cmd_train+="${SEED:+ --seed $(q "$SEED")}${TRAIN_FLAGS:+ $TRAIN_FLAGS} --resume -o $(q "$run_dir/model.h5")"
-  cmd_encode="$(tool ae-encode) --model $(q "$run_dir/model.h5") --data $(q "$DATASET") --device $DEVICE${ENCODE_FLAGS:+ $ENCODE_FLAGS} -o $(q "$run_dir/features.h5")"
-  cmd_fit="$(tool svm-fit) --features $(q "$run_dir/features.h5") --device $SVM_DEVICE${FIT_FLAGS:+ $FIT_FLAGS} -o $(q "$run_dir/svm.h5")"
-  cmd_eval="$(tool svm-eval) --model $(q "$run_dir/svm.h5") --features $(q "$run_dir/features.h5") --device $SVM_DEVICE${EVAL_FLAGS:+ $EVAL_FLAGS} -o $(q "$run_dir/eval.h5")"
+  cmd_train+="${SEED:+ --seed $(q "$SEED")}$(q_words "$TRAIN_FLAGS") --resume -o $(q "$run_dir/model.h5")"
+  cmd_encode="$(tool ae-encode) --model $(q "$run_dir/model.h5") --data $(q "$DATASET") --device $(q "$DEVICE")$(q_words "$ENCODE_FLAGS") -o $(q "$run_dir/features.h5")"
+  cmd_fit="$(tool svm-fit) --features $(q "$run_dir/features.h5") --device $(q "$SVM_DEVICE")$(q_words "$FIT_FLAGS") -o $(q "$run_dir/svm.h5")"
+  cmd_eval="$(tool svm-eval) --model $(q "$run_dir/svm.h5") --features $(q "$run_dir/features.h5") --device $(q "$SVM_DEVICE")$(q_words "$EVAL_FLAGS") -o $(q "$run_dir/eval.h5")"
   cmd_report="$(tool report) --run-dir $(q "$run_dir") -o $(q "$run_dir/report")"
 }
 

@@ -59,6 +59,8 @@ for number, line in enumerate(open(path, encoding="utf-8"), 1):
         sys.exit(f"sweep.sh: {path}:{number}: {err}")
     seen = set()
     for w in words:
+        if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in w):
+            sys.exit(f"sweep.sh: {path}:{number}: {w!r} holds a control character")
         name, eq, _value = w.partition("=")
         if not eq or name not in allowed:
             sys.exit(f"sweep.sh: {path}:{number}: '{w}' is not NAME=VALUE with NAME one of "
@@ -99,8 +101,10 @@ while IFS=$'\x1f' read -r -a words; do
       slurm_die "DATASET=$DATASET does not exist (only the sweep's own DATASET is made by the sweep)"
     fi
     stage_commands "$run_dir"
-    printf '#!/usr/bin/env bash\n# run %s of the sweep in %s: line %s of %s:\n#   %s\nset -euo pipefail\ncd %s\n' \
-      "$n" "$SWEEP_DIR" "$line_no" "$settings_file" "${words[*]:1}" "$(q "$PWD")"
+    # The names in the comment are quoted by bash's %q (one line whatever they hold: a newline
+    # in a name would end the comment and start a command); the script runs under bash.
+    printf '#!/usr/bin/env bash\n# run %s of the sweep in %q: line %s of %q:\n#  %s\nset -euo pipefail\ncd %s\n' \
+      "$n" "$SWEEP_DIR" "$line_no" "$settings_file" "$(printf ' %q' "${words[@]:1}")" "$(q "$PWD")"
     printf '%s\n' "$cmd_train" "$cmd_encode" "$cmd_fit" "$cmd_eval" "$cmd_report"
   )" || exit 1
   run_scripts+=("$script")
@@ -117,7 +121,7 @@ convert_args=("${common[@]}" --job-name=cae-convert --output="$SWEEP_DIR/slurm-l
 compare_args=("${common[@]}" --job-name=cae-compare --output="$SWEEP_DIR/slurm-logs/%j-compare.log")
 run_dirs=()
 for i in $(seq "$n"); do run_dirs+=("$SWEEP_DIR/run-$i"); done
-cmd_compare="$(tool report) --compare$(for d in "${run_dirs[@]}"; do printf ' %q' "$d"; done) -o $(q "$SWEEP_DIR/compare")"
+cmd_compare="$(tool report) --compare$(for d in "${run_dirs[@]}"; do printf ' %s' "$(q "$d")"; done) -o $(q "$SWEEP_DIR/compare")"
 # Single quotes: the task id is the job's, expanded when it runs.
 cmd_array="bash $(q "$SWEEP_DIR")/run-\"\$SLURM_ARRAY_TASK_ID\"/job.sh"
 

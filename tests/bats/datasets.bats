@@ -267,3 +267,47 @@ PY
   echo "accuracy $acc" >&3
   "$PYTHON" -c "import sys; assert float(sys.argv[1]) >= 0.75, sys.argv[1]" "$acc"
 }
+
+@test "CMYK and YCCK JPEGs convert with Pillow's colours; an unsupported JPEG is skipped as unsupported, not corrupt" {
+  local fx="$REPO_ROOT/tests/fixtures/jpeg"
+  mkdir -p "$TMP/f/train/ink" "$TMP/f/test/ink"
+  cp "$fx/cmyk-adobe.jpg" "$fx/ycck-adobe.jpg" "$TMP/f/train/ink/"
+  cp "$fx/cmyk-plain.jpg" "$TMP/f/test/ink/"
+  run "$BIN/cifar-convert" --input "$TMP/f" -o "$TMP/x.h5"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  # Against the committed expected RGB (Pillow's, tests/helpers/cmyk_expected.py) always, and
+  # against Pillow itself where it is installed.
+  "$PYTHON" - "$TMP/x.h5" "$fx" <<'PY'
+import sys, h5py, numpy as np
+f, fx = h5py.File(sys.argv[1], "r"), sys.argv[2]
+got = {"cmyk-adobe": f["train/images"][0], "ycck-adobe": f["train/images"][1], "cmyk-plain": f["test/images"][0]}
+for name, chw in got.items():
+    want = np.frombuffer(open(f"{fx}/{name}.rgb", "rb").read(), np.uint8).reshape(16, 24, 3).transpose(2, 0, 1)
+    assert chw.shape == (3, 16, 24), chw.shape
+    assert np.abs(chw.astype(int) - want).max() <= 1, (name, np.abs(chw.astype(int) - want).max())
+try:
+    from PIL import Image
+except ImportError:
+    sys.exit(0)
+for name in ("cmyk-adobe", "ycck-adobe"):  # Pillow reads every CMYK JPEG as Adobe's
+    pil = np.asarray(Image.open(f"{fx}/{name}.jpg").convert("RGB")).transpose(2, 0, 1)
+    assert np.abs(got[name].astype(int) - pil).max() <= 1, name
+PY
+  # A 2-component JPEG (libjpeg decodes it; no colour model): unsupported, also under --skip-bad.
+  "$PYTHON" - "$TMP/f/train/ink/two.jpg" <<'PY'
+import struct, sys
+seg = lambda m, d: bytes([0xFF, m]) + struct.pack(">H", len(d) + 2) + d
+dqt = seg(0xDB, b"\0" + bytes([1] * 64))
+sof = seg(0xC0, struct.pack(">BHHB", 8, 8, 8, 2) + b"\1\x11\0" + b"\2\x11\0")
+dht = seg(0xC4, b"\x00" + bytes([1] + [0] * 15) + b"\0" + b"\x10" + bytes([1] + [0] * 15) + b"\0")
+sos = seg(0xDA, b"\2" + b"\1\0" + b"\2\0" + b"\0\x3f\0")
+open(sys.argv[1], "wb").write(b"\xFF\xD8" + dqt + sof + dht + sos + b"\0\0" + b"\xFF\xD9")
+PY
+  run "$BIN/cifar-convert" --input "$TMP/f" -o "$TMP/y.h5"
+  assert_error 1 "two.jpg: unsupported JPEG colour model \(2 components"
+  assert_no_output "$TMP/y.h5"
+  run "$BIN/cifar-convert" --input "$TMP/f" --skip-bad -o "$TMP/y.h5"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  [[ "$output" == *"skipped (unsupported, not damaged): "*"two.jpg: unsupported JPEG"* ]] || { echo "$output"; false; }
+  [[ "$output" != *"corrupt"* ]]
+}

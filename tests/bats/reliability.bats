@@ -858,3 +858,188 @@ address_limit() {
   run "$BIN/ae-train" --data "$REL_DIR/data.h5" --train-limit 16 --epochs 3 --batch-size 8 --threads 2 --resume -o "$TMP/m.h5"
   assert_error 1 "m.h5: optimizer_step -5 does not fit"
 }
+
+# ---- class 1 of issue 30: strings from settings never reach a shell as code --------------
+# The fake tools record their arguments; the fake sbatch keeps each --wrap text, which the
+# test then runs with /bin/sh as a node would. $P must stay empty: nothing in a value ran.
+
+fake_cluster() {
+  . "$REPO_ROOT/tests/helpers/fake_tools.sh"
+  P="$TMP/pwned"
+  export ARGV_DIR="$TMP/argv" WRAP_DIR="$TMP/wrap"
+  mkdir -p "$P" "$ARGV_DIR" "$WRAP_DIR"
+  make_fake_tools "$TMP/tools"
+  make_fake_sbatch "$TMP/slurm"
+}
+
+# expect_argv TOOL ARG...: the fake TOOL was called with exactly these arguments.
+expect_argv() {
+  "$PYTHON" - "$ARGV_DIR/$1" "${@:2}" <<'PY'
+import sys
+got = open(sys.argv[1], "rb").read().split(b"\0")[:-1]
+want = [a.encode() for a in sys.argv[2:]]
+assert got == want, f"\n got  {got}\n want {want}"
+PY
+}
+
+# Runs each kept --wrap text as sbatch does: with /bin/sh (dash here, not bash).
+run_wraps() {
+  local w
+  for w in "$WRAP_DIR"/1*; do (cd "$TMP" && SLURM_ARRAY_TASK_ID=1 sh -c "$(cat "$w")") || return 1; done
+}
+
+@test "class 1: submit.sh passes shell code in *_FLAGS, paths and newlines as literal arguments (fake sbatch)" {
+  fake_cluster
+  local data="$TMP/data \$(touch pd) 'x\".h5" run_dir="$TMP/run;touch $P/r"$'\n'"touch $P/n"
+  : > "$data"
+  local fit='--C 5; touch '"$P/a"' $(touch '"$P/b"') `touch '"$P/c"'` '"'q' \"d\""$'\n'$'--gamma\t*'
+  run env PATH="$TMP/slurm:$PATH" BIN="$TMP/tools" DATASET="$data" RUN_DIR="$run_dir" DEVICE=cpu \
+    FIT_FLAGS="$fit" EVAL_FLAGS='$HOME ~ \n' SEED='1;touch x' "$REPO_ROOT/pipelines/slurm/submit.sh"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  [ "$(ls "$WRAP_DIR" | grep -c '^1')" -eq 5 ]
+  run_wraps
+  [ -z "$(ls -A "$P")" ] && [ ! -e "$TMP/pd" ] || { ls -A "$P" "$TMP"; false; }
+  expect_argv svm-fit --features "$run_dir/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" \
+    '`touch' "$P/c\`" "'q'" '"d"' --gamma '*' -o "$run_dir/svm.h5"
+  expect_argv svm-eval --model "$run_dir/svm.h5" --features "$run_dir/features.h5" --device cpu '$HOME' '~' '\n' \
+    -o "$run_dir/eval.h5"
+  expect_argv ae-train --data "$data" --epochs 20 --batch-size 64 --device cpu --seed '1;touch x' --resume \
+    -o "$run_dir/model.h5"
+}
+
+@test "class 1: sweep.sh job scripts pass a settings line's shell code as literal arguments (fake sbatch)" {
+  fake_cluster
+  : > "$TMP/data.h5"
+  cat > "$TMP/settings.txt" <<EOF
+SEED=1 FIT_FLAGS='--C 5; touch $P/a \$(touch $P/b) \`touch $P/c\` "d"' ENCODER_CHANNELS='16,8;touch $P/e' EVAL_FLAGS="it's \$HOME"
+EOF
+  local sweep_dir="$TMP/sw"$'\n'"touch $P/s"
+  run env PATH="$TMP/slurm:$PATH" BIN="$TMP/tools" DATASET="$TMP/data.h5" SWEEP_DIR="$sweep_dir" DEVICE=cpu \
+    PYTHON="$PYTHON" "$REPO_ROOT/pipelines/slurm/sweep.sh" "$TMP/settings.txt"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  run_wraps
+  [ -z "$(ls -A "$P")" ] || { ls -A "$P"; false; }
+  local r="$sweep_dir/run-1"
+  expect_argv svm-fit --features "$r/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" '`touch' \
+    "$P/c\`" '"d"' -o "$r/svm.h5"
+  expect_argv svm-eval --model "$r/svm.h5" --features "$r/features.h5" --device cpu "it's" '$HOME' -o "$r/eval.h5"
+  expect_argv ae-train --data "$TMP/data.h5" --epochs 20 --batch-size 64 --device cpu --encoder-channels "16,8;touch $P/e" \
+    --seed 1 --resume -o "$r/model.h5"
+  expect_argv report --compare "$r" -o "$sweep_dir/compare"
+  # The job script's comment quotes the names too: the newline in SWEEP_DIR stays on its line.
+  [ "$(sed -n 4p "$r/job.sh")" = "set -euo pipefail" ] || { cat "$r/job.sh"; false; }
+}
+
+@test "class 1: a settings line with a control character (ESC) is refused before anything is submitted" {
+  fake_cluster
+  : > "$TMP/data.h5"
+  printf 'SEED=1\nSEED=2 FIT_FLAGS="--C 5\033[2J"\n' > "$TMP/settings.txt"
+  run env PATH="$TMP/slurm:$PATH" BIN="$TMP/tools" DATASET="$TMP/data.h5" SWEEP_DIR="$TMP/sw" DEVICE=cpu \
+    PYTHON="$PYTHON" "$REPO_ROOT/pipelines/slurm/sweep.sh" "$TMP/settings.txt"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"settings.txt:2: "*"holds a control character"* ]] || { echo "$output"; false; }
+  [[ "$output" != *$'\033'* ]]
+  [ ! -e "$WRAP_DIR/.n" ] && [ ! -e "$TMP/sw" ]
+}
+
+# ---- class 2 of issue 30: memory follows the bytes actually read -------------------------
+# Each input is a few dozen bytes whose header claims up to 4 GB (tests/helpers/
+# lying_inputs.py). The tool must refuse it naming the file, its peak resident size (the
+# kernel's getrusage of the child) less than 100 MB above its size without input, where it
+# used to allocate and zero what the header claimed.
+
+LYING="$REPO_ROOT/tests/helpers/lying_inputs.py"
+
+# peak_run CMD...: runs CMD; output = its stderr, then "rc=N maxrss_kb=N".
+peak_run() {
+  run "$PYTHON" -c '
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+sys.stdout.write(r.stderr.decode("utf-8", "backslashreplace"))
+print("rc=%d maxrss_kb=%d" % (r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))' "$@"
+}
+
+# under_100mb REGEX: the last peak_run failed with exit 1, one error line matching REGEX,
+# and a peak resident size less than 100 MB above the tool's own (its run on a missing
+# input: the libraries, and under make test-asan the sanitizer's shadow memory).
+under_100mb() {
+  [[ "$output" =~ rc=1\ maxrss_kb=([0-9]+) ]] || { echo "$output"; return 1; }
+  local kb=${BASH_REMATCH[1]} base
+  base=$("$PYTHON" -c '
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$BIN/cifar-convert" --input "$TMP/no-such-input" -o "$TMP/none.h5")
+  [ $((kb - base)) -lt 102400 ] || { echo "peak RSS ${kb} kB, ${base} kB without input: $output"; return 1; }
+  [ "$(grep -c 'error: ' <<< "$output")" -eq 1 ] && grep -qE "$1" <<< "$output" || { echo "$output"; return 1; }
+}
+
+@test "class 2: a gzip IDX file declaring 4 GB in 33 bytes is refused without allocating it" {
+  need cifar-convert
+  "$PYTHON" "$LYING" idx-gz "$TMP/idx"
+  peak_run "$BIN/cifar-convert" --input "$TMP/idx" -o "$TMP/d.h5"
+  under_100mb "train-images-idx3-ubyte.gz: is truncated or damaged: the IDX header says 4294967312 bytes"
+  assert_no_output "$TMP/d.h5"
+}
+
+@test "class 2: a gzip IDX file whose trailer is forged to agree with its 4 GB header is refused with little memory" {
+  need cifar-convert
+  "$PYTHON" "$LYING" idx-trailer "$TMP/idx"
+  peak_run "$BIN/cifar-convert" --input "$TMP/idx" -o "$TMP/d.h5"
+  under_100mb "train-images-idx3-ubyte.gz: is truncated: [0-9]+ bytes, the header says 4294967312"
+  assert_no_output "$TMP/d.h5"
+}
+
+@test "class 2: tar.gz members declaring 30 MB (CIFAR-10) and 1 GB (CIFAR-100) in 100 bytes are refused with little memory" {
+  need cifar-convert
+  "$PYTHON" "$LYING" cifar10-tar "$TMP/c10.tar.gz"
+  peak_run "$BIN/cifar-convert" --input "$TMP/c10.tar.gz" -o "$TMP/d.h5"
+  under_100mb "c10.tar.gz: cifar-10-batches-bin/data_batch_1.bin: corrupted or truncated archive"
+  "$PYTHON" "$LYING" cifar100-tar "$TMP/c100.tar.gz"
+  peak_run "$BIN/cifar-convert" --input "$TMP/c100.tar.gz" --format cifar100 -o "$TMP/d.h5"
+  under_100mb "c100.tar.gz: cifar-100-binary/train.bin: corrupted or truncated archive"
+  assert_no_output "$TMP/d.h5"
+}
+
+@test "class 2: PNG and JPEG (baseline, progressive) headers declaring 9000x9000 in under 200 bytes are refused with little memory" {
+  need cifar-convert
+  "$PYTHON" "$LYING" png-lie "$TMP/png"
+  peak_run "$BIN/cifar-convert" --input "$TMP/png" -o "$TMP/d.h5"
+  under_100mb "x.png: corrupt PNG: its header declares 9000x9000 pixels"
+  "$PYTHON" "$LYING" jpeg-lie "$TMP/jpg"
+  peak_run "$BIN/cifar-convert" --input "$TMP/jpg" -o "$TMP/d.h5"
+  under_100mb "x.jpg: corrupt JPEG"
+  "$PYTHON" "$LYING" jpeg-prog "$TMP/prog"
+  peak_run "$BIN/cifar-convert" --input "$TMP/prog" -o "$TMP/d.h5"
+  under_100mb "x.jpg: corrupt JPEG"
+  assert_no_output "$TMP/d.h5"
+}
+
+# ---- class 4 of issue 30: names from outside are printed escaped --------------------------
+
+@test "class 4: a class folder with a newline and a file with an ESC sequence give one error line, no raw ESC" {
+  need cifar-convert
+  mkdir -p "$TMP/f/train/cat"$'\n'"dog" "$TMP/f/test/cat"$'\n'"dog"
+  printf 'not an image' > "$TMP/f/train/cat"$'\n'"dog/bad.jpg"
+  "$PYTHON" -c "
+import struct, sys, zlib
+chunk = lambda t, d: struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xFFFFFFFF)
+png = b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 2, 2, 8, 0, 0, 0, 0)) + \
+      chunk(b'IDAT', zlib.compress(b'\0\1\2\0\3\4')) + chunk(b'IEND', b'')
+open(sys.argv[1], 'wb').write(png)" "$TMP/f/test/cat"$'\n'"dog/ok.png"
+  run "$BIN/cifar-convert" --input "$TMP/f" -o "$TMP/x.h5"
+  [ "$status" -eq 1 ]
+  [ "${#lines[@]}" -eq 1 ] || { printf '%q\n' "$output"; false; }
+  [[ "$output" == *'"'"$TMP/f/train/cat\\ndog/bad.jpg"'": is not a PNG or JPEG file'* ]] || { printf '%q\n' "$output"; false; }
+  assert_no_output "$TMP/x.h5"
+  # An escape sequence in a file name (clear screen, set the title): escaped in the error and
+  # in --skip-bad's warning.
+  mv "$TMP/f/train/cat"$'\n'"dog/bad.jpg" "$TMP/f/train/cat"$'\n'"dog/"$'\033[2J\033]0;x\007'".jpg"
+  cp "$TMP/f/test/cat"$'\n'"dog/ok.png" "$TMP/f/train/cat"$'\n'"dog/ok.png"
+  run "$BIN/cifar-convert" --input "$TMP/f" --skip-bad -o "$TMP/x.h5"
+  [ "$status" -eq 0 ] || { printf '%q\n' "$output"; false; }
+  [[ "$output" != *$'\033'* && "$output" != *$'\007'* ]] || { printf '%q\n' "$output"; false; }
+  [[ "$output" == *'\x1B[2J\x1B]0;x\x07.jpg": is not a PNG or JPEG file'* ]] || { printf '%q\n' "$output"; false; }
+  rm "$TMP/f/train/cat"$'\n'"dog/ok.png"
+  run "$BIN/cifar-convert" --input "$TMP/f" -o "$TMP/y.h5"
+  [ "$status" -eq 1 ] && [ "${#lines[@]}" -eq 1 ] && [[ "$output" != *$'\033'* ]] || { printf '%q\n' "$output"; false; }
+}

@@ -7,6 +7,8 @@
 # replayed by tests/unit/test_reliability.cpp) and fix the reader.
 #
 #   FUZZ_SECONDS=60 FUZZ_TARGETS="dataset features" BUILD=build-fuzz TOOLS_BUILD=build tests/fuzz/run.sh
+#   FUZZ_SECONDS=15 FUZZ_TARGETS="idx cifar100 image" ...   the short run for CI (~2 min
+#                         with the build: these targets need common/ only)
 #   FUZZ_NO_PROBE=1 ...   fuzz HDF5 in-process, without the metadata probe (expect findings
 #                         inside libhdf5: that is what the probe contains; see RELIABILITY.md)
 set -euo pipefail
@@ -14,7 +16,7 @@ cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build-fuzz}"
 TOOLS_BUILD="${TOOLS_BUILD:-build}"
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
-FUZZ_TARGETS="${FUZZ_TARGETS:-cifar_batch cifar_archive dataset features model svm_model}"
+FUZZ_TARGETS="${FUZZ_TARGETS:-cifar_batch cifar_archive idx cifar100 image dataset features model svm_model}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 
 # ---- clang with libFuzzer ----------------------------------------------------------------------
@@ -34,12 +36,20 @@ HDF5_LIBS=$(pkg-config --libs hdf5 2>/dev/null || echo "-L/usr/lib/x86_64-linux-
 # omp_* calls resolve in libgomp.
 CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
   -Wno-unknown-pragmas -I. $HDF5_CFLAGS -DCIFARAE_VERSION=\"fuzz\")
-LIBS=($HDF5_LIBS -larchive -ldeflate -lcrypto -lsvm -lopenblas -lgomp -lm -lpthread)
+LIBS=($HDF5_LIBS -larchive -ldeflate -lcrypto -lpng -ljpeg -lsvm -lopenblas -lgomp -lm -lpthread)
 mkdir -p "$BUILD/obj" "$BUILD/findings" "$BUILD/logs"
-objs=()
-for src in common/*.cpp $(find kernels -name "*.cpp" | sort); do
+# The readers of idx, cifar100 and image live in common/ alone: a run of only those targets
+# (the short CI run) compiles no kernels.
+common_only() { case $1 in idx|cifar100|image) return 0 ;; *) return 1 ;; esac; }
+need_kernels=0
+for t in $FUZZ_TARGETS; do common_only "$t" || need_kernels=1; done
+kernel_srcs=""
+[ $need_kernels -eq 1 ] && kernel_srcs=$(find kernels -name "*.cpp" | sort)
+objs=() common_objs=()
+for src in common/*.cpp $kernel_srcs; do
   obj="$BUILD/obj/${src%.cpp}.o"
   objs+=("$obj")
+  case $src in common/*) common_objs+=("$obj") ;; esac
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find common kernels -name '*.h' -newer "$obj" 2>/dev/null | head -1)" ]; then
     mkdir -p "$(dirname "$obj")"
     echo "fuzz: clang++ $src" >&2
@@ -50,14 +60,15 @@ for t in $FUZZ_TARGETS; do
   bin="$BUILD/fuzz_$t"
   if [ ! -f "$bin" ] || [ -n "$(find tests/fuzz common kernels -newer "$bin" -name '*.[ch]*' 2>/dev/null | head -1)" ]; then
     echo "fuzz: linking $bin" >&2
-    clang++ "${CXXFLAGS[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" "${LIBS[@]}" -o "$bin"
+    if common_only "$t"; then link_objs=("${common_objs[@]}"); else link_objs=("${objs[@]}"); fi
+    clang++ "${CXXFLAGS[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${link_objs[@]}" "${LIBS[@]}" -o "$bin"
   fi
 done
 
 # ---- seeds --------------------------------------------------------------------------------------
 seeds="$BUILD/seeds"
-if [ ! -f "$seeds/.done" ]; then
-  rm -rf "$seeds" && mkdir -p "$seeds"/{cifar_batch,cifar_archive,dataset,features,model,svm_model}
+if [ ! -f "$seeds/.done-v2" ]; then
+  rm -rf "$seeds" && mkdir -p "$seeds"/{cifar_batch,cifar_archive,idx,cifar100,image,dataset,features,model,svm_model}
   gen="$BUILD/gen" && rm -rf "$gen" && mkdir -p "$gen"
   "$PYTHON" tests/helpers/gen_cifar.py "$gen" --tar "$gen/full.tar.gz" >/dev/null
   b="$gen/cifar-10-batches-bin"
@@ -68,6 +79,50 @@ if [ ! -f "$seeds/.done" ]; then
   for f in "$b"/*.bin; do head -c 3073 "$f" >"$gen/small/cifar-10-batches-bin/$(basename "$f")"; done
   tar -czf "$seeds/cifar_archive/small.tar.gz" -C "$gen/small" cifar-10-batches-bin
   tar -cf "$seeds/cifar_archive/small.tar" -C "$gen/small" cifar-10-batches-bin
+  # IDX: small valid files (raw and gzip) and the lying inputs of the reliability tests.
+  "$PYTHON" - "$seeds/idx" "$seeds/cifar100" "$gen" <<'PY'
+import gzip, io, os, struct, sys, tarfile
+idx, c100, gen = sys.argv[1:4]
+images = bytes([0, 0, 8, 3]) + struct.pack(">III", 3, 4, 4) + bytes(range(1, 49))
+labels = bytes([0, 0, 8, 1]) + struct.pack(">I", 3) + bytes([1, 7, 9])
+open(f"{idx}/images", "wb").write(images)
+open(f"{idx}/labels", "wb").write(labels)
+open(f"{idx}/images.gz", "wb").write(gzip.compress(images))
+open(f"{idx}/labels.gz", "wb").write(gzip.compress(labels))
+rec = lambda i: bytes([i % 20, i % 100]) + bytes((i * 7 + k) % 251 + 1 for k in range(3072))
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w:gz") as t:
+    for name, data in (("train.bin", rec(1) + rec(2)), ("test.bin", rec(3)),
+                       ("fine_label_names.txt", "".join(f"c{i}\n" for i in range(100)).encode())):
+        info = tarfile.TarInfo("cifar-100-binary/" + name)
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+open(f"{c100}/small.tar.gz", "wb").write(buf.getvalue())
+open(f"{c100}/train.bin", "wb").write(rec(1) + rec(2))
+PY
+  "$PYTHON" tests/helpers/lying_inputs.py idx-trailer "$gen/lie" && cp "$gen/lie/train-images-idx3-ubyte.gz" "$seeds/idx/lie.gz"
+  "$PYTHON" tests/helpers/lying_inputs.py cifar100-tar "$seeds/cifar100/lie.tar.gz"
+  # Images: the committed fixtures (CMYK, YCCK) and small PNG/JPEG of every colour type.
+  cp tests/fixtures/jpeg/*.jpg "$seeds/image/"
+  for kind in png-lie jpeg-lie jpeg-prog; do
+    "$PYTHON" tests/helpers/lying_inputs.py "$kind" "$gen/$kind"
+    cp "$gen/$kind"/train/a/x.* "$seeds/image/$kind.$( [ $kind = png-lie ] && echo png || echo jpg)"
+  done
+  "$PYTHON" - "$seeds/image" <<'PY' || true
+import sys
+try:
+    from PIL import Image
+except ImportError:
+    sys.exit(0)
+out = sys.argv[1]
+for mode in ("L", "LA", "RGB", "RGBA", "P", "1", "I;16"):
+    im = Image.new(mode, (9, 7))
+    im.putdata([(i * 37) % 256 if mode not in ("RGB", "RGBA", "LA") else
+                tuple((i * k * 13) % 256 for k in range(1, len(mode) + 1)) for i in range(63)])
+    im.save(f"{out}/{mode.replace(';', '')}.png")
+Image.new("RGB", (9, 7), (200, 30, 90)).save(f"{out}/progressive.jpg", progressive=True)
+Image.new("L", (9, 7), 77).save(f"{out}/gray.jpg")
+PY
   "$PYTHON" tests/helpers/badh5.py dataset "$seeds/dataset/h5py.h5" --train 12 --test 10
   "$PYTHON" tests/helpers/badh5.py features "$seeds/features/h5py.h5" --train 12 --test 6 --dim 16
   if [ -x "$TOOLS_BUILD/bin/cifar-convert" ]; then
@@ -86,7 +141,7 @@ if [ ! -f "$seeds/.done" ]; then
     fi
   fi
   rm -rf "$gen"
-  touch "$seeds/.done"
+  touch "$seeds/.done-v2"
 fi
 
 # ---- run ----------------------------------------------------------------------------------------
@@ -105,7 +160,10 @@ for t in $FUZZ_TARGETS; do
   mkdir -p "$corpus"
   log="$BUILD/logs/$t.log"
   # Replay every regression input of this kind first (one execution each).
-  case $t in cifar_batch) pat='*.bin' ;; cifar_archive) pat='*.tar*' ;; *) pat='*.h5' ;; esac
+  case $t in
+    cifar_batch) pat='*.bin' ;; cifar_archive) pat='*.tar*' ;; idx) pat='*.idx*' ;; cifar100) pat='*.c100*' ;;
+    image) pat='*.[jp][pn]g' ;; *) pat='*.h5' ;;
+  esac
   regs=$(find tests/fuzz/regressions -name "$pat" 2>/dev/null | sort)
   if [ -n "$regs" ]; then
     # shellcheck disable=SC2086
@@ -120,7 +178,7 @@ for t in $FUZZ_TARGETS; do
   before=$(count '(crash|leak|oom|timeout)-')
   slow_before=$(count 'slow-unit-')
   dict=()
-  [ "$t" != cifar_batch ] && [ "$t" != cifar_archive ] && dict=(-dict=tests/fuzz/hdf5.dict)
+  case $t in cifar_batch|cifar_archive|idx|cifar100|image) ;; *) dict=(-dict=tests/fuzz/hdf5.dict) ;; esac
   set +e
   "$BUILD/fuzz_$t" "$corpus" "$seeds/$t" "${dict[@]}" -max_total_time="$FUZZ_SECONDS" -timeout=30 \
     -rss_limit_mb=3072 -malloc_limit_mb=2048 -max_len=$((4 << 20)) -print_final_stats=1 \

@@ -16,9 +16,11 @@
 #include "common/atomic_output.h"
 #include "common/cli.h"
 #include "common/error.h"
+#include "common/escape.h"
 #include "common/hdf5_io.h"
 #include "common/hdf5_probe.h"
 #include "common/json.h"
+#include "common/memory_limit.h"
 #include "common/progress.h"
 #include "common/version.h"
 #include "common/sha256.h"
@@ -405,6 +407,100 @@ TEST(Sha256Cache, ADigestIsReusedUntilTheFileChanges) {
   ASSERT_EQ(setxattr(path.c_str(), cae::kSha256Xattr, "nonsense", 8, 0), 0);
   EXPECT_EQ(cae::sha256_file(path), cae::sha256_hex(bytes.data(), bytes.size()));
   std::remove(path.c_str());
+}
+
+// ---- names from outside, escaped per output syntax (issue 30, class 4) ----------------------
+
+TEST(Escape, QuotedNameLeavesPlainNamesAndEscapesControls) {
+  EXPECT_EQ(cae::quoted_name("train/cat/img 1.jpg"), "train/cat/img 1.jpg");
+  EXPECT_EQ(cae::quoted_name("d\xC3\xA9j\xC3\xA0/\xE7\x8C\xAB.png"), "d\xC3\xA9j\xC3\xA0/\xE7\x8C\xAB.png");  // UTF-8 stays
+  EXPECT_EQ(cae::quoted_name("train/cat\ndog/bad.jpg"), "\"train/cat\\ndog/bad.jpg\"");
+  EXPECT_EQ(cae::quoted_name("a\033[2Jb"), "\"a\\x1B[2Jb\"");
+  EXPECT_EQ(cae::quoted_name("q\"\\\t\r\x7F"), "\"q\\\"\\\\\\t\\r\\x7F\"");
+  // Bytes that are not UTF-8, and C1 controls (U+009B is a one-character CSI), are escaped.
+  EXPECT_EQ(cae::quoted_name("x\xFFy"), "\"x\\xFFy\"");
+  EXPECT_EQ(cae::quoted_name("x\xC2\x9B" "2J"), "\"x\\xC2\\x9B2J\"");
+  EXPECT_EQ(cae::quoted_name("\xE0\x80\xAF"), "\"\\xE0\\x80\\xAF\"");  // overlong '/'
+}
+
+TEST(Escape, FailFileIsOneLineWhateverTheName) {
+  try {
+    cae::fail_file("train/cat\ndog/bad.jpg", "corrupt JPEG");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "\"train/cat\\ndog/bad.jpg\": corrupt JPEG");
+  }
+  try {
+    cae::fail_unsupported("x\033]0;title\007.jpg", "JPEG: 12-bit");
+    FAIL();
+  } catch (const cae::UnsupportedInput& e) {
+    EXPECT_STREQ(e.what(), "\"x\\x1B]0;title\\x07.jpg\": unsupported JPEG: 12-bit");
+  }
+  EXPECT_EQ(cae::escape_controls("skipped a\nb: c\033[K"), "skipped a\\nb: c\\x1B[K");
+}
+
+TEST(Escape, CsvFieldsQuoteSeparatorsAndDefuseFormulas) {
+  EXPECT_EQ(cae::csv_field("cat"), "cat");
+  EXPECT_EQ(cae::csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(cae::csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(cae::csv_field("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(cae::csv_field("=HYPERLINK(1)"), "\"'=HYPERLINK(1)\"");
+  EXPECT_EQ(cae::csv_field("esc\033"), "esc\\x1B");
+}
+
+TEST(Escape, JsonStringsEscapeEveryControlCharacter) {
+  const std::string all = [] {
+    std::string s;
+    for (int c = 1; c < 0x20; ++c) s += char(c);
+    return s + "\x7F\"\\";
+  }();
+  const std::string j = cae::json_escape(all);
+  for (char c : j) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << j;
+  EXPECT_NE(j.find("\\u001b"), std::string::npos);
+}
+
+// ---- the cgroup memory limit (issue 30) -----------------------------------------------------
+
+class CgroupTree : public ::testing::Test {
+ protected:
+  std::string root;
+  void SetUp() override {
+    char tmpl[] = "/tmp/cgroup-test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root = tmpl;
+  }
+  void TearDown() override { ASSERT_EQ(system(("rm -rf '" + root + "'").c_str()), 0); }
+  void put(const std::string& rel, const std::string& text) {
+    ASSERT_EQ(system(("mkdir -p \"$(dirname '" + root + "/" + rel + "')\"").c_str()), 0);
+    std::ofstream(root + "/" + rel) << text;
+  }
+};
+
+TEST_F(CgroupTree, V2TakesTheSmallestLimitOfTheCgroupAndItsAncestors) {
+  put("proc_cgroup", "0::/slurm/uid_0/job_7/step_0\n");
+  put("fs/slurm/memory.max", "max\n");
+  put("fs/slurm/uid_0/job_7/memory.max", "2147483648\n");
+  put("fs/slurm/uid_0/job_7/step_0/memory.max", "4294967296\n");
+  EXPECT_EQ(cae::cgroup_memory_limit(root + "/fs", root + "/proc_cgroup"), uint64_t(2147483648));
+}
+
+TEST_F(CgroupTree, V1MemoryControllerAndItsNoLimitValue) {
+  put("proc_cgroup", "5:cpu,cpuacct:/x\n4:memory:/docker/abc\n0::/\n");
+  put("fs/memory/memory.limit_in_bytes", "9223372036854771712\n");  // v1's "no limit"
+  put("fs/memory/docker/abc/memory.limit_in_bytes", "536870912\n");
+  EXPECT_EQ(cae::cgroup_memory_limit(root + "/fs", root + "/proc_cgroup"), uint64_t(536870912));
+}
+
+TEST_F(CgroupTree, ContainerRootNoLimitAndGarbage) {
+  put("proc_cgroup", "0::/\n");
+  EXPECT_EQ(cae::cgroup_memory_limit(root + "/fs", root + "/proc_cgroup"), 0u);  // nothing there
+  put("fs/memory.max", "max\n");
+  EXPECT_EQ(cae::cgroup_memory_limit(root + "/fs", root + "/proc_cgroup"), 0u);
+  put("fs/memory.max", "12x\n");
+  EXPECT_EQ(cae::cgroup_memory_limit(root + "/fs", root + "/proc_cgroup"), 0u);
+  put("fs/memory.max", "1073741824\n");
+  EXPECT_EQ(cae::cgroup_memory_limit(root + "/fs", root + "/proc_cgroup"), uint64_t(1) << 30);
+  EXPECT_EQ(cae::cgroup_memory_limit(root + "/none", root + "/no-such-file"), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+// Names from outside the toolkit (file and folder names, class names from an image tree,
+// paths given by users) may hold newlines, terminal escape sequences, quotes or separators.
+// Each output syntax has one function here that makes such a name safe for it; every
+// message, log line and export of the C++ tools goes through one of them (JSON strings:
+// json_escape in common/json.h). docs/RELIABILITY.md, class 4.
+#pragma once
+#include <string>
+
+namespace cae {
+
+// For messages and logs (one line on a terminal): the name unchanged when every character
+// is printable (UTF-8 included), else in double quotes with C escapes — \n \r \t \\ \" and
+// \xNN for other control bytes (ESC, DEL, C1 controls) and for bytes that are not UTF-8. So
+// "train/cat<newline>dog/bad.jpg" prints as "train/cat\ndog/bad.jpg", on one line.
+std::string quoted_name(const std::string& name);
+
+// A whole message line: the same escapes as quoted_name, without the quotes, applied only
+// to unsafe characters. The last defence of a sink (log lines, error lines): nothing that
+// reaches stderr through it can start a new line or drive the terminal.
+std::string escape_controls(const std::string& line);
+
+// One CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, quote, CR or
+// LF, or starts or ends with a blank; control characters other than CR/LF escaped as above.
+// A field starting with = + - @ (a spreadsheet formula) gets a leading ' inside the quotes.
+std::string csv_field(const std::string& field);
+
+// True when quoted_name would change `name`.
+bool needs_quoting(const std::string& name);
+
+}  // namespace cae
