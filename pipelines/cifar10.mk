@@ -139,11 +139,13 @@ pipeline-clean:
 # ---- data --------------------------------------------------------------------------------
 # A value single-quoted for the shell: user strings (paths, flags) are data, never code.
 pl_q = '$(subst ','\'',$(1))'
+# A word list (the *_FLAGS, RUN): split at blanks, each word single-quoted, never expanded.
+pl_words = $(foreach w,$(1),$(call pl_q,$(w)))
 
 # The conversion, with the dataset's format forced (folder: in PL_CONVERT_FLAGS already).
-PL_CONVERT = $(RUN) $(BIN)/cifar-convert --input $(PL_SOURCE) $(if $(filter folder,$(DATASET)),,--format $(PL_FORMAT)) \
+PL_CONVERT = $(call pl_words,$(RUN)) $(BIN)/cifar-convert --input $(call pl_q,$(PL_SOURCE)) $(if $(filter folder,$(DATASET)),,--format $(PL_FORMAT)) \
   $(if $(TRAIN_LIMIT),--train-limit $(TRAIN_LIMIT)) $(if $(TEST_LIMIT),--test-limit $(TEST_LIMIT)) \
-  $(strip $(PL_CONVERT_FLAGS) $(CONVERT_FLAGS)) -o $@
+  $(call pl_words,$(PL_CONVERT_FLAGS) $(CONVERT_FLAGS)) -o $@
 
 # Run when the conversion failed: converts one image of each split of the source, format
 # detected, into a throwaway folder; when that works and the format is another, one line
@@ -176,10 +178,10 @@ $(CIFAR10_TGZ):
 	mv "$$part" $@
 
 $(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS_STAMP)
-	@if [ "$(DATASET)" = cifar10 ] && [ -n "$(strip $(CIFAR10_DIR))" ] && [ ! -e "$(CIFAR10_DIR)" ]; then \
-	  echo "data: CIFAR10_DIR=$(CIFAR10_DIR): no such folder (unset it to download the official archive)" >&2; exit 1; fi
-	@if [ ! -e "$(PL_SOURCE)" ] && [ "$(DATASET)" != cifar10 ]; then \
-	  echo "data: $(DATASET): source $(PL_SOURCE) does not exist" >&2; exit 1; fi
+	@if [ "$(DATASET)" = cifar10 ] && [ -n $(call pl_q,$(strip $(CIFAR10_DIR))) ] && [ ! -e $(call pl_q,$(CIFAR10_DIR)) ]; then \
+	  echo "data: CIFAR10_DIR="$(call pl_q,$(CIFAR10_DIR))": no such folder (unset it to download the official archive)" >&2; exit 1; fi
+	@if [ ! -e $(call pl_q,$(PL_SOURCE)) ] && [ "$(DATASET)" != cifar10 ]; then \
+	  echo "data: $(DATASET): source "$(call pl_q,$(PL_SOURCE))" does not exist" >&2; exit 1; fi
 	@printf '%s\n' $(call pl_q,$(strip $(PL_CONVERT)))
 	@$(PL_CONVERT) || { $(PL_FORMAT_HINT); exit 1; }
 
@@ -187,20 +189,20 @@ $(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS
 $(PL_MODEL): $(PL_DATASET) $(PL_TRAIN_STAMP) | $(BIN)/ae-train $(DEPS_STAMP)
 	@mkdir -p $(@D); for f in $(@D)/.model-*.ckpt.h5; do [ "$$f" = "$(PL_CKPT)" ] || rm -f "$$f"; done; \
 	  if [ -e $(PL_CKPT) ] && [ $(PL_CKPT) -ot $(PL_DATASET) ]; then rm -f $(PL_CKPT); fi
-	$(RUN) $(BIN)/ae-train --data $(PL_DATASET) --epochs $(EPOCHS) --batch-size $(BATCH) --device $(DEVICE) \
-	  --encoder-channels $(ENCODER_CHANNELS) $(if $(strip $(VAL_SPLIT)),--val-split $(VAL_SPLIT)) $(TRAIN_FLAGS) \
+	$(call pl_words,$(RUN)) $(BIN)/ae-train --data $(PL_DATASET) --epochs $(EPOCHS) --batch-size $(BATCH) --device $(DEVICE) \
+	  --encoder-channels $(ENCODER_CHANNELS) $(if $(strip $(VAL_SPLIT)),--val-split $(VAL_SPLIT)) $(call pl_words,$(TRAIN_FLAGS)) \
 	  --resume -o $(PL_CKPT) --record-output-as $@
 	@mv -f $(PL_CKPT) $@
 
 $(PL_FEATURES): $(PL_MODEL) $(PL_DATASET) $(PL_ENCODE_STAMP) | $(BIN)/ae-encode $(DEPS_STAMP)
-	$(RUN) $(BIN)/ae-encode --model $(PL_MODEL) --data $(PL_DATASET) --device $(DEVICE) $(ENCODE_FLAGS) -o $@
+	$(call pl_words,$(RUN)) $(BIN)/ae-encode --model $(PL_MODEL) --data $(PL_DATASET) --device $(DEVICE) $(call pl_words,$(ENCODE_FLAGS)) -o $@
 
 $(PL_SVM): $(PL_FEATURES) $(PL_FIT_STAMP) | $(BIN)/svm-fit $(DEPS_STAMP)
-	$(RUN) $(BIN)/svm-fit --features $(PL_FEATURES) --device $(DEVICE) $(FIT_FLAGS) -o $@
+	$(call pl_words,$(RUN)) $(BIN)/svm-fit --features $(PL_FEATURES) --device $(DEVICE) $(call pl_words,$(FIT_FLAGS)) -o $@
 
 $(PL_EVAL): $(PL_SVM) $(PL_FEATURES) $(PL_EVAL_STAMP) | $(BIN)/svm-eval $(DEPS_STAMP)
-	$(RUN) $(BIN)/svm-eval --model $(PL_SVM) --features $(PL_FEATURES) --device $(DEVICE) $(EVAL_FLAGS) -o $@
+	$(call pl_words,$(RUN)) $(BIN)/svm-eval --model $(PL_SVM) --features $(PL_FEATURES) --device $(DEVICE) $(call pl_words,$(EVAL_FLAGS)) -o $@
 
 # The report is cheap, so a new report.py does re-render it (a real prerequisite).
 $(PL_REPORT): $(PL_MODEL) $(PL_FEATURES) $(PL_SVM) $(PL_EVAL) $(BIN)/report | $(DEPS_STAMP)
-	$(RUN) $(BIN)/report --run-dir $(RUN_DIR) -o $(RUN_DIR)/report
+	$(call pl_words,$(RUN)) $(BIN)/report --run-dir $(RUN_DIR) -o $(RUN_DIR)/report

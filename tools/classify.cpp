@@ -14,6 +14,7 @@
 #include "common/cli.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/escape.h"
 #include "common/image_decode.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -147,7 +148,7 @@ void classify(const Options& opt, const cae::CommonOptions& common) {
     for (size_t j = 0; j < ranked.size(); ++j)
       line += (j ? ", " : "") + class_name(ranked[j].label) + " " +
               (by_prob ? cae::strprintf("%.3f", ranked[j].value) : cae::strprintf("%.0f votes", ranked[j].value));
-    printf("%s)\n", line.c_str());
+    printf("%s)\n", cae::escape_controls(line).c_str());  // file and class names come from outside
   }
   fflush(stdout);
   cae::log_info("classified %lld images (%dx%dx%d; %s; %s)", static_cast<long long>(n), C, H, W,

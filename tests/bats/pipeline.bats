@@ -67,7 +67,7 @@ h5_attr() {  # FILE ATTR
   # ...and every tool command make printed starts with it.
   local tool_lines prefixed
   tool_lines=$(grep -cE "$BUILD/bin/(cifar-convert|ae-train|ae-encode|svm-fit|svm-eval|report) " "$WORK/first.out")
-  prefixed=$(grep -cE "^env PIPELINE_MARKER=1 $WORK/logrun $BUILD/bin/" "$WORK/first.out")
+  prefixed=$(grep -cF "'env' 'PIPELINE_MARKER=1' '$WORK/logrun' $BUILD/bin/" "$WORK/first.out")  # RUN's words, quoted
   [ "$tool_lines" -eq 6 ] && [ "$prefixed" -eq 6 ]
   # The parameters reached the files: 200/100 images, 1 epoch, all 100 test images evaluated.
   "$PYTHON" - "$WORK" <<'PY'
@@ -223,7 +223,7 @@ plain_make() {
   [[ "$output" == *"-o data/cifar10.h5"* ]]
   [[ "$output" == *"-o data/run/.model-"* ]]
   run plain_make -n DATASET=cifar100 CIFAR100_DIR=/nonexistent CIFAR100_LABELS=coarse pipeline
-  [[ "$output" == *"--labels coarse -o data/cifar100.h5"* ]]
+  [[ "$output" == *"'--labels' 'coarse' -o data/cifar100.h5"* ]]
   [[ "$output" == *"-o data/run-cifar100/.model-"* ]]
   run plain_make -n DATASET=nope pipeline
   [ "$status" -ne 0 ]
@@ -339,4 +339,13 @@ PY
   [ "$status" -eq 0 ]
   [ ! -e "$SBATCH_LOG" ] && [ ! -e "$WORK/slurm-dry" ]
   [ "$(grep -c '^sbatch ' <<< "$output")" -eq 5 ]   # the dataset exists: no convert job
+}
+
+@test "shell code in *_FLAGS and RUN reaches the tools as literal arguments, never runs" {
+  [ "$(cat "$WORK/first.rc")" -eq 0 ] || skip "the first pipeline run failed"
+  : > "$WORK/run.log"
+  run pipeline_make pipeline FIT_FLAGS="--C 5;touch $WORK/pwned-semicolon \`touch $WORK/pwned-tick\`"
+  [ "$status" -ne 0 ]   # svm-fit: '5;touch' is not a number
+  [ ! -e "$WORK/pwned-semicolon" ] && [ ! -e "$WORK/pwned-tick" ]
+  [[ "$(cat "$WORK/run.log")" == *"svm-fit --features"*"--C 5;touch $WORK/pwned-semicolon \`touch"* ]]
 }
