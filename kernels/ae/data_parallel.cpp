@@ -63,6 +63,16 @@ ShardRange shard_of(int64_t global_size, int rank, int world) {
   return s;
 }
 
+ImageRange encode_share(int64_t n, int batch, int rank, int world) {
+  if (batch <= 0 || world < 1 || rank < 0 || rank >= world || n < 0) throw std::invalid_argument("encode_share: bad rank");
+  const int64_t batches = (n + batch - 1) / batch, q = batches / world, rem = batches % world;
+  const int64_t b0 = rank * q + std::min<int64_t>(rank, rem), nb = q + (rank < rem ? 1 : 0);
+  ImageRange r;
+  r.first = std::min(n, b0 * batch);
+  r.count = std::min(n, (b0 + nb) * batch) - r.first;
+  return r;
+}
+
 EpochShard shard_epoch(const std::vector<int64_t>& order, int batch, int rank, int world) {
   if (batch <= 0) throw std::invalid_argument("shard_epoch: batch must be positive");
   const int64_t n = int64_t(order.size()), global = int64_t(batch) * world;

@@ -49,4 +49,12 @@ struct EpochShard {
 };
 EpochShard shard_epoch(const std::vector<int64_t>& order, int batch, int rank, int world);
 
+// The images [first, first + count) of n that rank `rank` of `world` encodes (ae-encode on a
+// group): whole batches of `batch`, contiguous, the larger shares first, so every batch a
+// rank encodes is one the single-process run encodes, and rank order is image order.
+struct ImageRange {
+  int64_t first = 0, count = 0;
+};
+ImageRange encode_share(int64_t n, int batch, int rank, int world);
+
 }  // namespace ae
