@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -140,7 +141,7 @@ std::string group_rendezvous_path(const std::string& given, const std::string& o
   return dir + "." + base + ".group-" + id;
 }
 
-int launch_group(const GroupOptions& opts, int argc, char** argv, const std::string& output) {
+int launch_group(const GroupOptions& opts, int argc, char** argv, const std::string& output, bool share_cores) {
   if (opts.rank >= 0 || opts.world_size >= 0 || !opts.rendezvous.empty())
     throw UsageError(std::string(opts.launch_gpus ? "--gpus" : "--ranks") +
                      " starts the ranks itself: leave out --rank, --world-size and --rendezvous");
@@ -154,12 +155,20 @@ int launch_group(const GroupOptions& opts, int argc, char** argv, const std::str
     for (std::string& s : a) p.push_back(s.data());
     args = args_without_option(int(p.size()), p.data(), "--gpus");
   }
+  bool threads_given = false;
+  for (const std::string& a : args) threads_given = threads_given || a == "--threads" || a.rfind("--threads=", 0) == 0;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   int failed = -1;
   const int status = launch_ranks(
       opts.launch, args,
       [&](int r) {
-        return std::vector<std::string>{"--rank",       std::to_string(r), "--world-size", std::to_string(opts.launch),
-                                        "--local-rank", std::to_string(r), "--rendezvous", rendezvous};
+        std::vector<std::string> a{"--rank",       std::to_string(r), "--world-size", std::to_string(opts.launch),
+                                   "--local-rank", std::to_string(r), "--rendezvous", rendezvous};
+        if (share_cores && !threads_given) {
+          a.push_back("--threads");
+          a.push_back(std::to_string(std::max(1, cores / opts.launch)));
+        }
+        return a;
       },
       &failed);
   // A failed launch leaves its exchange files for a post-mortem, not its heartbeats.

@@ -75,8 +75,9 @@ std::string group_rendezvous_path(const std::string& given, const std::string& o
 // --ranks/--gpus N: starts N ranks of this executable (argc/argv less those options, plus
 // each rank's --rank/--world-size/--local-rank/--rendezvous) and waits for them. Returns
 // 0, or throws std::runtime_error naming the first rank that failed (the others are
-// stopped). Removes the launch's exchange files afterwards.
-int launch_group(const GroupOptions& opts, int argc, char** argv, const std::string& output);
+// stopped). With `share_cores` (a tool with --threads) and no --threads given, each rank
+// gets --threads cores/N, so N ranks do not fight over the cores.
+int launch_group(const GroupOptions& opts, int argc, char** argv, const std::string& output, bool share_cores = false);
 
 // Makes GPU `local_rank` modulo the GPUs this process sees the current one, for a rank
 // that computes on its own GPU without NCCL (svm-fit, svm-eval, ae-encode on a group; under

@@ -88,7 +88,7 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
     if (device == cae::Device::gpu && opt.group.launch > cae::gpu_count())
       throw cae::UsageError("--gpus " + std::to_string(opt.group.launch) + ": this machine has " +
                             std::to_string(cae::gpu_count()) + " GPU(s)");
-    cae::launch_group(opt.group, g_argc, g_argv, common.output);
+    cae::launch_group(opt.group, g_argc, g_argv, common.output, /*share_cores=*/device == cae::Device::cpu);
     return;
   }
   // A rank of a group encodes its share of every split's batches; rank 0 writes the file.

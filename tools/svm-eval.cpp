@@ -31,6 +31,7 @@ struct Options {
   bool decision_values = false;
   bool allow_mismatch = false;
   int64_t limit = 0;
+  int threads = 0;
   cae::GroupOptions group;
 };
 
@@ -69,7 +70,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
     if (device == cae::Device::gpu && opt.group.launch > cae::gpu_count())
       throw cae::UsageError("--gpus " + std::to_string(opt.group.launch) + ": this machine has " +
                             std::to_string(cae::gpu_count()) + " GPU(s)");
-    cae::launch_group(opt.group, g_argc, g_argv, common.output);
+    cae::launch_group(opt.group, g_argc, g_argv, common.output, /*share_cores=*/true);
     return;
   }
   // A rank of a group: the decision values of its slice of the rows; rank 0 writes.
@@ -80,6 +81,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   const bool lead = group.lead();
   if (!lead) cae::set_quiet(true);
   if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
+  svm::set_cpu_threads(opt.threads);
   cae::Stopwatch clock;
   std::unique_ptr<cae::AtomicOutput> out, data_out;
   if (lead) out = std::make_unique<cae::AtomicOutput>(common.output);
@@ -251,6 +253,10 @@ int main(int argc, char** argv) {
         app.add_option("--features", opt.features, "Encoder features file (ae-features)")->required();
         app.add_option("--split", opt.split, "Which split of the features file to classify");
         app.add_option("--limit", opt.limit, "Classify only the first N rows (default: all)")
+            ->check(CLI::NonNegativeNumber)
+            ->option_text("INT >= 0");
+        app.add_option("--threads", opt.threads,
+                       "CPU threads (default: OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each)")
             ->check(CLI::NonNegativeNumber)
             ->option_text("INT >= 0");
         cae::add_group_options(app, opt.group, "classifies its slice of the rows");

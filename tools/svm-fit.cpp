@@ -37,6 +37,7 @@ struct Options {
   std::string export_libsvm;
   double tol = 1e-3;
   int64_t cache_mb = 2048, train_limit = 0, cv = 0, cv_seed = 1;
+  int threads = 0;
   bool probability = false;
   cae::GroupOptions group;
 };
@@ -68,7 +69,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
     if (device == cae::Device::gpu && opt.group.launch > cae::gpu_count())
       throw cae::UsageError("--gpus " + std::to_string(opt.group.launch) + ": this machine has " +
                             std::to_string(cae::gpu_count()) + " GPU(s)");
-    cae::launch_group(opt.group, g_argc, g_argv, common.output);
+    cae::launch_group(opt.group, g_argc, g_argv, common.output, /*share_cores=*/true);
     return;
   }
   // A rank of a group: its share of the pairs, cells and folds; rank 0 alone logs and writes.
@@ -79,6 +80,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   const bool lead = group.lead();
   if (!lead) cae::set_quiet(true);
   if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
+  svm::set_cpu_threads(opt.threads);
   cae::Stopwatch clock;
   // Output paths are checked now, not after the fit (rank 0 writes them; the others nothing).
   std::unique_ptr<cae::AtomicOutput> out;
@@ -294,8 +296,13 @@ int main(int argc, char** argv) {
         app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");
         app.add_option("--cache-mb", opt.cache_mb, "Memory for kernel values, MB")->check(CLI::PositiveNumber);
         app.add_option("--train-limit", opt.train_limit,
-                       "Use the first N training rows (0 = all; more than there are = all, with a warning)")
-            ->check(CLI::NonNegativeNumber);
+                       "Use the first N training rows (default: all; more than there are: all, with a warning)")
+            ->check(CLI::NonNegativeNumber)
+            ->option_text("INT >= 0");
+        app.add_option("--threads", opt.threads,
+                       "CPU threads (default: OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each)")
+            ->check(CLI::NonNegativeNumber)
+            ->option_text("INT >= 0");
         cae::output_file(app.add_option("--export-libsvm", opt.export_libsvm,
                                         "Also write the model in libsvm's text format (for svm-predict on scaled data)"));
         cae::add_group_options(app, opt.group,

@@ -42,7 +42,15 @@ std::vector<double> decision_values_on_group(const Classifier& clf, float* X, in
   const int pairs = clf.model().n_pairs();
   const int D = clf.n_features();
   if (group.world() == 1) return average_views(clf.decision_values_scaled(X, n * views, device), n, pairs, views);
-  const Share mine = share_of(n, group.rank(), group.world());
+  // Whole blocks of the CPU's row blocks (decision_block_rows), so each rank's sgemm calls
+  // are the single process's.
+  const int64_t block = decision_block_rows(clf.model());
+  auto rows_of = [&](int r) {
+    const Share b = share_of((n + block - 1) / block, r, group.world());
+    const int64_t first = std::min(n, b.first * block);
+    return Share{first, std::min(n, (b.first + b.count) * block) - first};
+  };
+  const Share mine = rows_of(group.rank());
   std::vector<float> rows(static_cast<size_t>(mine.count * views) * static_cast<size_t>(D));
   for (int v = 0; v < views; ++v)
     std::memcpy(rows.data() + static_cast<size_t>(v * mine.count) * D, X + static_cast<size_t>(v * n + mine.first) * D,
@@ -57,7 +65,7 @@ std::vector<double> decision_values_on_group(const Classifier& clf, float* X, in
   std::vector<double> out;
   out.reserve(static_cast<size_t>(n) * pairs);
   for (int r = 0; r < group.world(); ++r) {
-    const Share s = share_of(n, r, group.world());
+    const Share s = rows_of(r);
     std::vector<double> part;
     if (r == 0) {
       part = std::move(dec);

@@ -38,8 +38,8 @@ struct Share {
 Share share_of(int64_t total, int rank, int world);
 
 // Classifier::decision_values_scaled then average_views, on a group: X holds `views`
-// blocks of n scaled rows (row i + j·n: view j of image i); rank r computes the images
-// share_of(n, r, world) and their other views, rank 0 gathers every rank's [count, pairs]
+// blocks of n scaled rows (row i + j·n: view j of image i); rank r computes a contiguous
+// share of the images, in whole blocks of decision_block_rows, and their other views, rank 0 gathers every rank's [count, pairs]
 // in rank order and returns [n, pairs] — the values one process computes. The other
 // ranks return an empty list. X is scratch, as for decision_values_scaled.
 std::vector<double> decision_values_on_group(const Classifier& clf, float* X, int64_t n, int views,

@@ -49,7 +49,11 @@ Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
 std::vector<Model> fit_gpu_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
                                   const std::vector<double>& Cs);
 
-// Decision values [n, n_pairs] in libsvm's pair order.
+// Decision values [n, n_pairs] in libsvm's pair order. The CPU computes them in blocks of
+// decision_block_rows(m) rows, one sgemm each; a caller that splits the rows (a group of
+// ranks) cuts at multiples of it, so every sgemm has the shape one process gives it and the
+// values are the same bits (BLAS kernels round differently at other tile edges).
+int64_t decision_block_rows(const Model& m);
 void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec);
 void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec);
 
@@ -80,6 +84,10 @@ std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float* X, const int
 // otherwise). X, y, n, dim, p as given to the solves.
 Model assemble_model(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
                      std::vector<PairSolution> solutions);
+
+// threads > 0: the threads of the CPU solver and predictions (OpenMP's and OpenBLAS's
+// pools); svm-fit --threads, and each rank of a group its share of the cores.
+void set_cpu_threads(int threads);
 
 // One-vs-one voting on decision values, ties to the smaller class index (as libsvm).
 std::vector<int32_t> vote(const Model& m, const double* dec, int64_t n);
