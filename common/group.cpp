@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "common/cli.h"
 #include "common/error.h"
 #include "common/rank_launcher.h"
 #include "common/rendezvous.h"
@@ -27,40 +28,35 @@ const char* process_env(const char* name) { return std::getenv(name); }
 void add_group_options(CLI::App& app, GroupOptions& opts, const std::string& what, bool gpus, bool cpu_ranks) {
   CLI::Option* ranks = nullptr;
   if (cpu_ranks)
-    ranks = app.add_option("--ranks", opts.launch,
-                           "Start N ranks (processes) of this tool on this machine, each of which " + what +
-                               "; rank 0 writes the output. Give each rank its share of the cores with --threads "
-                               "(default: one process, not a group)")
-                ->check(CLI::Range(1, 64))
-                ->option_text("INT in [1, 64]");
+    ranks = default_means(app.add_option("--ranks", opts.launch,
+                                         "Start N ranks (processes) of this tool on this machine, each of which " +
+                                             what + "; rank 0 writes the output. Each rank gets the cores / N "
+                                             "unless --threads says otherwise")
+                              ->check(CLI::Range(1, 64)),
+                          "one process, not a group");
   if (gpus) {
-    CLI::Option* g = app.add_option("--gpus", opts.launch,
-                                    std::string(cpu_ranks ? "As --ranks N, one GPU each" : "Start N ranks, one GPU each, each of which " + what) +
-                                        " (needs --device gpu, or auto on a machine with GPUs) "
-                                        "(default: one GPU, not a group)")
-                         ->check(CLI::Range(1, 64))
-                         ->option_text("INT in [1, 64]")
-                         ->each([&opts](const std::string&) { opts.launch_gpus = true; });
+    CLI::Option* g = default_means(
+        app.add_option("--gpus", opts.launch,
+                       std::string(cpu_ranks ? "As --ranks N, one GPU each"
+                                             : "Start N ranks of this tool on this machine, one GPU each, each of which " +
+                                                   what) +
+                           " (needs --device gpu, or auto on a machine with GPUs)")
+            ->check(CLI::Range(1, 64))
+            ->each([&opts](const std::string&) { opts.launch_gpus = true; }),
+        "one GPU, not a group");
     if (ranks) g->excludes(ranks);
   }
-  app.add_option("--rank", opts.rank,
-                 "This process's rank in a group, given by a launcher (default: SLURM_PROCID in an srun step of "
-                 "several tasks, else torchrun's RANK, else not in a group)")
-      ->check(CLI::NonNegativeNumber)
-      ->option_text("INT >= 0");
-  app.add_option("--world-size", opts.world_size,
-                 "Ranks in the group (default: SLURM_STEP_NUM_TASKS, the tasks of an srun step, else torchrun's "
-                 "WORLD_SIZE, else not in a group)")
-      ->check(CLI::PositiveNumber)
-      ->option_text("INT > 0");
-  app.add_option("--local-rank", opts.local_rank,
-                 "This rank's GPU on its node (default: SLURM_LOCALID, else LOCAL_RANK, else --rank)")
-      ->check(CLI::NonNegativeNumber)
-      ->option_text("INT >= 0");
-  app.add_option("--rendezvous", opts.rendezvous,
-                 "A path in a folder every rank sees, unique per launch: the group's files go beside it "
-                 "(default: beside -o, named after the launch or the Slurm job step)")
-      ->option_text("PATH");
+  default_means(app.add_option("--rank", opts.rank, "This process's rank in a group, given by a launcher")
+                    ->check(CLI::NonNegativeNumber),
+                "SLURM_PROCID in an srun step of several tasks, else torchrun's RANK, else not in a group");
+  default_means(app.add_option("--world-size", opts.world_size, "Ranks in the group")->check(CLI::PositiveNumber),
+                "SLURM_STEP_NUM_TASKS (the tasks of an srun step), else torchrun's WORLD_SIZE, else not in a group");
+  default_means(app.add_option("--local-rank", opts.local_rank, "This rank's GPU on its node")
+                    ->check(CLI::NonNegativeNumber),
+                "SLURM_LOCALID, else LOCAL_RANK, else --rank");
+  default_means(app.add_option("--rendezvous", opts.rendezvous,
+                               "A path in a folder every rank sees, unique per launch: the group's files go beside it"),
+                "beside -o, named after the launch or the Slurm job step");
   app.add_option("--group-timeout", opts.timeout_seconds,
                  "Seconds a rank waits for a peer that shows no sign of life before it stops with an error naming it")
       ->check(CLI::Range(1.0, 86400.0));

@@ -109,6 +109,7 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
                                  std::to_string(arch.width()));
 
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(threads));
   phase.emplace(cae::Phase::startup);  // the device and its context
   if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
   std::unique_ptr<ae::AeBackend> backend = device == cae::Device::gpu
@@ -236,9 +237,8 @@ int main(int argc, char** argv) {
         app.add_option("--data", opt.data, "image-dataset file (cifar-convert); its image shape must be the model's")->required();
         app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
         app.add_option("--split", opt.splits, "Splits to encode, comma-separated: train, test");
-        app.add_option("--threads", opt.threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)")
-            ->check(CLI::NonNegativeNumber)
-            ->option_text("INT >= 0");
+        cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
+                           "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
         app.add_flag("--flip", opt.flip,
                      "Also encode every image mirrored left to right (/<split>/features_flip: for svm-fit --augment "
                      "flip and svm-eval --tta flip)");

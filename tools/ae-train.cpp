@@ -219,6 +219,7 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   if (opt.precision == "bf16" && device == cae::Device::cpu)
     throw cae::UsageError("--precision bf16 needs --device gpu (the CPU path computes in fp32)");
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(threads));
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   cae::DatasetReader data(opt.data);
@@ -228,6 +229,7 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   if (train_split.size() == 0) cae::fail_file(opt.data, "has no training images");
   const int64_t n_all = train_split.size();
   const int64_t n_val = opt.val_split >= 0 ? opt.val_split : n_all / 10;
+  cae::record_effective("val-split", std::to_string(n_val));
   if (n_val >= n_all)
     throw cae::UsageError("--val-split " + std::to_string(n_val) + " leaves no training image (" + opt.data + " has " +
                           std::to_string(n_all) + (opt.train_limit > 0 ? " within --train-limit)" : ")"));
@@ -380,23 +382,29 @@ int main(int argc, char** argv) {
         app.add_option("--momentum", opt.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
         app.add_option("--weight-decay", opt.weight_decay, "L2 penalty added to the gradient (PyTorch semantics)")
             ->check(CLI::NonNegativeNumber);
-        app.add_option("--val-split", opt.val_split,
-                       "Training images held out as the validation set that steers the lr schedule (default: a "
-                       "tenth, 5,000 of CIFAR-10's 50,000; 0 = none: the schedule reads the training loss)")
-            ->check(CLI::NonNegativeNumber);
+        cae::default_means(app.add_option("--val-split", opt.val_split,
+                                          "Training images held out as the validation set that steers the lr "
+                                          "schedule (0 = none: the schedule reads the training loss)")
+                               ->check(CLI::NonNegativeNumber),
+                           "a tenth of the training images, 5,000 of CIFAR-10's 50,000");
         app.add_option("--lr-plateau-factor", opt.plateau_factor,
                        "Multiply the lr by this when the validation loss stops improving (1 = never)")
             ->check(CLI::Range(0.0, 1.0));
         app.add_option("--lr-plateau-patience", opt.plateau_patience, "Epochs without improvement before reducing the lr")
             ->check(CLI::NonNegativeNumber);
-        app.add_option("--grad-clip", opt.grad_clip, "Clip the gradient's global L2 norm to this (0 = off)")
-            ->check(CLI::NonNegativeNumber);
+        cae::default_means(app.add_option("--grad-clip", opt.grad_clip,
+                                          "Clip the gradient's global L2 norm to this (0 = off)")
+                               ->check(CLI::NonNegativeNumber),
+                           "off");
         app.add_option("--seed", opt.seed, "Seed of the initial weights and of every epoch's shuffle")
             ->check(CLI::NonNegativeNumber);
-        app.add_option("--train-limit", opt.train_limit, "Use the first N training images (0 = all), validation included")
-            ->check(CLI::NonNegativeNumber);
-        app.add_option("--threads", opt.threads, "CPU threads (0 = OMP_NUM_THREADS or all cores; at most 4x the cores)")
-            ->check(CLI::NonNegativeNumber);
+        cae::default_means(app.add_option("--train-limit", opt.train_limit,
+                                          "Use the first N training images (0 = all), validation included")
+                               ->check(CLI::NonNegativeNumber),
+                           "all");
+        cae::default_means(app.add_option("--threads", opt.threads, "CPU threads (at most 4x the cores)")
+                               ->check(CLI::NonNegativeNumber),
+                           "OMP_NUM_THREADS, else all cores");
         app.add_option("--precision", opt.precision, "fp32, or bf16 (GPU only; master weights stay fp32)")
             ->check(CLI::IsMember({"fp32", "bf16"}));
         app.add_flag("--resume", opt.resume,

@@ -1,4 +1,6 @@
 // svm-eval: predict a features split with an svm-fit model; accuracy and confusion matrix.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -82,6 +84,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   if (!lead) cae::set_quiet(true);
   if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
   svm::set_cpu_threads(opt.threads);
+  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   cae::Stopwatch clock;
   std::unique_ptr<cae::AtomicOutput> out, data_out;
   if (lead) out = std::make_unique<cae::AtomicOutput>(common.output);
@@ -252,13 +255,11 @@ int main(int argc, char** argv) {
         app.add_option("--model", opt.model, "svm-fit model file (svm-model)")->required();
         app.add_option("--features", opt.features, "Encoder features file (ae-features)")->required();
         app.add_option("--split", opt.split, "Which split of the features file to classify");
-        app.add_option("--limit", opt.limit, "Classify only the first N rows (default: all)")
-            ->check(CLI::NonNegativeNumber)
-            ->option_text("INT >= 0");
-        app.add_option("--threads", opt.threads,
-                       "CPU threads (default: OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each)")
-            ->check(CLI::NonNegativeNumber)
-            ->option_text("INT >= 0");
+        cae::default_means(app.add_option("--limit", opt.limit, "Classify only the first N rows (0 = all)")
+                               ->check(CLI::NonNegativeNumber),
+                           "all");
+        cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
+                           "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
         cae::add_group_options(app, opt.group, "classifies its slice of the rows");
         app.add_option("--tta", opt.tta,
                        "flip: average each row's decision values with those of its mirror (/SPLIT/features_flip, "

@@ -1,4 +1,6 @@
 // svm-fit: train a one-vs-one RBF (or linear) C-SVM on encoder features, libsvm's way.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -81,6 +83,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   if (!lead) cae::set_quiet(true);
   if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
   svm::set_cpu_threads(opt.threads);
+  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   cae::Stopwatch clock;
   // Output paths are checked now, not after the fit (rank 0 writes them; the others nothing).
   std::unique_ptr<cae::AtomicOutput> out;
@@ -279,10 +282,12 @@ int main(int argc, char** argv) {
         app.add_option("--gamma", opt.gamma,
                        "rbf gamma: scale = 1/(D*Var(X)), auto = 1/D, a multiple of scale (0.5x, 2x) or a number > 0; "
                        "a comma-separated list is searched with --cv");
-        app.add_option("--cv", opt.cv,
-                       "Stratified K-fold cross-validation on the training rows (2 <= K <= the smallest class; 0 = "
-                       "none); with --C/--gamma lists, of every pair, and the best one becomes the model")
-            ->check(CLI::NonNegativeNumber);
+        cae::default_means(
+            app.add_option("--cv", opt.cv,
+                           "Stratified K-fold cross-validation on the training rows (2 <= K <= the smallest class; "
+                           "0 = none); with --C/--gamma lists, of every pair, and the best one becomes the model")
+                ->check(CLI::NonNegativeNumber),
+            "none");
         app.add_option("--cv-seed", opt.cv_seed, "Seed of the folds' shuffle")->check(CLI::NonNegativeNumber);
         app.add_option("--augment", opt.augment,
                        "flip: also train on the mirrored images' features (/train/features_flip, ae-encode --flip); "
@@ -295,14 +300,13 @@ int main(int argc, char** argv) {
             ->check(CLI::IsMember({"standard", "none"}));
         app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");
         app.add_option("--cache-mb", opt.cache_mb, "Memory for kernel values, MB")->check(CLI::PositiveNumber);
-        app.add_option("--train-limit", opt.train_limit,
-                       "Use the first N training rows (default: all; more than there are: all, with a warning)")
-            ->check(CLI::NonNegativeNumber)
-            ->option_text("INT >= 0");
-        app.add_option("--threads", opt.threads,
-                       "CPU threads (default: OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each)")
-            ->check(CLI::NonNegativeNumber)
-            ->option_text("INT >= 0");
+        cae::default_means(app.add_option("--train-limit", opt.train_limit,
+                                          "Use the first N training rows (0 = all; more than there are = all, with "
+                                          "a warning)")
+                               ->check(CLI::NonNegativeNumber),
+                           "all");
+        cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
+                           "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
         cae::output_file(app.add_option("--export-libsvm", opt.export_libsvm,
                                         "Also write the model in libsvm's text format (for svm-predict on scaled data)"));
         cae::add_group_options(app, opt.group,

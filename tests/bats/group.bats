@@ -131,3 +131,28 @@ SKIP_ATTRS="params,created,created_at,predict_seconds,fit_seconds,cv_seconds,pro
   echo "$output"
   [ "$status" -eq 0 ]
 }
+
+@test "--help and provenance say what a default means, never a stand-in number" {
+  local tool line
+  for tool in ae-train ae-encode svm-fit svm-eval; do
+    run "$BIN/$tool" --help
+    [ "$status" -eq 0 ]
+    [[ "$output" != *"(default -1)"* ]] || { echo "$tool shows a stand-in default"; false; }
+    # Options whose 0 or -1 stands for a rule: each says what it means.
+    while read -r line; do
+      [[ "$line" == *"(default: "* ]] || { echo "$tool: $line"; false; }
+    done < <(grep -E -- "^ *--(val-split|train-limit|threads|gpus|ranks|rank|world-size|local-rank|limit|cv|rendezvous) " <<< "$output")
+  done
+  run "$BIN/ae-train" --help
+  [[ "$output" == *"--val-split INT >= 0 (default: a tenth of the training images"* ]]
+  [[ "$output" == *"--gpus INT in [1, 64] (default: one GPU, not a group)"* ]]
+  # The params attribute records the effective value or the meaning.
+  "$BIN/svm-fit" -q --device cpu --features "$GROUP_DIR/features.h5" -o "$TMP/svm.h5"
+  "$PYTHON" - "$TMP/svm.h5" <<'PY'
+import sys, json, h5py
+p = json.loads(h5py.File(sys.argv[1], "r").attrs["params"])
+assert p["train-limit"] == "all" and p["rank"].endswith("not in a group") and p["ranks"] == "one process, not a group", p
+assert p["threads"].isdigit() and int(p["threads"]) >= 1, p
+assert not [k for k, v in p.items() if v in ("-1", "0") and k in ("threads", "rank", "world-size", "gpus", "ranks", "train-limit", "cv")], p
+PY
+}
