@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <random>
 
 #ifdef CIFARAE_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -122,8 +123,8 @@ std::string group_rendezvous_path(const std::string& given, const std::string& o
     if (job && *job) id = std::string("slurm-") + job + "." + (step && *step ? step : "0");
   }
   if (id.empty() && place.source == "torchrun") {
-    const char* run = env("TORCHELASTIC_RUN_ID");
-    if (run && *run) id = std::string("torchrun-") + run;
+    const char* run = env("TORCHELASTIC_RUN_ID");  // "none" unless torchrun was given --rdzv-id
+    if (run && *run && std::string(run) != "none") id = std::string("torchrun-") + run;
   }
   if (id.empty())
     throw UsageError("a group of " + std::to_string(place.world) +
@@ -143,7 +144,10 @@ int launch_group(const GroupOptions& opts, int argc, char** argv, const std::str
                      " starts the ranks itself: leave out --rank, --world-size and --rendezvous");
   GroupPlace place;
   place.world = opts.launch;
-  const std::string rendezvous = group_rendezvous_path("", output, place, std::to_string(getpid()));
+  // The pid and a random tag: a folder may hold the files of an earlier, failed launch.
+  char launch_tag[16];
+  std::snprintf(launch_tag, sizeof(launch_tag), "%08x", static_cast<unsigned>(std::random_device{}()));
+  const std::string rendezvous = group_rendezvous_path("", output, place, std::to_string(getpid()) + "-" + launch_tag);
   std::vector<std::string> args;
   {
     std::vector<std::string> a = args_without_option(argc, argv, "--ranks");

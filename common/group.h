@@ -91,19 +91,23 @@ class ByteWriter {
   template <class T>
   void put(const T& v) {
     static_assert(std::is_trivially_copyable<T>::value, "plain values only");
-    const auto* p = reinterpret_cast<const unsigned char*>(&v);
-    bytes_.insert(bytes_.end(), p, p + sizeof(T));
+    append(&v, sizeof(T));
   }
   template <class T>
   void put_vector(const std::vector<T>& v) {
     static_assert(std::is_trivially_copyable<T>::value, "plain values only");
     put<uint64_t>(v.size());
-    const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-    bytes_.insert(bytes_.end(), p, p + v.size() * sizeof(T));
+    append(v.data(), v.size() * sizeof(T));
   }
   const std::vector<unsigned char>& bytes() const { return bytes_; }
 
  private:
+  void append(const void* p, size_t n) {
+    if (n == 0) return;
+    const size_t at = bytes_.size();
+    bytes_.resize(at + n);
+    std::memcpy(bytes_.data() + at, p, n);
+  }
   std::vector<unsigned char> bytes_;
 };
 

@@ -196,7 +196,10 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
   }
   const double seconds = clock.seconds();
   const int64_t encoded = total * (opt.flip ? 2 : 1);
-  const double rate = encode_s > 0 ? double(encoded) / encode_s : 0.0;
+  // On a group rank 0's encoder time is its share's: the group's rate is the images over the
+  // whole wall time.
+  const double busy = place.grouped() ? seconds : encode_s;
+  const double rate = busy > 0 ? double(encoded) / busy : 0.0;
   phase.reset();
   cae::Provenance prov{"ae-features", 1, cae::options_json(), hashes.get()};
   phase.emplace(cae::Phase::write);

@@ -81,6 +81,9 @@ TEST(GroupPlace, RendezvousIsNamedAfterTheLaunch) {
   EXPECT_EQ(cae::group_rendezvous_path("", "svm.h5", p, "", env_of({{"TORCHELASTIC_RUN_ID", "a/b"}})),
             ".svm.h5.group-torchrun-a_b");
   EXPECT_THROW(cae::group_rendezvous_path("", "svm.h5", p, "", env_of({})), cae::UsageError);
+  // torchrun without --rdzv-id says "none": not a name unique to the launch.
+  EXPECT_THROW(cae::group_rendezvous_path("", "svm.h5", p, "", env_of({{"TORCHELASTIC_RUN_ID", "none"}})),
+               cae::UsageError);
 }
 
 TEST(GroupExchange, GathersInRankOrderAndCleansUp) {
