@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -25,6 +26,10 @@ namespace cae {
 namespace {
 const CLI::App* g_app = nullptr;
 std::set<const CLI::Option*> g_output_options;
+// default_means(): what an option's stand-in default means; record_effective(): what it
+// turned out to be in this run (by option name without dashes).
+std::map<const CLI::Option*, std::string> g_default_meaning;
+std::map<std::string, std::string> g_effective;
 // --record-output-as: the name -o's file will have once the caller renames it (cli.h).
 constexpr const char* kRecordOutputAs = "--record-output-as";
 std::string g_record_output_as;
@@ -62,7 +67,11 @@ class Formatter : public CLI::Formatter {
     std::string out;
     const std::string type = friendly_type(opt->get_type_name());
     if (!type.empty()) out += " " + type;
-    if (!opt->get_default_str().empty()) out += " (default " + opt->get_default_str() + ")";
+    const auto meaning = g_default_meaning.find(opt);
+    if (meaning != g_default_meaning.end())
+      out += " (default: " + meaning->second + ")";
+    else if (!opt->get_default_str().empty())
+      out += " (default " + opt->get_default_str() + ")";
     if (opt->get_required()) out += " REQUIRED";
     return out;
   }
@@ -229,6 +238,13 @@ std::string explain_parse_error(const CLI::App& app, const std::string& msg) {
   return msg;
 }
 
+CLI::Option* default_means(CLI::Option* opt, const std::string& meaning) {
+  g_default_meaning[opt] = meaning;
+  return opt;
+}
+
+void record_effective(const std::string& option, const std::string& value) { g_effective[option] = value; }
+
 std::string options_json() {
   JsonObject j;
   if (!g_app) return j.str();
@@ -247,6 +263,10 @@ std::string options_json() {
     } else if (opt->count() > 0) {
       auto res = opt->results();
       for (size_t i = 0; i < res.size(); ++i) value += (i ? "," : "") + res[i];
+    } else if (g_effective.count(name)) {
+      value = g_effective[name];
+    } else if (g_default_meaning.count(opt)) {
+      value = g_default_meaning[opt];
     } else {
       value = opt->get_default_str();
     }
@@ -296,6 +316,8 @@ int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
   set_log_tool(info.name);
   install_cleanup_signal_handlers();
   g_output_options.clear();
+  g_default_meaning.clear();
+  g_effective.clear();
   CLI::App app{std::string(info.name) + " — " + info.purpose, info.name};
   app.formatter(std::make_shared<Formatter>());
   app.footer(std::string("Example:\n  ") + info.example +

@@ -52,6 +52,16 @@ int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
 // so run_tool() checks it like -o and never counts it as an input. Returns `opt`.
 CLI::Option* output_file(CLI::Option* opt);
 
+// An option whose default is a stand-in for a rule (-1: "a tenth of the training images",
+// 0: "all cores"): --help shows "(default: MEANING)" instead of the number, and
+// options_json() records the effective value (record_effective) or else MEANING, never the
+// stand-in. Returns `opt`:
+//   cae::default_means(app.add_option("--threads", opt.threads, "CPU threads"), "all cores");
+CLI::Option* default_means(CLI::Option* opt, const std::string& meaning);
+// The value an option not given took (threads = 16), for options_json(); `option` is the
+// long name without dashes ("threads"). Ignored when the option was given.
+void record_effective(const std::string& option, const std::string& value);
+
 // JSON object of every option's effective value (given or default), for the `params`
 // provenance attribute. Valid inside `run`.
 std::string options_json();

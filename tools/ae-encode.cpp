@@ -15,6 +15,7 @@
 #include "common/dataset.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/group.h"
 #include "common/hdf5_io.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -24,6 +25,7 @@
 #include "common/timer.h"
 #include "kernels/ae/augment.h"
 #include "kernels/ae/checkpoint.h"
+#include "kernels/ae/data_parallel.h"
 #include "kernels/ae/features_file.h"
 #include "kernels/ae/model.h"
 
@@ -40,7 +42,11 @@ struct Options {
   std::string splits = "train,test";
   int threads = 0;
   bool flip = false;
+  cae::GroupOptions group;
 };
+
+int g_argc = 0;
+char** g_argv = nullptr;
 
 // Images per streamed chunk: for the seed model ~3 MB of pixels and ~34 MB of features.
 constexpr int64_t kChunkImages = 1024;
@@ -76,6 +82,22 @@ void check_finite(const float* features, int64_t rows, int64_t dim, int64_t row0
 void encode(const Options& opt, const cae::CommonOptions& common) {
   const std::vector<std::string> splits = parse_splits(opt.splits);
   const cae::Device device = cae::resolve_device(common.device);
+  if (opt.group.launch > 0) {
+    if (opt.group.launch_gpus && device != cae::Device::gpu)
+      throw cae::UsageError("--gpus needs --device gpu (or auto on a machine with GPUs); --ranks N starts CPU ranks");
+    if (device == cae::Device::gpu && opt.group.launch > cae::gpu_count())
+      throw cae::UsageError("--gpus " + std::to_string(opt.group.launch) + ": this machine has " +
+                            std::to_string(cae::gpu_count()) + " GPU(s)");
+    cae::launch_group(opt.group, g_argc, g_argv, common.output, /*share_cores=*/device == cae::Device::cpu);
+    return;
+  }
+  // A rank of a group encodes its share of every split's batches; rank 0 writes the file.
+  const cae::GroupPlace place = cae::resolve_group_place(opt.group.rank, opt.group.world_size, opt.group.local_rank);
+  cae::GroupExchange group(place.rank, place.world,
+                           place.grouped() ? cae::group_rendezvous_path(opt.group.rendezvous, common.output, place) : "",
+                           opt.group.timeout_seconds);
+  const bool lead = group.lead();
+  if (!lead) cae::set_quiet(true);
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   const ae::ModelWeights model = ae::read_ae_params(opt.model);
   const ae::Architecture& arch = model.arch;
@@ -87,28 +109,38 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
                                  std::to_string(arch.width()));
 
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(threads));
   phase.emplace(cae::Phase::startup);  // the device and its context
+  if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
   std::unique_ptr<ae::AeBackend> backend = device == cae::Device::gpu
                                                ? ae::make_gpu_backend(arch, ae::OptimizerConfig{}, ae::Precision::fp32)
                                                : ae::make_cpu_backend(arch, ae::OptimizerConfig{}, threads);
   backend->set_params(model.params);
   phase.reset();
 
-  cae::AtomicOutput out(common.output);
-  ae::FeaturesWriter w(out.temp_path(), common.output, arch);
+  std::unique_ptr<cae::AtomicOutput> out;
+  std::unique_ptr<ae::FeaturesWriter> w;
+  if (lead) {
+    out = std::make_unique<cae::AtomicOutput>(common.output);
+    w = std::make_unique<ae::FeaturesWriter>(out->temp_path(), common.output, arch);
+  }
   const int64_t chunk = std::max<int64_t>(opt.batch_size, kChunkImages / opt.batch_size * opt.batch_size);
+  const int64_t dim = arch.latent_dim();
   std::vector<uint8_t> pixels(static_cast<size_t>(chunk * arch.image_dim()));
-  std::vector<float> features(static_cast<size_t>(chunk * arch.latent_dim()));
+  std::vector<float> features(static_cast<size_t>(chunk * dim));
   std::vector<uint8_t> mirrored(opt.flip ? pixels.size() : 0);
   cae::Stopwatch clock;
   double encode_s = 0;
   int64_t total = 0;
   for (const std::string& split : splits) {
     const int64_t n = data.count(split);
-    w.begin_split(split, n, opt.flip);
-    cae::ProgressBar bar("encode " + split, n, "img");
-    for (int64_t row = 0; row < n; row += chunk) {
-      const int64_t rows = std::min(chunk, n - row);
+    if (lead) w->begin_split(split, n, opt.flip);
+    const ae::ImageRange mine = ae::encode_share(n, opt.batch_size, place.rank, place.world);
+    // What a rank other than 0 sends: its rows' features, then their mirrors'.
+    std::vector<float> kept[2];
+    cae::ProgressBar bar("encode " + split, mine.count, "img");
+    for (int64_t row = mine.first; row < mine.first + mine.count; row += chunk) {
+      const int64_t rows = std::min(chunk, mine.first + mine.count - row);
       phase.emplace(cae::Phase::read);
       data.read_images(split, row, rows, pixels.data());
       phase.emplace(cae::Phase::compute);
@@ -122,25 +154,58 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
         cae::Stopwatch t;
         backend->encode(images, rows, opt.batch_size, features.data());
         encode_s += t.seconds();
-        check_finite(features.data(), rows, arch.latent_dim(), row, split, opt.model);
+        check_finite(features.data(), rows, dim, row, split, opt.model);
         cae::PhaseScope writing(cae::Phase::write);
-        w.write_rows(split, row, rows, features.data(), flipped);
+        if (lead)
+          w->write_rows(split, row, rows, features.data(), flipped);
+        else
+          kept[flipped].insert(kept[flipped].end(), features.begin(), features.begin() + rows * dim);
       }
       phase.reset();
-      bar.update(row + rows);
+      bar.update(row + rows - mine.first);
     }
-    cae::PhaseScope writing(cae::Phase::write);
-    w.write_labels(split, data.read_labels(split));
+    bar.finish();
+    if (place.grouped()) {
+      cae::ByteWriter sent;
+      sent.put_vector(kept[0]);
+      sent.put_vector(kept[1]);
+      kept[0] = {};
+      kept[1] = {};
+      auto all = group.gather("features-" + split, sent.bytes());
+      for (int r = 1; r < static_cast<int>(all.size()); ++r) {
+        const ae::ImageRange theirs = ae::encode_share(n, opt.batch_size, r, place.world);
+        cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s " + split + " features");
+        for (bool flipped : {false, true}) {
+          const std::vector<float> f = in.get_vector<float>();
+          if (f.size() != static_cast<size_t>((flipped && !opt.flip ? 0 : theirs.count) * dim))
+            in.fail(std::to_string(f.size()) + " values for " + std::to_string(theirs.count) + " images");
+          if (!f.empty()) w->write_rows(split, theirs.first, theirs.count, f.data(), flipped);
+        }
+        all[static_cast<size_t>(r)] = {};
+      }
+    }
+    if (lead) {
+      cae::PhaseScope writing(cae::Phase::write);
+      w->write_labels(split, data.read_labels(split));
+    }
     total += n;
+  }
+  if (!lead) {  // its features are with rank 0, which writes the file
+    group.finish();
+    return;
   }
   const double seconds = clock.seconds();
   const int64_t encoded = total * (opt.flip ? 2 : 1);
-  const double rate = encode_s > 0 ? double(encoded) / encode_s : 0.0;
+  // On a group rank 0's encoder time is its share's: the group's rate is the images over the
+  // whole wall time.
+  const double busy = place.grouped() ? seconds : encode_s;
+  const double rate = busy > 0 ? double(encoded) / busy : 0.0;
   phase.reset();
   cae::Provenance prov{"ae-features", 1, cae::options_json(), hashes.get()};
   phase.emplace(cae::Phase::write);
-  w.finish(prov, {backend->describe(), seconds, rate, data.class_names()});
-  out.commit();
+  w->finish(prov, {backend->describe(), seconds, rate, data.class_names()});
+  out->commit();
+  group.finish();
   phase.reset();
 
   cae::log_info("wrote %s: %lld images%s x %lld features (latent %dx%dx%d) in %.1f s (%.0f img/s encoding; %s)",
@@ -164,6 +229,8 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_argc = argc;
+  g_argv = argv;
   Options opt;
   cae::CommonOptions common;
   return cae::run_tool(
@@ -173,11 +240,12 @@ int main(int argc, char** argv) {
         app.add_option("--data", opt.data, "image-dataset file (cifar-convert); its image shape must be the model's")->required();
         app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
         app.add_option("--split", opt.splits, "Splits to encode, comma-separated: train, test");
-        app.add_option("--threads", opt.threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")
-            ->check(CLI::NonNegativeNumber);
+        cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
+                           "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
         app.add_flag("--flip", opt.flip,
                      "Also encode every image mirrored left to right (/<split>/features_flip: for svm-fit --augment "
                      "flip and svm-eval --tta flip)");
+        cae::add_group_options(app, opt.group, "encodes its share of every split's batches");
       },
       [&] { encode(opt, common); });
 }

@@ -23,7 +23,7 @@
 #include "common/phases.h"
 #include "common/progress.h"
 #include "common/provenance.h"
-#include "common/rank_launcher.h"
+#include "common/group.h"
 #include "kernels/ae/checkpoint.h"
 #include "kernels/ae/data_parallel.h"
 #include "kernels/ae/cpu/backend_cpu.h"
@@ -55,11 +55,8 @@ struct Options {
   std::string precision = "fp32";
   bool resume = false;
   // Data parallelism (docs/MULTI_GPU.md): --gpus starts the ranks; each rank gets
-  // --rank/--world-size/--local-rank/--rendezvous (or Slurm's variables).
-  int gpus = 0;
-  int rank = -1, world_size = -1, local_rank = -1;
-  std::string rendezvous;
-  double group_timeout = 300;
+  // --rank/--world-size/--local-rank/--rendezvous (or Slurm's or torchrun's variables).
+  cae::GroupOptions group;
   std::string dump_gradients;  // hidden: one forward+backward, for the PyTorch check
 };
 
@@ -189,67 +186,40 @@ void emit_summary(const cae::CommonOptions& common, const ae::Checkpoint& c, con
                              .str());
 }
 
-// The hidden file through which rank 0 hands the NCCL id to the others: beside -o (a
-// folder every rank sees), unique per launch.
-std::string rendezvous_path(const std::string& output, const std::string& tag) {
-  const auto slash = output.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "" : output.substr(0, slash + 1);
-  const std::string name = slash == std::string::npos ? output : output.substr(slash + 1);
-  return dir + "." + name + ".nccl-" + tag;
-}
-
 int g_argc = 0;
 char** g_argv = nullptr;
 
 // --gpus N: this process starts N ranks of itself on this node's GPUs and waits for them.
 void launch_gpus(const Options& opt, const cae::CommonOptions& common) {
-  if (opt.rank >= 0 || opt.world_size >= 0 || !opt.rendezvous.empty())
-    throw cae::UsageError("--gpus starts the ranks itself: leave out --rank, --world-size and --rendezvous");
   if (cae::resolve_device(common.device) != cae::Device::gpu)
     throw cae::UsageError("--gpus needs --device gpu (or auto on a machine with GPUs)");
   const int visible = cae::gpu_count();
-  if (opt.gpus > visible)
-    throw cae::UsageError("--gpus " + std::to_string(opt.gpus) + ": this machine has " + std::to_string(visible) +
-                          " GPU" + (visible == 1 ? "" : "s"));
-  const std::string rendezvous = rendezvous_path(common.output, std::to_string(getpid()));
-  const std::vector<std::string> args = cae::args_without_option(g_argc, g_argv, "--gpus");
-  int failed = -1;
-  const int status = cae::launch_ranks(
-      opt.gpus, args,
-      [&](int r) {
-        return std::vector<std::string>{"--rank",       std::to_string(r), "--world-size", std::to_string(opt.gpus),
-                                        "--local-rank", std::to_string(r), "--rendezvous", rendezvous};
-      },
-      &failed);
-  unlink(rendezvous.c_str());  // normally gone already (rank 0 removes it once the group formed)
-  if (status != 0)
-    throw std::runtime_error("rank " + std::to_string(failed) + " of " + std::to_string(opt.gpus) + " failed (exit status " +
-                             std::to_string(status) + "); the other ranks were stopped");
+  if (opt.group.launch > visible)
+    throw cae::UsageError("--gpus " + std::to_string(opt.group.launch) + ": this machine has " +
+                          std::to_string(visible) + " GPU" + (visible == 1 ? "" : "s"));
+  cae::launch_group(opt.group, g_argc, g_argv, common.output);
 }
 
 void train(const Options& opt, const cae::CommonOptions& common) {
-  if (opt.gpus > 0) return launch_gpus(opt, common);
+  if (opt.group.launch > 0) return launch_gpus(opt, common);
   if (opt.plateau_factor <= 0.0f) throw cae::UsageError("--lr-plateau-factor must be in (0, 1], not 0");
   if (!std::isfinite(opt.lr) || opt.lr <= 0.0f) throw cae::UsageError("--lr must be a positive finite number");
   const cae::Device device = cae::resolve_device(common.device);
-  const ae::RankInfo rank = ae::resolve_rank(opt.rank, opt.world_size, opt.local_rank);
-  const bool grouped = rank.world > 1 || !opt.rendezvous.empty();
+  const cae::GroupPlace rank = cae::resolve_group_place(opt.group.rank, opt.group.world_size, opt.group.local_rank);
+  const bool grouped = rank.world > 1 || !opt.group.rendezvous.empty();
   if (grouped && device != cae::Device::gpu) throw cae::UsageError("data-parallel training needs --device gpu");
   if (grouped && !opt.dump_gradients.empty()) throw cae::UsageError("--dump-gradients runs on one process");
-  ae::DataParallelGroup group{rank.rank, rank.world, rank.local_rank, opt.rendezvous, opt.group_timeout};
-  if (grouped && group.rendezvous.empty()) {
-    const char* job = std::getenv("SLURM_JOB_ID");
-    const char* step = std::getenv("SLURM_STEP_ID");
-    if (!rank.from_slurm || !job)
-      throw cae::UsageError("--rank/--world-size need --rendezvous FILE (a path every rank sees), or use --gpus N");
-    group.rendezvous = rendezvous_path(common.output, std::string(job) + "." + (step ? step : "0"));
-  }
+  ae::DataParallelGroup group{rank.rank, rank.world, rank.local_rank, opt.group.rendezvous, opt.group.timeout_seconds};
+  // The file through which rank 0 hands the NCCL id to the others: beside -o (a folder
+  // every rank sees), named after the Slurm job step or the torchrun run, unless given.
+  if (grouped) group.rendezvous = cae::group_rendezvous_path(opt.group.rendezvous, common.output, rank);
   // Rank 0 speaks for the group: it alone logs, draws progress, checkpoints and writes -o.
   const bool lead = rank.rank == 0;
   if (!lead) cae::set_quiet(true);
   if (opt.precision == "bf16" && device == cae::Device::cpu)
     throw cae::UsageError("--precision bf16 needs --device gpu (the CPU path computes in fp32)");
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(threads));
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   cae::DatasetReader data(opt.data);
@@ -259,6 +229,7 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   if (train_split.size() == 0) cae::fail_file(opt.data, "has no training images");
   const int64_t n_all = train_split.size();
   const int64_t n_val = opt.val_split >= 0 ? opt.val_split : n_all / 10;
+  cae::record_effective("val-split", std::to_string(n_val));
   if (n_val >= n_all)
     throw cae::UsageError("--val-split " + std::to_string(n_val) + " leaves no training image (" + opt.data + " has " +
                           std::to_string(n_all) + (opt.train_limit > 0 ? " within --train-limit)" : ")"));
@@ -411,45 +382,38 @@ int main(int argc, char** argv) {
         app.add_option("--momentum", opt.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
         app.add_option("--weight-decay", opt.weight_decay, "L2 penalty added to the gradient (PyTorch semantics)")
             ->check(CLI::NonNegativeNumber);
-        app.add_option("--val-split", opt.val_split,
-                       "Training images held out as the validation set that steers the lr schedule (default: a "
-                       "tenth, 5,000 of CIFAR-10's 50,000; 0 = none: the schedule reads the training loss)")
-            ->check(CLI::NonNegativeNumber);
+        cae::default_means(app.add_option("--val-split", opt.val_split,
+                                          "Training images held out as the validation set that steers the lr "
+                                          "schedule (0 = none: the schedule reads the training loss)")
+                               ->check(CLI::NonNegativeNumber),
+                           "a tenth of the training images, 5,000 of CIFAR-10's 50,000");
         app.add_option("--lr-plateau-factor", opt.plateau_factor,
                        "Multiply the lr by this when the validation loss stops improving (1 = never)")
             ->check(CLI::Range(0.0, 1.0));
         app.add_option("--lr-plateau-patience", opt.plateau_patience, "Epochs without improvement before reducing the lr")
             ->check(CLI::NonNegativeNumber);
-        app.add_option("--grad-clip", opt.grad_clip, "Clip the gradient's global L2 norm to this (0 = off)")
-            ->check(CLI::NonNegativeNumber);
+        cae::default_means(app.add_option("--grad-clip", opt.grad_clip,
+                                          "Clip the gradient's global L2 norm to this (0 = off)")
+                               ->check(CLI::NonNegativeNumber),
+                           "off");
         app.add_option("--seed", opt.seed, "Seed of the initial weights and of every epoch's shuffle")
             ->check(CLI::NonNegativeNumber);
-        app.add_option("--train-limit", opt.train_limit, "Use the first N training images (0 = all), validation included")
-            ->check(CLI::NonNegativeNumber);
-        app.add_option("--threads", opt.threads, "CPU threads (0 = OMP_NUM_THREADS or all cores; at most 4x the cores)")
-            ->check(CLI::NonNegativeNumber);
+        cae::default_means(app.add_option("--train-limit", opt.train_limit,
+                                          "Use the first N training images (0 = all), validation included")
+                               ->check(CLI::NonNegativeNumber),
+                           "all");
+        cae::default_means(app.add_option("--threads", opt.threads, "CPU threads (at most 4x the cores)")
+                               ->check(CLI::NonNegativeNumber),
+                           "OMP_NUM_THREADS, else all cores");
         app.add_option("--precision", opt.precision, "fp32, or bf16 (GPU only; master weights stay fp32)")
             ->check(CLI::IsMember({"fp32", "bf16"}));
         app.add_flag("--resume", opt.resume,
                      "Continue the run checkpointed in -o (same data and options; the learning rate and its "
                      "schedule continue from the checkpoint)");
-        app.add_option("--gpus", opt.gpus,
-                       "Train data-parallel on N GPUs of this machine: starts N ranks (one process per GPU, NCCL); "
-                       "--batch-size is per GPU (docs/MULTI_GPU.md)")
-            ->check(CLI::Range(1, 64));
-        app.add_option("--rank", opt.rank, "This process's rank in a data-parallel group (default: SLURM_PROCID)")
-            ->check(CLI::NonNegativeNumber);
-        app.add_option("--world-size", opt.world_size, "Ranks in the group (default: SLURM_STEP_NUM_TASKS, the tasks of an srun step)")
-            ->check(CLI::Range(1, 1 << 20));
-        app.add_option("--local-rank", opt.local_rank, "This rank's GPU on its node (default: SLURM_LOCALID, or --rank)")
-            ->check(CLI::NonNegativeNumber);
-        app.add_option("--rendezvous", opt.rendezvous,
-                       "File (in a folder every rank sees) through which rank 0 hands out the NCCL id (default under "
-                       "Slurm: beside -o, named after the job step)");
-        app.add_option("--group-timeout", opt.group_timeout,
-                       "Seconds a rank waits for the others (forming the group, or any step) before it stops with an "
-                       "error instead of hanging")
-            ->check(CLI::Range(1.0, 86400.0));
+        cae::add_group_options(app, opt.group,
+                               "trains its shard of every global batch (one GPU each, NCCL; --batch-size is per "
+                               "GPU; docs/MULTI_GPU.md)",
+                               /*gpus=*/true, /*cpu_ranks=*/false);
         cae::output_file(app.add_option("--dump-gradients", opt.dump_gradients)->group(""));  // for tests/python/torch_reference.py
       },
       [&] { train(opt, common); });

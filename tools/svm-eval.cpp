@@ -1,4 +1,6 @@
 // svm-eval: predict a features split with an svm-fit model; accuracy and confusion matrix.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -8,6 +10,7 @@
 #include "common/cli.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/group.h"
 #include "common/hdf5_io.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -16,6 +19,7 @@
 #include "common/timer.h"
 #include "kernels/ae/features_reader.h"
 #include "kernels/svm/classifier.h"
+#include "kernels/svm/group_fit.h"
 
 namespace {
 
@@ -29,7 +33,12 @@ struct Options {
   bool decision_values = false;
   bool allow_mismatch = false;
   int64_t limit = 0;
+  int threads = 0;
+  cae::GroupOptions group;
 };
+
+int g_argc = 0;
+char** g_argv = nullptr;
 
 std::string json_array(const std::vector<double>& v) {
   std::string s = "[";
@@ -57,10 +66,29 @@ void print_table(const std::vector<std::string>& names, const std::vector<int64_
 void evaluate(const Options& opt, const cae::CommonOptions& common) {
   if (opt.limit < 0) throw cae::UsageError("--limit must be >= 0");
   const cae::Device device = cae::resolve_device(common.device);
+  if (opt.group.launch > 0) {
+    if (opt.group.launch_gpus && device != cae::Device::gpu)
+      throw cae::UsageError("--gpus needs --device gpu (or auto on a machine with GPUs); --ranks N starts CPU ranks");
+    if (device == cae::Device::gpu && opt.group.launch > cae::gpu_count())
+      throw cae::UsageError("--gpus " + std::to_string(opt.group.launch) + ": this machine has " +
+                            std::to_string(cae::gpu_count()) + " GPU(s)");
+    cae::launch_group(opt.group, g_argc, g_argv, common.output, /*share_cores=*/true);
+    return;
+  }
+  // A rank of a group: the decision values of its slice of the rows; rank 0 writes.
+  const cae::GroupPlace place = cae::resolve_group_place(opt.group.rank, opt.group.world_size, opt.group.local_rank);
+  cae::GroupExchange group(place.rank, place.world,
+                           place.grouped() ? cae::group_rendezvous_path(opt.group.rendezvous, common.output, place) : "",
+                           opt.group.timeout_seconds);
+  const bool lead = group.lead();
+  if (!lead) cae::set_quiet(true);
+  if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
+  svm::set_cpu_threads(opt.threads);
+  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   cae::Stopwatch clock;
-  cae::AtomicOutput out(common.output);
-  std::unique_ptr<cae::AtomicOutput> data_out;
-  if (!opt.export_data.empty()) data_out = std::make_unique<cae::AtomicOutput>(opt.export_data);
+  std::unique_ptr<cae::AtomicOutput> out, data_out;
+  if (lead) out = std::make_unique<cae::AtomicOutput>(common.output);
+  if (lead && !opt.export_data.empty()) data_out = std::make_unique<cae::AtomicOutput>(opt.export_data);
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   const svm::Classifier clf = svm::Classifier::load(opt.model);
@@ -104,8 +132,11 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   clf.scale(s.X.data(), n * views);
   // The originals only: libsvm's svm-predict has no test-time augmentation.
   if (data_out) svm::write_libsvm_data(*data_out, s.X.data(), s.labels.data(), n, D);
-  const std::vector<double> dec =
-      svm::average_views(clf.decision_values_scaled(s.X.data(), n * views, device), n, m.n_pairs(), views);
+  const std::vector<double> dec = svm::decision_values_on_group(clf, s.X.data(), n, views, device, group);
+  if (!lead) {  // its rows' values are with rank 0, which writes the evaluation
+    group.finish();
+    return;
+  }
   s.labels.resize(static_cast<size_t>(n));
   const std::vector<int32_t> pred = clf.vote(dec, n);
   const int pairs = m.n_pairs();
@@ -147,7 +178,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   const std::vector<cae::InputFile> inputs = hashes.get();
   phase.emplace(cae::Phase::write);
   {
-    cae::Hdf5Writer w(out.temp_path(), common.output);
+    cae::Hdf5Writer w(out->temp_path(), common.output);
     w.write("/predictions", pred);
     w.write("/labels", s.labels);
     w.write("/confusion", confusion.data(), {static_cast<uint64_t>(K), static_cast<uint64_t>(K)});
@@ -169,8 +200,9 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
     cae::write_provenance(w, {"svm-eval", 1, cae::options_json(), inputs});
     w.close();
   }
-  out.commit();
+  out->commit();
   if (data_out) data_out->commit();
+  group.finish();
   phase.reset();
 
   cae::log_info("%s split of %s%s: accuracy %.2f %% (%lld of %lld), %lld support vectors, predict %.2f s, total %.2f s "
@@ -213,6 +245,8 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_argc = argc;
+  g_argv = argv;
   Options opt;
   cae::CommonOptions common;
   return cae::run_tool(
@@ -221,7 +255,12 @@ int main(int argc, char** argv) {
         app.add_option("--model", opt.model, "svm-fit model file (svm-model)")->required();
         app.add_option("--features", opt.features, "Encoder features file (ae-features)")->required();
         app.add_option("--split", opt.split, "Which split of the features file to classify");
-        app.add_option("--limit", opt.limit, "Classify only the first N rows (0 = all)")->check(CLI::NonNegativeNumber);
+        cae::default_means(app.add_option("--limit", opt.limit, "Classify only the first N rows (0 = all)")
+                               ->check(CLI::NonNegativeNumber),
+                           "all");
+        cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
+                           "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
+        cae::add_group_options(app, opt.group, "classifies its slice of the rows");
         app.add_option("--tta", opt.tta,
                        "flip: average each row's decision values with those of its mirror (/SPLIT/features_flip, "
                        "ae-encode --flip) before voting")

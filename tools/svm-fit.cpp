@@ -1,4 +1,6 @@
 // svm-fit: train a one-vs-one RBF (or linear) C-SVM on encoder features, libsvm's way.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -9,6 +11,7 @@
 #include "common/cli.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/group.h"
 #include "common/hdf5_io.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -18,6 +21,7 @@
 #include "common/timer.h"
 #include "kernels/ae/features_reader.h"
 #include "kernels/svm/classifier.h"
+#include "kernels/svm/group_fit.h"
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/probability.h"
 
@@ -35,8 +39,13 @@ struct Options {
   std::string export_libsvm;
   double tol = 1e-3;
   int64_t cache_mb = 2048, train_limit = 0, cv = 0, cv_seed = 1;
+  int threads = 0;
   bool probability = false;
+  cae::GroupOptions group;
 };
+
+int g_argc = 0;
+char** g_argv = nullptr;
 
 // libsvm's -b 1 draws 5 folds for its sigmoids; so do we (probability.h).
 constexpr int kProbabilityFolds = 5;
@@ -56,11 +65,31 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   const int folds = static_cast<int>(std::min<int64_t>(opt.cv, 1 << 30));
   if (folds != 0) svm::check_cv_folds(folds, nullptr, 0, {});
   const cae::Device device = cae::resolve_device(common.device);
+  if (opt.group.launch > 0) {
+    if (opt.group.launch_gpus && device != cae::Device::gpu)
+      throw cae::UsageError("--gpus needs --device gpu (or auto on a machine with GPUs); --ranks N starts CPU ranks");
+    if (device == cae::Device::gpu && opt.group.launch > cae::gpu_count())
+      throw cae::UsageError("--gpus " + std::to_string(opt.group.launch) + ": this machine has " +
+                            std::to_string(cae::gpu_count()) + " GPU(s)");
+    cae::launch_group(opt.group, g_argc, g_argv, common.output, /*share_cores=*/true);
+    return;
+  }
+  // A rank of a group: its share of the pairs, cells and folds; rank 0 alone logs and writes.
+  const cae::GroupPlace place = cae::resolve_group_place(opt.group.rank, opt.group.world_size, opt.group.local_rank);
+  cae::GroupExchange group(place.rank, place.world,
+                           place.grouped() ? cae::group_rendezvous_path(opt.group.rendezvous, common.output, place) : "",
+                           opt.group.timeout_seconds);
+  const bool lead = group.lead();
+  if (!lead) cae::set_quiet(true);
+  if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
+  svm::set_cpu_threads(opt.threads);
+  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   cae::Stopwatch clock;
-  // Output paths are checked now, not after the fit.
-  cae::AtomicOutput out(common.output);
+  // Output paths are checked now, not after the fit (rank 0 writes them; the others nothing).
+  std::unique_ptr<cae::AtomicOutput> out;
+  if (lead) out = std::make_unique<cae::AtomicOutput>(common.output);
   std::unique_ptr<cae::AtomicOutput> libsvm_out;
-  if (!opt.export_libsvm.empty()) libsvm_out = std::make_unique<cae::AtomicOutput>(opt.export_libsvm);
+  if (lead && !opt.export_libsvm.empty()) libsvm_out = std::make_unique<cae::AtomicOutput>(opt.export_libsvm);
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   ae::FeaturesReader reader(opt.features);  // (refuses what is not a regular HDF5 file first)
@@ -110,7 +139,14 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   params.standardize = opt.scale == "standard";
   params.cache_mb = opt.cache_mb;
   params.data_name = opt.features;
+  params.group = place.grouped() ? &group : nullptr;
+  if (place.grouped())
+    cae::log_info("a group of %d ranks (%s): each fits its share of the class pairs%s; rank 0 writes %s", place.world,
+                  place.source.c_str(), folds ? ", cross-validation cells" : "", common.output.c_str());
   const int pairs = static_cast<int>(distinct.size() * (distinct.size() - 1) / 2);
+  std::vector<int64_t> class_sizes;  // in class order, for the bar of rank 0's share of the pairs
+  for (int32_t c : distinct)
+    class_sizes.push_back(std::count(train.labels.begin(), train.labels.end(), c));
   std::unique_ptr<cae::ProgressBar> bar;
   svm::FitProgress progress;
   progress.ready = [&](const svm::Classifier& c) {
@@ -118,7 +154,9 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
                   static_cast<long long>(rows), flip ? " (images + mirrors)" : "", D, D - c.n_features_kept(),
                   distinct.size(), c.resolved_gamma(), c.file().gamma_spec.c_str(), c.file().C,
                   cae::device_name(device));
-    bar = std::make_unique<cae::ProgressBar>("svm-fit", pairs, "pairs");
+    bar = std::make_unique<cae::ProgressBar>(
+        "svm-fit", place.grouped() ? static_cast<int64_t>(svm::balance_pairs(class_sizes, place.world)[0].size()) : pairs,
+        "pairs");
   };
   progress.pair = [&](int done, int) { bar->update(done); };
   svm::Classifier clf;
@@ -162,6 +200,10 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   }
   clf.fit(train.X.data(), train.labels.data(), rows, D, params, device, progress);
   bar->finish();
+  if (!lead) {  // its pairs are with rank 0, which writes the model
+    group.finish();
+    return;
+  }
   if (!selection.empty()) clf.set_model_selection(std::move(selection));
   if (opt.probability) clf.set_probability(sigmoids.A, sigmoids.B, sigmoids.folds, sigmoids.seed);
   clf.set_class_names(reader.class_names());
@@ -173,15 +215,16 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   const std::vector<cae::InputFile> inputs = hashes.get();
   phase.emplace(cae::Phase::write);
   {
-    cae::Hdf5Writer w(out.temp_path(), common.output);
+    cae::Hdf5Writer w(out->temp_path(), common.output);
     clf.save(w);
     cae::write_provenance(w, {"svm-model", 1, cae::options_json(), inputs});
 
     w.close();
   }
   if (libsvm_out) clf.export_libsvm(*libsvm_out);
-  out.commit();
+  out->commit();
   if (libsvm_out) libsvm_out->commit();
+  group.finish();
   phase.reset();
 
   const double total_s = clock.seconds();
@@ -226,6 +269,8 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_argc = argc;
+  g_argv = argv;
   Options opt;
   cae::CommonOptions common;
   return cae::run_tool(
@@ -237,10 +282,12 @@ int main(int argc, char** argv) {
         app.add_option("--gamma", opt.gamma,
                        "rbf gamma: scale = 1/(D*Var(X)), auto = 1/D, a multiple of scale (0.5x, 2x) or a number > 0; "
                        "a comma-separated list is searched with --cv");
-        app.add_option("--cv", opt.cv,
-                       "Stratified K-fold cross-validation on the training rows (2 <= K <= the smallest class; 0 = "
-                       "none); with --C/--gamma lists, of every pair, and the best one becomes the model")
-            ->check(CLI::NonNegativeNumber);
+        cae::default_means(
+            app.add_option("--cv", opt.cv,
+                           "Stratified K-fold cross-validation on the training rows (2 <= K <= the smallest class; "
+                           "0 = none); with --C/--gamma lists, of every pair, and the best one becomes the model")
+                ->check(CLI::NonNegativeNumber),
+            "none");
         app.add_option("--cv-seed", opt.cv_seed, "Seed of the folds' shuffle")->check(CLI::NonNegativeNumber);
         app.add_option("--augment", opt.augment,
                        "flip: also train on the mirrored images' features (/train/features_flip, ae-encode --flip); "
@@ -253,11 +300,18 @@ int main(int argc, char** argv) {
             ->check(CLI::IsMember({"standard", "none"}));
         app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");
         app.add_option("--cache-mb", opt.cache_mb, "Memory for kernel values, MB")->check(CLI::PositiveNumber);
-        app.add_option("--train-limit", opt.train_limit,
-                       "Use the first N training rows (0 = all; more than there are = all, with a warning)")
-            ->check(CLI::NonNegativeNumber);
+        cae::default_means(app.add_option("--train-limit", opt.train_limit,
+                                          "Use the first N training rows (0 = all; more than there are = all, with "
+                                          "a warning)")
+                               ->check(CLI::NonNegativeNumber),
+                           "all");
+        cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
+                           "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
         cae::output_file(app.add_option("--export-libsvm", opt.export_libsvm,
                                         "Also write the model in libsvm's text format (for svm-predict on scaled data)"));
+        cae::add_group_options(app, opt.group,
+                               "fits its share of the class pairs, of the cross-validation's (fold, gamma) cells and "
+                               "of the probability folds");
       },
       [&] { fit(opt, common); });
 }

@@ -26,10 +26,9 @@ struct RankInfo {
 using EnvLookup = std::function<const char*(const char*)>;
 const char* process_env(const char* name);
 
-// Where this process sits: --rank/--world-size/--local-rank when given (>= 0), else
-// SLURM_PROCID/SLURM_STEP_NUM_TASKS/SLURM_LOCALID inside an srun step of more than one task
-// (not SLURM_NTASKS: a batch script sees that too, and it is not a rank), else one rank.
-// Throws cae::UsageError for inconsistent values (rank outside [0, world), half given).
+// Where this process sits: cae::resolve_group_place (common/group.h: the options, else
+// Slurm's variables inside an srun step of more than one task, else torchrun's, else one
+// rank). Throws cae::UsageError for inconsistent values (rank outside [0, world), half given).
 RankInfo resolve_rank(int rank_opt, int world_opt, int local_rank_opt, const EnvLookup& env = process_env);
 
 // The rows of one global batch of `global_size` rows that rank `rank` of `world` trains:
@@ -48,5 +47,13 @@ struct EpochShard {
   std::vector<int> global_sizes;     // per step: batch·world, the last one shorter
 };
 EpochShard shard_epoch(const std::vector<int64_t>& order, int batch, int rank, int world);
+
+// The images [first, first + count) of n that rank `rank` of `world` encodes (ae-encode on a
+// group): whole batches of `batch`, contiguous, the larger shares first, so every batch a
+// rank encodes is one the single-process run encodes, and rank order is image order.
+struct ImageRange {
+  int64_t first = 0, count = 0;
+};
+ImageRange encode_share(int64_t n, int batch, int rank, int world);
 
 }  // namespace ae

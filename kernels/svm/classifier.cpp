@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/timer.h"
+#include "kernels/svm/group_fit.h"
 #include "kernels/svm/preprocess.h"
 #include "kernels/svm/probability.h"
 
@@ -95,8 +96,11 @@ void Classifier::fit_prepared(const PreparedRows& rows, const float* X, const in
   if (progress.ready) progress.ready(*this);
 
   cae::Stopwatch clock;
-  f_.model = device == cae::Device::gpu ? fit_gpu(X, y, n, rows.kept, p, progress.pair)
-                                        : fit_cpu(X, y, n, rows.kept, p, progress.pair);
+  if (params.group)
+    f_.model = fit_on_group(X, y, n, rows.kept, p, device, *params.group, progress.pair);
+  else
+    f_.model = device == cae::Device::gpu ? fit_gpu(X, y, n, rows.kept, p, progress.pair)
+                                          : fit_cpu(X, y, n, rows.kept, p, progress.pair);
   f_.fit_seconds = clock.seconds();
 }
 

@@ -24,6 +24,10 @@
 #include "kernels/svm/model_file.h"
 #include "kernels/svm/svm.h"
 
+namespace cae {
+class GroupExchange;
+}
+
 namespace svm {
 
 struct ClassifierParams {
@@ -35,6 +39,10 @@ struct ClassifierParams {
   int64_t cache_mb = 2048;
   std::string data_name = "training data";  // names the rows in error messages (a file)
   bool log_summary = true;                   // the solver's one-line summary on stderr
+  // A group of ranks sharing the work (group_fit.h), or null: this process alone. fit()
+  // splits the class pairs; cross_validate the (fold, gamma) cells; fit_sigmoids the folds.
+  // Only rank 0's results are whole: the other ranks' models and sigmoids are not to be saved.
+  cae::GroupExchange* group = nullptr;
 };
 
 class Classifier;

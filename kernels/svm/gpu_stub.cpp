@@ -16,6 +16,11 @@ std::vector<Model> fit_gpu_each_C(const float*, const int32_t*, int64_t, int, co
                                   const std::vector<double>&) {
   no_cuda();
 }
+std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float*, const int32_t*, int64_t, int, const FitParams&,
+                                                       const std::vector<double>&, const std::vector<int>&,
+                                                       const PairCallback&) {
+  no_cuda();
+}
 void decision_values_gpu(const Model&, const float*, int64_t, double*) { no_cuda(); }
 }  // namespace svm
 #endif

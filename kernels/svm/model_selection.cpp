@@ -9,7 +9,9 @@
 #include <stdexcept>
 
 #include "common/error.h"
+#include "common/group.h"
 #include "common/timer.h"
+#include "kernels/svm/group_fit.h"
 #include "kernels/svm/preprocess.h"
 
 namespace svm {
@@ -139,9 +141,26 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
   const int total_fits = static_cast<int>(nc * ng * k);
   int fits = 0;
 
+  // On a group each rank takes a contiguous share of the (fold, gamma) cells, fold-major,
+  // so it prepares few folds; the cells' counts then go to every rank, which all sum them in
+  // the same order as one process.
+  cae::GroupExchange* group = params.group;
+  const int world = group ? group->world() : 1;
+  const Share cells = share_of(static_cast<int64_t>(k * ng), group ? group->rank() : 0, world);
+  auto mine = [&](size_t f, size_t g) {
+    const int64_t cell = static_cast<int64_t>(f * ng + g);
+    return cell >= cells.first && cell < cells.first + cells.count;
+  };
+  // Per cell of this rank: (cell, gamma, right per C, accuracy per C).
+  cae::ByteWriter results;
+  const int my_fits = static_cast<int>(cells.count * static_cast<int64_t>(nc));
+
   std::vector<float> train, held_out;
   std::vector<int32_t> train_y, held_y;
   for (size_t f = 0; f < k; ++f) {
+    bool any = false;
+    for (size_t g = 0; g < ng; ++g) any = any || mine(f, g);
+    if (!any) continue;
     // The fold's rows in training order, so each fit sees its rows as a plain fit would.
     std::vector<int64_t> train_rows, held_rows;
     for (int64_t r = 0; r < n; ++r) {
@@ -169,9 +188,11 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
     gather(held_rows, held_out);
     const std::vector<double> held_extra = Classifier::prepare_queries(rows, held_out.data(), n_held);
     for (size_t g = 0; g < ng; ++g) {
+      if (!mine(f, g)) continue;
       ClassifierParams p = fold_params;
       p.gamma = gamma[g];
       p.log_summary = false;  // one line per fit would bury the table in the log
+      p.group = nullptr;      // the cell is this rank's alone
       // Every C of this (fold, gamma) from one kernel matrix on the GPU.
       std::vector<Classifier> fitted =
           Classifier::fit_prepared_each_C(rows, train.data(), train_y.data(), n_train, p, C, device);
@@ -184,9 +205,36 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
         for (int64_t i = 0; i < n_held; ++i) right += pred[i] == held_y[i];
         correct[c * ng + g] += right;
         s.fold_accuracy[(c * ng + g) * k + f] = n_held ? static_cast<double>(right) / n_held : 0.0;
-        if (progress) progress(++fits, total_fits);
+        results.put<int64_t>(static_cast<int64_t>(f * ng + g));
+        results.put<int64_t>(static_cast<int64_t>(c));
+        results.put<int64_t>(right);
+        results.put<double>(s.fold_accuracy[(c * ng + g) * k + f]);
+        results.put<double>(s.gamma_resolved[g * k + f]);
+        if (progress) progress(++fits, world > 1 ? my_fits : total_fits);
       }
     }
+  }
+  if (world > 1) {
+    // Every rank needs the table: the refit's (C, gamma) is its best pair.
+    std::fill(correct.begin(), correct.end(), 0);
+    const auto all = group->gather("cv", results.bytes(), true);
+    std::vector<uint8_t> seen(nc * ng * k, 0);
+    for (int r = 0; r < world; ++r) {
+      cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s cross-validation results");
+      while (!in.done()) {
+        const int64_t cell = in.get<int64_t>(), c = in.get<int64_t>(), right = in.get<int64_t>();
+        const double accuracy = in.get<double>(), resolved = in.get<double>();
+        if (cell < 0 || cell >= static_cast<int64_t>(k * ng) || c < 0 || c >= static_cast<int64_t>(nc) ||
+            seen[static_cast<size_t>(cell) * nc + static_cast<size_t>(c)]++)
+          in.fail("a result for an unknown or repeated cell");
+        const size_t f = static_cast<size_t>(cell) / ng, g = static_cast<size_t>(cell) % ng;
+        s.fold_accuracy[(static_cast<size_t>(c) * ng + g) * k + f] = accuracy;
+        s.gamma_resolved[g * k + f] = resolved;
+        correct[static_cast<size_t>(c) * ng + g] += right;  // integers: any order gives the same sum
+      }
+    }
+    if (std::count(seen.begin(), seen.end(), 1) != static_cast<std::ptrdiff_t>(seen.size()))
+      throw std::runtime_error("cross-validation: the group's results miss some cells");
   }
   s.cv_accuracy.resize(nc * ng);
   size_t best = 0;

@@ -8,8 +8,10 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/group.h"
 #include "common/log.h"
 #include "common/timer.h"
+#include "kernels/svm/group_fit.h"
 #include "kernels/svm/model_selection.h"
 
 namespace svm {
@@ -214,9 +216,15 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
 
   // Decision values of each image's first view, from the fold that held it out.
   std::vector<double> cv_dec(static_cast<size_t>(images) * pairs);
+  // On a group each rank takes a contiguous share of the folds and sends rank 0 its held-out
+  // rows' decision values; rank 0 alone fits the sigmoids.
+  cae::GroupExchange* group = params.group;
+  const int world = group ? group->world() : 1;
+  const Share share = share_of(folds, group ? group->rank() : 0, world);
+  cae::ByteWriter sent;
   std::vector<float> train, held;
   std::vector<int32_t> train_y;
-  for (int f = 0; f < folds; ++f) {
+  for (int f = static_cast<int>(share.first); f < static_cast<int>(share.first + share.count); ++f) {
     std::vector<int64_t> train_rows, held_rows;
     for (int64_t r = 0; r < n; ++r) {
       if (fold[r] != f)
@@ -235,6 +243,7 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
     for (size_t i = 0; i < train_rows.size(); ++i) train_y[i] = y[train_rows[i]];
     ClassifierParams p = params;
     p.log_summary = false;
+    p.group = nullptr;  // the fold is this rank's alone
     p.data_name =
         params.data_name + " (probability fold " + std::to_string(f + 1) + " of " + std::to_string(folds) + ")";
     Classifier clf;
@@ -245,7 +254,27 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
     const std::vector<double> dec = clf.decision_values(held.data(), static_cast<int64_t>(held_rows.size()), device);
     for (size_t i = 0; i < held_rows.size(); ++i)
       std::copy_n(dec.data() + i * pairs, pairs, cv_dec.data() + held_rows[i] * pairs);
-    if (progress) progress(f + 1, folds);
+    if (world > 1) {
+      sent.put_vector(held_rows);
+      sent.put_vector(dec);
+    }
+    if (progress) progress(static_cast<int>(f + 1 - share.first), static_cast<int>(share.count));
+  }
+  if (world > 1) {
+    const auto all = group->gather("sigmoids", sent.bytes());
+    if (!group->lead()) return Sigmoids{};
+    for (int r = 1; r < world; ++r) {
+      cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s probability folds");
+      while (!in.done()) {
+        const std::vector<int64_t> rows = in.get_vector<int64_t>();
+        const std::vector<double> dec = in.get_vector<double>();
+        if (dec.size() != rows.size() * static_cast<size_t>(pairs)) in.fail("decision values do not match the rows");
+        for (size_t i = 0; i < rows.size(); ++i) {
+          if (rows[i] < 0 || rows[i] >= images) in.fail("a row outside the training images");
+          std::copy_n(dec.data() + i * pairs, pairs, cv_dec.data() + rows[i] * pairs);
+        }
+      }
+    }
   }
 
   Sigmoids s;

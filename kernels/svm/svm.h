@@ -49,7 +49,11 @@ Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
 std::vector<Model> fit_gpu_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
                                   const std::vector<double>& Cs);
 
-// Decision values [n, n_pairs] in libsvm's pair order.
+// Decision values [n, n_pairs] in libsvm's pair order. The CPU computes them in blocks of
+// decision_block_rows(m) rows, one sgemm each; a caller that splits the rows (a group of
+// ranks) cuts at multiples of it, so every sgemm has the shape one process gives it and the
+// values are the same bits (BLAS kernels round differently at other tile edges).
+int64_t decision_block_rows(const Model& m);
 void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec);
 void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec);
 
@@ -57,6 +61,33 @@ void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec)
 // model's kernel, gamma, dim and sorted distinct classes (at least two), and lists each
 // class's training rows in `members` (ascending). Shared by fit_cpu and fit_gpu.
 Model begin_fit(const int32_t* y, int64_t n, int dim, const FitParams& p, std::vector<std::vector<int64_t>>& members);
+
+// A fit in pieces, for a group of ranks that share its class pairs (group_fit.h): each rank
+// solves some pairs (the binary problem of pair q exactly as a whole fit solves it), one
+// assembles libsvm's layout from all of them. fit_cpu is solve_pairs_cpu over every pair,
+// then assemble_model.
+struct PairSolution {
+  int pair = -1;              // index in libsvm's pair order
+  std::vector<double> alpha;  // [n_a + n_b]: class a's rows, then class b's, in row order
+  double rho = 0;
+  int64_t iterations = 0;
+  bool hit_iteration_limit = false;
+};
+// `pairs`: the pair indices to solve (any order); cb counts them.
+std::vector<PairSolution> solve_pairs_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+                                          const std::vector<int>& pairs, const PairCallback& cb);
+// On the GPU, for every C of `Cs` (p.C ignored): [C][solution], from one kernel matrix.
+std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float* X, const int32_t* y, int64_t n, int dim,
+                                                       const FitParams& p, const std::vector<double>& Cs,
+                                                       const std::vector<int>& pairs, const PairCallback& cb);
+// libsvm's model from every pair's solution (any order, each pair once; std::invalid_argument
+// otherwise). X, y, n, dim, p as given to the solves.
+Model assemble_model(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+                     std::vector<PairSolution> solutions);
+
+// threads > 0: the threads of the CPU solver and predictions (OpenMP's and OpenBLAS's
+// pools); svm-fit --threads, and each rank of a group its share of the cores.
+void set_cpu_threads(int threads);
 
 // One-vs-one voting on decision values, ties to the smaller class index (as libsvm).
 std::vector<int32_t> vote(const Model& m, const double* dec, int64_t n);

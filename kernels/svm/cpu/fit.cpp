@@ -181,21 +181,26 @@ Model begin_fit(const int32_t* y, int64_t n, int dim, const FitParams& p, std::v
   return m;
 }
 
-Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb) {
+std::vector<PairSolution> solve_pairs_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+                                          const std::vector<int>& wanted, const PairCallback& cb) {
   using namespace cpu;
   std::vector<std::vector<int64_t>> members;
   Model m = begin_fit(y, n, dim, p, members);
   const int k = static_cast<int>(m.classes.size());
+  const int pairs = k * (k - 1) / 2;
+  std::vector<int> pair_a(pairs), pair_b(pairs);
+  for (int a = 0, q = 0; a < k; ++a)
+    for (int b = a + 1; b < k; ++b, ++q) pair_a[q] = a, pair_b[q] = b;
+  for (int q : wanted)
+    if (q < 0 || q >= pairs) throw std::invalid_argument("svm: pair " + std::to_string(q) + " of " + std::to_string(pairs));
 
   const KernelSpec spec{p.kernel, p.gamma};
-  cae::Stopwatch clock;
   std::vector<double> norms(static_cast<size_t>(n));
   row_squared_norms(X, n, dim, norms.data());
 
   const int64_t budget = std::max<int64_t>(p.cache_mb, 1) << 20;
-  const int pairs = k * (k - 1) / 2;
-  std::vector<std::vector<double>> pair_alpha(pairs);
-  m.rho.assign(pairs, 0.0);
+  std::vector<PairSolution> out;
+  out.reserve(wanted.size());
 
   DiagonalBlockCache diag_cache;
   std::vector<float> pair_matrix;
@@ -203,9 +208,9 @@ Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
   double kernel_s = 0, solve_s = 0;
   int64_t iterations = 0;
   int dense_pairs = 0;
-  int pair = 0;
-  for (int a = 0; a < k; ++a) {
-    for (int b = a + 1; b < k; ++b, ++pair) {
+  for (int pair : wanted) {
+    const int a = pair_a[pair], b = pair_b[pair];
+    {
       cae::Stopwatch t_kernel;
       const int64_t na = static_cast<int64_t>(members[a].size()), nb = static_cast<int64_t>(members[b].size());
       const int64_t np = na + nb;
@@ -263,11 +268,47 @@ Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
       if (r.hit_iteration_limit)
         cae::log_warn("svm: pair (%d,%d) reached the iteration limit before tol %g", m.classes[a], m.classes[b], p.tol);
       iterations += r.iterations;
-      m.rho[pair] = r.rho;
-      pair_alpha[pair] = std::move(r.alpha);
-      if (cb) cb(pair + 1, pairs);
+      PairSolution sol;
+      sol.pair = pair;
+      sol.alpha = std::move(r.alpha);
+      sol.rho = r.rho;
+      sol.iterations = r.iterations;
+      sol.hit_iteration_limit = r.hit_iteration_limit;
+      out.push_back(std::move(sol));
+      if (cb) cb(static_cast<int>(out.size()), static_cast<int>(wanted.size()));
     }
   }
+  if (p.log_summary)
+    cae::log_info("svm: %zu pairs (%d with the whole kernel matrix in memory): kernel blocks %.1f s, SMO %.1f s, "
+                  "%lld iterations",
+                  wanted.size(), dense_pairs, kernel_s, solve_s, static_cast<long long>(iterations));
+  return out;
+}
+
+Model assemble_model(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+                     std::vector<PairSolution> solutions) {
+  std::vector<std::vector<int64_t>> members;
+  Model m = begin_fit(y, n, dim, p, members);
+  const int k = static_cast<int>(m.classes.size());
+  const int pairs = k * (k - 1) / 2;
+  std::vector<std::vector<double>> pair_alpha(pairs);
+  std::vector<uint8_t> seen(static_cast<size_t>(pairs), 0);
+  m.rho.assign(pairs, 0.0);
+  for (PairSolution& sol : solutions) {
+    if (sol.pair < 0 || sol.pair >= pairs || seen[sol.pair])
+      throw std::invalid_argument("assemble_model: pair " + std::to_string(sol.pair) + " is not one of the " +
+                                  std::to_string(pairs) + " pairs, or comes twice");
+    seen[sol.pair] = 1;
+    pair_alpha[sol.pair] = std::move(sol.alpha);
+    m.rho[sol.pair] = sol.rho;
+  }
+  int pair = 0;
+  for (int a = 0; a < k; ++a)
+    for (int b = a + 1; b < k; ++b, ++pair)
+      if (!seen[pair] || pair_alpha[pair].size() != members[a].size() + members[b].size())
+        throw std::invalid_argument("assemble_model: pair " + std::to_string(pair) + " is missing or has " +
+                                    std::to_string(pair_alpha[pair].size()) + " coefficients for " +
+                                    std::to_string(members[a].size() + members[b].size()) + " rows");
 
   // libsvm's layout: a sample is a support vector when its coefficient is non-zero in any
   // pair; support vectors are grouped by class in training order.
@@ -306,12 +347,16 @@ Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
       for (size_t t = 0; t < members[b].size(); ++t)
         if (sv_pos[members[b][t]] >= 0) m.dual_coef[static_cast<size_t>(a * n_sv + sv_pos[members[b][t]])] = -al[na + t];
     }
-  if (p.log_summary)
-    cae::log_info("svm: %d pairs (%d with the whole kernel matrix in memory): kernel blocks %.1f s, SMO %.1f s, "
-                  "%lld iterations, %lld support vectors",
-                  pairs, dense_pairs, kernel_s, solve_s, static_cast<long long>(iterations),
-                  static_cast<long long>(n_sv));
   return m;
+}
+
+Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb) {
+  std::vector<std::vector<int64_t>> members;
+  const Model m = begin_fit(y, n, dim, p, members);
+  const int pairs = m.n_pairs();
+  std::vector<int> all(static_cast<size_t>(pairs));
+  for (int q = 0; q < pairs; ++q) all[q] = q;
+  return assemble_model(X, y, n, dim, p, solve_pairs_cpu(X, y, n, dim, p, all, cb));
 }
 
 }  // namespace svm

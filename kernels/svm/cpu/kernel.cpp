@@ -1,9 +1,25 @@
 #include "kernels/svm/cpu/kernel.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+
+#include "kernels/svm/svm.h"
+
+// OpenBLAS's own thread count, declared weak so the library still links against another BLAS.
+extern "C" void openblas_set_num_threads(int num_threads) __attribute__((weak));
+
+namespace svm {
+
+void set_cpu_threads(int threads) {
+  if (threads <= 0) return;
+  omp_set_num_threads(threads);
+  if (openblas_set_num_threads) openblas_set_num_threads(threads);
+}
+
+}  // namespace svm
 
 namespace svm::cpu {
 

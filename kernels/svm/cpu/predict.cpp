@@ -9,6 +9,11 @@
 
 namespace svm {
 
+// ~64 MB of kernel values per block.
+int64_t decision_block_rows(const Model& m) {
+  return std::clamp<int64_t>((int64_t{16} << 20) / std::max<int64_t>(m.n_sv(), 1), 16, 4096);
+}
+
 void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec) {
   using namespace cpu;
   const int k = static_cast<int>(m.classes.size());
@@ -23,8 +28,7 @@ void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec)
   const KernelSpec spec{m.kernel, m.gamma};
   std::vector<double> sv_norms(static_cast<size_t>(n_sv));
   row_squared_norms(m.support_vectors.data(), n_sv, m.dim, sv_norms.data());
-  // ~64 MB of kernel values per block.
-  const int64_t block = std::clamp<int64_t>((int64_t{16} << 20) / std::max<int64_t>(n_sv, 1), 16, 4096);
+  const int64_t block = decision_block_rows(m);
   std::vector<float> Kb(static_cast<size_t>(std::min(block, std::max<int64_t>(n, 1)) * std::max<int64_t>(n_sv, 1)));
   std::vector<double> x_norms(static_cast<size_t>(block));
   for (int64_t r0 = 0; r0 < n; r0 += block) {

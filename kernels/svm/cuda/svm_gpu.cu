@@ -89,15 +89,24 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
   return std::move(fit_each_C(X, y, n, dim, p, {p.C}, cb, options, stats).front());
 }
 
+namespace {
+
+// What the solves leave: per C, each solved pair's result and alphas (pair_* list the solved
+// pairs, options.pairs or every pair).
+struct Solved {
+  Model m;
+  std::vector<std::vector<int64_t>> members;
+  std::vector<int> pair_index, pair_a, pair_b;
+  std::vector<int64_t> pair_offset;
+  std::vector<std::vector<PairResult>> results;
+  std::vector<std::vector<double>> alpha_all;
+};
+
 // The kernel matrix does not depend on C: it is built once (or once per wave) and every C
 // of `Cs` solves on it, each from alpha = 0 as a plain fit would.
-std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
-                              const std::vector<double>& Cs, const PairCallback& cb, const FitOptions& options,
-                              FitStats* stats) {
+Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+                    const std::vector<double>& Cs, const PairCallback& cb, const FitOptions& options, FitStats& st) {
   if (Cs.empty()) throw std::invalid_argument("svm: no C to fit");
-  cae::Stopwatch total_clock;
-  FitStats local_stats;
-  FitStats& st = stats ? *stats : local_stats;
   st = FitStats{};
 
   std::vector<std::vector<int64_t>> members;
@@ -111,15 +120,26 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
     order.insert(order.end(), members[c].begin(), members[c].end());
   }
 
-  const int pairs = k * (k - 1) / 2;
+  const int all_pairs = k * (k - 1) / 2;
+  std::vector<int> pair_index = options.pairs;  // the solved pairs, in libsvm's pair order numbers
+  if (pair_index.empty()) {
+    pair_index.resize(static_cast<size_t>(all_pairs));
+    std::iota(pair_index.begin(), pair_index.end(), 0);
+  }
+  std::vector<int> first_of(all_pairs), second_of(all_pairs);
+  for (int a = 0, q = 0; a < k; ++a)
+    for (int b = a + 1; b < k; ++b, ++q) first_of[q] = a, second_of[q] = b;
+  const int pairs = static_cast<int>(pair_index.size());
   std::vector<int> pair_a(pairs), pair_b(pairs);
   std::vector<int64_t> pair_offset(pairs + 1, 0);  // into the concatenated alpha arrays
-  for (int a = 0, q = 0; a < k; ++a)
-    for (int b = a + 1; b < k; ++b, ++q) {
-      pair_a[q] = a;
-      pair_b[q] = b;
-      pair_offset[q + 1] = pair_offset[q] + (start[a + 1] - start[a]) + (start[b + 1] - start[b]);
-    }
+  for (int q = 0; q < pairs; ++q) {
+    if (pair_index[q] < 0 || pair_index[q] >= all_pairs)
+      throw std::invalid_argument("svm: pair " + std::to_string(pair_index[q]) + " of " + std::to_string(all_pairs));
+    const int a = first_of[pair_index[q]], b = second_of[pair_index[q]];
+    pair_a[q] = a;
+    pair_b[q] = b;
+    pair_offset[q + 1] = pair_offset[q] + (start[a + 1] - start[a]) + (start[b + 1] - start[b]);
+  }
   const int64_t state_total = pair_offset[pairs];
 
   cae::Stopwatch clock;
@@ -292,10 +312,34 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
     }
   }
 
-  clock = cae::Stopwatch();
+  Solved out;
+  out.m = std::move(m);
+  out.members = std::move(members);
+  out.pair_index = std::move(pair_index);
+  out.pair_a = std::move(pair_a);
+  out.pair_b = std::move(pair_b);
+  out.pair_offset = std::move(pair_offset);
+  out.results = std::move(results);
+  out.alpha_all = std::move(alpha_all);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+                              const std::vector<double>& Cs, const PairCallback& cb, const FitOptions& options,
+                              FitStats* stats) {
+  if (!options.pairs.empty()) throw std::invalid_argument("fit_each_C: a whole fit solves every pair");
+  cae::Stopwatch total_clock;
+  FitStats local_stats;
+  FitStats& st = stats ? *stats : local_stats;
+  Solved sv = solve_each_C(X, y, n, dim, p, Cs, cb, options, st);
+  const int pairs = static_cast<int>(sv.pair_index.size());
+  cae::Stopwatch clock;
   std::vector<Model> models;
-  for (size_t c = 0; c < nC; ++c) {
-    models.push_back(assemble(m, X, dim, members, pair_a, pair_b, pair_offset, results[c], alpha_all[c], p.tol, st));
+  for (size_t c = 0; c < Cs.size(); ++c) {
+    models.push_back(assemble(sv.m, X, dim, sv.members, sv.pair_a, sv.pair_b, sv.pair_offset, sv.results[c],
+                              sv.alpha_all[c], p.tol, st));
   }
   st.assemble_s = clock.seconds();
   st.total_s = total_clock.seconds();
@@ -385,6 +429,31 @@ Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
 std::vector<Model> fit_gpu_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
                                   const std::vector<double>& Cs) {
   return cuda::fit_each_C(X, y, n, dim, p, Cs, {}, cuda::FitOptions{}, nullptr);
+}
+
+std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float* X, const int32_t* y, int64_t n, int dim,
+                                                       const FitParams& p, const std::vector<double>& Cs,
+                                                       const std::vector<int>& pairs, const PairCallback& cb) {
+  std::vector<std::vector<PairSolution>> out(Cs.size());
+  if (pairs.empty()) return out;
+  cuda::FitOptions options;
+  options.pairs = pairs;
+  cuda::FitStats st;
+  const cuda::Solved sv = cuda::solve_each_C(X, y, n, dim, p, Cs, cb, options, st);
+  for (size_t c = 0; c < Cs.size(); ++c)
+    for (size_t q = 0; q < sv.pair_index.size(); ++q) {
+      PairSolution sol;
+      sol.pair = sv.pair_index[q];
+      sol.alpha.assign(sv.alpha_all[c].begin() + sv.pair_offset[q], sv.alpha_all[c].begin() + sv.pair_offset[q + 1]);
+      sol.rho = sv.results[c][q].rho;
+      sol.iterations = sv.results[c][q].iterations;
+      sol.hit_iteration_limit = sv.results[c][q].hit_iteration_limit != 0;
+      out[c].push_back(std::move(sol));
+    }
+  if (p.log_summary)
+    cae::log_info("svm (gpu, %s): %zu of the pairs in %d wave(s): kernel matrix %.2f s, SMO %.2f s", st.mode.c_str(),
+                  pairs.size(), st.waves, st.kernel_s, st.smo_s);
+  return out;
 }
 
 void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec) {

@@ -35,6 +35,8 @@ struct FitOptions {
   int64_t kernel_bytes_limit = -1;
   // Keep the solver's gradient and flags in global memory even when shared memory holds them.
   bool state_in_global_memory = false;
+  // The pairs to solve (libsvm's pair order numbers), for solve_pairs_gpu; empty: every pair.
+  std::vector<int> pairs;
 };
 
 struct FitStats {

@@ -1,0 +1,182 @@
+// A group of ranks: the processes of one run that share its work (docs/MULTI_GPU.md).
+//
+// Every tool that can run on a group registers the same options (add_group_options) and
+// resolves them the same way (resolve_group):
+//   --ranks N / --gpus N   this process starts N ranks of itself on this node and waits
+//                          for them (common/rank_launcher.h); --gpus also means one GPU each;
+//   --rank/--world-size/--local-rank   this process's place, given by a launcher, else
+//                          Slurm's SLURM_PROCID/SLURM_STEP_NUM_TASKS/SLURM_LOCALID (inside an
+//                          srun step of more than one task), else torchrun's RANK/WORLD_SIZE/
+//                          LOCAL_RANK, else one process, not in a group;
+//   --rendezvous PATH      a path in a folder every rank sees, unique per launch: rank 0
+//                          hands out the NCCL id through it, and results travel in files
+//                          beside it (GroupExchange);
+//   --group-timeout S      how long a rank waits for a silent peer before it gives up.
+//
+// GroupExchange moves results between ranks through that shared folder, so a group needs
+// neither NCCL nor MPI (CPU ranks on a cluster of plain nodes): each rank writes its bytes
+// to PATH.<n>-<tag>.rank<r> atomically, the readers poll for them. A rank also touches
+// PATH.alive.rank<r> every second while it lives, so a reader waits as long as the peer
+// works and fails within the group timeout of its death, naming it.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace cae {
+
+struct GroupOptions {
+  int launch = 0;  // --ranks N or --gpus N: start N ranks here; 0: this process is one rank
+  bool launch_gpus = false;  // the count came from --gpus
+  int rank = -1, world_size = -1, local_rank = -1;  // -1: not given
+  std::string rendezvous;
+  double timeout_seconds = 300;
+};
+
+// Registers --ranks (when `cpu_ranks`: a tool whose ranks can be CPU processes), --gpus
+// (when `gpus`), --rank, --world-size, --local-rank, --rendezvous and --group-timeout.
+// `what` says what a rank does, for --help ("fits its share of the class pairs").
+void add_group_options(CLI::App& app, GroupOptions& opts, const std::string& what, bool gpus = true,
+                       bool cpu_ranks = true);
+
+// The environment, as a function (tests pass their own). Returns nullptr when unset.
+using EnvLookup = std::function<const char*(const char*)>;
+const char* process_env(const char* name);
+
+struct GroupPlace {
+  int rank = 0, world = 1, local_rank = 0;
+  std::string source = "none";  // "options", "slurm", "torchrun", "none"
+  bool grouped() const { return world > 1; }
+};
+
+// Where this process sits: the options when given (>= 0), else Slurm's variables inside an
+// srun step of more than one task (not SLURM_NTASKS: a batch script sees that too, and it is
+// not a rank), else torchrun's RANK/WORLD_SIZE (WORLD_SIZE > 1), else one rank. Throws
+// cae::UsageError for inconsistent values (rank outside [0, world), half given).
+GroupPlace resolve_group_place(int rank_opt, int world_opt, int local_rank_opt, const EnvLookup& env = process_env);
+
+// The rendezvous path of a launch: `given` when set; else beside `output` (a folder every
+// rank sees), named after the launch: `launch_id` (the launcher's pid), the Slurm job step,
+// or torchrun's run id. UsageError when none names the launch.
+std::string group_rendezvous_path(const std::string& given, const std::string& output, const GroupPlace& place,
+                                  const std::string& launch_id = "", const EnvLookup& env = process_env);
+
+// --ranks/--gpus N: starts N ranks of this executable (argc/argv less those options, plus
+// each rank's --rank/--world-size/--local-rank/--rendezvous) and waits for them. Returns
+// 0, or throws std::runtime_error naming the first rank that failed (the others are
+// stopped). With `share_cores` (a tool with --threads) and no --threads given, each rank
+// gets --threads cores/N, so N ranks do not fight over the cores.
+int launch_group(const GroupOptions& opts, int argc, char** argv, const std::string& output, bool share_cores = false);
+
+// Makes GPU `local_rank` modulo the GPUs this process sees the current one, for a rank
+// that computes on its own GPU without NCCL (svm-fit, svm-eval, ae-encode on a group; under
+// srun with one GPU per task the task sees one). Throws without CUDA or a GPU.
+void select_group_gpu(int local_rank);
+
+// Bytes in, bytes out: the results a rank hands to the others. Sizes are checked against
+// the bytes actually there before anything is allocated.
+class ByteWriter {
+ public:
+  template <class T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable<T>::value, "plain values only");
+    append(&v, sizeof(T));
+  }
+  template <class T>
+  void put_vector(const std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable<T>::value, "plain values only");
+    put<uint64_t>(v.size());
+    append(v.data(), v.size() * sizeof(T));
+  }
+  const std::vector<unsigned char>& bytes() const { return bytes_; }
+
+ private:
+  void append(const void* p, size_t n) {
+    if (n == 0) return;
+    const size_t at = bytes_.size();
+    bytes_.resize(at + n);
+    std::memcpy(bytes_.data() + at, p, n);
+  }
+  std::vector<unsigned char> bytes_;
+};
+
+class ByteReader {
+ public:
+  ByteReader(const std::vector<unsigned char>& bytes, std::string name) : b_(bytes), name_(std::move(name)) {}
+  template <class T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, b_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  template <class T>
+  std::vector<T> get_vector() {
+    const uint64_t count = get<uint64_t>();
+    if (count > (b_.size() - at_) / sizeof(T)) fail("a list of " + std::to_string(count) + " values runs past the end");
+    std::vector<T> v(static_cast<size_t>(count));
+    if (count) std::memcpy(v.data(), b_.data() + at_, static_cast<size_t>(count) * sizeof(T));
+    at_ += static_cast<size_t>(count) * sizeof(T);
+    return v;
+  }
+  bool done() const { return at_ == b_.size(); }
+  [[noreturn]] void fail(const std::string& what) const { throw std::runtime_error(name_ + ": " + what); }
+
+ private:
+  void need(size_t n) const {
+    if (n > b_.size() - at_) fail("truncated (" + std::to_string(b_.size()) + " bytes)");
+  }
+  const std::vector<unsigned char>& b_;
+  std::string name_;
+  size_t at_ = 0;
+};
+
+// The exchange of one rank. With world == 1 every call returns at once (no files).
+class GroupExchange {
+ public:
+  GroupExchange(int rank, int world, std::string rendezvous, double timeout_seconds);
+  ~GroupExchange();
+  GroupExchange(const GroupExchange&) = delete;
+  GroupExchange& operator=(const GroupExchange&) = delete;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  bool lead() const { return rank_ == 0; }
+
+  // Every rank calls it, in the same order, with the same tag. Returns every rank's
+  // bytes in rank order on rank 0, and on every rank when `to_all`; else an empty list.
+  // Throws std::runtime_error naming the rank that went silent.
+  std::vector<std::vector<unsigned char>> gather(const std::string& tag, const std::vector<unsigned char>& mine,
+                                                 bool to_all = false);
+
+  // The last call of every rank: the others say they are done reading, then rank 0 removes
+  // the launch's files. Without it (a failure) the files stay for a post-mortem.
+  void finish();
+
+  // The file named `tag` of rank `rank` (gather numbers its tags: "0-pairs", "1-cv", ...).
+  std::string path_of(const std::string& tag, int rank) const;
+
+ private:
+  std::vector<unsigned char> await(const std::string& tag, int rank);
+  void heartbeat_loop();
+  int rank_, world_;
+  std::string base_;
+  double timeout_;
+  std::vector<std::string> tags_;
+  std::atomic<bool> stop_{false};
+  std::thread heartbeat_;
+};
+
+}  // namespace cae

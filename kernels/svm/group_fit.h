@@ -1,0 +1,52 @@
+// The SVM's work shared by a group of ranks (docs/MULTI_GPU.md, "svm-fit on a group").
+//
+// A one-vs-one fit is k(k−1)/2 independent binary problems: each rank solves its share of
+// the pairs (balance_pairs), sends the solutions to rank 0 through the group's exchange,
+// and rank 0 assembles libsvm's model from them exactly as a one-process fit does
+// (assemble_model). Each pair is solved by the code and on the rows a one-process fit uses,
+// so on the CPU the model is the one-process model bit for bit; on GPUs likewise, since
+// every rank builds the same kernel matrix one GPU would.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "common/device.h"
+#include "common/group.h"
+#include "kernels/svm/classifier.h"
+#include "kernels/svm/svm.h"
+
+namespace svm {
+
+// The pairs (libsvm's pair order numbers) each of `world` ranks solves, from the classes'
+// row counts: longest processing time first, a pair's cost taken as (n_a + n_b)² (its
+// kernel matrix), ties to the lower pair number and the lower rank — the same answer on
+// every rank. Each rank's list is ascending.
+std::vector<std::vector<int>> balance_pairs(const std::vector<int64_t>& class_sizes, int world);
+
+// fit_cpu / fit_gpu (device) on a group: this rank's pairs, then the gather. Rank 0 returns
+// the whole model; the other ranks return a model without support vectors (only classes,
+// kernel, gamma, dim), which they must not save. With world 1: the plain fit.
+// `cb` counts this rank's pairs.
+Model fit_on_group(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, cae::Device device,
+                   cae::GroupExchange& group, const PairCallback& cb = {});
+
+// The contiguous share [first, first + count) of `total` items that rank `rank` of `world`
+// takes (sizes differ by at most one, the larger shares first).
+struct Share {
+  int64_t first = 0, count = 0;
+};
+Share share_of(int64_t total, int rank, int world);
+
+// Classifier::decision_values_scaled then average_views, on a group: X holds `views`
+// blocks of n scaled rows (row i + j·n: view j of image i); rank r computes a contiguous
+// share of the images, in whole blocks of decision_block_rows, and their other views, rank 0 gathers every rank's [count, pairs]
+// in rank order and returns [n, pairs] — the values one process computes. The other
+// ranks return an empty list. X is scratch, as for decision_values_scaled.
+std::vector<double> decision_values_on_group(const Classifier& clf, float* X, int64_t n, int views,
+                                             cae::Device device, cae::GroupExchange& group);
+
+// Solutions in bytes and back; from_bytes checks every size against the bytes there.
+std::vector<unsigned char> solutions_to_bytes(const std::vector<PairSolution>& s);
+std::vector<PairSolution> solutions_from_bytes(const std::vector<unsigned char>& b, const std::string& name);
+
+}  // namespace svm
