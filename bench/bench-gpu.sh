@@ -72,6 +72,12 @@ if [ -n "$model" ]; then
   rm -f "$OUT_DIR/features.h5"
 fi
 
+# ---- svm-fit on 1 and 2 GPUs (plain fit and the CV grid), on a machine with 2 or more ----
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  SVM_GROUP_DEVICE=gpu BUILD="$BUILD" bash bench/svm_group.sh > "$OUT_DIR/svm-group.log" 2>&1 ||
+    echo "bench-gpu: svm_group.sh failed, see $OUT_DIR/svm-group.log" >&2
+fi
+
 # ---- the backend alone, every architecture: s/epoch and the per-layer table ------------
 # (BENCH train lines of gpu_tests' BenchGpu; the seed model's headline rows are ae-train's)
 # The data-parallel scaling rows run in their own process: whatever a group does cannot
@@ -102,6 +108,7 @@ for a in "${arch_list[@]}"; do
 done
 
 # ---- table ---------------------------------------------------------------------------------
+[ -s "$OUT_DIR/svm-group.log" ] && { echo "svm-fit on a group of GPUs:"; tail -12 "$OUT_DIR/svm-group.log"; }
 echo "data-parallel ae-train, $(nvidia-smi -L | wc -l) GPU(s) of $device (ranks as threads, weak scaling):"
 sed -n 's/^BENCH data-parallel /  /p' "$OUT_DIR/scaling.log" 2>/dev/null || true
 grep -v '^\[' "$OUT_DIR/kernels.log" 2>/dev/null | grep -E 'per-kernel|^  ' || true

@@ -18,8 +18,10 @@
 #include "common/atomic_output.h"
 #include "common/blas_runtime.h"
 #include "common/error.h"
+#include "common/escape.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/memory_limit.h"
 #include "common/version.h"
 
 namespace cae {
@@ -171,6 +173,8 @@ uint64_t usable_memory_bytes() {
     struct rlimit lim;
     if (getrlimit(res, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) bytes = std::min<uint64_t>(bytes, lim.rlim_cur);
   }
+  // The job's cgroup (Slurm, containers) may allow less than the machine has.
+  if (const uint64_t cgroup = cgroup_memory_limit()) bytes = std::min(bytes, cgroup);
   return bytes;
 }
 
@@ -312,7 +316,7 @@ void check_options(const CLI::App& app) {
 
 int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
              const std::function<void(CLI::App&)>& setup, const std::function<void()>& run) {
-  prepare_compute_environment(argv);  // may re-execute the program once (blas_runtime.h)
+  prepare_compute_environment(argv);  // OpenBLAS's settings, in-process (blas_runtime.h)
   set_log_tool(info.name);
   install_cleanup_signal_handlers();
   g_output_options.clear();
@@ -352,7 +356,8 @@ int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
         what = "The following argument was not expected: " + left;
         break;
       }
-    fprintf(stderr, "%s: usage error: %s (see --help)\n", info.name, explain_parse_error(app, what).c_str());
+    fprintf(stderr, "%s: usage error: %s (see --help)\n", info.name,
+            escape_controls(explain_parse_error(app, what)).c_str());
     return 2;
   }
   set_quiet(common.quiet);
@@ -364,16 +369,16 @@ int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
     check_options(app);
     run();
   } catch (const UsageError& e) {
-    fprintf(stderr, "%s: usage error: %s\n", info.name, e.what());
+    fprintf(stderr, "%s: usage error: %s\n", info.name, escape_controls(e.what()).c_str());
     status = 2;
   } catch (const std::bad_alloc&) {
     fprintf(stderr, "%s: error: out of memory (%s)\n", info.name, info.memory_hint);
     status = 1;
   } catch (const OutOfDeviceMemory& e) {
-    fprintf(stderr, "%s: error: %s (%s)\n", info.name, e.what(), info.memory_hint);
+    fprintf(stderr, "%s: error: %s (%s)\n", info.name, escape_controls(e.what()).c_str(), info.memory_hint);
     status = 1;
   } catch (const std::exception& e) {
-    fprintf(stderr, "%s: error: %s\n", info.name, e.what());
+    fprintf(stderr, "%s: error: %s\n", info.name, escape_controls(e.what()).c_str());
     status = 1;
   }
   g_app = nullptr;  // app ends here

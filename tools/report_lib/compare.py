@@ -28,7 +28,9 @@ from .render import CSS, e, md_cell
 
 # Options that name files or choose where/how fast a stage runs, not what it computes.
 NOT_SETTINGS = {"output", "device", "threads", "resume", "data", "model", "features", "export-libsvm",
-                "export-libsvm-data", "quiet", "json"}
+                "export-libsvm-data", "quiet", "json",
+                # where the work ran, not what it computed (a group gives the same result)
+                "ranks", "gpus", "rank", "world-size", "local-rank", "rendezvous", "group-timeout"}
 # The autoencoder's seed: runs differing only by it are repeats of one setting.
 REPEAT_KEYS = {("train", "seed")}
 STAGE_OF = {kind: stage for kind, _f, _fmt, stage, _l in KINDS}
