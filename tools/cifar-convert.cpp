@@ -115,10 +115,12 @@ int main(int argc, char** argv) {
         app.add_option("--color", opt.color, "Image folders: rgb, gray, or auto (gray when every image is)")
             ->check(CLI::IsMember({"auto", "rgb", "gray"}));
         app.add_flag("--skip-bad", opt.skip_bad, "Image folders: skip images that do not decode (counted)");
-        app.add_option("--train-limit", opt.train_limit, "Keep the first N training images (0 = all)")
-            ->check(CLI::NonNegativeNumber);
-        app.add_option("--test-limit", opt.test_limit, "Keep the first N test images (0 = all)")
-            ->check(CLI::NonNegativeNumber);
+        cae::default_means(app.add_option("--train-limit", opt.train_limit, "Keep the first N training images (0 = all)")
+                               ->check(CLI::NonNegativeNumber),
+                           "all");
+        cae::default_means(app.add_option("--test-limit", opt.test_limit, "Keep the first N test images (0 = all)")
+                               ->check(CLI::NonNegativeNumber),
+                           "all");
       },
       [&] { convert(opt, common); });
 }

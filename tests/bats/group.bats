@@ -134,14 +134,14 @@ SKIP_ATTRS="params,created,created_at,predict_seconds,fit_seconds,cv_seconds,pro
 
 @test "--help and provenance say what a default means, never a stand-in number" {
   local tool line
-  for tool in ae-train ae-encode svm-fit svm-eval; do
+  for tool in cifar-convert ae-train ae-encode svm-fit svm-eval classify; do
     run "$BIN/$tool" --help
     [ "$status" -eq 0 ]
     [[ "$output" != *"(default -1)"* ]] || { echo "$tool shows a stand-in default"; false; }
     # Options whose 0 or -1 stands for a rule: each says what it means.
     while read -r line; do
       [[ "$line" == *"(default: "* ]] || { echo "$tool: $line"; false; }
-    done < <(grep -E -- "^ *--(val-split|train-limit|threads|gpus|ranks|rank|world-size|local-rank|limit|cv|rendezvous) " <<< "$output")
+    done < <(grep -E -- "^ *--(val-split|train-limit|test-limit|threads|gpus|ranks|rank|world-size|local-rank|limit|cv|rendezvous) " <<< "$output")
   done
   run "$BIN/ae-train" --help
   [[ "$output" == *"--val-split INT >= 0 (default: a tenth of the training images"* ]]
