@@ -8,7 +8,7 @@ load helpers
 
 setup() {
   . "$REPO_ROOT/tests/helpers/fake_tools.sh"
-  WORK="$(mktemp -d "$SLURM_TMP/work/quoting.XXXXXX")"
+  WORK="$(mktemp -d "$SLURM_TMP/jobs/quoting.XXXXXX")"
   chmod 755 "$WORK"
   P="$WORK/pwned"
   export ARGV_DIR="$WORK/argv"

@@ -45,7 +45,7 @@ SLURM_TMP="$(mktemp -d "${TMPDIR:-/tmp}/cae-slurm.XXXXXX")"
 # all required"), and mktemp -d gives 0700.
 chmod 0711 "$SLURM_TMP"
 mkdir -m 0755 "$SLURM_TMP/run"
-mkdir -p "$SLURM_TMP/state" "$SLURM_TMP/spool" "$SLURM_TMP/log" "$SLURM_TMP/work"
+mkdir -p "$SLURM_TMP/state" "$SLURM_TMP/spool" "$SLURM_TMP/log" "$SLURM_TMP/jobs"
 export SLURM_TMP SLURM_CONF="$SLURM_TMP/slurm.conf"
 
 # The daemons' pids, read from their pid files once they have written them.
