@@ -18,7 +18,9 @@
 #endif
 
 #include "common/cli.h"
+#include "common/device.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/rank_launcher.h"
 #include "common/rendezvous.h"
 
@@ -181,6 +183,23 @@ int launch_group(const GroupOptions& opts, int argc, char** argv, const std::str
                              " failed (exit status " + std::to_string(status) + "); the other ranks were stopped");
   }
   return 0;
+}
+
+int launch_group_checked(const GroupOptions& opts, bool on_gpu, int argc, char** argv, const std::string& output,
+                         bool share_cores) {
+  if (opts.launch_gpus && !on_gpu)
+    throw UsageError("--gpus needs --device gpu (or auto on a machine with GPUs); --ranks N starts CPU ranks");
+  if (on_gpu && opts.launch > gpu_count())
+    throw UsageError("--gpus " + std::to_string(opts.launch) + ": this machine has " + std::to_string(gpu_count()) +
+                     " GPU(s)");
+  return launch_group(opts, argc, argv, output, share_cores);
+}
+
+GroupRank::GroupRank(const GroupOptions& opts, const std::string& output)
+    : place(resolve_group_place(opts.rank, opts.world_size, opts.local_rank)),
+      exchange(place.rank, place.world, place.grouped() ? group_rendezvous_path(opts.rendezvous, output, place) : "",
+               opts.timeout_seconds) {
+  if (!exchange.lead()) set_quiet(true);
 }
 
 void select_group_gpu(int local_rank) {

@@ -79,6 +79,12 @@ std::string group_rendezvous_path(const std::string& given, const std::string& o
 // gets --threads cores/N, so N ranks do not fight over the cores.
 int launch_group(const GroupOptions& opts, int argc, char** argv, const std::string& output, bool share_cores = false);
 
+// launch_group for a tool whose ranks compute on the CPU or on their own GPU (svm-fit,
+// svm-eval, ae-encode): --gpus needs `on_gpu` and at most this machine's GPUs (UsageError
+// otherwise); --ranks starts CPU ranks.
+int launch_group_checked(const GroupOptions& opts, bool on_gpu, int argc, char** argv, const std::string& output,
+                         bool share_cores);
+
 // Makes GPU `local_rank` modulo the GPUs this process sees the current one, for a rank
 // that computes on its own GPU without NCCL (svm-fit, svm-eval, ae-encode on a group; under
 // srun with one GPU per task the task sees one). Throws without CUDA or a GPU.
@@ -177,6 +183,15 @@ class GroupExchange {
   std::vector<std::string> tags_;
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;
+};
+
+// This process as one rank of its group (or the only one): its place, from the options or
+// the launcher's variables, and its exchange, with the rendezvous beside `output` unless
+// --rendezvous names one. Every rank but rank 0 is quiet: rank 0 alone logs and writes.
+struct GroupRank {
+  GroupRank(const GroupOptions& opts, const std::string& output);
+  const GroupPlace place;
+  GroupExchange exchange;
 };
 
 }  // namespace cae

@@ -66,21 +66,15 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   if (folds != 0) svm::check_cv_folds(folds, nullptr, 0, {});
   const cae::Device device = cae::resolve_device(common.device);
   if (opt.group.launch > 0) {
-    if (opt.group.launch_gpus && device != cae::Device::gpu)
-      throw cae::UsageError("--gpus needs --device gpu (or auto on a machine with GPUs); --ranks N starts CPU ranks");
-    if (device == cae::Device::gpu && opt.group.launch > cae::gpu_count())
-      throw cae::UsageError("--gpus " + std::to_string(opt.group.launch) + ": this machine has " +
-                            std::to_string(cae::gpu_count()) + " GPU(s)");
-    cae::launch_group(opt.group, g_argc, g_argv, common.output, /*share_cores=*/true);
+    cae::launch_group_checked(opt.group, device == cae::Device::gpu, g_argc, g_argv, common.output,
+                              /*share_cores=*/true);
     return;
   }
   // A rank of a group: its share of the pairs, cells and folds; rank 0 alone logs and writes.
-  const cae::GroupPlace place = cae::resolve_group_place(opt.group.rank, opt.group.world_size, opt.group.local_rank);
-  cae::GroupExchange group(place.rank, place.world,
-                           place.grouped() ? cae::group_rendezvous_path(opt.group.rendezvous, common.output, place) : "",
-                           opt.group.timeout_seconds);
+  cae::GroupRank me(opt.group, common.output);
+  const cae::GroupPlace& place = me.place;
+  cae::GroupExchange& group = me.exchange;
   const bool lead = group.lead();
-  if (!lead) cae::set_quiet(true);
   if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
   svm::set_cpu_threads(opt.threads);
   if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
