@@ -314,8 +314,15 @@ void check_options(const CLI::App& app) {
 
 }  // namespace
 
+namespace {
+std::vector<std::string> g_command_line;
+}
+
+const std::vector<std::string>& tool_command_line() { return g_command_line; }
+
 int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
              const std::function<void(CLI::App&)>& setup, const std::function<void()>& run) {
+  g_command_line.assign(argv, argv + argc);
   prepare_compute_environment(argv);  // OpenBLAS's settings, in-process (blas_runtime.h)
   set_log_tool(info.name);
   install_cleanup_signal_handlers();

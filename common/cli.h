@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace cae {
 
@@ -46,6 +47,10 @@ struct CommonOptions {
 
 int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
              const std::function<void(CLI::App&)>& setup, const std::function<void()>& run);
+
+// The command line run_tool() was given (argv[0] first), for a tool that starts copies of
+// itself as the ranks of a group (launch_group).
+const std::vector<std::string>& tool_command_line();
 
 // Marks an option whose value is a file the tool writes (besides -o), e.g.
 //   cae::output_file(app.add_option("--export-libsvm", opt.export_libsvm, "..."));

@@ -140,7 +140,7 @@ std::string group_rendezvous_path(const std::string& given, const std::string& o
   return dir + "." + base + ".group-" + id;
 }
 
-int launch_group(const GroupOptions& opts, int argc, char** argv, const std::string& output, bool share_cores) {
+int launch_group(const GroupOptions& opts, const std::string& output, bool share_cores) {
   if (opts.rank >= 0 || opts.world_size >= 0 || !opts.rendezvous.empty())
     throw UsageError(std::string(opts.launch_gpus ? "--gpus" : "--ranks") +
                      " starts the ranks itself: leave out --rank, --world-size and --rendezvous");
@@ -152,7 +152,10 @@ int launch_group(const GroupOptions& opts, int argc, char** argv, const std::str
   const std::string rendezvous = group_rendezvous_path("", output, place, std::to_string(getpid()) + "-" + launch_tag);
   std::vector<std::string> args;
   {
-    std::vector<std::string> a = args_without_option(argc, argv, "--ranks");
+    std::vector<std::string> line = tool_command_line();
+    std::vector<char*> argv;
+    for (std::string& s : line) argv.push_back(s.data());
+    std::vector<std::string> a = args_without_option(int(argv.size()), argv.data(), "--ranks");
     std::vector<char*> p{argv[0]};
     for (std::string& s : a) p.push_back(s.data());
     args = args_without_option(int(p.size()), p.data(), "--gpus");
@@ -185,14 +188,13 @@ int launch_group(const GroupOptions& opts, int argc, char** argv, const std::str
   return 0;
 }
 
-int launch_group_checked(const GroupOptions& opts, bool on_gpu, int argc, char** argv, const std::string& output,
-                         bool share_cores) {
+int launch_group_checked(const GroupOptions& opts, bool on_gpu, const std::string& output, bool share_cores) {
   if (opts.launch_gpus && !on_gpu)
     throw UsageError("--gpus needs --device gpu (or auto on a machine with GPUs); --ranks N starts CPU ranks");
   if (on_gpu && opts.launch > gpu_count())
     throw UsageError("--gpus " + std::to_string(opts.launch) + ": this machine has " + std::to_string(gpu_count()) +
                      " GPU(s)");
-  return launch_group(opts, argc, argv, output, share_cores);
+  return launch_group(opts, output, share_cores);
 }
 
 GroupRank::GroupRank(const GroupOptions& opts, const std::string& output)

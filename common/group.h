@@ -72,18 +72,17 @@ GroupPlace resolve_group_place(int rank_opt, int world_opt, int local_rank_opt, 
 std::string group_rendezvous_path(const std::string& given, const std::string& output, const GroupPlace& place,
                                   const std::string& launch_id = "", const EnvLookup& env = process_env);
 
-// --ranks/--gpus N: starts N ranks of this executable (argc/argv less those options, plus
+// --ranks/--gpus N: starts N ranks of this executable (its tool_command_line() less those options, plus
 // each rank's --rank/--world-size/--local-rank/--rendezvous) and waits for them. Returns
 // 0, or throws std::runtime_error naming the first rank that failed (the others are
 // stopped). With `share_cores` (a tool with --threads) and no --threads given, each rank
 // gets --threads cores/N, so N ranks do not fight over the cores.
-int launch_group(const GroupOptions& opts, int argc, char** argv, const std::string& output, bool share_cores = false);
+int launch_group(const GroupOptions& opts, const std::string& output, bool share_cores = false);
 
 // launch_group for a tool whose ranks compute on the CPU or on their own GPU (svm-fit,
 // svm-eval, ae-encode): --gpus needs `on_gpu` and at most this machine's GPUs (UsageError
 // otherwise); --ranks starts CPU ranks.
-int launch_group_checked(const GroupOptions& opts, bool on_gpu, int argc, char** argv, const std::string& output,
-                         bool share_cores);
+int launch_group_checked(const GroupOptions& opts, bool on_gpu, const std::string& output, bool share_cores);
 
 // Makes GPU `local_rank` modulo the GPUs this process sees the current one, for a rank
 // that computes on its own GPU without NCCL (svm-fit, svm-eval, ae-encode on a group; under

@@ -45,9 +45,6 @@ struct Options {
   cae::GroupOptions group;
 };
 
-int g_argc = 0;
-char** g_argv = nullptr;
-
 // Images per streamed chunk: for the seed model ~3 MB of pixels and ~34 MB of features.
 constexpr int64_t kChunkImages = 1024;
 
@@ -83,7 +80,7 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
   const std::vector<std::string> splits = parse_splits(opt.splits);
   const cae::Device device = cae::resolve_device(common.device);
   if (opt.group.launch > 0) {
-    cae::launch_group_checked(opt.group, device == cae::Device::gpu, g_argc, g_argv, common.output,
+    cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output,
                               /*share_cores=*/device == cae::Device::cpu);
     return;
   }
@@ -223,8 +220,6 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  g_argc = argc;
-  g_argv = argv;
   Options opt;
   cae::CommonOptions common;
   return cae::run_tool(

@@ -186,9 +186,6 @@ void emit_summary(const cae::CommonOptions& common, const ae::Checkpoint& c, con
                              .str());
 }
 
-int g_argc = 0;
-char** g_argv = nullptr;
-
 // --gpus N: this process starts N ranks of itself on this node's GPUs and waits for them.
 void launch_gpus(const Options& opt, const cae::CommonOptions& common) {
   if (cae::resolve_device(common.device) != cae::Device::gpu)
@@ -197,7 +194,7 @@ void launch_gpus(const Options& opt, const cae::CommonOptions& common) {
   if (opt.group.launch > visible)
     throw cae::UsageError("--gpus " + std::to_string(opt.group.launch) + ": this machine has " +
                           std::to_string(visible) + " GPU" + (visible == 1 ? "" : "s"));
-  cae::launch_group(opt.group, g_argc, g_argv, common.output);
+  cae::launch_group(opt.group, common.output);
 }
 
 void train(const Options& opt, const cae::CommonOptions& common) {
@@ -363,8 +360,6 @@ void train(const Options& opt, const cae::CommonOptions& common) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  g_argc = argc;
-  g_argv = argv;
   Options opt;
   cae::CommonOptions common;
   return cae::run_tool(

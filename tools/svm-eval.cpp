@@ -37,9 +37,6 @@ struct Options {
   cae::GroupOptions group;
 };
 
-int g_argc = 0;
-char** g_argv = nullptr;
-
 std::string json_array(const std::vector<double>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + cae::json_number(v[i]);
@@ -67,7 +64,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   if (opt.limit < 0) throw cae::UsageError("--limit must be >= 0");
   const cae::Device device = cae::resolve_device(common.device);
   if (opt.group.launch > 0) {
-    cae::launch_group_checked(opt.group, device == cae::Device::gpu, g_argc, g_argv, common.output,
+    cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output,
                               /*share_cores=*/true);
     return;
   }
@@ -239,8 +236,6 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  g_argc = argc;
-  g_argv = argv;
   Options opt;
   cae::CommonOptions common;
   return cae::run_tool(

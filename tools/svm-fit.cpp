@@ -44,9 +44,6 @@ struct Options {
   cae::GroupOptions group;
 };
 
-int g_argc = 0;
-char** g_argv = nullptr;
-
 // libsvm's -b 1 draws 5 folds for its sigmoids; so do we (probability.h).
 constexpr int kProbabilityFolds = 5;
 
@@ -66,7 +63,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   if (folds != 0) svm::check_cv_folds(folds, nullptr, 0, {});
   const cae::Device device = cae::resolve_device(common.device);
   if (opt.group.launch > 0) {
-    cae::launch_group_checked(opt.group, device == cae::Device::gpu, g_argc, g_argv, common.output,
+    cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output,
                               /*share_cores=*/true);
     return;
   }
@@ -263,8 +260,6 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  g_argc = argc;
-  g_argv = argv;
   Options opt;
   cae::CommonOptions common;
   return cae::run_tool(
