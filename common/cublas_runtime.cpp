@@ -1,0 +1,62 @@
+#include "common/cublas_runtime.h"
+
+#ifdef CIFARAE_WITH_CUDA
+#include <dlfcn.h>
+
+#include <future>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+namespace cae::cublas {
+namespace {
+
+// The soname of the cuBLAS this build was compiled against; dlopen finds it through the
+// executable's run path (the toolkit's lib64, or $ORIGIN/../lib of a bundle) or
+// LD_LIBRARY_PATH, as the linker would have.
+const std::string kLibrary = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+
+template <class F>
+void bind(void* lib, const char* symbol, F& to) {
+  void* p = dlsym(lib, symbol);
+  if (!p) throw std::runtime_error("cuBLAS: " + kLibrary + " has no " + symbol);
+  to = reinterpret_cast<F>(p);
+}
+
+Api load() {
+  void* lib = dlopen(kLibrary.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* why = dlerror();
+    throw std::runtime_error("cannot load cuBLAS (" + kLibrary + "), which the GPU SVM needs: " +
+                             (why ? why : "not found") + "; use --device cpu, or put the CUDA toolkit's lib64 on "
+                             "LD_LIBRARY_PATH");
+  }
+  Api a{};
+  bind(lib, "cublasCreate_v2", a.create);
+  bind(lib, "cublasDestroy_v2", a.destroy);
+  bind(lib, "cublasSetStream_v2", a.set_stream);
+  bind(lib, "cublasSetMathMode", a.set_math_mode);
+  bind(lib, "cublasGetStatusString", a.status_string);
+  bind(lib, "cublasSgemm_v2", a.sgemm);
+  bind(lib, "cublasDgemm_v2", a.dgemm);
+  return a;  // the library stays loaded for the life of the process
+}
+
+std::once_flag g_started;
+std::shared_future<Api> g_api;
+
+void start() {
+  std::call_once(g_started, [] { g_api = std::async(std::launch::async, load).share(); });
+}
+
+}  // namespace
+
+void preload() { start(); }
+
+const Api& api() {
+  start();
+  return g_api.get();  // rethrows load()'s error on every call
+}
+
+}  // namespace cae::cublas
+#endif

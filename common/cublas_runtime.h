@@ -1,0 +1,37 @@
+// cuBLAS, loaded when the GPU SVM first needs it instead of when a tool starts.
+//
+// libcublas and libcublasLt are ~700 MB of shared objects; linked the usual way, the
+// dynamic loader maps and relocates them before main() of every tool that can reach the
+// GPU SVM — 0.45 s of svm-fit's, svm-eval's and classify's start-up on a CPU run that never
+// calls them (measured on the 2-core development machine, `svm-fit --version`). Loaded
+// here with dlopen instead: a CPU run never pays, and a GPU run starts the load in the
+// background (preload) while it reads its inputs.
+#pragma once
+
+#ifdef CIFARAE_WITH_CUDA
+#include <cublas_v2.h>
+
+namespace cae::cublas {
+
+// The entry points the toolkit calls, with cuBLAS's own signatures (the _v2 symbols that
+// cublas_v2.h's names stand for).
+struct Api {
+  decltype(&::cublasCreate_v2) create;
+  decltype(&::cublasDestroy_v2) destroy;
+  decltype(&::cublasSetStream_v2) set_stream;
+  decltype(&::cublasSetMathMode) set_math_mode;
+  decltype(&::cublasGetStatusString) status_string;
+  decltype(&::cublasSgemm_v2) sgemm;
+  decltype(&::cublasDgemm_v2) dgemm;
+};
+
+// The library, loaded once (thread-safe). Throws std::runtime_error naming the library and
+// dlerror()'s reason when it cannot be loaded or lacks a symbol.
+const Api& api();
+
+// Starts api()'s load on a background thread and returns at once; api() then waits for it.
+// Call it only where the GPU path is certain (not before a tool starts its ranks).
+void preload();
+
+}  // namespace cae::cublas
+#endif
