@@ -255,7 +255,7 @@ INSTANTIATE_TEST_SUITE_P(Architectures, UpsampleConvLayer, testing::ValuesIn(ups
 
 // ---- the fused operations as the backend runs them ----------------------------------------
 using ae::cuda::DType;
-using ae::cuda::DeviceBuffer;
+using cae::cuda::DeviceBuffer;
 
 DType dtype(Precision p) { return p == Precision::bf16 ? DType::bf16 : DType::f32; }
 void sync() { AE_CUDA_CHECK(cudaDeviceSynchronize()); }
@@ -625,7 +625,7 @@ TEST_P(PoolShape, MaxPoolForwardBackwardMatchCpu) {
   ae::cpu::maxpool2_forward(x.data(), ref_y.data(), ref_arg.data(), kImages, C, H, H);
   auto xd = to_device(x);
   auto yd = poisoned(ny);
-  ae::cuda::DeviceBuffer<int32_t> argd(ny);
+  cae::cuda::DeviceBuffer<int32_t> argd(ny);
   ae::cuda::maxpool2_forward(xd.get(), yd.get(), argd.get(), kImages, C, H, H);
   EXPECT_EQ(rel_err(to_host(yd, ny), ref_y), 0.0);
   EXPECT_EQ(to_host(argd, ny), ref_arg);
@@ -729,7 +729,7 @@ TEST(GpuLayers, GlobalNormMatchesCpu) {
 // with a hint (a smaller --batch-size), and the device stays usable after it.
 TEST(GpuMemory, FailedAllocationIsOutOfDeviceMemoryAndNotSticky) {
   REQUIRE_GPU();
-  ae::cuda::DeviceBuffer<char> huge;
+  cae::cuda::DeviceBuffer<char> huge;
   try {
     huge.resize(size_t(1) << 50);  // 1 PiB
     FAIL() << "a 1 PiB device allocation succeeded";

@@ -28,6 +28,7 @@
 using namespace gpu_test;
 using ae::Precision;
 using namespace ae::cuda;
+using cae::cuda::DeviceBuffer;
 
 namespace {
 

@@ -17,6 +17,7 @@ namespace ae::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using cae::cuda::DeviceBuffer;
 using ptx::load_f;
 using ptx::store_f;
 
