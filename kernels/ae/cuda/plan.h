@@ -123,6 +123,17 @@ struct Plan {
   std::string describe() const;  // a table: layer, shapes, GEMMs, branches (for logs/tests)
 };
 
+// The per-convolution decisions make_plan takes, by name, so that the tests' twins
+// (tests/gpu/support/layer_twins.cuh) take the same ones:
+//   packed_kpad        the reduction length of packed weights: taps·pitch rounded up to 64
+//   up2_forward_shape  "upsample ×2, then 3×3" forward: up2_subpixel for the output layer
+//                      with at most 4 channels, else up2_parity
+//   up2_wgrad_folds    that layer's weight gradient folds the output gradient
+//                      (up2_fold_output_grad) when 9·K ≤ 128, else per-parity patches
+int packed_kpad(int taps, int pitch);
+ConvShape up2_forward_shape(int out_channels, bool output_layer);
+bool up2_wgrad_folds(int out_channels);
+
 // Throws std::invalid_argument when the GPU backend cannot run `arch` (more than 7 input
 // channels).
 Plan make_plan(const Architecture& arch, int batch, DType dtype);
