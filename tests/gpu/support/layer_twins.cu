@@ -21,21 +21,28 @@ using cae::cuda::DeviceBuffer;
 
 namespace {
 
+constexpr int kThreads = 256;
+unsigned blocks_for(int64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
+
 using bf16 = __nv_bfloat16;
 using ptx::load_f;
 using ptx::store_f;
 
-constexpr int kThreads = 256;
-unsigned blocks_for(int64_t n, int threads = kThreads) { return unsigned((n + threads - 1) / threads); }
-
 // ---- layout ------------------------------------------------------------------------------
+// Element i of an NHWC tensor (HW pixels per image, pitch Cp) → image n, pixel p, channel c.
+__device__ __forceinline__ void nhwc_index(int64_t i, int HW, int Cp, int& n, int& p, int& c) {
+  c = int(i % Cp);
+  const int64_t np = i / Cp;
+  n = int(np / HW);
+  p = int(np % HW);
+}
+
 template <typename T>
 __global__ void nchw_to_nhwc_kernel(const float* __restrict__ x, T* __restrict__ y, int N, int C, int HW, int Cp) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= int64_t(N) * HW * Cp) return;
-  const int c = int(i % Cp);
-  const int64_t np = i / Cp;
-  const int n = int(np / HW), p = int(np % HW);
+  int n, p, c;
+  nhwc_index(i, HW, Cp, n, p, c);
   store_f(y + i, c < C ? x[(size_t(n) * C + c) * HW + p] : 0.f);
 }
 
@@ -45,9 +52,8 @@ __global__ void pool_pick_nhwc_kernel(const int32_t* __restrict__ argmax, uint8_
                                       int pooled_pixels, int W, int Cp) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= int64_t(N) * pooled_pixels * Cp) return;
-  const int c = int(i % Cp);
-  const int64_t np = i / Cp;
-  const int n = int(np / pooled_pixels), p = int(np % pooled_pixels);
+  int n, p, c;
+  nhwc_index(i, pooled_pixels, Cp, n, p, c);
   uint8_t v = 0;
   if (c < C) {
     const int a = argmax[(size_t(n) * C + c) * pooled_pixels + p];
@@ -223,6 +229,8 @@ void conv_twin(const TwinConv& c, float* out, int N, Precision precision) {
   sync_default();
 }
 
+WgradScatter scatter_of(WgradScatter::Mode mode, int K, int C, int Cs) { return WgradScatter{mode, K, C, Cs}; }
+
 // Weight and bias gradients from NHWC operands already on the device.
 void wgrad_twin(const PixelMatrix& A, const PixelMatrix& B, int images, int grid_h, int grid_w, int parities,
                 WgradScatter s, const void* dy_nhwc, int64_t dy_rows, int Kp, float* dw, float* db, bool accumulate,
@@ -256,12 +264,8 @@ void conv3x3_wgrad_twin(const PixelMatrix& dY, const void* x_nhwc, const void* d
                         int K, int H, int W, float* dw, float* db, bool accumulate, DType t) {
   const int Cp = channel_pitch(C);
   const PixelMatrix B{x_nhwc, H, W, Cp, PixelMatrix::patch3, false};
-  WgradScatter sc;
-  sc.mode = WgradScatter::out_by_patch;
-  sc.K = K;
-  sc.C = C;
-  sc.Cs = Cp;
-  wgrad_twin(dY, B, N, H, W, 1, sc, dy_nhwc, dy_rows, dY.Cs, dw, db, accumulate, t);
+  wgrad_twin(dY, B, N, H, W, 1, scatter_of(WgradScatter::out_by_patch, K, C, Cp), dy_nhwc, dy_rows, dY.Cs, dw, db,
+             accumulate, t);
 }
 
 }  // namespace
@@ -343,23 +347,15 @@ void upsample2_conv3x3_backward_weights(const float* x, const float* dy, float* 
     up2_fold_output_grad(s.b.get(), Kp, K, N, H, W, s.out.get(), ldg, t, 0);
     PixelMatrix A{s.a.get(), H, W, Cp, PixelMatrix::plain, false};
     PixelMatrix B{s.out.get(), H, W, ldg, PixelMatrix::plain, false};
-    WgradScatter sc;
-    sc.mode = WgradScatter::in_by_flipped_patch;
-    sc.K = K;
-    sc.C = C;
-    sc.Cs = K;
-    wgrad_twin(A, B, N, H, W, 1, sc, s.b.get(), int64_t(N) * 4 * HW, Kp, dw, db, false, t);
+    wgrad_twin(A, B, N, H, W, 1, scatter_of(WgradScatter::in_by_flipped_patch, K, C, K), s.b.get(),
+               int64_t(N) * 4 * HW, Kp, dw, db, false, t);
     return;
   }
   // per output parity: dY at (2y+dy, 2x+dx) against the 2×2 source neighbourhood
   PixelMatrix A{s.b.get(), 2 * H, 2 * W, Kp, PixelMatrix::plain, true};
   PixelMatrix B{s.a.get(), H, W, Cp, PixelMatrix::patch2_parity, false};
-  WgradScatter sc;
-  sc.mode = WgradScatter::out_by_parity_patch;
-  sc.K = K;
-  sc.C = C;
-  sc.Cs = Cp;
-  wgrad_twin(A, B, N, H, W, 4, sc, s.b.get(), int64_t(N) * 4 * HW, Kp, dw, db, false, t);
+  wgrad_twin(A, B, N, H, W, 4, scatter_of(WgradScatter::out_by_parity_patch, K, C, Cp), s.b.get(),
+             int64_t(N) * 4 * HW, Kp, dw, db, false, t);
 }
 
 void relu_backward(const float* dy, const float* y, float* dx, int64_t count) {
