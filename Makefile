@@ -15,7 +15,7 @@
 #   kernels/svm/**/*.{cpp,cu}            → build/lib/libcae_svm.a     (the SVM)
 #   tools/*.cpp                          → build/bin/<name>
 #   tests/unit/*.cpp                     → build/tests/unit_tests (GoogleTest)
-#   tests/gpu/*.cu                       → build/tests/gpu_tests
+#   tests/gpu/{,support/}*.cu            → build/tests/gpu_tests
 # A layer's sources see only the include roots of the layers below it (build/include/LAYER),
 # so an upward or sideways #include fails to compile.
 
@@ -113,7 +113,7 @@ $(foreach L,$(LAYERS),$(eval $(L)_LIB := $(BUILD)/lib/libcae_$(L).a))
 LIBS_IN_ORDER := $(ae_LIB) $(svm_LIB) $(common_LIB)
 TOOL_SRCS   := $(wildcard tools/*.cpp)
 UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
-GPU_TEST_SRCS := $(if $(NVCC),$(wildcard tests/gpu/*.cu))
+GPU_TEST_SRCS := $(if $(NVCC),$(wildcard tests/gpu/*.cu tests/gpu/support/*.cu))
 FUZZ_SRCS   := $(wildcard tests/fuzz/*.cpp)
 TOOLS     := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/bin/%) $(if $(wildcard tools/report.py),$(BUILD)/bin/report)
 # Keep the tools' object files: tools/NAME.o are intermediates of a pattern chain, which

@@ -1,5 +1,6 @@
-// CUDA error checking and a small owning device buffer, shared by the CUDA kernels, the GPU
-// backend and the GPU tests. Every CUDA call's status is checked: a failure throws
+// CUDA error checking and a small owning device buffer, shared by every CUDA layer (the
+// autoencoder's kernels and backend, the SVM's kernels) and the GPU tests: namespace
+// cae::cuda, beside the project's other common code (cae). Every CUDA call's status is checked: a failure throws
 // std::runtime_error naming the call, so tools print one clear line and exit 1.
 #pragma once
 #include <cuda_runtime.h>
@@ -12,7 +13,7 @@
 
 #include "common/error.h"
 
-namespace ae::cuda {
+namespace cae::cuda {
 
 [[noreturn]] inline void throw_cuda(cudaError_t err, const char* what, const char* file, int line) {
   throw std::runtime_error(std::string("CUDA error: ") + cudaGetErrorString(err) + " (" + what + " at " +
@@ -22,7 +23,7 @@ namespace ae::cuda {
 #define AE_CUDA_CHECK(call)                                                        \
   do {                                                                             \
     cudaError_t ae_err_ = (call);                                                  \
-    if (ae_err_ != cudaSuccess) ::ae::cuda::throw_cuda(ae_err_, #call, __FILE__, __LINE__); \
+    if (ae_err_ != cudaSuccess) ::cae::cuda::throw_cuda(ae_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // A failed device allocation of `bytes`: cae::OutOfDeviceMemory with the device's free memory,
@@ -90,4 +91,4 @@ class DeviceBuffer {
   size_t count_ = 0;
 };
 
-}  // namespace ae::cuda
+}  // namespace cae::cuda

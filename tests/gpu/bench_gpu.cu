@@ -2,7 +2,8 @@
 // bench/bench-gpu.sh runs it with --gtest_also_run_disabled_tests for the backend-only
 // numbers and the per-layer table of every architecture; the headline numbers of the seed
 // model come from ae-train and ae-encode. Prints lines "BENCH key=value ..." and, per
-// architecture and precision, profile_training_step's table (per-layer TFLOP/s).
+// architecture and precision, the per-stage table of tests/gpu/support/step_profiler.h
+// (per-layer TFLOP/s).
 // Bench-only settings (environment; production code reads none):
 //   AE_BENCH_ARCHS    architectures, ';'-separated CxHxW:channels
 //                     (default "3x32x32:256,128;1x28x28:64,32;3x32x32:96,48,24")
@@ -27,6 +28,7 @@
 #include "kernels/ae/cuda/plan.h"
 #include "kernels/ae/model.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/support/step_profiler.h"
 
 using namespace gpu_test;
 
@@ -83,11 +85,12 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
     for (ae::Precision p : {ae::Precision::fp32, ae::Precision::bf16}) {
       if (!only.empty() && only != ae::precision_name(p)) continue;
       ae::OptimizerConfig adam;
-      auto gpu = ae::make_gpu_backend(arch, adam, p);
+      auto stepped = ae::cuda::make_stepped_gpu_backend(arch, adam, p);
+      ae::AeBackend* gpu = &stepped->backend();
       gpu->set_params(ae::init_params(arch, 0));
       gpu->set_train_images(images.data(), n);
       if (!stage.empty()) {
-        std::printf("%s", ae::cuda::profile_training_step(*gpu, 256, 1, stage).c_str());
+        std::printf("%s", profile_training_step(*stepped, 256, 1, stage).c_str());
         continue;
       }
       if (!profile_only) {
@@ -109,7 +112,7 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
         std::printf("BENCH encode arch=%s precision=%s images=%d seconds=%.4f\n", arch_key.c_str(),
                     ae::precision_name(p), n_enc, dt);
       }
-      std::printf("%s", ae::cuda::profile_training_step(*gpu, 256, 20, "").c_str());
+      std::printf("%s", profile_training_step(*stepped, 256, 20, "").c_str());
       std::fflush(stdout);
     }
   }

@@ -49,21 +49,21 @@ inline bool have_gpu(std::string* why = nullptr) {
   } while (0)
 
 template <typename T>
-ae::cuda::DeviceBuffer<T> to_device(const std::vector<T>& h) {
-  ae::cuda::DeviceBuffer<T> d(h.size());
+cae::cuda::DeviceBuffer<T> to_device(const std::vector<T>& h) {
+  cae::cuda::DeviceBuffer<T> d(h.size());
   AE_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
   return d;
 }
 
 template <typename T>
-std::vector<T> to_host(const ae::cuda::DeviceBuffer<T>& d, size_t n) {
+std::vector<T> to_host(const cae::cuda::DeviceBuffer<T>& d, size_t n) {
   std::vector<T> h(n);
   AE_CUDA_CHECK(cudaMemcpy(h.data(), d.get(), n * sizeof(T), cudaMemcpyDeviceToHost));
   return h;
 }
 
 // A device buffer filled with NaN, so an element the kernel forgets to write fails the test.
-inline ae::cuda::DeviceBuffer<float> poisoned(size_t n) {
+inline cae::cuda::DeviceBuffer<float> poisoned(size_t n) {
   std::vector<float> h(n, std::nanf(""));
   return to_device(h);
 }

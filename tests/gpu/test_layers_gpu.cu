@@ -1,8 +1,9 @@
-// Every CUDA layer kernel (kernels/ae/cuda/layers_cuda.cuh) against its CPU twin
-// (kernels/ae/cpu/layers.h) on random inputs of real layer shapes: those of the seed model
-// and of three other architectures (odd and non-square spatial sizes, channel counts that
-// are not powers of two, one input channel). The fused epilogues the backend runs (pool,
-// ReLU mask, unpool + mask, loss, the first layer's im2col) are checked as well.
+// The CPU twins on the GPU (tests/gpu/support/layer_twins.cuh), which drive the production
+// kernels of kernels/ae/cuda, against kernels/ae/cpu/layers.h on random inputs of real layer
+// shapes: those of the seed model and of three other architectures (odd and non-square
+// spatial sizes, channel counts that are not powers of two, one input channel). The fused
+// epilogues exactly as the backend binds them (pool, ReLU mask, unpool + mask, loss, the
+// first layer's im2col) are tests/gpu/test_plan_gpu.cu's, through make_plan.
 // Tolerances (‖gpu − cpu‖ / ‖cpu‖): fp32 elementwise 1e-5, TF32 convolutions 1e-3,
 // bf16 convolutions 1e-2.
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "kernels/ae/cuda/layers_cuda.cuh"
 #include "kernels/ae/cpu/layers.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/support/layer_twins.cuh"
 
 using namespace gpu_test;
 using ae::Precision;
@@ -84,10 +86,11 @@ class ConvLayer : public testing::TestWithParam<ConvCase> {
     H = s.H;
     W = s.W;
     relu = s.relu;
+    output = GetParam().layer == arch_of(GetParam().arch).num_convs() - 1;
     rng.seed(1000 + GetParam().arch * 100 + GetParam().layer * 10 + int(GetParam().precision));
   }
   int C = 0, K = 0, H = 0, W = 0;
-  bool relu = false;
+  bool relu = false, output = false;  // output: the model's last layer
   std::mt19937_64 rng;
 };
 TEST_P(ConvLayer, ForwardMatchesCpu) {
@@ -100,7 +103,7 @@ TEST_P(ConvLayer, ForwardMatchesCpu) {
 
   auto dx = to_device(x), dw = to_device(w), db = to_device(b);
   auto dy = poisoned(ny);
-  ae::cuda::conv3x3_forward(dx.get(), dw.get(), db.get(), dy.get(), kImages, C, K, H, W, relu, GetParam().precision);
+  twin::conv3x3_forward(dx.get(), dw.get(), db.get(), dy.get(), kImages, C, K, H, W, relu, GetParam().precision);
   const double err = rel_err(to_host(dy, ny), ref);
   RecordProperty("rel_err", std::to_string(err));
   std::printf("    conv forward %dx%dx%d->%d %s: rel err %.2e\n", H, W, C, K, ae::precision_name(GetParam().precision), err);
@@ -116,7 +119,7 @@ TEST_P(ConvLayer, BackwardDataMatchesCpu) {
 
   auto ddy = to_device(dyv), dw = to_device(w);
   auto ddx = poisoned(nx);
-  ae::cuda::conv3x3_backward_data(ddy.get(), dw.get(), ddx.get(), kImages, C, K, H, W, GetParam().precision);
+  twin::conv3x3_backward_data(ddy.get(), dw.get(), ddx.get(), kImages, C, K, H, W, GetParam().precision);
   const double err = rel_err(to_host(ddx, nx), ref);
   std::printf("    conv backward-data %dx%dx%d->%d %s: rel err %.2e\n", H, W, C, K,
               ae::precision_name(GetParam().precision), err);
@@ -132,7 +135,7 @@ TEST_P(ConvLayer, BackwardWeightsMatchesCpu) {
 
   auto dx = to_device(x), ddy = to_device(dyv);
   auto dw = poisoned(nw), db = poisoned(K);
-  ae::cuda::conv3x3_backward_weights(dx.get(), ddy.get(), dw.get(), db.get(), kImages, C, K, H, W, false,
+  twin::conv3x3_backward_weights(dx.get(), ddy.get(), dw.get(), db.get(), kImages, C, K, H, W, false,
                                      GetParam().precision);
   const double err_w = rel_err(to_host(dw, nw), ref_w), err_b = rel_err(to_host(db, K), ref_b);
   std::printf("    conv backward-weights %dx%dx%d->%d %s: rel err w %.2e b %.2e\n", H, W, C, K,
@@ -141,7 +144,7 @@ TEST_P(ConvLayer, BackwardWeightsMatchesCpu) {
   EXPECT_LT(err_b, conv_tolerance(GetParam().precision));
 
   // accumulate adds to what is there
-  ae::cuda::conv3x3_backward_weights(dx.get(), ddy.get(), dw.get(), db.get(), kImages, C, K, H, W, true,
+  twin::conv3x3_backward_weights(dx.get(), ddy.get(), dw.get(), db.get(), kImages, C, K, H, W, true,
                                      GetParam().precision);
   std::vector<float> twice(nw);
   for (size_t i = 0; i < nw; ++i) twice[i] = 2 * ref_w[i];
@@ -176,7 +179,7 @@ TEST_P(ConvThroughPool, BackwardWeightsMatchesCpu) {
   auto dx = to_device(x), ddyp = to_device(dyp);
   auto darg = to_device(argmax);
   auto dw = poisoned(nw), db = poisoned(K);
-  ae::cuda::conv3x3_backward_weights_through_pool(dx.get(), ddyp.get(), darg.get(), dw.get(), db.get(), kImages, C, K, H,
+  twin::conv3x3_backward_weights_through_pool(dx.get(), ddyp.get(), darg.get(), dw.get(), db.get(), kImages, C, K, H,
                                                   W, GetParam().precision);
   const double err_w = rel_err(to_host(dw, nw), ref_w), err_b = rel_err(to_host(db, K), ref_b);
   std::printf("    conv backward-weights through pool %dx%dx%d->%d %s: rel err w %.2e b %.2e\n", H, W, C, K,
@@ -203,8 +206,8 @@ TEST_P(UpsampleConvLayer, ForwardMatchesCpu) {
   ae::cpu::conv3x3_forward(up.data(), wt.data(), b.data(), ref.data(), kImages, C, K, H, W, relu);
   auto dx = to_device(x), dw = to_device(wt), db = to_device(b);
   auto dy = poisoned(ny);
-  ae::cuda::upsample2_conv3x3_forward(dx.get(), dw.get(), db.get(), dy.get(), kImages, C, K, h, w, relu,
-                                      GetParam().precision);
+  twin::upsample2_conv3x3_forward(dx.get(), dw.get(), db.get(), dy.get(), kImages, C, K, h, w, relu, output,
+                                  GetParam().precision);
   const double err = rel_err(to_host(dy, ny), ref);
   std::printf("    upsample+conv forward %dx%dx%d->%d %s: rel err %.2e\n", h, w, C, K,
               ae::precision_name(GetParam().precision), err);
@@ -221,7 +224,7 @@ TEST_P(UpsampleConvLayer, BackwardDataMatchesCpu) {
   ae::cpu::upsample2_backward(du.data(), ref.data(), kImages, C, h, w);
   auto ddy = to_device(dyv), dw = to_device(wt);
   auto ddx = poisoned(nx);
-  ae::cuda::upsample2_conv3x3_backward_data(ddy.get(), dw.get(), ddx.get(), kImages, C, K, h, w, GetParam().precision);
+  twin::upsample2_conv3x3_backward_data(ddy.get(), dw.get(), ddx.get(), kImages, C, K, h, w, GetParam().precision);
   const double err = rel_err(to_host(ddx, nx), ref);
   std::printf("    upsample+conv backward-data %dx%dx%d->%d %s: rel err %.2e\n", h, w, C, K,
               ae::precision_name(GetParam().precision), err);
@@ -238,7 +241,7 @@ TEST_P(UpsampleConvLayer, BackwardWeightsMatchesCpu) {
   ae::cpu::conv3x3_backward_weights(up.data(), dyv.data(), ref_w.data(), ref_b.data(), kImages, C, K, H, W);
   auto dx = to_device(x), ddy = to_device(dyv);
   auto dw = poisoned(ref_w.size()), db = poisoned(K);
-  ae::cuda::upsample2_conv3x3_backward_weights(dx.get(), ddy.get(), dw.get(), db.get(), kImages, C, K, h, w,
+  twin::upsample2_conv3x3_backward_weights(dx.get(), ddy.get(), dw.get(), db.get(), kImages, C, K, h, w,
                                                GetParam().precision);
   const double err_w = rel_err(to_host(dw, ref_w.size()), ref_w), err_b = rel_err(to_host(db, K), ref_b);
   std::printf("    upsample+conv backward-weights %dx%dx%d->%d %s: rel err w %.2e b %.2e\n", h, w, C, K,
@@ -253,324 +256,27 @@ std::vector<ConvCase> upsampled_layers() {  // the decoder convolutions that fol
 INSTANTIATE_TEST_SUITE_P(Architectures, UpsampleConvLayer, testing::ValuesIn(upsampled_layers()), case_name);
 
 
-// ---- the fused operations as the backend runs them ----------------------------------------
+// ---- bias gradient ---------------------------------------------------------------------------
 using ae::cuda::DType;
-using ae::cuda::DeviceBuffer;
+using cae::cuda::DeviceBuffer;
 
-DType dtype(Precision p) { return p == Precision::bf16 ? DType::bf16 : DType::f32; }
 void sync() { AE_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 // Host NCHW fp32 → device NHWC at channel pitch Cp (padding zero), in the GEMMs' type.
 DeviceBuffer<char> to_nhwc(const std::vector<float>& x, int N, int C, int HW, int Cp, DType t) {
   auto d = to_device(x);
   DeviceBuffer<char> out(size_t(N) * HW * Cp * ae::cuda::dtype_bytes(t));
-  ae::cuda::nchw_to_nhwc(d.get(), out.get(), N, C, HW, Cp, t, 0);
+  twin::nchw_to_nhwc(d.get(), out.get(), N, C, HW, Cp, t, 0);
   sync();
   return out;
 }
-// Device NHWC at pitch Cp → host NCHW with all Cp channels (so the padding can be checked).
+// Device NHWC at pitch Cp → host NCHW with all Cp channels.
 std::vector<float> from_nhwc(const DeviceBuffer<char>& x, int N, int HW, int Cp, DType t) {
   DeviceBuffer<float> d(size_t(N) * HW * Cp);
-  ae::cuda::nhwc_to_nchw(x.get(), d.get(), N, Cp, HW, Cp, t, 0);
+  twin::nhwc_to_nchw(x.get(), d.get(), N, Cp, HW, Cp, t, 0);
   sync();
   return to_host(d, size_t(N) * HW * Cp);
 }
-// The first C of Cp channels of an NCHW array; `pad_ok` false when a padding value is not 0.
-std::vector<float> real_channels(const std::vector<float>& all, int N, int C, int HW, int Cp, bool& pad_ok) {
-  std::vector<float> v(size_t(N) * C * HW);
-  pad_ok = true;
-  for (int n = 0; n < N; ++n)
-    for (int c = 0; c < Cp; ++c)
-      for (int p = 0; p < HW; ++p) {
-        const float x = all[(size_t(n) * Cp + c) * HW + p];
-        if (c < C) v[(size_t(n) * C + c) * HW + p] = x;
-        else if (x != 0.f) pad_ok = false;
-      }
-  return v;
-}
-DeviceBuffer<char> packed(const std::vector<float>& w, ae::cuda::PackKind kind, int K, int C, int kpad, int pitch,
-                          DType t) {
-  auto dw = to_device(w);
-  ae::cuda::PackedWeights p;
-  p.kind = kind;
-  p.K = K;
-  p.C = C;
-  p.kpad = kpad;
-  p.pitch = pitch;
-  DeviceBuffer<char> out(size_t(p.count()) * ae::cuda::dtype_bytes(t));
-  p.dst = out.get();
-  ae::cuda::PackList list;
-  list.add(p);
-  ae::cuda::pack_weights(dw.get(), list, t, 0);
-  sync();
-  return out;
-}
-int round64(int v) { return (v + 63) / 64 * 64; }
-// Pool picks (0..3 within each 2×2 block) of maxpool2_forward's argmax, NHWC at pitch Cp.
-std::vector<uint8_t> picks_nhwc(const std::vector<int32_t>& argmax, int N, int C, int H, int W, int Cp) {
-  const int pooled = (H / 2) * (W / 2);
-  std::vector<uint8_t> v(size_t(N) * pooled * Cp, 0);
-  for (int n = 0; n < N; ++n)
-    for (int c = 0; c < C; ++c)
-      for (int p = 0; p < pooled; ++p) {
-        const int a = argmax[(size_t(n) * C + c) * pooled + p];
-        v[(size_t(n) * pooled + p) * Cp + c] = uint8_t((((a / W) & 1) << 1) | ((a % W) & 1));
-      }
-  return v;
-}
-
-std::vector<ConvCase> first_layers() {
-  return cases([](const ae::ConvLayer& c) { return c.group == "/encoder/conv1"; });
-}
-class FirstLayer : public ConvLayer {};
-
-// The first encoder layer: im2col of the uint8 input, a 1×1 GEMM with the pool epilogue
-// (values, picks, the fp32 NCHW copy, zero padding), then its weight gradient from the
-// pooled gradient unpooled inside the GEMM, the bias from the im2col's ones column.
-TEST_P(FirstLayer, Im2colPoolAndWeightGradMatchCpu) {
-  const DType t = dtype(GetParam().precision);
-  const double tol = conv_tolerance(GetParam().precision);
-  const int HW = H * W, Hp = H / 2, Wp = W / 2, pooled = Hp * Wp, ldo = ae::cuda::channel_pitch(K);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::vector<uint8_t> images(size_t(kImages) * C * HW);
-  for (auto& v : images) v = uint8_t(byte(rng));
-  std::vector<float> x(images.size());
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float(images[i]) / 255.f;
-  auto w = normal(size_t(K) * C * 9, std::sqrt(2.f / (C * 9)), rng);
-  auto b = normal(K, 0.1f, rng);
-  std::vector<float> y(size_t(kImages) * K * HW), ref(size_t(kImages) * K * pooled);
-  std::vector<int32_t> ref_arg(ref.size());
-  ae::cpu::conv3x3_forward(x.data(), w.data(), b.data(), y.data(), kImages, C, K, H, W, true);
-  ae::cpu::maxpool2_forward(y.data(), ref.data(), ref_arg.data(), kImages, K, H, W);
-
-  const int pitch = ae::cuda::im2col_pitch(C);
-  auto dimg = to_device(images);
-  DeviceBuffer<char> col(size_t(kImages) * HW * pitch * ae::cuda::dtype_bytes(t));
-  ae::cuda::im2col_input(dimg.get(), nullptr, nullptr, kImages, C, H, W, col.get(), pitch, t, 0);
-  auto wp = packed(w, ae::cuda::PackKind::fwd_im2col, K, C, 64, pitch, t);
-  auto db = to_device(b);
-  DeviceBuffer<char> out(size_t(kImages) * pooled * ldo * ae::cuda::dtype_bytes(t));
-  DeviceBuffer<uint8_t> am(size_t(kImages) * pooled * ldo);
-  auto nchw = poisoned(ref.size());
-  ae::cuda::ConvArgs a;
-  a.src = col.get();
-  a.images = kImages;
-  a.Hs = H;
-  a.Ws = W;
-  a.Cs = pitch;
-  a.shape = ae::cuda::ConvShape::point1x1;
-  a.Kpad = 64;
-  a.weights = wp.get();
-  a.N = K;
-  a.epilogue = ae::cuda::ConvEpilogue::pool;
-  a.bias = db.get();
-  a.relu = true;
-  a.out = out.get();
-  a.ldo = ldo;
-  a.argmax_out = am.get();
-  a.out_nchw = nchw.get();
-  ae::cuda::conv_igemm(a, t, 0);
-  sync();
-  bool pad_ok = false;
-  const auto got = real_channels(from_nhwc(out, kImages, pooled, ldo, t), kImages, K, pooled, ldo, pad_ok);
-  const double err = rel_err(got, ref), err_nchw = rel_err(to_host(nchw, ref.size()), ref);
-  const auto picks = to_host(am, am.size()), ref_picks = picks_nhwc(ref_arg, kImages, K, H, W, ldo);
-  size_t differ = 0;
-  for (size_t i = 0; i < picks.size(); ++i) differ += picks[i] != ref_picks[i];
-  std::printf("    im2col conv+relu+pool %dx%dx%d->%d %s: rel err %.2e (nchw %.2e), picks differ %zu of %zu\n", H, W,
-              C, K, ae::precision_name(GetParam().precision), err, err_nchw, differ, picks.size());
-  EXPECT_LT(err, tol);
-  EXPECT_LT(err_nchw, tol);
-  EXPECT_TRUE(pad_ok) << "channel padding of the pooled output is not zero";
-  EXPECT_LT(double(differ), 0.02 * double(picks.size()));  // near-ties may round either way
-
-  // weight gradient through the pool, from the CPU's picks
-  auto dyp = normal(ref.size(), 1.f, rng);
-  std::vector<float> dy(y.size()), ref_w(w.size()), ref_b(K);
-  ae::cpu::maxpool2_backward(dyp.data(), ref_arg.data(), dy.data(), kImages, K, H, W);
-  ae::cpu::conv3x3_backward_weights(x.data(), dy.data(), ref_w.data(), ref_b.data(), kImages, C, K, H, W);
-  auto ddy = to_nhwc(dyp, kImages, K, pooled, ldo, t);
-  auto dpick = to_device(ref_picks);
-  const ae::cuda::PixelMatrix A{ddy.get(), Hp, Wp, ldo, ae::cuda::PixelMatrix::unpooled, false, dpick.get()};
-  const ae::cuda::PixelMatrix B{col.get(), H, W, pitch, ae::cuda::PixelMatrix::plain, false};
-  const ae::cuda::WgradPlan plan = ae::cuda::plan_wgrad(A.width(), B.width(), kImages, H, W, 1, t);
-  DeviceBuffer<float> ws(plan.workspace_floats());
-  auto dw = poisoned(w.size()), dbg = poisoned(K);
-  ae::cuda::wgrad_igemm(A, B, plan, ws.get(), t, 0);
-  ae::cuda::WgradScatter sc;
-  sc.mode = ae::cuda::WgradScatter::out_by_patch;
-  sc.K = K;
-  sc.C = C;
-  sc.Cs = pitch;
-  sc.im2col = true;
-  sc.bias_column = 9 * C;
-  sc.weight_grad = dw.get();
-  sc.bias_grad = dbg.get();
-  ae::cuda::wgrad_reduce(ws.get(), plan, sc, 0);
-  sync();
-  const double err_w = rel_err(to_host(dw, w.size()), ref_w), err_b = rel_err(to_host(dbg, size_t(K)), ref_b);
-  std::printf("    im2col wgrad +unpool +bias %dx%dx%d->%d %s: rel err w %.2e b %.2e\n", H, W, C, K,
-              ae::precision_name(GetParam().precision), err_w, err_b);
-  EXPECT_LT(err_w, tol);
-  EXPECT_LT(err_b, tol);
-}
-INSTANTIATE_TEST_SUITE_P(Architectures, FirstLayer, testing::ValuesIn(first_layers()), case_name);
-
-// The input gradient of every layer but the first with the epilogue the backend fuses into
-// it: × ReLU mask of the layer's input (encoder layers at the pooled grid; upsampled decoder
-// layers as the 4×4 stride-2 convolution), or × mask then unpool (the decoder's first layer,
-// whose input is the latent after the last pool).
-std::vector<ConvCase> input_grad_layers() {
-  return cases([](const ae::ConvLayer& c) { return c.group != "/encoder/conv1"; });
-}
-class InputGradEpilogue : public ConvLayer {};
-
-TEST_P(InputGradEpilogue, MatchesCpu) {
-  const DType t = dtype(GetParam().precision);
-  const double tol = conv_tolerance(GetParam().precision);
-  const ae::ConvLayer& L = arch_of(GetParam().arch).conv(GetParam().layer);
-  const bool unpool = L.group == "/decoder/conv1";
-  const int HW = H * W, Kp = ae::cuda::channel_pitch(K), Cp = ae::cuda::channel_pitch(C);
-  const int h = L.upsample ? H / 2 : H, w_ = L.upsample ? W / 2 : W;  // the layer's input grid
-  auto dyv = normal(size_t(kImages) * K * HW, 1.f, rng);
-  auto wt = normal(size_t(K) * C * 9, std::sqrt(2.f / (C * 9)), rng);
-  auto act = normal(size_t(kImages) * C * h * w_, 1.f, rng);  // the ReLU output that masks
-  for (auto& v : act) v = std::max(v, 0.f);
-  std::vector<float> dx(size_t(kImages) * C * HW), dxi(act.size()), ref;
-  ae::cpu::conv3x3_backward_data(dyv.data(), wt.data(), dx.data(), kImages, C, K, H, W);
-  if (L.upsample) ae::cpu::upsample2_backward(dx.data(), dxi.data(), kImages, C, h, w_);
-  else dxi = dx;
-  std::vector<float> masked(act.size());
-  ae::cpu::relu_backward(dxi.data(), act.data(), masked.data(), int64_t(act.size()));
-  std::vector<uint8_t> picks;
-  if (unpool) {  // the picks of a real pool at 2h×2w
-    auto pre = normal(size_t(kImages) * C * 4 * h * w_, 1.f, rng);
-    std::vector<float> pooled(act.size());
-    std::vector<int32_t> arg(act.size());
-    ae::cpu::maxpool2_forward(pre.data(), pooled.data(), arg.data(), kImages, C, 2 * h, 2 * w_);
-    ref.resize(pre.size());
-    ae::cpu::maxpool2_backward(masked.data(), arg.data(), ref.data(), kImages, C, 2 * h, 2 * w_);
-    picks = picks_nhwc(arg, kImages, C, 2 * h, 2 * w_, Cp);
-  } else {
-    ref = masked;
-  }
-
-  auto ddy = to_nhwc(dyv, kImages, K, HW, Kp, t);
-  auto dact = to_nhwc(act, kImages, C, h * w_, Cp, t);
-  auto dpick = to_device(picks.empty() ? std::vector<uint8_t>(1) : picks);
-  const int taps = L.upsample ? 16 : 9, kpad = round64(taps * Kp);
-  auto wp = packed(wt, L.upsample ? ae::cuda::PackKind::bwd_down2_4x4 : ae::cuda::PackKind::bwd3, K, C, kpad, Kp, t);
-  const int out_pixels = unpool ? 4 * h * w_ : h * w_;
-  DeviceBuffer<char> out(size_t(kImages) * out_pixels * Cp * ae::cuda::dtype_bytes(t));
-  ae::cuda::ConvArgs a;
-  a.src = ddy.get();
-  a.images = kImages;
-  a.Hs = H;
-  a.Ws = W;
-  a.Cs = Kp;
-  a.shape = L.upsample ? ae::cuda::ConvShape::down2_4x4 : ae::cuda::ConvShape::same3x3;
-  a.Kpad = kpad;
-  a.weights = wp.get();
-  a.N = C;
-  a.epilogue = unpool ? ae::cuda::ConvEpilogue::unpool_mask : ae::cuda::ConvEpilogue::mask;
-  a.aux = dact.get();
-  a.ld_aux = Cp;
-  a.argmax_in = unpool ? dpick.get() : nullptr;
-  a.out = out.get();
-  a.ldo = Cp;
-  ae::cuda::conv_igemm(a, t, 0);
-  sync();
-  bool pad_ok = false;
-  const auto got = real_channels(from_nhwc(out, kImages, out_pixels, Cp, t), kImages, C, out_pixels, Cp, pad_ok);
-  const double err = rel_err(got, ref);
-  std::printf("    %s bwd-data %s %dx%dx%d->%d %s: rel err %.2e\n", L.name.c_str(),
-              unpool ? "+mask+unpool" : L.upsample ? "(4x4 s2) +mask" : "+mask", H, W, C, K,
-              ae::precision_name(GetParam().precision), err);
-  EXPECT_LT(err, tol);
-  EXPECT_TRUE(pad_ok) << "channel padding of the input gradient is not zero";
-}
-INSTANTIATE_TEST_SUITE_P(Architectures, InputGradEpilogue, testing::ValuesIn(input_grad_layers()), case_name);
-
-// The output layer with the loss epilogue, as the backend runs it: "upsample then conv" in
-// the sub-pixel form, MSE against the uint8 targets picked through order[*pos + i], the
-// reconstruction as fp32 NCHW and the scaled gradient (pitch 8, padding zero).
-std::vector<ConvCase> output_layers() {
-  return cases([](const ae::ConvLayer& c) { return c.upsample && !c.relu; });
-}
-class OutputLoss : public ConvLayer {};
-
-TEST_P(OutputLoss, MatchesCpu) {
-  const DType t = dtype(GetParam().precision);
-  const double tol = conv_tolerance(GetParam().precision);
-  ASSERT_LE(K, 4);
-  const int h = H / 2, w_ = W / 2, HW = H * W, Cp = ae::cuda::channel_pitch(C), ldo = ae::cuda::channel_pitch(K);
-  auto x = uniform(size_t(kImages) * C * h * w_, 0.f, 1.f, rng);
-  auto wt = normal(size_t(K) * C * 9, std::sqrt(2.f / (C * 9)), rng);
-  auto b = normal(K, 0.1f, rng);
-  std::uniform_int_distribution<int> byte(0, 255);
-  const int stored = kImages + 3;  // targets: images[order[pos + i]]
-  std::vector<uint8_t> images(size_t(stored) * K * HW);
-  for (auto& v : images) v = uint8_t(byte(rng));
-  const std::vector<int> order = {6, 2, 5, 0, 3, 1, 4};
-  const int pos = 2;
-  std::vector<float> up(size_t(kImages) * C * HW), recon(size_t(kImages) * K * HW), grad(recon.size());
-  ae::cpu::upsample2_forward(x.data(), up.data(), kImages, C, h, w_);
-  ae::cpu::conv3x3_forward(up.data(), wt.data(), b.data(), recon.data(), kImages, C, K, H, W, false);
-  const float scale = 2.f / float(recon.size());
-  double ref_loss = 0;
-  for (int i = 0; i < kImages; ++i)
-    for (size_t e = 0; e < size_t(K) * HW; ++e) {
-      const size_t r = size_t(i) * K * HW + e;
-      const float d = recon[r] - float(images[size_t(order[size_t(pos + i)]) * K * HW + e]) / 255.f;
-      ref_loss += double(d) * d;
-      grad[r] = scale * d;
-    }
-
-  auto dx = to_nhwc(x, kImages, C, h * w_, Cp, t);
-  const int kpad = round64(9 * Cp);
-  auto wp = packed(wt, ae::cuda::PackKind::fwd_up2_subpixel, K, C, kpad, Cp, t);
-  auto db = to_device(b);
-  auto dimg = to_device(images);
-  auto dorder = to_device(order);
-  auto dpos = to_device(std::vector<int>{pos});
-  DeviceBuffer<char> out(size_t(kImages) * HW * ldo * ae::cuda::dtype_bytes(t));
-  auto drecon = poisoned(recon.size());
-  DeviceBuffer<double> loss(1);
-  AE_CUDA_CHECK(cudaMemset(loss.get(), 0, sizeof(double)));
-  ae::cuda::ConvArgs a;
-  a.src = dx.get();
-  a.images = kImages;
-  a.Hs = h;
-  a.Ws = w_;
-  a.Cs = Cp;
-  a.shape = ae::cuda::ConvShape::up2_subpixel;
-  a.Kpad = kpad;
-  a.weights = wp.get();
-  a.N = K;
-  a.epilogue = ae::cuda::ConvEpilogue::loss;
-  a.bias = db.get();
-  a.out = out.get();
-  a.ldo = ldo;
-  a.out_nchw = drecon.get();
-  a.images_u8 = dimg.get();
-  a.order = dorder.get();
-  a.order_pos = dpos.get();
-  a.grad_scale = scale;
-  a.loss_sum = loss.get();
-  ae::cuda::conv_igemm(a, t, 0);
-  sync();
-  bool pad_ok = false;
-  const auto got_grad = real_channels(from_nhwc(out, kImages, HW, ldo, t), kImages, K, HW, ldo, pad_ok);
-  const double got_loss = to_host(loss, 1)[0];
-  const double err_r = rel_err(to_host(drecon, recon.size()), recon), err_g = rel_err(got_grad, grad);
-  std::printf("    output layer +loss %dx%dx%d->%d %s: rel err recon %.2e grad %.2e loss %.3e vs %.3e\n", h, w_, C, K,
-              ae::precision_name(GetParam().precision), err_r, err_g, got_loss, ref_loss);
-  EXPECT_LT(err_r, tol);
-  EXPECT_LT(err_g, tol);
-  EXPECT_NEAR(got_loss, ref_loss, tol * ref_loss);
-  EXPECT_TRUE(pad_ok) << "channel padding of the output gradient is not zero";
-}
-INSTANTIATE_TEST_SUITE_P(Architectures, OutputLoss, testing::ValuesIn(output_layers()), case_name);
 
 // bias_grad at pitches wider than a block (no 256 cap) and with fewer columns than the pitch.
 TEST(GpuLayers, BiasGradAnyPitch) {
@@ -607,7 +313,7 @@ TEST(GpuLayers, ReluBackwardMatchesCpu) {
   ae::cpu::relu_backward(dy.data(), y.data(), ref.data(), int64_t(n));
   auto dyd = to_device(dy), yd = to_device(y);
   auto dxd = poisoned(n);
-  ae::cuda::relu_backward(dyd.get(), yd.get(), dxd.get(), int64_t(n));
+  twin::relu_backward(dyd.get(), yd.get(), dxd.get(), int64_t(n));
   EXPECT_EQ(rel_err(to_host(dxd, n), ref), 0.0);
 }
 
@@ -625,8 +331,8 @@ TEST_P(PoolShape, MaxPoolForwardBackwardMatchCpu) {
   ae::cpu::maxpool2_forward(x.data(), ref_y.data(), ref_arg.data(), kImages, C, H, H);
   auto xd = to_device(x);
   auto yd = poisoned(ny);
-  ae::cuda::DeviceBuffer<int32_t> argd(ny);
-  ae::cuda::maxpool2_forward(xd.get(), yd.get(), argd.get(), kImages, C, H, H);
+  cae::cuda::DeviceBuffer<int32_t> argd(ny);
+  twin::maxpool2_forward(xd.get(), yd.get(), argd.get(), kImages, C, H, H);
   EXPECT_EQ(rel_err(to_host(yd, ny), ref_y), 0.0);
   EXPECT_EQ(to_host(argd, ny), ref_arg);
 
@@ -634,7 +340,7 @@ TEST_P(PoolShape, MaxPoolForwardBackwardMatchCpu) {
   ae::cpu::maxpool2_backward(dy.data(), ref_arg.data(), ref_dx.data(), kImages, C, H, H);
   auto dyd = to_device(dy);
   auto dxd = poisoned(nx);
-  ae::cuda::maxpool2_backward(dyd.get(), argd.get(), dxd.get(), kImages, C, H, H);
+  twin::maxpool2_backward(dyd.get(), argd.get(), dxd.get(), kImages, C, H, H);
   EXPECT_EQ(rel_err(to_host(dxd, nx), ref_dx), 0.0);
 }
 INSTANTIATE_TEST_SUITE_P(RealShapes, PoolShape,
@@ -653,14 +359,14 @@ TEST_P(UpsampleShape, ForwardBackwardMatchCpu) {
   ae::cpu::upsample2_forward(x.data(), ref_y.data(), kImages, C, H, H);
   auto xd = to_device(x);
   auto yd = poisoned(ny);
-  ae::cuda::upsample2_forward(xd.get(), yd.get(), kImages, C, H, H);
+  twin::upsample2_forward(xd.get(), yd.get(), kImages, C, H, H);
   EXPECT_EQ(rel_err(to_host(yd, ny), ref_y), 0.0);
 
   auto dy = normal(ny, 1.f, rng);
   ae::cpu::upsample2_backward(dy.data(), ref_dx.data(), kImages, C, H, H);
   auto dyd = to_device(dy);
   auto dxd = poisoned(nx);
-  ae::cuda::upsample2_backward(dyd.get(), dxd.get(), kImages, C, H, H);
+  twin::upsample2_backward(dyd.get(), dxd.get(), kImages, C, H, H);
   EXPECT_LT(rel_err(to_host(dxd, nx), ref_dx), 1e-6);
 }
 INSTANTIATE_TEST_SUITE_P(RealShapes, UpsampleShape,
@@ -676,7 +382,7 @@ TEST(GpuLayers, MseLossMatchesCpu) {
   const double ref = ae::cpu::mse_loss(pred.data(), target.data(), int64_t(n), ref_d.data());
   auto pd = to_device(pred), td = to_device(target);
   auto dd = poisoned(n);
-  const double got = ae::cuda::mse_loss(pd.get(), td.get(), int64_t(n), dd.get());
+  const double got = twin::mse_loss(pd.get(), td.get(), int64_t(n), dd.get());
   EXPECT_NEAR(got, ref, 1e-9 * ref);
   EXPECT_LT(rel_err(to_host(dd, n), ref_d), 1e-6);
 }
@@ -692,7 +398,7 @@ TEST(GpuLayers, AdamStepsMatchCpu) {
     auto g = normal(n, 1e-2f, rng);
     ae::cpu::adam_step(p.data(), g.data(), m.data(), v.data(), int64_t(n), step, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f);
     auto gd = to_device(g);
-    ae::cuda::adam_step(pd.get(), gd.get(), md.get(), vd.get(), int64_t(n), step, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f);
+    twin::adam_step(pd.get(), gd.get(), md.get(), vd.get(), int64_t(n), step, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f);
   }
   EXPECT_LT(rel_err(to_host(pd, n), p), 1e-6);
   EXPECT_LT(rel_err(to_host(md, n), m), 1e-6);
@@ -710,7 +416,7 @@ TEST(GpuLayers, SgdMomentumStepsMatchCpu) {
     auto g = normal(n, 1e-2f, rng);
     ae::cpu::sgd_step(p.data(), g.data(), buf.data(), int64_t(n), 0.05f, 0.9f, 1e-4f);
     auto gd = to_device(g);
-    ae::cuda::sgd_step(pd.get(), gd.get(), bd.get(), int64_t(n), 0.05f, 0.9f, 1e-4f);
+    twin::sgd_step(pd.get(), gd.get(), bd.get(), int64_t(n), 0.05f, 0.9f, 1e-4f);
   }
   EXPECT_LT(rel_err(to_host(pd, n), p), 1e-6);
   EXPECT_LT(rel_err(to_host(bd, n), buf), 1e-6);
@@ -722,14 +428,14 @@ TEST(GpuLayers, GlobalNormMatchesCpu) {
   auto g = normal(size_t(ae::Architecture::seed().param_count()), 1e-2f, rng);
   auto gd = to_device(g);
   const double ref = ae::cpu::global_norm(g.data(), int64_t(g.size()));
-  EXPECT_NEAR(ae::cuda::global_norm(gd.get(), int64_t(g.size())), ref, 1e-9 * ref);
+  EXPECT_NEAR(twin::global_norm(gd.get(), int64_t(g.size())), ref, 1e-9 * ref);
 }
 
 // A device allocation that cannot be met is cae::OutOfDeviceMemory, which the tools print
 // with a hint (a smaller --batch-size), and the device stays usable after it.
 TEST(GpuMemory, FailedAllocationIsOutOfDeviceMemoryAndNotSticky) {
   REQUIRE_GPU();
-  ae::cuda::DeviceBuffer<char> huge;
+  cae::cuda::DeviceBuffer<char> huge;
   try {
     huge.resize(size_t(1) << 50);  // 1 PiB
     FAIL() << "a 1 PiB device allocation succeeded";

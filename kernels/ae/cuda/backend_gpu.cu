@@ -11,7 +11,6 @@
 // bf16 or fp32; the master weights, the gradient and the optimizer state are fp32, and the
 // optimizer stage also refreshes the packed (and, in bf16 mode, rounded) weight copies the
 // convolutions read.
-#include <cuda_profiler_api.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -19,7 +18,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -36,6 +34,7 @@ namespace ae {
 namespace {
 
 using namespace ae::cuda;
+using cae::cuda::DeviceBuffer;
 
 constexpr int kEncodeChunk = 1024;  // images per encoder launch (results do not depend on it)
 constexpr int kEvalChunk = 256;     // images per eval_loss / reconstruct launch, at least
@@ -93,7 +92,7 @@ class PinnedBuffer {
   size_t bytes_ = 0;
 };
 
-class GpuBackend final : public AeBackend {
+class GpuBackend final : public AeBackend, public SteppedGpuBackend {
  public:
   GpuBackend(const Architecture& arch, const OptimizerConfig& opt, Precision precision,
              const DataParallelGroup* group = nullptr)
@@ -348,85 +347,23 @@ class GpuBackend final : public AeBackend {
     drain();
   }
 
-  // ---- for profile_training_step() ----
-  std::string profile(int batch, int repeats, const std::string& only_stages) {
-    if (n_train_ == 0) throw std::logic_error("profile: set_train_images() first");
-    if (n_train_ < batch) throw std::invalid_argument("profile: fewer training images than the batch");
-    if (repeats <= 0) throw std::invalid_argument("profile: repeats must be positive");
+  // ---- SteppedGpuBackend: one step stage by stage, for the profiler (tests/gpu/support) ----
+  AeBackend& backend() override { return *this; }
+  std::vector<StepStage> stages_of_step(int batch) override {
+    if (n_train_ == 0) throw std::logic_error("stages_of_step: set_train_images() first");
+    if (n_train_ < batch) throw std::invalid_argument("stages_of_step: fewer training images than the batch");
     std::vector<int64_t> order(static_cast<size_t>(batch));
     for (int i = 0; i < batch; ++i) order[size_t(i)] = i;
     upload_order(order);
     ensure_capacity(batch);
     ensure_workspaces(batch);
-    std::vector<Stage> stages = step_stages(batch, batch);
-    cudaEvent_t t0, t1;
-    AE_CUDA_CHECK(cudaEventCreate(&t0));
-    AE_CUDA_CHECK(cudaEventCreate(&t1));
-    auto reset = [&] { AE_CUDA_CHECK(cudaMemsetAsync(pos_.get(), 0, sizeof(int), stream_)); };
-    // The median over `repeats` runs of `work`, timed by CUDA events; `before` runs first,
-    // untimed, each time.
-    auto median_ms = [&](const auto& work, const std::function<void()>& before = {}) {
-      std::vector<float> ms;
-      for (int r = 0; r < repeats; ++r) {
-        if (before) before();
-        AE_CUDA_CHECK(cudaEventRecord(t0, stream_));
-        work();
-        AE_CUDA_CHECK(cudaEventRecord(t1, stream_));
-        AE_CUDA_CHECK(cudaEventSynchronize(t1));
-        float v = 0;
-        AE_CUDA_CHECK(cudaEventElapsedTime(&v, t0, t1));
-        ms.push_back(v);
-      }
-      std::sort(ms.begin(), ms.end());
-      return double(ms[ms.size() / 2]);
-    };
-    reset();
-    for (auto& s : stages) s.run(stream_);  // warm-up
-    reset();
-    if (!only_stages.empty()) {
-      // For Nsight Compute (ncu --profile-from-start off): the matching stages, once, alone.
-      AE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      AE_CUDA_CHECK(cudaProfilerStart());
-      for (auto& s : stages)
-        if (s.name.rfind(only_stages, 0) == 0) s.run(stream_);
-      AE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      AE_CUDA_CHECK(cudaProfilerStop());
-      cudaEventDestroy(t0);
-      cudaEventDestroy(t1);
-      return "profiled stages matching '" + only_stages + "' for Nsight Compute\n";
-    }
-    std::ostringstream out;
-    char line[200];
-    out << "per-kernel times, " << describe() << ", " << arch_.describe() << ", batch " << batch << ", median of "
-        << repeats << " runs\n";
-    std::snprintf(line, sizeof line, "  %-34s %9s %9s %9s\n", "stage", "ms", "GFLOP", "TFLOP/s");
-    out << line;
-    double total_ms = 0, total_flops = 0;
-    for (auto& s : stages) {
-      if (s.name == "advance") continue;
-      const double med = median_ms([&] { s.run(stream_); });
-      total_ms += med;
-      total_flops += s.flops;
-      std::snprintf(line, sizeof line, "  %-34s %9.4f %9.2f %9.1f\n", s.name.c_str(), med, s.flops / 1e9,
-                    s.flops > 0 ? s.flops / (med * 1e-3) / 1e12 : 0.0);
-      out << line;
-    }
-    std::snprintf(line, sizeof line, "  %-34s %9.4f %9.2f %9.1f\n", "sum of stages", total_ms, total_flops / 1e9,
-                  total_flops / (total_ms * 1e-3) / 1e12);
-    out << line;
-    // The whole step as the graph replays it.
-    reset();
-    cudaGraphExec_t g = graph_for(batch, batch);
-    const double med = median_ms([&] { AE_CUDA_CHECK(cudaGraphLaunch(g, stream_)); }, reset);
-    std::snprintf(line, sizeof line, "  %-34s %9.4f %9.2f %9.1f  (%.3f s per 50,000 images)\n",
-                  "graph replay (whole step)", med, total_flops / 1e9, total_flops / (med * 1e-3) / 1e12,
-                  med * 1e-3 * 50000.0 / batch);
-    out << line;
-    cudaEventDestroy(t0);
-    cudaEventDestroy(t1);
-    reset();
-    return out.str();
+    std::vector<StepStage> out;
+    for (Stage& s : step_stages(batch, batch)) out.push_back({s.name, s.flops, std::move(s.run)});
+    return out;
   }
+  void rewind() override { AE_CUDA_CHECK(cudaMemsetAsync(pos_.get(), 0, sizeof(int), stream_)); }
+  void replay_step(int batch) override { AE_CUDA_CHECK(cudaGraphLaunch(graph_for(batch, batch), stream_)); }
+  cudaStream_t stream() const override { return stream_; }
 
  private:
   // ---- buffers ----
@@ -753,10 +690,9 @@ std::unique_ptr<AeBackend> make_gpu_backend(const Architecture& arch, const Opti
 }
 
 namespace cuda {
-std::string profile_training_step(AeBackend& backend, int batch, int repeats, const std::string& only_stages) {
-  auto* gpu = dynamic_cast<GpuBackend*>(&backend);
-  if (!gpu) throw std::invalid_argument("profile_training_step: not a GPU backend");
-  return gpu->profile(batch, repeats, only_stages);
+std::unique_ptr<SteppedGpuBackend> make_stepped_gpu_backend(const Architecture& arch, const OptimizerConfig& opt,
+                                                            Precision precision) {
+  return std::make_unique<GpuBackend>(arch, opt, precision);
 }
 }  // namespace cuda
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "common/cuda_check.cuh"
 #include "kernels/ae/cuda/fast_divmod.cuh"
@@ -17,15 +18,12 @@
 namespace ae::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
 using namespace ptx;
-using igemm::sm_count;
-using igemm::zero_acc;
 
 // ---- convolution -------------------------------------------------------------------------
-struct ConvK {
-  const void* src;
-  int Hs, Ws, lcs;       // source NHWC, channel pitch 1<<lcs
+// The kernels' parameter: the caller's ConvArgs and what conv_igemm derives from them.
+struct ConvK : ConvArgs {
+  int lcs;               // source channel pitch 1<<lcs
   int gh, gw;            // the row grid (GEMM rows = images × gh × gw)
   FastDivmod div_gw, div_ghw;  // ÷gw, ÷(gh·gw): row → (image, y, x)
   FastDivmod div_qw, div_qhw;  // pool's quad order: ÷(gw/2), ÷(gh/2·gw/2)
@@ -34,24 +32,8 @@ struct ConvK {
   int parity;            // up2_parity: blockIdx.z is the output parity, which shifts org and output
   int sub_k;             // up2_subpixel: output channels per parity (GEMM column n = parity·sub_k + k)
   int oh, ow;            // the output grid (pixels that store/loss write)
-  int Kpad;
-  const void* wgt;
-  int N;
-  int epi, quad, relu, vec;
-  const float* bias;
+  int cols;              // GEMM columns: N (4·N for up2_subpixel)
   int bias_vec;          // bias is 16-byte aligned: 8 values load as vectors
-  void* out;
-  int ldo;
-  uint8_t* argmax_out;
-  const void* aux;
-  int ld_aux;
-  const uint8_t* argmax_in;
-  float* out_nchw;
-  const uint8_t* images;
-  const int* order;
-  const int* order_pos;
-  float grad_scale;
-  double* loss_sum;
 };
 
 // 8 consecutive values between global memory (bf16: one 16-byte access, fp32: two) or
@@ -139,290 +121,258 @@ __device__ __forceinline__ void store_acc_tile(float* ct, const float (&acc)[MI]
     }
 }
 
-// The epilogue of a BM×BN tile whose fp32 accumulators are in shared memory (ct, row
-// pitch BN + 4): every mode reads whole rows / 2×2 blocks and writes channel-contiguous
-// (coalesced) NHWC output, channels N..ldo−1 as zeros. par: the output parity
-// (up2_parity), else 0. Columns n ≥ N of the tile are exact zeros (their weights were
-// zero-filled), and they are never stored as such.
-template <typename T, int BM, int BN, int NT>
-__device__ __forceinline__ void conv_epilogue(const ConvK& p, const float* ct, int m0, int n0, int par) {
-  constexpr int CLD = BN + 4;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int oy = p.parity ? (par >> 1) : 0, ox = p.parity ? (par & 1) : 0;
-  T* out = static_cast<T*>(p.out);
-  const T* aux = static_cast<const T*>(p.aux);
-  // Vector path: 8 channels per item, 16-byte (bf16) / 32-byte (fp32) global accesses.
-  // nv = N − n real channels in the item: ≥ 8 all of them (every item of the seed model),
-  // ≤ 0 none (channel padding, written as zeros).
-  if (p.vec && p.epi <= 3) {
-    constexpr int C8 = BN / 8;
-    if (p.epi == 1) {  // 2×2 max pool of relu(acc + bias); rows in quad order
-      const int plane = p.div_qhw.d;  // pooled pixels per image
-      for (int it = tid; it < (BM / 4) * C8; it += NT) {
-        const int q = it / C8, c = (it % C8) * 8, m = m0 + 4 * q, n = n0 + c;
-        if (m >= p.M || n >= p.ldo) continue;
-        const int nv = p.N - n;
-        const size_t low = size_t(m >> 2);
-        float best[8], b[8];
-        uint32_t arg_lo = 0, arg_hi = 0;
-        bias8(p, n, nv, b);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) best[j] = -INFINITY;
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          float v[8];
-          lds8(ct + (4 * q + s) * CLD + c, v);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            float x = v[j] + b[j];
-            if (p.relu) x = fmaxf(x, 0.f);
-            if (x > best[j] || isnan(x)) {
-              best[j] = x;
-              if (j < 4) arg_lo = (arg_lo & ~(0xffu << (8 * j))) | (uint32_t(s) << (8 * j));
-              else arg_hi = (arg_hi & ~(0xffu << (8 * (j - 4)))) | (uint32_t(s) << (8 * (j - 4)));
-            }
-          }
-        }
-        if (nv < 8) {  // padding channels: value 0, pick 0
-#pragma unroll
-          for (int j = 0; j < 8; ++j)
-            if (j >= nv) {
-              best[j] = 0.f;
-              if (j < 4) arg_lo &= ~(0xffu << (8 * j));
-              else arg_hi &= ~(0xffu << (8 * (j - 4)));
-            }
-        }
-        store8(out + low * p.ldo + n, best);
-        *reinterpret_cast<uint2*>(p.argmax_out + low * p.ldo + n) = make_uint2(arg_lo, arg_hi);
-        if (p.out_nchw && nv > 0) {
-          int img, rem;
-          p.div_qhw.divmod(int(low), img, rem);
-#pragma unroll
-          for (int j = 0; j < 8; ++j)
-            if (j < nv) p.out_nchw[(size_t(img) * p.N + n + j) * plane + rem] = best[j];
-        }
-      }
-    } else {
-      for (int it = tid; it < BM * C8; it += NT) {
-        const int r = it / C8, c = (it % C8) * 8, m = m0 + r, n = n0 + c;
-        if (m >= p.M || n >= p.ldo) continue;
-        const int nv = p.N - n;
-        float v[8];
-        lds8(ct + r * CLD + c, v);
-        if (p.epi == 0) {  // store
-          float b[8];
-          bias8(p, n, nv, b);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            float x = v[j] + b[j];
-            if (p.relu) x = fmaxf(x, 0.f);
-            v[j] = j < nv ? x : 0.f;
-          }
-          size_t opix = size_t(m);
-          if (p.parity) {
-            int img, y, x;
-            decode_pixel(p, m, false, img, y, x);
-            opix = (size_t(img) * p.oh + 2 * y + oy) * p.ow + 2 * x + ox;
-          }
-          store8(out + opix * p.ldo + n, v);
-        } else if (p.epi == 2) {  // × ReLU mask
-          float a[8];
-          const T* ap = aux + size_t(m) * p.ld_aux + n;
-          if (nv >= 8) {
-            load8(ap, a);
-          } else {
-#pragma unroll
-            for (int j = 0; j < 8; ++j) a[j] = j < nv ? load_f(ap + j) : 0.f;
-          }
-#pragma unroll
-          for (int j = 0; j < 8; ++j) v[j] = a[j] > 0.f ? v[j] : 0.f;  // padding: a = 0
-          store8(out + size_t(m) * p.ldo + n, v);
-        } else {  // unpool: × ReLU mask, to the argmax position of each 2×2 block
-          float a[8];
-          uint2 am = make_uint2(0u, 0u);
-          const size_t ai = size_t(m) * p.ld_aux + n;
-          if (nv >= 8) {
-            load8(aux + ai, a);
-            am = *reinterpret_cast<const uint2*>(p.argmax_in + ai);
-          } else {
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              a[j] = j < nv ? load_f(aux + ai + j) : 0.f;
-              const uint32_t pick = j < nv ? uint32_t(p.argmax_in[ai + j]) : 0u;
-              if (j < 4) am.x |= pick << (8 * j);
-              else am.y |= pick << (8 * (j - 4));
-            }
-          }
-          int img, y, x;
-          decode_pixel(p, m, false, img, y, x);
-          const size_t W2 = size_t(p.gw) * 2;
-          const size_t base = ((size_t(img) * p.gh * 2 + 2 * y) * W2 + 2 * x) * p.ldo + n;
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            float o[8];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              const uint32_t word = j < 4 ? am.x : am.y;
-              const int arg = int((word >> (8 * (j & 3))) & 0xffu);
-              o[j] = (a[j] > 0.f && arg == s) ? v[j] : 0.f;
-            }
-            store8(out + base + ((s >> 1) * W2 + (s & 1)) * p.ldo, o);
-          }
-        }
-      }
-    }
-    return;
-  }
+// The epilogues, one functor per ConvEpilogue mode, a template parameter of the kernels
+// chosen once at dispatch (dispatch_epilogue). Each finishes a BM×BN tile whose fp32
+// accumulators are in shared memory (ct, row pitch BN + 4): every mode reads whole rows /
+// 2×2 blocks and writes channel-contiguous (coalesced) NHWC output, channels N..ldo−1 as
+// zeros. par: the output parity (up2_parity), else 0. Columns n ≥ N of the tile are exact
+// zeros (their weights were zero-filled), and they are never stored as such.
+//
+// Store, pool, mask and unpool_mask move 8 channels per item, 16-byte (bf16) / 32-byte
+// (fp32) global accesses: conv_igemm checks before launch that their pitches (ldo, ld_aux)
+// are multiples of 8. nv = N − n real channels in an item: ≥ 8 all of them (every item of
+// the seed model), ≤ 0 none (channel padding, written as zeros). The sub-pixel store and
+// the loss go element by element: their columns interleave the four output parities.
 
-  switch (p.epi) {
-    case 0: {  // store: out at output pixel (2y+oy, 2x+ox) of the row pixel (y,x) (parity), else (y,x)
-      if (p.sub_k) {  // up2_subpixel: column n is channel n % sub_k of output parity n / sub_k
-        for (int it = tid; it < BM * BN; it += NT) {
-          const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
-          if (m >= p.M || n >= p.N) continue;
-          const int q = n / p.sub_k, ch = n - q * p.sub_k;
-          float v = ct[r * CLD + c] + (p.bias ? p.bias[ch] : 0.f);
-          if (p.relu) v = fmaxf(v, 0.f);
-          int img, y, x;
-          decode_pixel(p, m, false, img, y, x);
-          const size_t opix = (size_t(img) * p.oh + 2 * y + (q >> 1)) * p.ow + 2 * x + (q & 1);
-          store_f(out + opix * p.ldo + ch, v);
-          if (ch == p.sub_k - 1)
-            for (int j = p.sub_k; j < p.ldo; ++j) store_f(out + opix * p.ldo + j, 0.f);
-        }
-        break;
-      }
-      for (int it = tid; it < BM * BN; it += NT) {
-        const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
-        if (m >= p.M || n >= p.ldo) continue;
-        float v = 0.f;
-        if (n < p.N) {
-          v = ct[r * CLD + c] + (p.bias ? p.bias[n] : 0.f);
-          if (p.relu) v = fmaxf(v, 0.f);
-        }
-        size_t opix = size_t(m);
-        if (p.parity) {
-          int img, y, x;
-          decode_pixel(p, m, false, img, y, x);
-          opix = (size_t(img) * p.oh + 2 * y + oy) * p.ow + 2 * x + ox;
-        }
-        store_f(out + opix * p.ldo + n, v);
-      }
-      break;
-    }
-    case 1: {  // 2×2 max pool of relu(acc + bias); rows are in quad order
-      const int plane = p.div_qhw.d;  // pooled pixels per image
-      for (int it = tid; it < (BM / 4) * BN; it += NT) {
-        const int q = it / BN, c = it % BN, m = m0 + 4 * q, n = n0 + c;
-        if (m >= p.M || n >= p.ldo) continue;
-        const int low = m >> 2;
-        if (n >= p.N) {
-          store_f(out + size_t(low) * p.ldo + n, 0.f);
-          p.argmax_out[size_t(low) * p.ldo + n] = 0;
-          continue;
-        }
-        const float b = p.bias ? p.bias[n] : 0.f;
-        float best = -INFINITY;
-        int arg = 0;
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          float v = ct[(4 * q + s) * CLD + c] + b;
-          if (p.relu) v = fmaxf(v, 0.f);
-          if (v > best || isnan(v)) best = v, arg = s;
-        }
-        store_f(out + size_t(low) * p.ldo + n, best);
-        p.argmax_out[size_t(low) * p.ldo + n] = uint8_t(arg);
-        if (p.out_nchw) {
-          int img, rem;
-          p.div_qhw.divmod(low, img, rem);
-          p.out_nchw[(size_t(img) * p.N + n) * plane + rem] = best;
-        }
-      }
-      break;
-    }
-    case 2: {  // backward through a ReLU: acc × (aux > 0), same pixel
-      for (int it = tid; it < BM * BN; it += NT) {
-        const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
-        if (m >= p.M || n >= p.ldo) continue;
-        const bool alive = n < p.N && load_f(aux + size_t(m) * p.ld_aux + n) > 0.f;
-        store_f(out + size_t(m) * p.ldo + n, alive ? ct[r * CLD + c] : 0.f);
-      }
-      break;
-    }
-    case 3: {  // unpool: acc × ReLU mask, to the argmax of each 2×2 block of the 2H×2W output
-      const int W2 = p.gw * 2, H2 = p.gh * 2;
-      for (int it = tid; it < BM * BN; it += NT) {
-        const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
-        if (m >= p.M || n >= p.ldo) continue;
-        const size_t ai = size_t(m) * p.ld_aux + n;
-        const bool real = n < p.N;
-        const float v = (real && load_f(aux + ai) > 0.f) ? ct[r * CLD + c] : 0.f;
-        const int a = real ? p.argmax_in[ai] : 0;
-        int img, y, x;
-        decode_pixel(p, m, false, img, y, x);
-        const size_t base = ((size_t(img) * H2 + 2 * y) * W2 + 2 * x) * p.ldo + n;
-        store_f(out + base, a == 0 ? v : 0.f);
-        store_f(out + base + p.ldo, a == 1 ? v : 0.f);
-        store_f(out + base + size_t(W2) * p.ldo, a == 2 ? v : 0.f);
-        store_f(out + base + size_t(W2 + 1) * p.ldo, a == 3 ? v : 0.f);
-      }
-      break;
-    }
-    case 4: {  // MSE loss against the uint8 input, gradient into out
-      __shared__ float red[32];
-      const int ohw = p.oh * p.ow;
-      const int pos0 = p.order_pos ? *p.order_pos : 0;
-      float local = 0.f;
-      // Channels of the image; up2_subpixel: column n is channel n % sub_k of parity n / sub_k.
-      const int C = p.sub_k ? p.sub_k : p.N;
-      const int cols = (out && !p.sub_k) ? p.ldo : p.N;
-      for (int it = tid; it < BM * BN; it += NT) {
-        const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
-        if (m >= p.M || n >= cols) continue;
-        int img, y, x;
-        decode_pixel(p, m, false, img, y, x);
-        int ch = n, Y = y, X = x;
-        if (p.sub_k) {
-          const int q = n / p.sub_k;
-          ch = n - q * p.sub_k;
-          Y = 2 * y + (q >> 1);
-          X = 2 * x + (q & 1);
-        } else if (p.parity) {
-          Y = 2 * y + oy;
-          X = 2 * x + ox;
-        }
-        const int pix = Y * p.ow + X;
-        const size_t opix = size_t(img) * ohw + pix;
-        if (n >= p.N) {
-          store_f(out + opix * p.ldo + n, 0.f);
-          continue;
-        }
-        if (out && p.sub_k && ch == C - 1)
-          for (int j = C; j < p.ldo; ++j) store_f(out + opix * p.ldo + j, 0.f);
-        const float v = ct[r * CLD + c] + (p.bias ? p.bias[ch] : 0.f);
-        const int idx = p.order ? p.order[pos0 + img] : img;
-        const float target = float(p.images[(size_t(idx) * C + ch) * ohw + pix]) * (1.f / 255.f);
-        const float d = v - target;
-        local += d * d;
-        if (out) store_f(out + opix * p.ldo + ch, d * p.grad_scale);
-        if (p.out_nchw) p.out_nchw[(size_t(img) * C + ch) * ohw + pix] = v;
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
-      if (lane == 0) red[warp] = local;
-      __syncthreads();
-      if (warp == 0) {
-        local = lane < NT / 32 ? red[lane] : 0.f;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
-        if (lane == 0 && p.loss_sum) atomicAdd(p.loss_sum, double(local));
-      }
-      break;
-    }
+// fn(m, n, nv, v) for every 8-channel item of the tile's rows that lies inside the output
+// (v: the item's accumulators).
+template <int BM, int BN, int NT, typename Fn>
+__device__ __forceinline__ void for_each_item8(const ConvK& p, const float* ct, int m0, int n0, Fn fn) {
+  constexpr int CLD = BN + 4, C8 = BN / 8;
+  for (int it = threadIdx.x; it < BM * C8; it += NT) {
+    const int r = it / C8, c = (it % C8) * 8, m = m0 + r, n = n0 + c;
+    if (m >= p.M || n >= p.ldo) continue;
+    const int nv = p.cols - n;
+    float v[8];
+    lds8(ct + r * CLD + c, v);
+    fn(m, n, nv, v);
   }
 }
 
-template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+// out[pixel][n] = act(acc + bias); the pixel is (2y+oy, 2x+ox) of row pixel (y,x) with
+// up2_parity, else (y,x).
+struct StoreEpilogue {
+  static constexpr bool kQuadRows = false;
+  template <typename T, int BM, int BN, int NT>
+  static __device__ __forceinline__ void run(const ConvK& p, const float* ct, int m0, int n0, int par) {
+    const int oy = p.parity ? (par >> 1) : 0, ox = p.parity ? (par & 1) : 0;
+    T* out = static_cast<T*>(p.out);
+    for_each_item8<BM, BN, NT>(p, ct, m0, n0, [&](int m, int n, int nv, float(&v)[8]) {
+      float b[8];
+      bias8(p, n, nv, b);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float x = v[j] + b[j];
+        if (p.relu) x = fmaxf(x, 0.f);
+        v[j] = j < nv ? x : 0.f;
+      }
+      size_t opix = size_t(m);
+      if (p.parity) {
+        int img, y, x;
+        decode_pixel(p, m, false, img, y, x);
+        opix = (size_t(img) * p.oh + 2 * y + oy) * p.ow + 2 * x + ox;
+      }
+      store8(out + opix * p.ldo + n, v);
+    });
+  }
+};
+
+// up2_subpixel's store: column n is channel n % sub_k of output parity n / sub_k.
+struct SubpixelStoreEpilogue {
+  static constexpr bool kQuadRows = false;
+  template <typename T, int BM, int BN, int NT>
+  static __device__ __forceinline__ void run(const ConvK& p, const float* ct, int m0, int n0, int) {
+    constexpr int CLD = BN + 4;
+    T* out = static_cast<T*>(p.out);
+    for (int it = threadIdx.x; it < BM * BN; it += NT) {
+      const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
+      if (m >= p.M || n >= p.cols) continue;
+      const int q = n / p.sub_k, ch = n - q * p.sub_k;
+      float v = ct[r * CLD + c] + (p.bias ? p.bias[ch] : 0.f);
+      if (p.relu) v = fmaxf(v, 0.f);
+      int img, y, x;
+      decode_pixel(p, m, false, img, y, x);
+      const size_t opix = (size_t(img) * p.oh + 2 * y + (q >> 1)) * p.ow + 2 * x + (q & 1);
+      store_f(out + opix * p.ldo + ch, v);
+      if (ch == p.sub_k - 1)
+        for (int j = p.sub_k; j < p.ldo; ++j) store_f(out + opix * p.ldo + j, 0.f);
+    }
+  }
+};
+
+// 2×2 max pool of act(acc + bias) → out (H/2×W/2) + argmax; the tile's rows are in quad
+// order (the four pixels of each 2×2 block consecutive).
+struct PoolEpilogue {
+  static constexpr bool kQuadRows = true;
+  template <typename T, int BM, int BN, int NT>
+  static __device__ __forceinline__ void run(const ConvK& p, const float* ct, int m0, int n0, int) {
+    constexpr int CLD = BN + 4, C8 = BN / 8;
+    T* out = static_cast<T*>(p.out);
+    const int plane = p.div_qhw.d;  // pooled pixels per image
+    for (int it = threadIdx.x; it < (BM / 4) * C8; it += NT) {
+      const int q = it / C8, c = (it % C8) * 8, m = m0 + 4 * q, n = n0 + c;
+      if (m >= p.M || n >= p.ldo) continue;
+      const int nv = p.cols - n;
+      const size_t low = size_t(m >> 2);
+      float best[8], b[8];
+      uint32_t arg_lo = 0, arg_hi = 0;
+      bias8(p, n, nv, b);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) best[j] = -INFINITY;
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        float v[8];
+        lds8(ct + (4 * q + s) * CLD + c, v);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          float x = v[j] + b[j];
+          if (p.relu) x = fmaxf(x, 0.f);
+          if (x > best[j] || isnan(x)) {
+            best[j] = x;
+            if (j < 4) arg_lo = (arg_lo & ~(0xffu << (8 * j))) | (uint32_t(s) << (8 * j));
+            else arg_hi = (arg_hi & ~(0xffu << (8 * (j - 4)))) | (uint32_t(s) << (8 * (j - 4)));
+          }
+        }
+      }
+      if (nv < 8) {  // padding channels: value 0, pick 0
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          if (j >= nv) {
+            best[j] = 0.f;
+            if (j < 4) arg_lo &= ~(0xffu << (8 * j));
+            else arg_hi &= ~(0xffu << (8 * (j - 4)));
+          }
+      }
+      store8(out + low * p.ldo + n, best);
+      *reinterpret_cast<uint2*>(p.argmax_out + low * p.ldo + n) = make_uint2(arg_lo, arg_hi);
+      if (p.out_nchw && nv > 0) {
+        int img, rem;
+        p.div_qhw.divmod(int(low), img, rem);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          if (j < nv) p.out_nchw[(size_t(img) * p.N + n + j) * plane + rem] = best[j];
+      }
+    }
+  }
+};
+
+// Backward through a ReLU: out = acc × (aux > 0), aux at the same pixel. UNPOOL: backward
+// of "conv then ReLU then pool", the masked value routed to the argmax position of each 2×2
+// block of the 2H×2W output, zeros elsewhere.
+template <bool UNPOOL>
+struct MaskEpilogue {
+  static constexpr bool kQuadRows = false;
+  template <typename T, int BM, int BN, int NT>
+  static __device__ __forceinline__ void run(const ConvK& p, const float* ct, int m0, int n0, int) {
+    T* out = static_cast<T*>(p.out);
+    const T* aux = static_cast<const T*>(p.aux);
+    for_each_item8<BM, BN, NT>(p, ct, m0, n0, [&](int m, int n, int nv, float(&v)[8]) {
+      float a[8];
+      uint2 am = make_uint2(0u, 0u);
+      const size_t ai = size_t(m) * p.ld_aux + n;
+      if (nv >= 8) {
+        load8(aux + ai, a);
+        if constexpr (UNPOOL) am = *reinterpret_cast<const uint2*>(p.argmax_in + ai);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          a[j] = j < nv ? load_f(aux + ai + j) : 0.f;
+          if constexpr (UNPOOL) {
+            const uint32_t pick = j < nv ? uint32_t(p.argmax_in[ai + j]) : 0u;
+            if (j < 4) am.x |= pick << (8 * j);
+            else am.y |= pick << (8 * (j - 4));
+          }
+        }
+      }
+      if constexpr (!UNPOOL) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = a[j] > 0.f ? v[j] : 0.f;  // padding: a = 0
+        store8(out + size_t(m) * p.ldo + n, v);
+      } else {
+        int img, y, x;
+        decode_pixel(p, m, false, img, y, x);
+        const size_t W2 = size_t(p.gw) * 2;
+        const size_t base = ((size_t(img) * p.gh * 2 + 2 * y) * W2 + 2 * x) * p.ldo + n;
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          float o[8];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const uint32_t word = j < 4 ? am.x : am.y;
+            const int arg = int((word >> (8 * (j & 3))) & 0xffu);
+            o[j] = (a[j] > 0.f && arg == s) ? v[j] : 0.f;
+          }
+          store8(out + base + ((s >> 1) * W2 + (s & 1)) * p.ldo, o);
+        }
+      }
+    });
+  }
+};
+using ReluMaskEpilogue = MaskEpilogue<false>;
+using UnpoolMaskEpilogue = MaskEpilogue<true>;
+
+// MSE against the uint8 input: Σ(out − x/255)² into loss_sum, the gradient
+// grad_scale·(out − x/255) into out (when out is set), the output into out_nchw (when set).
+struct LossEpilogue {
+  static constexpr bool kQuadRows = false;
+  template <typename T, int BM, int BN, int NT>
+  static __device__ __forceinline__ void run(const ConvK& p, const float* ct, int m0, int n0, int par) {
+    constexpr int CLD = BN + 4;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int oy = p.parity ? (par >> 1) : 0, ox = p.parity ? (par & 1) : 0;
+    T* out = static_cast<T*>(p.out);
+    __shared__ float red[32];
+    const int ohw = p.oh * p.ow;
+    const int pos0 = p.order_pos ? *p.order_pos : 0;
+    float local = 0.f;
+    // Channels of the image; up2_subpixel: column n is channel n % sub_k of parity n / sub_k.
+    const int C = p.sub_k ? p.sub_k : p.cols;
+    const int cols = (out && !p.sub_k) ? p.ldo : p.cols;
+    for (int it = tid; it < BM * BN; it += NT) {
+      const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
+      if (m >= p.M || n >= cols) continue;
+      int img, y, x;
+      decode_pixel(p, m, false, img, y, x);
+      int ch = n, Y = y, X = x;
+      if (p.sub_k) {
+        const int q = n / p.sub_k;
+        ch = n - q * p.sub_k;
+        Y = 2 * y + (q >> 1);
+        X = 2 * x + (q & 1);
+      } else if (p.parity) {
+        Y = 2 * y + oy;
+        X = 2 * x + ox;
+      }
+      const int pix = Y * p.ow + X;
+      const size_t opix = size_t(img) * ohw + pix;
+      if (n >= p.cols) {
+        store_f(out + opix * p.ldo + n, 0.f);
+        continue;
+      }
+      if (out && p.sub_k && ch == C - 1)
+        for (int j = C; j < p.ldo; ++j) store_f(out + opix * p.ldo + j, 0.f);
+      const float v = ct[r * CLD + c] + (p.bias ? p.bias[ch] : 0.f);
+      const int idx = p.order ? p.order[pos0 + img] : img;
+      const float target = float(p.images_u8[(size_t(idx) * C + ch) * ohw + pix]) * (1.f / 255.f);
+      const float d = v - target;
+      local += d * d;
+      if (out) store_f(out + opix * p.ldo + ch, d * p.grad_scale);
+      if (p.out_nchw) p.out_nchw[(size_t(img) * C + ch) * ohw + pix] = v;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
+    if (lane == 0) red[warp] = local;
+    __syncthreads();
+    if (warp == 0) {
+      local = lane < NT / 32 ? red[lane] : 0.f;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(0xffffffffu, local, o);
+      if (lane == 0 && p.loss_sum) atomicAdd(p.loss_sum, double(local));
+    }
+  }
+};
+
+template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, typename Epilogue>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const ConvK p) {
   constexpr int NT = WARPS_M * WARPS_N * 32;
   constexpr int KE = kRowBytes / int(sizeof(T));  // k elements per stage
@@ -444,7 +394,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const T* src = static_cast<const T*>(p.src);
   const int par = p.parity ? int(blockIdx.z) : 0;  // output parity (dy,dx) = (par>>1, par&1)
-  const T* wgt = static_cast<const T*>(p.wgt) + size_t(par) * p.N * p.Kpad;
+  const T* wgt = static_cast<const T*>(p.weights) + size_t(par) * p.cols * p.Kpad;
   const int cmask = (1 << p.lcs) - 1;
   const int org_y = p.org + (par >> 1), org_x = p.org + (par & 1);
 
@@ -461,7 +411,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
     a_mask[i] = 0;
     if (m < p.M) {
       int img, y, x;
-      decode_pixel(p, m, p.quad, img, y, x);
+      decode_pixel(p, m, Epilogue::kQuadRows, img, y, x);
       const int yb = (y << p.lstride) + org_y, xb = (x << p.lstride) + org_x;
       for (int j = 0; j < p.ksz; ++j) {
         if (unsigned(yb + j) < unsigned(p.Hs)) a_mask[i] |= 1u << j;
@@ -477,7 +427,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
 #pragma unroll
   for (int i = 0; i < B_IT; ++i) {
     const int s = tid + i * NT, n = n0 + s / kChunksPerRow;
-    b_ok[i] = s < BN * kChunksPerRow && n < p.N;
+    b_ok[i] = s < BN * kChunksPerRow && n < p.cols;
     b_ptr[i] = b_ok[i] ? wgt + size_t(n) * p.Kpad + (s % kChunksPerRow) * CH : wgt;
   }
 
@@ -515,7 +465,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   };
 
   float acc[MI][NI][4];
-  zero_acc(acc);
+  igemm::zero_acc(acc);
 
   // ldmatrix row addresses of this lane, relative to a stage (A: rows of the warp's
   // 16-row blocks; B: rows of its 16-column blocks).
@@ -580,7 +530,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   store_acc_tile<CLD>(ct, acc, wm * WM, wn * WN, lane);
   __syncthreads();
 
-  conv_epilogue<T, BM, BN, NT>(p, ct, m0, n0, par);
+  Epilogue::template run<T, BM, BN, NT>(p, ct, m0, n0, par);
 }
 
 // ---- the decoder's output layer: "upsample ×2, then 3×3" to ≤ 4 channels ------------------
@@ -594,7 +544,7 @@ constexpr int kHaloRows = 8, kHaloW = 16, kHaloPix = (kHaloRows + 2) * (kHaloW +
 constexpr int kHaloAStage = kHaloPix * kRowPitch, kHaloStage = kHaloAStage + 9 * 16 * kRowPitch;
 constexpr int kHaloSmem = 2 * kHaloStage;
 
-template <typename T>
+template <typename T, typename Epilogue>
 __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
   constexpr int BM = kHaloRows * kHaloW, BN = 16, NT = 128, HC = kHaloW + 2;
   constexpr int CH = 16 / int(sizeof(T)), KE = kRowBytes / int(sizeof(T));
@@ -607,7 +557,7 @@ __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
   p.div_ghw.divmod(m0, img, r0);
   const int y0 = r0 / kHaloW;
   const T* src = static_cast<const T*>(p.src);
-  const T* wgt = static_cast<const T*>(p.wgt);
+  const T* wgt = static_cast<const T*>(p.weights);
   const int Cs = 1 << p.lcs, KT = Cs / KE;
 
   auto load_stage = [&](int kt, uint32_t st) {
@@ -622,14 +572,14 @@ __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
     for (int i = tid; i < 9 * BN * kChunksPerRow; i += NT) {
       const int row = i / kChunksPerRow, ch = i % kChunksPerRow;  // row = tap·16 + n
       const int t = row / BN, n = row % BN;
-      const bool ok = n < p.N;
+      const bool ok = n < p.cols;
       const T* g = ok ? wgt + size_t(n) * p.Kpad + t * Cs + c0 + ch * CH : wgt;
       cp_async16(st + kHaloAStage + row * kRowPitch + ch * 16, g, ok);
     }
   };
 
   float acc[MI][NI][4];
-  zero_acc(acc);
+  igemm::zero_acc(acc);
 
   // ldmatrix rows: GEMM row warp·32 + mi·16 + (lane & 15) is map pixel (2·warp + mi, lane & 15),
   // whose tap (ky,kx) sits at halo pixel (2·warp + mi + ky, (lane & 15) + kx).
@@ -673,35 +623,41 @@ __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
   float* ct = reinterpret_cast<float*>(smem);
   store_acc_tile<CLD>(ct, acc, warp * 32, 0, lane);
   __syncthreads();
-  conv_epilogue<T, BM, BN, NT>(p, ct, m0, 0, 0);
+  Epilogue::template run<T, BM, BN, NT>(p, ct, m0, 0, 0);
 }
 
 // Whether the halo kernel takes this convolution: a 16-wide source of whole 8-row blocks
 // and whole 128-byte channel stages; other sizes take the generic kernel.
 bool use_subpixel_halo(const ConvK& k, int elem_bytes) {
   return k.sub_k && k.Ws == kHaloW && k.Hs % kHaloRows == 0 && (1 << k.lcs) * elem_bytes % kRowBytes == 0 &&
-         k.N <= 16 && k.M % (kHaloRows * kHaloW) == 0;
+         k.cols <= 16 && k.M % (kHaloRows * kHaloW) == 0;
 }
 
-template <typename T, int BM, int BN, int WM_, int WN_, int ST>
+template <typename T, int BM, int BN, int WM_, int WN_, int ST, typename Epilogue>
 void launch_conv(const ConvK& k, cudaStream_t stream) {
   constexpr int smem = conv_smem_bytes<BM, BN, ST>();
   // Columns up to ldo: every epilogue but up2_subpixel's writes the channel padding too.
-  dim3 grid((k.M + BM - 1) / BM, (k.N + BN - 1) / BN, k.parity ? 4 : 1);
-  if (!k.sub_k) grid.y = (std::max(k.N, k.ldo) + BN - 1) / BN;
-  conv_igemm_kernel<T, BM, BN, WM_, WN_, ST><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
+  dim3 grid((k.M + BM - 1) / BM, (k.cols + BN - 1) / BN, k.parity ? 4 : 1);
+  if (!k.sub_k) grid.y = (std::max(k.cols, k.ldo) + BN - 1) / BN;
+  conv_igemm_kernel<T, BM, BN, WM_, WN_, ST, Epilogue><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }
 
-template <typename T>
+// The epilogues that take the sub-pixel form (and so the halo kernel).
+template <typename Epilogue>
+constexpr bool kTakesSubpixel = std::is_same_v<Epilogue, SubpixelStoreEpilogue> || std::is_same_v<Epilogue, LossEpilogue>;
+
+template <typename T, typename Epilogue>
 void dispatch_conv(const ConvK& k, cudaStream_t stream) {
-  if (use_subpixel_halo(k, int(sizeof(T)))) {
-    subpixel_halo_kernel<T><<<unsigned(k.M / (kHaloRows * kHaloW)), 128, kHaloSmem, stream>>>(k);
-    AE_CUDA_LAUNCH_CHECK();
-    return;
+  if constexpr (kTakesSubpixel<Epilogue>) {
+    if (use_subpixel_halo(k, int(sizeof(T)))) {
+      subpixel_halo_kernel<T, Epilogue><<<unsigned(k.M / (kHaloRows * kHaloW)), 128, kHaloSmem, stream>>>(k);
+      AE_CUDA_LAUNCH_CHECK();
+      return;
+    }
   }
-  if (k.N <= 16 && k.ldo <= 16) {
-    launch_conv<T, 128, 16, 4, 1, 3>(k, stream);
+  if (k.cols <= 16 && k.ldo <= 16) {
+    launch_conv<T, 128, 16, 4, 1, 3, Epilogue>(k, stream);
     return;
   }
   // A reduction of one or two stages (the first encoder layer, the output layer's input
@@ -711,38 +667,63 @@ void dispatch_conv(const ConvK& k, cudaStream_t stream) {
   // (64×128/3), 1.346 (64×128, 4 warps/2) (docs/BENCHMARKS.md).
   const int KT = k.Kpad / (kRowBytes / int(sizeof(T)));
   if (KT <= 2) {
-    launch_conv<T, 64, 128, 2, 4, 2>(k, stream);
+    launch_conv<T, 64, 128, 2, 4, 2, Epilogue>(k, stream);
     return;
   }
   // Too few 128-row tiles to give every multiprocessor two blocks: use 64-row tiles.
-  const int64_t tiles128 = int64_t((k.M + 127) / 128) * ((std::max(k.N, k.ldo) + 127) / 128) * (k.parity ? 4 : 1);
-  if (tiles128 < 2 * int64_t(sm_count())) {
-    launch_conv<T, 64, 128, 2, 4, 3>(k, stream);
+  const int64_t tiles128 = int64_t((k.M + 127) / 128) * ((std::max(k.cols, k.ldo) + 127) / 128) * (k.parity ? 4 : 1);
+  if (tiles128 < 2 * int64_t(igemm::sm_count())) {
+    launch_conv<T, 64, 128, 2, 4, 3, Epilogue>(k, stream);
     return;
   }
   // 8 warps of 64×32, 3 stages (4 stages and 4 warps of 64×64 were slower: docs/BENCHMARKS.md)
-  launch_conv<T, 128, 128, 2, 4, 3>(k, stream);
+  launch_conv<T, 128, 128, 2, 4, 3, Epilogue>(k, stream);
 }
 
-template <typename T, int BM, int BN, int WM_, int WN_, int ST>
+// The epilogue functor is chosen here, once per launch.
+template <typename T>
+void dispatch_epilogue(const ConvK& k, cudaStream_t stream) {
+  switch (k.epilogue) {
+    case ConvEpilogue::store:
+      if (k.sub_k) dispatch_conv<T, SubpixelStoreEpilogue>(k, stream);
+      else dispatch_conv<T, StoreEpilogue>(k, stream);
+      return;
+    case ConvEpilogue::pool: dispatch_conv<T, PoolEpilogue>(k, stream); return;
+    case ConvEpilogue::mask: dispatch_conv<T, ReluMaskEpilogue>(k, stream); return;
+    case ConvEpilogue::unpool_mask: dispatch_conv<T, UnpoolMaskEpilogue>(k, stream); return;
+    case ConvEpilogue::loss: dispatch_conv<T, LossEpilogue>(k, stream); return;
+  }
+  throw std::invalid_argument("conv_igemm: unknown epilogue");
+}
+
+template <typename T, typename Epilogue>
 void allow_conv_smem() {
-  AE_CUDA_CHECK(cudaFuncSetAttribute(conv_igemm_kernel<T, BM, BN, WM_, WN_, ST>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, conv_smem_bytes<BM, BN, ST>()));
+  if constexpr (kTakesSubpixel<Epilogue>)
+    AE_CUDA_CHECK(cudaFuncSetAttribute(subpixel_halo_kernel<T, Epilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       kHaloSmem));
+  const auto allow = [](auto kernel, int bytes) {
+    AE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  };
+  allow(conv_igemm_kernel<T, 128, 16, 4, 1, 3, Epilogue>, conv_smem_bytes<128, 16, 3>());
+  allow(conv_igemm_kernel<T, 128, 128, 2, 4, 3, Epilogue>, conv_smem_bytes<128, 128, 3>());
+  allow(conv_igemm_kernel<T, 64, 128, 2, 4, 3, Epilogue>, conv_smem_bytes<64, 128, 3>());
+  allow(conv_igemm_kernel<T, 64, 128, 2, 4, 2, Epilogue>, conv_smem_bytes<64, 128, 2>());
 }
 template <typename T>
 void allow_conv_smem_all() {
-  AE_CUDA_CHECK(cudaFuncSetAttribute(subpixel_halo_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kHaloSmem));
-  allow_conv_smem<T, 128, 16, 4, 1, 3>();
-  allow_conv_smem<T, 128, 128, 2, 4, 3>();
-  allow_conv_smem<T, 64, 128, 2, 4, 3>();
-  allow_conv_smem<T, 64, 128, 2, 4, 2>();
+  allow_conv_smem<T, StoreEpilogue>();
+  allow_conv_smem<T, SubpixelStoreEpilogue>();
+  allow_conv_smem<T, PoolEpilogue>();
+  allow_conv_smem<T, ReluMaskEpilogue>();
+  allow_conv_smem<T, UnpoolMaskEpilogue>();
+  allow_conv_smem<T, LossEpilogue>();
 }
 
 }  // namespace
 
 namespace igemm {
 void init_conv_kernels() {
-  allow_conv_smem_all<bf16>();
+  allow_conv_smem_all<__nv_bfloat16>();
   allow_conv_smem_all<float>();
 }
 }  // namespace igemm
@@ -754,9 +735,7 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   if (a.Hs < 1 || a.Ws < 1)
     throw std::invalid_argument("conv_igemm: bad source size " + std::to_string(a.Hs) + "×" + std::to_string(a.Ws));
   ConvK k{};
-  k.src = a.src;
-  k.Hs = a.Hs;
-  k.Ws = a.Ws;
+  static_cast<ConvArgs&>(k) = a;
   k.lcs = ilog2_exact(a.Cs, "conv_igemm: channel pitch");
   k.gh = a.Hs;  // the row grid: the source's, but for down2_4x4
   k.gw = a.Ws;
@@ -792,16 +771,13 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   k.M = int(M);
   k.div_gw = FastDivmod(k.gw);
   k.div_ghw = FastDivmod(k.gh * k.gw);
-  k.Kpad = a.Kpad;
-  k.wgt = a.weights;
-  k.N = k.sub_k ? 4 * a.N : a.N;  // up2_subpixel: all four parities' channels are columns
-  k.epi = int(a.epilogue);
-  k.quad = a.epilogue == ConvEpilogue::pool ? 1 : 0;
-  if ((k.quad || a.epilogue == ConvEpilogue::unpool_mask || a.epilogue == ConvEpilogue::mask) && k.parity)
-    throw std::invalid_argument("conv_igemm: this epilogue does not take up2_parity");
-  if (k.quad && a.shape != ConvShape::same3x3 && a.shape != ConvShape::point1x1)
+  k.cols = k.sub_k ? 4 * a.N : a.N;  // up2_subpixel: all four parities' channels are columns
+  const bool pool = a.epilogue == ConvEpilogue::pool;
+  const bool masks = a.epilogue == ConvEpilogue::mask || a.epilogue == ConvEpilogue::unpool_mask;
+  if ((pool || masks) && k.parity) throw std::invalid_argument("conv_igemm: this epilogue does not take up2_parity");
+  if (pool && a.shape != ConvShape::same3x3 && a.shape != ConvShape::point1x1)
     throw std::invalid_argument("conv_igemm: pooling needs a same-size convolution");
-  if (k.quad) {
+  if (pool) {
     if (k.gh % 2 != 0 || k.gw % 2 != 0)
       throw std::invalid_argument("conv_igemm: the 2×2 pool needs an even output, got " + std::to_string(k.gh) + "×" +
                                   std::to_string(k.gw));
@@ -813,29 +789,17 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   if (a.epilogue == ConvEpilogue::unpool_mask && !a.argmax_in)
     throw std::invalid_argument("conv_igemm: unpool_mask needs argmax_in");
   if (a.epilogue == ConvEpilogue::pool && !a.argmax_out) throw std::invalid_argument("conv_igemm: pool needs argmax_out");
-  k.relu = a.relu ? 1 : 0;
-  k.bias = a.bias;
   k.bias_vec = reinterpret_cast<uintptr_t>(a.bias) % 16 == 0 ? 1 : 0;
-  k.out = a.out;
-  k.ldo = a.ldo;
-  k.argmax_out = a.argmax_out;
-  k.aux = a.aux;
-  k.ld_aux = a.ld_aux;
-  k.argmax_in = a.argmax_in;
-  k.out_nchw = a.out_nchw;
-  k.images = a.images_u8;
-  k.order = a.order;
-  k.order_pos = a.order_pos;
-  k.grad_scale = a.grad_scale;
-  k.loss_sum = a.loss_sum;
   if (k.ldo < a.N && !(a.epilogue == ConvEpilogue::loss && !a.out)) throw std::invalid_argument("conv_igemm: ldo < N");
-  // 8-channel vector epilogue: 8-element groups of out (and aux) start 16-byte aligned.
-  // Groups that straddle N (e.g. 100 channels at pitch 104 or 128) mask per element.
-  k.vec = (!k.sub_k && k.ldo % 8 == 0 && (!a.aux || a.ld_aux % 8 == 0)) ? 1 : 0;
+  // The 8-channel epilogues (all but the sub-pixel store and the loss): 8-element groups of
+  // out (and aux, argmax_in) start 16-byte aligned. Groups that straddle N (e.g. 100
+  // channels at pitch 104 or 128) mask per element.
+  if (!k.sub_k && a.epilogue != ConvEpilogue::loss && (a.ldo % 8 != 0 || (masks && a.ld_aux % 8 != 0)))
+    throw std::invalid_argument("conv_igemm: the store, pool and mask epilogues need ldo and ld_aux multiples of 8");
   if (t == DType::bf16)
-    dispatch_conv<bf16>(k, stream);
+    dispatch_epilogue<__nv_bfloat16>(k, stream);
   else
-    dispatch_conv<float>(k, stream);
+    dispatch_epilogue<float>(k, stream);
 }
 
 }  // namespace ae::cuda

@@ -1,23 +1,16 @@
-// The autoencoder's layers on the GPU (namespace ae::cuda).
-//
-// Two levels:
-//
-// 1. The CPU twins: the same names and arguments as kernels/ae/cpu/layers.h (ae::cpu), on DEVICE
-//    pointers, NCHW float32, plus the precision the convolutions compute in. Each is
-//    checked against its CPU twin by tests/gpu/. They allocate scratch and convert layouts,
-//    so they are for tests and one-off use, not for the training loop.
-//
-// 2. The fused NHWC operations the GPU backend (backend_gpu.cu) runs every step:
-//    implicit-GEMM convolution with fused epilogues (bias+ReLU, 2×2 max pool, upsample-sum
-//    and ReLU mask of the backward pass, max-unpool, MSE loss), implicit-GEMM weight
-//    gradients with a split-K reduction, and the small kernels around them. Activations
-//    are NHWC ("channels last") with a power-of-two channel pitch (channel_pitch()), any
-//    height and width; weights are packed [out][tap][in] so that the GEMM's reduction
-//    index k = tap·C + c reads contiguous channels. Pixel indices are decoded with
-//    precomputed multiply-shift divisions (fast_divmod.cuh), so sizes that are not powers
-//    of two cost no more than those that are. Channel padding (C..pitch−1) is zero in
-//    every tensor the kernels write, so the next GEMM may read it (it meets zero weights).
-//    See docs/GPU.md for the design.
+// The autoencoder's fused NHWC operations on the GPU (namespace ae::cuda), which the GPU
+// backend (backend_gpu.cu) runs every step through its plan (plan.h):
+// implicit-GEMM convolution with fused epilogues (bias+ReLU, 2×2 max pool, upsample-sum
+// and ReLU mask of the backward pass, max-unpool, MSE loss), implicit-GEMM weight
+// gradients with a split-K reduction, and the small kernels around them. Activations
+// are NHWC ("channels last") with a power-of-two channel pitch (channel_pitch()), any
+// height and width; weights are packed [out][tap][in] so that the GEMM's reduction
+// index k = tap·C + c reads contiguous channels. Pixel indices are decoded with
+// precomputed multiply-shift divisions (fast_divmod.cuh), so sizes that are not powers
+// of two cost no more than those that are. Channel padding (C..pitch−1) is zero in
+// every tensor the kernels write, so the next GEMM may read it (it meets zero weights).
+// See docs/GPU.md for the design. The CPU twins of kernels/ae/cpu/layers.h on device
+// pointers, which only the tests call, are tests/gpu/support/layer_twins.cuh.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -29,46 +22,6 @@
 #include "kernels/ae/backend.h"
 
 namespace ae::cuda {
-
-// ---- CPU twins (device pointers, NCHW float32) -----------------------------------------
-// Convolutions run as implicit GEMM on tensor cores: Precision::fp32 uses TF32 operands
-// with fp32 accumulation, Precision::bf16 rounds operands to bf16 (fp32 accumulation).
-void conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K,
-                     int H, int W, bool relu, Precision precision = Precision::fp32);
-void conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K, int H,
-                           int W, Precision precision = Precision::fp32);
-void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N, int C,
-                              int K, int H, int W, bool accumulate = false,
-                              Precision precision = Precision::fp32);
-// dw, db of a convolution followed by a 2×2 max pool, from the gradient at the pool's output
-// (dy: [N,K,H/2,W/2], any ReLU mask already applied) and the pool's argmax (as
-// maxpool2_forward writes it): the unpooled gradient is gathered inside the weight-gradient
-// GEMM and never written out (the backend's first encoder layer).
-void conv3x3_backward_weights_through_pool(const float* x, const float* dy, const int32_t* argmax, float* dw,
-                                           float* db, int N, int C, int K, int H, int W,
-                                           Precision precision = Precision::fp32);
-void relu_backward(const float* dy, const float* y, float* dx, int64_t count);
-void maxpool2_forward(const float* x, float* y, int32_t* argmax, int N, int C, int H, int W);
-void maxpool2_backward(const float* dy, const int32_t* argmax, float* dx, int N, int C, int H, int W);
-void upsample2_forward(const float* x, float* y, int N, int C, int H, int W);
-void upsample2_backward(const float* dy, float* dx, int N, int C, int H, int W);
-double mse_loss(const float* pred, const float* target, int64_t count, float* dpred);
-void sgd_step(float* params, const float* grad, float* momentum_buf, int64_t count, float lr,
-              float momentum, float weight_decay);
-void adam_step(float* params, const float* grad, float* m, float* v, int64_t count, int64_t step,
-               float lr, float beta1, float beta2, float eps, float weight_decay);
-double global_norm(const float* grad, int64_t count);
-
-// Fused twins of "nearest upsample ×2, then 3×3 convolution" (x: [N,C,H,W], y: [N,K,2H,2W]),
-// checked against ae::cpu::upsample2_forward + conv3x3_*; the backend runs them this way.
-void upsample2_conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C,
-                               int K, int H, int W, bool relu, Precision precision = Precision::fp32);
-// dx [N,C,H,W] = upsample2_backward(conv3x3_backward_data(dy)), dy: [N,K,2H,2W]
-void upsample2_conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K,
-                                     int H, int W, Precision precision = Precision::fp32);
-// dw, db of the convolution in "upsample then conv" (x: the pre-upsample input)
-void upsample2_conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N,
-                                        int C, int K, int H, int W, Precision precision = Precision::fp32);
 
 // ---- fused NHWC operations (stream-ordered, no allocation, no synchronisation) ---------
 enum class DType { f32, bf16 };
@@ -283,9 +236,5 @@ void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s,
 void grad_sumsq_compute(const float* grad, int64_t count, double* out, cudaStream_t stream);
 // *pos += batch; *step += 1 (the last kernel of a training step).
 void advance_step(int* pos, int64_t* step, int batch, cudaStream_t stream);
-
-// Layout conversions used by the twins and tests: NCHW fp32 ↔ NHWC (pitch Cp, pad zero).
-void nchw_to_nhwc(const float* x, void* y, int N, int C, int HW, int Cp, DType t, cudaStream_t stream);
-void nhwc_to_nchw(const void* x, float* y, int N, int C, int HW, int Cp, DType t, cudaStream_t stream);
 
 }  // namespace ae::cuda

@@ -41,22 +41,20 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "memory");
 }
 
-// D = A·B + D; A 16×16 bf16 (row), B 16×8 bf16 (col), D 16×8 fp32.
+// D = A·B + D on one 16×8 fp32 tile; INSTR names the mma.sync form (shape, operand type).
+#define AE_PTX_MMA_16X8(INSTR, d, a, b)                                              \
+  asm(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                               \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+// A 16×16 bf16 (row), B 16×8 bf16 (col).
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  AE_PTX_MMA_16X8("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", d, a, b);
 }
-// D = A·B + D; A 16×8 tf32 (row), B 8×8 tf32 (col), D 16×8 fp32.
+// A 16×8 tf32 (row), B 8×8 tf32 (col).
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  AE_PTX_MMA_16X8("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", d, a, b);
 }
+#undef AE_PTX_MMA_16X8
 // fp32 bits → tf32 (round to nearest, ties away), as cuBLAS does for TF32 GEMMs.
 __device__ __forceinline__ uint32_t to_tf32(uint32_t x) {
   uint32_t r;

@@ -12,16 +12,6 @@
 namespace ae::cuda {
 namespace {
 
-// Packed weight rows are read 128 bytes per pipeline stage (64 bf16 / 32 fp32): the
-// reduction length is padded to a multiple of 64 elements, which serves both.
-int kpad_for(int taps, int pitch) { return (taps * pitch + 63) / 64 * 64; }
-
-// The folded output gradient of an up2 layer is worth it when its 9·K columns are few:
-// then the weight gradient is one plain GEMM on the low-resolution grid (the output layer,
-// K = C); with many output channels the per-parity 2×2-patch form reads less.
-constexpr int kFoldMaxColumns = 128;
-bool fold_wgrad(int K) { return 9 * K <= kFoldMaxColumns; }
-
 // Each packed matrix starts on its own 256-byte boundary (the GEMMs read 16-byte chunks).
 constexpr size_t kPackAlign = 256;
 size_t aligned(size_t bytes) { return (bytes + kPackAlign - 1) / kPackAlign * kPackAlign; }
@@ -36,6 +26,22 @@ const char* shape_tag(ConvShape s) {
 }
 
 }  // namespace
+
+// Packed weight rows are read 128 bytes per pipeline stage (64 bf16 / 32 fp32): the
+// reduction length is padded to a multiple of 64 elements, which serves both.
+int packed_kpad(int taps, int pitch) { return (taps * pitch + 63) / 64 * 64; }
+
+// The sub-pixel form gathers each source pixel once for all four parities; it pays where
+// one parity's channels would leave a 16-wide tile mostly padding (layers_cuda.cuh).
+ConvShape up2_forward_shape(int out_channels, bool output_layer) {
+  return output_layer && out_channels <= 4 ? ConvShape::up2_subpixel : ConvShape::up2_parity;
+}
+
+// The folded output gradient of an up2 layer is worth it when its 9·K columns are few:
+// then the weight gradient is one plain GEMM on the low-resolution grid (the output layer,
+// K = C); with many output channels the per-parity 2×2-patch form reads less.
+constexpr int kFoldMaxColumns = 128;
+bool up2_wgrad_folds(int out_channels) { return 9 * out_channels <= kFoldMaxColumns; }
 
 Plan make_plan(const Architecture& arch, int batch, DType dtype) {
   if (arch.input_channels() > 7)
@@ -89,7 +95,7 @@ Plan make_plan(const Architecture& arch, int batch, DType dtype) {
     } else {
       grad[size_t(l)] = tensor(c.name + " grad (loss)", c.H, c.W, c.out, po);
     }
-    if (c.upsample && fold_wgrad(c.out))
+    if (c.upsample && up2_wgrad_folds(c.out))
       fold[size_t(l)] = tensor(c.name + " grad folded", c.H / 2, c.W / 2, 9 * c.out, channel_pitch(9 * c.out));
   }
   plan.loss_grad = grad[size_t(L - 1)];
@@ -119,19 +125,19 @@ Plan make_plan(const Architecture& arch, int batch, DType dtype) {
     std::string epi;
     if (l == 0) {  // on the im2col: one tap of 9·C + 1 columns
       f.args.shape = ConvShape::point1x1;
-      f.args.Kpad = kpad_for(1, pi);
+      f.args.Kpad = packed_kpad(1, pi);
       f.pack = pack(PackKind::fwd_im2col, c, f.args.Kpad, c.in);
     } else if (!c.upsample) {
       f.args.shape = ConvShape::same3x3;
-      f.args.Kpad = kpad_for(9, pi);
+      f.args.Kpad = packed_kpad(9, pi);
       f.pack = pack(PackKind::fwd3, c, f.args.Kpad, pi);
-    } else if (lp.output && c.out <= 4) {  // all four parities' few channels in one GEMM
+    } else if (up2_forward_shape(c.out, lp.output) == ConvShape::up2_subpixel) {
       f.args.shape = ConvShape::up2_subpixel;
-      f.args.Kpad = kpad_for(9, pi);
+      f.args.Kpad = packed_kpad(9, pi);
       f.pack = pack(PackKind::fwd_up2_subpixel, c, f.args.Kpad, pi);
     } else {
       f.args.shape = ConvShape::up2_parity;
-      f.args.Kpad = kpad_for(4, pi);
+      f.args.Kpad = packed_kpad(4, pi);
       f.pack = pack(PackKind::fwd_up2_parity, c, f.args.Kpad, pi);
     }
     if (c.pool) {
@@ -167,13 +173,13 @@ Plan make_plan(const Architecture& arch, int batch, DType dtype) {
       g.args.ldo = pi;
       if (c.upsample) {  // "3×3 transposed, then sum each 2×2 block": 4×4 stride 2
         g.args.shape = ConvShape::down2_4x4;
-        g.args.Kpad = kpad_for(16, po);
+        g.args.Kpad = packed_kpad(16, po);
         g.pack = pack(PackKind::bwd_down2_4x4, c, g.args.Kpad, po);
         g.args.epilogue = ConvEpilogue::mask;
         epi = "";
       } else {
         g.args.shape = ConvShape::same3x3;
-        g.args.Kpad = kpad_for(9, po);
+        g.args.Kpad = packed_kpad(9, po);
         g.pack = pack(PackKind::bwd3, c, g.args.Kpad, po);
         if (!prev.pool) {
           g.args.epilogue = ConvEpilogue::mask;

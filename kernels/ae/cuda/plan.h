@@ -25,6 +25,8 @@
 //                   on one of two side branches of the step graph.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -121,6 +123,17 @@ struct Plan {
   std::string describe() const;  // a table: layer, shapes, GEMMs, branches (for logs/tests)
 };
 
+// The per-convolution decisions make_plan takes, by name, so that the tests' twins
+// (tests/gpu/support/layer_twins.cuh) take the same ones:
+//   packed_kpad        the reduction length of packed weights: taps·pitch rounded up to 64
+//   up2_forward_shape  "upsample ×2, then 3×3" forward: up2_subpixel for the output layer
+//                      with at most 4 channels, else up2_parity
+//   up2_wgrad_folds    that layer's weight gradient folds the output gradient
+//                      (up2_fold_output_grad) when 9·K ≤ 128, else per-parity patches
+int packed_kpad(int taps, int pitch);
+ConvShape up2_forward_shape(int out_channels, bool output_layer);
+bool up2_wgrad_folds(int out_channels);
+
 // Throws std::invalid_argument when the GPU backend cannot run `arch` (more than 7 input
 // channels).
 Plan make_plan(const Architecture& arch, int batch, DType dtype);
@@ -134,7 +147,7 @@ class StepBuffers {
   int capacity() const { return images_; }
 
  private:
-  std::vector<DeviceBuffer<char>> bufs_;
+  std::vector<cae::cuda::DeviceBuffer<char>> bufs_;
   std::vector<void*> ptrs_;
   int images_ = 0;
 };
@@ -147,17 +160,32 @@ class PackedSet {
   void* get(int id) const { return id < 0 ? nullptr : ptrs_.at(size_t(id)); }
 
  private:
-  DeviceBuffer<char> storage_;
+  cae::cuda::DeviceBuffer<char> storage_;
   std::vector<void*> ptrs_;
   std::vector<PackList> lists_;  // PackList holds at most PackList::kMax items
 };
 
-// For profile_training_step: runs one training step of a GPU backend kernel by kernel,
-// timing each with CUDA events, and returns a table (stage, ms, GFLOP, TFLOP/s) ending
-// with the whole step as its graph replays it. The backend must come from make_gpu_backend
-// and have training images set. only_stages non-empty: instead, runs the stages whose
-// names start with it once, between cudaProfilerStart/Stop (for Nsight Compute with
-// --profile-from-start off), and returns a line saying so.
-std::string profile_training_step(AeBackend& backend, int batch, int repeats, const std::string& only_stages);
+// One training step of the GPU backend as separate stages, for the tools that time or
+// profile it (tests/gpu/support/step_profiler.h): a narrow view beside AeBackend, so that
+// the backend itself holds no timing code.
+struct StepStage {
+  std::string name;  // the plan's stage names ("input im2col", LayerPlan::forward_name, ...)
+  double flops = 0;  // useful floating-point operations of the stage (padding not counted)
+  std::function<void(cudaStream_t)> run;
+};
+class SteppedGpuBackend {
+ public:
+  virtual ~SteppedGpuBackend() = default;
+  virtual AeBackend& backend() = 0;  // parameters, training images, describe()
+  // The stages of one training step of `batch` images, in the order the step issues them;
+  // the step reads training images 0..batch−1 (set_train_images first, at least `batch`).
+  virtual std::vector<StepStage> stages_of_step(int batch) = 0;
+  virtual void rewind() = 0;                 // the next step starts at image 0 again
+  virtual void replay_step(int batch) = 0;  // one whole step as its CUDA graph replays it
+  virtual cudaStream_t stream() const = 0;  // where stages and replays run
+};
+// As make_gpu_backend (single GPU), with the stepped view.
+std::unique_ptr<SteppedGpuBackend> make_stepped_gpu_backend(const Architecture& arch, const OptimizerConfig& opt,
+                                                            Precision precision);
 
 }  // namespace ae::cuda

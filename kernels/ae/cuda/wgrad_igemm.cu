@@ -26,7 +26,7 @@ using igemm::zero_acc;
 struct PixOpK {
   const void* src;
   int Hs, Ws, lcs;
-  int kind;  // PixelMatrix::Kind
+  PixelMatrix::Kind kind;
   int sub;   // plain: read at (2y+dy, 2x+dx) of the parity
   const uint8_t* argmax;  // unpooled: the pool's pick per element of src
 };
@@ -54,13 +54,13 @@ __device__ __forceinline__ ChunkCol chunk_col(const PixOpK& op, int gw, int par,
   constexpr int CH = 16 / int(sizeof(T));
   const int Cs = 1 << op.lcs;
   ChunkCol cc{-1, 0, 0, 0};
-  if (op.kind == 0 || op.kind == 4) {  // plain, unpooled (columns as plain)
+  if (op.kind == PixelMatrix::plain || op.kind == PixelMatrix::unpooled) {  // columns as plain
     if (col + CH <= Cs) cc.c = col;
     return cc;
   }
   const int t = col >> op.lcs;
   int ky, kx;
-  if (op.kind == 3) {  // patch2_parity: origin (y+dy−1, x+dx−1)
+  if (op.kind == PixelMatrix::patch2_parity) {  // origin (y+dy−1, x+dx−1)
     if (t >= 4) return cc;
     ky = (t >> 1) + (par >> 1) - 1;
     kx = (t & 1) + (par & 1) - 1;
@@ -68,7 +68,7 @@ __device__ __forceinline__ ChunkCol chunk_col(const PixOpK& op, int gw, int par,
     if (t >= 9) return cc;
     ky = t / 3;
     kx = t % 3;
-    if (op.kind == 2) {  // mirrored
+    if (op.kind == PixelMatrix::patch3_flipped) {
       ky = 2 - ky;
       kx = 2 - kx;
     }
@@ -151,7 +151,7 @@ __device__ __forceinline__ void load_pix_chunk(const PixOpK& op, const ChunkCol&
   const T* base = static_cast<const T*>(op.src);
   bool ok = pix_ok && cc.c >= 0;
   int spix;  // source pixel index
-  if (op.kind != 0) {  // patches read the reduction grid itself (no parity subsampling)
+  if (op.kind != PixelMatrix::plain) {  // patches read the reduction grid itself (no parity subsampling)
     int img, r, y, x;
     p.div_ghw.divmod_as<POW2>(pix, img, r);
     p.div_gw.divmod_as<POW2>(r, y, x);
@@ -167,6 +167,20 @@ __device__ __forceinline__ void load_pix_chunk(const PixOpK& op, const ChunkCol&
   }
   const T* g = ok ? base + ((size_t(spix) << op.lcs) + cc.c) : base;
   cp_async16(dst, g, ok);
+}
+
+// One operand's rows [pb, pb + KR) of a stage into shared memory at dst (row pitch PITCH):
+// this thread's chunk slots s = tid + i·NT are row s / CPR, chunk s % CPR.
+template <typename T, bool POW2, int NT, int IT, int CHUNKS, int CPR, int PITCH>
+__device__ __forceinline__ void load_operand_stage(const PixOpK& op, const ChunkCol& col, const WgradK& p, int par,
+                                                   int pb, int64_t p_end, uint32_t dst, int tid) {
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    const int s = tid + i * NT;
+    if (IT * NT > CHUNKS && s >= CHUNKS) break;
+    const int row = s / CPR, cc = s % CPR, pix = pb + row;
+    load_pix_chunk<T, POW2>(op, col, p, par, pix, pix < p_end, dst + row * PITCH + cc * 16);
+  }
 }
 
 template <typename T, int BM, int BN>
@@ -210,22 +224,9 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
   auto load_stage = [&](int kt, int slot) {
     const uint32_t sA = sbase + slot * G::STAGE, sB = sA + KR * G::A_PITCH;
     const int pb = int(p_begin) + kt * KR;
-    if constexpr (!UNPOOLED_A) {  // else fetch_a / store_a
-#pragma unroll
-      for (int i = 0; i < A_IT; ++i) {
-        const int s = tid + i * NT;
-        if (A_IT * NT > A_CHUNKS && s >= A_CHUNKS) break;
-        const int row = s / A_CPR, cc = s % A_CPR, pix = pb + row;
-        load_pix_chunk<T, POW2>(p.a, a_col, p, par, pix, pix < p_end, sA + row * G::A_PITCH + cc * 16);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < B_IT; ++i) {
-      const int s = tid + i * NT;
-      if (B_IT * NT > B_CHUNKS && s >= B_CHUNKS) break;
-      const int row = s / B_CPR, cc = s % B_CPR, pix = pb + row;
-      load_pix_chunk<T, POW2>(p.b, b_col, p, par, pix, pix < p_end, sB + row * G::B_PITCH + cc * 16);
-    }
+    if constexpr (!UNPOOLED_A)  // else fetch_a / store_a
+      load_operand_stage<T, POW2, NT, A_IT, A_CHUNKS, A_CPR, G::A_PITCH>(p.a, a_col, p, par, pb, p_end, sA, tid);
+    load_operand_stage<T, POW2, NT, B_IT, B_CHUNKS, B_CPR, G::B_PITCH>(p.b, b_col, p, par, pb, p_end, sB, tid);
   };
 
   // Operand A unpooled: registers between a stage's fetch and its store to shared memory.
@@ -363,7 +364,7 @@ void launch_wgrad(const WgradK& k, int splits, cudaStream_t stream) {
 
 template <typename T>
 void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream) {
-  if (k.a.kind == int(PixelMatrix::unpooled)) {  // the default tile of each width only
+  if (k.a.kind == PixelMatrix::unpooled) {  // the default tile of each width only
     if (plan.bn == 128)
       launch_wgrad<T, 128, 128, 2, 4, 3, true>(k, plan.splits, stream);
     else if (plan.bn == 32)
@@ -521,7 +522,7 @@ void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& pl
     o.Hs = m.Hs;
     o.Ws = m.Ws;
     o.lcs = ilog2_exact(m.Cs, "wgrad_igemm: channel pitch");
-    o.kind = int(m.kind);
+    o.kind = m.kind;
     o.sub = m.parity_subsample ? 1 : 0;
     o.argmax = m.argmax;
     return o;

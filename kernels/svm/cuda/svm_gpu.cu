@@ -21,7 +21,7 @@
 namespace svm {
 namespace cuda {
 
-using ae::cuda::DeviceBuffer;
+using cae::cuda::DeviceBuffer;
 
 namespace {
 
