@@ -2,7 +2,7 @@
 #
 #   make                 build every tool into build/bin/ (CUDA too when nvcc is found)
 #   make test            unit + CLI tests (installs missing Debian packages first)
-#   make pipeline        data → model → features → svm → eval → report (pipelines/cifar10.mk)
+#   make pipeline        data → model → features → svm → eval → report (pipelines/pipeline.mk)
 #   make test-gpu        CUDA kernels against their CPU twins (skips without a GPU)
 #   make test-asan       the suites under AddressSanitizer + UBSan
 #   make install         tools, man pages, bash completion, Lmod modulefile (PREFIX=, DESTDIR=)
@@ -337,4 +337,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz
 
-include pipelines/cifar10.mk
+include pipelines/pipeline.mk

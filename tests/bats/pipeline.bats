@@ -258,7 +258,7 @@ plain_make() {
   run plain_make DATASET=mnist DATA_DIR="$WORK/mn" MNIST_URL="file://$src" \
     MNIST_MD5="train-images-idx3-ubyte.gz=00000000000000000000000000000000" data
   [ "$status" -ne 0 ]
-  [[ "$output" == *"train-images-idx3-ubyte.gz: checksum "*", expected 00000000000000000000000000000000: download removed"* ]]
+  [[ "$output" == *"train-images-idx3-ubyte.gz: md5 "*", expected 00000000000000000000000000000000: download removed"* ]]
   [ ! -e "$WORK/mn/mnist.h5" ] && [ -z "$(ls -A "$WORK/mn/mnist-source" 2>/dev/null || true)" ]
   run plain_make DATASET=mnist DATA_DIR="$WORK/mn" MNIST_URL="file://$src" MNIST_MD5="$sums" data
   [ "$status" -eq 0 ] || { printf '%s\n' "$output" | tail; return 1; }
