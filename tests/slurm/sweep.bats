@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # pipelines/slurm/sweep.sh on a real single-node Slurm (issue 18): a 3-run CPU sweep as one
-# job array sharing one dataset, then report --compare over the runs; a bad settings file
+# job array sharing one dataset (each task `make report` of its line's settings), then
+# report --compare over the runs; a bad settings file
 # is refused before anything is queued.
 
 load helpers
@@ -16,7 +17,7 @@ setup() {
 }
 
 sweep() {
-  env "${SMALL[@]}" BIN="$BIN" DATASET="$WORK/data/cifar10.h5" CIFAR10_DIR="$CIF" PYTHON="$PYTHON" "$@"
+  env "${SMALL[@]}" BIN="$BIN" DATA_DIR="$WORK/data" CIFAR10_DIR="$CIF" PYTHON="$PYTHON" "$@"
 }
 
 @test "a 3-run CPU sweep runs as one job array on one dataset, then compares the runs" {
