@@ -6,7 +6,9 @@
 slurm_die() { echo "$SLURM_TOOL: $*" >&2; exit 1; }
 
 # Every string from the user (environment, settings file) that reaches a job script or
-# --wrap goes through q or q_words: generated shell text never carries a user string as code.
+# --wrap goes through q (a Make variable through make_var, which quotes for make too):
+# generated shell text never carries a user string as code. Splitting *_FLAGS into words,
+# each quoted, is pipeline.mk's (pl_words), the same for make pipeline and a job.
 # One shell word, quoted so that the job's shell reads it back unchanged (newlines, $, `, ;):
 # as it is when it holds only safe characters, else in single quotes (each ' written '\'').
 # POSIX quoting, not printf %q: sbatch --wrap runs under /bin/sh, which reads bash's $'...'
@@ -17,16 +19,6 @@ q() {
     *[!A-Za-z0-9_./:=,+@%-]*) printf "'%s'" "${1//\'/\'\\\'\'}" ;;
     *) printf '%s' "$1" ;;
   esac
-}
-
-# A *_FLAGS value as quoted words: split at blanks, tabs and newlines only (read -a: no
-# globbing, no $ or ` expansion, no quote removal), each word then quoted by q. So
-# FIT_FLAGS="--C 5; touch x" passes the three arguments "--C" "5;" "touch" "x" literally.
-q_words() {
-  local words=() w out=""
-  IFS=$' \t\n' read -r -d '' -a words <<< "$1" || true
-  for w in "${words[@]}"; do out+=" $(q "$w")"; done
-  printf '%s' "$out"
 }
 
 # A tool of BIN (slurm_settings resolves it), quoted.
@@ -54,7 +46,7 @@ make_safe_path() {  # NAME VALUE: dies unless make can name VALUE as a file
 
 # Defaults and checks of the settings every chain shares (environment variables).
 slurm_settings() {
-  local v
+  local v val
   DATA_DIR="${DATA_DIR:-data}"
   # gpu by default: a GPU cluster needs no setting; a CPU-only one sets DEVICE=cpu (or auto).
   DEVICE="${DEVICE:-gpu}"
@@ -80,6 +72,15 @@ slurm_settings() {
   if [ -z "${BIN:-}" ]; then
     BIN="$(dirname "$(command -v ae-train 2>/dev/null || echo "$REPO_ROOT/build/bin/ae-train")")"
   fi
+  # Make splits a recipe at newlines, so a value reaches make on one line: the *_FLAGS are
+  # words anyway (blanks, tabs and newlines separate them alike), any other value with a
+  # newline is refused.
+  for v in "${PIPELINE_VARS[@]}"; do
+    case "$v" in
+      *_FLAGS) val="${!v:-}"; printf -v "$v" '%s' "${val//[$'\t\n']/ }" ;;
+      *) [[ "${!v:-}" != *$'\n'* ]] || slurm_die "$v holds a newline: a pipeline setting is one line" ;;
+    esac
+  done
   for v in "${PATH_VARS[@]}"; do
     [ -n "${!v:-}" ] || continue
     make_safe_path "$v" "${!v}"

@@ -49,7 +49,7 @@ restarts() {  # JOB → how often Slurm restarted it
   [ ! -e "$w/run/.train-interrupted" ] && [ -z "$(ls "$w/run"/.model-*.ckpt.h5 2>/dev/null)" ]
   # One log, appended to by both runs.
   local log="$w/run/slurm-logs/$train-train.log"
-  grep -q "SIGUSR1: passing it to the stage" "$log"
+  grep -q "SIGUSR1: passing it to the training" "$log"
   grep -q "requeueing job $train (restart 1)" "$log"
   grep -q "interruptible_train: resuming" "$log" || { cat "$log"; false; }
   [ -s "$w/run/report/index.html" ]
