@@ -35,8 +35,9 @@ restarts() {  # JOB → how often Slurm restarted it
   local ids train
   ids=$(job_ids "$output")
   train=$(job_id_of "$output" train)
-  # Slurm checks signal times about every 30 s: the margin's signal comes 10-45 s in.
-  JOB_WAIT_SECONDS=200 wait_jobs $ids
+  # Slurm may signal up to a minute early (here: any time in the first 10 s), and holds a
+  # requeued job back for about two minutes (BeginTime) before it starts again.
+  JOB_WAIT_SECONDS=300 wait_jobs $ids
   for id in $ids; do
     [ "$(job_state "$id")" = COMPLETED ] || { scontrol show job -o "$id"; show_logs "$w/run"; false; }
   done
@@ -93,7 +94,8 @@ restarts() {  # JOB → how often Slurm restarted it
   done
   [ -n "$ckpt" ] || { show_logs "$WORK/preempted"; false; }
   scancel --signal=USR1 --batch "$train"
-  wait_jobs $(job_ids "$out")
+  # The requeued job waits about two minutes (BeginTime), then trains the remaining epochs.
+  JOB_WAIT_SECONDS=420 wait_jobs $(job_ids "$out")
   for id in $(job_ids "$out"); do
     [ "$(job_state "$id")" = COMPLETED ] || { scontrol show job -o "$id"; show_logs "$WORK/preempted"; false; }
   done
