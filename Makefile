@@ -6,7 +6,7 @@
 #   make test-gpu        CUDA kernels against their CPU twins (skips without a GPU)
 #   make test-asan       the suites under AddressSanitizer + UBSan
 #   make install         tools, man pages, bash completion, Lmod modulefile (PREFIX=, DESTDIR=)
-#   make bench-cpu / bench-gpu / fuzz / uninstall / deps / clean
+#   make bench-cpu / bench-gpu / bench-io / fuzz / uninstall / deps / clean
 #
 # Sources are discovered by folder, so adding a layer or a tool adds no Makefile line. The
 # layers are static libraries linked in layer order (docs/ARCHITECTURE.md):
