@@ -95,6 +95,7 @@ while IFS=$'\x1f' read -r -a words; do
     for w in "${words[@]:1}"; do export "${w%%=*}=${w#*=}"; done
     SLURM_TOOL="sweep.sh: $settings_file:$line_no"
     slurm_settings
+    slurm_check_data   # make reads the line's settings: a value it refuses (PRESET) stops here
     cmd_run="$(stage_command "$run_dir" report)"
     # The names in the comment are quoted by bash's %q (one line whatever they hold: a newline
     # in a name would end the comment and start a command); the script runs under bash.
