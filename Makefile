@@ -2,11 +2,11 @@
 #
 #   make                 build every tool into build/bin/ (CUDA too when nvcc is found)
 #   make test            unit + CLI tests (installs missing Debian packages first)
-#   make pipeline        data → model → features → svm → eval → report (pipelines/cifar10.mk)
+#   make pipeline        data → model → features → svm → eval → report (pipelines/pipeline.mk)
 #   make test-gpu        CUDA kernels against their CPU twins (skips without a GPU)
 #   make test-asan       the suites under AddressSanitizer + UBSan
 #   make install         tools, man pages, bash completion, Lmod modulefile (PREFIX=, DESTDIR=)
-#   make bench-cpu / bench-gpu / fuzz / uninstall / deps / clean
+#   make bench-cpu / bench-gpu / bench-io / fuzz / uninstall / deps / clean
 #
 # Sources are discovered by folder, so adding a layer or a tool adds no Makefile line. The
 # layers are static libraries linked in layer order (docs/ARCHITECTURE.md):
@@ -50,7 +50,7 @@ LDFLAGS  += -Wl,-rpath,'$$ORIGIN/../lib'
 # initialises, and a static copy initialises after common/blas_runtime.cpp's constructor
 # has set it — so no tool re-executes itself to set it (docs/INSTALL.md, "OpenMP").
 OPENMP_LIBS ?= -Wl,-Bstatic -lgomp -Wl,-Bdynamic
-LDLIBS   += $(HDF5_LIBS) -larchive -ldeflate -lcrypto -lpng -ljpeg -lsvm -lopenblas $(OPENMP_LIBS) -lm -lpthread -ldl
+LDLIBS   += $(HDF5_LIBS) -larchive -ldeflate -lcrypto -lpng -ljpeg -lopenblas $(OPENMP_LIBS) -lm -lpthread -ldl
 
 ifeq ($(SANITIZE),1)
 CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -95,6 +95,9 @@ NVCCFLAGS  += -std=c++17 $(CUDA_ARCH) $(HDF5_CFLAGS) -DCIFARAE_WITH_CUDA -DCIFAR
 LDLIBS     += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 
+# libsvm: only the unit tests use it (the reference the SVM is checked against); no tool does.
+LIBSVM_LIBS := -lsvm
+
 # ---- sources and layers -------------------------------------------------------------------
 LAYERS := common ae svm
 common_DIRS := common
@@ -138,7 +141,7 @@ ifeq ($(INSTALL_DEPS),0)
 DEPS_STAMP :=
 endif
 
-.PHONY: all deps test test-unit test-cli test-gpu test-asan test-slurm bench bench-cpu bench-gpu bench-pipeline fuzz \
+.PHONY: all deps test test-unit test-cli test-gpu test-asan test-slurm bench bench-cpu bench-gpu bench-pipeline bench-io fuzz \
         install uninstall man clean gpu-bundle help
 
 all: $(TOOLS)
@@ -210,7 +213,7 @@ $(BUILD)/bin/report: $(REPORT_SRCS) $(BUILD)/git-describe.txt
 
 $(UNIT_BIN): $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o) $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)
-	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIBS_IN_ORDER) $(LDLIBS) -lgtest -lgtest_main -o $@
+	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIBS_IN_ORDER) $(LDLIBS) $(LIBSVM_LIBS) -lgtest -lgtest_main -o $@
 
 $(GPU_TEST_BIN): $(GPU_TEST_SRCS:%.cu=$(BUILD)/obj/%.o) $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)
@@ -275,6 +278,18 @@ bench-gpu: $(BUILT_FIRST)
 bench-pipeline: $(BUILT_FIRST)
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) DEVICE=$(if $(filter command line environment,$(origin DEVICE)),$(DEVICE),gpu) bash bench/bench-pipeline.sh
 
+# The pipeline's file I/O alone on full-size synthetic files (bench/io_bench.cpp, built like
+# a tool from the layers' libraries; IO_BENCH_DIR= keeps the files).
+IO_BENCH_BIN := $(BUILD)/bench/io_bench
+.SECONDARY: $(BUILD)/obj/bench/io_bench.o
+ifneq ($(PREBUILT),1)
+$(IO_BENCH_BIN): $(BUILD)/obj/bench/io_bench.o $(LIBS_IN_ORDER)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $< $(LIBS_IN_ORDER) $(LDLIBS) -o $@
+endif
+bench-io: $(if $(BUILT_FIRST),$(IO_BENCH_BIN))
+	@BUILD=$(BUILD) bash bench/io_bench.sh
+
 # Needs clang + libFuzzer (tests/fuzz/run.sh installs them with apt-get); seeds come from
 # the tools of $(BUILD). FUZZ_SECONDS per target (60).
 fuzz: all
@@ -337,4 +352,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz
 
-include pipelines/cifar10.mk
+include pipelines/pipeline.mk

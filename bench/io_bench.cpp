@@ -1,7 +1,7 @@
 // Times the pipeline's file I/O alone (issue 17): the dataset read of ae-encode, the
 // features file write (ae-encode) and read (svm-fit / svm-eval), the svm-model file write
-// (svm-fit) and read (svm-eval), on full-size synthetic files. Not part of `make`: build it
-// against a build folder's libraries with bench/io_bench.sh, which also runs it.
+// (svm-fit) and read (svm-eval), on full-size synthetic files. `make bench-io` builds it like
+// a tool, from the layers' libraries, and runs it through bench/io_bench.sh.
 //
 //   io_bench dataset F.h5                make a CIFAR-shaped image-dataset (write_split, deflate)
 //   io_bench read-dataset F.h5           read both splits as ae-encode does (1,024 rows a call)

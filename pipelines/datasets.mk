@@ -1,5 +1,5 @@
 # pipelines/datasets.mk — which dataset `make pipeline` runs on, and its defaults (included
-# by pipelines/cifar10.mk before its own defaults, so the values here win over those).
+# by pipelines/pipeline.mk before its own defaults, so the values here win over those).
 #
 #   make pipeline                                   CIFAR-10 (data/cifar10.h5, data/run)
 #   make pipeline DATASET=fashion-mnist             data/fashion-mnist.h5, data/run-fashion-mnist
@@ -73,20 +73,31 @@ CONVERT_FLAGS     ?=
 
 IDX_FILES := train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz
 
-# $(1) folder, $(2) base URL, $(3) "file=sum" list, $(4) sum command, $(5) "gz" to sum the
-# decompressed bytes: downloads the four IDX files to hidden names, checks, renames.
+# The one download-and-verify recipe (shell text for a recipe line), shared by every
+# dataset: $(1) URL, $(2) destination file, $(3) the checksum's name (md5, sha256), $(4) a
+# command printing the checksum of the file "$$part", $(5) the expected checksum, $(6) the
+# setting that names a local copy instead. It downloads to a hidden .part name beside the
+# destination, checks, and renames: the destination only ever exists verified.
+define pl_download
+dest=$(2); part="$$(dirname "$$dest")/.$$(basename "$$dest").part"; rm -f "$$part"; \
+	  echo "data: downloading $(1)"; \
+	  if command -v curl >/dev/null 2>&1; then curl -fL --retry 3 --connect-timeout 30 -o "$$part" "$(1)"; \
+	  elif command -v wget >/dev/null 2>&1; then wget -q -O "$$part" "$(1)"; \
+	  else echo "data: neither curl nor wget is installed" >&2; false; fi \
+	  || { rm -f "$$part"; echo "data: download of $(1) failed; to use a local copy: make pipeline DATASET=$(DATASET) $(6)=/path/to/it" >&2; exit 1; }; \
+	  sum=$$($(4) | cut -d' ' -f1); \
+	  if [ "$$sum" != "$(5)" ]; then rm -f "$$part"; \
+	    echo "data: $(1): $(3) $$sum, expected $(5): download removed" >&2; exit 1; fi; \
+	  mv "$$part" "$$dest"
+endef
+
+# $(1) folder, $(2) base URL, $(3) "file=sum" list, $(4) the checksum's name, $(5) the
+# checksum command, $(6) "gz" to sum the decompressed bytes, $(7) the local-copy setting:
+# the four IDX files, each through pl_download (those already there are kept).
 define pl_fetch_idx
 	@mkdir -p $(1); for pair in $(3); do f=$${pair%%=*}; want=$${pair#*=}; \
-	  [ -f "$(1)/$$f" ] && continue; part="$(1)/.$$f.part"; rm -f "$$part"; \
-	  echo "data: downloading $(2)/$$f"; \
-	  if command -v curl >/dev/null 2>&1; then curl -fL --retry 3 --connect-timeout 30 -o "$$part" "$(2)/$$f"; \
-	  elif command -v wget >/dev/null 2>&1; then wget -q -O "$$part" "$(2)/$$f"; \
-	  else echo "data: neither curl nor wget is installed" >&2; false; fi \
-	  || { rm -f "$$part"; echo "data: download of $(2)/$$f failed; to use a local copy set $(6)=/path/to/folder" >&2; exit 1; }; \
-	  sum=$$($(if $(filter gz,$(5)),gzip -dc "$$part" | $(4),$(4) "$$part") | cut -d' ' -f1); \
-	  if [ "$$sum" != "$$want" ]; then rm -f "$$part"; \
-	    echo "data: $(2)/$$f: checksum $$sum, expected $$want: download removed" >&2; exit 1; fi; \
-	  mv "$$part" "$(1)/$$f"; done
+	  [ -f "$(1)/$$f" ] && continue; \
+	  $(call pl_download,$(2)/$$f,"$(1)/$$f",$(4),$(if $(filter gz,$(6)),gzip -dc "$$part" | $(5),$(5) "$$part"),$$want,$(7)) || exit 1; done
 endef
 
 PL_FETCH_DIR := $(DATA_DIR)/$(PL_NAME)-source
@@ -109,7 +120,7 @@ $(PL_FETCH_DIR)/.done:
 	fi; \
 	if [ -f $(FASHION_MNIST_DEB)/train-images-idx3-ubyte.gz ]; then \
 	  for f in $(IDX_FILES); do ln -sf $(FASHION_MNIST_DEB)/$$f $(@D)/$$f; done; fi
-	$(call pl_fetch_idx,$(@D),$(FASHION_MNIST_URL),$(FASHION_MNIST_SHA256),sha256sum,gz,FASHION_MNIST_DIR)
+	$(call pl_fetch_idx,$(@D),$(FASHION_MNIST_URL),$(FASHION_MNIST_SHA256),sha256,sha256sum,gz,FASHION_MNIST_DIR)
 	@touch $@
 endif
 PL_SOURCE_ID := $(if $(strip $(FASHION_MNIST_DIR)),$(abspath $(FASHION_MNIST_DIR)),fashion-mnist)
@@ -120,7 +131,7 @@ PL_SOURCE    := $(if $(strip $(MNIST_DIR)),$(MNIST_DIR),$(PL_FETCH_DIR))
 PL_SOURCE_ID := $(if $(strip $(MNIST_DIR)),$(abspath $(MNIST_DIR)),$(MNIST_URL))
 ifeq ($(strip $(MNIST_DIR)),)
 $(PL_FETCH_DIR)/.done:
-	$(call pl_fetch_idx,$(@D),$(MNIST_URL),$(MNIST_MD5),md5sum,,MNIST_DIR)
+	$(call pl_fetch_idx,$(@D),$(MNIST_URL),$(MNIST_MD5),md5,md5sum,,MNIST_DIR)
 	@touch $@
 endif
 endif
@@ -133,16 +144,7 @@ PL_CONVERT_FLAGS := --labels $(CIFAR100_LABELS)
 ifeq ($(strip $(CIFAR100_DIR)),)
 $(CIFAR100_TGZ):
 	@mkdir -p $(@D)
-	@part=$(@D)/.$(@F).part; rm -f "$$part"; \
-	echo "data: downloading $(CIFAR100_URL) (161 MB)"; \
-	if command -v curl >/dev/null 2>&1; then curl -fL --retry 3 --connect-timeout 30 -o "$$part" '$(CIFAR100_URL)'; \
-	elif command -v wget >/dev/null 2>&1; then wget -q -O "$$part" '$(CIFAR100_URL)'; \
-	else echo "data: neither curl nor wget is installed" >&2; false; fi \
-	|| { rm -f "$$part"; echo "data: download of $(CIFAR100_URL) failed; to use a local copy: make pipeline DATASET=cifar100 CIFAR100_DIR=/path/to/cifar-100-binary" >&2; exit 1; }; \
-	sum=$$(md5sum "$$part" | cut -d' ' -f1); \
-	if [ "$$sum" != "$(CIFAR100_MD5)" ]; then rm -f "$$part"; \
-	  echo "data: $(CIFAR100_URL): md5 $$sum, expected $(CIFAR100_MD5): download removed" >&2; exit 1; fi; \
-	mv "$$part" $@
+	@$(call pl_download,$(CIFAR100_URL),$@,md5,md5sum "$$part",$(CIFAR100_MD5),CIFAR100_DIR)
 endif
 endif
 

@@ -1,60 +1,61 @@
 #!/usr/bin/env bash
-# Submits the CIFAR-10 pipeline as six Slurm batch jobs, each starting only when the one
-# before it succeeded (--dependency=afterok). See pipelines/slurm/README.md.
+# Submits the pipeline of pipelines/pipeline.mk as six Slurm batch jobs, each running one
+# stage's Make target (make data, train, encode, fit, eval, report with PREBUILT=1) and
+# starting only when the one before it succeeded (--dependency=afterok). See
+# pipelines/slurm/README.md.
 #
 #   pipelines/slurm/submit.sh [--dry-run]
 #
-# Settings (environment variables, with defaults):
+# Settings (environment variables; each becomes the Make variable of the same name, so it
+# means what it means for make pipeline; unset ones keep make's defaults):
 #   RUN_DIR=runs/$(date +%Y%m%d-%H%M%S)   folder on a file system every node sees
-#   DATASET=data/cifar10.h5               made by the first job unless it exists
-#   CIFAR10_DIR=                          local cifar-10-batches-bin or .tar.gz (required
-#                                         when DATASET does not exist; nodes have no internet)
-#   TRAIN_LIMIT=  TEST_LIMIT=             keep the first N images (only when DATASET is made)
-#   EPOCHS=20  BATCH=64  SEED=            as in `make pipeline` (SEED empty: ae-train's default)
-#   ENCODER_CHANNELS=  VAL_SPLIT=         ae-train --encoder-channels / --val-split (empty: default)
+#   DATASET=cifar10  DATA_DIR=data         the dataset, $DATA_DIR/$DATASET.h5 (datasets.mk);
+#                                         a data job makes it unless it is up to date
+#   CIFAR10_DIR= (FASHION_MNIST_DIR MNIST_DIR CIFAR100_DIR FOLDER ...)  a local copy of the
+#                                         images (unset: the data job downloads them)
+#   TRAIN_LIMIT=  TEST_LIMIT=  PRESET=    as in make pipeline
+#   EPOCHS  BATCH  SEED  ENCODER_CHANNELS  VAL_SPLIT   as in make pipeline
 #   TRAIN_FLAGS= ENCODE_FLAGS= FIT_FLAGS= EVAL_FLAGS=   extra options for one stage
-#   BIN=                                  folder with the tools; empty = they are on PATH
-#                                         (make install PREFIX=...), else e.g. $PWD/build/bin
+#   BIN=                                  folder with the tools; empty = where PATH finds
+#                                         them here (make install PREFIX=...)
 #   PARTITION=  ACCOUNT=  TIME=           passed to sbatch when set (TIME: --time per job)
+#   SIGNAL_MARGIN=300                     the train job gets SIGUSR1 this many seconds before
+#                                         TIME runs out, checkpoints, requeues and resumes
 #   DEVICE=gpu                            cpu | gpu | auto for train and encode: cpu asks no GPU;
 #                                         auto asks GPU_GRES only where the partition has GPUs
 #   GPU_GRES=gpu:1                        --gres of the GPU jobs; set empty: no --gres at all
 #   SVM_DEVICE=cpu                        cpu | gpu | auto for fit and eval (gpu: GPU_GRES too)
 #   CPUS=16  MEM=64G                      per job
-# Every job is checked with `sbatch --test-only` before the first is submitted, and the
-# chain is submitted held, then released: a refused job leaves nothing in the queue.
-# --dry-run prints the sbatch commands instead of submitting them.
+# The nodes need this repository, GNU make and BIN at the same paths. Every job is checked
+# with `sbatch --test-only` before the first is submitted, and the chain is submitted held,
+# then released: a refused job leaves nothing in the queue. --dry-run prints the sbatch
+# commands instead of submitting them.
 set -euo pipefail
 SLURM_TOOL=submit.sh
 . "$(dirname "$0")/lib.sh"
 
 dry_run=0
 [ "${1:-}" = "--dry-run" ] && dry_run=1
-[ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] && { sed -n '2,28p' "$0"; exit 0; }
+[ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] && { sed -n '2,33p' "$0"; exit 0; }
 case "$#:$dry_run" in 0:0|1:1) ;; *) slurm_die "usage: submit.sh [--dry-run] (settings are environment variables; see --help)" ;; esac
 
 RUN_DIR="${RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}"
 slurm_settings
-stage_commands "$RUN_DIR"
-
+RUN_DIR="$(abs_path "$RUN_DIR")"
+make_safe_path RUN_DIR "$RUN_DIR"
 [ $dry_run -eq 1 ] || slurm_check_tools
-make_data=0
-if [ ! -e "$DATASET" ]; then
-  [ -n "$CIFAR10_DIR" ] || slurm_die "$DATASET does not exist; set CIFAR10_DIR to a local CIFAR-10 copy"
-  [ -e "$CIFAR10_DIR" ] || slurm_die "CIFAR10_DIR=$CIFAR10_DIR: no such folder or file"
-  make_data=1
-fi
+slurm_check_data
 slurm_common_args
 
-# The jobs: NAME, DEVICE CLASS (gpu: GPU_JOB_GRES; svm: SVM_JOB_GRES; cpu: none), COMMAND.
+# The jobs: NAME, DEVICE CLASS (gpu: GPU_JOB_GRES; svm: SVM_JOB_GRES; cpu: none), MAKE TARGET.
 names=() classes=() cmds=()
-add_job() { names+=("$1"); classes+=("$2"); cmds+=("$3"); }
-[ $make_data -eq 1 ] && add_job convert cpu "$cmd_convert"
-add_job train gpu "$cmd_train"
-add_job encode gpu "$cmd_encode"
-add_job fit svm "$cmd_fit"
-add_job eval svm "$cmd_eval"
-add_job report cpu "$cmd_report"
+add_job() { names+=("$1"); classes+=("$2"); cmds+=("$(stage_command "$RUN_DIR" "$3")"); }
+[ $need_data -eq 1 ] && add_job convert cpu data
+add_job train gpu train
+add_job encode gpu encode
+add_job fit svm fit
+add_job eval svm eval
+add_job report cpu report
 
 job_args() {  # INDEX AFTER → args=(...) for sbatch
   local i="$1" after="$2" gres=""
@@ -62,6 +63,7 @@ job_args() {  # INDEX AFTER → args=(...) for sbatch
   [ -n "$after" ] && args+=(--dependency="afterok:$after" --kill-on-invalid-dep=yes)
   case "${classes[$i]}" in gpu) gres="$GPU_JOB_GRES" ;; svm) gres="$SVM_JOB_GRES" ;; esac
   [ -n "$gres" ] && args+=(--gres="$gres")
+  [ "${names[$i]}" = train ] && args+=("${train_args[@]}")
   return 0
 }
 

@@ -9,17 +9,19 @@
 # no expansions); blank lines and lines starting with # are skipped. For example
 #     SEED=1 ENCODER_CHANNELS=64,32
 #     SEED=2 ENCODER_CHANNELS=64,32 FIT_FLAGS="--C 5 --gamma 2x"
-# Names a line may set: SEED EPOCHS BATCH ENCODER_CHANNELS VAL_SPLIT TRAIN_FLAGS
-# ENCODE_FLAGS FIT_FLAGS EVAL_FLAGS, and DATASET (another, existing, dataset file).
+# Names a line may set (Make variables of pipelines/pipeline.mk, passed to make as given):
+# SEED EPOCHS BATCH ENCODER_CHANNELS VAL_SPLIT PRESET TRAIN_FLAGS ENCODE_FLAGS FIT_FLAGS
+# EVAL_FLAGS. The dataset is the sweep's, shared by every run.
 # What a line does not set comes from the environment, as in submit.sh (--help there):
-# DATASET CIFAR10_DIR TRAIN_LIMIT TEST_LIMIT EPOCHS BATCH SEED ... BIN PARTITION ACCOUNT
-# TIME DEVICE GPU_GRES SVM_DEVICE CPUS MEM, plus
+# DATASET DATA_DIR CIFAR10_DIR TRAIN_LIMIT TEST_LIMIT EPOCHS BATCH SEED ... BIN PARTITION
+# ACCOUNT TIME SIGNAL_MARGIN DEVICE GPU_GRES SVM_DEVICE CPUS MEM, plus
 #   SWEEP_DIR=sweeps/$(date +%Y%m%d-%H%M%S)   the sweep: run-1 … run-N, compare/, slurm-logs/
 #   MAX_PARALLEL=                              at most this many runs at once (--array=…%N)
-# Jobs: convert (only when DATASET does not exist) → the array, task i running line i's
-# whole chain (train, encode, fit, eval, report into SWEEP_DIR/run-i) → compare (afterany,
-# so one failed run still leaves the table of the others). All jobs are checked with
-# sbatch --test-only and submitted held; a refusal leaves nothing in the queue.
+# Jobs: convert (make data; only when the dataset is not up to date) → the array, task i
+# running `make report` for line i (train, encode, fit, eval, report into SWEEP_DIR/run-i;
+# preempted near TIME like submit.sh's train job) → compare (afterany, so one failed run
+# still leaves the table of the others). All jobs are checked with sbatch --test-only and
+# submitted held; a refusal leaves nothing in the queue.
 set -euo pipefail
 SLURM_TOOL=sweep.sh
 . "$(dirname "$0")/lib.sh"
@@ -27,7 +29,7 @@ PYTHON="${PYTHON:-python3}"
 
 dry_run=0
 case "${1:-}" in
-  -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
   --dry-run) dry_run=1; shift ;;
 esac
 [ $# -eq 1 ] || slurm_die "usage: sweep.sh [--dry-run] SETTINGS_FILE (see --help)"
@@ -35,7 +37,8 @@ settings_file="$1"
 [ -f "$settings_file" ] || slurm_die "$settings_file: no such file"
 [ -r "$settings_file" ] || slurm_die "$settings_file: cannot read it"
 
-SWEEP_DIR="${SWEEP_DIR:-sweeps/$(date +%Y%m%d-%H%M%S)}"
+SWEEP_DIR="$(abs_path "${SWEEP_DIR:-sweeps/$(date +%Y%m%d-%H%M%S)}")"
+make_safe_path SWEEP_DIR "$SWEEP_DIR"
 MAX_PARALLEL="${MAX_PARALLEL:-}"
 [ -z "$MAX_PARALLEL" ] || [[ "$MAX_PARALLEL" =~ ^[1-9][0-9]*$ ]] || slurm_die "MAX_PARALLEL=$MAX_PARALLEL: expected a positive whole number"
 [ ! -e "$SWEEP_DIR" ] || [ -z "$(ls -A "$SWEEP_DIR" 2>/dev/null)" ] \
@@ -46,8 +49,8 @@ MAX_PARALLEL="${MAX_PARALLEL:-}"
 # runs code).
 parsed="$("$PYTHON" - "$settings_file" <<'PY'
 import shlex, sys
-allowed = {"SEED", "EPOCHS", "BATCH", "ENCODER_CHANNELS", "VAL_SPLIT", "TRAIN_FLAGS", "ENCODE_FLAGS",
-           "FIT_FLAGS", "EVAL_FLAGS", "DATASET"}
+allowed = {"SEED", "EPOCHS", "BATCH", "ENCODER_CHANNELS", "VAL_SPLIT", "PRESET", "TRAIN_FLAGS",
+           "ENCODE_FLAGS", "FIT_FLAGS", "EVAL_FLAGS"}
 path = sys.argv[1]
 out = []
 for number, line in enumerate(open(path, encoding="utf-8"), 1):
@@ -76,15 +79,10 @@ PY
 )" || exit 1
 
 slurm_settings           # the sweep-wide settings (checked once, before any line)
-shared_dataset="$DATASET"
 [ $dry_run -eq 1 ] || slurm_check_tools
-make_data=0
-if [ ! -e "$DATASET" ]; then
-  [ -n "$CIFAR10_DIR" ] || slurm_die "$DATASET does not exist; set CIFAR10_DIR to a local CIFAR-10 copy"
-  [ -e "$CIFAR10_DIR" ] || slurm_die "CIFAR10_DIR=$CIFAR10_DIR: no such folder or file"
-  make_data=1
-fi
-stage_commands "$SWEEP_DIR/run-0"   # for cmd_convert
+slurm_check_data
+make_data=$need_data
+cmd_convert="$(stage_command "$SWEEP_DIR" data)"
 
 # Each run's job script, built now (so a bad line fails before anything is submitted) in
 # memory: run_scripts[i] for run-i.
@@ -97,15 +95,13 @@ while IFS=$'\x1f' read -r -a words; do
     for w in "${words[@]:1}"; do export "${w%%=*}=${w#*=}"; done
     SLURM_TOOL="sweep.sh: $settings_file:$line_no"
     slurm_settings
-    if [ "$DATASET" != "$shared_dataset" ] && [ ! -e "$DATASET" ]; then
-      slurm_die "DATASET=$DATASET does not exist (only the sweep's own DATASET is made by the sweep)"
-    fi
-    stage_commands "$run_dir"
+    slurm_check_data   # make reads the line's settings: a value it refuses (PRESET) stops here
+    cmd_run="$(stage_command "$run_dir" report)"
     # The names in the comment are quoted by bash's %q (one line whatever they hold: a newline
     # in a name would end the comment and start a command); the script runs under bash.
     printf '#!/usr/bin/env bash\n# run %s of the sweep in %q: line %s of %q:\n#  %s\nset -euo pipefail\ncd %s\n' \
       "$n" "$SWEEP_DIR" "$line_no" "$settings_file" "$(printf ' %q' "${words[@]:1}")" "$(q "$PWD")"
-    printf '%s\n' "$cmd_train" "$cmd_encode" "$cmd_fit" "$cmd_eval" "$cmd_report"
+    printf '%s\n' "$cmd_run"
   )" || exit 1
   run_scripts+=("$script")
   run_lines+=("${words[*]:1}")
@@ -117,13 +113,15 @@ array_args=("${common[@]}" --job-name=cae-sweep --array="1-$n${MAX_PARALLEL:+%$M
 # The array runs the whole chain: it asks for a GPU when train/encode (or the SVM) want one.
 array_gres="$GPU_JOB_GRES"; [ -n "$array_gres" ] || array_gres="$SVM_JOB_GRES"
 [ -n "$array_gres" ] && array_args+=(--gres="$array_gres")
+array_args+=("${train_args[@]}")
 convert_args=("${common[@]}" --job-name=cae-convert --output="$SWEEP_DIR/slurm-logs/%j-convert.log")
 compare_args=("${common[@]}" --job-name=cae-compare --output="$SWEEP_DIR/slurm-logs/%j-compare.log")
 run_dirs=()
 for i in $(seq "$n"); do run_dirs+=("$SWEEP_DIR/run-$i"); done
 cmd_compare="$(tool report) --compare$(for d in "${run_dirs[@]}"; do printf ' %s' "$(q "$d")"; done) -o $(q "$SWEEP_DIR/compare")"
 # Single quotes: the task id is the job's, expanded when it runs.
-cmd_array="bash $(q "$SWEEP_DIR")/run-\"\$SLURM_ARRAY_TASK_ID\"/job.sh"
+# exec: the batch shell becomes job.sh, and job.sh run-stage.sh, which gets the SIGUSR1.
+cmd_array="exec bash $(q "$SWEEP_DIR")/run-\"\$SLURM_ARRAY_TASK_ID\"/job.sh"
 
 if [ $dry_run -eq 1 ]; then
   show() { printf 'sbatch' >&2; printf ' %q' "$@" >&2; echo >&2; }

@@ -218,13 +218,13 @@ plain_make() {
 @test "default data files and run folders are per dataset; CIFAR-10 keeps data/cifar10.h5 and data/run" {
   run plain_make -n DATASET=fashion-mnist FASHION_MNIST_DIR=/nonexistent pipeline
   [[ "$output" == *"-o data/fashion-mnist.h5"* ]]
-  [[ "$output" == *"-o data/run-fashion-mnist/.model-"* ]]
+  [[ "$output" == *"-o 'data/run-fashion-mnist/.model-"* ]]
   run plain_make -n DATASET=cifar10 CIFAR10_DIR=/nonexistent pipeline
   [[ "$output" == *"-o data/cifar10.h5"* ]]
-  [[ "$output" == *"-o data/run/.model-"* ]]
+  [[ "$output" == *"-o 'data/run/.model-"* ]]
   run plain_make -n DATASET=cifar100 CIFAR100_DIR=/nonexistent CIFAR100_LABELS=coarse pipeline
   [[ "$output" == *"'--labels' 'coarse' -o data/cifar100.h5"* ]]
-  [[ "$output" == *"-o data/run-cifar100/.model-"* ]]
+  [[ "$output" == *"-o 'data/run-cifar100/.model-"* ]]
   run plain_make -n DATASET=nope pipeline
   [ "$status" -ne 0 ]
   [[ "$output" == *"DATASET=nope: expected one of cifar10 fashion-mnist mnist cifar100 folder"* ]]
@@ -258,7 +258,7 @@ plain_make() {
   run plain_make DATASET=mnist DATA_DIR="$WORK/mn" MNIST_URL="file://$src" \
     MNIST_MD5="train-images-idx3-ubyte.gz=00000000000000000000000000000000" data
   [ "$status" -ne 0 ]
-  [[ "$output" == *"train-images-idx3-ubyte.gz: checksum "*", expected 00000000000000000000000000000000: download removed"* ]]
+  [[ "$output" == *"train-images-idx3-ubyte.gz: md5 "*", expected 00000000000000000000000000000000: download removed"* ]]
   [ ! -e "$WORK/mn/mnist.h5" ] && [ -z "$(ls -A "$WORK/mn/mnist-source" 2>/dev/null || true)" ]
   run plain_make DATASET=mnist DATA_DIR="$WORK/mn" MNIST_URL="file://$src" MNIST_MD5="$sums" data
   [ "$status" -eq 0 ] || { printf '%s\n' "$output" | tail; return 1; }
@@ -291,7 +291,7 @@ assert [str(n) for n in f.attrs['class_names']] == ['cat', 'dog']" "$WORK/fd/fol
   [ -z "$(ls -A "$dest/opt/cae/bin")" ]
 }
 
-@test "pipelines/slurm/submit.sh chains six sbatch jobs with afterok (fake sbatch)" {
+@test "pipelines/slurm/submit.sh chains six jobs, each the make target of its stage, with afterok (fake sbatch)" {
   local fake="$WORK/fakebin"
   mkdir -p "$fake"
   # A stand-in sbatch: logs its arguments one per line, answers job ids 101, 102, ...
@@ -309,36 +309,53 @@ EOF2
   chmod +x "$fake/scontrol" "$fake/scancel"
   export SBATCH_LOG="$WORK/sbatch.log"
   rm -f "$SBATCH_LOG" "$SBATCH_LOG.n"
-  run env PATH="$fake:$PATH" RUN_DIR="$WORK/slurm-run" DATASET="$WORK/slurm-data.h5" CIFAR10_DIR="$CIF" \
-    EPOCHS=3 BIN="$BUILD/bin" PARTITION=gpuq "$REPO_ROOT/pipelines/slurm/submit.sh"
-  [ "$status" -eq 0 ]
+  run env PATH="$fake:$PATH" RUN_DIR="$WORK/slurm-run" DATA_DIR="$WORK/slurm-data" CIFAR10_DIR="$CIF" \
+    EPOCHS=3 PRESET=accurate BIN="$BUILD/bin" PARTITION=gpuq "$REPO_ROOT/pipelines/slurm/submit.sh"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
   [[ "$output" == *"submitted: convert 101, train 102, encode 103, fit 104, eval 105, report 106"* ]]
-  "$PYTHON" - "$SBATCH_LOG" "$BUILD/bin" <<'PY'
-import sys
+  "$PYTHON" - "$SBATCH_LOG" "$(cd "$BUILD/bin" && pwd)" "$REPO_ROOT" "$WORK" <<'PY'
+import shlex, sys
+log, bin_dir, repo, work = sys.argv[1:5]
 jobs, cur = {}, None
-for line in open(sys.argv[1]).read().splitlines():
+for line in open(log).read().splitlines():
     if line.startswith("job "):
         cur = int(line.split()[1]); jobs[cur] = []
     else:
         jobs[cur].append(line)
 assert sorted(jobs) == list(range(101, 107)), jobs.keys()
-tools = ["cifar-convert", "ae-train", "ae-encode", "svm-fit", "svm-eval", "report"]
+targets = ["data", "train", "encode", "fit", "eval", "report"]
 for i, (job, args) in enumerate(sorted(jobs.items())):
-    wrap = [a for a in args if a.startswith("--wrap=")][0]
-    assert f"{sys.argv[2]}/{tools[i]} " in wrap, (job, wrap)
+    wrap = shlex.split([a for a in args if a.startswith("--wrap=")][0][len("--wrap="):])
+    # set -e; exec bash run-stage.sh RUN_DIR make -C REPO --no-print-directory PREBUILT=1 TARGET VAR=...
+    assert wrap[:6] == ["set", "-e;", "exec", "bash", f"{repo}/pipelines/slurm/run-stage.sh", f"{work}/slurm-run"], wrap
+    assert wrap[6:12] == ["make", "-C", repo, "--no-print-directory", "PREBUILT=1", targets[i]], wrap
+    variables = dict(w.split("=", 1) for w in wrap[12:])
+    assert variables["RUN_DIR"] == f"{work}/slurm-run" and variables["BIN"] == bin_dir, variables
+    assert variables["DATA_DIR"] == f"{work}/slurm-data" and variables["PRESET"] == "accurate", variables
+    assert variables["EPOCHS"] == "3" and variables["DEVICE"] == "gpu" and variables["SVM_DEVICE"] == "cpu", variables
     deps = [a for a in args if a.startswith("--dependency=")]
     assert deps == ([] if i == 0 else [f"--dependency=afterok:{job - 1}"]), (job, deps)
     assert "--partition=gpuq" in args
-    assert ("--gres=gpu:1" in args) == (tools[i] in ("ae-train", "ae-encode")), (job, args)
-assert "--epochs 3" in [a for a in jobs[102] if a.startswith("--wrap=")][0]
+    assert ("--gres=gpu:1" in args) == (targets[i] in ("train", "encode")), (job, args)
+    # Only the training is told to checkpoint before its time limit, and may requeue itself.
+    preempt = ["--signal=B:USR1@300", "--requeue", "--open-mode=append"]
+    assert all((p in args) == (targets[i] == "train") for p in preempt), (job, args)
 PY
-  # --dry-run submits nothing and creates nothing.
+  # --dry-run submits nothing and creates nothing; with the dataset up to date for its
+  # settings (make data: the tests before may have remade it with others) there is no
+  # convert job.
   rm -f "$SBATCH_LOG"
-  run env PATH="$fake:$PATH" RUN_DIR="$WORK/slurm-dry" DATASET="$WORK/run/../data/cifar10.h5" \
-    "$REPO_ROOT/pipelines/slurm/submit.sh" --dry-run
-  [ "$status" -eq 0 ]
+  run pipeline_make data
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  run env PATH="$fake:$PATH" RUN_DIR="$WORK/slurm-dry" DATA_DIR="$WORK/run/../data" CIFAR10_DIR="$CIF" \
+    TRAIN_LIMIT=200 TEST_LIMIT=100 BIN="$BUILD/bin" "$REPO_ROOT/pipelines/slurm/submit.sh" --dry-run
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
   [ ! -e "$SBATCH_LOG" ] && [ ! -e "$WORK/slurm-dry" ]
-  [ "$(grep -c '^sbatch ' <<< "$output")" -eq 5 ]   # the dataset exists: no convert job
+  [ "$(grep -c '^sbatch ' <<< "$output")" -eq 5 ] || { echo "$output"; false; }
+  # Settings make refuses are refused before anything is submitted, in make's words.
+  run env PATH="$fake:$PATH" RUN_DIR="$WORK/slurm-bad" DATASET=cifar11 BIN="$BUILD/bin" "$REPO_ROOT/pipelines/slurm/submit.sh"
+  [ "$status" -eq 1 ] && [[ "$output" == *"DATASET=cifar11: expected one of cifar10 "* ]] || { echo "$output"; false; }
+  [ ! -e "$SBATCH_LOG" ] && [ ! -e "$WORK/slurm-bad" ]
 }
 
 @test "shell code in *_FLAGS and RUN reaches the tools as literal arguments, never runs" {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # pipelines/slurm/submit.sh on a real single-node Slurm (issue 18), started by
-# tests/slurm/run.sh: the CPU chain completes and agrees with make pipeline; a GPU chain on
+# tests/slurm/run.sh: the CPU chain (each job a stage's make target) completes and agrees
+# with make pipeline; a GPU chain on
 # this GPU-less cluster is refused before anything is queued; a failing stage cancels the
 # stages after it; a cancelled training resumes when the chain is submitted again.
 # The tests share one dataset and run in order (the later ones reuse the first run's model).
@@ -19,7 +20,7 @@ setup() {
 
 # submit.sh with the small CPU settings; extra VAR=VALUE arguments override them.
 submit() {
-  env "${SMALL[@]}" BIN="$BIN" DATASET="$WORK/data/cifar10.h5" CIFAR10_DIR="$CIF" PYTHON="$PYTHON" "$@" \
+  env "${SMALL[@]}" BIN="$BIN" DATA_DIR="$WORK/data" CIFAR10_DIR="$CIF" PYTHON="$PYTHON" "$@" \
     "$REPO_ROOT/pipelines/slurm/submit.sh"
 }
 
@@ -74,8 +75,11 @@ PY
 }
 
 @test "a failing stage fails its job, cancels the jobs after it, and its log names the problem" {
-  mkdir -p "$WORK/bad-fit"
-  cp "$WORK/chain/model.h5" "$WORK/bad-fit/"   # finished: the train job's --resume has nothing to do
+  # The chain's finished model with its parameter stamp (copied first, so the model is
+  # newer): make train has nothing to do.
+  mkdir -p "$WORK/bad-fit/.params"
+  cp "$WORK"/chain/.params/train-*.params "$WORK/bad-fit/.params/"
+  cp "$WORK/chain/model.h5" "$WORK/bad-fit/"
   run submit RUN_DIR="$WORK/bad-fit" FIT_FLAGS="--no-such-flag 3"
   [ "$status" -eq 0 ] || { echo "$output"; false; }
   out="$output"
@@ -100,10 +104,11 @@ PY
   first="$output"
   train=$(job_id_of "$first" train)
   # Cancel as soon as the first epoch's checkpoint is there (and before the last).
-  deadline=$((SECONDS + 120)) done_epochs=0
+  deadline=$((SECONDS + 120)) done_epochs=0 ckpt=""
   while [ $SECONDS -lt $deadline ]; do
-    if [ -s "$WORK/resume/model.h5" ]; then
-      done_epochs=$(h5_attr "$WORK/resume/model.h5" epochs_done 2>/dev/null || echo 0)
+    ckpt=$(ls "$WORK"/resume/.model-*.ckpt.h5 2>/dev/null | head -1 || true)
+    if [ -n "$ckpt" ]; then
+      done_epochs=$(h5_attr "$ckpt" epochs_done 2>/dev/null || echo 0)
       [ "${done_epochs:-0}" -ge 1 ] && break
     fi
     [ "$(job_state "$train")" = COMPLETED ] && break
@@ -112,7 +117,7 @@ PY
   scancel "$train"
   wait_jobs $(job_ids "$first")
   [ "$(job_state "$train")" = CANCELLED ] || { echo "train ended $(job_state "$train") before the cancel"; false; }
-  done_epochs=$(h5_attr "$WORK/resume/model.h5" epochs_done)
+  done_epochs=$(h5_attr "$ckpt" epochs_done)
   [ "$done_epochs" -ge 1 ] && [ "$done_epochs" -lt 3 ]
   # Its dependents were cancelled with it.
   [ "$(job_state "$(job_id_of "$first" encode)")" = CANCELLED ]
@@ -124,7 +129,7 @@ PY
   wait_jobs $(job_ids "$second")
   for id in $(job_ids "$second"); do [ "$(job_state "$id")" = COMPLETED ] || { show_logs "$WORK/resume"; false; }; done
   train2=$(job_id_of "$second" train)
-  grep -q "resuming .*model.h5 after epoch $done_epochs" "$WORK/resume/slurm-logs/$train2-train.log" \
+  grep -q "resuming $ckpt after epoch $done_epochs" "$WORK/resume/slurm-logs/$train2-train.log" \
     || { cat "$WORK/resume/slurm-logs/$train2-train.log"; false; }
   [ "$(h5_attr "$WORK/resume/model.h5" epochs_done)" -eq 3 ]
   "$PYTHON" -c "import h5py, sys; assert len(h5py.File(sys.argv[1], 'r')['history/train_loss']) == 3" "$WORK/resume/model.h5"

@@ -1,63 +1,66 @@
 #!/usr/bin/env bats
 # Job scripts never run a setting as code (issue 30, class 1), on the real test Slurm: the
-# jobs of submit.sh and sweep.sh, with shell metacharacters in *_FLAGS, values and paths,
-# run the stand-in tools of tests/helpers/fake_tools.sh (which record their arguments), so
-# the test takes seconds. $P must stay empty: nothing in a value ran on the node.
+# jobs of submit.sh and sweep.sh run the real `make STAGE` of pipelines/pipeline.mk, with
+# shell and Make metacharacters in *_FLAGS and values, on the stand-in tools of
+# tests/slurm/fake_pipeline_tools.sh (which record their arguments), so the test takes
+# seconds. $P must stay empty: nothing in a value ran on the node, in the shell or in make.
 
 load helpers
 
 setup() {
-  . "$REPO_ROOT/tests/helpers/fake_tools.sh"
+  . "$REPO_ROOT/tests/slurm/fake_pipeline_tools.sh"
   WORK="$(mktemp -d "$SLURM_TMP/jobs/quoting.XXXXXX")"
   chmod 755 "$WORK"
   P="$WORK/pwned"
   export ARGV_DIR="$WORK/argv"
-  mkdir -p "$P" "$ARGV_DIR" "$WORK/tools"
-  make_fake_tools "$WORK/tools"
-  : > "$WORK/data.h5"
+  mkdir -p "$P" "$ARGV_DIR" "$WORK/tools" "$WORK/cif"
+  make_fake_pipeline_tools "$WORK/tools"
   cd "$WORK"
 }
 
-expect_argv() {
-  "$PYTHON" - "$ARGV_DIR/$1" "${@:2}" <<'PY'
-import sys
-got = open(sys.argv[1], "rb").read().split(b"\0")[:-1]
-want = [a.encode() for a in sys.argv[2:]]
-assert got == want, f"\n got  {got}\n want {want}"
-PY
-}
-
-@test "submit.sh: shell code in *_FLAGS, a value and a path reaches the tools as literal arguments" {
-  local run_dir="$WORK/run;touch $P/r"$'\n'"x"
-  local fit='--C 5; touch '"$P/a"' $(touch '"$P/b"') `touch '"$P/c"'` "d"'$'\n''*'
-  run env CPUS=1 MEM=100M DEVICE=cpu BIN="$WORK/tools" DATASET="$WORK/data.h5" RUN_DIR="$run_dir" \
-    FIT_FLAGS="$fit" SEED="1;touch $P/s" "$REPO_ROOT/pipelines/slurm/submit.sh"
+@test "submit.sh: shell and Make code in *_FLAGS and values reaches the tools as literal arguments" {
+  local fit='--C 5; touch '"$P/a"' $(touch '"$P/b"') `touch '"$P/c"'` $(shell touch '"$P/m"') "d"'$'\n''*'
+  run env CPUS=1 MEM=100M DEVICE=cpu BIN="$WORK/tools" DATA_DIR="$WORK/data" CIFAR10_DIR="$WORK/cif" RUN_DIR="$WORK/run" \
+    FIT_FLAGS="$fit" SEED="1;touch $P/s" ENCODER_CHANNELS="16,8\$(shell touch $P/e)" "$REPO_ROOT/pipelines/slurm/submit.sh"
   [ "$status" -eq 0 ] || { echo "$output"; false; }
   # shellcheck disable=SC2046
   wait_jobs $(job_ids "$output")
-  for id in $(job_ids "$output"); do [ "$(job_state "$id")" = COMPLETED ] || { scontrol show job -o "$id"; false; }; done
+  for id in $(job_ids "$output"); do [ "$(job_state "$id")" = COMPLETED ] || { scontrol show job -o "$id"; show_logs "$WORK/run"; false; }; done
   [ -z "$(ls -A "$P")" ] || { ls -A "$P"; false; }
-  expect_argv svm-fit --features "$run_dir/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" \
-    '`touch' "$P/c\`" '"d"' '*' -o "$run_dir/svm.h5"
-  expect_argv ae-train --data "$WORK/data.h5" --epochs 20 --batch-size 64 --device cpu --seed "1;touch $P/s" --resume \
-    -o "$run_dir/model.h5"
+  local r="$WORK/run"
+  expect_argv svm-fit --features "$r/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" \
+    '`touch' "$P/c\`" '$(shell' touch "$P/m)" '"d"' '*' -o "$r/svm.h5"
+  expect_argv ae-train --data "$WORK/data/cifar10.h5" --epochs 20 --batch-size 64 --device cpu \
+    --encoder-channels "16,8\$(shell touch $P/e)" --seed "1;touch $P/s" --resume -o "re:$r/\.model-[0-9a-f]{10}\.ckpt\.h5" \
+    --record-output-as "$r/model.h5"
+  [ -s "$r/model.h5" ] && [ -s "$r/report/index.html" ]
 }
 
-@test "sweep.sh: a settings line's shell code reaches the array task's tools as literal arguments" {
+@test "submit.sh: a run folder make cannot name as a file is refused before anything is submitted" {
+  local before
+  before=$(queue_count)
+  run env CPUS=1 MEM=100M DEVICE=cpu BIN="$WORK/tools" DATA_DIR="$WORK/data" CIFAR10_DIR="$WORK/cif" \
+    RUN_DIR="$WORK/run;touch $P/r"$'\n'"x" "$REPO_ROOT/pipelines/slurm/submit.sh"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"RUN_DIR=$WORK/run;touch $P/r"*"cannot be a Make file name"* ]] || { echo "$output"; false; }
+  [ "$(queue_count)" -eq "$before" ] && [ -z "$(ls -A "$P")" ] && [ ! -e "$WORK/run;touch $P/r" ]
+}
+
+@test "sweep.sh: a settings line's shell and Make code reaches the array task's tools as literal arguments" {
   cat > "$WORK/settings.txt" <<EOF
-SEED=1 FIT_FLAGS='--C 5; touch $P/a \$(touch $P/b) \`touch $P/c\`' ENCODE_FLAGS="it's \$HOME;touch $P/e"
+SEED=1 FIT_FLAGS='--C 5; touch $P/a \$(touch $P/b) \`touch $P/c\` \$(shell touch $P/m)' ENCODE_FLAGS="it's \$HOME;touch $P/e"
 EOF
-  run env CPUS=1 MEM=100M DEVICE=cpu BIN="$WORK/tools" DATASET="$WORK/data.h5" SWEEP_DIR="$WORK/sw" PYTHON="$PYTHON" \
-    "$REPO_ROOT/pipelines/slurm/sweep.sh" "$WORK/settings.txt"
+  run env CPUS=1 MEM=100M DEVICE=cpu BIN="$WORK/tools" DATA_DIR="$WORK/data" CIFAR10_DIR="$WORK/cif" SWEEP_DIR="$WORK/sw" \
+    PYTHON="$PYTHON" "$REPO_ROOT/pipelines/slurm/sweep.sh" "$WORK/settings.txt"
   [ "$status" -eq 0 ] || { echo "$output"; false; }
   [[ "$output" =~ array\ ([0-9]+)\ \(1\ runs\),\ compare\ ([0-9]+) ]] || { echo "$output"; false; }
   local array=${BASH_REMATCH[1]} compare=${BASH_REMATCH[2]}
   wait_jobs "$array" "$compare"
-  [ "$(job_state "${array}_1")" = COMPLETED ] || { scontrol show job -o "${array}_1"; false; }
+  [ "$(job_state "${array}_1")" = COMPLETED ] || { scontrol show job -o "${array}_1"; show_logs "$WORK/sw"; false; }
   [ -z "$(ls -A "$P")" ] || { ls -A "$P"; false; }
   local r="$WORK/sw/run-1"
   expect_argv svm-fit --features "$r/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" '`touch' \
-    "$P/c\`" -o "$r/svm.h5"
-  expect_argv ae-encode --model "$r/model.h5" --data "$WORK/data.h5" --device cpu "it's" "\$HOME;touch" "$P/e" \
+    "$P/c\`" '$(shell' touch "$P/m)" -o "$r/svm.h5"
+  expect_argv ae-encode --model "$r/model.h5" --data "$WORK/data/cifar10.h5" --device cpu "it's" "\$HOME;touch" "$P/e" \
     -o "$r/features.h5"
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # pipelines/slurm/sweep.sh on a real single-node Slurm (issue 18): a 3-run CPU sweep as one
-# job array sharing one dataset, then report --compare over the runs; a bad settings file
+# job array sharing one dataset (each task `make report` of its line's settings), then
+# report --compare over the runs; a bad settings file
 # is refused before anything is queued.
 
 load helpers
@@ -16,7 +17,7 @@ setup() {
 }
 
 sweep() {
-  env "${SMALL[@]}" BIN="$BIN" DATASET="$WORK/data/cifar10.h5" CIFAR10_DIR="$CIF" PYTHON="$PYTHON" "$@"
+  env "${SMALL[@]}" BIN="$BIN" DATA_DIR="$WORK/data" CIFAR10_DIR="$CIF" PYTHON="$PYTHON" "$@"
 }
 
 @test "a 3-run CPU sweep runs as one job array on one dataset, then compares the runs" {
@@ -70,11 +71,18 @@ PY
   grep -q "run-3" "$WORK/sw/compare/report.md"
 }
 
-@test "a settings file with an unknown name is refused before anything is submitted" {
+@test "a settings file with an unknown name or a value make refuses is refused before anything is submitted" {
   before=$(queue_count)
   printf 'SEED=1\nSEED=2 EPOCHZ=3\n' > "$WORK/bad.txt"
   run sweep SWEEP_DIR="$WORK/sw-bad" "$REPO_ROOT/pipelines/slurm/sweep.sh" "$WORK/bad.txt"
   [ "$status" -eq 1 ]
   [[ "$output" == *"bad.txt:2: 'EPOCHZ=3' is not NAME=VALUE"* ]] || { echo "$output"; false; }
+  [ "$(queue_count)" -eq "$before" ] && [ ! -e "$WORK/sw-bad" ]
+  # A value the pipeline refuses, in make's words, naming the line.
+  printf 'SEED=1\nSEED=2 PRESET=fast\n' > "$WORK/bad.txt"
+  run sweep SWEEP_DIR="$WORK/sw-bad" "$REPO_ROOT/pipelines/slurm/sweep.sh" "$WORK/bad.txt"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"bad.txt:2: the pipeline refuses these settings: "*"PRESET=fast: the presets are: accurate"* ]] \
+    || { echo "$output"; false; }
   [ "$(queue_count)" -eq "$before" ] && [ ! -e "$WORK/sw-bad" ]
 }

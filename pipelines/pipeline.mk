@@ -1,8 +1,12 @@
-# pipelines/cifar10.mk — the whole job as Make rules (included by the top-level Makefile).
+# pipelines/pipeline.mk — the whole job as Make rules (included by the top-level Makefile),
+# for every dataset of pipelines/datasets.mk. This is the one definition of the pipeline:
+# the Slurm scripts (pipelines/slurm/) run its stage targets, one per job.
 #
 #   make pipeline                                   everything, on the best device found
+#   make data | train | encode | fit | eval | report   one stage (and what it needs first)
 #   make pipeline CIFAR10_DIR=../shared/cifar-10-batches-bin TRAIN_LIMIT=10000 EPOCHS=5 DEVICE=cpu
 #   make pipeline RUN="srun --gres=gpu:1"           every tool run as a Slurm step
+#   make pipeline PREBUILT=1 BIN=/opt/cae/bin       installed tools, nothing built
 #   make data                                       only data/cifar10.h5
 #   make pipeline-clean                             delete $(RUN_DIR)
 #   make pipeline DATASET=fashion-mnist             another dataset (pipelines/datasets.mk:
@@ -28,11 +32,20 @@
 # renamed to model.h5 when done, so an interrupted `make pipeline` resumes where it
 # stopped (same parameters) and model.h5 only ever exists complete. --record-output-as
 # makes the model's provenance name model.h5, the file the user gets, not the checkpoint.
+# ae-train exits 75 when a signal (SIGUSR1: a Slurm job near its time limit) stopped it
+# after writing a resumable checkpoint; the train rule then leaves $(RUN_DIR)/.train-
+# interrupted, so that a batch script can tell "rerun me" from a failure (make itself
+# reports every failed recipe as status 2). The rule removes the mark when it starts.
 
 # The dataset and its defaults first: what it sets, the ?= below leave alone.
 include $(dir $(lastword $(MAKEFILE_LIST)))datasets.mk
 
 DEVICE      ?= auto
+# The SVM stages' device (fit, eval): DEVICE unless set (a chain that trains on a GPU may
+# fit on the CPU).
+SVM_DEVICE  ?= $(DEVICE)
+# ae-train --seed (empty: ae-train's default); a training parameter.
+SEED        ?=
 EPOCHS      ?= 20
 BATCH       ?= 64
 TRAIN_LIMIT ?=
@@ -74,7 +87,12 @@ endif
 CIFAR10_URL ?= https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz
 CIFAR10_MD5 ?= c32a1d4ab5d03f1284b67883e8d87530
 
+# The tools: $(BUILD)/bin, or the folder named by BIN on the command line (an installed
+# copy: make train PREBUILT=1 BIN=/opt/cae/bin). Only the command line counts, so that an
+# unrelated BIN in the environment never picks the tools.
+ifneq ($(origin BIN),command line)
 BIN          := $(BUILD)/bin
+endif
 # The dataset file (DATASET names the dataset: pipelines/datasets.mk).
 PL_DATASET   := $(DATA_DIR)/$(PL_NAME).h5
 CIFAR10_TGZ  := $(DATA_DIR)/cifar-10-binary.tar.gz
@@ -99,7 +117,7 @@ endif
 
 # ---- parameter stamps --------------------------------------------------------------------
 PL_PARAMS_data   := source=$(PL_SOURCE_ID) train_limit=$(TRAIN_LIMIT) test_limit=$(TEST_LIMIT)$(if $(filter-out cifar10,$(DATASET)), dataset=$(DATASET) convert=$(PL_CONVERT_FLAGS) $(CONVERT_FLAGS))
-PL_PARAMS_train  := data=$(abspath $(PL_DATASET)) epochs=$(EPOCHS) batch=$(BATCH) channels=$(ENCODER_CHANNELS) val_split=$(VAL_SPLIT) flags=$(TRAIN_FLAGS)
+PL_PARAMS_train  := data=$(abspath $(PL_DATASET)) epochs=$(EPOCHS) batch=$(BATCH) channels=$(ENCODER_CHANNELS) val_split=$(VAL_SPLIT) flags=$(TRAIN_FLAGS)$(if $(strip $(SEED)), seed=$(SEED))
 PL_PARAMS_encode := flags=$(ENCODE_FLAGS)
 PL_PARAMS_fit    := flags=$(FIT_FLAGS)
 PL_PARAMS_eval   := flags=$(EVAL_FLAGS)
@@ -126,12 +144,18 @@ $(eval $(call pl_stamp_rule,$(PL_ENCODE_STAMP),encode))
 $(eval $(call pl_stamp_rule,$(PL_FIT_STAMP),fit))
 $(eval $(call pl_stamp_rule,$(PL_EVAL_STAMP),eval))
 
-.PHONY: pipeline data pipeline-clean
+.PHONY: pipeline data train encode fit eval report pipeline-clean
 pipeline: $(PL_REPORT)
 	@acc=$$($(PYTHON) -c 'import h5py, sys; print("%.2f %%" % (100 * h5py.File(sys.argv[1], "r").attrs["accuracy"]))' \
 	  $(PL_EVAL) 2>/dev/null); echo "pipeline: $${acc:+$$acc test accuracy; }report in $(PL_REPORT)"
 
+# One stage each (a Slurm job runs one of these: pipelines/slurm/lib.sh).
 data: $(PL_DATASET)
+train: $(PL_MODEL)
+encode: $(PL_FEATURES)
+fit: $(PL_SVM)
+eval: $(PL_EVAL)
+report: $(PL_REPORT)
 
 pipeline-clean:
 	rm -rf $(RUN_DIR)
@@ -144,7 +168,7 @@ pl_words = $(foreach w,$(1),$(call pl_q,$(w)))
 
 # The conversion, with the dataset's format forced (folder: in PL_CONVERT_FLAGS already).
 PL_CONVERT = $(call pl_words,$(RUN)) $(BIN)/cifar-convert --input $(call pl_q,$(PL_SOURCE)) $(if $(filter folder,$(DATASET)),,--format $(PL_FORMAT)) \
-  $(if $(TRAIN_LIMIT),--train-limit $(TRAIN_LIMIT)) $(if $(TEST_LIMIT),--test-limit $(TEST_LIMIT)) \
+  $(if $(TRAIN_LIMIT),--train-limit $(call pl_q,$(TRAIN_LIMIT))) $(if $(TEST_LIMIT),--test-limit $(call pl_q,$(TEST_LIMIT))) \
   $(call pl_words,$(PL_CONVERT_FLAGS) $(CONVERT_FLAGS)) -o $@
 
 # Run when the conversion failed: converts one image of each split of the source, format
@@ -163,19 +187,10 @@ PL_FORMAT_HINT = probe=$$(mktemp -d) && \
       $(call pl_q,$(if $(strip $($(PL_SOURCE_VAR))),$(PL_SOURCE_VAR)=$(PL_SOURCE),the source $(PL_SOURCE))) \
       "$$what" >&2; fi
 
-# Downloaded to a hidden temporary name, checked against the official md5, then renamed.
+# The official archive, through the download-and-verify recipe of pipelines/datasets.mk.
 $(CIFAR10_TGZ):
 	@mkdir -p $(@D)
-	@part=$(@D)/.$(@F).part; rm -f "$$part"; \
-	echo "data: downloading $(CIFAR10_URL) (163 MB)"; \
-	if command -v curl >/dev/null 2>&1; then curl -fL --retry 3 --connect-timeout 30 -o "$$part" '$(CIFAR10_URL)'; \
-	elif command -v wget >/dev/null 2>&1; then wget -q -O "$$part" '$(CIFAR10_URL)'; \
-	else echo "data: neither curl nor wget is installed" >&2; false; fi \
-	|| { rm -f "$$part"; echo "data: download of $(CIFAR10_URL) failed; to use a local copy: make pipeline CIFAR10_DIR=/path/to/cifar-10-batches-bin" >&2; exit 1; }; \
-	sum=$$(md5sum "$$part" | cut -d' ' -f1); \
-	if [ "$$sum" != "$(CIFAR10_MD5)" ]; then rm -f "$$part"; \
-	  echo "data: $(CIFAR10_URL): md5 $$sum, expected $(CIFAR10_MD5): download removed" >&2; exit 1; fi; \
-	mv "$$part" $@
+	@$(call pl_download,$(CIFAR10_URL),$@,md5,md5sum "$$part",$(CIFAR10_MD5),CIFAR10_DIR)
 
 $(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS_STAMP)
 	@if [ "$(DATASET)" = cifar10 ] && [ -n $(call pl_q,$(strip $(CIFAR10_DIR))) ] && [ ! -e $(call pl_q,$(CIFAR10_DIR)) ]; then \
@@ -186,23 +201,34 @@ $(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS
 	@$(PL_CONVERT) || { $(PL_FORMAT_HINT); exit 1; }
 
 # ---- stages ------------------------------------------------------------------------------
+# Every value reaches the shell quoted (pl_q) or as quoted words (pl_words): settings come
+# from sweep files too (pipelines/slurm/sweep.sh), and a value is data, never code.
+PL_INTERRUPTED := $(RUN_DIR)/.train-interrupted
+PL_TRAIN = $(call pl_words,$(RUN)) $(BIN)/ae-train --data $(call pl_q,$(PL_DATASET)) --epochs $(call pl_q,$(EPOCHS)) \
+  --batch-size $(call pl_q,$(BATCH)) --device $(call pl_q,$(DEVICE)) --encoder-channels $(call pl_q,$(ENCODER_CHANNELS)) \
+  $(if $(strip $(VAL_SPLIT)),--val-split $(call pl_q,$(VAL_SPLIT))) $(if $(strip $(SEED)),--seed $(call pl_q,$(SEED))) \
+  $(call pl_words,$(TRAIN_FLAGS)) --resume -o $(call pl_q,$(PL_CKPT)) --record-output-as $(call pl_q,$(PL_MODEL))
+
 $(PL_MODEL): $(PL_DATASET) $(PL_TRAIN_STAMP) | $(BIN)/ae-train $(DEPS_STAMP)
-	@mkdir -p $(@D); for f in $(@D)/.model-*.ckpt.h5; do [ "$$f" = "$(PL_CKPT)" ] || rm -f "$$f"; done; \
-	  if [ -e $(PL_CKPT) ] && [ $(PL_CKPT) -ot $(PL_DATASET) ]; then rm -f $(PL_CKPT); fi
-	$(call pl_words,$(RUN)) $(BIN)/ae-train --data $(PL_DATASET) --epochs $(EPOCHS) --batch-size $(BATCH) --device $(DEVICE) \
-	  --encoder-channels $(ENCODER_CHANNELS) $(if $(strip $(VAL_SPLIT)),--val-split $(VAL_SPLIT)) $(call pl_words,$(TRAIN_FLAGS)) \
-	  --resume -o $(PL_CKPT) --record-output-as $@
-	@mv -f $(PL_CKPT) $@
+	@mkdir -p $(@D); rm -f $(call pl_q,$(PL_INTERRUPTED)); \
+	  for f in $(@D)/.model-*.ckpt.h5; do [ "$$f" = $(call pl_q,$(PL_CKPT)) ] || rm -f "$$f"; done; \
+	  if [ -e $(call pl_q,$(PL_CKPT)) ] && [ $(call pl_q,$(PL_CKPT)) -ot $(call pl_q,$(PL_DATASET)) ]; then rm -f $(call pl_q,$(PL_CKPT)); fi
+	@printf '%s\n' $(call pl_q,$(strip $(PL_TRAIN)))
+	@$(PL_TRAIN) || { status=$$?; [ $$status -ne 75 ] || touch $(call pl_q,$(PL_INTERRUPTED)); exit $$status; }
+	@mv -f $(call pl_q,$(PL_CKPT)) $(call pl_q,$@)
 
 $(PL_FEATURES): $(PL_MODEL) $(PL_DATASET) $(PL_ENCODE_STAMP) | $(BIN)/ae-encode $(DEPS_STAMP)
-	$(call pl_words,$(RUN)) $(BIN)/ae-encode --model $(PL_MODEL) --data $(PL_DATASET) --device $(DEVICE) $(call pl_words,$(ENCODE_FLAGS)) -o $@
+	$(call pl_words,$(RUN)) $(BIN)/ae-encode --model $(call pl_q,$(PL_MODEL)) --data $(call pl_q,$(PL_DATASET)) \
+	  --device $(call pl_q,$(DEVICE)) $(call pl_words,$(ENCODE_FLAGS)) -o $(call pl_q,$@)
 
 $(PL_SVM): $(PL_FEATURES) $(PL_FIT_STAMP) | $(BIN)/svm-fit $(DEPS_STAMP)
-	$(call pl_words,$(RUN)) $(BIN)/svm-fit --features $(PL_FEATURES) --device $(DEVICE) $(call pl_words,$(FIT_FLAGS)) -o $@
+	$(call pl_words,$(RUN)) $(BIN)/svm-fit --features $(call pl_q,$(PL_FEATURES)) --device $(call pl_q,$(SVM_DEVICE)) \
+	  $(call pl_words,$(FIT_FLAGS)) -o $(call pl_q,$@)
 
 $(PL_EVAL): $(PL_SVM) $(PL_FEATURES) $(PL_EVAL_STAMP) | $(BIN)/svm-eval $(DEPS_STAMP)
-	$(call pl_words,$(RUN)) $(BIN)/svm-eval --model $(PL_SVM) --features $(PL_FEATURES) --device $(DEVICE) $(call pl_words,$(EVAL_FLAGS)) -o $@
+	$(call pl_words,$(RUN)) $(BIN)/svm-eval --model $(call pl_q,$(PL_SVM)) --features $(call pl_q,$(PL_FEATURES)) \
+	  --device $(call pl_q,$(SVM_DEVICE)) $(call pl_words,$(EVAL_FLAGS)) -o $(call pl_q,$@)
 
 # The report is cheap, so a new report.py does re-render it (a real prerequisite).
 $(PL_REPORT): $(PL_MODEL) $(PL_FEATURES) $(PL_SVM) $(PL_EVAL) $(BIN)/report | $(DEPS_STAMP)
-	$(call pl_words,$(RUN)) $(BIN)/report --run-dir $(RUN_DIR) -o $(RUN_DIR)/report
+	$(call pl_words,$(RUN)) $(BIN)/report --run-dir $(call pl_q,$(RUN_DIR)) -o $(call pl_q,$(RUN_DIR)/report)

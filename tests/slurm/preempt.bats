@@ -1,0 +1,128 @@
+#!/usr/bin/env bats
+# Preemption near the time limit (pipelines/slurm/run-stage.sh, README "Preemption"): a
+# train job asks for --signal=B:USR1@SIGNAL_MARGIN and --requeue; its batch shell passes
+# SIGUSR1 to the stage (make train), ae-train writes a resumable checkpoint and exits 75,
+# the job requeues itself and the requeued run resumes; the jobs after it wait for it.
+#
+# The first case checks that plumbing with a stand-in trainer (tests/slurm/
+# interruptible_train.sh) and Slurm's own --signal timer (TIME=1, a 50 s margin). The second
+# preempts the real ae-train (scancel --signal=USR1 --batch, what Slurm sends at the margin)
+# and needs ae-train's side of the contract (SIGUSR1 → checkpoint, exit 75): its model must
+# equal, bit for bit, that of the same training run uninterrupted.
+
+load helpers
+
+setup_file() {
+  export WORK="$BATS_FILE_TMPDIR/work"
+  mkdir -p "$WORK"
+  export CIF="$(learnable_fixture)"
+}
+
+restarts() {  # JOB → how often Slurm restarted it
+  scontrol show job -o "$1" 2>/dev/null | grep -oE 'Restarts=[0-9]+' | cut -d= -f2
+}
+
+@test "plumbing: the time limit's SIGUSR1 reaches the stage, the job requeues on status 75 and resumes" {
+  . "$REPO_ROOT/tests/slurm/fake_pipeline_tools.sh"
+  local w="$WORK/plumbing"
+  mkdir -p "$w/cif" "$w/argv"
+  export ARGV_DIR="$w/argv"
+  INTERRUPTIBLE=1 make_fake_pipeline_tools "$w/tools"
+  cd "$w"
+  run env CPUS=1 MEM=100M DEVICE=cpu BIN="$w/tools" DATA_DIR="$w/data" CIFAR10_DIR="$w/cif" RUN_DIR="$w/run" \
+    TIME=1 SIGNAL_MARGIN=50 "$REPO_ROOT/pipelines/slurm/submit.sh"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  local ids train
+  ids=$(job_ids "$output")
+  train=$(job_id_of "$output" train)
+  # Slurm may signal up to a minute early (here: any time in the first 10 s), and holds a
+  # requeued job back for about two minutes (BeginTime) before it starts again.
+  JOB_WAIT_SECONDS=300 wait_jobs $ids
+  for id in $ids; do
+    [ "$(job_state "$id")" = COMPLETED ] || { scontrol show job -o "$id"; show_logs "$w/run"; false; }
+  done
+  [ "$(restarts "$train")" -eq 1 ] || { scontrol show job -o "$train"; false; }
+  # Two runs of the same make train: the second resumed the first's checkpoint, which make
+  # then renamed to model.h5; the mark of the interruption is gone.
+  [ "$(wc -l < "$w/argv/ae-train.runs")" -eq 2 ]
+  [ "$(sed -n 1p "$w/argv/ae-train.runs")" = "$(sed -n 2p "$w/argv/ae-train.runs")" ]
+  [ "$(cat "$w/run/model.h5")" = "$(printf 'epoch 1\ninterrupted\nresumed\nepoch 2')" ] || { cat "$w/run/model.h5"; false; }
+  [ ! -e "$w/run/.train-interrupted" ] && [ -z "$(ls "$w/run"/.model-*.ckpt.h5 2>/dev/null)" ]
+  # One log, appended to by both runs.
+  local log="$w/run/slurm-logs/$train-train.log"
+  grep -q "SIGUSR1: passing it to the training" "$log"
+  grep -q "requeueing job $train (restart 1)" "$log"
+  grep -q "interruptible_train: resuming" "$log" || { cat "$log"; false; }
+  [ -s "$w/run/report/index.html" ]
+}
+
+@test "a stage that fails without a resumable checkpoint fails its job, no requeue" {
+  . "$REPO_ROOT/tests/slurm/fake_pipeline_tools.sh"
+  local w="$WORK/nonresumable"
+  mkdir -p "$w/cif" "$w/argv"
+  export ARGV_DIR="$w/argv"
+  make_fake_pipeline_tools "$w/tools"
+  printf '#!/bin/bash\necho "ae-train: broken" >&2\nexit 1\n' > "$w/tools/ae-train"
+  cd "$w"
+  run env CPUS=1 MEM=100M DEVICE=cpu BIN="$w/tools" DATA_DIR="$w/data" CIFAR10_DIR="$w/cif" RUN_DIR="$w/run" \
+    "$REPO_ROOT/pipelines/slurm/submit.sh"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  local train
+  train=$(job_id_of "$output" train)
+  wait_jobs $(job_ids "$output")
+  [ "$(job_state "$train")" = FAILED ] || { scontrol show job -o "$train"; false; }
+  [ "$(restarts "$train")" -eq 0 ]
+  [ "$(job_state "$(job_id_of "$output" encode)")" = CANCELLED ]
+  grep -q "ae-train: broken" "$w/run/slurm-logs/$train-train.log"
+}
+
+# Needs ae-train to checkpoint and exit 75 on SIGUSR1 (the contract in the file's comment).
+@test "a preempted training requeues, resumes, and ends with the uninterrupted run's model, bit for bit" {
+  cd "$WORK"
+  local settings=("${SMALL[@]}" EPOCHS=8 BIN="$BIN" DATA_DIR="$WORK/data" CIFAR10_DIR="$CIF" PYTHON="$PYTHON")
+  run env "${settings[@]}" RUN_DIR="$WORK/preempted" "$REPO_ROOT/pipelines/slurm/submit.sh"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  local out="$output" train ckpt="" deadline
+  train=$(job_id_of "$out" train)
+  # Preempt once the checkpoint holds an epoch: SIGUSR1 to the batch shell only, as the
+  # time limit's --signal=B:USR1 does.
+  deadline=$((SECONDS + 180))
+  while [ $SECONDS -lt $deadline ]; do
+    ckpt=$(ls "$WORK"/preempted/.model-*.ckpt.h5 2>/dev/null | head -1 || true)
+    if [ -n "$ckpt" ] && [ "$(h5_attr "$ckpt" epochs_done 2>/dev/null || echo 0)" -ge 1 ]; then break; fi
+    sleep 0.2
+  done
+  [ -n "$ckpt" ] || { show_logs "$WORK/preempted"; false; }
+  scancel --signal=USR1 --batch "$train"
+  # The requeued job waits about two minutes (BeginTime), then trains the remaining epochs.
+  JOB_WAIT_SECONDS=420 wait_jobs $(job_ids "$out")
+  for id in $(job_ids "$out"); do
+    [ "$(job_state "$id")" = COMPLETED ] || { scontrol show job -o "$id"; show_logs "$WORK/preempted"; false; }
+  done
+  [ "$(restarts "$train")" -ge 1 ] || { show_logs "$WORK/preempted"; false; }
+  grep -q "requeueing job $train" "$WORK/preempted/slurm-logs/$train-train.log"
+  grep -q "resuming .*\.ckpt\.h5 after epoch" "$WORK/preempted/slurm-logs/$train-train.log"
+
+  # The same training, uninterrupted, through the same make target outside Slurm.
+  run env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$REPO_ROOT" PREBUILT=1 BIN="$BIN" \
+    RUN_DIR="$WORK/straight" DATA_DIR="$WORK/data" CIFAR10_DIR="$CIF" TRAIN_LIMIT=200 TEST_LIMIT=100 EPOCHS=8 \
+    BATCH=50 DEVICE=cpu TRAIN_FLAGS="--threads 2" train
+  [ "$status" -eq 0 ] || { echo "$output" | tail -20; false; }
+  "$PYTHON" - "$WORK/preempted/model.h5" "$WORK/straight/model.h5" <<'PY'
+import sys, h5py, numpy as np
+a, b = (h5py.File(f, "r") for f in sys.argv[1:3])
+names = []
+a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+assert any(n.startswith("encoder/") for n in names), names
+other = []
+b.visititems(lambda n, o: other.append(n) if isinstance(o, h5py.Dataset) else None)
+assert sorted(names) == sorted(other), (names, other)
+for n in names:
+    x, y = a[n][()], b[n][()]
+    assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), n
+w = a["encoder/conv1/weight"][()]
+assert np.abs(w).sum() > 0
+assert a.attrs["epochs_done"] == b.attrs["epochs_done"] == 8
+assert len(a["history/train_loss"]) == 8
+PY
+}
