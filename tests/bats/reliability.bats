@@ -888,45 +888,56 @@ run_wraps() {
   for w in "$WRAP_DIR"/1*; do (cd "$TMP" && SLURM_ARRAY_TASK_ID=1 sh -c "$(cat "$w")") || return 1; done
 }
 
-@test "class 1: submit.sh passes shell code in *_FLAGS, paths and newlines as literal arguments (fake sbatch)" {
+@test "class 1: submit.sh passes shell and Make code in *_FLAGS and values as literal arguments (fake sbatch)" {
   fake_cluster
-  local data="$TMP/data \$(touch pd) 'x\".h5" run_dir="$TMP/run;touch $P/r"$'\n'"touch $P/n"
-  : > "$data"
-  local fit='--C 5; touch '"$P/a"' $(touch '"$P/b"') `touch '"$P/c"'` '"'q' \"d\""$'\n'$'--gamma\t*'
-  run env PATH="$TMP/slurm:$PATH" BIN="$TMP/tools" DATASET="$data" RUN_DIR="$run_dir" DEVICE=cpu \
-    FIT_FLAGS="$fit" EVAL_FLAGS='$HOME ~ \n' SEED='1;touch x' "$REPO_ROOT/pipelines/slurm/submit.sh"
+  # The jobs run the real make STAGE; these stand-ins write their -o outputs so make goes on.
+  . "$REPO_ROOT/tests/slurm/fake_pipeline_tools.sh"
+  make_fake_pipeline_tools "$TMP/tools"
+  mkdir -p "$TMP/cif"
+  local run_dir="$TMP/run"
+  local fit='--C 5; touch '"$P/a"' $(touch '"$P/b"') `touch '"$P/c"'` $(shell touch '"$P/m"') '"'q' \"d\""$'\n'$'--gamma\t*'
+  run env PATH="$TMP/slurm:$PATH" BIN="$TMP/tools" DATA_DIR="$TMP/data" CIFAR10_DIR="$TMP/cif" RUN_DIR="$run_dir" \
+    DEVICE=cpu FIT_FLAGS="$fit" EVAL_FLAGS='$HOME ~ \n' SEED='1;touch x' "$REPO_ROOT/pipelines/slurm/submit.sh"
   [ "$status" -eq 0 ] || { echo "$output"; false; }
-  [ "$(ls "$WRAP_DIR" | grep -c '^1')" -eq 5 ]
+  [ "$(ls "$WRAP_DIR" | grep -c '^1')" -eq 6 ]
   run_wraps
-  [ -z "$(ls -A "$P")" ] && [ ! -e "$TMP/pd" ] || { ls -A "$P" "$TMP"; false; }
+  [ -z "$(ls -A "$P")" ] && [ ! -e "$TMP/x" ] || { ls -A "$P" "$TMP"; false; }
   expect_argv svm-fit --features "$run_dir/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" \
-    '`touch' "$P/c\`" "'q'" '"d"' --gamma '*' -o "$run_dir/svm.h5"
+    '`touch' "$P/c\`" '$(shell' touch "$P/m)" "'q'" '"d"' --gamma '*' -o "$run_dir/svm.h5"
   expect_argv svm-eval --model "$run_dir/svm.h5" --features "$run_dir/features.h5" --device cpu '$HOME' '~' '\n' \
     -o "$run_dir/eval.h5"
-  expect_argv ae-train --data "$data" --epochs 20 --batch-size 64 --device cpu --seed '1;touch x' --resume \
-    -o "$run_dir/model.h5"
+  expect_argv ae-train --data "$TMP/data/cifar10.h5" --epochs 20 --batch-size 64 --device cpu --encoder-channels 256,128 \
+    --seed '1;touch x' --resume -o "re:$run_dir/\.model-[0-9a-f]{10}\.ckpt\.h5" --record-output-as "$run_dir/model.h5"
+  # A path that make cannot name as a file (the pipeline is Make rules) is refused, unsubmitted.
+  rm -f "$WRAP_DIR"/1* "$WRAP_DIR/.n"
+  run env PATH="$TMP/slurm:$PATH" BIN="$TMP/tools" DATA_DIR="$TMP/data" CIFAR10_DIR="$TMP/cif" DEVICE=cpu \
+    RUN_DIR="$TMP/run;touch $P/r"$'\n'"touch $P/n" "$REPO_ROOT/pipelines/slurm/submit.sh"
+  [ "$status" -eq 1 ] && [[ "$output" == *"cannot be a Make file name"* ]] || { echo "$output"; false; }
+  [ ! -e "$WRAP_DIR/.n" ] && [ -z "$(ls -A "$P")" ]
 }
 
-@test "class 1: sweep.sh job scripts pass a settings line's shell code as literal arguments (fake sbatch)" {
+@test "class 1: sweep.sh job scripts pass a settings line's shell and Make code as literal arguments (fake sbatch)" {
   fake_cluster
-  : > "$TMP/data.h5"
+  . "$REPO_ROOT/tests/slurm/fake_pipeline_tools.sh"
+  make_fake_pipeline_tools "$TMP/tools"
+  mkdir -p "$TMP/cif"
   cat > "$TMP/settings.txt" <<EOF
-SEED=1 FIT_FLAGS='--C 5; touch $P/a \$(touch $P/b) \`touch $P/c\` "d"' ENCODER_CHANNELS='16,8;touch $P/e' EVAL_FLAGS="it's \$HOME"
+SEED=1 FIT_FLAGS='--C 5; touch $P/a \$(touch $P/b) \`touch $P/c\` \$(shell touch $P/m) "d"' ENCODER_CHANNELS='16,8;touch $P/e' EVAL_FLAGS="it's \$HOME"
 EOF
-  local sweep_dir="$TMP/sw"$'\n'"touch $P/s"
-  run env PATH="$TMP/slurm:$PATH" BIN="$TMP/tools" DATASET="$TMP/data.h5" SWEEP_DIR="$sweep_dir" DEVICE=cpu \
-    PYTHON="$PYTHON" "$REPO_ROOT/pipelines/slurm/sweep.sh" "$TMP/settings.txt"
+  local sweep_dir="$TMP/sw"
+  run env PATH="$TMP/slurm:$PATH" BIN="$TMP/tools" DATA_DIR="$TMP/data" CIFAR10_DIR="$TMP/cif" SWEEP_DIR="$sweep_dir" \
+    DEVICE=cpu PYTHON="$PYTHON" "$REPO_ROOT/pipelines/slurm/sweep.sh" "$TMP/settings.txt"
   [ "$status" -eq 0 ] || { echo "$output"; false; }
   run_wraps
   [ -z "$(ls -A "$P")" ] || { ls -A "$P"; false; }
   local r="$sweep_dir/run-1"
   expect_argv svm-fit --features "$r/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" '`touch' \
-    "$P/c\`" '"d"' -o "$r/svm.h5"
+    "$P/c\`" '$(shell' touch "$P/m)" '"d"' -o "$r/svm.h5"
   expect_argv svm-eval --model "$r/svm.h5" --features "$r/features.h5" --device cpu "it's" '$HOME' -o "$r/eval.h5"
-  expect_argv ae-train --data "$TMP/data.h5" --epochs 20 --batch-size 64 --device cpu --encoder-channels "16,8;touch $P/e" \
-    --seed 1 --resume -o "$r/model.h5"
+  expect_argv ae-train --data "$TMP/data/cifar10.h5" --epochs 20 --batch-size 64 --device cpu \
+    --encoder-channels "16,8;touch $P/e" --seed 1 --resume -o "re:$r/\.model-[0-9a-f]{10}\.ckpt\.h5" \
+    --record-output-as "$r/model.h5"
   expect_argv report --compare "$r" -o "$sweep_dir/compare"
-  # The job script's comment quotes the names too: the newline in SWEEP_DIR stays on its line.
   [ "$(sed -n 4p "$r/job.sh")" = "set -euo pipefail" ] || { cat "$r/job.sh"; false; }
 }
 
