@@ -15,6 +15,7 @@
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/preprocess.h"
+#include "kernels/svm/train.h"
 
 namespace {
 
@@ -225,13 +226,19 @@ TEST(SvmGrid, TableIsTheFoldsAccuracyAndTheBestPairIsRefitted) {
   EXPECT_GT(*std::max_element(s.cv_accuracy.begin(), s.cv_accuracy.end()),
             *std::min_element(s.cv_accuracy.begin(), s.cv_accuracy.end()));
 
-  // fit_best: the same table, then the best pair on all rows — the same model as a plain fit.
+  // svm::train with a search: the same table, then the best pair on all rows — the same
+  // model as a plain fit.
   std::vector<float> X1 = X0, X2 = X0;
-  svm::Classifier chosen;
   int selected_calls = 0;
-  svm::SelectionProgress progress;
+  svm::TrainPlan plan;
+  plan.params = params;
+  plan.C = C;
+  plan.gamma = gamma;
+  plan.cv_folds = k;
+  plan.seed = 3;
+  svm::TrainProgress progress;
   int fits = 0;
-  progress.fit = [&](int done, int total) {
+  progress.cv = [&](int done, int total) {
     EXPECT_EQ(done, ++fits);
     EXPECT_EQ(total, static_cast<int>(C.size() * gamma.size()) * k);
   };
@@ -239,7 +246,7 @@ TEST(SvmGrid, TableIsTheFoldsAccuracyAndTheBestPairIsRefitted) {
     ++selected_calls;
     EXPECT_EQ(sel.cv_accuracy, s.cv_accuracy);
   };
-  svm::fit_best(chosen, X1.data(), d.y.data(), d.n, d.dim, params, C, gamma, k, 3, cae::Device::cpu, progress);
+  svm::Classifier chosen = svm::train(X1.data(), d.y.data(), d.n, d.dim, plan, cae::Device::cpu, progress).classifier;
   EXPECT_EQ(selected_calls, 1);
   EXPECT_EQ(fits, static_cast<int>(C.size() * gamma.size()) * k);
   svm::ClassifierParams p = params;
