@@ -50,15 +50,8 @@ Classifier PreparedSet::describe(const ClassifierParams& params, cae::Device dev
 }
 
 FitParams Classifier::fit_params(const ClassifierParams& params) const {
-  FitParams p;
-  p.kernel = params.kernel;
-  p.C = params.C;
-  p.tol = params.tol;
-  p.class_weight = params.class_weight;
-  p.cache_mb = params.cache_mb;
-  p.log_summary = params.log_summary;
-  p.gamma = resolved_gamma_;
-  return p;
+  return FitParams{params.kernel,       params.C,        resolved_gamma_,   params.tol,
+                   params.class_weight, params.cache_mb, params.log_summary};
 }
 
 Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, const FitProgress& progress) const {
