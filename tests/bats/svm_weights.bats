@@ -111,7 +111,7 @@ f = h5py.File(sys.argv[1], 'r')
 y = f['/train/labels'][()]
 count = np.bincount(y)
 expected = len(y) / (len(count) * count.astype(np.float64))
-w = f2 = h5py.File(sys.argv[2], 'r')['/svm/class_weight'][()]
+w = h5py.File(sys.argv[2], 'r')['/svm/class_weight'][()]
 assert np.array_equal(w, expected), (w, expected)
 assert w.max() > 1.2 and w.min() < 0.8  # unequal classes: the weights differ
 print(','.join('%d:%.17g' % (c, v) for c, v in enumerate(w)))
