@@ -36,8 +36,8 @@ struct ClassifierParams {
   std::string gamma = "scale";  // "scale", "auto", "<m>x" or a number > 0 (parse_gamma_spec)
   double tol = 1e-3;            // KKT tolerance, as libsvm's -e
   ClassWeights class_weight;    // C of class c is C · w_c (resolve_class_weights); empty: all 1
-  std::string class_weight_spec = "none";  // what the weights came from, recorded in the file
-  bool standardize = true;      // false: the identity scaler (svm-fit --scale none)
+  std::string class_weight_spec = "none";  // what the weights came from, saved with the model
+  bool standardize = true;                 // false: the identity scaler (svm-fit --scale none)
   int64_t cache_mb = 2048;
   std::string data_name = "training data";  // names the rows in error messages (a file)
   bool log_summary = true;                   // the solver's one-line summary on stderr
@@ -65,8 +65,8 @@ std::vector<double> average_views(const std::vector<double>& dec, int64_t n, int
 
 // What fit reports while it runs: `ready` once the rows are scaled and masked, just before
 // the solver starts (the classifier then knows gamma, the kept features and the settings in
-// file(): C, gamma_spec, tol, n_train); `pair` after
-// every one-vs-one pair. Either may be empty.
+// file(): C, gamma_spec, tol, class weights, n_train); `pair` after every one-vs-one pair.
+// Either may be empty.
 struct FitProgress {
   std::function<void(const Classifier&)> ready;
   PairCallback pair;
