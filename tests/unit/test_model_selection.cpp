@@ -332,6 +332,48 @@ TEST(SvmFolds, GroupedFoldsKeepEveryViewOfAnImageInItsFold) {
 
 // Cross-validation over originals + mirrors: each fold is fitted on every view of its
 // training images (no view of a held-out image) and scored on the held-out originals only.
+// FoldSplit: fold f's training part is every view of the other folds' images, its held-out
+// part the fold's first views; both in row order, gathered with their labels.
+TEST(SvmFolds, FoldSplitGathersEachFoldsRowsInOrder) {
+  const Data d = make_data(120, 3, 3, 41, 1.0);
+  const int64_t images = d.n;
+  std::vector<float> X2 = d.X;
+  X2.insert(X2.end(), d.X.begin(), d.X.end());
+  for (size_t i = d.X.size(); i < X2.size(); ++i) X2[i] = -X2[i];  // the "mirrors" differ from the originals
+  std::vector<int32_t> y2 = d.y;
+  y2.insert(y2.end(), d.y.begin(), d.y.end());
+  const int k = 4;
+  const std::vector<int> fold = svm::grouped_folds(y2.data(), 2 * images, 2, k, 9);
+  const svm::FoldSplit split(X2.data(), y2.data(), 2 * images, d.dim, 2, k, 9);
+  EXPECT_EQ(split.images(), images);
+  svm::FoldRows fr;
+  std::vector<int> held_count(static_cast<size_t>(images), 0);
+  for (int f = 0; f < k; ++f) {
+    split.rows(f, fr);
+    EXPECT_GT(fr.n_held(), 0);
+    EXPECT_EQ(fr.n_train() + fr.n_held() * 2, 2 * images);  // the held-out images' mirrors are in neither
+    EXPECT_TRUE(std::is_sorted(fr.train_rows.begin(), fr.train_rows.end()));
+    EXPECT_TRUE(std::is_sorted(fr.held_rows.begin(), fr.held_rows.end()));
+    for (size_t i = 0; i < fr.train_rows.size(); ++i) {
+      const int64_t r = fr.train_rows[i];
+      ASSERT_NE(fold[r], f);
+      EXPECT_EQ(fr.train_y[i], y2[r]);
+      EXPECT_TRUE(std::equal(fr.train_X.begin() + i * d.dim, fr.train_X.begin() + (i + 1) * d.dim,
+                             X2.begin() + r * d.dim));
+    }
+    for (size_t i = 0; i < fr.held_rows.size(); ++i) {
+      const int64_t r = fr.held_rows[i];
+      ASSERT_LT(r, images);
+      ASSERT_EQ(fold[r], f);
+      ++held_count[r];
+      EXPECT_EQ(fr.held_y[i], y2[r]);
+      EXPECT_TRUE(std::equal(fr.held_X.begin() + i * d.dim, fr.held_X.begin() + (i + 1) * d.dim,
+                             X2.begin() + r * d.dim));
+    }
+  }
+  for (int c : held_count) EXPECT_EQ(c, 1);  // every image held out exactly once
+}
+
 TEST(SvmGrid, CrossValidationWithMirrorsHoldsOutWholeImages) {
   const Data d = make_data(150, 5, 3, 31, 1.2);
   const int64_t images = d.n;
