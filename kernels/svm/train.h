@@ -75,6 +75,8 @@ void log_model_selection(const ModelSelection& s, int64_t rows);
 class TrainReporter {
  public:
   TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t images, int dim, int world, cae::Device device);
+  TrainReporter(const TrainReporter&) = delete;  // progress() points into this object
+  TrainReporter& operator=(const TrainReporter&) = delete;
   const TrainProgress& progress() const { return progress_; }
   void finish();  // after train()
 
