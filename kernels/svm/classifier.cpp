@@ -14,46 +14,74 @@ namespace svm {
 
 void Classifier::fit(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                      cae::Device device, const FitProgress& progress) {
-  const PreparedRows rows = prepare(X, n, dim, params);
-  fit_prepared(rows, X, y, n, params, device, progress);
+  *this = PreparedSet(X, y, n, dim, params).fit(params, device, progress);
 }
 
-PreparedRows Classifier::prepare(float* X, int64_t n, int dim, const ClassifierParams& params) {
-  PreparedRows r;
-  r.dim = dim;
-  r.scaler = params.standardize ? fit_standard_scaler(X, n, dim) : identity_scaler(dim);
-  apply_scaler(r.scaler, X, n, dim);
+PreparedSet::PreparedSet(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params)
+    : dim_(dim), X_(X), y_(y), n_(n) {
+  scaler_ = params.standardize ? fit_standard_scaler(X, n, dim) : identity_scaler(dim);
+  apply_scaler(scaler_, X, n, dim);
   // gamma 'scale' is a property of the scaled matrix with all D features (docs/SVM.md), so
   // it is taken before the constant features are dropped.
-  r.gamma_scale = gamma_scale(X, n, dim);
-  r.feature_mask = constant_feature_mask(X, n, dim, &r.dropped_values);
-  r.kept = compact_features(X, n, dim, r.feature_mask);
-  if (r.kept == 0)
+  gamma_scale_ = gamma_scale(X, n, dim);
+  feature_mask_ = constant_feature_mask(X, n, dim, &dropped_values_);
+  kept_ = compact_features(X, n, dim, feature_mask_);
+  if (kept_ == 0)
     cae::fail_file(params.data_name, "all " + std::to_string(dim) + " features are constant over the training rows");
-  return r;
 }
 
-std::vector<Classifier> Classifier::fit_prepared_each_C(const PreparedRows& rows, const float* X, const int32_t* y,
-                                                       int64_t n, const ClassifierParams& params,
-                                                       const std::vector<double>& Cs, cae::Device device) {
-  std::vector<Classifier> out(Cs.size());
-  if (device != cae::Device::gpu || Cs.size() < 2) {
-    for (size_t c = 0; c < Cs.size(); ++c) {
-      ClassifierParams p = params;
-      p.C = Cs[c];
-      out[c].fit_prepared(rows, X, y, n, p, device);
-    }
-    return out;
-  }
-  // Everything but the solve as fit_prepared sets it, for each C; then one solve for all.
-  for (size_t c = 0; c < Cs.size(); ++c) {
-    ClassifierParams p = params;
-    p.C = Cs[c];
-    out[c].describe_fit(rows, n, p, device);
-  }
-  FitParams fp = out.front().fit_params(params);
+Classifier PreparedSet::describe(const ClassifierParams& params, cae::Device device) const {
+  Classifier c;
+  ModelFile& f = c.f_;
+  f.scaler = scaler_;
+  f.feature_mask = feature_mask_;
+  f.dropped_values = dropped_values_;
+  c.resolved_gamma_ = resolve_gamma(parse_gamma_spec(params.gamma), gamma_scale_, dim_);
+  f.model.kernel = params.kernel;
+  f.model.dim = kept_;
+  f.gamma_spec = params.gamma;
+  f.C = params.C;
+  f.tol = params.tol;
+  f.class_weight = params.class_weight;
+  f.class_weight_spec = params.class_weight_spec;
+  f.n_train = n_;
+  f.device = cae::device_name(device);
+  return c;
+}
+
+FitParams Classifier::fit_params(const ClassifierParams& params) const {
+  return FitParams{params.kernel,       params.C,        resolved_gamma_,   params.tol,
+                   params.class_weight, params.cache_mb, params.log_summary};
+}
+
+Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, const FitProgress& progress) const {
+  Classifier c = describe(params, device);
+  const FitParams p = c.fit_params(params);
+  if (progress.ready) progress.ready(c);
   cae::Stopwatch clock;
-  std::vector<Model> models = fit_gpu_each_C(X, y, n, rows.kept, fp, Cs);
+  if (params.group)
+    c.f_.model = fit_on_group(X_, y_, n_, kept_, p, device, *params.group, progress.pair);
+  else
+    c.f_.model = device == cae::Device::gpu ? fit_gpu(X_, y_, n_, kept_, p, progress.pair)
+                                            : fit_cpu(X_, y_, n_, kept_, p, progress.pair);
+  c.f_.fit_seconds = clock.seconds();
+  return c;
+}
+
+std::vector<Classifier> PreparedSet::fit_each_C(const ClassifierParams& params, const std::vector<double>& Cs,
+                                                cae::Device device) const {
+  std::vector<Classifier> out;
+  out.reserve(Cs.size());
+  const bool one_matrix = device == cae::Device::gpu && Cs.size() >= 2;
+  for (double C : Cs) {
+    ClassifierParams p = params;
+    p.C = C;
+    out.push_back(one_matrix ? describe(p, device) : fit(p, device));
+  }
+  if (!one_matrix) return out;
+  const FitParams fp = out.front().fit_params(params);
+  cae::Stopwatch clock;
+  std::vector<Model> models = fit_gpu_each_C(X_, y_, n_, kept_, fp, Cs);
   const double seconds = clock.seconds() / double(Cs.size());
   for (size_t c = 0; c < Cs.size(); ++c) {
     out[c].f_.model = std::move(models[c]);
@@ -62,58 +90,23 @@ std::vector<Classifier> Classifier::fit_prepared_each_C(const PreparedRows& rows
   return out;
 }
 
-// The model file's fields a fit fills before solving.
-void Classifier::describe_fit(const PreparedRows& rows, int64_t n, const ClassifierParams& params, cae::Device device) {
-  f_ = ModelFile{};
-  f_.scaler = rows.scaler;
-  f_.feature_mask = rows.feature_mask;
-  f_.dropped_values = rows.dropped_values;
-  resolved_gamma_ = resolve_gamma(parse_gamma_spec(params.gamma), rows.gamma_scale, rows.dim);
-  f_.model.kernel = params.kernel;
-  f_.model.dim = rows.kept;
-  f_.gamma_spec = params.gamma;
-  f_.C = params.C;
-  f_.tol = params.tol;
-  f_.n_train = n;
-  f_.device = cae::device_name(device);
-}
-
-FitParams Classifier::fit_params(const ClassifierParams& params) const {
-  FitParams p;
-  p.kernel = params.kernel;
-  p.C = params.C;
-  p.tol = params.tol;
-  p.cache_mb = params.cache_mb;
-  p.log_summary = params.log_summary;
-  p.gamma = resolved_gamma_;
-  return p;
-}
-
-void Classifier::fit_prepared(const PreparedRows& rows, const float* X, const int32_t* y, int64_t n,
-                              const ClassifierParams& params, cae::Device device, const FitProgress& progress) {
-  describe_fit(rows, n, params, device);
-  const FitParams p = fit_params(params);
-  if (progress.ready) progress.ready(*this);
-
-  cae::Stopwatch clock;
-  if (params.group)
-    f_.model = fit_on_group(X, y, n, rows.kept, p, device, *params.group, progress.pair);
-  else
-    f_.model = device == cae::Device::gpu ? fit_gpu(X, y, n, rows.kept, p, progress.pair)
-                                          : fit_cpu(X, y, n, rows.kept, p, progress.pair);
-  f_.fit_seconds = clock.seconds();
-}
-
-std::vector<double> Classifier::prepare_queries(const PreparedRows& rows, float* X, int64_t n) {
-  apply_scaler(rows.scaler, X, n, rows.dim);
+PreparedQueries PreparedSet::prepare_queries(float* X, int64_t n) const {
+  apply_scaler(scaler_, X, n, dim_);
+  PreparedQueries q;
+  q.X = X;
+  q.n = n;
   // The distances in the dropped features are taken before compact_features overwrites them.
-  std::vector<double> extra = dropped_feature_distance(X, n, rows.dim, rows.feature_mask, rows.dropped_values);
-  compact_features(X, n, rows.dim, rows.feature_mask);
-  return extra;
+  q.dropped_distance = dropped_feature_distance(X, n, dim_, feature_mask_, dropped_values_);
+  compact_features(X, n, dim_, feature_mask_);
+  return q;
 }
 
-std::vector<double> Classifier::decision_values_prepared(const float* X, const std::vector<double>& dropped_distance,
-                                                         int64_t n, cae::Device device) const {
+std::vector<double> Classifier::decision_values(const PreparedQueries& q, cae::Device device) const {
+  return decision_values_kept(q.X, q.dropped_distance, q.n, device);
+}
+
+std::vector<double> Classifier::decision_values_kept(const float* X, const std::vector<double>& dropped_distance,
+                                                     int64_t n, cae::Device device) const {
   const Model& m = f_.model;
   std::vector<double> dec(static_cast<size_t>(n) * m.n_pairs());
   if (device == cae::Device::gpu)
@@ -131,7 +124,7 @@ std::vector<double> Classifier::decision_values_scaled(float* X, int64_t n, cae:
   // The distances in the dropped features are taken before compact_features overwrites them.
   const std::vector<double> extra = dropped_feature_distance(X, n, D, f_.feature_mask, f_.dropped_values);
   compact_features(X, n, D, f_.feature_mask);
-  return decision_values_prepared(X, extra, n, device);
+  return decision_values_kept(X, extra, n, device);
 }
 
 std::vector<double> Classifier::decision_values(float* X, int64_t n, cae::Device device) const {

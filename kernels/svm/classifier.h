@@ -35,7 +35,9 @@ struct ClassifierParams {
   double C = 10.0;
   std::string gamma = "scale";  // "scale", "auto", "<m>x" or a number > 0 (parse_gamma_spec)
   double tol = 1e-3;            // KKT tolerance, as libsvm's -e
-  bool standardize = true;      // false: the identity scaler (svm-fit --scale none)
+  ClassWeights class_weight;    // C of class c is C · w_c (resolve_class_weights); empty: all 1
+  std::string class_weight_spec = "none";  // what the weights came from, saved with the model
+  bool standardize = true;                 // false: the identity scaler (svm-fit --scale none)
   int64_t cache_mb = 2048;
   std::string data_name = "training data";  // names the rows in error messages (a file)
   bool log_summary = true;                   // the solver's one-line summary on stderr
@@ -47,27 +49,24 @@ struct ClassifierParams {
 
 class Classifier;
 
+// Query rows scaled and compacted in place as a PreparedSet's training rows were, with their
+// squared distance in the dropped features (the exact correction of the decision values).
+struct PreparedQueries {
+  const float* X = nullptr;  // [n, kept]
+  int64_t n = 0;
+  std::vector<double> dropped_distance;
+};
+
 // Test-time augmentation: dec holds [views·n, pairs] decision values, row i + j·n being view
 // j of image i (svm-eval --tta flip: the originals, then their mirrors); returns [n, pairs],
 // each image's decision values averaged elementwise over its views. Voting (and
 // probabilities) then work on the averages.
 std::vector<double> average_views(const std::vector<double>& dec, int64_t n, int pairs, int views);
 
-// A training set scaled and masked once, for many solves that differ only in C and gamma:
-// cross-validation prepares each fold once and every (gamma, C) pair reuses it
-// (Classifier::prepare, fit_prepared).
-struct PreparedRows {
-  Scaler scaler;
-  std::vector<uint8_t> feature_mask;  // [dim]
-  std::vector<float> dropped_values;  // the scaled value of each dropped feature
-  double gamma_scale = 0;             // gamma 'scale' of the scaled rows, all dim features
-  int dim = 0, kept = 0;
-};
-
 // What fit reports while it runs: `ready` once the rows are scaled and masked, just before
 // the solver starts (the classifier then knows gamma, the kept features and the settings in
-// file(): C, gamma_spec, tol, n_train); `pair` after
-// every one-vs-one pair. Either may be empty.
+// file(): C, gamma_spec, tol, class weights, n_train); `pair` after every one-vs-one pair.
+// Either may be empty.
 struct FitProgress {
   std::function<void(const Classifier&)> ready;
   PairCallback pair;
@@ -84,24 +83,8 @@ class Classifier {
   void fit(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params, cae::Device device,
            const FitProgress& progress = {});
 
-  // fit() in two halves, for callers that solve many times on one training set. prepare()
-  // scales X [n, dim] in place and compacts it to [n, kept] (only params.standardize and
-  // data_name matter); fit_prepared() solves on those rows (read only) with params' C and
-  // gamma. fit() is exactly prepare() then fit_prepared().
-  static PreparedRows prepare(float* X, int64_t n, int dim, const ClassifierParams& params);
-  void fit_prepared(const PreparedRows& rows, const float* X, const int32_t* y, int64_t n,
-                    const ClassifierParams& params, cae::Device device, const FitProgress& progress = {});
-  // Query rows for any model fitted on `rows`, prepared once: scaled and compacted in place;
-  // returns their squared distance in the dropped features, which decision_values_prepared()
-  // needs for the exact correction.
-  // fit_prepared() for every C of `Cs` (params.C ignored), one Classifier each. On the GPU
-  // one kernel matrix serves every C (fit_gpu_each_C); the models equal separate fits'.
-  static std::vector<Classifier> fit_prepared_each_C(const PreparedRows& rows, const float* X, const int32_t* y,
-                                                     int64_t n, const ClassifierParams& params,
-                                                     const std::vector<double>& Cs, cae::Device device);
-  static std::vector<double> prepare_queries(const PreparedRows& rows, float* X, int64_t n);
-  std::vector<double> decision_values_prepared(const float* X, const std::vector<double>& dropped_distance, int64_t n,
-                                               cae::Device device) const;
+  // Decision values of query rows prepared by the PreparedSet this model was fitted on.
+  std::vector<double> decision_values(const PreparedQueries& q, cae::Device device) const;
 
   // X: [n, n_features()] unscaled rows (scratch). Decision values [n, n_pairs] in libsvm's
   // pair order; predictions are class labels.
@@ -138,7 +121,7 @@ class Classifier {
   void set_probability(std::vector<double> A, std::vector<double> B, int folds, uint64_t seed);
   bool has_probability() const { return f_.has_probability(); }
   std::vector<double> probabilities(const std::vector<double>& decision_values, int64_t n) const;
-  // The cross-validation that chose this model's C and gamma (model_selection.h: fit_best);
+  // The cross-validation that chose this model's C and gamma (train.h: svm::train);
   // saved as /model_selection. fit() clears it.
   void set_model_selection(ModelSelection s) { f_.selection = std::move(s); }
   const ModelSelection& model_selection() const { return f_.selection; }
@@ -153,10 +136,44 @@ class Classifier {
   double fit_seconds() const { return f_.fit_seconds; }
 
  private:
-  void describe_fit(const PreparedRows& rows, int64_t n, const ClassifierParams& params, cae::Device device);
-  FitParams fit_params(const ClassifierParams& params) const;  // after describe_fit
+  friend class PreparedSet;
+  std::vector<double> decision_values_kept(const float* X, const std::vector<double>& dropped_distance, int64_t n,
+                                           cae::Device device) const;
+  FitParams fit_params(const ClassifierParams& params) const;  // after PreparedSet::describe
   ModelFile f_;
   double resolved_gamma_ = 0;
+};
+
+// A training set scaled and masked once, for many solves that differ only in C, gamma or the
+// class weights: cross-validation prepares each fold once and every (gamma, C) solves on it;
+// Classifier::fit is one PreparedSet and one fit.
+class PreparedSet {
+ public:
+  // Scales X [n, dim] in place and compacts it to [n, kept()] (of params only standardize and
+  // data_name matter). X and y are kept by pointer: they must outlive the set. Throws
+  // std::runtime_error("<data_name>: ...") when every feature is constant.
+  PreparedSet(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params);
+  // A Classifier of params' C, gamma and weights on these rows (read only); progress as for
+  // Classifier::fit.
+  Classifier fit(const ClassifierParams& params, cae::Device device, const FitProgress& progress = {}) const;
+  // fit() for every C of `Cs` (params.C ignored). On the GPU one kernel matrix serves every C
+  // (fit_gpu_each_C); the models equal separate fits'.
+  std::vector<Classifier> fit_each_C(const ClassifierParams& params, const std::vector<double>& Cs,
+                                     cae::Device device) const;
+  // Query rows [n, dim], scaled and compacted in place for any model fitted on this set.
+  PreparedQueries prepare_queries(float* X, int64_t n) const;
+  int kept() const { return kept_; }
+
+ private:
+  Classifier describe(const ClassifierParams& params, cae::Device device) const;  // a fit's fields before solving
+  Scaler scaler_;
+  std::vector<uint8_t> feature_mask_;  // [dim]
+  std::vector<float> dropped_values_;  // the scaled value of each dropped feature
+  double gamma_scale_ = 0;             // gamma 'scale' of the scaled rows, all dim features
+  int dim_ = 0, kept_ = 0;
+  const float* X_;
+  const int32_t* y_;
+  int64_t n_;
 };
 
 }  // namespace svm

@@ -92,7 +92,25 @@ void write_model_file(cae::Hdf5Writer& w, const ModelFile& f) {
     w.set_attr("/", "probability_folds", static_cast<int64_t>(f.probability_folds));
     w.set_attr("/", "probability_seed", static_cast<int64_t>(f.probability_seed));
   }
+  if (!f.class_weight.empty()) {
+    std::vector<double> weights;
+    for (int32_t label : m.classes) weights.push_back(class_weight(f.class_weight, label));
+    w.write("/svm/class_weight", weights);
+    w.set_attr("/", "class_weight", f.class_weight_spec);
+  }
   if (!f.selection.empty()) write_model_selection(w, f.selection);
+}
+
+std::string libsvm_weight_options(const ModelFile& f) {
+  std::string out;
+  for (int32_t label : f.model.classes) {
+    const double w = class_weight(f.class_weight, label);
+    if (w == 1.0) continue;
+    char item[64];
+    std::snprintf(item, sizeof item, "%s-w%d %.17g", out.empty() ? "" : " ", label, w);
+    out += item;
+  }
+  return out;
 }
 
 ModelFile read_model_file(const std::string& path) {
@@ -186,6 +204,15 @@ ModelFile read_model_file(const std::string& path) {
       f.probability_folds = static_cast<int>(h5.attr_int("/", "probability_folds"));
     if (h5.has_attr("/", "probability_seed"))
       f.probability_seed = static_cast<uint64_t>(h5.attr_int("/", "probability_seed"));
+  }
+  if (h5.has("/svm/class_weight")) {
+    const std::vector<double> weights = h5.read<double>("/svm/class_weight", {k});
+    for (size_t c = 0; c < k; ++c) {
+      if (!(weights[c] > 0) || !std::isfinite(weights[c]))
+        fail_file(path, "/svm/class_weight holds a weight that is not a finite number > 0");
+      f.class_weight[f.model.classes[c]] = weights[c];
+    }
+    f.class_weight_spec = h5.has_attr("/", "class_weight") ? h5.attr_string("/", "class_weight") : "";
   }
   if (h5.has("/model_selection")) f.selection = read_model_selection(h5, path);
   return f;

@@ -38,6 +38,12 @@ struct ModelFile {
   std::vector<float> dropped_values;  // [D − D_kept], scaled training value of each dropped feature
   std::string gamma_spec = "scale";
   double C = 10, tol = 1e-3;
+  // svm-fit --class-weight: C of class c was C · class_weight[c] in every fit of the run
+  // (cross-validation and probability folds included); empty: every weight 1. Saved as
+  // /svm/class_weight [k] in model().classes order; the spec ("balanced", "cat:2,dog:0.5")
+  // as the attribute class_weight.
+  ClassWeights class_weight;
+  std::string class_weight_spec = "none";
   int64_t n_train = 0;
   double fit_seconds = 0;
   std::string device = "cpu";
@@ -65,6 +71,10 @@ struct ModelFile {
 void write_model_file(cae::Hdf5Writer& w, const ModelFile& f);
 // Checks format, dtypes, shapes and their consistency, and that every number is finite.
 ModelFile read_model_file(const std::string& path);
+
+// The weights as libsvm's svm-train takes them ("-w0 2 -w3 0.5", labels as in the model;
+// "" when every weight is 1): what reproduces this model's fit with libsvm's own tools.
+std::string libsvm_weight_options(const ModelFile& f);
 
 // libsvm text model (svm_type c_svc) with feature indices 1..D of the scaled input; libsvm's
 // svm-predict gives the model's predictions on data written by write_libsvm_data. Both write

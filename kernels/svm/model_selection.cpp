@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/group.h"
+#include "common/shuffle.h"
 #include "common/timer.h"
 #include "kernels/svm/group_fit.h"
 #include "kernels/svm/preprocess.h"
@@ -17,15 +18,6 @@
 namespace svm {
 
 namespace {
-
-// Fisher–Yates with mt19937_64 drawn by hand: std::shuffle and the std distributions are
-// implementation-defined, so the folds of one seed would differ between standard libraries.
-void shuffle(std::vector<int64_t>& v, std::mt19937_64& rng) {
-  for (size_t i = v.size(); i > 1; --i) {
-    const size_t j = static_cast<size_t>(rng() % i);  // bias < i / 2^64: none that matters
-    std::swap(v[i - 1], v[j]);
-  }
-}
 
 std::vector<std::string> split_commas(const std::string& text, const char* option) {
   std::vector<std::string> items;
@@ -51,7 +43,7 @@ std::vector<int> stratified_folds(const int32_t* y, int64_t n, int k, uint64_t s
   std::vector<int> fold(static_cast<size_t>(n), -1);
   int next = 0;  // carries on across classes, so the folds' totals stay within one of each other
   for (auto& [label, rows] : members) {
-    shuffle(rows, rng);
+    cae::fisher_yates_shuffle(rows, rng);
     for (int64_t r : rows) {
       fold[r] = next;
       next = (next + 1) % k;
@@ -74,6 +66,31 @@ std::vector<int> grouped_folds(const int32_t* y, int64_t n, int views, int k, ui
   fold.resize(static_cast<size_t>(n));
   for (int v = 1; v < views; ++v) std::copy_n(fold.begin(), images, fold.begin() + v * images);
   return fold;
+}
+
+FoldSplit::FoldSplit(const float* X, const int32_t* y, int64_t n, int dim, int views, int folds, uint64_t seed)
+    : X_(X), y_(y), n_(n), dim_(dim), views_(views), fold_(grouped_folds(y, n, views, folds, seed)) {}
+
+void FoldSplit::rows(int f, FoldRows& out) const {
+  out.train_rows.clear();
+  out.held_rows.clear();
+  const int64_t images = n_ / views_;
+  for (int64_t r = 0; r < n_; ++r) {
+    if (fold_[r] != f)
+      out.train_rows.push_back(r);
+    else if (r < images)
+      out.held_rows.push_back(r);
+  }
+  auto gather = [&](const std::vector<int64_t>& rows, std::vector<float>& X, std::vector<int32_t>& y) {
+    X.resize(rows.size() * static_cast<size_t>(dim_));
+    y.resize(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::memcpy(X.data() + i * dim_, X_ + rows[i] * dim_, sizeof(float) * dim_);
+      y[i] = y_[rows[i]];
+    }
+  };
+  gather(out.train_rows, out.train_X, out.train_y);
+  gather(out.held_rows, out.held_X, out.held_y);
 }
 
 void check_cv_folds(int k, const int32_t* y, int64_t n, const std::vector<std::string>& class_names) {
@@ -125,10 +142,8 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
                               uint64_t seed, cae::Device device, const CvProgress& progress, int views) {
   if (C.empty() || gamma.empty()) throw std::invalid_argument("cross_validate: empty C or gamma list");
   cae::Stopwatch clock;
-  const std::vector<int> fold = grouped_folds(y, n, views, folds, seed);
-  // Held-out images are scored on their first view only (the originals): a mirror of a
-  // held-out image is neither trained on nor scored.
-  const int64_t images = n / views;
+  const FoldSplit split(X, y, n, dim, views, folds, seed);
+  const int64_t images = split.images();
   const size_t nc = C.size(), ng = gamma.size(), k = static_cast<size_t>(folds);
   ModelSelection s;
   s.folds = folds;
@@ -155,38 +170,19 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
   cae::ByteWriter results;
   const int my_fits = static_cast<int>(cells.count * static_cast<int64_t>(nc));
 
-  std::vector<float> train, held_out;
-  std::vector<int32_t> train_y, held_y;
+  FoldRows fr;
   for (size_t f = 0; f < k; ++f) {
     bool any = false;
     for (size_t g = 0; g < ng; ++g) any = any || mine(f, g);
     if (!any) continue;
-    // The fold's rows in training order, so each fit sees its rows as a plain fit would.
-    std::vector<int64_t> train_rows, held_rows;
-    for (int64_t r = 0; r < n; ++r) {
-      if (fold[r] != static_cast<int>(f))
-        train_rows.push_back(r);
-      else if (r < images)
-        held_rows.push_back(r);
-    }
-    train_y.resize(train_rows.size());
-    held_y.resize(held_rows.size());
-    for (size_t i = 0; i < train_rows.size(); ++i) train_y[i] = y[train_rows[i]];
-    for (size_t i = 0; i < held_rows.size(); ++i) held_y[i] = y[held_rows[i]];
-    const int64_t n_train = static_cast<int64_t>(train_rows.size()), n_held = static_cast<int64_t>(held_rows.size());
-    auto gather = [&](const std::vector<int64_t>& rows, std::vector<float>& out) {
-      out.resize(rows.size() * static_cast<size_t>(dim));
-      for (size_t i = 0; i < rows.size(); ++i)
-        std::memcpy(out.data() + i * dim, X + rows[i] * dim, sizeof(float) * dim);
-    };
+    split.rows(static_cast<int>(f), fr);
+    const int64_t n_held = fr.n_held();
     // The fold's rows are scaled and masked once; every (gamma, C) pair solves on them.
     ClassifierParams fold_params = params;
     fold_params.data_name = params.data_name + " (cross-validation fold " + std::to_string(f + 1) + " of " +
                             std::to_string(k) + ")";
-    gather(train_rows, train);
-    const PreparedRows rows = Classifier::prepare(train.data(), n_train, dim, fold_params);
-    gather(held_rows, held_out);
-    const std::vector<double> held_extra = Classifier::prepare_queries(rows, held_out.data(), n_held);
+    const PreparedSet rows(fr.train_X.data(), fr.train_y.data(), fr.n_train(), dim, fold_params);
+    const PreparedQueries held = rows.prepare_queries(fr.held_X.data(), n_held);
     for (size_t g = 0; g < ng; ++g) {
       if (!mine(f, g)) continue;
       ClassifierParams p = fold_params;
@@ -194,15 +190,13 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
       p.log_summary = false;  // one line per fit would bury the table in the log
       p.group = nullptr;      // the cell is this rank's alone
       // Every C of this (fold, gamma) from one kernel matrix on the GPU.
-      std::vector<Classifier> fitted =
-          Classifier::fit_prepared_each_C(rows, train.data(), train_y.data(), n_train, p, C, device);
+      const std::vector<Classifier> fitted = rows.fit_each_C(p, C, device);
       for (size_t c = 0; c < nc; ++c) {
         const Classifier& clf = fitted[c];
         s.gamma_resolved[g * k + f] = clf.resolved_gamma();
-        const std::vector<int32_t> pred =
-            clf.vote(clf.decision_values_prepared(held_out.data(), held_extra, n_held, device), n_held);
+        const std::vector<int32_t> pred = clf.vote(clf.decision_values(held, device), n_held);
         int64_t right = 0;
-        for (int64_t i = 0; i < n_held; ++i) right += pred[i] == held_y[i];
+        for (int64_t i = 0; i < n_held; ++i) right += pred[i] == fr.held_y[i];
         correct[c * ng + g] += right;
         s.fold_accuracy[(c * ng + g) * k + f] = n_held ? static_cast<double>(right) / n_held : 0.0;
         results.put<int64_t>(static_cast<int64_t>(f * ng + g));
@@ -246,17 +240,6 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
   s.best_gamma = static_cast<int>(best % ng);
   s.seconds = clock.seconds();
   return s;
-}
-
-void fit_best(Classifier& clf, float* X, const int32_t* y, int64_t n, int dim, ClassifierParams params,
-              const std::vector<double>& C, const std::vector<std::string>& gamma, int folds, uint64_t seed,
-              cae::Device device, const SelectionProgress& progress, int views) {
-  ModelSelection s = cross_validate(X, y, n, dim, params, C, gamma, folds, seed, device, progress.fit, views);
-  if (progress.selected) progress.selected(s);
-  params.C = C[s.best_C];
-  params.gamma = gamma[s.best_gamma];
-  clf.fit(X, y, n, dim, params, device, progress.refit);
-  clf.set_model_selection(std::move(s));
 }
 
 }  // namespace svm

@@ -34,6 +34,35 @@ std::vector<int> stratified_folds(const int32_t* y, int64_t n, int k, uint64_t s
 // labels agree.
 std::vector<int> grouped_folds(const int32_t* y, int64_t n, int views, int k, uint64_t seed);
 
+// One fold's rows in row order, so each fit sees its rows as a plain fit would: the training
+// part (every view of the other folds' images) and the held-out part (the fold's images,
+// first view only: the originals, as svm-eval predicts the test split; a mirror of a
+// held-out image is neither trained on nor scored).
+struct FoldRows {
+  std::vector<int64_t> train_rows, held_rows;
+  std::vector<float> train_X, held_X;  // [rows, dim]
+  std::vector<int32_t> train_y, held_y;
+  int64_t n_train() const { return static_cast<int64_t>(train_rows.size()); }
+  int64_t n_held() const { return static_cast<int64_t>(held_rows.size()); }
+};
+
+// The folds of grouped_folds(y, n, views, folds, seed) over X [n, dim] (read, not changed;
+// X and y must outlive the split): cross-validation and the probability sigmoids walk them.
+class FoldSplit {
+ public:
+  FoldSplit(const float* X, const int32_t* y, int64_t n, int dim, int views, int folds, uint64_t seed);
+  // Fold f's rows into `out` (its buffers are reused from fold to fold).
+  void rows(int f, FoldRows& out) const;
+  int64_t images() const { return n_ / views_; }
+
+ private:
+  const float* X_;
+  const int32_t* y_;
+  int64_t n_;
+  int dim_, views_;
+  std::vector<int> fold_;
+};
+
 // UsageError unless 2 ≤ k ≤ the smallest class's row count; the message names that class
 // (class_names[label] when there is one).
 void check_cv_folds(int k, const int32_t* y, int64_t n, const std::vector<std::string>& class_names);
@@ -57,27 +86,12 @@ using CvProgress = std::function<void(int fits_done, int fits_total)>;
 // listing C and gamma in increasing order prefers the simpler model on a tie.
 //
 // The loops run fold → gamma → C. The rows a fit sees (scaled, masked) depend only on the
-// fold, so each fold is prepared once (Classifier::prepare, prepare_queries) and every pair
+// fold, so each fold is prepared once (PreparedSet) and every pair
 // solves on it: the same arithmetic as a plain fit per pair, without 60 scalings of 40,000
 // rows. The kernel matrix depends on the fold and gamma only: on the GPU each (fold, gamma)
-// builds it once and solves every C on it (Classifier::fit_prepared_each_C).
+// builds it once and solves every C on it (PreparedSet::fit_each_C).
 ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
                               uint64_t seed, cae::Device device, const CvProgress& progress = {}, int views = 1);
-
-// What fit_best reports: `fit` during the cross-validation, `selected` once the table is
-// complete (before the refit), then the refit's own FitProgress.
-struct SelectionProgress {
-  CvProgress fit;
-  std::function<void(const ModelSelection&)> selected;
-  FitProgress refit;
-};
-
-// cross_validate, then the best pair fitted on all n rows into `clf`, which records the
-// table (saved as /model_selection). X is then scratch, as for Classifier::fit. `views` as
-// for cross_validate; the refit sees all n rows.
-void fit_best(Classifier& clf, float* X, const int32_t* y, int64_t n, int dim, ClassifierParams params,
-              const std::vector<double>& C, const std::vector<std::string>& gamma, int folds, uint64_t seed,
-              cae::Device device, const SelectionProgress& progress = {}, int views = 1);
 
 }  // namespace svm

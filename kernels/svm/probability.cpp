@@ -205,8 +205,8 @@ void check_sigmoid_data(const int32_t* y, int64_t images, const std::string& dat
 Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                       int folds, uint64_t seed, cae::Device device, int views, const SigmoidProgress& progress) {
   cae::Stopwatch clock;
-  const std::vector<int> fold = grouped_folds(y, n, views, folds, seed);
-  const int64_t images = n / views;
+  const FoldSplit split(X, y, n, dim, views, folds, seed);
+  const int64_t images = split.images();
   check_sigmoid_data(y, images, params.data_name);
   std::vector<int32_t> classes(y, y + images);
   std::sort(classes.begin(), classes.end());
@@ -222,40 +222,24 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
   const int world = group ? group->world() : 1;
   const Share share = share_of(folds, group ? group->rank() : 0, world);
   cae::ByteWriter sent;
-  std::vector<float> train, held;
-  std::vector<int32_t> train_y;
+  FoldRows fr;
   for (int f = static_cast<int>(share.first); f < static_cast<int>(share.first + share.count); ++f) {
-    std::vector<int64_t> train_rows, held_rows;
-    for (int64_t r = 0; r < n; ++r) {
-      if (fold[r] != f)
-        train_rows.push_back(r);
-      else if (r < images)
-        held_rows.push_back(r);
-    }
-    if (held_rows.empty()) continue;  // fewer images than folds
-    auto gather = [&](const std::vector<int64_t>& rows, std::vector<float>& out) {
-      out.resize(rows.size() * static_cast<size_t>(dim));
-      for (size_t i = 0; i < rows.size(); ++i)
-        std::memcpy(out.data() + i * dim, X + rows[i] * dim, sizeof(float) * dim);
-    };
-    gather(train_rows, train);
-    train_y.resize(train_rows.size());
-    for (size_t i = 0; i < train_rows.size(); ++i) train_y[i] = y[train_rows[i]];
+    split.rows(f, fr);
+    if (fr.held_rows.empty()) continue;  // fewer images than folds
     ClassifierParams p = params;
     p.log_summary = false;
     p.group = nullptr;  // the fold is this rank's alone
     p.data_name =
         params.data_name + " (probability fold " + std::to_string(f + 1) + " of " + std::to_string(folds) + ")";
     Classifier clf;
-    clf.fit(train.data(), train_y.data(), static_cast<int64_t>(train_rows.size()), dim, p, device);
+    clf.fit(fr.train_X.data(), fr.train_y.data(), fr.n_train(), dim, p, device);
     if (clf.model().classes != classes)
       throw std::logic_error("fit_sigmoids: a fold's model lacks a class");  // ruled out by the count check
-    gather(held_rows, held);
-    const std::vector<double> dec = clf.decision_values(held.data(), static_cast<int64_t>(held_rows.size()), device);
-    for (size_t i = 0; i < held_rows.size(); ++i)
-      std::copy_n(dec.data() + i * pairs, pairs, cv_dec.data() + held_rows[i] * pairs);
+    const std::vector<double> dec = clf.decision_values(fr.held_X.data(), fr.n_held(), device);
+    for (size_t i = 0; i < fr.held_rows.size(); ++i)
+      std::copy_n(dec.data() + i * pairs, pairs, cv_dec.data() + fr.held_rows[i] * pairs);
     if (world > 1) {
-      sent.put_vector(held_rows);
+      sent.put_vector(fr.held_rows);
       sent.put_vector(dec);
     }
     if (progress) progress(static_cast<int>(f + 1 - share.first), static_cast<int>(share.count));

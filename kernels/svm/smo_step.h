@@ -20,10 +20,11 @@ struct PairStep {
 };
 
 // Moves (a_i, a_j) along the one direction that keeps yᵀa = 0 to the unconstrained
-// optimum of the dual, then clips it into the box [0, C]², variable by variable as libsvm
-// does. Gi, Gj: the gradient of the dual; Kii + Kjj − 2 Kij is the curvature.
+// optimum of the dual, then clips it into the box [0, Ci] x [0, Cj], variable by variable as
+// libsvm does (Ci, Cj: each variable's bound, C times its class's weight). Gi, Gj: the
+// gradient of the dual; Kii + Kjj − 2 Kij is the curvature.
 SVM_HOST_DEVICE inline PairStep smo_pair_step(bool same_label, double Gi, double Gj, double old_ai, double old_aj,
-                                              double Kii, double Kjj, double Kij, double C) {
+                                              double Kii, double Kjj, double Kij, double Ci, double Cj) {
   double curvature = Kii + Kjj - 2.0 * Kij;
   if (curvature <= 0) curvature = kSmoTau;
   double ai, aj;
@@ -38,10 +39,10 @@ SVM_HOST_DEVICE inline PairStep smo_pair_step(bool same_label, double Gi, double
     } else {
       if (ai < 0) { ai = 0; aj = -diff; }
     }
-    if (diff > 0) {
-      if (ai > C) { ai = C; aj = C - diff; }
+    if (diff > Ci - Cj) {
+      if (ai > Ci) { ai = Ci; aj = Ci - diff; }
     } else {
-      if (aj > C) { aj = C; ai = C + diff; }
+      if (aj > Cj) { aj = Cj; ai = Cj + diff; }
     }
   } else {
     // a_i + a_j is conserved; they move by opposite deltas.
@@ -49,13 +50,13 @@ SVM_HOST_DEVICE inline PairStep smo_pair_step(bool same_label, double Gi, double
     const double sum = old_ai + old_aj;
     ai = old_ai - delta;
     aj = old_aj + delta;
-    if (sum > C) {
-      if (ai > C) { ai = C; aj = sum - C; }
+    if (sum > Ci) {
+      if (ai > Ci) { ai = Ci; aj = sum - Ci; }
     } else {
       if (aj < 0) { aj = 0; ai = sum; }
     }
-    if (sum > C) {
-      if (aj > C) { aj = C; ai = sum - C; }
+    if (sum > Cj) {
+      if (aj > Cj) { aj = Cj; ai = sum - Cj; }
     } else {
       if (ai < 0) { ai = 0; aj = sum; }
     }

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,11 +16,18 @@ namespace svm {
 enum class KernelType { rbf, linear };
 const char* kernel_name(KernelType k);
 
+// Per-class multipliers of C, by label (libsvm's -wi, scikit-learn's class_weight): the
+// binary problem of pair (a, b) bounds class a's coefficients by C·w_a and b's by C·w_b. A
+// label not listed weighs 1.
+using ClassWeights = std::map<int32_t, double>;
+double class_weight(const ClassWeights& weights, int32_t label);
+
 struct FitParams {
   KernelType kernel = KernelType::rbf;
   double C = 10.0;
   double gamma = 0.0;  // resolved value (> 0 for rbf)
   double tol = 1e-3;   // KKT tolerance, as libsvm's -e
+  ClassWeights class_weight;
   int64_t cache_mb = 2048;
   bool log_summary = true;  // the solver's one-line summary (cross-validation's many fits turn it off)
 };

@@ -120,7 +120,9 @@ class DenseRows : public svm::cpu::KernelRows {
 
 // For every pair of a model: its alphas recovered from the libsvm layout, checked against
 // the box and equality constraints and for optimality (KKT gap) under CPU kernel values.
-void expect_pairs_optimal(const svm::Model& m, const Problem& pr, double C, double gap_limit) {
+// `weights`: the class weights of the fit (each class's bound is C times its weight).
+void expect_pairs_optimal(const svm::Model& m, const Problem& pr, double C, double gap_limit,
+                          const svm::ClassWeights& weights = {}) {
   const int k = static_cast<int>(m.classes.size());
   const int64_t n_sv = m.n_sv();
   std::vector<int64_t> sv_pos(static_cast<size_t>(pr.n), -1);
@@ -140,6 +142,7 @@ void expect_pairs_optimal(const svm::Model& m, const Problem& pr, double C, doub
       svm::cpu::row_squared_norms(Xp.data(), np, pr.dim, norms.data());
       std::vector<float> K(static_cast<size_t>(np) * np);
       svm::cpu::kernel_block_symmetric(spec, Xp.data(), np, norms.data(), pr.dim, K.data(), np);
+      const double Cp = C * svm::class_weight(weights, m.classes[a]), Cn = C * svm::class_weight(weights, m.classes[b]);
       std::vector<int8_t> ys(np);
       std::vector<double> alpha(np, 0.0);
       double balance = 0;
@@ -149,12 +152,12 @@ void expect_pairs_optimal(const svm::Model& m, const Problem& pr, double C, doub
         const int64_t v = sv_pos[rows[t]];
         if (v >= 0) alpha[t] = first ? m.dual_coef[(b - 1) * n_sv + v] : -m.dual_coef[a * n_sv + v];
         EXPECT_GE(alpha[t], 0.0) << "pair (" << a << "," << b << ") sample " << t;
-        EXPECT_LE(alpha[t], C) << "pair (" << a << "," << b << ") sample " << t;
+        EXPECT_LE(alpha[t], first ? Cp : Cn) << "pair (" << a << "," << b << ") sample " << t;
         balance += ys[t] * alpha[t];
       }
-      EXPECT_NEAR(balance, 0.0, 1e-9 * C * np) << "pair (" << a << "," << b << "): y'alpha != 0";
+      EXPECT_NEAR(balance, 0.0, 1e-9 * std::max(Cp, Cn) * np) << "pair (" << a << "," << b << "): y'alpha != 0";
       DenseRows kr(std::move(K), np);
-      const double gap = svm::cpu::kkt_gap(kr, ys.data(), np, C, alpha);
+      const double gap = svm::cpu::kkt_gap(kr, ys.data(), np, Cp, Cn, alpha);
       EXPECT_LE(gap, gap_limit) << "pair (" << a << "," << b << "): KKT gap under CPU kernel values";
     }
 }
@@ -168,10 +171,11 @@ struct Case {
   svm::KernelType kernel;
 };
 
-void compare_with_cpu(const Case& c, uint32_t seed) {
+void compare_with_cpu(const Case& c, uint32_t seed, const svm::ClassWeights& weights = {}) {
   SCOPED_TRACE(c.name);
   const Problem pr = make_problem(c.labels, c.sizes, c.dim, c.spread, 1500, seed);
-  const svm::FitParams p = params(c.C, pr.gamma, c.kernel);
+  svm::FitParams p = params(c.C, pr.gamma, c.kernel);
+  p.class_weight = weights;
   const svm::Model cpu = svm::fit_cpu(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr);
   svm::cuda::FitStats stats;
   const svm::Model gpu = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, {}, &stats);
@@ -195,7 +199,7 @@ void compare_with_cpu(const Case& c, uint32_t seed) {
   const std::vector<int32_t> pred = svm::vote(gpu, dec_gpu.data(), pr.n_test);
   EXPECT_GT(agreement(pred, pr.y_test), 1.0 / static_cast<double>(c.labels.size()) + 0.05);
 
-  expect_pairs_optimal(gpu, pr, c.C, 10 * p.tol);
+  expect_pairs_optimal(gpu, pr, c.C, 10 * p.tol, weights);
   std::printf("[ %-14s] n=%lld dim=%d: sv gpu %lld cpu %lld, agreement %.4f, dec rel diff %.2e, iterations",
               c.name, static_cast<long long>(pr.n), pr.dim, static_cast<long long>(gpu.n_sv()),
               static_cast<long long>(cpu.n_sv()), agree, relative_difference(dec_gpu, dec_cpu));
@@ -222,6 +226,25 @@ TEST(SvmGpu, OddShapesMatchCpu) {
   // Labels not 0..k-1, a class of one sample, sizes not multiples of 32, one feature.
   compare_with_cpu({"odd labels", {9, 2, 7}, {1, 77, 45}, 5, 0.8, 2.0, svm::KernelType::rbf}, 5);
   compare_with_cpu({"one feature", {0, 1}, {33, 31}, 1, 1.0, 1.0, svm::KernelType::rbf}, 6);
+}
+
+// libsvm's -wi on the GPU: each class's bound C·w in the SMO blocks, the same model as the
+// CPU solver's; and the weights change the model (a weighted class gets larger coefficients).
+TEST(SvmGpu, ClassWeightsMatchCpu) {
+  REQUIRE_GPU();
+  const svm::ClassWeights weights{{0, 4.0}, {2, 0.25}, {3, 1.5}};
+  const Case c{"weighted", {0, 1, 2, 3}, {150, 90, 200, 120}, 24, 0.5, 1.0, svm::KernelType::rbf};
+  compare_with_cpu(c, 21, weights);
+  const Problem pr = make_problem(c.labels, c.sizes, c.dim, c.spread, 1500, 21);
+  svm::FitParams p = params(c.C, pr.gamma, c.kernel);
+  const svm::Model plain = svm::fit_gpu(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr);
+  p.class_weight = weights;
+  const svm::Model weighted = svm::fit_gpu(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr);
+  EXPECT_NE(weighted.dual_coef, plain.dual_coef);
+  // Class 0's largest coefficient against class 1 exceeds the unweighted bound C.
+  const double largest = *std::max_element(weighted.dual_coef.begin(), weighted.dual_coef.begin() + weighted.n_support[0]);
+  EXPECT_GT(largest, c.C);
+  EXPECT_LE(largest, 4.0 * c.C);
 }
 
 // The solver's three storage paths run the same arithmetic on (almost) the same kernel

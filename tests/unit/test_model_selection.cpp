@@ -15,6 +15,7 @@
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/preprocess.h"
+#include "kernels/svm/train.h"
 
 namespace {
 
@@ -225,13 +226,19 @@ TEST(SvmGrid, TableIsTheFoldsAccuracyAndTheBestPairIsRefitted) {
   EXPECT_GT(*std::max_element(s.cv_accuracy.begin(), s.cv_accuracy.end()),
             *std::min_element(s.cv_accuracy.begin(), s.cv_accuracy.end()));
 
-  // fit_best: the same table, then the best pair on all rows — the same model as a plain fit.
+  // svm::train with a search: the same table, then the best pair on all rows — the same
+  // model as a plain fit.
   std::vector<float> X1 = X0, X2 = X0;
-  svm::Classifier chosen;
   int selected_calls = 0;
-  svm::SelectionProgress progress;
+  svm::TrainPlan plan;
+  plan.params = params;
+  plan.C = C;
+  plan.gamma = gamma;
+  plan.cv_folds = k;
+  plan.seed = 3;
+  svm::TrainProgress progress;
   int fits = 0;
-  progress.fit = [&](int done, int total) {
+  progress.cv = [&](int done, int total) {
     EXPECT_EQ(done, ++fits);
     EXPECT_EQ(total, static_cast<int>(C.size() * gamma.size()) * k);
   };
@@ -239,7 +246,7 @@ TEST(SvmGrid, TableIsTheFoldsAccuracyAndTheBestPairIsRefitted) {
     ++selected_calls;
     EXPECT_EQ(sel.cv_accuracy, s.cv_accuracy);
   };
-  svm::fit_best(chosen, X1.data(), d.y.data(), d.n, d.dim, params, C, gamma, k, 3, cae::Device::cpu, progress);
+  svm::Classifier chosen = svm::train(X1.data(), d.y.data(), d.n, d.dim, plan, cae::Device::cpu, progress).classifier;
   EXPECT_EQ(selected_calls, 1);
   EXPECT_EQ(fits, static_cast<int>(C.size() * gamma.size()) * k);
   svm::ClassifierParams p = params;
@@ -325,6 +332,48 @@ TEST(SvmFolds, GroupedFoldsKeepEveryViewOfAnImageInItsFold) {
 
 // Cross-validation over originals + mirrors: each fold is fitted on every view of its
 // training images (no view of a held-out image) and scored on the held-out originals only.
+// FoldSplit: fold f's training part is every view of the other folds' images, its held-out
+// part the fold's first views; both in row order, gathered with their labels.
+TEST(SvmFolds, FoldSplitGathersEachFoldsRowsInOrder) {
+  const Data d = make_data(120, 3, 3, 41, 1.0);
+  const int64_t images = d.n;
+  std::vector<float> X2 = d.X;
+  X2.insert(X2.end(), d.X.begin(), d.X.end());
+  for (size_t i = d.X.size(); i < X2.size(); ++i) X2[i] = -X2[i];  // the "mirrors" differ from the originals
+  std::vector<int32_t> y2 = d.y;
+  y2.insert(y2.end(), d.y.begin(), d.y.end());
+  const int k = 4;
+  const std::vector<int> fold = svm::grouped_folds(y2.data(), 2 * images, 2, k, 9);
+  const svm::FoldSplit split(X2.data(), y2.data(), 2 * images, d.dim, 2, k, 9);
+  EXPECT_EQ(split.images(), images);
+  svm::FoldRows fr;
+  std::vector<int> held_count(static_cast<size_t>(images), 0);
+  for (int f = 0; f < k; ++f) {
+    split.rows(f, fr);
+    EXPECT_GT(fr.n_held(), 0);
+    EXPECT_EQ(fr.n_train() + fr.n_held() * 2, 2 * images);  // the held-out images' mirrors are in neither
+    EXPECT_TRUE(std::is_sorted(fr.train_rows.begin(), fr.train_rows.end()));
+    EXPECT_TRUE(std::is_sorted(fr.held_rows.begin(), fr.held_rows.end()));
+    for (size_t i = 0; i < fr.train_rows.size(); ++i) {
+      const int64_t r = fr.train_rows[i];
+      ASSERT_NE(fold[r], f);
+      EXPECT_EQ(fr.train_y[i], y2[r]);
+      EXPECT_TRUE(std::equal(fr.train_X.begin() + i * d.dim, fr.train_X.begin() + (i + 1) * d.dim,
+                             X2.begin() + r * d.dim));
+    }
+    for (size_t i = 0; i < fr.held_rows.size(); ++i) {
+      const int64_t r = fr.held_rows[i];
+      ASSERT_LT(r, images);
+      ASSERT_EQ(fold[r], f);
+      ++held_count[r];
+      EXPECT_EQ(fr.held_y[i], y2[r]);
+      EXPECT_TRUE(std::equal(fr.held_X.begin() + i * d.dim, fr.held_X.begin() + (i + 1) * d.dim,
+                             X2.begin() + r * d.dim));
+    }
+  }
+  for (int c : held_count) EXPECT_EQ(c, 1);  // every image held out exactly once
+}
+
 TEST(SvmGrid, CrossValidationWithMirrorsHoldsOutWholeImages) {
   const Data d = make_data(150, 5, 3, 31, 1.2);
   const int64_t images = d.n;

@@ -20,6 +20,7 @@
 #include "kernels/svm/model_file.h"
 #include "kernels/svm/preprocess.h"
 #include "kernels/svm/svm.h"
+#include "kernels/svm/train.h"
 
 namespace {
 
@@ -624,3 +625,118 @@ TEST(SvmClassifier, AllConstantFeaturesNameTheData) {
     EXPECT_EQ(std::string(e.what()), "feats.h5: all 3 features are constant over the training rows");
   }
 }
+
+namespace {
+
+// libsvm's -wi: the C of class c is C·w_c; the same model as libsvm's with the same weights.
+TEST(SvmFit, ClassWeightsMatchLibsvm) {
+  svm_set_print_string_function(quiet_libsvm);
+  Problem p = make_problem(600, 20, 4, 5);
+  svm::FitParams prm;
+  prm.C = 0.1;  // small enough that the bounds bind
+  prm.gamma = 1.0 / (20 * 1.7);
+  prm.tol = 1e-6;
+  prm.class_weight = {{0, 3.0}, {2, 0.4}, {3, 1.7}};
+  const svm::Model ours = svm::fit_cpu(p.X.data(), p.y.data(), p.n, p.dim, prm, nullptr);
+  LibsvmData data(p);
+  svm_parameter lp = libsvm_params(prm.kernel, prm.C, prm.gamma, prm.tol, false);
+  int weight_label[] = {0, 2, 3};
+  double weight[] = {3.0, 0.4, 1.7};
+  lp.nr_weight = 3;
+  lp.weight_label = weight_label;
+  lp.weight = weight;
+  LibsvmModel ref{svm_train(&data.prob, &lp)};
+  expect_same_model(ours, ref.m, 1e-4);
+
+  // The weights matter: class 0's coefficients pass the unweighted bound C, up to 3C; class
+  // 2's stay within 0.4 C in every pair.
+  prm.class_weight.clear();
+  const svm::Model plain = svm::fit_cpu(p.X.data(), p.y.data(), p.n, p.dim, prm, nullptr);
+  EXPECT_NE(plain.dual_coef, ours.dual_coef);
+  const int64_t n_sv = ours.n_sv();
+  double largest0 = 0, largest2 = 0;
+  const int64_t start2 = ours.n_support[0] + ours.n_support[1];
+  for (int r = 0; r < 3; ++r) {
+    for (int64_t v = 0; v < ours.n_support[0]; ++v) largest0 = std::max(largest0, std::fabs(ours.dual_coef[r * n_sv + v]));
+    for (int64_t v = start2; v < start2 + ours.n_support[2]; ++v)
+      largest2 = std::max(largest2, std::fabs(ours.dual_coef[r * n_sv + v]));
+  }
+  EXPECT_GT(largest0, prm.C);
+  EXPECT_LE(largest0, 3.0 * prm.C);
+  EXPECT_GT(largest2, 0.0);
+  EXPECT_LE(largest2, 0.4 * prm.C);
+}
+
+TEST(SvmSmo, ClassBoundsHoldAndKktIsMet) {
+  Problem p = make_problem(400, 12, 2, 7);
+  std::vector<int> idx(p.n);
+  std::vector<int8_t> ys(p.n);
+  for (int i = 0; i < p.n; ++i) {
+    idx[i] = i;
+    ys[i] = p.y[i] == 0 ? 1 : -1;
+  }
+  DenseRowsForTest rows(svm::cpu::KernelSpec{svm::KernelType::rbf, 0.05}, p, idx);
+  const double Cp = 2.5, Cn = 0.3, tol = 1e-5;
+  const auto r = svm::cpu::solve_binary(rows, ys.data(), static_cast<int>(p.n), Cp, Cn, tol);
+  int at_p = 0, at_n = 0;
+  double balance = 0;
+  for (int i = 0; i < p.n; ++i) {
+    const double bound = ys[i] > 0 ? Cp : Cn;
+    ASSERT_GE(r.alpha[i], 0.0);
+    ASSERT_LE(r.alpha[i], bound);
+    (ys[i] > 0 ? at_p : at_n) += r.alpha[i] >= bound;
+    balance += ys[i] * r.alpha[i];
+  }
+  EXPECT_GT(at_n, 0);  // the small bound binds
+  EXPECT_NEAR(balance, 0.0, 1e-9 * Cp * p.n);
+  EXPECT_LT(svm::cpu::kkt_gap(rows, ys.data(), static_cast<int>(p.n), Cp, Cn, r.alpha), tol * 1.01);
+  // Equal bounds are the unweighted solver, bit for bit.
+  const auto same = svm::cpu::solve_binary(rows, ys.data(), static_cast<int>(p.n), Cp, Cp, tol);
+  const auto plain = svm::cpu::solve_binary(rows, ys.data(), static_cast<int>(p.n), Cp, tol);
+  EXPECT_EQ(same.alpha, plain.alpha);
+  EXPECT_EQ(same.rho, plain.rho);
+}
+
+TEST(SvmClassWeights, BalancedNamesAndLabels) {
+  const std::vector<int32_t> y = {0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 2};
+  const std::vector<std::string> names = {"cat", "dog", "owl"};
+  const svm::ClassWeights balanced = svm::resolve_class_weights("balanced", y.data(), 12, names);
+  ASSERT_EQ(balanced.size(), 3u);
+  EXPECT_DOUBLE_EQ(balanced.at(0), 12.0 / (3 * 6));  // scikit-learn's n / (k · n_c)
+  EXPECT_DOUBLE_EQ(balanced.at(1), 12.0 / (3 * 2));
+  EXPECT_DOUBLE_EQ(balanced.at(2), 12.0 / (3 * 4));
+  const svm::ClassWeights named = svm::resolve_class_weights("dog:2.5,2:0.25", y.data(), 12, names);
+  EXPECT_EQ(named, (svm::ClassWeights{{1, 2.5}, {2, 0.25}}));
+  EXPECT_EQ(svm::class_weight(named, 0), 1.0);
+  EXPECT_TRUE(svm::resolve_class_weights("none", y.data(), 12, names).empty());
+  for (const char* bad : {"", "dog", "dog:", "dog:0", "dog:-1", "dog:inf", "emu:2", "dog:1,dog:2", "dog:2,", ":2"})
+    EXPECT_THROW(svm::resolve_class_weights(bad, y.data(), 12, names), cae::UsageError) << bad;
+}
+
+TEST(SvmClassWeights, SavedWithTheModelAndGivenAsLibsvmOptions) {
+  Problem p = make_features(300, 17);
+  svm::ClassifierParams params;
+  params.class_weight = {{0, 3.0}, {2, 0.4}};
+  params.class_weight_spec = "a:3,c:0.4";
+  svm::Classifier clf;
+  clf.fit(p.X.data(), p.y.data(), p.n, p.dim, params, cae::Device::cpu);
+  clf.set_class_names({"a", "b", "c", "d"});
+  EXPECT_EQ(svm::libsvm_weight_options(clf.file()), "-w0 3 -w2 0.40000000000000002");
+  char dir[] = "/tmp/test_svm_weights_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string h5 = std::string(dir) + "/svm.h5";
+  {
+    cae::Hdf5Writer w(h5);
+    w.set_attr("/", "format", "svm-model");
+    clf.save(w);
+    w.close();
+  }
+  const svm::Classifier back = svm::Classifier::load(h5);
+  EXPECT_EQ(back.file().class_weight, (svm::ClassWeights{{0, 3.0}, {1, 1.0}, {2, 0.4}, {3, 1.0}}));
+  EXPECT_EQ(back.file().class_weight_spec, "a:3,c:0.4");
+  EXPECT_EQ(svm::libsvm_weight_options(back.file()), "-w0 3 -w2 0.40000000000000002");
+  unlink(h5.c_str());
+  rmdir(dir);
+}
+
+}  // namespace

@@ -11,6 +11,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <list>
 #include <map>
@@ -25,6 +26,11 @@
 namespace svm {
 
 const char* kernel_name(KernelType k) { return k == KernelType::linear ? "linear" : "rbf"; }
+
+double class_weight(const ClassWeights& weights, int32_t label) {
+  const auto it = weights.find(label);
+  return it == weights.end() ? 1.0 : it->second;
+}
 
 namespace cpu {
 namespace {
@@ -161,6 +167,9 @@ class DiagonalBlockCache {
 Model begin_fit(const int32_t* y, int64_t n, int dim, const FitParams& p, std::vector<std::vector<int64_t>>& members) {
   if (n < 2 || dim < 1) throw std::invalid_argument("svm: need at least 2 samples and 1 feature");
   if (!(p.C > 0)) throw std::invalid_argument("svm: C must be > 0");
+  for (const auto& [label, w] : p.class_weight)
+    if (!(w > 0) || !std::isfinite(w))
+      throw std::invalid_argument("svm: the weight of class " + std::to_string(label) + " must be a finite number > 0");
   if (!(p.tol > 0)) throw std::invalid_argument("svm: tol must be > 0");
   if (p.kernel == KernelType::rbf && !(p.gamma > 0)) throw std::invalid_argument("svm: gamma must be > 0");
   if (n > INT32_MAX / 2) throw std::invalid_argument("svm: too many samples");
@@ -210,6 +219,9 @@ std::vector<PairSolution> solve_pairs_cpu(const float* X, const int32_t* y, int6
   int dense_pairs = 0;
   for (int pair : wanted) {
     const int a = pair_a[pair], b = pair_b[pair];
+    // libsvm's weighted C: the product C · w (C · 1 == C, so unweighted fits are unchanged).
+    const double Cp = p.C * class_weight(p.class_weight, m.classes[a]);
+    const double Cn = p.C * class_weight(p.class_weight, m.classes[b]);
     {
       cae::Stopwatch t_kernel;
       const int64_t na = static_cast<int64_t>(members[a].size()), nb = static_cast<int64_t>(members[b].size());
@@ -246,7 +258,7 @@ std::vector<PairSolution> solve_pairs_cpu(const float* X, const int32_t* y, int6
         kernel_s += t_kernel.seconds();
         cae::Stopwatch t_solve;
         DenseRows rows(M, static_cast<int>(np));
-        r = solve_binary(rows, ys.data(), static_cast<int>(np), p.C, p.tol);
+        r = solve_binary(rows, ys.data(), static_cast<int>(np), Cp, Cn, p.tol);
         solve_s += t_solve.seconds();
       } else {
         // The pair's samples side by side, then rows on demand.
@@ -262,7 +274,7 @@ std::vector<PairSolution> solve_pairs_cpu(const float* X, const int32_t* y, int6
         kernel_s += t_kernel.seconds();
         cae::Stopwatch t_solve;
         CachedRows rows(spec, Xp.data(), np_norms.data(), static_cast<int>(np), dim, budget);
-        r = solve_binary(rows, ys.data(), static_cast<int>(np), p.C, p.tol);
+        r = solve_binary(rows, ys.data(), static_cast<int>(np), Cp, Cn, p.tol);
         solve_s += t_solve.seconds();
       }
       if (r.hit_iteration_limit)
@@ -333,6 +345,7 @@ Model assemble_model(const float* X, const int32_t* y, int64_t n, int dim, const
       }
   const int64_t n_sv = m.n_sv();
   m.support_vectors.resize(static_cast<size_t>(n_sv * dim));
+#pragma omp parallel for schedule(static) if (n_sv * dim >= cpu::kMinParallelWork)
   for (int64_t v = 0; v < n_sv; ++v)
     std::memcpy(m.support_vectors.data() + v * dim, X + m.support_indices[v] * dim, sizeof(float) * static_cast<size_t>(dim));
   m.dual_coef.assign(static_cast<size_t>((k - 1) * n_sv), 0.0);

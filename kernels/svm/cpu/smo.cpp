@@ -30,16 +30,17 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
 
-BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double C, double tol) {
+BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, double tol) {
   BinaryResult res;
-  std::vector<double> alpha(n, 0.0), G(n, -1.0), Kdiag(n), ys(n);
+  std::vector<double> alpha(n, 0.0), G(n, -1.0), Kdiag(n), ys(n), Cs(n);
   std::vector<uint8_t> in_up(n), in_low(n);
   for (int t = 0; t < n; ++t) {
     Kdiag[t] = K.diag(t);
     ys[t] = y[t] > 0 ? 1.0 : -1.0;
+    Cs[t] = y[t] > 0 ? Cp : Cn;
   }
   auto classify = [&](int t) {
-    const bool at_lower = alpha[t] <= 0, at_upper = alpha[t] >= C;
+    const bool at_lower = alpha[t] <= 0, at_upper = alpha[t] >= Cs[t];
     in_up[t] = ys[t] > 0 ? !at_upper : !at_lower;
     in_low[t] = ys[t] > 0 ? !at_lower : !at_upper;
   };
@@ -86,7 +87,7 @@ BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double C, doubl
     const float* Kj = K.row(j);
     const double Kij = Ki[j];
     const double old_ai = alpha[i], old_aj = alpha[j];
-    const auto [ai, aj] = smo_pair_step(ys[i] == ys[j], G[i], G[j], old_ai, old_aj, Kdiag[i], Kdiag[j], Kij, C);
+    const auto [ai, aj] = smo_pair_step(ys[i] == ys[j], G[i], G[j], old_ai, old_aj, Kdiag[i], Kdiag[j], Kij, Cs[i], Cs[j]);
     alpha[i] = ai;
     alpha[j] = aj;
     classify(i);
@@ -113,7 +114,7 @@ BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double C, doubl
   int64_t n_free = 0;
   for (int t = 0; t < n; ++t) {
     const double yG = ys[t] * G[t];
-    const bool at_upper = alpha[t] >= C, at_lower = alpha[t] <= 0;
+    const bool at_upper = alpha[t] >= Cs[t], at_lower = alpha[t] <= 0;
     if (at_upper) {
       if (ys[t] < 0) ub = std::min(ub, yG); else lb = std::max(lb, yG);
     } else if (at_lower) {
@@ -132,7 +133,7 @@ BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double C, doubl
   return res;
 }
 
-double kkt_gap(KernelRows& K, const int8_t* y, int n, double C, const std::vector<double>& alpha) {
+double kkt_gap(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, const std::vector<double>& alpha) {
   std::vector<double> G(n, -1.0);
   for (int s = 0; s < n; ++s) {
     if (alpha[s] == 0) continue;
@@ -143,7 +144,7 @@ double kkt_gap(KernelRows& K, const int8_t* y, int n, double C, const std::vecto
   double m = -kInf, M = kInf;
   for (int t = 0; t < n; ++t) {
     const double yt = y[t] > 0 ? 1.0 : -1.0, v = -yt * G[t];
-    const bool at_lower = alpha[t] <= 0, at_upper = alpha[t] >= C;
+    const bool at_lower = alpha[t] <= 0, at_upper = alpha[t] >= (yt > 0 ? Cp : Cn);
     const bool up = yt > 0 ? !at_upper : !at_lower, low = yt > 0 ? !at_lower : !at_upper;
     if (up) m = std::max(m, v);
     if (low) M = std::min(M, v);

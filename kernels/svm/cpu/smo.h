@@ -1,7 +1,9 @@
 // The binary C-SVC dual solver (SMO with second-order working-set selection, Fan, Chen
 // and Lin 2005 — the formulation libsvm uses), over kernel rows supplied by the caller.
 //
-//   min_a  ½ aᵀQa − eᵀa   s.t.  0 ≤ a_t ≤ C,  yᵀa = 0,   Q_ts = y_t y_s K(x_t, x_s)
+//   min_a  ½ aᵀQa − eᵀa   s.t.  0 ≤ a_t ≤ C_t,  yᵀa = 0,   Q_ts = y_t y_s K(x_t, x_s)
+//
+// with C_t = Cp for y_t = +1 and Cn for y_t = −1 (libsvm's weighted C, -wi).
 //
 // Stops when m(a) − M(a) < tol (libsvm's -e). Decision value f(x) = Σ y_t a_t K(x_t, x) − rho.
 #pragma once
@@ -27,11 +29,17 @@ struct BinaryResult {
   bool hit_iteration_limit = false;
 };
 
-// y: +1 / −1 per sample.
-BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double C, double tol);
+// y: +1 / −1 per sample; Cp, Cn: the bounds of the positive and negative samples.
+BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, double tol);
+inline BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double C, double tol) {
+  return solve_binary(K, y, n, C, C, tol);
+}
 
 // For tests: the largest KKT violation m(a) − M(a) of a solution (≤ tol when converged),
 // with the gradient recomputed from scratch.
-double kkt_gap(KernelRows& K, const int8_t* y, int n, double C, const std::vector<double>& alpha);
+double kkt_gap(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, const std::vector<double>& alpha);
+inline double kkt_gap(KernelRows& K, const int8_t* y, int n, double C, const std::vector<double>& alpha) {
+  return kkt_gap(K, y, n, C, C, alpha);
+}
 
 }  // namespace svm::cpu

@@ -3,7 +3,7 @@
 //
 // fit: rows sorted by class on the device → squared norms → kernel matrix from cuBLAS SGEMM
 // (upper block triangle, then exp + mirror) → one SMO block per one-vs-one pair → alphas
-// back to the host → libsvm's model layout, assembled exactly as fit_cpu does.
+// back to the host → libsvm's model layout (svm::assemble_model, shared with fit_cpu).
 // decision values: per row block, SGEMM against the support vectors → kernel values in
 // double → per class, one DGEMM with that class's dual coefficients → per pair, two terms
 // minus rho.
@@ -79,10 +79,6 @@ int64_t free_device_bytes() {
 }
 
 }  // namespace
-
-Model assemble(Model m, const float* X, int dim, const std::vector<std::vector<int64_t>>& members,
-               const std::vector<int>& pair_a, const std::vector<int>& pair_b, const std::vector<int64_t>& pair_offset,
-               const std::vector<PairResult>& results, const std::vector<double>& alpha_all, double tol, FitStats& st);
 
 Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb,
           const FitOptions& options, FitStats* stats) {
@@ -203,6 +199,8 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
   auto job_state = [&](int q, PairJob& job) {
     job.na = static_cast<int>(start[pair_a[q] + 1] - start[pair_a[q]]);
     job.nb = static_cast<int>(start[pair_b[q] + 1] - start[pair_b[q]]);
+    job.weight_a = class_weight(p.class_weight, m.classes[pair_a[q]]);
+    job.weight_b = class_weight(p.class_weight, m.classes[pair_b[q]]);
     job.alpha = d_alpha.get() + pair_offset[q];
     job.G = d_G.get() + pair_offset[q];
     job.status = d_status.get() + pair_offset[q];
@@ -324,6 +322,21 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
   return out;
 }
 
+// C number c's solutions, one per solved pair, for assemble_model.
+std::vector<PairSolution> solutions_of(const Solved& sv, size_t c) {
+  std::vector<PairSolution> out;
+  for (size_t q = 0; q < sv.pair_index.size(); ++q) {
+    PairSolution sol;
+    sol.pair = sv.pair_index[q];
+    sol.alpha.assign(sv.alpha_all[c].begin() + sv.pair_offset[q], sv.alpha_all[c].begin() + sv.pair_offset[q + 1]);
+    sol.rho = sv.results[c][q].rho;
+    sol.iterations = sv.results[c][q].iterations;
+    sol.hit_iteration_limit = sv.results[c][q].hit_iteration_limit != 0;
+    out.push_back(std::move(sol));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
@@ -338,8 +351,19 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
   cae::Stopwatch clock;
   std::vector<Model> models;
   for (size_t c = 0; c < Cs.size(); ++c) {
-    models.push_back(assemble(sv.m, X, dim, sv.members, sv.pair_a, sv.pair_b, sv.pair_offset, sv.results[c],
-                              sv.alpha_all[c], p.tol, st));
+    st.pair_iterations.clear();
+    st.pair_objective.clear();
+    for (int q = 0; q < pairs; ++q) {
+      const PairResult& r = sv.results[c][q];
+      st.pair_iterations.push_back(r.iterations);
+      st.pair_objective.push_back(r.objective);
+      if (r.hit_iteration_limit) {
+        ++st.pairs_hit_limit;
+        cae::log_warn("svm: pair (%d,%d) reached the iteration limit before tol %g", sv.m.classes[sv.pair_a[q]],
+                      sv.m.classes[sv.pair_b[q]], p.tol);
+      }
+    }
+    models.push_back(assemble_model(X, y, n, dim, p, solutions_of(sv, c)));
   }
   st.assemble_s = clock.seconds();
   st.total_s = total_clock.seconds();
@@ -355,69 +379,6 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
                   static_cast<long long>(last.n_sv()));
   }
   return models;
-}
-
-// libsvm's model layout from one C's alphas, exactly as fit_cpu builds it. `m` carries what
-// begin_fit set; st gets this C's per-pair iterations and objectives.
-Model assemble(Model m, const float* X, int dim, const std::vector<std::vector<int64_t>>& members,
-               const std::vector<int>& pair_a, const std::vector<int>& pair_b, const std::vector<int64_t>& pair_offset,
-               const std::vector<PairResult>& results, const std::vector<double>& alpha_all, double tol, FitStats& st) {
-  const int pairs = static_cast<int>(pair_a.size());
-  const int k = static_cast<int>(m.classes.size());
-  const int64_t n = static_cast<int64_t>(std::accumulate(members.begin(), members.end(), size_t{0},
-                                                         [](size_t a, const std::vector<int64_t>& v) { return a + v.size(); }));
-  st.pair_iterations.clear();
-  st.pair_objective.clear();
-  m.rho.assign(pairs, 0.0);
-  for (int q = 0; q < pairs; ++q) {
-    m.rho[q] = results[q].rho;
-    st.pair_iterations.push_back(results[q].iterations);
-    st.pair_objective.push_back(results[q].objective);
-    if (results[q].hit_iteration_limit) {
-      ++st.pairs_hit_limit;
-      cae::log_warn("svm: pair (%d,%d) reached the iteration limit before tol %g", m.classes[pair_a[q]],
-                    m.classes[pair_b[q]], tol);
-    }
-  }
-
-  // libsvm's layout, exactly as fit_cpu builds it: a sample is a support vector when its
-  // coefficient is non-zero in any pair; support vectors grouped by class in training order.
-  auto alpha_of = [&](int q, int64_t t) { return alpha_all[static_cast<size_t>(pair_offset[q] + t)]; };
-  std::vector<uint8_t> is_sv(static_cast<size_t>(n), 0);
-  for (int q = 0; q < pairs; ++q) {
-    const int a = pair_a[q], b = pair_b[q];
-    const size_t na = members[a].size();
-    for (size_t t = 0; t < na; ++t)
-      if (alpha_of(q, static_cast<int64_t>(t)) > 0) is_sv[members[a][t]] = 1;
-    for (size_t t = 0; t < members[b].size(); ++t)
-      if (alpha_of(q, static_cast<int64_t>(na + t)) > 0) is_sv[members[b][t]] = 1;
-  }
-  std::vector<int64_t> sv_pos(static_cast<size_t>(n), -1);
-  m.n_support.assign(k, 0);
-  for (int c = 0; c < k; ++c)
-    for (int64_t smp : members[c])
-      if (is_sv[smp]) {
-        sv_pos[smp] = static_cast<int64_t>(m.support_indices.size());
-        m.support_indices.push_back(smp);
-        ++m.n_support[c];
-      }
-  const int64_t n_sv = m.n_sv();
-  m.support_vectors.resize(static_cast<size_t>(n_sv * dim));
-#pragma omp parallel for schedule(static)
-  for (int64_t v = 0; v < n_sv; ++v)
-    std::memcpy(m.support_vectors.data() + v * dim, X + m.support_indices[v] * dim, sizeof(float) * static_cast<size_t>(dim));
-  m.dual_coef.assign(static_cast<size_t>((k - 1) * n_sv), 0.0);
-  for (int q = 0; q < pairs; ++q) {
-    const int a = pair_a[q], b = pair_b[q];
-    const size_t na = members[a].size();
-    for (size_t t = 0; t < na; ++t)
-      if (sv_pos[members[a][t]] >= 0)
-        m.dual_coef[static_cast<size_t>((b - 1) * n_sv + sv_pos[members[a][t]])] = alpha_of(q, static_cast<int64_t>(t));
-    for (size_t t = 0; t < members[b].size(); ++t)
-      if (sv_pos[members[b][t]] >= 0)
-        m.dual_coef[static_cast<size_t>(a * n_sv + sv_pos[members[b][t]])] = -alpha_of(q, static_cast<int64_t>(na + t));
-  }
-  return m;
 }
 
 }  // namespace cuda
@@ -440,16 +401,7 @@ std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float* X, const int
   options.pairs = pairs;
   cuda::FitStats st;
   const cuda::Solved sv = cuda::solve_each_C(X, y, n, dim, p, Cs, cb, options, st);
-  for (size_t c = 0; c < Cs.size(); ++c)
-    for (size_t q = 0; q < sv.pair_index.size(); ++q) {
-      PairSolution sol;
-      sol.pair = sv.pair_index[q];
-      sol.alpha.assign(sv.alpha_all[c].begin() + sv.pair_offset[q], sv.alpha_all[c].begin() + sv.pair_offset[q + 1]);
-      sol.rho = sv.results[c][q].rho;
-      sol.iterations = sv.results[c][q].iterations;
-      sol.hit_iteration_limit = sv.results[c][q].hit_iteration_limit != 0;
-      out[c].push_back(std::move(sol));
-    }
+  for (size_t c = 0; c < Cs.size(); ++c) out[c] = solutions_of(sv, c);
   if (p.log_summary)
     cae::log_info("svm (gpu, %s): %zu of the pairs in %d wave(s): kernel matrix %.2f s, SMO %.2f s", st.mode.c_str(),
                   pairs.size(), st.waves, st.kernel_s, st.smo_s);

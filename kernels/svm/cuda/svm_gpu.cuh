@@ -85,6 +85,7 @@ struct PairJob {
   const double* diag = nullptr;  // indexed by map(t); unused for rbf (diagonal is 1)
   int64_t off_a = 0, off_b = 0;
   int na = 0, nb = 0;
+  double weight_a = 1, weight_b = 1;  // class a's and b's bound: C times these (libsvm's -wi)
   double* alpha = nullptr;    // [na + nb] out; also the solver's alpha when shared memory does not hold it
   double* G = nullptr;        // [na + nb] gradient, used when shared memory does not hold the state
   uint8_t* status = nullptr;  // [na + nb] flags, likewise

@@ -202,6 +202,23 @@ __device__ double block_sum(double v, double* scratch) {
   return r;
 }
 
+// One unrolled round of kernel values from rows Ki and Kj: this thread's samples
+// t = base + u·B, u < kUnroll (those below n).
+template <typename Map>
+__device__ __forceinline__ void load_two_rows(const float* __restrict__ Ki, const float* __restrict__ Kj, int base,
+                                              int B, int n, const Map& map, float (&ki)[kUnroll],
+                                              float (&kj)[kUnroll]) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int t = base + u * B;
+    if (t < n) {
+      const int64_t c = map(t);
+      ki[u] = __ldg(Ki + c);
+      kj[u] = __ldg(Kj + c);
+    }
+  }
+}
+
 // One block solves one pair. Thread `tid` owns samples t = tid + k*blockDim. The gradient,
 // alpha and a flag byte per sample live in shared memory when the pair fits (17 bytes a
 // sample: up to ~13,000 samples on Hopper), else in the job's global arrays (same code,
@@ -218,6 +235,8 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
 
   const PairJob job = jobs[blockIdx.x];
   const int na = job.na, n = job.na + job.nb;
+  // Each class's bound: libsvm's weighted C (C · 1 is C exactly, so unweighted fits are unchanged).
+  const double Cp = C * job.weight_a, Cn = C * job.weight_b;
   const bool state_on_chip = state_bytes(n) <= smem_bytes;
   double* G = state_on_chip ? reinterpret_cast<double*>(smem) : job.G;
   double* alpha = state_on_chip ? reinterpret_cast<double*>(smem) + n : job.alpha;
@@ -231,7 +250,7 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
   for (int t = tid; t < n; t += B) {
     G[t] = -1.0;
     alpha[t] = 0.0;
-    st[t] = status_of(t < na, 0.0, C);
+    st[t] = status_of(t < na, 0.0, t < na ? Cp : Cn);
   }
   __syncthreads();
 
@@ -295,15 +314,7 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
 
     // The update pass's first round of kernel values, requested before the serial step so
     // that their latency overlaps it.
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int t = tid + u * B;
-      if (t < n) {
-        const int64_t c = map(t);
-        ki[u] = __ldg(Ki + c);
-        kj[u] = __ldg(Kj + c);
-      }
-    }
+    load_two_rows(Ki, Kj, tid, B, n, map, ki, kj);
 
     if (tid == 0) {
       // The two-variable step, clipped variable by variable exactly as the CPU solver.
@@ -311,12 +322,13 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
       const double yi = pi ? 1.0 : -1.0, yj = pj ? 1.0 : -1.0;
       const double Gi = G[i], Gj = G[j];
       const double old_ai = alpha[i], old_aj = alpha[j];
-      const cpu::PairStep step = cpu::smo_pair_step(pi == pj, Gi, Gj, old_ai, old_aj, Kii, diag(j), r.kv, C);  // r.kv = K(i, j)
+      const double Ci = pi ? Cp : Cn, Cj = pj ? Cp : Cn;
+      const cpu::PairStep step = cpu::smo_pair_step(pi == pj, Gi, Gj, old_ai, old_aj, Kii, diag(j), r.kv, Ci, Cj);  // r.kv = K(i, j)
       const double ai = step.ai, aj = step.aj;
       alpha[i] = ai;
       alpha[j] = aj;
-      st[i] = status_of(pi, ai, C);
-      st[j] = status_of(pj, aj, C);
+      st[i] = status_of(pi, ai, Ci);
+      st[j] = status_of(pj, aj, Cj);
       s_ci = yi * (ai - old_ai);
       s_cj = yj * (aj - old_aj);
     }
@@ -326,17 +338,7 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
     // G_t += y_t (ci K_it + cj K_jt), fused with the next pick of i.
     p = no_pick();
     for (int base = tid; base < n; base += B * kUnroll) {
-      if (base != tid) {
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int t = base + u * B;
-          if (t < n) {
-            const int64_t c = map(t);
-            ki[u] = __ldg(Ki + c);
-            kj[u] = __ldg(Kj + c);
-          }
-        }
-      }
+      if (base != tid) load_two_rows(Ki, Kj, base, B, n, map, ki, kj);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * B;

@@ -1,0 +1,202 @@
+#include "kernels/svm/train.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "common/error.h"
+#include "common/group.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/phases.h"
+#include "kernels/svm/group_fit.h"
+
+namespace svm {
+
+Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& plan, cae::Device device,
+              const TrainProgress& progress) {
+  if (plan.C.empty() || plan.gamma.empty()) throw std::invalid_argument("train: empty C or gamma list");
+  if (plan.cv_folds == 0 && (plan.C.size() > 1 || plan.gamma.size() > 1))
+    throw std::invalid_argument("train: several C or gamma values need cross-validation to choose");
+  ClassifierParams params = plan.params;
+  params.C = plan.C.front();
+  params.gamma = plan.gamma.front();
+  ModelSelection selection;
+  if (plan.cv_folds != 0) {
+    selection = cross_validate(X, y, n, dim, params, plan.C, plan.gamma, plan.cv_folds, plan.seed, device,
+                               progress.cv, plan.views);
+    if (progress.selected) progress.selected(selection);
+    params.C = selection.C[selection.best_C];
+    params.gamma = selection.gamma[selection.best_gamma];
+  }
+  // The sigmoids of the chosen (C, gamma), on cross-validated decision values.
+  Sigmoids sigmoids;
+  if (plan.probability_folds != 0)
+    sigmoids = fit_sigmoids(X, y, n, dim, params, plan.probability_folds, plan.seed, device, plan.views,
+                            progress.probability);
+  Trained out;
+  out.classifier.fit(X, y, n, dim, params, device, progress.fit);
+  out.probability_seconds = sigmoids.seconds;
+  if (!selection.empty()) out.classifier.set_model_selection(std::move(selection));
+  // A group's other ranks have no sigmoids (rank 0 fits them) and write no model.
+  const bool lead = !params.group || params.group->lead();
+  if (plan.probability_folds != 0 && lead)
+    out.classifier.set_probability(sigmoids.A, sigmoids.B, sigmoids.folds, sigmoids.seed);
+  return out;
+}
+
+void check_training_classes(const int32_t* y, int64_t n, const std::vector<std::string>& class_names,
+                            const std::string& data_name) {
+  const std::set<int32_t> distinct(y, y + n);
+  if (distinct.size() < 2)
+    cae::fail_file(data_name, "the " + std::to_string(n) + " training rows hold a single class (" +
+                                  (distinct.empty() ? std::string("none") : std::to_string(*distinct.begin())) +
+                                  "); an SVM needs at least two");
+  if (distinct.size() < class_names.size()) {  // e.g. --train-limit 5: said, not refused
+    std::string missing;
+    for (size_t c = 0; c < class_names.size(); ++c)
+      if (!distinct.count(static_cast<int32_t>(c))) missing += (missing.empty() ? "" : ", ") + class_names[c];
+    cae::log_warn("the %lld training rows hold %zu of the %zu classes (missing: %s); the model can never predict those",
+                  static_cast<long long>(n), distinct.size(), class_names.size(), missing.c_str());
+  }
+}
+
+ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, int64_t n,
+                                   const std::vector<std::string>& class_names) {
+  ClassWeights w;
+  if (spec == "none") return w;
+  if (spec == "balanced") {
+    std::map<int32_t, int64_t> count;
+    for (int64_t r = 0; r < n; ++r) ++count[y[r]];
+    const double k = static_cast<double>(count.size());
+    for (const auto& [label, c] : count) w[label] = static_cast<double>(n) / (k * static_cast<double>(c));
+    return w;
+  }
+  auto bad = [&](const std::string& why) {
+    throw cae::UsageError("--class-weight '" + spec + "': " + why +
+                          " (expected none, balanced or NAME:W,NAME:W,... with W > 0)");
+  };
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string item = spec.substr(start, comma - start);
+    const size_t colon = item.rfind(':');
+    if (colon == std::string::npos || colon == 0) bad("'" + item + "' is not NAME:W");
+    const std::string name = item.substr(0, colon), value = item.substr(colon + 1);
+    int32_t label = -1;
+    const auto named = std::find(class_names.begin(), class_names.end(), name);
+    if (named != class_names.end()) {
+      label = static_cast<int32_t>(named - class_names.begin());
+    } else {
+      char* end = nullptr;
+      const long number = std::strtol(name.c_str(), &end, 10);
+      if (*end != '\0' || number < 0 || number > INT32_MAX) bad("'" + name + "' is no class name or label");
+      label = static_cast<int32_t>(number);
+    }
+    char* end = nullptr;
+    const double weight = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !(weight > 0) || !std::isfinite(weight))
+      bad("the weight of '" + name + "' is not a finite number > 0");
+    if (!w.emplace(label, weight).second) bad("class '" + name + "' is named twice");
+    start = comma + 1;
+  }
+  return w;
+}
+
+void log_model_selection(const ModelSelection& s, int64_t rows) {
+  for (size_t c = 0; c < s.C.size(); ++c)
+    for (size_t g = 0; g < s.gamma.size(); ++g)
+      cae::log_info("  C %-8g gamma %-8s cv accuracy %.4f%s", s.C[c], s.gamma[g].c_str(),
+                    s.cv_accuracy[c * s.gamma.size() + g],
+                    static_cast<int>(c) == s.best_C && static_cast<int>(g) == s.best_gamma ? "  <- best" : "");
+  cae::log_info("best: C %g, gamma %s, cv accuracy %.4f (%d-fold, %.1f s); refitting on all %lld rows",
+                s.C[s.best_C], s.gamma[s.best_gamma].c_str(), s.best_accuracy(), s.folds, s.seconds,
+                static_cast<long long>(rows));
+}
+
+TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t images, int dim, int world,
+                             cae::Device device)
+    : seed_(plan.seed) {
+  const int64_t rows = images * plan.views;
+  const int probability_folds = plan.probability_folds;
+  if (plan.cv_folds != 0) {
+    const size_t cells = plan.C.size() * plan.gamma.size(), fits = cells * static_cast<size_t>(plan.cv_folds);
+    cae::log_info("cross-validation: %d folds (seed %lld), %zu C x %zu gamma = %zu fits", plan.cv_folds,
+                  static_cast<long long>(plan.seed), plan.C.size(), plan.gamma.size(), fits);
+    cv_bar_ = std::make_unique<cae::ProgressBar>("svm-fit cv", static_cast<int64_t>(fits), "fits");
+  }
+  auto start_probability = [this, probability_folds] {
+    cae::log_info("probabilities: %d-fold cross-validated decision values (seed %lld) for the pairs' sigmoids",
+                  probability_folds, static_cast<long long>(seed_));
+    probability_bar_ = std::make_unique<cae::ProgressBar>("svm-fit probability", probability_folds, "folds");
+  };
+  if (plan.cv_folds == 0 && probability_folds != 0) start_probability();
+  progress_.cv = [this](int done, int) { cv_bar_->update(done); };
+  progress_.selected = [this, rows, probability_folds, start_probability](const ModelSelection& s) {
+    cv_bar_->finish();
+    log_model_selection(s, rows);
+    if (probability_folds != 0) start_probability();
+  };
+  progress_.probability = [this](int done, int) { probability_bar_->update(done); };
+  const int k = static_cast<int>(std::set<int32_t>(y, y + images).size());
+  std::vector<int64_t> class_sizes;  // in class order, for the bar of rank 0's share of the pairs
+  for (int32_t c : std::set<int32_t>(y, y + images)) class_sizes.push_back(std::count(y, y + rows, c));
+  const int64_t pairs = world > 1 ? static_cast<int64_t>(balance_pairs(class_sizes, world)[0].size())
+                                  : static_cast<int64_t>(k) * (k - 1) / 2;
+  const bool mirrored = plan.views > 1;
+  progress_.fit.ready = [this, rows, dim, k, pairs, mirrored, device](const Classifier& c) {
+    if (probability_bar_) probability_bar_->finish();
+    cae::log_info("%lld training rows%s x %d features (%d constant, dropped), %d classes, gamma %.6g (%s), C %g, %s",
+                  static_cast<long long>(rows), mirrored ? " (images + mirrors)" : "", dim,
+                  dim - c.n_features_kept(), k, c.resolved_gamma(), c.file().gamma_spec.c_str(), c.file().C,
+                  cae::device_name(device));
+    fit_bar_ = std::make_unique<cae::ProgressBar>("svm-fit", pairs, "pairs");
+  };
+  progress_.fit.pair = [this](int done, int) { fit_bar_->update(done); };
+}
+
+void TrainReporter::finish() {
+  if (fit_bar_) fit_bar_->finish();
+}
+
+std::string report_fit(const Classifier& clf, const FitSummary& s) {
+  const Model& model = clf.model();
+  std::string counts;
+  for (size_t c = 0; c < model.n_support.size(); ++c) counts += (c ? " " : "") + std::to_string(model.n_support[c]);
+  cae::log_info("wrote %s: %lld support vectors (%s), fit %.1f s, total %.1f s (read %.1f s)", s.output.c_str(),
+                static_cast<long long>(model.n_sv()), counts.c_str(), clf.fit_seconds(), s.seconds, s.read_seconds);
+  const std::vector<double> n_support(model.n_support.begin(), model.n_support.end());
+  cae::JsonObject json;
+  json.add("tool", "svm-fit")
+      .add("output", s.output)
+      .add("n_train", clf.file().n_train)
+      .add("n_images", s.n_images)
+      .add("augment", s.augment)
+      .add("n_features", clf.n_features())
+      .add("n_features_kept", clf.n_features_kept())
+      .add("gamma", clf.resolved_gamma())
+      .add("C", clf.file().C)
+      .add("gamma_spec", clf.file().gamma_spec)
+      .add("class_weight", clf.file().class_weight_spec)
+      .add("n_sv", model.n_sv())
+      .add("n_support", n_support)
+      .add("fit_seconds", clf.fit_seconds())
+      .add("seconds", s.seconds)
+      .add_raw("phases", cae::phases_json())
+      .add("device", cae::device_name(s.device));
+  json.add("probability", clf.has_probability());
+  if (clf.has_probability()) json.add("probability_seconds", s.probability_seconds);
+  const ModelSelection& sel = clf.model_selection();
+  if (!sel.empty())
+    json.add("cv_accuracy", sel.best_accuracy())
+        .add("cv_folds", static_cast<int64_t>(sel.folds))
+        .add("cv_seconds", sel.seconds)
+        .add("best_C", sel.C[sel.best_C])
+        .add("best_gamma", sel.gamma[sel.best_gamma]);
+  return json.str();
+}
+
+}  // namespace svm

@@ -1,0 +1,100 @@
+// svm::train — svm-fit's work on training rows in memory, as one library call: the (C, gamma)
+// search by cross-validation when asked (model_selection.h), libsvm's probability sigmoids
+// when asked (probability.h), then the model of the chosen pair on all rows, with the table
+// and the sigmoids recorded in it. The order matters: both cross-validations read the
+// unscaled rows, so they run before the final fit scales them in place.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/device.h"
+#include "common/progress.h"
+#include "kernels/svm/classifier.h"
+#include "kernels/svm/model_selection.h"
+#include "kernels/svm/probability.h"
+
+namespace svm {
+
+struct TrainPlan {
+  // The model's settings (kernel, tol, class weights, scaling, group, ...). Its C and gamma
+  // are replaced by the lists' pick.
+  ClassifierParams params;
+  // With cv_folds >= 2 every (C, gamma) pair is cross-validated and the best becomes the
+  // model; without, each list must hold one value.
+  std::vector<double> C{10.0};
+  std::vector<std::string> gamma{"scale"};
+  int cv_folds = 0;
+  int probability_folds = 0;  // 0: no probabilities; libsvm's -b 1 draws 5
+  uint64_t seed = 1;          // the folds' shuffle, for the search and the sigmoids
+  int views = 1;              // as grouped_folds: 2 for images followed by their mirrors
+};
+
+// Each may be empty.
+struct TrainProgress {
+  CvProgress cv;                                        // after every fit of the search
+  std::function<void(const ModelSelection&)> selected;  // the finished table, before the refit
+  SigmoidProgress probability;                          // after every probability fold
+  FitProgress fit;                                      // the final fit's
+};
+
+struct Trained {
+  Classifier classifier;  // its model selection and sigmoids set (on a group: rank 0's alone)
+  double probability_seconds = 0;
+};
+
+// X [n, dim]: scratch, as for Classifier::fit; y: n labels. std::invalid_argument when the
+// lists and cv_folds disagree; otherwise what Classifier::fit, cross_validate and
+// fit_sigmoids throw.
+Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& plan, cae::Device device,
+              const TrainProgress& progress = {});
+
+// The training labels before any work: fails naming `data_name` when they hold fewer than two
+// classes; warns naming the classes of class_names that they lack (the model can never
+// predict those).
+void check_training_classes(const int32_t* y, int64_t n, const std::vector<std::string>& class_names,
+                            const std::string& data_name);
+
+// svm-fit --class-weight. "none": no weights. "balanced": w_c = n / (k · n_c) over the n
+// labels, k of them distinct (scikit-learn's class_weight='balanced'). "NAME:W,NAME:W,...":
+// NAME a class name of class_names or a label number, W a finite number > 0; classes not
+// named weigh 1. cae::UsageError on anything else.
+ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, int64_t n,
+                                   const std::vector<std::string>& class_names);
+
+// The log lines of a finished search: every pair's accuracy, then the best one (`rows`: how
+// many rows the refit sees).
+void log_model_selection(const ModelSelection& s, int64_t rows);
+
+// svm-fit's account of a train() call: the log lines of its steps (search, table,
+// probabilities, the final fit's settings) and a progress bar for each (drawn on a terminal
+// only). `images`: the first of plan.views blocks of labels in y; `world`: the ranks of the
+// group (the bar counts rank 0's pairs).
+class TrainReporter {
+ public:
+  TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t images, int dim, int world, cae::Device device);
+  TrainReporter(const TrainReporter&) = delete;  // progress() points into this object
+  TrainReporter& operator=(const TrainReporter&) = delete;
+  const TrainProgress& progress() const { return progress_; }
+  void finish();  // after train()
+
+ private:
+  TrainProgress progress_;
+  std::unique_ptr<cae::ProgressBar> fit_bar_, cv_bar_, probability_bar_;
+  uint64_t seed_;
+};
+
+// What svm-fit says when the model is written: the log line, and the --json summary it
+// returns (the model's numbers, its search's, and these).
+struct FitSummary {
+  std::string output, augment;
+  int64_t n_images = 0;
+  double read_seconds = 0, seconds = 0;
+  cae::Device device = cae::Device::cpu;
+  double probability_seconds = 0;
+};
+std::string report_fit(const Classifier& clf, const FitSummary& s);
+
+}  // namespace svm
