@@ -46,6 +46,7 @@ struct Rows {
   ae::FeatureSplit s;
   std::vector<std::string> names;
   std::string encoder_sha256;
+  std::string what = "its rows";  // names the rows in messages: "/test/features" of an HDF5 file
 };
 
 Rows read_rows(const Options& opt, const std::string& file, svm::Classifier& clf, int64_t& n) {
@@ -54,7 +55,8 @@ Rows read_rows(const Options& opt, const std::string& file, svm::Classifier& clf
   if (svm::is_libsvm_text(file)) {
     if (tta) throw cae::UsageError("--tta flip needs an HDF5 features file with /SPLIT/features_flip");
     svm::LibsvmData d = svm::read_libsvm_data(file, clf.file().class_names, clf.n_features());
-    if (d.dim > clf.n_features() && svm::is_libsvm_text(opt.model)) clf = svm::load_classifier(opt.model, opt.libsvm_range, d.dim);
+    if (d.dim > clf.n_features() && svm::is_libsvm_text(opt.model))
+      clf = svm::load_classifier(opt.model, opt.libsvm_range, d.dim);
     n = opt.limit > 0 ? std::min(opt.limit, d.n) : d.n;
     rows.s.X.assign(d.X.begin(), d.X.begin() + n * d.dim);
     rows.s.labels.assign(d.labels.begin(), d.labels.begin() + n);
@@ -74,6 +76,7 @@ Rows read_rows(const Options& opt, const std::string& file, svm::Classifier& clf
   rows.s.dim = reader.dim(opt.split);
   rows.names = reader.class_names();
   rows.encoder_sha256 = reader.encoder_sha256();
+  rows.what = "/" + opt.split + "/features";
   if (reader.plain()) cae::log_info("%s is a plain features file: no encoder hash, so no encoder check", file.c_str());
   return rows;
 }
@@ -107,8 +110,8 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   ae::FeatureSplit& s = rows.s;
   const int D = s.dim;
   if (D != clf.n_features())
-    cae::fail_file(file, "has " + std::to_string(D) + " features per row, but " + opt.model + " was trained on " +
-                             std::to_string(clf.n_features()));
+    cae::fail_file(file, rows.what + " has " + std::to_string(D) + " features per row, but " + opt.model +
+                             " was trained on " + std::to_string(clf.n_features()));
   // Features of another encoder would be classified without complaint (same width) and
   // wrongly: the files carry the encoder's hash, so compare them.
   const std::string trained_on = clf.file().encoder_sha256, encoded_by = rows.encoder_sha256;
@@ -120,7 +123,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
     if (c < 0 || c >= static_cast<int>(rows.names.size()))
       cae::fail_file(opt.model, "class " + std::to_string(c) + " is not one of the " +
                                     std::to_string(rows.names.size()) + " classes of " + file);
-  if (n == 0) cae::fail_file(file, "/" + opt.split + "/features has no rows");
+  if (n == 0) cae::fail_file(file, rows.what + " has no rows");
   const bool tta = opt.tta == "flip";
   const double read_s = clock.seconds();
   phase.emplace(cae::Phase::compute);
@@ -155,23 +158,18 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   group.finish();
   phase.reset();
 
-  cae::log_info("%s: accuracy %.2f %% (%lld of %lld), macro-F1 %.4f, %lld support vectors, predict %.2f s, total %.2f s "
-                "(read %.2f s), %s",
-                opt.test.empty() ? (opt.split + " split of " + file + (tta ? " (tta flip)" : "")).c_str() : file.c_str(),
-                100 * e.report.accuracy, static_cast<long long>(e.correct), static_cast<long long>(n),
-                e.report.macro_f1, static_cast<long long>(run.n_sv), run.predict_seconds, run.seconds, read_s,
-                run.device.c_str());
+  cae::log_info(
+      "%s: accuracy %.2f %% (%lld of %lld), macro-F1 %.4f, %lld support vectors, predict %.2f s, total %.2f s "
+      "(read %.2f s), %s",
+      opt.test.empty() ? (opt.split + " split of " + file + (tta ? " (tta flip)" : "")).c_str() : file.c_str(),
+      100 * e.report.accuracy, static_cast<long long>(e.correct), static_cast<long long>(n), e.report.macro_f1,
+      static_cast<long long>(run.n_sv), run.predict_seconds, run.seconds, read_s, run.device.c_str());
   if (e.has_probabilities()) cae::log_info("log-loss %.4f (probabilities from the model's pair sigmoids)", e.log_loss);
   if (!cae::is_quiet()) fputs(svm::eval_table(e).c_str(), stderr);
   cae::JsonObject json;
-  json.add("tool", kInfo.name).add("output", common.output).add("split", opt.split).add("tta", opt.tta);
-  svm::add_eval_json(json, e);
-  json.add("n_sv", run.n_sv)
-      .add("predict_seconds", run.predict_seconds)
-      .add("seconds", run.seconds)
-      .add_raw("phases", cae::phases_json())
-      .add("device", run.device);
-  cae::emit_json(common, json.str());
+  json.add("tool", kInfo.name).add("output", common.output);
+  svm::add_eval_json(json, e, run);
+  cae::emit_json(common, json.add_raw("phases", cae::phases_json()).str());
 }
 
 }  // namespace

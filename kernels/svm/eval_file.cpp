@@ -1,6 +1,7 @@
 #include "kernels/svm/eval_file.h"
 
 #include <cmath>
+#include <utility>
 
 #include "common/log.h"
 
@@ -46,32 +47,33 @@ void write_eval_file(cae::Hdf5Writer& w, const Evaluation& e, const EvalRun& run
     w.set_attr("/", "top_k", ks);
     w.set_attr("/", "top_k_accuracy", accuracies);
   }
-  w.set_attr("/", "accuracy", e.report.accuracy);
+  const std::pair<const char*, double> numbers[] = {{"accuracy", e.report.accuracy},
+                                                     {"macro_precision", e.report.macro_precision},
+                                                     {"macro_recall", e.report.macro_recall},
+                                                     {"macro_f1", e.report.macro_f1},
+                                                     {"weighted_f1", e.report.weighted_f1},
+                                                     {"balanced_accuracy", e.report.balanced_accuracy},
+                                                     {"seconds", run.seconds},
+                                                     {"predict_seconds", run.predict_seconds}};
+  for (const auto& [key, value] : numbers) w.set_attr("/", key, value);
   w.set_attr("/", "per_class_accuracy", e.per_class_accuracy);
-  w.set_attr("/", "macro_precision", e.report.macro_precision);
-  w.set_attr("/", "macro_recall", e.report.macro_recall);
-  w.set_attr("/", "macro_f1", e.report.macro_f1);
-  w.set_attr("/", "weighted_f1", e.report.weighted_f1);
-  w.set_attr("/", "balanced_accuracy", e.report.balanced_accuracy);
   w.set_attr("/", "class_names", e.class_names);
-  w.set_attr("/", "split", run.split);
-  w.set_attr("/", "tta", run.tta);
-  w.set_attr("/", "seconds", run.seconds);
-  w.set_attr("/", "predict_seconds", run.predict_seconds);
-  w.set_attr("/", "device", run.device);
   w.set_attr("/", "n_sv", run.n_sv);
+  const std::pair<const char*, std::string> texts[] = {{"split", run.split}, {"tta", run.tta}, {"device", run.device}};
+  for (const auto& [key, value] : texts) w.set_attr("/", key, value);
 }
 
-void add_eval_json(cae::JsonObject& json, const Evaluation& e) {
+void add_eval_json(cae::JsonObject& json, const Evaluation& e, const EvalRun& run) {
   std::string conf = "[", names = "[", support = "[";
   for (int t = 0; t < e.K; ++t) {
     conf += t ? ",[" : "[";
-    for (int c = 0; c < e.K; ++c) conf += (c ? "," : "") + std::to_string(e.confusion[static_cast<size_t>(t) * e.K + c]);
+    for (int c = 0; c < e.K; ++c)
+      conf += (c ? "," : "") + std::to_string(e.confusion[static_cast<size_t>(t) * e.K + c]);
     conf += "]";
     names += (t ? "," : "") + cae::json_escape(e.class_names[t]);
     support += (t ? "," : "") + std::to_string(e.report.per_class[t].support);
   }
-  json.add("n", e.n)
+  json.add("split", run.split).add("tta", run.tta).add("n", e.n)
       .add("correct", e.correct)
       .add("accuracy", e.report.accuracy)
       .add_raw("per_class_accuracy", json_array(e.per_class_accuracy))
@@ -93,6 +95,10 @@ void add_eval_json(cae::JsonObject& json, const Evaluation& e) {
       top += (i ? ",\"" : "\"") + std::to_string(e.top_k[i].first) + "\":" + cae::json_number(e.top_k[i].second);
     json.add_raw("top_k_accuracy", top + "}");
   }
+  json.add("n_sv", run.n_sv)
+      .add("predict_seconds", run.predict_seconds)
+      .add("seconds", run.seconds)
+      .add("device", run.device);
 }
 
 std::string eval_table(const Evaluation& e) {

@@ -27,10 +27,10 @@ struct EvalRun {
 // top_k / top_k_accuracy, log_loss, ...). Format and provenance are the caller's.
 void write_eval_file(cae::Hdf5Writer& w, const Evaluation& e, const EvalRun& run);
 
-// The numbers of --json: n, correct, accuracy, per_class_accuracy, class_names, confusion,
-// per-class precision/recall/f1/support, the macro averages, balanced accuracy, top-k,
-// log_loss.
-void add_eval_json(cae::JsonObject& json, const Evaluation& e);
+// The fields of svm-eval --json: split, tta, n, correct, accuracy, per_class_accuracy,
+// class_names, confusion, per-class precision/recall/f1/support, the macro averages,
+// balanced accuracy, top-k, log_loss, n_sv, the seconds and the device.
+void add_eval_json(cae::JsonObject& json, const Evaluation& e, const EvalRun& run);
 
 // The per-class table (accuracy, n, precision, recall, F1, the confusion row) and the
 // averages below it.

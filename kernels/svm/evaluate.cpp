@@ -64,7 +64,8 @@ std::vector<std::vector<ClassScore>> ranked_classes(const Classifier& clf, const
   const std::vector<int>& classes = clf.model().classes;
   const int k = static_cast<int>(classes.size());
   std::vector<std::vector<ClassScore>> out(static_cast<size_t>(n));
-  const std::vector<double> prob = clf.has_probability() ? clf.probabilities(decision_values, n) : std::vector<double>();
+  const std::vector<double> prob =
+      clf.has_probability() ? clf.probabilities(decision_values, n) : std::vector<double>();
   const int pairs = clf.model().n_pairs();
   for (int64_t r = 0; r < n; ++r) {
     std::vector<double> score(static_cast<size_t>(k), 0.0);
@@ -77,7 +78,8 @@ std::vector<std::vector<ClassScore>> ranked_classes(const Classifier& clf, const
         for (int b = a + 1; b < k; ++b, ++p) score[dec[p] > 0 ? a : b] += 1;
     }
     for (int c = 0; c < k; ++c) out[r].push_back({classes[c], score[c]});
-    std::stable_sort(out[r].begin(), out[r].end(), [](const ClassScore& x, const ClassScore& y) { return x.value > y.value; });
+    std::stable_sort(out[r].begin(), out[r].end(),
+                     [](const ClassScore& x, const ClassScore& y) { return x.value > y.value; });
   }
   return out;
 }

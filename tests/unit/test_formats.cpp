@@ -5,8 +5,8 @@
 #include <libsvm/svm.h>
 #include <unistd.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iomanip>
 #include <random>
@@ -54,7 +54,8 @@ Cloud make_cloud(int n, int dim, int classes, unsigned seed) {
   for (int i = 0; i < n; ++i) {
     const int k = static_cast<int>(rng() % classes);
     c.y.push_back(k);
-    for (int f = 0; f < dim; ++f) c.X[static_cast<size_t>(i) * dim + f] = static_cast<float>(centres[k * dim + f] + normal(rng));
+    for (int f = 0; f < dim; ++f)
+      c.X[static_cast<size_t>(i) * dim + f] = static_cast<float>(centres[k * dim + f] + normal(rng));
   }
   return c;
 }
@@ -268,8 +269,8 @@ TEST(FormatsLibsvmModel, ImportedLibsvmModelPredictsAsLibsvm) {
   Cloud c = make_cloud(360, 5, 4, 4);
   for (int i = 0; i < 4; ++i) c.y[i] = i;  // first seen: classes 0, 1, 2, 3
   const int64_t n_train = 260, n_test = c.n - n_train;
-  for (const auto& [label_of, tolerance] : {std::make_pair(std::vector<int>{12, 5, 0, -3}, 1e-2),
-                                             std::make_pair(std::vector<int>{-3, 0, 5, 12}, 1e-5)}) {
+  for (const auto& [label_of, tolerance] :
+       {std::make_pair(std::vector<int>{12, 5, 0, -3}, 1e-2), std::make_pair(std::vector<int>{-3, 0, 5, 12}, 1e-5)}) {
     std::vector<std::vector<svm_node>> rows;
     std::vector<svm_node*> ptrs;
     std::vector<double> y;
@@ -393,7 +394,8 @@ TEST(FormatsMetrics, TopKAndLogLossByHand) {
   EXPECT_DOUBLE_EQ(svm::top_k_accuracy(prob.data(), y.data(), 3, 3, 1), 0.0);
   EXPECT_DOUBLE_EQ(svm::top_k_accuracy(prob.data(), y.data(), 3, 3, 2), 2.0 / 3);
   EXPECT_DOUBLE_EQ(svm::top_k_accuracy(prob.data(), y.data(), 3, 3, 3), 1.0);
-  EXPECT_NEAR(svm::log_loss(prob.data(), y.data(), 3, 3), (-std::log(0.3) - std::log(0.4) - std::log(1e-15)) / 3, 1e-12);
+  EXPECT_NEAR(svm::log_loss(prob.data(), y.data(), 3, 3), (-std::log(0.3) - std::log(0.4) - std::log(1e-15)) / 3,
+              1e-12);
   const std::vector<int32_t> pred = {0, 1, 0};
   EXPECT_NEAR(svm::score(svm::Scoring::log_loss, y.data(), pred.data(), prob.data(), 3, 3),
               -svm::log_loss(prob.data(), y.data(), 3, 3), 0);
