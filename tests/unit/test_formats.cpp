@@ -204,6 +204,18 @@ TEST(FormatsLibsvmData, MalformedLinesAreRefusedWithTheirNumber) {
       EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << e.what();
     }
   }
+  // A few hundred bytes whose dense matrix would take 430 GB: refused before allocating.
+  const std::string wide = dir.file("wide");
+  {
+    std::ofstream out(wide);
+    for (int r = 0; r < 100; ++r) out << (r % 2) << " 1073741823:1\n";
+  }
+  try {
+    svm::read_libsvm_data(wide);
+    ADD_FAILURE() << "a 100 x 1073741823 dense matrix was allocated";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than half of this machine's memory"), std::string::npos) << e.what();
+  }
   EXPECT_TRUE(svm::is_libsvm_text(dir.file("bad0")));
   const std::string h5 = dir.file("x.h5");
   {
