@@ -47,7 +47,7 @@ PY
 }
 
 @test "svm-eval's metrics equal scikit-learn's classification_report, balanced accuracy, top-k, log-loss" {
-  "$PYTHON" "$CHECK" make-plain "$TMP/plain.h5" --seed 3
+  "$PYTHON" "$CHECK" make-plain "$TMP/plain.h5" --seed 3 --noise 3  # overlapping: mistakes in every class
   "$BIN/svm-fit" -q --probability --features "$TMP/plain.h5" -o "$TMP/svm.h5"
   "$BIN/svm-eval" -q --model "$TMP/svm.h5" --features "$TMP/plain.h5" -o "$TMP/eval.h5"
   run "$PYTHON" "$CHECK" check-metrics --eval "$TMP/eval.h5"

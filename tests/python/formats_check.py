@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Inputs and checks for tests/bats/formats.bats (docs/FORMATS.md: plain features, libsvm).
 
-  formats_check.py make-plain OUT [--dtype float64] [--names] [--seed S]
+  formats_check.py make-plain OUT [--dtype float64] [--names] [--seed S] [--noise X]
       A plain features file as a user writes it with h5py: /train and /test features
       [N, D] and int64 labels, no format attribute, no provenance; --names adds class_names.
 
@@ -28,15 +28,15 @@ import h5py
 import numpy as np
 
 
-def cloud(rng, n, dim, k):
+def cloud(rng, n, dim, k, noise=1.0):
     centres = rng.normal(0, 1.2, (k, dim))
     y = rng.integers(0, k, n)
-    return (centres[y] + rng.normal(0, 1.0, (n, dim))), y
+    return (centres[y] + rng.normal(0, noise, (n, dim))), y
 
 
 def make_plain(a):
     rng = np.random.default_rng(a.seed)
-    x, y = cloud(rng, 700, 12, 4)
+    x, y = cloud(rng, 700, 12, 4, a.noise)
     with h5py.File(a.out, "w") as f:
         f["/train/features"] = x[:500].astype(a.dtype)
         f["/train/labels"] = y[:500].astype(np.int64)
@@ -152,6 +152,7 @@ def main():
     s.add_argument("--dtype", default="float64")
     s.add_argument("--names", action="store_true")
     s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--noise", type=float, default=1.0, help="spread of each class around its centre")
     s = sub.add_parser("make-libsvm")
     s.add_argument("train")
     s.add_argument("test")
