@@ -408,6 +408,24 @@ void Hdf5Reader::check_type(const std::string& name, hid_t want, const char* wan
   shape(name);  // the claimed shape is backed by stored data (read_rows does not go through shape())
 }
 
+void Hdf5Reader::check_kind(const std::string& name, hid_t want) const {
+  Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+  if (!ds.ok()) fail_file(path_, name + " is missing");
+  Handle t(H5Dget_type(ds.get()));
+  const H5T_class_t cls = H5Tget_class(t.get());
+  if (cls != H5Tget_class(want))
+    fail_file(path_, name + " has dtype " + type_name(t.get()) + ", expected " +
+                         (H5Tget_class(want) == H5T_FLOAT ? "float32 or float64" : "an integer type"));
+  shape(name);  // the claimed shape is backed by stored data
+}
+
+std::string Hdf5Reader::dtype(const std::string& name) const {
+  Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+  if (!ds.ok()) fail_file(path_, name + " is missing");
+  Handle t(H5Dget_type(ds.get()));
+  return type_name(t.get());
+}
+
 namespace {
 
 // True when the stored bytes are exactly what H5Dread would hand back in `mem_type` (same
@@ -656,24 +674,16 @@ namespace {
 std::string a_or_an(const std::string& name) {
   return (!name.empty() && std::strchr("aeiouAEIOU", name[0]) ? "an " : "a ") + name;
 }
-// The tool that writes each format, so an error can say how to make the file it expected.
-const char* writer_of(const std::string& format) {
-  static const std::pair<const char*, const char*> tools[] = {
-      {"image-dataset", "cifar-convert"}, {"cifar10-dataset", "cifar-convert"}, {"ae-model", "ae-train"},
-      {"ae-features", "ae-encode"},       {"svm-model", "svm-fit"},             {"svm-eval", "svm-eval"}};
-  for (const auto& t : tools)
-    if (format == t.first) return t.second;
-  return nullptr;
-}
 }  // namespace
 
-void Hdf5Reader::require_format(const std::string& format, int max_version) const {
+void Hdf5Reader::require_format(const std::string& format, const std::string& written_by, int max_version) const {
   if (!has_attr("/", "format"))
     fail_file(path_, "not " + a_or_an(format) + " file (no 'format' attribute)" +
-                         (writer_of(format) ? std::string("; ") + writer_of(format) + " writes those" : ""));
+                         (written_by.empty() ? "" : "; " + written_by + " writes those"));
   std::string got = attr_string("/", "format");
-  if (got != format) fail_file(path_, "is " + a_or_an(got) + " file, expected " + format +
-                                        (writer_of(format) ? std::string(", which ") + writer_of(format) + " writes" : ""));
+  if (got != format)
+    fail_file(path_, "is " + a_or_an(got) + " file, expected " + format +
+                         (written_by.empty() ? "" : ", which " + written_by + " writes"));
   if (has_attr("/", "format_version")) {
     int64_t v = attr_int("/", "format_version");
     if (v < 1 || v > max_version)

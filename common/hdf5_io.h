@@ -101,6 +101,14 @@ class Hdf5Reader {
   // Reads rows [row0, row0+rows) of a dataset whose type is exactly T.
   template <typename T>
   void read_rows(const std::string& name, uint64_t row0, uint64_t rows, T* out) const;
+  // Rows [row0, row0+rows) of a dataset of T's kind (any integer type into an integer T, any
+  // float type into a float T), converted by HDF5 while it reads: a plain feature file's
+  // float64 features become float32, its int16 or int64 labels int64. Throws when the kinds
+  // differ (a float dataset is never read as integers).
+  template <typename T>
+  void read_rows_converting(const std::string& name, uint64_t row0, uint64_t rows, T* out) const;
+  // The stored element type as H5Type names it ("float64", "uint8", "string", ...).
+  std::string dtype(const std::string& name) const;
   // Throws "<file>: <name> has shape X, expected Y" / "... is missing".
   Shape require(const std::string& name, const Shape& expect) const;
 
@@ -113,11 +121,14 @@ class Hdf5Reader {
   std::vector<int64_t> attr_ints(const std::string& obj, const std::string& key) const;
   std::vector<std::string> attr_strings(const std::string& obj, const std::string& key) const;
 
-  // Checks the root `format` attribute (and that format_version is supported).
-  void require_format(const std::string& format, int max_version = 1) const;
+  // Checks the root `format` attribute (and that format_version is supported). `written_by`:
+  // the tool that writes such files, named in the error so that it says how to make one
+  // (each format's reader knows its writer; "" names none).
+  void require_format(const std::string& format, const std::string& written_by = "", int max_version = 1) const;
 
  private:
   void check_type(const std::string& name, hid_t want, const char* want_name) const;
+  void check_kind(const std::string& name, hid_t want) const;  // same class (integer or float) as `want`
   void read_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, void* out) const;
   // Fast paths of read_raw for the layouts the toolkit writes; false = not handled here
   // (read_raw then calls H5Dread). Both need the stored type to equal `type` exactly.
@@ -158,6 +169,11 @@ std::vector<T> Hdf5Reader::read(const std::string& name, const Shape& expect) co
 template <typename T>
 void Hdf5Reader::read_rows(const std::string& name, uint64_t row0, uint64_t rows, T* out) const {
   check_type(name, H5Type<T>::id(), H5Type<T>::name());
+  if (rows) read_raw(name, H5Type<T>::id(), row0, rows, out);
+}
+template <typename T>
+void Hdf5Reader::read_rows_converting(const std::string& name, uint64_t row0, uint64_t rows, T* out) const {
+  check_kind(name, H5Type<T>::id());
   if (rows) read_raw(name, H5Type<T>::id(), row0, rows, out);
 }
 

@@ -1,8 +1,8 @@
-// svm-eval: predict a features split with an svm-fit model; accuracy and confusion matrix.
+// svm-eval: predict a features split with an svm-fit (or libsvm) model; accuracy, confusion
+// matrix and per-class metrics.
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -18,18 +18,21 @@
 #include "common/provenance.h"
 #include "common/timer.h"
 #include "kernels/ae/features_reader.h"
-#include "kernels/svm/classifier.h"
+#include "kernels/svm/eval_file.h"
+#include "kernels/svm/evaluate.h"
 #include "kernels/svm/group_fit.h"
+#include "kernels/svm/libsvm_format.h"
 
 namespace {
 
-const cae::ToolInfo kInfo{"svm-eval", "classify encoder features with an svm-fit model; accuracy and confusion matrix",
+const cae::ToolInfo kInfo{"svm-eval", "classify features with an svm-fit model; accuracy, confusion matrix, metrics",
                           "svm-eval --model data/svm.h5 --features data/features.h5 --split test -o data/eval.h5\n"
-                          "  svm-eval --model data/svm.h5 --features data/features.h5 --tta flip -o data/eval.h5", true,
-                          true, "try --limit, or --device cpu"};
+                          "  svm-eval --model data/svm.h5 --features data/features.h5 --tta flip -o data/eval.h5\n"
+                          "  svm-eval --model a1a.model --libsvm-range a1a.range --test a1a.t -o eval.h5",
+                          true, true, "try --limit, or --device cpu"};
 
 struct Options {
-  std::string model, features, split = "test", tta = "none", export_data;
+  std::string model, features, test, split = "test", tta = "none", export_data, libsvm_range;
   bool decision_values = false;
   bool allow_mismatch = false;
   int64_t limit = 0;
@@ -37,43 +40,61 @@ struct Options {
   cae::GroupOptions group;
 };
 
-std::string json_array(const std::vector<double>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + cae::json_number(v[i]);
-  return s + "]";
-}
+// The rows to classify, from an HDF5 features file (ae-features or plain) or libsvm text;
+// clf is (re)loaded over their width where it is a libsvm model.
+struct Rows {
+  ae::FeatureSplit s;
+  std::vector<std::string> names;
+  std::string encoder_sha256;
+  std::string what = "its rows";  // names the rows in messages: "/test/features" of an HDF5 file
+};
 
-void print_table(const std::vector<std::string>& names, const std::vector<int64_t>& confusion, int K) {
-  if (cae::is_quiet()) return;
-  std::string s = "class        accuracy      n   predicted as:\n             ";
-  s += "                    ";
-  for (int c = 0; c < K; ++c) s += cae::strprintf(" %5.5s", names[c].c_str());
-  s += "\n";
-  for (int t = 0; t < K; ++t) {
-    int64_t row = 0;
-    for (int c = 0; c < K; ++c) row += confusion[t * K + c];
-    std::string acc = row ? cae::strprintf("%6.2f %%", 100.0 * confusion[t * K + t] / row) : std::string("     -  ");
-    s += cae::strprintf("%-12.12s %s %6lld   ", names[t].c_str(), acc.c_str(), static_cast<long long>(row));
-    for (int c = 0; c < K; ++c) s += cae::strprintf(" %5lld", static_cast<long long>(confusion[t * K + c]));
-    s += "\n";
+Rows read_rows(const Options& opt, const std::string& file, svm::Classifier& clf, int64_t& n) {
+  Rows rows;
+  const bool tta = opt.tta == "flip";
+  if (svm::is_libsvm_text(file)) {
+    if (tta) throw cae::UsageError("--tta flip needs an HDF5 features file with /SPLIT/features_flip");
+    svm::LibsvmData d = svm::read_libsvm_data(file, clf.file().class_names, clf.n_features());
+    if (d.dim > clf.n_features() && svm::is_libsvm_text(opt.model))
+      clf = svm::load_classifier(opt.model, opt.libsvm_range, d.dim);
+    n = opt.limit > 0 ? std::min(opt.limit, d.n) : d.n;
+    rows.s.X.assign(d.X.begin(), d.X.begin() + n * d.dim);
+    rows.s.labels.assign(d.labels.begin(), d.labels.begin() + n);
+    rows.s.n = n;
+    rows.s.dim = d.dim;
+    rows.names = d.class_names;
+    return rows;
   }
-  fputs(s.c_str(), stderr);
+  ae::FeaturesReader reader(file);
+  const int64_t available = reader.count(opt.split);
+  if (svm::is_libsvm_text(opt.model)) clf = svm::load_classifier(opt.model, opt.libsvm_range, reader.dim(opt.split));
+  n = opt.limit > 0 ? std::min(opt.limit, available) : available;
+  if (tta && !reader.has_flipped(opt.split))
+    cae::fail_file(file, "/" + opt.split + "/features_flip is missing: --tta flip needs the features of the "
+                         "mirrored images (run ae-encode --flip)");
+  if (n > 0) rows.s = tta ? reader.read_augmented(opt.split, n) : reader.read(opt.split, n);
+  rows.s.dim = reader.dim(opt.split);
+  rows.names = reader.class_names();
+  rows.encoder_sha256 = reader.encoder_sha256();
+  rows.what = "/" + opt.split + "/features";
+  if (reader.plain()) cae::log_info("%s is a plain features file: no encoder hash, so no encoder check", file.c_str());
+  return rows;
 }
 
 void evaluate(const Options& opt, const cae::CommonOptions& common) {
   if (opt.limit < 0) throw cae::UsageError("--limit must be >= 0");
+  if (opt.features.empty() == opt.test.empty()) throw cae::UsageError("give one of --features and --test");
+  const std::string file = opt.test.empty() ? opt.features : opt.test;
   const cae::Device device = cae::resolve_device(common.device);
   if (opt.group.launch > 0) {
-    cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output,
-                              /*share_cores=*/true);
+    cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output, /*share_cores=*/true);
     return;
   }
   // A rank of a group: the decision values of its slice of the rows; rank 0 writes.
   cae::GroupRank me(opt.group, common.output);
-  const cae::GroupPlace& place = me.place;
   cae::GroupExchange& group = me.exchange;
   const bool lead = group.lead();
-  if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
+  if (me.place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(me.place.local_rank);
   svm::set_cpu_threads(opt.threads);
   if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   cae::Stopwatch clock;
@@ -82,112 +103,53 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   if (lead && !opt.export_data.empty()) data_out = std::make_unique<cae::AtomicOutput>(opt.export_data);
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
-  const svm::Classifier clf = svm::Classifier::load(opt.model);
-  const svm::Model& m = clf.model();
-  ae::FeaturesReader reader(opt.features);  // (both refuse what is not a regular HDF5 file first)
-  cae::BackgroundHashes hashes({opt.model, opt.features});
-  const int64_t available = reader.count(opt.split);
-  const int D = reader.dim(opt.split);
+  svm::Classifier clf = svm::load_classifier(opt.model, opt.libsvm_range);
+  cae::BackgroundHashes hashes({opt.model, file});
+  int64_t n = 0;
+  Rows rows = read_rows(opt, file, clf, n);
+  ae::FeatureSplit& s = rows.s;
+  const int D = s.dim;
   if (D != clf.n_features())
-    cae::fail_file(opt.features, "/" + opt.split + "/features has " + std::to_string(D) + " features per row, but " +
-                                     opt.model + " was trained on " + std::to_string(clf.n_features()));
+    cae::fail_file(file, rows.what + " has " + std::to_string(D) + " features per row, but " + opt.model +
+                             " was trained on " + std::to_string(clf.n_features()));
   // Features of another encoder would be classified without complaint (same width) and
   // wrongly: the files carry the encoder's hash, so compare them.
-  const std::string trained_on = clf.file().encoder_sha256, encoded_by = reader.encoder_sha256();
+  const std::string trained_on = clf.file().encoder_sha256, encoded_by = rows.encoder_sha256;
   if (!trained_on.empty() && !encoded_by.empty() && trained_on != encoded_by && !opt.allow_mismatch)
-    cae::fail_file(opt.features, "was encoded by another model (sha256 " + encoded_by.substr(0, 12) + "…) than the one " +
-                                     opt.model + " was trained on (" + trained_on.substr(0, 12) +
-                                     "…); encode with that model, or pass --allow-mismatch");
-  const std::vector<std::string> names = reader.class_names();
-  const int K = static_cast<int>(names.size());
-  for (int c : m.classes)
-    if (c < 0 || c >= K)
-      cae::fail_file(opt.model, "class " + std::to_string(c) + " is not one of the " + std::to_string(K) +
-                                    " classes of " + opt.features);
-  const int64_t n = opt.limit > 0 ? std::min(opt.limit, available) : available;
-  if (n == 0) cae::fail_file(opt.features, "/" + opt.split + "/features has no rows");
-  // --tta flip: the n rows, then their n mirrors, in one buffer; each image's decision values
-  // are the mean of its two rows'.
+    cae::fail_file(file, "was encoded by another model (sha256 " + encoded_by.substr(0, 12) + "…) than the one " +
+                             opt.model + " was trained on (" + trained_on.substr(0, 12) +
+                             "…); encode with that model, or pass --allow-mismatch");
+  for (int c : clf.model().classes)
+    if (c < 0 || c >= static_cast<int>(rows.names.size()))
+      cae::fail_file(opt.model, "class " + std::to_string(c) + " is not one of the " +
+                                    std::to_string(rows.names.size()) + " classes of " + file);
+  if (n == 0) cae::fail_file(file, rows.what + " has no rows");
   const bool tta = opt.tta == "flip";
-  const int views = tta ? 2 : 1;
-  if (tta && !reader.has_flipped(opt.split))
-    cae::fail_file(opt.features, "/" + opt.split + "/features_flip is missing: --tta flip needs the features of the "
-                                 "mirrored images (run ae-encode --flip)");
-  ae::FeatureSplit s = tta ? reader.read_augmented(opt.split, n) : reader.read(opt.split, n);
   const double read_s = clock.seconds();
   phase.emplace(cae::Phase::compute);
 
   cae::Stopwatch predict_clock;
   // Scaled rows are what libsvm's svm-predict reads with the exported model, so the export
-  // sits between the two halves of decision_values.
-  clf.scale(s.X.data(), n * views);
-  // The originals only: libsvm's svm-predict has no test-time augmentation.
+  // sits between the two halves of decision_values; the originals only (svm-predict has no
+  // test-time augmentation).
+  clf.scale(s.X.data(), s.n);
   if (data_out) svm::write_libsvm_data(*data_out, s.X.data(), s.labels.data(), n, D);
-  const std::vector<double> dec = svm::decision_values_on_group(clf, s.X.data(), n, views, device, group);
+  const std::vector<double> dec = svm::decision_values_on_group(clf, s.X.data(), n, tta ? 2 : 1, device, group);
   if (!lead) {  // its rows' values are with rank 0, which writes the evaluation
     group.finish();
     return;
   }
   s.labels.resize(static_cast<size_t>(n));
-  const std::vector<int32_t> pred = clf.vote(dec, n);
-  const int pairs = m.n_pairs();
-  // Probabilities (a model fitted with --probability), from the decision values voted on —
-  // with --tta flip, the averages. Stored with a column per class of the features file, so
-  // column c is class c as in /confusion; a class the model never saw has probability 0.
-  std::vector<double> prob;
-  double log_loss = std::nan("");
-  if (clf.has_probability()) {
-    const std::vector<double> pk = clf.probabilities(dec, n);
-    const size_t km = m.classes.size();
-    prob.assign(static_cast<size_t>(n) * K, 0.0);
-    double sum = 0;
-    for (int64_t r = 0; r < n; ++r) {
-      for (size_t c = 0; c < km; ++c) prob[static_cast<size_t>(r) * K + m.classes[c]] = pk[r * km + c];
-      // scikit-learn's log_loss clips p to [1e-15, 1 - 1e-15]: a confident mistake costs
-      // -log(1e-15) = 34.5, not infinity.
-      sum -= std::log(std::clamp(prob[static_cast<size_t>(r) * K + s.labels[r]], 1e-15, 1 - 1e-15));
-    }
-    log_loss = sum / static_cast<double>(n);
-  }
-  const double predict_s = predict_clock.seconds();
-
-  std::vector<int64_t> confusion(static_cast<size_t>(K) * K, 0);
-  int64_t correct = 0;
-  for (int64_t r = 0; r < n; ++r) {
-    ++confusion[static_cast<size_t>(s.labels[r]) * K + pred[r]];
-    correct += s.labels[r] == pred[r];
-  }
-  const double accuracy = n ? static_cast<double>(correct) / static_cast<double>(n) : std::nan("");
-  std::vector<double> per_class(K);
-  for (int t = 0; t < K; ++t) {
-    int64_t row = 0;
-    for (int c = 0; c < K; ++c) row += confusion[t * K + c];
-    per_class[t] = row ? static_cast<double>(confusion[t * K + t]) / static_cast<double>(row) : std::nan("");
-  }
-  const double total_s = clock.seconds();
+  const svm::Evaluation e = svm::evaluate(clf, dec, std::move(s.labels), rows.names);
+  svm::EvalRun run{opt.split, opt.tta, cae::device_name(device), 0, predict_clock.seconds(), clf.model().n_sv(),
+                   opt.decision_values ? &dec : nullptr, clf.model().n_pairs()};
+  run.seconds = clock.seconds();
 
   const std::vector<cae::InputFile> inputs = hashes.get();
   phase.emplace(cae::Phase::write);
   {
     cae::Hdf5Writer w(out->temp_path(), common.output);
-    w.write("/predictions", pred);
-    w.write("/labels", s.labels);
-    w.write("/confusion", confusion.data(), {static_cast<uint64_t>(K), static_cast<uint64_t>(K)});
-    if (opt.decision_values)
-      w.write("/decision_values", dec.data(), {static_cast<uint64_t>(n), static_cast<uint64_t>(pairs)});
-    if (!prob.empty()) {
-      w.write("/probabilities", prob.data(), {static_cast<uint64_t>(n), static_cast<uint64_t>(K)});
-      w.set_attr("/", "log_loss", log_loss);
-    }
-    w.set_attr("/", "accuracy", accuracy);
-    w.set_attr("/", "per_class_accuracy", per_class);
-    w.set_attr("/", "class_names", names);
-    w.set_attr("/", "split", opt.split);
-    w.set_attr("/", "tta", opt.tta);
-    w.set_attr("/", "seconds", total_s);
-    w.set_attr("/", "predict_seconds", predict_s);
-    w.set_attr("/", "device", cae::device_name(device));
-    w.set_attr("/", "n_sv", m.n_sv());
+    svm::write_eval_file(w, e, run);
     cae::write_provenance(w, {"svm-eval", 1, cae::options_json(), inputs});
     w.close();
   }
@@ -196,41 +158,18 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   group.finish();
   phase.reset();
 
-  cae::log_info("%s split of %s%s: accuracy %.2f %% (%lld of %lld), %lld support vectors, predict %.2f s, total %.2f s "
-                "(read %.2f s), %s",
-                opt.split.c_str(), opt.features.c_str(), tta ? " (tta flip)" : "", 100 * accuracy,
-                static_cast<long long>(correct), static_cast<long long>(n), static_cast<long long>(m.n_sv()), predict_s,
-                total_s, read_s, cae::device_name(device));
-  if (!prob.empty()) cae::log_info("log-loss %.4f (probabilities from the model's pair sigmoids)", log_loss);
-  print_table(names, confusion, K);
-  std::string conf = "[";
-  for (int t = 0; t < K; ++t) {
-    conf += t ? ",[" : "[";
-    for (int c = 0; c < K; ++c) conf += (c ? "," : "") + std::to_string(confusion[t * K + c]);
-    conf += "]";
-  }
-  conf += "]";
-  std::string names_json = "[";
-  for (int c = 0; c < K; ++c) names_json += (c ? "," : "") + cae::json_escape(names[c]);
-  names_json += "]";
+  cae::log_info(
+      "%s: accuracy %.2f %% (%lld of %lld), macro-F1 %.4f, %lld support vectors, predict %.2f s, total %.2f s "
+      "(read %.2f s), %s",
+      opt.test.empty() ? (opt.split + " split of " + file + (tta ? " (tta flip)" : "")).c_str() : file.c_str(),
+      100 * e.report.accuracy, static_cast<long long>(e.correct), static_cast<long long>(n), e.report.macro_f1,
+      static_cast<long long>(run.n_sv), run.predict_seconds, run.seconds, read_s, run.device.c_str());
+  if (e.has_probabilities()) cae::log_info("log-loss %.4f (probabilities from the model's pair sigmoids)", e.log_loss);
+  if (!cae::is_quiet()) fputs(svm::eval_table(e).c_str(), stderr);
   cae::JsonObject json;
-  json.add("tool", kInfo.name)
-      .add("output", common.output)
-      .add("split", opt.split)
-      .add("tta", opt.tta)
-      .add("n", n)
-      .add("correct", correct)
-      .add("accuracy", accuracy)
-      .add_raw("per_class_accuracy", json_array(per_class))
-      .add_raw("class_names", names_json)
-      .add_raw("confusion", conf)
-      .add("n_sv", m.n_sv())
-      .add("predict_seconds", predict_s)
-      .add("seconds", total_s)
-      .add_raw("phases", cae::phases_json())
-      .add("device", cae::device_name(device));
-  if (!prob.empty()) json.add("log_loss", log_loss);
-  cae::emit_json(common, json.str());
+  json.add("tool", kInfo.name).add("output", common.output);
+  svm::add_eval_json(json, e, run);
+  cae::emit_json(common, json.add_raw("phases", cae::phases_json()).str());
 }
 
 }  // namespace
@@ -241,9 +180,14 @@ int main(int argc, char** argv) {
   return cae::run_tool(
       argc, argv, kInfo, common,
       [&](CLI::App& app) {
-        app.add_option("--model", opt.model, "svm-fit model file (svm-model)")->required();
-        app.add_option("--features", opt.features, "Encoder features file (ae-features)")->required();
-        app.add_option("--split", opt.split, "Which split of the features file to classify");
+        app.add_option("--model", opt.model, "svm-fit model file (svm-model), or a libsvm model (svm-train)")
+            ->required();
+        app.add_option("--features", opt.features,
+                       "Features file: ae-features, plain HDF5 (docs/FORMATS.md) or libsvm text");
+        app.add_option("--test", opt.test, "A separate test file (libsvm text, or HDF5 read at --split)");
+        app.add_option("--split", opt.split, "Which split of an HDF5 features file to classify");
+        app.add_option("--libsvm-range", opt.libsvm_range,
+                       "svm-scale -s range file: scales the features for a libsvm model as svm-scale -r would");
         cae::default_means(app.add_option("--limit", opt.limit, "Classify only the first N rows (0 = all)")
                                ->check(CLI::NonNegativeNumber),
                            "all");

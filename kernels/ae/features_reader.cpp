@@ -25,7 +25,11 @@ void unmap_huge_buffer(void* p, size_t bytes) noexcept { munmap(p, bytes); }
 }  // namespace detail
 
 FeaturesReader::FeaturesReader(const std::string& path) : h5_(path) {
-  h5_.require_format("ae-features");
+  plain_ = !h5_.has_attr("/", "format");
+  if (!plain_) h5_.require_format("ae-features", "ae-encode");
+  else if (!has_split("train") && !has_split("test"))
+    fail_file(path, "is neither an ae-features file (no 'format' attribute) nor a plain features file (no "
+                    "/train/features or /test/features); docs/FORMATS.md describes both");
   if (!h5_.has_attr("/", "latent_shape")) return;
   latent_shape_ = h5_.attr_ints("/", "latent_shape");
   bool ok = latent_shape_.size() == 3;
@@ -34,6 +38,7 @@ FeaturesReader::FeaturesReader(const std::string& path) : h5_(path) {
 }
 
 std::string FeaturesReader::encoder_sha256() const {
+  if (plain_) return "";
   if (h5_.has_attr("/", "created_by") && h5_.attr_string("/", "created_by").rfind("ae-encode", 0) != 0) return "";
   const std::vector<std::string> inputs = cae::recorded_input_hashes(h5_);
   return inputs.empty() ? std::string() : inputs[0];
@@ -63,9 +68,31 @@ int FeaturesReader::dim(const std::string& split) const {
 
 std::vector<std::string> FeaturesReader::class_names() const {
   if (h5_.has_attr("/", "class_names")) return h5_.attr_strings("/", "class_names");
+  int64_t n_classes = 10;
+  if (plain_) {
+    int64_t largest = 0;  // read_labels refuses negative labels
+    for (const char* split : {"train", "test"})
+      if (has_split(split) && h5_.has("/" + std::string(split) + "/labels"))
+        for (int64_t label : read_labels(split, count(split))) largest = std::max(largest, label);
+    n_classes = largest + 1;
+  }
   std::vector<std::string> names;
-  for (int c = 0; c < 10; ++c) names.push_back(std::to_string(c));
+  for (int64_t c = 0; c < n_classes; ++c) names.push_back(std::to_string(c));
   return names;
+}
+
+std::vector<int64_t> FeaturesReader::read_labels(const std::string& split, int64_t rows) const {
+  const std::string lab = "/" + split + "/labels";
+  if (!h5_.has(lab)) fail_file(path(), lab + " is missing: the SVM needs labelled features");
+  h5_.require(lab, {static_cast<uint64_t>(count(split))});
+  // Any integer type (HDF5 converts): ae-encode writes uint8, h5py users int64.
+  std::vector<int64_t> labels(static_cast<size_t>(rows));
+  h5_.read_rows_converting<int64_t>(lab, 0, static_cast<uint64_t>(rows), labels.data());
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] < 0)
+      fail_file(path(), lab + "[" + std::to_string(i) + "] = " + std::to_string(labels[i]) +
+                            " is negative (labels are class indices 0, 1, ...)");
+  return labels;
 }
 
 bool FeaturesReader::has_flipped(const std::string& split) const {
@@ -88,17 +115,14 @@ FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, 
   const std::string feat = "/" + split + "/features", flip = feat + "_flip", lab = "/" + split + "/labels";
   const int64_t n_all = count(split);
   const int d = dim(split);
-  if (!h5_.has(lab)) fail_file(path(), lab + " is missing: the SVM needs labelled features");
-  h5_.require(lab, {static_cast<uint64_t>(n_all)});
   if (mirrors) {
     if (!has_flipped(split))
       fail_file(path(), flip + " is missing: these features have no mirrored images (encode with ae-encode --flip)");
     h5_.require(flip, {static_cast<uint64_t>(n_all), static_cast<uint64_t>(d)});
   }
   if (rows < 0 || rows > n_all) rows = n_all;
-  std::vector<uint8_t> labels(static_cast<size_t>(rows));
-  h5_.read_rows<uint8_t>(lab, 0, static_cast<uint64_t>(rows), labels.data());
-  const size_t n_classes = class_names().size();
+  const std::vector<int64_t> labels = read_labels(split, rows);
+  const int64_t n_classes = static_cast<int64_t>(class_names().size());
   for (size_t i = 0; i < labels.size(); ++i)
     if (labels[i] >= n_classes)
       fail_file(path(), lab + "[" + std::to_string(i) + "] = " + std::to_string(labels[i]) + " is not a class 0.." +
@@ -108,10 +132,11 @@ FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, 
   s.n = rows * views;
   s.dim = d;
   s.labels.reserve(static_cast<size_t>(s.n));
-  for (int v = 0; v < views; ++v) s.labels.insert(s.labels.end(), labels.begin(), labels.end());
+  for (int v = 0; v < views; ++v)
+    for (int64_t label : labels) s.labels.push_back(static_cast<int32_t>(label));
   // dtype and stored data checked before sizing the buffer
-  if (originals) h5_.read_rows<float>(feat, 0, 0, nullptr);
-  if (mirrors) h5_.read_rows<float>(flip, 0, 0, nullptr);
+  if (originals) h5_.read_rows_converting<float>(feat, 0, 0, nullptr);
+  if (mirrors) h5_.read_rows_converting<float>(flip, 0, 0, nullptr);
   s.X.resize(static_cast<size_t>(s.n) * static_cast<size_t>(d));
   float* dst = s.X.data();
   if (originals) {
@@ -123,7 +148,10 @@ FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, 
 }
 
 void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int d, float* out) const {
-  h5_.read_rows<float>(dataset, 0, static_cast<uint64_t>(rows), out);
+  // float32 as stored (the parallel fast paths); float64 converted by HDF5 a buffer at a
+  // time, so the only full-size buffer is `out`. HDF5 turns a float64 beyond float32's
+  // range into ±Inf: refused below.
+  h5_.read_rows_converting<float>(dataset, 0, static_cast<uint64_t>(rows), out);
   // The first non-finite value, if any (NaN or Inf would poison every kernel value).
   const int64_t none = std::numeric_limits<int64_t>::max();
   int64_t bad = none;
@@ -138,7 +166,8 @@ void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int 
   }
   if (bad != none)
     fail_file(path(), dataset + " row " + std::to_string(bad / d) + " feature " + std::to_string(bad % d) + " is " +
-                          (std::isnan(out[bad]) ? "NaN" : "infinite") + " (features must be finite)");
+                          (std::isnan(out[bad]) ? "NaN" : "infinite") +
+                          " (features must be finite float32 values)");
 }
 
 }  // namespace ae

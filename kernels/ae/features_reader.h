@@ -1,8 +1,14 @@
-// Reading an encoder features file (format "ae-features", docs/FORMATS.md): what svm-fit and
-// svm-eval consume. /<split>/features [N, D] float32 with any D ≥ 1, /<split>/labels [N]
-// uint8, root class_names, and optionally the root attribute latent_shape [c, h, w] of the
-// encoder that wrote them (c·h·w = D) and /<split>/features_flip [N, D], the features of
-// the mirrored images (ae-encode --flip). The writer is kernels/ae/features_file.h.
+// Reading a features file: what svm-fit and svm-eval consume (docs/FORMATS.md). Two kinds:
+//  * "ae-features" (root attribute format), ae-encode's: /<split>/features [N, D] float32
+//    with any D ≥ 1, /<split>/labels [N], root class_names, and optionally the root
+//    attribute latent_shape [c, h, w] of the encoder that wrote them (c·h·w = D) and
+//    /<split>/features_flip [N, D], the features of the mirrored images (ae-encode --flip).
+//    The writer is kernels/ae/features_file.h.
+//  * plain (no format attribute): what a user writes with h5py — /<split>/features [N, D]
+//    float32 or float64 (read as float32), /<split>/labels [N] of any integer type, and
+//    optionally class_names; without it the classes are 0..max label over every split.
+//    No provenance, so no encoder hash: checks that need one do not apply.
+// Labels of either kind are class indices 0..K-1 of class_names.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -61,22 +67,27 @@ struct FeatureSplit {
 
 class FeaturesReader {
  public:
-  // Checks format "ae-features" and, when present, that latent_shape is three positive
-  // extents (their product is checked against each split's row width by dim()).
+  // A file with a format attribute must be "ae-features"; one without is plain. Checks,
+  // when present, that latent_shape is three positive extents (their product is checked
+  // against each split's row width by dim()).
   explicit FeaturesReader(const std::string& path);
+  // True for a plain features file (no format attribute, no provenance).
+  bool plain() const { return plain_; }
   const std::string& path() const { return h5_.path(); }
   bool has_split(const std::string& split) const;
   int64_t count(const std::string& split) const;  // rows of /<split>/features
   int dim(const std::string& split) const;        // features per row
-  std::vector<std::string> class_names() const;   // root class_names, or "0", "1", ...
+  // Root class_names, or "0", "1", ...: ten for ae-features, 1 + the largest label of any
+  // split for a plain file.
+  std::vector<std::string> class_names() const;
   // [c, h, w] of the encoder's latent, or empty when the file does not record it (files
   // written before the architecture was data).
   const std::vector<int64_t>& latent_shape() const { return latent_shape_; }
   // The sha256 of the model that encoded these features (ae-encode records it as its first
   // input), or "" for files that do not say.
   std::string encoder_sha256() const;
-  // The first `rows` rows; requires /<split>/labels (uint8, same length, < class count) and
-  // that every feature is finite, else throws "<file>: <problem>".
+  // The first `rows` rows; requires /<split>/labels (integers, same length, each in
+  // 0..class count-1) and that every feature is finite, else throws "<file>: <problem>".
   FeatureSplit read(const std::string& split, int64_t rows) const;
 
   // The mirrored images' features (ae-encode --flip): has_flipped() says whether the split
@@ -92,8 +103,10 @@ class FeaturesReader {
   // /<split>/<dataset> rows [0, rows) into `out` (+ labels), every value checked finite.
   FeatureSplit read_views(const std::string& split, int64_t rows, bool originals, bool mirrors) const;
   void read_checked(const std::string& dataset, int64_t rows, int dim, float* out) const;
+  std::vector<int64_t> read_labels(const std::string& split, int64_t rows) const;
 
   cae::Hdf5Reader h5_;
+  bool plain_ = false;
   std::vector<int64_t> latent_shape_;
 };
 

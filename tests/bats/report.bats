@@ -240,9 +240,10 @@ PY
   f=$(damaged svm "F.attrs['format_version'] = np.int64(2)")
   run "$BIN/report" --svm "$f" -o "$TMP/rep"
   assert_error 1 "bad-svm.h5: format_version 2 is newer than this report understands \(1\)"
-  f=$(damaged features "del F.attrs['format']")
-  run "$BIN/report" --features "$f" -o "$TMP/rep"
-  assert_error 1 "bad-features.h5: no 'format' attribute"
+  # (a features file without one is plain features: the last test of this file)
+  f=$(damaged svm "del F.attrs['format']")
+  run "$BIN/report" --svm "$f" -o "$TMP/rep"
+  assert_error 1 "bad-svm.h5: no 'format' attribute"
   assert_no_output "$TMP/rep"
 }
 
@@ -780,5 +781,25 @@ ax = fig.axes[0]
 legend = ax.get_legend().get_window_extent()
 for t in ax.texts:
     assert not legend.overlaps(t.get_window_extent()), (t.get_text(), legend, t.get_window_extent())
+PY
+}
+
+@test "plain features and svm-eval's metrics: the features' 2-D view, a Macro-F1 card and the per-class table" {
+  "$PYTHON" "$REPO_ROOT/tests/python/formats_check.py" make-plain "$TMP/plain.h5" --names
+  "$BIN/svm-fit" -q --probability --features "$TMP/plain.h5" -o "$TMP/svm.h5"
+  "$BIN/svm-eval" -q --model "$TMP/svm.h5" --features "$TMP/plain.h5" -o "$TMP/eval.h5"
+  run "$BIN/report" --features "$TMP/plain.h5" --svm "$TMP/svm.h5" --eval "$TMP/eval.h5" -o "$TMP/out"
+  [ "$status" -eq 0 ]
+  [ -f "$TMP/out/features_pca.png" ]
+  grep -q "Macro-F1" "$TMP/out/index.html"
+  # The table's numbers are the eval file's, and its rows the classes by name.
+  "$PYTHON" - "$TMP/eval.h5" "$TMP/out/report.md" <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+md = open(sys.argv[2]).read()
+for c, name in enumerate(["north", "east", "south", "west"]):
+    row = f"| {name} | {f['/metrics/precision'][c]:.3f} | {f['/metrics/recall'][c]:.3f} | {f['/metrics/f1'][c]:.3f} |"
+    assert row in md, (row, md)
+assert f"| macro average | {f.attrs['macro_precision']:.3f} | {f.attrs['macro_recall']:.3f} | {f.attrs['macro_f1']:.3f} |" in md
 PY
 }

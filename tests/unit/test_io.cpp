@@ -212,3 +212,60 @@ TEST(Hdf5FastRead, FeaturesFileRoundTripAndANaNIsNamed) {
 }
 
 }  // namespace
+
+// A format's reader names the tool that writes it; hdf5_io itself knows no tool names.
+TEST(Hdf5Format, TheCallerNamesTheWriterOfTheExpectedFormat) {
+  IoTempDir dir;
+  const std::string path = dir.path + "/f.h5", bare = dir.path + "/bare.h5";
+  {
+    cae::Hdf5Writer w(path);
+    w.write("/x", std::vector<float>{1.5f, -2.0f});
+    w.set_attr("/", "format", "ae-features");
+    w.close();
+    cae::Hdf5Writer b(bare);
+    b.write("/x", std::vector<float>{0.25f});
+    b.close();
+  }
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  cae::Hdf5Reader r(path), b(bare);
+  EXPECT_EQ(message([&] { r.require_format("ae-model", "ae-train"); }),
+            path + ": is an ae-features file, expected ae-model, which ae-train writes");
+  EXPECT_EQ(message([&] { r.require_format("ae-model"); }), path + ": is an ae-features file, expected ae-model");
+  EXPECT_EQ(message([&] { b.require_format("ae-model", "ae-train"); }),
+            bare + ": not an ae-model file (no 'format' attribute); ae-train writes those");
+  EXPECT_EQ(message([&] { r.require_format("ae-features", "ae-encode"); }), "no error");
+}
+
+// Converting reads: integers of any width into int64, float64 into float32; never across kinds.
+TEST(Hdf5Format, ConvertingReadsStayWithinAKind) {
+  IoTempDir dir;
+  const std::string path = dir.path + "/c.h5";
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(-1e6, 1e6);
+  std::vector<double> d(64);
+  for (double& v : d) v = u(rng);
+  const std::vector<uint8_t> small = {3, 200, 7, 0};
+  {
+    cae::Hdf5Writer w(path);
+    w.write("/d", d.data(), {16, 4});
+    w.write("/u8", small);
+    w.close();
+  }
+  cae::Hdf5Reader r(path);
+  EXPECT_EQ(r.dtype("/d"), "float64");
+  std::vector<float> f(64);
+  r.read_rows_converting<float>("/d", 0, 16, f.data());
+  for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(f[i], static_cast<float>(d[i]));
+  std::vector<int64_t> wide(4);
+  r.read_rows_converting<int64_t>("/u8", 0, 4, wide.data());
+  for (size_t i = 0; i < small.size(); ++i) EXPECT_EQ(wide[i], small[i]);
+  EXPECT_THROW(r.read_rows_converting<int64_t>("/d", 0, 1, wide.data()), std::runtime_error);
+  EXPECT_THROW(r.read_rows_converting<float>("/u8", 0, 1, f.data()), std::runtime_error);
+}

@@ -4,10 +4,10 @@ numbers, strings and numpy arrays."""
 import json
 import math
 import os
-import pickle
 import resource
 import signal
 
+from . import parallel
 from .common import (DEFAULT_CLASS_NAMES, MAX_FORMAT_VERSION, SEED_ENCODER_CHANNELS, SEED_INPUT_SHAPE,
                      ReportError)
 
@@ -40,9 +40,13 @@ def open_hdf5(path):
         raise ReportError(path, f"not a readable HDF5 file ({reason})") from None
 
 
-def open_checked(path, fmt):
+def open_checked(path, fmt, allow_plain=False):
+    """The file, checked to be `fmt`; allow_plain: a file without a format attribute too (a
+    plain features file, docs/FORMATS.md)."""
     f = open_hdf5(path)
     got = plain(f.attrs.get("format", None))
+    if got is None and allow_plain:
+        return f
     if got is None:
         f.close()
         raise ReportError(path, f"no 'format' attribute: not a '{fmt}' file of this toolkit")
@@ -168,7 +172,7 @@ def load_model(path):
 
 def load_features(path, pca=True):
     """Shapes and attributes; with pca, also the 2-D view of the test features (features_pca)."""
-    with open_checked(path, "ae-features") as f:
+    with open_checked(path, "ae-features", allow_plain=True) as f:
         splits = {}
         for split in ("train", "test"):
             shape = dataset_shape(f, f"{split}/features")
@@ -306,11 +310,27 @@ def load_eval(path):
         e.update(confusion=confusion.astype(np.int64), k=k, class_names=[str(n) for n in names],
                  n=total, per_class=computed, accuracy=float(np.trace(confusion) / total))
         e["calibration"] = load_calibration(f, path, e, labels)
+        e["metrics"] = load_metrics(f, path, k)
         stored = number(e["attrs"], "accuracy")
         if stored is not None and abs(stored - e["accuracy"]) > 1e-6:
             e["notes"].append(f"{os.path.basename(path)}: stored accuracy {stored:.4f} differs from "
                               f"the confusion matrix's {e['accuracy']:.4f}; the report uses the matrix")
         return e
+
+
+def load_metrics(f, path, k):
+    """svm-eval's per-class precision/recall/F1/support (/metrics, kernels/svm/metrics.h) and
+    its macro-F1, balanced accuracy and top-k, or None for an eval file without them."""
+    per = {name: read_dataset(f, path, f"metrics/{name}", "f" if name != "support" else "iu", shape=(k,))
+           for name in ("precision", "recall", "f1", "support")}
+    if any(v is None for v in per.values()):
+        return None
+    out = {name: v.tolist() for name, v in per.items()}
+    for key in ("macro_f1", "balanced_accuracy", "macro_precision", "macro_recall"):
+        out[key] = number(common_attrs(f), key)
+    ks, accs = plain(f.attrs.get("top_k", [])), plain(f.attrs.get("top_k_accuracy", []))
+    out["top_k"] = list(zip(ks, accs)) if isinstance(ks, list) and isinstance(accs, list) else []
+    return out
 
 
 RELIABILITY_BINS = 10
@@ -394,50 +414,27 @@ def start_read(kind, path, **options):
     """Forks the child that reads one file; finish_read collects it. Several can be under
     way at once (the report starts all of a run folder's readers together)."""
     import h5py  # noqa: F401  (imported once, before the fork)
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        code = 0
-        try:
-            os.close(rfd)
-            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGALRM):
-                signal.signal(sig, signal.SIG_DFL)
-            limit = data_bytes_now()
-            if limit:
-                resource.setrlimit(resource.RLIMIT_DATA, (limit + READ_EXTRA_MEMORY, limit + READ_EXTRA_MEMORY))
-            signal.alarm(READ_SECONDS)
-            try:
-                result = ("ok", LOADERS[kind](path, **options))
-            except ReportError as err:
-                result = ("error", str(err))
-            except MemoryError:
-                result = ("error", f"{path}: damaged HDF5 file (reading it needs more than "
-                                   f"{READ_EXTRA_MEMORY >> 30} GB of memory)")
-            except Exception as err:  # h5py's OSError/KeyError/ValueError on damaged files
-                result = ("error", f"{path}: cannot read it: {err}")
-            with os.fdopen(wfd, "wb") as pipe_out:
-                pickle.dump(result, pipe_out, protocol=pickle.HIGHEST_PROTOCOL)
-        except BaseException:
-            code = 3
-        finally:
-            os._exit(code)
-    os.close(wfd)
+
+    def limits():  # in the child: memory beyond what it inherited, and time
+        limit = data_bytes_now()
+        if limit:
+            resource.setrlimit(resource.RLIMIT_DATA, (limit + READ_EXTRA_MEMORY, limit + READ_EXTRA_MEMORY))
+        signal.alarm(READ_SECONDS)
+
+    def error_text(err):
+        if isinstance(err, ReportError):
+            return str(err)
+        if isinstance(err, MemoryError):
+            return f"{path}: damaged HDF5 file (reading it needs more than {READ_EXTRA_MEMORY >> 30} GB of memory)"
+        return f"{path}: cannot read it: {err}"  # h5py's OSError/KeyError/ValueError on damaged files
+
+    pid, rfd = parallel.fork_child(lambda: LOADERS[kind](path, **options), limits, error_text)
     return kind, path, pid, rfd
 
 
 def finish_read(reader):
     kind, path, pid, rfd = reader
-    try:
-        with os.fdopen(rfd, "rb") as pipe_in:
-            payload = pipe_in.read()
-        _, status = os.waitpid(pid, 0)
-    except BaseException:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except OSError:
-            pass
-        raise
+    status, payload = parallel.collect(pid, rfd)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig == signal.SIGALRM:
@@ -445,10 +442,10 @@ def finish_read(reader):
         if sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             raise KeyboardInterrupt(sig)
         raise ReportError(path, f"damaged HDF5 file (reading it crashed libhdf5: {signal.Signals(sig).name})")
-    try:
-        state, value = pickle.loads(payload)
-    except Exception:
-        raise ReportError(path, "cannot read it (the reader stopped without an answer)") from None
+    result = parallel.answer(status, payload)
+    if result is None:
+        raise ReportError(path, "cannot read it (the reader stopped without an answer)")
+    state, value = result
     if state == "error":
         raise ReportError(path, value.split(": ", 1)[1] if value.startswith(path + ": ") else value)
     return value
@@ -470,12 +467,8 @@ def read_all(paths, meanwhile=None):
                 failure = failure or err
     except BaseException:  # interrupted: the readers not yet collected go too
         for _kind, _path, pid, rfd in readers:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                os.close(rfd)
-            except OSError:
-                pass
+            parallel.kill(pid)
+            os.close(rfd)
         raise
     if failure is not None:
         raise failure

@@ -1,6 +1,7 @@
 """Work in forked children, so the report's wall time is its slowest part, not the sum of
 its parts (issue 17): the sha256 of each input file (features.h5 is ~2 GB on a full run),
-and one child per figure (matplotlib is single-threaded; a figure takes 0.1–0.5 s).
+and one child per figure (matplotlib is single-threaded; a figure takes 0.1–0.5 s); and
+the sandbox each input file is read in (load.start_read adds its memory and time limits).
 
 A child inherits everything the parent has imported and loaded (copy-on-write), so no
 inputs are pickled; only its result comes back, pickled through a pipe. Every child still
@@ -19,9 +20,11 @@ class ChildFailed(Exception):
     """A job raised in its child, or its child died: the message says which job and why."""
 
 
-def _fork(work):
-    """Forks a child that runs work() and sends back ("ok", value) or ("error", text).
-    → (pid, read end of the pipe)."""
+def fork_child(work, prepare=None, error_text=None):
+    """Forks a child that runs prepare() (its limits: rlimits, an alarm), then work(), and
+    sends back ("ok", value) or ("error", text), text being error_text(exception) or
+    "<type>: <message>". → (pid, read end of the pipe). The one way the report forks: its
+    figures, its hashes and its sandboxed file readers (load.start_read)."""
     rfd, wfd = os.pipe()
     # A child's garbage collector would walk (and so copy, page by page) every object the
     # parent holds; frozen, they are left alone, and the child's short life needs no GC.
@@ -32,12 +35,14 @@ def _fork(work):
         try:
             gc.disable()
             os.close(rfd)
-            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGALRM):
                 signal.signal(sig, signal.SIG_DFL)
             try:
+                if prepare:
+                    prepare()
                 result = ("ok", work())
             except Exception as err:  # noqa: BLE001  (sent to the parent, which decides)
-                result = ("error", f"{type(err).__name__}: {err}")
+                result = ("error", error_text(err) if error_text else f"{type(err).__name__}: {err}")
             with os.fdopen(wfd, "wb") as pipe_out:
                 pickle.dump(result, pipe_out, protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException:
@@ -49,6 +54,28 @@ def _fork(work):
     return pid, rfd
 
 
+def collect(pid, rfd):
+    """Everything the child sent and its wait status, once it ended: → (status, payload).
+    Interrupted while waiting, it kills the child first."""
+    try:
+        with os.fdopen(rfd, "rb") as pipe_in:
+            payload = pipe_in.read()
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        kill(pid)
+        raise
+    _running.discard(pid)
+    return status, payload
+
+
+def answer(status, payload):
+    """The child's ("ok", value) or ("error", text), or None when it sent none."""
+    try:
+        return pickle.loads(payload)
+    except Exception:  # noqa: BLE001  (a child killed mid-write)
+        return None
+
+
 def _reap(pid, payload, what):
     _, status = os.waitpid(pid, 0)
     _running.discard(pid)
@@ -57,10 +84,10 @@ def _reap(pid, payload, what):
         if sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             raise KeyboardInterrupt(sig)
         raise ChildFailed(f"{what}: the worker crashed ({signal.Signals(sig).name})")
-    try:
-        state, value = pickle.loads(payload)
-    except Exception:
-        raise ChildFailed(f"{what}: the worker stopped without an answer") from None
+    result = answer(status, payload)
+    if result is None:
+        raise ChildFailed(f"{what}: the worker stopped without an answer")
+    state, value = result
     if state == "error":
         raise ChildFailed(f"{what}: {value}")
     return value
@@ -99,7 +126,7 @@ def run_parallel(jobs, limit=None):
     while pending or active:
         while pending and len(active) < limit and failure is None:
             name, work = pending.pop(0)
-            pid, rfd = _fork(work)
+            pid, rfd = fork_child(work)
             active[rfd] = [name, pid, bytearray()]
         if not active:
             break
@@ -157,7 +184,7 @@ class BackgroundHash:
         if cached:  # hashed before (by a tool or an earlier report) and unchanged since
             self._value = ("ok", cached)
             return
-        self.pid, self._fd = _fork(lambda: self._hash(path))
+        self.pid, self._fd = fork_child(lambda: self._hash(path))
 
     @classmethod
     def _hash(cls, path):
@@ -195,12 +222,12 @@ class BackgroundHash:
 
     def cancel(self):
         if self._fd is not None:
-            _kill(self.pid)
+            kill(self.pid)
             os.close(self._fd)
             self._fd = None
 
 
-def _kill(pid):
+def kill(pid):
     try:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
@@ -212,4 +239,4 @@ def _kill(pid):
 def kill_all():
     """Kills and reaps every child still running (the report was interrupted or failed)."""
     for pid in list(_running):
-        _kill(pid)
+        kill(pid)

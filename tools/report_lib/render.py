@@ -110,6 +110,11 @@ def summary_cards(loaded):
         e = loaded["eval"]
         cards.append(("Test accuracy" if e["attrs"].get("split", "test") == "test" else "Accuracy",
                       pct(e["accuracy"]), f"{fmt_int(e['n'])} images, {e['k']} classes"))
+        m = e.get("metrics")
+        if m and m.get("macro_f1") is not None:
+            top = ", ".join(f"top-{k} {pct(a)}" for k, a in m["top_k"])
+            cards.append(("Macro-F1", f"{m['macro_f1']:.3f}",
+                          f"balanced accuracy {pct(m['balanced_accuracy'])}" + (f"; {top}" if top else "")))
         cal = e.get("calibration")
         if cal is not None:
             cards.append(("Log-loss", f"{cal['log_loss']:.3f}",
@@ -207,6 +212,23 @@ footer { color:var(--muted); font-size:12.5px; text-align:center; margin:8px 0 3
 """
 
 
+def metrics_rows(m, names):
+    """The per-class table of svm-eval's metrics (scikit-learn's classification_report), the
+    classes in neither the labels nor the predictions left out as there, then the macro
+    average; [] without metrics."""
+    if not m or not names:
+        return []
+    rows = []
+    for c, name in enumerate(names):
+        p, r, f1 = m["precision"][c], m["recall"][c], m["f1"][c]
+        if p == p:  # NaN: a class with no row in the report
+            rows.append((str(name), f"{p:.3f}", f"{r:.3f}", f"{f1:.3f}", fmt_int(m["support"][c])))
+    if m.get("macro_f1") is not None:
+        rows.append(("macro average", f"{m['macro_precision']:.3f}", f"{m['macro_recall']:.3f}",
+                     f"{m['macro_f1']:.3f}", fmt_int(sum(m["support"]))))
+    return rows
+
+
 e = html_text  # every string placed in index.html goes through it (escape.py)
 
 
@@ -265,7 +287,14 @@ def build_html(ctx):
         w("<figure><img src=\"confusion.png\" alt=\"Confusion matrix\"><figcaption>Rows: true class; "
           "columns: predicted class. Numbers are counts, colour is the share of the row.</figcaption></figure>")
         w("<figure><img src=\"per_class_accuracy.png\" alt=\"Accuracy per class\"><figcaption>The diagonal of the "
-          "confusion matrix divided by each row's total.</figcaption></figure></div></section>")
+          "confusion matrix divided by each row's total.</figcaption></figure></div>")
+        rows = metrics_rows(ctx.get("eval_metrics"), ctx.get("eval_class_names"))
+        if rows:
+            w("<table><tr><th>class</th><th>precision</th><th>recall</th><th>F1</th><th>n</th></tr>")
+            for row in rows:
+                w("<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>")
+            w("</table>")
+        w("</section>")
     if "examples.png" in img:
         w("<section><h2>Test images</h2>")
         w("<figure><img src=\"examples.png\" alt=\"Test images with predicted and true classes\">"
@@ -353,6 +382,10 @@ def build_markdown(ctx):
     if "confusion.png" in img:
         out += ["## Classification", "", md_text(ctx["classification_lead"]), "",
                 "![Confusion matrix](confusion.png)", "", "![Accuracy per class](per_class_accuracy.png)", ""]
+        rows = metrics_rows(ctx.get("eval_metrics"), ctx.get("eval_class_names"))
+        if rows:
+            out += ["| class | precision | recall | F1 | n |", "|---|---|---|---|---|"]
+            out += ["| " + " | ".join(md_text(cell) for cell in row) + " |" for row in rows] + [""]
     if "examples.png" in img:
         out += ["## Test images", "", md_text(ctx.get("examples_caption", "")), "",
                 "![Test images with predicted and true classes](examples.png)", ""]

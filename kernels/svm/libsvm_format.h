@@ -1,0 +1,71 @@
+// libsvm's own text formats (docs/FORMATS.md, "libsvm text"): its sparse data files, its
+// model files and svm-scale's range files, read into the toolkit's types and written from
+// them, so that data and models move both ways between the toolkit and libsvm's svm-train,
+// svm-predict and svm-scale.
+//
+//   data   "label index:value index:value ...", one row per line, indices 1-based and
+//          ascending, absent indices 0. Read dense: [n, D] float32, D the largest index
+//          (or more, for a model that needs more). Labels are integers as written; the
+//          toolkit's class c is the c-th entry of class_names, each the label as written.
+//   model  svm_load_model / svm_save_model (libsvm itself), c_svc with an rbf or linear
+//          kernel, converted to and from svm::ModelFile (classes ascending, pair order).
+//   range  svm-scale -s's file: x, "lower upper", then "index min max" per feature; it
+//          becomes the model's scaler, x' = lower + (upper − lower)(x − min)/(max − min).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/atomic_output.h"
+#include "kernels/svm/model_file.h"
+
+namespace svm {
+
+// True when `path` does not start with HDF5's signature: svm-fit and svm-eval read such a
+// --features file as libsvm text. Throws "<path>: cannot open" when it cannot be read.
+bool is_libsvm_text(const std::string& path);
+
+struct LibsvmData {
+  std::vector<float> X;                  // [n, dim] row-major
+  std::vector<int32_t> labels;           // [n] class indices into class_names
+  std::vector<std::string> class_names;  // each class's label as written ("-1", "3")
+  int64_t n = 0;
+  int dim = 0;
+};
+
+// Reads a libsvm data file. `classes`: the class names a model knows (its class_names), so
+// that class c means the same here as there; labels that are not among them are appended
+// in ascending order (classes the model can never predict). Empty: the file's own labels,
+// ascending. `min_dim`: the width the rows must have at least (a model's feature count).
+// Throws "<path>: line L: <problem>" on malformed text, a non-integer or non-finite value,
+// or a duplicate or descending index, and "<path>: ..." when the dense matrix would not fit
+// in this machine's memory.
+LibsvmData read_libsvm_data(const std::string& path, const std::vector<std::string>& classes = {}, int min_dim = 0);
+
+// svm-scale's range file, as the per-feature affine map x' = (x − offset) / scale that
+// svm::Scaler applies; features the file does not list map to 0, as svm-scale does.
+struct LibsvmRange {
+  std::vector<double> offset, scale;  // [dim]
+  int dim = 0;                        // the largest index listed
+};
+LibsvmRange read_libsvm_range(const std::string& path);
+
+// A model trained by libsvm's svm-train (c_svc, rbf or linear), as the toolkit's model:
+// classes ascending (class c is the c-th smallest label, named as libsvm wrote it), support
+// vectors grouped by class, dual coefficients and rho in the toolkit's pair order (a pair
+// whose libsvm order is reversed has its signs and its probability B flipped), dense over
+// max(dim, the largest index of any support vector, the range's dim) features. `range`:
+// svm-scale's map of the raw features (null: the model reads the features as given).
+ModelFile import_libsvm_model(const std::string& path, const LibsvmRange* range = nullptr, int dim = 0);
+
+// The model in libsvm's text format, written by libsvm's own svm_save_model to
+// out.temp_path() (the caller commits): support vectors over the scaled input's D features
+// (a dropped feature carries its training value), labels the class names where every one
+// is an integer, else the class indices. svm-predict then predicts the rows that
+// write_libsvm_data writes from scaled features as the toolkit does.
+void save_libsvm_model(const cae::AtomicOutput& out, const ModelFile& f);
+
+// The label libsvm sees for class c: its name when every class name is an integer, else c.
+int libsvm_label(const std::vector<std::string>& class_names, int c);
+
+}  // namespace svm

@@ -1,0 +1,438 @@
+// The open stages: plain HDF5 features, libsvm's text formats (data, models, svm-scale's
+// ranges) both ways against libsvm's own C API (Debian libsvm-dev), and the metrics against
+// their definitions.
+#include <gtest/gtest.h>
+#include <libsvm/svm.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/atomic_output.h"
+#include "common/hdf5_io.h"
+#include "kernels/ae/features_reader.h"
+#include "kernels/svm/classifier.h"
+#include "kernels/svm/evaluate.h"
+#include "kernels/svm/libsvm_format.h"
+#include "kernels/svm/metrics.h"
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/test_formats_XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { (void)!system(("rm -rf '" + path + "'").c_str()); }
+  std::string file(const std::string& name) const { return path + "/" + name; }
+};
+
+void quiet_libsvm(const char*) {}
+
+// Gaussian clouds, one centre per class, labels `names[class]`.
+struct Cloud {
+  std::vector<float> X;
+  std::vector<int32_t> y;  // class indices
+  int64_t n = 0;
+  int dim = 0;
+};
+Cloud make_cloud(int n, int dim, int classes, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> centres(static_cast<size_t>(classes) * dim);
+  for (double& c : centres) c = 1.5 * normal(rng);
+  Cloud c;
+  c.n = n;
+  c.dim = dim;
+  c.X.resize(static_cast<size_t>(n) * dim);
+  for (int i = 0; i < n; ++i) {
+    const int k = static_cast<int>(rng() % classes);
+    c.y.push_back(k);
+    for (int f = 0; f < dim; ++f)
+      c.X[static_cast<size_t>(i) * dim + f] = static_cast<float>(centres[k * dim + f] + normal(rng));
+  }
+  return c;
+}
+
+void write_libsvm_text(const std::string& path, const Cloud& c, const std::vector<int>& label_of) {
+  std::ofstream out(path);
+  for (int64_t i = 0; i < c.n; ++i) {
+    out << label_of[c.y[i]];
+    for (int f = 0; f < c.dim; ++f) {
+      const float v = c.X[i * c.dim + f];
+      if (f % 3 == 1 && i % 2) continue;  // sparse: some features absent (0)
+      out << ' ' << f + 1 << ':' << std::setprecision(9) << v;
+    }
+    out << '\n';
+  }
+}
+
+std::vector<svm_node> node_row(const float* x, int dim) {
+  std::vector<svm_node> row;
+  for (int f = 0; f < dim; ++f)
+    if (x[f] != 0) row.push_back({f + 1, x[f]});
+  row.push_back({-1, 0});
+  return row;
+}
+
+}  // namespace
+
+// ---- plain HDF5 features ---------------------------------------------------------------------
+
+TEST(FormatsPlainFeatures, Float64FeaturesAndInt64LabelsReadAsTheToolkitsTypes) {
+  TempDir dir;
+  const std::string path = dir.file("plain.h5");
+  const Cloud c = make_cloud(37, 5, 3, 1);
+  std::vector<double> X64(c.X.begin(), c.X.end());
+  for (size_t i = 0; i < X64.size(); ++i) X64[i] += 1e-9 * static_cast<double>(i);  // not float32-exact
+  std::vector<int64_t> labels(c.y.begin(), c.y.end());
+  labels[4] = 5;  // the largest label makes six classes without class_names
+  {
+    cae::Hdf5Writer w(path);
+    w.write("/train/features", X64.data(), {37, 5});
+    w.write("/train/labels", labels);
+    w.close();
+  }
+  ae::FeaturesReader r(path);
+  EXPECT_TRUE(r.plain());
+  EXPECT_EQ(r.encoder_sha256(), "");
+  EXPECT_EQ(r.class_names(), (std::vector<std::string>{"0", "1", "2", "3", "4", "5"}));
+  const ae::FeatureSplit s = r.read("train", -1);
+  ASSERT_EQ(s.n, 37);
+  ASSERT_EQ(s.dim, 5);
+  for (size_t i = 0; i < X64.size(); ++i) ASSERT_EQ(s.X[i], static_cast<float>(X64[i])) << i;
+  for (size_t i = 0; i < labels.size(); ++i) ASSERT_EQ(s.labels[i], labels[i]);
+  EXPECT_FALSE(r.has_split("test"));
+}
+
+TEST(FormatsPlainFeatures, RefusesWhatItCannotClassify) {
+  TempDir dir;
+  auto expect_refused = [&](const std::string& name, std::vector<double> X, std::vector<int64_t> y,
+                            const std::string& problem) {
+    const std::string path = dir.file(name);
+    {
+      cae::Hdf5Writer w(path);
+      w.write("/train/features", X.data(), {y.size(), X.size() / y.size()});
+      w.write("/train/labels", y);
+      w.close();
+    }
+    try {
+      ae::FeaturesReader r(path);
+      r.read("train", -1);
+      ADD_FAILURE() << name << " was read";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind(path, 0), 0u) << e.what();
+    }
+  };
+  expect_refused("huge.h5", {1, 2, 3e300, 4}, {0, 1}, "row 1 feature 0 is infinite");
+  expect_refused("nan.h5", {1, std::nan(""), 3, 4}, {0, 1}, "NaN");
+  expect_refused("negative.h5", {1, 2, 3, 4}, {0, -1}, "negative");
+  // Integer features are not a float dataset.
+  const std::string ints = dir.file("ints.h5");
+  {
+    cae::Hdf5Writer w(ints);
+    w.write("/train/features", std::vector<int32_t>{1, 2, 3, 4}.data(), {2, 2});
+    w.write("/train/labels", std::vector<int64_t>{0, 1});
+    w.close();
+  }
+  ae::FeaturesReader r(ints);
+  EXPECT_THROW(r.read("train", -1), std::runtime_error);
+  // Neither kind: no format attribute and no features.
+  const std::string empty = dir.file("empty.h5");
+  {
+    cae::Hdf5Writer w(empty);
+    w.write("/other", std::vector<int64_t>{1});
+    w.close();
+  }
+  EXPECT_THROW(ae::FeaturesReader{empty}, std::runtime_error);
+}
+
+// ---- libsvm text data ------------------------------------------------------------------------
+
+TEST(FormatsLibsvmData, SparseTextReadsDenseWithLabelsAsWritten) {
+  TempDir dir;
+  const Cloud c = make_cloud(50, 7, 3, 2);
+  const std::vector<int> label_of = {7, -1, 3};
+  const std::string path = dir.file("d.libsvm");
+  write_libsvm_text(path, c, label_of);
+  const svm::LibsvmData d = svm::read_libsvm_data(path);
+  ASSERT_EQ(d.n, 50);
+  ASSERT_EQ(d.dim, 7);
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"-1", "3", "7"}));  // ascending
+  for (int64_t i = 0; i < c.n; ++i) {
+    EXPECT_EQ(d.class_names[d.labels[i]], std::to_string(label_of[c.y[i]]));
+    for (int f = 0; f < c.dim; ++f) {
+      const float want = (f % 3 == 1 && i % 2) ? 0.0f : c.X[i * c.dim + f];
+      ASSERT_EQ(d.X[i * d.dim + f], want) << i << "," << f;
+    }
+  }
+  // A model's classes keep their indices; labels it does not know come after them.
+  const svm::LibsvmData m = svm::read_libsvm_data(path, {"7", "3"}, 9);
+  EXPECT_EQ(m.class_names, (std::vector<std::string>{"7", "3", "-1"}));
+  EXPECT_EQ(m.dim, 9);
+  for (int64_t i = 0; i < c.n; ++i) EXPECT_EQ(m.class_names[m.labels[i]], std::to_string(label_of[c.y[i]]));
+  for (int64_t i = 0; i < c.n; ++i) EXPECT_EQ(m.X[i * 9 + 8], 0.0f);
+}
+
+TEST(FormatsLibsvmData, MalformedLinesAreRefusedWithTheirNumber) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"1 1:0.5\n2 3:1 2:4\n", "line 2: index 2 after 3"},
+      {"1 1:0.5\nx 1:2\n", "line 2: label 'x' is not an integer"},
+      {"1.5 1:0.5\n", "line 1: label '1.5'"},
+      {"1 1:0.5 0:3\n", "line 1: '0:3' has no index"},
+      {"1 1:abc\n", "line 1: '1:abc' has no number"},
+      {"1 1:1e60\n", "line 1: '1:1e60' is not a finite float32"},
+      {"1 1:0.5 2\n", "line 1: '2' is not index:value"},
+      {"\n\n", "has no rows"},
+  };
+  int i = 0;
+  for (const auto& [text, problem] : cases) {
+    const std::string path = dir.file("bad" + std::to_string(i++));
+    std::ofstream(path) << text;
+    try {
+      svm::read_libsvm_data(path);
+      ADD_FAILURE() << text << " was read";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << e.what();
+    }
+  }
+  // A few hundred bytes whose dense matrix would take 430 GB: refused before allocating.
+  const std::string wide = dir.file("wide");
+  {
+    std::ofstream out(wide);
+    for (int r = 0; r < 100; ++r) out << (r % 2) << " 1073741823:1\n";
+  }
+  try {
+    svm::read_libsvm_data(wide);
+    ADD_FAILURE() << "a 100 x 1073741823 dense matrix was allocated";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than half of this machine's memory"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(svm::is_libsvm_text(dir.file("bad0")));
+  const std::string h5 = dir.file("x.h5");
+  {
+    cae::Hdf5Writer w(h5);
+    w.write("/a", std::vector<int64_t>{1});
+    w.close();
+  }
+  EXPECT_FALSE(svm::is_libsvm_text(h5));
+}
+
+// ---- models: the toolkit's to libsvm and back ---------------------------------------------------
+
+// save_libsvm_model's file, read by libsvm's svm_load_model, predicts the scaled rows as the
+// Classifier predicts the raw ones; the labels are the integer class names.
+TEST(FormatsLibsvmModel, ExportIsReadByLibsvmAndPredictsLikeTheToolkit) {
+  svm_set_print_string_function(quiet_libsvm);
+  TempDir dir;
+  Cloud c = make_cloud(400, 6, 4, 3);
+  for (int64_t i = 0; i < c.n; ++i) c.X[i * c.dim + 2] = 1.75f;  // a constant feature: dropped by the fit
+  const int64_t n_train = 300, n_test = c.n - n_train;
+  std::vector<float> train(c.X.begin(), c.X.begin() + n_train * c.dim);
+  svm::ClassifierParams params;
+  params.C = 5;
+  params.log_summary = false;
+  svm::Classifier clf;
+  clf.fit(train.data(), c.y.data(), n_train, c.dim, params, cae::Device::cpu);
+  clf.set_class_names({"-4", "0", "9", "12"});
+  ASSERT_EQ(clf.n_features_kept(), c.dim - 1);
+  const std::string path = dir.file("model.libsvm");
+  {
+    cae::AtomicOutput out(path);
+    svm::save_libsvm_model(out, clf.file());
+    out.commit();
+  }
+  svm_model* lm = svm_load_model(path.c_str());
+  ASSERT_NE(lm, nullptr);
+  EXPECT_EQ(lm->l, clf.model().n_sv());
+  std::vector<float> test(c.X.begin() + n_train * c.dim, c.X.end());
+  std::vector<float> scaled = test;
+  clf.scale(scaled.data(), n_test);
+  std::vector<float> raw = test;
+  const std::vector<int32_t> ours = clf.predict(raw.data(), n_test);
+  const std::vector<int> label_of = {-4, 0, 9, 12};
+  int same = 0;
+  for (int64_t i = 0; i < n_test; ++i) {
+    const std::vector<svm_node> row = node_row(scaled.data() + i * c.dim, c.dim);
+    same += static_cast<int>(svm_predict(lm, row.data())) == label_of[ours[i]];
+  }
+  EXPECT_GE(same, n_test - 1);
+  svm_free_and_destroy_model(&lm);
+}
+
+// A model trained by libsvm itself, with probability sigmoids: imported, it gives libsvm's
+// predictions and probabilities. Classes first seen in descending order (libsvm keeps that
+// order, the toolkit sorts, flipping pairs) and in ascending order (nothing flips).
+// libsvm's multiclass probabilities come from an iteration that stops once its residual is
+// below 0.005/k, so another class order (the flipped case) ends elsewhere within that
+// stopping band (measured 2e-3); in the
+// same order they agree to the float32 kernel values' rounding (measured 1e-6).
+TEST(FormatsLibsvmModel, ImportedLibsvmModelPredictsAsLibsvm) {
+  svm_set_print_string_function(quiet_libsvm);
+  TempDir dir;
+  Cloud c = make_cloud(360, 5, 4, 4);
+  for (int i = 0; i < 4; ++i) c.y[i] = i;  // first seen: classes 0, 1, 2, 3
+  const int64_t n_train = 260, n_test = c.n - n_train;
+  for (const auto& [label_of, tolerance] :
+       {std::make_pair(std::vector<int>{12, 5, 0, -3}, 1e-2), std::make_pair(std::vector<int>{-3, 0, 5, 12}, 1e-5)}) {
+    std::vector<std::vector<svm_node>> rows;
+    std::vector<svm_node*> ptrs;
+    std::vector<double> y;
+    for (int64_t i = 0; i < n_train; ++i) rows.push_back(node_row(c.X.data() + i * c.dim, c.dim));
+    for (int64_t i = 0; i < n_train; ++i) ptrs.push_back(rows[i].data()), y.push_back(label_of[c.y[i]]);
+    svm_problem prob{static_cast<int>(n_train), y.data(), ptrs.data()};
+    svm_parameter p{};
+    p.svm_type = C_SVC;
+    p.kernel_type = RBF;
+    p.gamma = 0.3;
+    p.C = 4;
+    p.cache_size = 50;
+    p.eps = 1e-4;
+    p.shrinking = 1;
+    p.probability = 1;
+    svm_model* trained = svm_train(&prob, &p);
+    const std::string path = dir.file("trained.model");
+    ASSERT_EQ(svm_save_model(path.c_str(), trained), 0);
+    svm_model* lm = svm_load_model(path.c_str());
+
+    const svm::Classifier clf = svm::load_classifier(path);
+    EXPECT_EQ(clf.model().n_sv(), lm->l);
+    EXPECT_EQ(clf.file().class_names, (std::vector<std::string>{"-3", "0", "5", "12"}));
+    ASSERT_TRUE(clf.has_probability());
+    std::vector<float> test(c.X.begin() + n_train * c.dim, c.X.end());
+    const std::vector<double> dec = clf.decision_values(test.data(), n_test);
+    const std::vector<int32_t> pred = clf.vote(dec, n_test);
+    const std::vector<double> prob_ours = clf.probabilities(dec, n_test);
+    int same = 0;
+    double worst = 0;
+    std::vector<double> prob_ref(4), dec_ref(6);
+    for (int64_t i = 0; i < n_test; ++i) {
+      const std::vector<svm_node> row = node_row(c.X.data() + (n_train + i) * c.dim, c.dim);
+      same += static_cast<int>(svm_predict_values(lm, row.data(), dec_ref.data())) ==
+              std::stoi(clf.file().class_names[pred[i]]);
+      svm_predict_probability(lm, row.data(), prob_ref.data());
+      for (int k = 0; k < 4; ++k) {  // prob_ref in libsvm's class order (lm->label), ours ascending
+        const auto& names = clf.file().class_names;
+        const int ours_k =
+            static_cast<int>(std::find(names.begin(), names.end(), std::to_string(lm->label[k])) - names.begin());
+        worst = std::max(worst, std::fabs(prob_ref[k] - prob_ours[i * 4 + ours_k]));
+      }
+    }
+    EXPECT_GE(same, n_test - 1);
+    EXPECT_LT(worst, tolerance) << "labels first seen " << label_of[0] << "," << label_of[1];
+    svm_free_and_destroy_model(&lm);
+    svm_free_and_destroy_model(&trained);
+  }
+}
+
+// svm-scale's map: lower + (upper − lower)(x − min)/(max − min); an unlisted or constant
+// feature is 0.
+TEST(FormatsLibsvmModel, RangeFileScalesAsSvmScale) {
+  TempDir dir;
+  const std::string path = dir.file("range");
+  std::ofstream(path) << "x\n-1 1\n1 2 10\n2 -5 -1\n4 3 3\n";
+  const svm::LibsvmRange r = svm::read_libsvm_range(path);
+  ASSERT_EQ(r.dim, 4);
+  svm::Scaler s{r.offset, r.scale};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-8, 12);
+  std::vector<float> x(40);
+  for (float& v : x) v = u(rng);
+  std::vector<float> y = x;
+  svm::apply_scaler(s, y.data(), 10, 4);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_NEAR(y[i * 4 + 0], -1 + 2 * (x[i * 4 + 0] - 2) / 8, 1e-5);
+    EXPECT_NEAR(y[i * 4 + 1], -1 + 2 * (x[i * 4 + 1] + 5) / 4, 1e-5);
+    EXPECT_EQ(y[i * 4 + 2], 0.0f);
+    EXPECT_EQ(y[i * 4 + 3], 0.0f);
+  }
+  std::ofstream(dir.file("y")) << "y\n0 1\n1 2\nx\n-1 1\n1 0 1\n";
+  EXPECT_THROW(svm::read_libsvm_range(dir.file("y")), std::runtime_error);
+}
+
+// ---- metrics ---------------------------------------------------------------------------------
+
+// Ten rows, classes 0..4 (class 4 in neither labels nor predictions; class 3 never
+// predicted), numbers worked out by hand from sklearn's definitions.
+TEST(FormatsMetrics, ClassificationReportByHand) {
+  const std::vector<int32_t> y = {0, 0, 0, 1, 1, 2, 2, 2, 2, 3};
+  const std::vector<int32_t> p = {0, 1, 0, 1, 2, 2, 2, 0, 2, 0};
+  const svm::ClassificationReport r = svm::classification_report(svm::confusion_matrix(y.data(), p.data(), 10, 5), 5);
+  EXPECT_DOUBLE_EQ(r.accuracy, 0.6);
+  const double precision[] = {0.5, 0.5, 0.75, 0}, recall[] = {2.0 / 3, 0.5, 0.75, 0}, f1[] = {4.0 / 7, 0.5, 0.75, 0};
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_NEAR(r.per_class[c].precision, precision[c], 1e-12) << c;
+    EXPECT_NEAR(r.per_class[c].recall, recall[c], 1e-12) << c;
+    EXPECT_NEAR(r.per_class[c].f1, f1[c], 1e-12) << c;
+    EXPECT_TRUE(r.per_class[c].present);
+  }
+  EXPECT_FALSE(r.per_class[4].present);
+  EXPECT_EQ(r.per_class[2].support, 4);
+  EXPECT_NEAR(r.macro_precision, 1.75 / 4, 1e-12);
+  EXPECT_NEAR(r.macro_f1, (4.0 / 7 + 1.25) / 4, 1e-12);
+  EXPECT_NEAR(r.balanced_accuracy, (2.0 / 3 + 1.25) / 4, 1e-12);
+  EXPECT_NEAR(r.weighted_f1, (3 * 4.0 / 7 + 1 + 3) / 10, 1e-12);
+  EXPECT_DOUBLE_EQ(svm::score(svm::Scoring::macro_f1, y.data(), p.data(), nullptr, 10, 5), r.macro_f1);
+  EXPECT_DOUBLE_EQ(svm::score(svm::Scoring::balanced_accuracy, y.data(), p.data(), nullptr, 10, 5),
+                   r.balanced_accuracy);
+  EXPECT_THROW(svm::score(svm::Scoring::log_loss, y.data(), p.data(), nullptr, 10, 5), std::invalid_argument);
+  EXPECT_EQ(svm::parse_scoring("balanced_accuracy"), svm::Scoring::balanced_accuracy);
+  EXPECT_THROW(svm::parse_scoring("f2"), std::invalid_argument);
+}
+
+// Balanced accuracy leaves out a class that is only predicted (sklearn drops its NaN recall).
+TEST(FormatsMetrics, BalancedAccuracyIgnoresClassesOnlyPredicted) {
+  const std::vector<int32_t> y = {0, 0, 1, 1}, p = {0, 2, 1, 1};
+  const svm::ClassificationReport r = svm::classification_report(svm::confusion_matrix(y.data(), p.data(), 4, 3), 3);
+  EXPECT_NEAR(r.balanced_accuracy, (0.5 + 1.0) / 2, 1e-12);
+  EXPECT_NEAR(r.macro_recall, (0.5 + 1.0 + 0) / 3, 1e-12);
+}
+
+// Top-k with a tie at the k-th place (broken towards the larger index) and log-loss with a
+// clipped zero, by hand.
+TEST(FormatsMetrics, TopKAndLogLossByHand) {
+  const std::vector<double> prob = {0.5, 0.3, 0.2,   // true 1: second → top-2 hit
+                                    0.2, 0.4, 0.4,   // true 1: tie with 2, which ranks first → top-1 miss, top-2 hit
+                                    0.6, 0.4, 0.0};  // true 2: last
+  const std::vector<int32_t> y = {1, 1, 2};
+  EXPECT_DOUBLE_EQ(svm::top_k_accuracy(prob.data(), y.data(), 3, 3, 1), 0.0);
+  EXPECT_DOUBLE_EQ(svm::top_k_accuracy(prob.data(), y.data(), 3, 3, 2), 2.0 / 3);
+  EXPECT_DOUBLE_EQ(svm::top_k_accuracy(prob.data(), y.data(), 3, 3, 3), 1.0);
+  EXPECT_NEAR(svm::log_loss(prob.data(), y.data(), 3, 3), (-std::log(0.3) - std::log(0.4) - std::log(1e-15)) / 3,
+              1e-12);
+  const std::vector<int32_t> pred = {0, 1, 0};
+  EXPECT_NEAR(svm::score(svm::Scoring::log_loss, y.data(), pred.data(), prob.data(), 3, 3),
+              -svm::log_loss(prob.data(), y.data(), 3, 3), 0);
+}
+
+// ranked_classes: votes without sigmoids (the first is vote()'s class), probabilities with.
+TEST(FormatsRankedClasses, FirstIsTheVoteAndScoresAreVotesOrProbabilities) {
+  const Cloud c = make_cloud(240, 4, 3, 9);
+  std::vector<float> X = c.X;
+  svm::ClassifierParams params;
+  params.log_summary = false;
+  svm::Classifier clf;
+  clf.fit(X.data(), c.y.data(), 200, c.dim, params, cae::Device::cpu);
+  std::vector<float> test(c.X.begin() + 200 * c.dim, c.X.end());
+  const std::vector<double> dec = clf.decision_values(test.data(), 40);
+  const std::vector<int32_t> pred = clf.vote(dec, 40);
+  const auto ranked = svm::ranked_classes(clf, dec, 40);
+  ASSERT_EQ(ranked.size(), 40u);
+  for (int64_t r = 0; r < 40; ++r) {
+    ASSERT_EQ(ranked[r].size(), 3u);
+    EXPECT_EQ(ranked[r][0].label, pred[r]);
+    double votes = 0;
+    for (const auto& s : ranked[r]) votes += s.value;
+    EXPECT_EQ(votes, 3.0);  // one vote per pair
+    EXPECT_GE(ranked[r][0].value, ranked[r][1].value);
+    EXPECT_GE(ranked[r][1].value, ranked[r][2].value);
+  }
+}
