@@ -28,6 +28,7 @@
 #include "kernels/ae/data_parallel.h"
 #include "kernels/ae/cpu/backend_cpu.h"
 #include "kernels/ae/model.h"
+#include "kernels/ae/stop_signal.h"
 #include "kernels/ae/trainer.h"
 
 namespace {
@@ -273,8 +274,13 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   if (opt.resume && file_exists(common.output)) {
     trainer.resume(ae::read_checkpoint(common.output));
     const ae::Checkpoint& c = trainer.checkpoint();
-    cae::log_info("resuming %s after epoch %lld (lr %g)", common.output.c_str(), static_cast<long long>(c.epochs_done),
-                  c.lr_current);
+    if (c.epoch_images_done > 0)
+      cae::log_info("resuming %s inside epoch %lld, after %lld of its %lld images (lr %g)", common.output.c_str(),
+                    static_cast<long long>(c.epochs_done + 1), static_cast<long long>(c.epoch_images_done),
+                    static_cast<long long>(trainer.train_count()), c.lr_current);
+    else
+      cae::log_info("resuming %s after epoch %lld (lr %g)", common.output.c_str(), static_cast<long long>(c.epochs_done),
+                    c.lr_current);
     // The schedule is part of the run being continued: a new --lr does not restart it.
     const double started_at = c.lr.empty() ? c.lr_current : c.lr.front();
     if (g_lr_option && g_lr_option->count() > 0 && std::fabs(double(opt.lr) - started_at) > 1e-6 * started_at)
@@ -317,11 +323,14 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   if (lead) set_stop_message(common.output, int(trainer.checkpoint().epochs_done), opt.epochs);
   std::unique_ptr<cae::ProgressBar> bar;
   int bar_epoch = 0;
+  ae::StopSignals stop_signals;
+  const auto stop_requested = [&] { return stop_signals.requested(); };
   if (!lead) {  // the other ranks train in step with rank 0 and write nothing
-    trainer.run([](const ae::Checkpoint&, const ae::EpochResult&) {});
+    if (!trainer.run([](const ae::Checkpoint&, const ae::EpochResult&) {}, nullptr, nullptr, stop_requested))
+      std::exit(ae::kExitInterrupted);
     return;
   }
-  trainer.run(
+  const bool finished = trainer.run(
       [&](const ae::Checkpoint& c, const ae::EpochResult& r) {
         bar.reset();
         write_checkpoint(c, common, data_input);
@@ -349,7 +358,19 @@ void train(const Options& opt, const cae::CommonOptions& common) {
           bar_epoch = 0;  // the next epoch's training pass opens its own bar
         }
         bar->update(done);
-      });
+      },
+      stop_requested);
+  bar.reset();
+  if (!finished) {
+    const ae::Checkpoint& c = trainer.checkpoint();
+    write_checkpoint(c, common, data_input);
+    fprintf(stderr, "ae-train: interrupted by %s in epoch %lld of %d (%lld of %lld images trained); checkpoint in %s; "
+            "rerun the same command with --resume to continue\n",
+            stop_signals.signal() == SIGUSR1 ? "SIGUSR1" : "SIGTERM", static_cast<long long>(c.epochs_done + 1),
+            opt.epochs, static_cast<long long>(c.epoch_images_done), static_cast<long long>(trainer.train_count()),
+            common.output.c_str());
+    std::exit(ae::kExitInterrupted);
+  }
   cae::set_signal_message("");
   const ae::Checkpoint& c = trainer.checkpoint();
   cae::log_info("wrote %s: %lld epochs, train loss %.6f, test loss %.6f, %.1f s", common.output.c_str(),

@@ -60,6 +60,10 @@ class AeBackend {
   virtual void reconstruct(const uint8_t* images, int64_t n, float* out) = 0;
   // Latent codes [n, latent_dim], C,H,W order.
   virtual void encode(const uint8_t* images, int64_t n, int batch, float* latent) = 0;
+  // True when `flag` is true on any rank of this backend's data-parallel group, so that
+  // every rank stops at the same step when only some received a signal. A collective: in
+  // a group every rank calls it at the same points. One process: `flag` itself.
+  virtual bool any_rank(bool flag) { return flag; }
 };
 
 // threads <= 0: OpenMP's default.
