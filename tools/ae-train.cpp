@@ -26,7 +26,6 @@
 #include "common/group.h"
 #include "kernels/ae/checkpoint.h"
 #include "kernels/ae/data_parallel.h"
-#include "kernels/ae/cpu/backend_cpu.h"
 #include "kernels/ae/model.h"
 #include "kernels/ae/stop_signal.h"
 #include "kernels/ae/trainer.h"
@@ -58,7 +57,6 @@ struct Options {
   // Data parallelism (docs/MULTI_GPU.md): --gpus starts the ranks; each rank gets
   // --rank/--world-size/--local-rank/--rendezvous (or Slurm's or torchrun's variables).
   cae::GroupOptions group;
-  std::string dump_gradients;  // hidden: one forward+backward, for the PyTorch check
 };
 
 // 751875 → "751,875"
@@ -125,51 +123,6 @@ void write_checkpoint(const ae::Checkpoint& c, const cae::CommonOptions& common,
   out.commit();
 }
 
-// Hidden --dump-gradients: loss, outputs and parameter gradients of one batch (the first
-// --batch-size training images) with the weights of -o (with --resume) or the seeded
-// initialisation, computed by the CPU reference. tests/python/torch_reference.py
-// compares them with PyTorch; the root attributes encoder_channels and input_shape tell
-// it which model to build.
-void dump_gradients(const Options& opt, const cae::CommonOptions& common, const ae::Architecture& requested,
-                    const cae::ImageSplit& train, int threads) {
-  ae::ModelWeights model{requested, {}};
-  if (opt.resume && file_exists(common.output)) {
-    model = ae::read_ae_params(common.output);
-    if (model.arch != requested)
-      throw cae::UsageError(common.output + ": cannot --resume: it is the architecture " + model.arch.describe() +
-                            ", this run has " + requested.describe());
-  } else {
-    model.params = ae::init_params(requested, static_cast<uint64_t>(opt.seed));
-  }
-  const ae::Architecture& arch = model.arch;
-  const int n = static_cast<int>(std::min<int64_t>(opt.batch_size, train.size()));
-  std::vector<float> outputs(size_t(n) * size_t(arch.image_dim())), grad(size_t(arch.param_count()));
-  ae::ForwardDecisions dec;
-  const double loss =
-      ae::cpu_loss_and_gradient(arch, model.params, train.images.data(), n, threads, outputs.data(), grad.data(), &dec);
-  cae::AtomicOutput out(opt.dump_gradients);
-  cae::Hdf5Writer w(out.temp_path(), opt.dump_gradients);
-  const cae::Shape image_shape{uint64_t(n), uint64_t(arch.input_channels()), uint64_t(arch.height()),
-                               uint64_t(arch.width())};
-  w.write("/images", train.images.data(), image_shape);
-  w.write("/outputs", outputs.data(), image_shape);
-  w.write("/loss", &loss, cae::Shape{1});
-  for (const ae::ConvLayer& c : arch.convs()) {
-    w.write("/grad" + c.group + "/weight", grad.data() + c.weight_offset,
-            cae::Shape{uint64_t(c.out), uint64_t(c.in), 3, 3});
-    w.write("/grad" + c.group + "/bias", grad.data() + c.bias_offset, cae::Shape{uint64_t(c.out)});
-  }
-  for (const ae::DecisionTensor& t : dec.tensors(arch)) {
-    if (t.f32) w.write("/decisions/" + t.name, t.f32, t.shape);
-    if (t.i32) w.write("/decisions/" + t.name, t.i32, t.shape);
-  }
-  w.set_attr("/", "encoder_channels", std::vector<int64_t>(arch.encoder_channels().begin(), arch.encoder_channels().end()));
-  w.set_attr("/", "input_shape", std::vector<int64_t>{arch.input_channels(), arch.height(), arch.width()});
-  w.close();
-  out.commit();
-  cae::log_info("wrote %s: loss %.8f over %d images", opt.dump_gradients.c_str(), loss, n);
-}
-
 // The --json line; losses are null before the first epoch (and val_loss without a hold-out).
 void emit_summary(const cae::CommonOptions& common, const ae::Checkpoint& c, const std::string& device) {
   const double none = std::numeric_limits<double>::quiet_NaN();
@@ -206,7 +159,6 @@ void train(const Options& opt, const cae::CommonOptions& common) {
   const cae::GroupPlace rank = cae::resolve_group_place(opt.group.rank, opt.group.world_size, opt.group.local_rank);
   const bool grouped = rank.world > 1 || !opt.group.rendezvous.empty();
   if (grouped && device != cae::Device::gpu) throw cae::UsageError("data-parallel training needs --device gpu");
-  if (grouped && !opt.dump_gradients.empty()) throw cae::UsageError("--dump-gradients runs on one process");
   ae::DataParallelGroup group{rank.rank, rank.world, rank.local_rank, opt.group.rendezvous, opt.group.timeout_seconds};
   // The file through which rank 0 hands the NCCL id to the others: beside -o (a folder
   // every rank sees), named after the Slurm job step or the torchrun run, unless given.
@@ -241,7 +193,6 @@ void train(const Options& opt, const cae::CommonOptions& common) {
                                              static_cast<long long>(n_val)).c_str()
                             : "",
                   static_cast<long long>(n_train));
-  if (!opt.dump_gradients.empty()) return dump_gradients(opt, common, arch, train_split, threads);
 
   ae::TrainerConfig tc;
   tc.epochs = opt.epochs;
@@ -430,7 +381,6 @@ int main(int argc, char** argv) {
                                "trains its shard of every global batch (one GPU each, NCCL; --batch-size is per "
                                "GPU; docs/MULTI_GPU.md)",
                                /*gpus=*/true, /*cpu_ranks=*/false);
-        cae::output_file(app.add_option("--dump-gradients", opt.dump_gradients)->group(""));  // for tests/python/torch_reference.py
       },
       [&] { train(opt, common); });
 }
