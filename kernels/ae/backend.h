@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device.h"
 #include "kernels/ae/model.h"
 
 namespace ae {
@@ -85,5 +86,11 @@ struct DataParallelGroup {
 };
 std::unique_ptr<AeBackend> make_gpu_backend(const Architecture& arch, const OptimizerConfig& opt, Precision precision,
                                             const DataParallelGroup& group);
+
+// The backend every tool uses: on the CPU with `threads` (<= 0: OpenMP's default), or on
+// the GPU at `precision` — as a rank of `group` when it has more than one rank or a
+// rendezvous file (data parallelism is GPU-only).
+std::unique_ptr<AeBackend> make_backend(cae::Device device, const Architecture& arch, const OptimizerConfig& opt,
+                                        Precision precision, int threads, const DataParallelGroup& group = {});
 
 }  // namespace ae

@@ -20,6 +20,30 @@ teardown_file() {
   rm -rf "$AE_DIR"
 }
 
+# Every dataset of two ae-model files bit for bit (but the wall-clock epoch_seconds), and
+# the training state: what a resumed run must end with.
+assert_same_model() {
+  "$PYTHON" - "$1" "$2" <<'PY'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+assert len(names) == 20, names
+for n in names:
+    if n == "history/epoch_seconds":
+        continue
+    x, y = a[n][...], b[n][...]
+    assert x.dtype == y.dtype and x.shape == y.shape, n
+    assert np.array_equal(x.view(np.uint8), y.view(np.uint8)), f"{n} differs after resume"
+for k in ("epochs_done", "optimizer_step", "lr_current", "plateau_best", "plateau_bad_epochs", "epoch_images_done"):
+    assert a.attrs[k] == b.attrs[k], k
+PY
+}
+
+h5attr() {
+  "$PYTHON" -c "import h5py,sys; print(h5py.File(sys.argv[1]).attrs[sys.argv[2]])" "$1" "$2"
+}
+
 setup() {
   TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/ae-test.XXXXXX")"
 }
@@ -203,23 +227,9 @@ PY
   for _ in $(seq 1 2400); do [ -f "$TMP/m.h5" ] && break; sleep 0.05; done
   kill -9 "$pid"
   wait "$pid" || true
-  [ "$("$PYTHON" -c "import h5py,sys; print(h5py.File(sys.argv[1]).attrs['epochs_done'])" "$TMP/m.h5")" = 1 ]
+  [ "$(h5attr "$TMP/m.h5" epochs_done)" = 1 ]
   "$BIN/ae-train" --device cpu "${opts[@]}" --resume --quiet
-  "$PYTHON" - "$AE_DIR/full.h5" "$TMP/m.h5" <<'PY'
-import sys, h5py, numpy as np
-a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-names = []
-a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
-assert len(names) == 20, names
-for n in names:
-    if n == "history/epoch_seconds":
-        continue
-    x, y = a[n][...], b[n][...]
-    assert x.dtype == y.dtype and x.shape == y.shape, n
-    assert np.array_equal(x.view(np.uint8), y.view(np.uint8)), f"{n} differs after resume"
-for k in ("epochs_done", "optimizer_step", "lr_current", "plateau_best", "plateau_bad_epochs"):
-    assert a.attrs[k] == b.attrs[k], k
-PY
+  assert_same_model "$AE_DIR/full.h5" "$TMP/m.h5"
 }
 
 @test "SIGUSR1 or SIGTERM mid-epoch: exit 75 with a mid-epoch checkpoint; --resume ends bit-identical" {
@@ -251,22 +261,8 @@ PY
     run "$BIN/ae-train" --device cpu "${opts[@]}" --resume -o "$TMP/m.h5"
     [ "$status" -eq 0 ]
     [[ "$output" == *"resuming $TMP/m.h5 inside epoch "* ]]
-    "$PYTHON" - "$TMP/full.h5" "$TMP/m.h5" <<'PY'
-import sys, h5py, numpy as np
-a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-names = []
-a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
-assert len(names) == 20, names
-for n in names:
-    if n == "history/epoch_seconds":
-        continue
-    x, y = a[n][...], b[n][...]
-    assert x.dtype == y.dtype and x.shape == y.shape, n
-    assert np.array_equal(x.view(np.uint8), y.view(np.uint8)), f"{n} differs after resume"
-for k in ("epochs_done", "optimizer_step", "lr_current", "plateau_best", "plateau_bad_epochs", "epoch_images_done"):
-    assert a.attrs[k] == b.attrs[k], k
-assert b.attrs["epoch_images_done"] == 0 and b.attrs["epochs_done"] == 4
-PY
+    assert_same_model "$TMP/full.h5" "$TMP/m.h5"
+    [ "$(h5attr "$TMP/m.h5" epochs_done) $(h5attr "$TMP/m.h5" epoch_images_done)" = "4 0" ]
   done
 }
 
