@@ -136,25 +136,7 @@ void run(const Options& opt, const cae::CommonOptions& common) {
       bar.update(row + rows - mine.first);
     }
     bar.finish();
-    if (place.grouped()) {
-      cae::ByteWriter sent;
-      sent.put_vector(kept[0]);
-      sent.put_vector(kept[1]);
-      kept[0] = {};
-      kept[1] = {};
-      auto all = group.gather("features-" + split, sent.bytes());
-      for (int r = 1; r < static_cast<int>(all.size()); ++r) {
-        const ae::ImageRange theirs = ae::encode_share(n, opt.batch_size, r, place.world);
-        cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s " + split + " features");
-        for (bool flipped : {false, true}) {
-          const std::vector<float> f = in.get_vector<float>();
-          if (f.size() != static_cast<size_t>((flipped && !opt.flip ? 0 : theirs.count) * dim))
-            in.fail(std::to_string(f.size()) + " values for " + std::to_string(theirs.count) + " images");
-          if (!f.empty()) w->write_rows(split, theirs.first, theirs.count, f.data(), flipped);
-        }
-        all[static_cast<size_t>(r)] = {};
-      }
-    }
+    if (place.grouped()) ae::gather_rank_features(group, w.get(), split, n, opt.batch_size, opt.flip, kept);
     if (lead) {
       cae::PhaseScope writing(cae::Phase::write);
       w->write_labels(split, data.read_labels(split));
