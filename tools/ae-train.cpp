@@ -67,10 +67,9 @@ void add_options(CLI::App& app, Options& opt) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--lr-plateau-patience", opt.plateau_patience, "Epochs without improvement before reducing the lr")
       ->check(CLI::NonNegativeNumber);
-  cae::default_means(app.add_option("--grad-clip", opt.grad_clip,
-                                    "Clip the gradient's global L2 norm to this (0 = off)")
-                         ->check(CLI::NonNegativeNumber),
-                     "off");
+  cae::default_means(
+      app.add_option("--grad-clip", opt.grad_clip, "Clip the gradient's global L2 norm to this (0 = off)")->check(CLI::NonNegativeNumber),
+      "off");
   app.add_option("--seed", opt.seed, "Seed of the initial weights and of every epoch's shuffle")
       ->check(CLI::NonNegativeNumber);
   cae::default_means(app.add_option("--train-limit", opt.train_limit,
