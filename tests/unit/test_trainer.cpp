@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/ae/checkpoint.h"
+#include "kernels/ae/stop_signal.h"
 #include "kernels/ae/trainer.h"
 
 namespace {
@@ -360,3 +361,24 @@ TEST_F(TrainerTest, EvaluationPassesReportProgress) {
 }
 
 }  // namespace
+
+// While a StopSignals lives, SIGUSR1 and SIGTERM only set its flag (naming the signal);
+// afterwards the previous handlers are back.
+TEST(StopSignals, TurnSigusr1AndSigtermIntoARequestAndRestoreTheHandlers) {
+  struct sigaction ignore {}, before{}, after{};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGUSR1, &ignore, &before);
+  for (int sig : {SIGUSR1, SIGTERM}) {
+    ae::StopSignals stop;
+    EXPECT_FALSE(stop.requested());
+    EXPECT_EQ(stop.signal(), 0);
+    raise(sig);
+    EXPECT_TRUE(stop.requested());
+    EXPECT_EQ(stop.signal(), sig);
+  }
+  sigaction(SIGUSR1, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, SIG_IGN);
+  sigaction(SIGUSR1, &before, nullptr);
+  EXPECT_EQ(ae::kExitInterrupted, 75);  // EX_TEMPFAIL, the contract with the batch system
+}
