@@ -125,6 +125,8 @@ TOOLS     := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/bin/%) $(if $(wildcard tools/repor
 # pipeline's parameter stamps) or a FORCE'd one (git-describe.txt) no longer triggers a rebuild.
 .SECONDARY: $(TOOL_SRCS:tools/%.cpp=$(BUILD)/obj/tools/%.o)
 UNIT_BIN  := $(BUILD)/tests/unit_tests
+# Dev binaries the tests run (tests/dev/NAME.cpp → build/tests/NAME with _ as -).
+DEV_BINS  := $(patsubst tests/dev/%.cpp,$(BUILD)/tests/%,$(subst _,-,$(wildcard tests/dev/*.cpp)))
 GPU_TEST_BIN := $(BUILD)/tests/gpu_tests
 DEPS_STAMP := $(BUILD)/.deps-ok
 BUILT_FIRST := all
@@ -144,7 +146,7 @@ endif
 .PHONY: all deps test test-unit test-cli test-gpu test-asan test-slurm bench bench-cpu bench-gpu bench-pipeline bench-io fuzz \
         install uninstall man clean gpu-bundle help
 
-all: $(TOOLS)
+all: $(TOOLS) $(DEV_BINS)
 
 help:
 	@sed -n '3,11p' Makefile
@@ -214,6 +216,10 @@ $(BUILD)/bin/report: $(REPORT_SRCS) $(BUILD)/git-describe.txt
 $(UNIT_BIN): $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o) $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIBS_IN_ORDER) $(LDLIBS) $(LIBSVM_LIBS) -lgtest -lgtest_main -o $@
+
+$(BUILD)/tests/ae-dump-gradients: $(BUILD)/obj/tests/dev/ae_dump_gradients.o $(LIBS_IN_ORDER)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $< $(LIBS_IN_ORDER) $(LDLIBS) -o $@
 
 $(GPU_TEST_BIN): $(GPU_TEST_SRCS:%.cu=$(BUILD)/obj/%.o) $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)

@@ -50,11 +50,12 @@ int launch_ranks(int ranks, const std::vector<std::string>& args,
   if (len <= 0) throw std::runtime_error("cannot find this executable (/proc/self/exe) to start the ranks");
   self[len] = '\0';
 
-  struct sigaction sa {}, old_int{}, old_term{};
+  struct sigaction sa {}, old_int{}, old_term{}, old_usr1{};
   sa.sa_handler = forward_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGUSR1, &sa, &old_usr1);  // a scheduler's "save and stop" (ae-train: preemption)
 
   for (int r = 0; r < ranks; ++r) {
     std::vector<std::string> a{self};
@@ -72,6 +73,7 @@ int launch_ranks(int ranks, const std::vector<std::string>& args,
     if (pid == 0) {
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
+      signal(SIGUSR1, SIG_DFL);
       execv(self, cargv.data());
       _exit(127);
     }
@@ -112,6 +114,7 @@ int launch_ranks(int ranks, const std::vector<std::string>& args,
   g_child_count.store(0);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGUSR1, &old_usr1, nullptr);
   return status_out;
 }
 

@@ -2,7 +2,7 @@
 // `ae-train --gpus N` does; on a cluster, srun starts them instead). Each child is this
 // executable with the same arguments, less the launcher's own option, plus its rank's.
 // When a rank fails, the others are stopped (SIGTERM, then SIGKILL) and the failing rank's
-// exit status is returned; SIGINT/SIGTERM to the launcher are passed on to every rank.
+// exit status is returned; SIGINT/SIGTERM/SIGUSR1 to the launcher are passed on to every rank.
 #pragma once
 #include <functional>
 #include <string>

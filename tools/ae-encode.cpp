@@ -6,7 +6,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <sstream>
 
@@ -23,8 +22,7 @@
 #include "common/progress.h"
 #include "common/provenance.h"
 #include "common/timer.h"
-#include "kernels/ae/augment.h"
-#include "kernels/ae/checkpoint.h"
+#include "kernels/ae/encoder.h"
 #include "kernels/ae/data_parallel.h"
 #include "kernels/ae/features_file.h"
 #include "kernels/ae/model.h"
@@ -61,22 +59,20 @@ std::vector<std::string> parse_splits(const std::string& list) {
   return out;
 }
 
-// Finite weights can still overflow to +-Inf on some images (a diverged model): such
-// features would poison every kernel value downstream, so the file is refused here.
-void check_finite(const float* features, int64_t rows, int64_t dim, int64_t row0, const std::string& split,
-                  const std::string& model) {
-  const int64_t count = rows * dim;
-  int64_t bad = count;
-#pragma omp parallel for schedule(static) reduction(min : bad)
-  for (int64_t i = 0; i < count; ++i)
-    if (!std::isfinite(features[i])) bad = std::min(bad, i);
-  if (bad < count)
-    cae::fail_file(model, "its encoder gives a non-finite feature (" + split + " image " +
-                              std::to_string(row0 + bad / dim) + ", feature " + std::to_string(bad % dim) +
-                              "): the weights overflow on these images; retrain (a smaller --lr) or check the model");
+void add_options(CLI::App& app, Options& opt) {
+  app.add_option("--model", opt.model, "ae-model file (ae-train)")->required();
+  app.add_option("--data", opt.data, "image-dataset file (cifar-convert); its image shape must be the model's")->required();
+  app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
+  app.add_option("--split", opt.splits, "Splits to encode, comma-separated: train, test");
+  cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
+                     "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
+  app.add_flag("--flip", opt.flip,
+               "Also encode every image mirrored left to right (/<split>/features_flip: for svm-fit --augment "
+               "flip and svm-eval --tta flip)");
+  cae::add_group_options(app, opt.group, "encodes its share of every split's batches");
 }
 
-void encode(const Options& opt, const cae::CommonOptions& common) {
+void run(const Options& opt, const cae::CommonOptions& common) {
   const std::vector<std::string> splits = parse_splits(opt.splits);
   const cae::Device device = cae::resolve_device(common.device);
   if (opt.group.launch > 0) {
@@ -90,23 +86,15 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
   cae::GroupExchange& group = me.exchange;
   const bool lead = group.lead();
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
-  const ae::ModelWeights model = ae::read_ae_params(opt.model);
-  const ae::Architecture& arch = model.arch;
   cae::DatasetReader data(opt.data);
   cae::BackgroundHashes hashes({opt.model, opt.data});  // both opened: regular files
-  if (data.channels() != arch.input_channels() || data.height() != arch.height() || data.width() != arch.width())
-    cae::fail_file(opt.data, "has images of " + data.image_shape_str() + " but " + opt.model + " was trained on " +
-                                 std::to_string(arch.input_channels()) + "x" + std::to_string(arch.height()) + "x" +
-                                 std::to_string(arch.width()));
-
-  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
-  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(threads));
-  phase.emplace(cae::Phase::startup);  // the device and its context
+  if (device == cae::Device::cpu)
+    cae::record_effective("threads", std::to_string(opt.threads > 0 ? opt.threads : omp_get_max_threads()));
+  phase.emplace(cae::Phase::startup);  // the weights, the device and its context
   if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
-  std::unique_ptr<ae::AeBackend> backend = device == cae::Device::gpu
-                                               ? ae::make_gpu_backend(arch, ae::OptimizerConfig{}, ae::Precision::fp32)
-                                               : ae::make_cpu_backend(arch, ae::OptimizerConfig{}, threads);
-  backend->set_params(model.params);
+  ae::Encoder encoder(opt.model, device, opt.threads, opt.batch_size);
+  const ae::Architecture& arch = encoder.architecture();
+  encoder.check_input(opt.data, data.channels(), data.height(), data.width(), data.image_shape_str());
   phase.reset();
 
   std::unique_ptr<cae::AtomicOutput> out;
@@ -119,9 +107,8 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
   const int64_t dim = arch.latent_dim();
   std::vector<uint8_t> pixels(static_cast<size_t>(chunk * arch.image_dim()));
   std::vector<float> features(static_cast<size_t>(chunk * dim));
-  std::vector<uint8_t> mirrored(opt.flip ? pixels.size() : 0);
+  std::vector<float> mirrored(opt.flip ? features.size() : 0);
   cae::Stopwatch clock;
-  double encode_s = 0;
   int64_t total = 0;
   for (const std::string& split : splits) {
     const int64_t n = data.count(split);
@@ -135,46 +122,21 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
       phase.emplace(cae::Phase::read);
       data.read_images(split, row, rows, pixels.data());
       phase.emplace(cae::Phase::compute);
-      for (bool flipped : {false, true}) {
+      encoder.encode(pixels.data(), rows, features.data(), opt.flip ? mirrored.data() : nullptr, split, row);
+      phase.emplace(cae::Phase::write);
+      for (const std::vector<float>* f : {&features, &mirrored}) {
+        const bool flipped = f == &mirrored;
         if (flipped && !opt.flip) break;
-        const uint8_t* images = pixels.data();
-        if (flipped) {
-          ae::flip_horizontal(pixels.data(), rows, arch.input_channels(), arch.height(), arch.width(), mirrored.data());
-          images = mirrored.data();
-        }
-        cae::Stopwatch t;
-        backend->encode(images, rows, opt.batch_size, features.data());
-        encode_s += t.seconds();
-        check_finite(features.data(), rows, dim, row, split, opt.model);
-        cae::PhaseScope writing(cae::Phase::write);
         if (lead)
-          w->write_rows(split, row, rows, features.data(), flipped);
+          w->write_rows(split, row, rows, f->data(), flipped);
         else
-          kept[flipped].insert(kept[flipped].end(), features.begin(), features.begin() + rows * dim);
+          kept[flipped].insert(kept[flipped].end(), f->begin(), f->begin() + rows * dim);
       }
       phase.reset();
       bar.update(row + rows - mine.first);
     }
     bar.finish();
-    if (place.grouped()) {
-      cae::ByteWriter sent;
-      sent.put_vector(kept[0]);
-      sent.put_vector(kept[1]);
-      kept[0] = {};
-      kept[1] = {};
-      auto all = group.gather("features-" + split, sent.bytes());
-      for (int r = 1; r < static_cast<int>(all.size()); ++r) {
-        const ae::ImageRange theirs = ae::encode_share(n, opt.batch_size, r, place.world);
-        cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s " + split + " features");
-        for (bool flipped : {false, true}) {
-          const std::vector<float> f = in.get_vector<float>();
-          if (f.size() != static_cast<size_t>((flipped && !opt.flip ? 0 : theirs.count) * dim))
-            in.fail(std::to_string(f.size()) + " values for " + std::to_string(theirs.count) + " images");
-          if (!f.empty()) w->write_rows(split, theirs.first, theirs.count, f.data(), flipped);
-        }
-        all[static_cast<size_t>(r)] = {};
-      }
-    }
+    if (place.grouped()) ae::gather_rank_features(group, w.get(), split, n, opt.batch_size, opt.flip, kept);
     if (lead) {
       cae::PhaseScope writing(cae::Phase::write);
       w->write_labels(split, data.read_labels(split));
@@ -189,12 +151,12 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
   const int64_t encoded = total * (opt.flip ? 2 : 1);
   // On a group rank 0's encoder time is its share's: the group's rate is the images over the
   // whole wall time.
-  const double busy = place.grouped() ? seconds : encode_s;
+  const double busy = place.grouped() ? seconds : encoder.seconds();
   const double rate = busy > 0 ? double(encoded) / busy : 0.0;
   phase.reset();
   cae::Provenance prov{"ae-features", 1, cae::options_json(), hashes.get()};
   phase.emplace(cae::Phase::write);
-  w->finish(prov, {backend->describe(), seconds, rate, data.class_names()});
+  w->finish(prov, {encoder.describe(), seconds, rate, data.class_names()});
   out->commit();
   group.finish();
   phase.reset();
@@ -203,7 +165,7 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
                 common.output.c_str(), static_cast<long long>(total), opt.flip ? " and their mirrors" : "",
                 static_cast<long long>(arch.latent_dim()),
                 arch.latent_channels(), arch.latent_height(), arch.latent_width(), seconds, rate,
-                backend->describe().c_str());
+                encoder.describe().c_str());
   cae::emit_json(common, cae::JsonObject()
                              .add("tool", kInfo.name)
                              .add("output", common.output)
@@ -212,7 +174,7 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
                              .add("features", arch.latent_dim())
                              .add("seconds", seconds)
                              .add("images_per_second", rate)
-                             .add("device", backend->describe())
+                             .add("device", encoder.describe())
                              .add_raw("phases", cae::phases_json())
                              .str());
 }
@@ -222,19 +184,6 @@ void encode(const Options& opt, const cae::CommonOptions& common) {
 int main(int argc, char** argv) {
   Options opt;
   cae::CommonOptions common;
-  return cae::run_tool(
-      argc, argv, kInfo, common,
-      [&](CLI::App& app) {
-        app.add_option("--model", opt.model, "ae-model file (ae-train)")->required();
-        app.add_option("--data", opt.data, "image-dataset file (cifar-convert); its image shape must be the model's")->required();
-        app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
-        app.add_option("--split", opt.splits, "Splits to encode, comma-separated: train, test");
-        cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
-                           "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
-        app.add_flag("--flip", opt.flip,
-                     "Also encode every image mirrored left to right (/<split>/features_flip: for svm-fit --augment "
-                     "flip and svm-eval --tta flip)");
-        cae::add_group_options(app, opt.group, "encodes its share of every split's batches");
-      },
-      [&] { encode(opt, common); });
+  return cae::run_tool(argc, argv, kInfo, common, [&](CLI::App& app) { add_options(app, opt); },
+                       [&] { run(opt, common); });
 }

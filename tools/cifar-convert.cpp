@@ -49,7 +49,28 @@ void parse_image_size(const std::string& s, int& H, int& W) {
   W = x == std::string::npos ? H : num(s.substr(x + 1));
 }
 
-void convert(const Options& opt, const cae::CommonOptions& common) {
+void add_options(CLI::App& app, Options& opt) {
+  app.add_option("-i,--input", opt.input,
+                 "cifar-10-batches-bin or cifar-100-binary folder or .tar.gz, a folder of IDX files, or an "
+                 "image folder (train/CLASS/*, test/CLASS/*)")
+      ->required();
+  app.add_option("--format", opt.format, "Input format (detected when omitted)")
+      ->check(CLI::IsMember({"cifar10", "idx", "cifar100", "folder"}));
+  app.add_option("--labels", opt.labels, "CIFAR-100 labels: fine (100 classes) or coarse (20)")
+      ->check(CLI::IsMember({"fine", "coarse"}));
+  app.add_option("--image-size", opt.image_size, "Image folders: resize every image to H or HxW pixels");
+  app.add_option("--color", opt.color, "Image folders: rgb, gray, or auto (gray when every image is)")
+      ->check(CLI::IsMember({"auto", "rgb", "gray"}));
+  app.add_flag("--skip-bad", opt.skip_bad, "Image folders: skip images that do not decode (counted)");
+  cae::default_means(app.add_option("--train-limit", opt.train_limit, "Keep the first N training images (0 = all)")
+                         ->check(CLI::NonNegativeNumber),
+                     "all");
+  cae::default_means(app.add_option("--test-limit", opt.test_limit, "Keep the first N test images (0 = all)")
+                         ->check(CLI::NonNegativeNumber),
+                     "all");
+}
+
+void run(const Options& opt, const cae::CommonOptions& common) {
   cae::Stopwatch clock;
   std::optional<cae::PhaseScope> phase(cae::Phase::read);  // reading and decoding the source
   cae::SourceOptions so;
@@ -100,27 +121,6 @@ void convert(const Options& opt, const cae::CommonOptions& common) {
 int main(int argc, char** argv) {
   Options opt;
   cae::CommonOptions common;
-  return cae::run_tool(
-      argc, argv, kInfo, common,
-      [&](CLI::App& app) {
-        app.add_option("-i,--input", opt.input,
-                       "cifar-10-batches-bin or cifar-100-binary folder or .tar.gz, a folder of IDX files, or an "
-                       "image folder (train/CLASS/*, test/CLASS/*)")
-            ->required();
-        app.add_option("--format", opt.format, "Input format (detected when omitted)")
-            ->check(CLI::IsMember({"cifar10", "idx", "cifar100", "folder"}));
-        app.add_option("--labels", opt.labels, "CIFAR-100 labels: fine (100 classes) or coarse (20)")
-            ->check(CLI::IsMember({"fine", "coarse"}));
-        app.add_option("--image-size", opt.image_size, "Image folders: resize every image to H or HxW pixels");
-        app.add_option("--color", opt.color, "Image folders: rgb, gray, or auto (gray when every image is)")
-            ->check(CLI::IsMember({"auto", "rgb", "gray"}));
-        app.add_flag("--skip-bad", opt.skip_bad, "Image folders: skip images that do not decode (counted)");
-        cae::default_means(app.add_option("--train-limit", opt.train_limit, "Keep the first N training images (0 = all)")
-                               ->check(CLI::NonNegativeNumber),
-                           "all");
-        cae::default_means(app.add_option("--test-limit", opt.test_limit, "Keep the first N test images (0 = all)")
-                               ->check(CLI::NonNegativeNumber),
-                           "all");
-      },
-      [&] { convert(opt, common); });
+  return cae::run_tool(argc, argv, kInfo, common, [&](CLI::App& app) { add_options(app, opt); },
+                       [&] { run(opt, common); });
 }

@@ -5,8 +5,6 @@
 // dataset image gets the class svm-eval gives that image. The class is the one-vs-one vote
 // (as svm-eval's prediction); the listed scores are probabilities when the SVM has them
 // (svm-fit --probability), else the votes.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -19,9 +17,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/sha256.h"
-#include "kernels/ae/augment.h"
-#include "kernels/ae/backend.h"
-#include "kernels/ae/checkpoint.h"
+#include "kernels/ae/encoder.h"
 #include "kernels/ae/model.h"
 #include "kernels/svm/classifier.h"
 
@@ -74,10 +70,26 @@ std::vector<std::vector<Score>> rank_by_probability(const svm::Classifier& clf, 
   return out;
 }
 
-void classify(const Options& opt, const cae::CommonOptions& common) {
+void add_options(CLI::App& app, Options& opt) {
+  app.add_option("--model", opt.model, "ae-model file (ae-train)")->required();
+  app.add_option("--svm", opt.svm, "svm-model file (svm-fit) trained on that model's features")->required();
+  app.add_option("--top", opt.top, "Classes listed per image, best first")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
+  app.add_option("--tta", opt.tta, "Test-time augmentation, as svm-eval --tta: none, or flip (average with the mirror)")
+      ->check(CLI::IsMember({"none", "flip"}));
+  app.add_flag("--allow-mismatch", opt.allow_mismatch,
+               "Use an SVM trained on another encoder's features (refused otherwise)");
+  app.add_option("images", opt.images, "PNG or JPEG files (any size; converted to the model's input shape)")
+      ->required();
+  // Not the other tools' one summary line: one object per image, as the README says.
+  app.get_option("--json")->description(
+      "Print one JSON line per image on stdout: {\"file\",\"label\",\"class\",\"scores\"}");
+}
+
+void run(const Options& opt, const cae::CommonOptions& common) {
   const cae::Device device = cae::resolve_device(common.device);
-  const ae::ModelWeights model = ae::read_ae_params(opt.model);
-  const ae::Architecture& arch = model.arch;
+  ae::Encoder encoder(opt.model, device, 0, opt.batch_size);
+  const ae::Architecture& arch = encoder.architecture();
   const int C = arch.input_channels(), H = arch.height(), W = arch.width();
   if (C != 1 && C != 3)
     cae::fail_file(opt.model, "takes " + std::to_string(C) + "-channel images; classify converts to gray (1) or RGB (3)");
@@ -108,16 +120,9 @@ void classify(const Options& opt, const cae::CommonOptions& common) {
   // --tta flip, as svm-eval --tta flip: the n images, then their n mirrors; each image's
   // decision values are the mean of its two views'.
   const int views = opt.tta == "flip" ? 2 : 1;
-  if (views == 2) {
-    pixels.resize(static_cast<size_t>(2 * n * image_dim));
-    ae::flip_horizontal(pixels.data(), n, C, H, W, pixels.data() + n * image_dim);
-  }
-  std::unique_ptr<ae::AeBackend> backend = device == cae::Device::gpu
-                                               ? ae::make_gpu_backend(arch, ae::OptimizerConfig{}, ae::Precision::fp32)
-                                               : ae::make_cpu_backend(arch, ae::OptimizerConfig{}, omp_get_max_threads());
-  backend->set_params(model.params);
-  std::vector<float> features(static_cast<size_t>(views * n * arch.latent_dim()));
-  backend->encode(pixels.data(), views * n, opt.batch_size, features.data());
+  const int64_t latent = arch.latent_dim();
+  std::vector<float> features(static_cast<size_t>(views * n * latent));
+  encoder.encode(pixels.data(), n, features.data(), views == 2 ? features.data() + n * latent : nullptr, "input", 0);
   const std::vector<double> dec = svm::average_views(clf.decision_values(features.data(), views * n, device), n,
                                                      clf.model().n_pairs(), views);
   const std::vector<int32_t> pred = clf.vote(dec, n);
@@ -152,7 +157,7 @@ void classify(const Options& opt, const cae::CommonOptions& common) {
   }
   fflush(stdout);
   cae::log_info("classified %lld images (%dx%dx%d; %s; %s)", static_cast<long long>(n), C, H, W,
-                by_prob ? "probabilities" : "one-vs-one votes", backend->describe().c_str());
+                by_prob ? "probabilities" : "one-vs-one votes", encoder.describe().c_str());
 }
 
 }  // namespace
@@ -160,22 +165,6 @@ void classify(const Options& opt, const cae::CommonOptions& common) {
 int main(int argc, char** argv) {
   Options opt;
   cae::CommonOptions common;
-  return cae::run_tool(
-      argc, argv, kInfo, common,
-      [&](CLI::App& app) {
-        app.add_option("--model", opt.model, "ae-model file (ae-train)")->required();
-        app.add_option("--svm", opt.svm, "svm-model file (svm-fit) trained on that model's features")->required();
-        app.add_option("--top", opt.top, "Classes listed per image, best first")->check(CLI::PositiveNumber);
-        app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
-        app.add_option("--tta", opt.tta, "Test-time augmentation, as svm-eval --tta: none, or flip (average with the mirror)")
-            ->check(CLI::IsMember({"none", "flip"}));
-        app.add_flag("--allow-mismatch", opt.allow_mismatch,
-                     "Use an SVM trained on another encoder's features (refused otherwise)");
-        app.add_option("images", opt.images, "PNG or JPEG files (any size; converted to the model's input shape)")
-            ->required();
-        // Not the other tools' one summary line: one object per image, as the README says.
-        app.get_option("--json")->description(
-            "Print one JSON line per image on stdout: {\"file\",\"label\",\"class\",\"scores\"}");
-      },
-      [&] { classify(opt, common); });
+  return cae::run_tool(argc, argv, kInfo, common, [&](CLI::App& app) { add_options(app, opt); },
+                       [&] { run(opt, common); });
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device.h"
 #include "kernels/ae/model.h"
 
 namespace ae {
@@ -60,6 +61,10 @@ class AeBackend {
   virtual void reconstruct(const uint8_t* images, int64_t n, float* out) = 0;
   // Latent codes [n, latent_dim], C,H,W order.
   virtual void encode(const uint8_t* images, int64_t n, int batch, float* latent) = 0;
+  // True when `flag` is true on any rank of this backend's data-parallel group, so that
+  // every rank stops at the same step when only some received a signal. A collective: in
+  // a group every rank calls it at the same points. One process: `flag` itself.
+  virtual bool any_rank(bool flag) { return flag; }
 };
 
 // threads <= 0: OpenMP's default.
@@ -81,5 +86,11 @@ struct DataParallelGroup {
 };
 std::unique_ptr<AeBackend> make_gpu_backend(const Architecture& arch, const OptimizerConfig& opt, Precision precision,
                                             const DataParallelGroup& group);
+
+// The backend every tool uses: on the CPU with `threads` (<= 0: OpenMP's default), or on
+// the GPU at `precision` — as a rank of `group` when it has more than one rank or a
+// rendezvous file (data parallelism is GPU-only).
+std::unique_ptr<AeBackend> make_backend(cae::Device device, const Architecture& arch, const OptimizerConfig& opt,
+                                        Precision precision, int threads, const DataParallelGroup& group = {});
 
 }  // namespace ae

@@ -113,6 +113,9 @@ void write_checkpoint(const std::string& path, const std::string& display_name, 
   w.set_attr("/", "param_count", a.param_count());
   w.set_attr("/", "epochs_done", c.epochs_done);
   w.set_attr("/", "epochs_target", c.epochs_target);
+  w.set_attr("/", "epoch_images_done", c.epoch_images_done);
+  w.set_attr("/", "epoch_loss_sum", c.epoch_loss_sum);
+  w.set_attr("/", "epoch_train_seconds", c.epoch_train_seconds);
   w.set_attr("/", "seed", static_cast<int64_t>(c.seed));
   w.set_attr("/", "batch_size", c.batch_size);
   w.set_attr("/", "threads", c.threads);
@@ -166,6 +169,12 @@ Checkpoint read_checkpoint(const std::string& path) {
     fail_file(path, "Adam checkpoint lacks /optimizer/m or /optimizer/v");
 
   c.epochs_target = r.attr_int("/", "epochs_target");
+  // Files written only at epoch boundaries have no position inside an epoch.
+  if (r.has_attr("/", "epoch_images_done")) {
+    c.epoch_images_done = r.attr_int("/", "epoch_images_done");
+    c.epoch_loss_sum = r.attr_double("/", "epoch_loss_sum");
+    c.epoch_train_seconds = r.attr_double("/", "epoch_train_seconds");
+  }
   c.seed = static_cast<uint64_t>(r.attr_int("/", "seed"));
   c.batch_size = r.attr_int("/", "batch_size");
   c.threads = r.attr_int("/", "threads");
@@ -202,18 +211,26 @@ void validate_training_state(const Checkpoint& c, const std::string& path) {
   if (c.epochs_target < 0) bad("epochs_target is negative");
   if (c.plateau_bad_epochs < 0) bad("plateau_bad_epochs is negative");
   if (std::isnan(c.plateau_best) || c.plateau_best < 0) bad(cae::strprintf("plateau_best %g is not a loss", c.plateau_best));
+  // An interrupted epoch stopped between steps: a whole number of batches, short of the end.
+  if (c.epoch_images_done < 0 || c.epoch_images_done >= c.train_count || c.epoch_images_done % c.batch_size != 0)
+    bad("epoch_images_done " + std::to_string(c.epoch_images_done) + " is not a step boundary inside an epoch of " +
+        std::to_string(c.train_count) + " images");
+  if (!std::isfinite(c.epoch_loss_sum) || c.epoch_loss_sum < 0 || (c.epoch_images_done == 0 && c.epoch_loss_sum != 0))
+    bad(cae::strprintf("epoch_loss_sum %g does not fit epoch_images_done", c.epoch_loss_sum));
   // Adam's bias correction divides by 1 - beta^step: the step counts the batches trained
-  // so far (one per batch of every finished epoch), so it is positive after an epoch and
-  // never more than that count.
+  // so far (one per batch of every finished epoch, and those of an interrupted one), so it
+  // is positive once anything was trained and never more than that count.
   const int64_t batches = (c.train_count + c.batch_size - 1) / c.batch_size;
-  if (c.optimizer.step < 0 || c.optimizer.step > c.epochs_done * batches || (c.epochs_done > 0 && c.optimizer.step == 0))
+  const int64_t trained = c.epochs_done * batches + c.epoch_images_done / c.batch_size;
+  if (c.optimizer.step < 0 || c.optimizer.step > trained || (trained > 0 && c.optimizer.step == 0))
     bad("optimizer_step " + std::to_string(c.optimizer.step) + " does not fit " + std::to_string(c.epochs_done) +
-        " epochs of " + std::to_string(batches) + " batches");
+        " epochs of " + std::to_string(batches) + " batches and " + std::to_string(c.epoch_images_done / c.batch_size) +
+        " more");
   for (float m : c.optimizer.m)
     if (!std::isfinite(m)) bad("/optimizer/m contains NaN or Inf");
   for (float v : c.optimizer.v)
     if (!std::isfinite(v) || v < 0) bad("/optimizer/v contains a negative, NaN or Inf second moment");
-  for (double t : {c.total_seconds, c.train_seconds, c.images_per_second})
+  for (double t : {c.total_seconds, c.train_seconds, c.images_per_second, c.epoch_train_seconds})
     if (!std::isfinite(t) || t < 0) bad("a recorded time or rate is negative or not finite");
 }
 

@@ -42,6 +42,13 @@ struct Checkpoint {
   std::vector<float> sample_reconstructions;  // [k,C,H,W]
 
   int64_t epochs_done = 0, epochs_target = 0;
+  // A run interrupted inside epoch epochs_done + 1 (ae-train on SIGUSR1/SIGTERM) records how
+  // far it got: the images of that epoch's order already trained (a whole number of
+  // steps), the sum of their per-image MSE and the seconds spent on them. All 0 at an
+  // epoch boundary. The order itself is not stored: epoch_order(seed, epoch) recomputes it.
+  int64_t epoch_images_done = 0;
+  double epoch_loss_sum = 0.0;
+  double epoch_train_seconds = 0.0;
   uint64_t seed = 0;
   int64_t batch_size = 0;
   int64_t threads = 0;          // CPU threads of the run (bit-identical resume needs the same)

@@ -22,6 +22,13 @@ RankInfo resolve_rank(int rank_opt, int world_opt, int local_rank_opt, const Env
   return r;
 }
 
+DataParallelGroup data_parallel_group(const cae::GroupOptions& o, const std::string& output) {
+  const cae::GroupPlace p = cae::resolve_group_place(o.rank, o.world_size, o.local_rank);
+  DataParallelGroup g{p.rank, p.world, p.local_rank, o.rendezvous, o.timeout_seconds};
+  if (p.world > 1 || !o.rendezvous.empty()) g.rendezvous = cae::group_rendezvous_path(o.rendezvous, output, p);
+  return g;
+}
+
 ShardRange shard_of(int64_t global_size, int rank, int world) {
   if (world < 1 || rank < 0 || rank >= world || global_size < 0) throw std::invalid_argument("shard_of: bad rank");
   const int64_t q = global_size / world, rem = global_size % world;

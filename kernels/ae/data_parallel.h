@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "common/group.h"
+#include "kernels/ae/backend.h"
+
 namespace ae {
 
 struct RankInfo {
@@ -30,6 +33,12 @@ const char* process_env(const char* name);
 // Slurm's variables inside an srun step of more than one task, else torchrun's, else one
 // rank). Throws cae::UsageError for inconsistent values (rank outside [0, world), half given).
 RankInfo resolve_rank(int rank_opt, int world_opt, int local_rank_opt, const EnvLookup& env = process_env);
+
+// The group of a training process from its group options (--rank, --world-size, ... or
+// Slurm's/torchrun's variables): the rendezvous file through which rank 0 hands the NCCL id
+// to the others lies beside `output` (a folder every rank sees), named after the Slurm job
+// step or the torchrun run, unless given.
+DataParallelGroup data_parallel_group(const cae::GroupOptions& options, const std::string& output);
 
 // The rows of one global batch of `global_size` rows that rank `rank` of `world` trains:
 // [first, first + count). Shards are consecutive and differ in size by at most one.

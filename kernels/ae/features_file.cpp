@@ -1,5 +1,7 @@
 #include "kernels/ae/features_file.h"
 
+#include "kernels/ae/data_parallel.h"
+
 namespace ae {
 
 FeaturesWriter::FeaturesWriter(const std::string& path, const std::string& display_name, const Architecture& arch)
@@ -37,6 +39,27 @@ void FeaturesWriter::finish(const cae::Provenance& provenance, const Summary& s)
   w_.set_attr("/", "images_per_second", s.images_per_second);
   w_.set_attr("/", "class_names", s.class_names);
   w_.close();
+}
+
+void gather_rank_features(cae::GroupExchange& group, FeaturesWriter* w, const std::string& split, int64_t n, int batch,
+                          bool flip, std::vector<float> (&kept)[2]) {
+  cae::ByteWriter sent;
+  sent.put_vector(kept[0]);
+  sent.put_vector(kept[1]);
+  kept[0] = {};
+  kept[1] = {};
+  auto all = group.gather("features-" + split, sent.bytes());
+  for (int r = 1; r < static_cast<int>(all.size()); ++r) {
+    const ImageRange theirs = encode_share(n, batch, r, group.world());
+    cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s " + split + " features");
+    for (bool flipped : {false, true}) {
+      const std::vector<float> f = in.get_vector<float>();
+      if (f.size() != static_cast<size_t>((flipped && !flip ? 0 : theirs.count) * w->dim()))
+        in.fail(std::to_string(f.size()) + " values for " + std::to_string(theirs.count) + " images");
+      if (!f.empty()) w->write_rows(split, theirs.first, theirs.count, f.data(), flipped);
+    }
+    all[static_cast<size_t>(r)] = {};
+  }
 }
 
 }  // namespace ae

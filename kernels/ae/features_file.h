@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/group.h"
 #include "common/hdf5_io.h"
 #include "common/provenance.h"
 #include "kernels/ae/model.h"
@@ -41,5 +42,12 @@ class FeaturesWriter {
   int64_t dim_;
   bool flipped_ = false;
 };
+
+// ae-encode on a group: every rank but 0 sends the features of its share of `split`
+// (encode_share of n images in batches of `batch`) — `kept[0]`, then the mirrors' `kept[1]`
+// (empty without `flip`) — and rank 0 writes them with `w` (null on the other ranks). A
+// collective: every rank calls it once per split. The vectors are emptied.
+void gather_rank_features(cae::GroupExchange& group, FeaturesWriter* w, const std::string& split, int64_t n, int batch,
+                          bool flip, std::vector<float> (&kept)[2]);
 
 }  // namespace ae

@@ -1,6 +1,7 @@
 #include "kernels/ae/trainer.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -169,7 +170,44 @@ void Trainer::reconstruct_samples() {
                        ckpt_.sample_reconstructions.data());
 }
 
-void Trainer::run(const EpochDone& on_epoch, const Progress& on_progress, const EvalProgress& on_eval) {
+void Trainer::take_backend_state() {
+  ckpt_.params = backend_.params();
+  ckpt_.optimizer = backend_.optimizer_state();
+}
+
+// Trains epoch `epoch` from ckpt_.epoch_images_done on, kStepsPerCall steps per backend
+// call, adding to the epoch's loss sum and time in ckpt_. Returns false when `stop` asked
+// to stop before a call (the checkpoint then holds the position).
+bool Trainer::train_rest_of_epoch(int epoch, const std::vector<int64_t>& order, const Progress& on_progress,
+                                  const StopRequested& stop) {
+  const int64_t n = int64_t(order.size());
+  const int64_t per_call = int64_t(kStepsPerCall) * cfg_.batch_size * std::max(cfg_.ranks, 1);
+  const float lr = static_cast<float>(ckpt_.lr_current);
+  while (ckpt_.epoch_images_done < n) {
+    // Asked before every call, the epoch's first included, so that a run whose epochs are
+    // one call each still stops at the next epoch.
+    if (backend_.any_rank(stop && stop())) {
+      take_backend_state();
+      reconstruct_samples();
+      return false;
+    }
+    const int64_t first = ckpt_.epoch_images_done, count = std::min(per_call, n - first);
+    const std::vector<int64_t> part(order.begin() + first, order.begin() + first + count);
+    const double loss_before = ckpt_.epoch_loss_sum;
+    cae::Stopwatch clock;
+    const double mean = backend_.train_epoch(part, cfg_.batch_size, lr, [&](int64_t done, double running) {
+      if (on_progress) on_progress(epoch, first + done, n, (loss_before + running * double(done)) / double(first + done));
+    });
+    ckpt_.epoch_train_seconds += clock.seconds();
+    ckpt_.epoch_loss_sum += mean * double(count);
+    ckpt_.epoch_images_done += count;
+    if (!std::isfinite(mean)) return true;  // run() reports the divergence
+  }
+  return true;
+}
+
+bool Trainer::run(const EpochDone& on_epoch, const Progress& on_progress, const EvalProgress& on_eval,
+                  const StopRequested& stop) {
   const int64_t n = train_.size();
   if (ckpt_.epochs_done < cfg_.epochs) backend_.set_train_images(train_.images.data(), n);
   for (int epoch = static_cast<int>(ckpt_.epochs_done) + 1; epoch <= cfg_.epochs; ++epoch) {
@@ -177,12 +215,13 @@ void Trainer::run(const EpochDone& on_epoch, const Progress& on_progress, const 
     r.epoch = epoch, r.epochs = cfg_.epochs;
     r.lr = ckpt_.lr_current;
     const std::vector<int64_t> order = epoch_order(ckpt_.seed, epoch, n);
+    // The time of an interrupted epoch's earlier part counts towards this one.
+    const double seconds_before = ckpt_.epoch_train_seconds;
     cae::Stopwatch clock;
-    r.train_loss = backend_.train_epoch(order, cfg_.batch_size, static_cast<float>(r.lr),
-                                        [&](int64_t done, double loss) {
-                                          if (on_progress) on_progress(epoch, done, n, loss);
-                                        });
-    r.train_seconds = clock.seconds();
+    if (!train_rest_of_epoch(epoch, order, on_progress, stop)) return false;
+    r.train_loss = n > 0 ? ckpt_.epoch_loss_sum / double(n) : 0.0;
+    r.train_seconds = ckpt_.epoch_train_seconds;
+    ckpt_.epoch_images_done = 0, ckpt_.epoch_loss_sum = 0.0, ckpt_.epoch_train_seconds = 0.0;
     // One backend call per evaluation pass (its sum order is part of the recorded loss),
     // announced before and after it.
     auto evaluate = [&](const char* split, const cae::ImageSplit& s) {
@@ -194,7 +233,7 @@ void Trainer::run(const EpochDone& on_epoch, const Progress& on_progress, const 
     r.val_loss = val_.size() > 0 ? evaluate("validation", val_) : std::numeric_limits<double>::quiet_NaN();
     // Without a test split the history still gets one value per epoch: the training loss.
     r.test_loss = test_.size() > 0 ? evaluate("test", test_) : r.train_loss;
-    r.seconds = clock.seconds();
+    r.seconds = seconds_before + clock.seconds();
     // A non-finite loss means the weights are no longer usable: stop before they replace
     // the last good checkpoint.
     const struct {
@@ -210,8 +249,7 @@ void Trainer::run(const EpochDone& on_epoch, const Progress& on_progress, const 
             epoch > 1 ? cae::strprintf("%s keeps epoch %d", cfg_.output_name.c_str(), epoch - 1).c_str()
                       : "no model was written"));
 
-    ckpt_.params = backend_.params();
-    ckpt_.optimizer = backend_.optimizer_state();
+    take_backend_state();
     ckpt_.train_loss.push_back(r.train_loss);
     ckpt_.val_loss.push_back(r.val_loss);
     ckpt_.test_loss.push_back(r.test_loss);
@@ -227,6 +265,7 @@ void Trainer::run(const EpochDone& on_epoch, const Progress& on_progress, const 
     reconstruct_samples();
     on_epoch(ckpt_, r);
   }
+  return true;
 }
 
 }  // namespace ae

@@ -4,7 +4,11 @@
 //
 //   ae::Trainer trainer(config, *backend, train_split, test_split, data_sha256);
 //   trainer.start();                      // or trainer.resume(ae::read_checkpoint(path));
-//   trainer.run(save_and_log, draw_progress);
+//   if (!trainer.run(save_and_log, draw_progress, nullptr, stop_requested)) save(trainer.checkpoint());
+//
+// A run can be stopped between steps (preemption): run() then returns false with a
+// checkpoint that records the position inside the epoch, and a resume from it continues
+// to exactly the weights of an uninterrupted run (docs/RELIABILITY.md, "Preemption").
 //
 // Which data steers what: the optimizer sees the training images less the validation
 // hold-out; the learning-rate schedule reads the validation loss (the training loss when
@@ -32,6 +36,7 @@ struct TrainerConfig {
   std::string device = "cpu";      // recorded in the checkpoint; a resume on another warns
   std::string precision = "fp32";
   int threads = 1;                 // CPU threads (recorded: bit-identical resume needs the same)
+  int ranks = 1;                   // data-parallel ranks: a step trains batch_size·ranks images
   std::string output_name = "model.h5";  // named in messages ("... keeps epoch 3")
 };
 
@@ -83,6 +88,13 @@ class Trainer {
   // Called before (images_done 0) and after (images_done == images_total) each evaluation
   // pass of an epoch; `split` is "validation" or "test".
   using EvalProgress = std::function<void(int epoch, const char* split, int64_t images_done, int64_t images_total)>;
+  // Asked before every group of kStepsPerCall steps: true stops the run there.
+  using StopRequested = std::function<bool()>;
+
+  // Steps per backend call, between which a stop is honoured. Fixed, so a resumed run cuts
+  // the epoch where an uninterrupted one does (the epoch's loss is summed per call); few
+  // enough for a prompt stop on the CPU, enough to keep a GPU's queue full.
+  static constexpr int kStepsPerCall = 16;
 
   // `train` is the file's training split (any --train-limit applied); the validation
   // hold-out is taken from it here. Throws cae::UsageError when config.val_split leaves
@@ -99,9 +111,13 @@ class Trainer {
   void resume(Checkpoint c);
 
   bool finished() const;  // the checkpoint already has config.epochs epochs
-  // Trains the remaining epochs. Throws std::runtime_error when a loss becomes NaN/Inf
+  // Trains the remaining epochs; returns true when they are done. When `stop` answers
+  // true (on any rank of a group: AeBackend::any_rank), returns false after the step in
+  // progress, with checkpoint() holding the weights, optimizer state and the position in
+  // the epoch, ready to save. Throws std::runtime_error when a loss becomes NaN/Inf
   // (before that epoch's weights reach on_epoch).
-  void run(const EpochDone& on_epoch, const Progress& on_progress = nullptr, const EvalProgress& on_eval = nullptr);
+  bool run(const EpochDone& on_epoch, const Progress& on_progress = nullptr, const EvalProgress& on_eval = nullptr,
+           const StopRequested& stop = nullptr);
   // Recomputes the sample reconstructions with the backend's current weights.
   void reconstruct_samples();
 
@@ -113,6 +129,9 @@ class Trainer {
 
  private:
   void set_run_fields();
+  bool train_rest_of_epoch(int epoch, const std::vector<int64_t>& order, const Progress& on_progress,
+                           const StopRequested& stop);
+  void take_backend_state();
   void check_resumable(const Checkpoint& c) const;
   TrainerConfig cfg_;
   AeBackend& backend_;

@@ -20,6 +20,30 @@ teardown_file() {
   rm -rf "$AE_DIR"
 }
 
+# Every dataset of two ae-model files bit for bit (but the wall-clock epoch_seconds), and
+# the training state: what a resumed run must end with.
+assert_same_model() {
+  "$PYTHON" - "$1" "$2" <<'PY'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+assert len(names) == 20, names
+for n in names:
+    if n == "history/epoch_seconds":
+        continue
+    x, y = a[n][...], b[n][...]
+    assert x.dtype == y.dtype and x.shape == y.shape, n
+    assert np.array_equal(x.view(np.uint8), y.view(np.uint8)), f"{n} differs after resume"
+for k in ("epochs_done", "optimizer_step", "lr_current", "plateau_best", "plateau_bad_epochs", "epoch_images_done"):
+    assert a.attrs[k] == b.attrs[k], k
+PY
+}
+
+h5attr() {
+  "$PYTHON" -c "import h5py,sys; print(h5py.File(sys.argv[1]).attrs[sys.argv[2]])" "$1" "$2"
+}
+
 setup() {
   TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/ae-test.XXXXXX")"
 }
@@ -33,7 +57,7 @@ teardown() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"Example:"*"ae-train --data"* ]]
   [[ "$output" == *"--lr-plateau-patience"* ]]
-  [[ "$output" != *"--dump-gradients"* ]]  # a hidden test hook
+  [[ "$output" != *"--dump-gradients"* ]]  # a dev binary's job (tests/dev), not the tool's
   run "$BIN/ae-encode" --help
   [ "$status" -eq 0 ]
   [[ "$output" == *"Example:"*"ae-encode --model"* ]]
@@ -130,8 +154,8 @@ PY
 # of activations a few lie there, and one flipped decision moved the gradients by 3e-4 in a
 # test-asan run (docs/DECISIONS.md, "Gradient check against PyTorch").
 @test "one batch's output, loss and every parameter gradient match PyTorch (rel err < 1e-4)" {
-  "$BIN/ae-train" --device cpu --quiet --data "$AE_DIR/data.h5" --batch-size 24 -o "$AE_DIR/full.h5" --resume \
-    --dump-gradients "$TMP/grads.h5"
+  "$BUILD/tests/ae-dump-gradients" --quiet --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" --batch-size 24 \
+    -o "$TMP/grads.h5"
   run "$PYTHON" "$REPO_ROOT/tests/python/torch_reference.py" gradients --model "$AE_DIR/full.h5" \
     --dump "$TMP/grads.h5"
   echo "$output"
@@ -156,8 +180,8 @@ with h5py.File(sys.argv[1], "w") as f:
 PY
   "$BIN/ae-train" --device cpu --quiet --data "$TMP/d28.h5" --encoder-channels 64,32 --val-split 0 --epochs 1 \
     --batch-size 8 --threads 2 -o "$TMP/m28.h5"
-  "$BIN/ae-train" --device cpu --quiet --data "$TMP/d28.h5" --encoder-channels 64,32 --val-split 0 --epochs 1 \
-    --batch-size 8 --threads 2 -o "$TMP/m28.h5" --resume --dump-gradients "$TMP/g28.h5"
+  "$BUILD/tests/ae-dump-gradients" --quiet --model "$TMP/m28.h5" --data "$TMP/d28.h5" --batch-size 8 --threads 2 \
+    -o "$TMP/g28.h5"
   run "$PYTHON" "$REPO_ROOT/tests/python/torch_reference.py" gradients --model "$TMP/m28.h5" --dump "$TMP/g28.h5"
   echo "$output"
   [ "$status" -eq 0 ]
@@ -203,23 +227,43 @@ PY
   for _ in $(seq 1 2400); do [ -f "$TMP/m.h5" ] && break; sleep 0.05; done
   kill -9 "$pid"
   wait "$pid" || true
-  [ "$("$PYTHON" -c "import h5py,sys; print(h5py.File(sys.argv[1]).attrs['epochs_done'])" "$TMP/m.h5")" = 1 ]
+  [ "$(h5attr "$TMP/m.h5" epochs_done)" = 1 ]
   "$BIN/ae-train" --device cpu "${opts[@]}" --resume --quiet
-  "$PYTHON" - "$AE_DIR/full.h5" "$TMP/m.h5" <<'PY'
-import sys, h5py, numpy as np
-a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-names = []
-a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
-assert len(names) == 20, names
-for n in names:
-    if n == "history/epoch_seconds":
-        continue
-    x, y = a[n][...], b[n][...]
-    assert x.dtype == y.dtype and x.shape == y.shape, n
-    assert np.array_equal(x.view(np.uint8), y.view(np.uint8)), f"{n} differs after resume"
-for k in ("epochs_done", "optimizer_step", "lr_current", "plateau_best", "plateau_bad_epochs"):
-    assert a.attrs[k] == b.attrs[k], k
+  assert_same_model "$AE_DIR/full.h5" "$TMP/m.h5"
+}
+
+@test "SIGUSR1 or SIGTERM mid-epoch: exit 75 with a mid-epoch checkpoint; --resume ends bit-identical" {
+  # Batch 2 over 173 training images: 87 steps an epoch, checked for a stop every 16, so a
+  # signal sent as soon as epoch 1's checkpoint appears lands inside epoch 2 or 3.
+  opts=(--data "$AE_DIR/data.h5" --epochs 4 --batch-size 2 --seed 7 --threads 2 --encoder-channels 32,16)
+  "$BIN/ae-train" --device cpu "${opts[@]}" --quiet -o "$TMP/full.h5"
+  for sig in USR1 TERM; do
+    rm -f "$TMP/m.h5"
+    # A --resume without a checkpoint starts from scratch (a requeued job always passes it).
+    "$BIN/ae-train" --device cpu "${opts[@]}" --resume -o "$TMP/m.h5" 2>"$TMP/err" &
+    pid=$!
+    for _ in $(seq 1 2400); do [ -f "$TMP/m.h5" ] && break; sleep 0.02; done
+    kill -"$sig" "$pid"
+    status=0
+    wait "$pid" || status=$?
+    [ "$status" -eq 75 ]
+    grep -q "no checkpoint at $TMP/m.h5 yet: starting from scratch" "$TMP/err"
+    line="$(grep "interrupted" "$TMP/err")"
+    [[ "$line" == "ae-train: interrupted by SIG$sig in epoch "*" images trained); checkpoint in $TMP/m.h5; rerun the same command with --resume to continue" ]]
+    "$PYTHON" - "$TMP/m.h5" <<'PY'
+import sys, h5py
+a = h5py.File(sys.argv[1], "r").attrs
+assert 1 <= a["epochs_done"] <= 2, a["epochs_done"]
+assert 0 < a["epoch_images_done"] < 173 and a["epoch_images_done"] % 2 == 0, a["epoch_images_done"]
+assert a["epoch_loss_sum"] > 0
+assert a["optimizer_step"] == a["epochs_done"] * 87 + a["epoch_images_done"] // 2, a["optimizer_step"]
 PY
+    run "$BIN/ae-train" --device cpu "${opts[@]}" --resume -o "$TMP/m.h5"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"resuming $TMP/m.h5 inside epoch "* ]]
+    assert_same_model "$TMP/full.h5" "$TMP/m.h5"
+    [ "$(h5attr "$TMP/m.h5" epochs_done) $(h5attr "$TMP/m.h5" epoch_images_done)" = "4 0" ]
+  done
 }
 
 @test "--resume refuses a checkpoint trained with other options, and is a no-op when done" {
@@ -432,7 +476,7 @@ PY
 
 # ---- issue 19: what ae-train tells a user --------------------------------------------------
 
-@test "ae-train: SIGTERM and Ctrl-C print one line: the epoch reached, the checkpoint, --resume" {
+@test "ae-train: SIGTERM and Ctrl-C print one line: where it stopped, the checkpoint, --resume" {
   for sig in TERM INT; do
     rm -f "$TMP/m.h5"
     "$BIN/ae-train" -q --device cpu --data "$AE_DIR/data.h5" --train-limit 24 --epochs 100000 --batch-size 8 \
@@ -444,10 +488,16 @@ PY
     kill -$sig "$pid"
     code=0
     wait "$pid" || code=$?
-    [ "$code" -gt 128 ]
     [ "$(grep -c . "$TMP/err")" -eq 1 ] || { cat "$TMP/err"; return 1; }
-    grep -Eq "^ae-train: stopped after epoch [0-9]+ of 100000; checkpoint in $TMP/m.h5; rerun with --resume to continue$" "$TMP/err" ||
-      { cat "$TMP/err"; return 1; }
+    if [ "$sig" = TERM ]; then  # a scheduler's stop: the step ends, a checkpoint is saved, exit 75
+      [ "$code" -eq 75 ]
+      grep -Eq "^ae-train: interrupted by SIGTERM in epoch [0-9]+ of 100000 \(0 of 22 images trained\); checkpoint in $TMP/m.h5; rerun the same command with --resume to continue$" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    else  # Ctrl-C: stop now, the last epoch's checkpoint stays
+      [ "$code" -gt 128 ]
+      grep -Eq "^ae-train: stopped after epoch [0-9]+ of 100000; checkpoint in $TMP/m.h5; rerun with --resume to continue$" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    fi
     [ -z "$(ls -A "$TMP" | grep -F '.tmp-' || true)" ]
   done
 }

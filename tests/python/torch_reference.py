@@ -2,7 +2,8 @@
 """Checks the C++ autoencoder against PyTorch (Debian's python3-torch).
 
   torch_reference.py gradients --model model.h5 --dump grads.h5
-      grads.h5 comes from `ae-train --dump-gradients` run with model.h5's weights: the
+      grads.h5 comes from the dev binary build/tests/ae-dump-gradients (tests/dev/
+      ae_dump_gradients.cpp, `--model model.h5 --data cifar10.h5 --batch-size N`): the
       images of one batch, the C++ decoder outputs, batch-mean MSE, every parameter
       gradient and the forward pass's decisions (max-pool picks, ReLU masks), with the
       architecture as root attributes input_shape [C,H,W] and encoder_channels (absent:

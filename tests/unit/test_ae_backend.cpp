@@ -10,9 +10,13 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/ae/augment.h"
 #include "kernels/ae/backend.h"
+#include "kernels/ae/checkpoint.h"
+#include "kernels/ae/encoder.h"
 #include "kernels/ae/cpu/backend_cpu.h"
 #include "kernels/ae/cpu/layers.h"
 #include "kernels/ae/cpu/reference.h"
@@ -282,8 +286,7 @@ TEST_P(AeBackendArch, GradientAndDecisionsMatchTheDoubleReference) {
   const std::vector<float> params = params_with_biases(a, 7);
   const std::vector<uint8_t> images = random_images(a, n, 8);
   std::vector<float> out(size_t(n) * a.image_dim()), grad(size_t(a.param_count()));
-  ae::ForwardDecisions dec;
-  const double loss = ae::cpu_loss_and_gradient(a, params, images.data(), n, 2, out.data(), grad.data(), &dec);
+  const double loss = ae::cpu_loss_and_gradient(a, params, images.data(), n, 2, out.data(), grad.data());
 
   const DoubleNet net(a);
   const std::vector<double> pd(params.begin(), params.end());
@@ -299,33 +302,36 @@ TEST_P(AeBackendArch, GradientAndDecisionsMatchTheDoubleReference) {
         << l.group << " bias";
   }
 
-  // The decisions: named, shaped, and the double reference's (pool picks where the
-  // window's maximum is positive; ReLU outputs).
+  // The forward traces: one per image, each layer's the double reference's (pool picks
+  // where the window's maximum is positive; ReLU outputs).
   const int k = a.depth();
-  const std::vector<ae::DecisionTensor> t = dec.tensors(a);
-  ASSERT_EQ(t.size(), size_t(3 * k));
+  const std::vector<ae::ForwardTrace> traces = ae::cpu_forward_traces(a, params, images.data(), n);
+  ASSERT_EQ(traces.size(), size_t(n));
+  auto all_images = [&](auto member, int layer) {
+    std::vector<std::decay_t<decltype((traces[0].*member)[0][0])>> v;
+    for (const ae::ForwardTrace& t : traces) {
+      EXPECT_EQ(int((t.*member).size()), k);
+      v.insert(v.end(), (t.*member)[size_t(layer)].begin(), (t.*member)[size_t(layer)].end());
+    }
+    return v;
+  };
   for (int i = 0; i < k; ++i) {
     const ConvLayer& l = a.conv(i);
-    const std::vector<uint64_t> shape{uint64_t(n), uint64_t(l.out), uint64_t(l.H / 2), uint64_t(l.W / 2)};
-    const ae::DecisionTensor &arg = t[size_t(2 * i)], &pool = t[size_t(2 * i + 1)];
-    EXPECT_EQ(arg.name, "pool" + std::to_string(i + 1) + "_argmax");
-    EXPECT_EQ(pool.name, "pool" + std::to_string(i + 1));
-    EXPECT_EQ(arg.shape, shape);
-    EXPECT_EQ(pool.shape, shape);
-    ASSERT_TRUE(arg.i32 && !arg.f32 && pool.f32 && !pool.i32);
     const size_t count = size_t(n) * size_t(l.out) * size_t(l.H / 2) * size_t(l.W / 2);
-    EXPECT_LT(max_rel(pool.f32, tape.act[size_t(i)], count), 1e-5) << pool.name;
+    const std::vector<int32_t> arg = all_images(&ae::ForwardTrace::pool_argmax, i);
+    const std::vector<float> pool = all_images(&ae::ForwardTrace::pool, i);
+    ASSERT_EQ(arg.size(), count);
+    ASSERT_EQ(pool.size(), count);
+    EXPECT_LT(max_rel(pool, tape.act[size_t(i)], count), 1e-5) << "pool" << i + 1;
     int64_t differ = 0;
-    for (size_t e = 0; e < count; ++e) differ += pool.f32[e] > 0 && arg.i32[e] != tape.arg[size_t(i)][e];
-    EXPECT_EQ(differ, 0) << arg.name;
+    for (size_t e = 0; e < count; ++e) differ += pool[e] > 0 && arg[e] != tape.arg[size_t(i)][e];
+    EXPECT_EQ(differ, 0) << "pool" << i + 1 << "_argmax";
   }
   for (int j = 0; j < k; ++j) {
     const ConvLayer& l = a.conv(k + j);
-    const ae::DecisionTensor& d = t[size_t(2 * k + j)];
-    EXPECT_EQ(d.name, "dconv" + std::to_string(j + 1));
-    EXPECT_EQ(d.shape, (std::vector<uint64_t>{uint64_t(n), uint64_t(l.out), uint64_t(l.H), uint64_t(l.W)}));
-    ASSERT_TRUE(d.f32 && !d.i32);
-    EXPECT_LT(max_rel(d.f32, tape.act[size_t(k + j)], size_t(n) * l.out * l.H * l.W), 1e-5) << d.name;
+    const std::vector<float> relu = all_images(&ae::ForwardTrace::relu, j);
+    ASSERT_EQ(relu.size(), size_t(n) * l.out * l.H * l.W);
+    EXPECT_LT(max_rel(relu, tape.act[size_t(k + j)], relu.size()), 1e-5) << "dconv" << j + 1;
   }
 }
 
@@ -428,12 +434,75 @@ TEST(AeBackend, RejectsBadInput) {
   ae::OptimizerConfig bad;
   bad.kind = "lbfgs";
   EXPECT_THROW(ae::make_cpu_backend(a, bad, 1), std::invalid_argument);
-  ae::ForwardDecisions other;  // decisions of another architecture cannot be named by this one
   std::vector<float> grad(size_t(a.param_count()));
-  ae::cpu_loss_and_gradient(a, ae::init_params(a, 1), images.data(), 1, 1, nullptr, grad.data(), &other);
-  EXPECT_THROW(other.tensors(Architecture::seed()), std::invalid_argument);
   EXPECT_THROW(ae::cpu_loss_and_gradient(a, ae::init_params(a, 1), images.data(), 0, 1, nullptr, grad.data()),
                std::invalid_argument);
 }
 
 }  // namespace
+
+namespace {
+
+// A model file with `params` (no samples, no history): what Encoder reads.
+std::string write_model(const Architecture& arch, const std::vector<float>& params) {
+  char tmpl[] = "/tmp/cae-encoder-XXXXXX";
+  const std::string path = std::string(mkdtemp(tmpl)) + "/model.h5";
+  ae::Checkpoint c;
+  c.arch = arch;
+  c.params = params;
+  c.optimizer_kind = "adam";
+  ae::write_checkpoint(path, path, c, cae::Provenance{"ae-model", 1, "{}", {}});
+  return path;
+}
+
+}  // namespace
+
+// Encoder: the backend's codes of the images, and of their mirrors when asked.
+TEST(Encoder, CodesAndMirroredCodesAreTheBackendsOfTheImagesAndTheirMirrors) {
+  const Architecture arch(3, 8, 8, {4, 2});
+  const std::vector<float> params = params_with_biases(arch, 3);
+  const std::string path = write_model(arch, params);
+  const int n = 5;
+  const std::vector<uint8_t> images = random_images(arch, n, 9);
+  std::vector<uint8_t> mirrored(images.size());
+  ae::flip_horizontal(images.data(), n, 3, 8, 8, mirrored.data());
+  auto backend = ae::make_backend(cae::Device::cpu, arch, ae::OptimizerConfig{}, ae::Precision::fp32, 1);
+  backend->set_params(params);
+  const size_t dim = size_t(arch.latent_dim());
+  std::vector<float> want(n * dim), want_mirrored(n * dim);
+  backend->encode(images.data(), n, 2, want.data());
+  backend->encode(mirrored.data(), n, 2, want_mirrored.data());
+  EXPECT_NE(want, want_mirrored);
+
+  ae::Encoder encoder(path, cae::Device::cpu, 1, 2);
+  EXPECT_EQ(encoder.architecture(), arch);
+  std::vector<float> codes(n * dim), codes_mirrored(n * dim);
+  encoder.encode(images.data(), n, codes.data(), codes_mirrored.data(), "test", 0);
+  EXPECT_EQ(codes, want);
+  EXPECT_EQ(codes_mirrored, want_mirrored);
+  std::vector<float> alone(n * dim);
+  encoder.encode(images.data(), n, alone.data(), nullptr, "test", 0);
+  EXPECT_EQ(alone, want);
+  EXPECT_THROW(encoder.check_input("d.h5", 3, 8, 16, "3x8x16"), std::runtime_error);
+  EXPECT_NO_THROW(encoder.check_input("d.h5", 3, 8, 8, "3x8x8"));
+}
+
+// Weights that overflow on an image give a non-finite code: refused, naming the image.
+TEST(Encoder, RefusesNonFiniteCodesNamingTheImage) {
+  const Architecture arch(1, 4, 4, {2});
+  std::vector<float> params = ae::init_params(arch, 1);
+  for (int64_t i = 0; i < arch.conv(0).weight_count(); ++i) params[size_t(arch.conv(0).weight_offset + i)] = 3e38f;
+  const std::string path = write_model(arch, params);
+  std::vector<uint8_t> images(size_t(2 * arch.image_dim()), 0);
+  std::fill(images.begin() + arch.image_dim(), images.end(), uint8_t(255));  // image 1 overflows, image 0 is black
+  ae::Encoder encoder(path, cae::Device::cpu, 1, 2);
+  std::vector<float> codes(size_t(2 * arch.latent_dim()));
+  try {
+    encoder.encode(images.data(), 2, codes.data(), nullptr, "test", 10);
+    ADD_FAILURE() << "accepted an infinite code";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.h5: its encoder gives a non-finite feature (test image 11, feature"),
+              std::string::npos)
+        << e.what();
+  }
+}

@@ -85,12 +85,12 @@ TEST(DataParallel, ShardGradientsSumToTheGlobalBatchGradient) {
   const size_t P = size_t(arch.param_count());
   std::vector<float> out(images.size()), whole(P), part(P);
   std::vector<double> summed(P, 0.0);
-  ae::cpu_loss_and_gradient(arch, params, images.data(), global, 1, out.data(), whole.data(), nullptr);
+  ae::cpu_loss_and_gradient(arch, params, images.data(), global, 1, out.data(), whole.data());
   for (int r = 0; r < world; ++r) {
     const ae::ShardRange s = ae::shard_of(global, r, world);
     ASSERT_GT(s.count, 0);
     ae::cpu_loss_and_gradient(arch, params, images.data() + s.first * arch.image_dim(), s.count, 1, out.data(),
-                              part.data(), nullptr);
+                              part.data());
     for (size_t i = 0; i < P; ++i) summed[i] += double(part[i]) * s.count / global;
   }
   double worst = 0, scale = 0;
@@ -171,3 +171,25 @@ TEST(RankLauncher, OptionIsRemovedInBothSpellings) {
 }
 
 }  // namespace
+
+// The group of a training process: its place from the options and its rendezvous file
+// (given, or named after the launch: a group from bare options has none to name it by);
+// one process has none.
+TEST(DataParallel, GroupOfATrainingProcess) {
+  cae::GroupOptions o;
+  o.rank = 1, o.world_size = 3, o.local_rank = 0, o.timeout_seconds = 7;
+  EXPECT_THROW(ae::data_parallel_group(o, "/runs/a/model.h5"), cae::UsageError);
+  o.rendezvous = "/shared/id-file";
+  const ae::DataParallelGroup g = ae::data_parallel_group(o, "/runs/a/model.h5");
+  EXPECT_EQ(g.rank, 1);
+  EXPECT_EQ(g.world, 3);
+  EXPECT_EQ(g.local_rank, 0);
+  EXPECT_EQ(g.timeout_seconds, 7);
+  EXPECT_EQ(g.rendezvous, "/shared/id-file");
+  cae::GroupOptions one;
+  one.rank = 0, one.world_size = 1;
+  const ae::DataParallelGroup single = ae::data_parallel_group(one, "/runs/a/model.h5");
+  EXPECT_EQ(single.world, 1);
+  EXPECT_EQ(single.rank, 0);
+  EXPECT_TRUE(single.rendezvous.empty());
+}

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/ae/checkpoint.h"
+#include "kernels/ae/stop_signal.h"
 #include "kernels/ae/trainer.h"
 
 namespace {
@@ -178,6 +179,74 @@ TEST_F(TrainerTest, ResumeContinuesBitIdentically) {
   EXPECT_EQ(a.plateau_bad_epochs, b.plateau_bad_epochs);
 }
 
+// A stop between steps (preemption) leaves a checkpoint inside the epoch; resuming from it
+// ends exactly where the uninterrupted run does: weights, moments, losses and schedule.
+TEST_F(TrainerTest, StopInsideAnEpochResumesBitIdentically) {
+  const Architecture arch(2, 8, 8, {3, 2});
+  ae::TrainerConfig cfg = tiny_config(3, 4);
+  cfg.batch_size = 1;  // 20 steps an epoch: two backend calls, so a stop can land between them
+  const TrainedRun full = train(arch, cfg);
+  ASSERT_EQ(full.saved.size(), 3u);
+
+  auto backend = ae::make_cpu_backend(arch, cfg.optimizer, 1);
+  ae::Trainer t(cfg, *backend, random_split(24, 2, 8, 8, 1), random_split(6, 2, 8, 8, 2), "sha");
+  t.start();
+  int epochs_seen = 0, asked = 0;
+  // Asked before each call: twice in epoch 1, then at the start of epoch 2 and after its
+  // first call, where it stops.
+  const bool finished = t.run([&](const ae::Checkpoint&, const ae::EpochResult&) { ++epochs_seen; }, nullptr, nullptr,
+                              [&] { return ++asked == 4; });
+  EXPECT_FALSE(finished);
+  EXPECT_EQ(epochs_seen, 1);
+  const ae::Checkpoint stopped = t.checkpoint();
+  EXPECT_EQ(stopped.epochs_done, 1);
+  EXPECT_EQ(stopped.epoch_images_done, ae::Trainer::kStepsPerCall);
+  EXPECT_GT(stopped.epoch_loss_sum, 0.0);
+  EXPECT_EQ(stopped.optimizer.step, 20 + ae::Trainer::kStepsPerCall);
+  EXPECT_NE(stopped.params, full.saved[0].params);  // mid-epoch weights, not epoch 1's
+  EXPECT_NE(stopped.params, full.saved[1].params);
+  EXPECT_EQ(stopped.sample_reconstructions.size(), stopped.sample_images.size());
+  EXPECT_NO_THROW(ae::validate_training_state(stopped, "m.h5"));
+
+  const TrainedRun rest = train(arch, cfg, &stopped);
+  ASSERT_EQ(rest.saved.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    const ae::Checkpoint &a = full.saved[e + 1], &b = rest.saved[e];
+    EXPECT_EQ(a.params, b.params) << "epoch " << e + 2;
+    EXPECT_EQ(a.optimizer.step, b.optimizer.step);
+    EXPECT_EQ(a.optimizer.m, b.optimizer.m);
+    EXPECT_EQ(a.optimizer.v, b.optimizer.v);
+    EXPECT_EQ(a.train_loss, b.train_loss);
+    EXPECT_EQ(a.val_loss, b.val_loss);
+    EXPECT_EQ(a.test_loss, b.test_loss);
+    EXPECT_EQ(a.lr_current, b.lr_current);
+    EXPECT_EQ(b.epoch_images_done, 0);
+  }
+}
+
+// Epochs of one call each (20 images, 5 steps): a stop asked during an epoch takes effect at
+// the next epoch's start, with the finished epoch's state; during the last epoch, the run
+// simply finishes.
+TEST_F(TrainerTest, StopBetweenEpochsAndAtTheEndOfTheRun) {
+  const Architecture arch(1, 4, 4, {2});
+  for (int epochs : {2, 1}) {
+    auto backend = ae::make_cpu_backend(arch, ae::OptimizerConfig{}, 1);
+    ae::Trainer t(tiny_config(epochs, 4), *backend, random_split(24, 1, 4, 4, 1), random_split(6, 1, 4, 4, 2), "sha");
+    t.start();
+    int asked = 0;
+    std::vector<ae::Checkpoint> saved;
+    const bool finished = t.run([&](const ae::Checkpoint& c, const ae::EpochResult&) { saved.push_back(c); }, nullptr,
+                                nullptr, [&] { return ++asked > 1; });
+    ASSERT_EQ(saved.size(), 1u);
+    EXPECT_EQ(finished, epochs == 1);
+    EXPECT_EQ(asked, epochs);
+    EXPECT_EQ(t.checkpoint().epochs_done, 1);
+    EXPECT_EQ(t.checkpoint().epoch_images_done, 0);
+    EXPECT_EQ(t.checkpoint().params, saved[0].params);
+    EXPECT_EQ(t.checkpoint().optimizer.step, 5);
+  }
+}
+
 TEST_F(TrainerTest, ResumeRefusesOtherDataOrOptions) {
   const Architecture arch(1, 4, 4, {2});
   const ae::Checkpoint c = train(arch, tiny_config(1, 4)).saved.back();
@@ -255,6 +324,9 @@ TEST_F(TrainerTest, CheckpointTrainingStateIsValidatedLikeItsOptions) {
       {"/optimizer/v contains a negative", [](ae::Checkpoint& c) { c.optimizer.v[1] = -0.5f; }},
       {"batch_size 0", [](ae::Checkpoint& c) { c.batch_size = 0; }},
       {"plateau_best nan", [&](ae::Checkpoint& c) { c.plateau_best = nan; }},
+      {"epoch_images_done 6 is not a step boundary", [](ae::Checkpoint& c) { c.epoch_images_done = 6; }},
+      {"epoch_images_done 20 is not a step boundary", [](ae::Checkpoint& c) { c.epoch_images_done = 20; }},
+      {"epoch_loss_sum -1", [](ae::Checkpoint& c) { c.epoch_images_done = 4, c.epoch_loss_sum = -1; }},
   };
   for (const auto& k : cases) {
     ae::Checkpoint c = good;
@@ -289,3 +361,24 @@ TEST_F(TrainerTest, EvaluationPassesReportProgress) {
 }
 
 }  // namespace
+
+// While a StopSignals lives, SIGUSR1 and SIGTERM only set its flag (naming the signal);
+// afterwards the previous handlers are back.
+TEST(StopSignals, TurnSigusr1AndSigtermIntoARequestAndRestoreTheHandlers) {
+  struct sigaction ignore {}, before{}, after{};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGUSR1, &ignore, &before);
+  for (int sig : {SIGUSR1, SIGTERM}) {
+    ae::StopSignals stop;
+    EXPECT_FALSE(stop.requested());
+    EXPECT_EQ(stop.signal(), 0);
+    raise(sig);
+    EXPECT_TRUE(stop.requested());
+    EXPECT_EQ(stop.signal(), sig);
+  }
+  sigaction(SIGUSR1, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, SIG_IGN);
+  sigaction(SIGUSR1, &before, nullptr);
+  EXPECT_EQ(ae::kExitInterrupted, 75);  // EX_TEMPFAIL, the contract with the batch system
+}

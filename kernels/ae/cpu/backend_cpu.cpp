@@ -230,15 +230,6 @@ class CpuBackend final : public AeBackend {
     }
   }
 
-  void record_decisions(const Workspace& ws, int i, ForwardDecisions& d) const {
-    auto put = [i](const auto& from, auto& to) { std::copy(from.begin(), from.end(), to.begin() + int64_t(i) * from.size()); };
-    for (int b = 0; b < k_; ++b) {
-      put(ws.arg[b], d.pool_argmax[b]);
-      put(ws.p[b], d.pool[b]);
-      put(ws.a[b], d.relu[b]);
-    }
-  }
-
   // Adds this image's parameter gradients to grad_work (each layer's working layout, at
   // work_offset_). ws.dout holds d(loss)/d(out).
   void backward(Workspace& ws, float* grad_work) const {
@@ -274,19 +265,8 @@ class CpuBackend final : public AeBackend {
   // Forward and backward over images train_[idx[0..b)] without a step: grad_ receives the
   // gradient of the batch-mean MSE (PyTorch layout), `outputs` (when not null) the
   // decoder outputs [b,C,H,W]. Returns Σ of the per-image MSE.
-  double compute_gradient(const int64_t* idx, int b, float* outputs, ForwardDecisions* decisions = nullptr) {
+  double compute_gradient(const int64_t* idx, int b, float* outputs) {
     const int64_t dim = arch_.image_dim();
-    if (decisions) {
-      decisions->n = b;
-      decisions->pool_argmax.resize(size_t(k_));
-      decisions->pool.resize(size_t(k_));
-      decisions->relu.resize(size_t(k_));
-      for (int i = 0; i < k_; ++i) {
-        decisions->pool_argmax[i].resize(size_t(b) * size_t(pooled_size(arch_.conv(i))));
-        decisions->pool[i].resize(size_t(b) * size_t(pooled_size(arch_.conv(i))));
-        decisions->relu[i].resize(size_t(b) * size_t(output_size(arch_.conv(k_ + i))));
-      }
-    }
     std::vector<double> partial(threads_, 0.0);
     const float grad_scale = static_cast<float>(2.0 / (double(b) * dim));  // d(batch mean)/d(out)
 #pragma omp parallel num_threads(threads_)
@@ -302,7 +282,6 @@ class CpuBackend final : public AeBackend {
         forward(ws);
         sum += cpu::squared_error(ws.out.data(), ws.x.data(), dim, ws.dout.data(), grad_scale) / dim;
         if (outputs) std::copy(ws.out.begin(), ws.out.end(), outputs + int64_t(i) * dim);
-        if (decisions) record_decisions(ws, i, *decisions);
         backward(ws, work.data());
       }
       partial[tid] = sum;
@@ -331,6 +310,14 @@ class CpuBackend final : public AeBackend {
     return loss_sum;
   }
   const std::vector<float>& gradient() const { return grad_; }
+
+  // One image's forward pass (the code a training step runs), its decisions copied out.
+  ForwardTrace trace(const uint8_t* image) {
+    Workspace& ws = workspaces_[0];
+    load_image(image, ws);
+    forward(ws);
+    return ForwardTrace{ws.arg, ws.p, ws.a};
+  }
 
  private:
   void apply_gradient(float lr) {
@@ -371,37 +358,26 @@ std::unique_ptr<AeBackend> make_cpu_backend(const Architecture& arch, const Opti
   return std::make_unique<CpuBackend>(arch, opt, threads);
 }
 
-std::vector<DecisionTensor> ForwardDecisions::tensors(const Architecture& arch) const {
-  const int k = arch.depth();
-  if (int(pool_argmax.size()) != k || int(pool.size()) != k || int(relu.size()) != k)
-    throw std::invalid_argument("ForwardDecisions::tensors: these decisions are not of " + arch.describe());
-  std::vector<DecisionTensor> out;
-  const uint64_t un = uint64_t(n);
-  for (int i = 0; i < k; ++i) {
-    const ConvLayer& l = arch.conv(i);
-    const std::vector<uint64_t> shape{un, uint64_t(l.out), uint64_t(l.H / 2), uint64_t(l.W / 2)};
-    out.push_back({"pool" + std::to_string(i + 1) + "_argmax", shape, nullptr, pool_argmax[i].data()});
-    out.push_back({"pool" + std::to_string(i + 1), shape, pool[i].data(), nullptr});
-  }
-  for (int j = 0; j < k; ++j) {
-    const ConvLayer& l = arch.conv(k + j);
-    out.push_back({"dconv" + std::to_string(j + 1), {un, uint64_t(l.out), uint64_t(l.H), uint64_t(l.W)},
-                   relu[j].data(), nullptr});
-  }
-  return out;
-}
-
 double cpu_loss_and_gradient(const Architecture& arch, const std::vector<float>& params, const uint8_t* images, int n,
-                             int threads, float* outputs, float* grad, ForwardDecisions* decisions) {
+                             int threads, float* outputs, float* grad) {
   if (n <= 0) throw std::invalid_argument("cpu_loss_and_gradient: needs at least one image");
   CpuBackend backend(arch, OptimizerConfig{}, threads);
   backend.set_params(params);
   backend.set_train_images(images, n);
   std::vector<int64_t> order(n);
   for (int i = 0; i < n; ++i) order[i] = i;
-  const double loss_sum = backend.compute_gradient(order.data(), n, outputs, decisions);
+  const double loss_sum = backend.compute_gradient(order.data(), n, outputs);
   std::copy(backend.gradient().begin(), backend.gradient().end(), grad);
   return loss_sum / n;
+}
+
+std::vector<ForwardTrace> cpu_forward_traces(const Architecture& arch, const std::vector<float>& params,
+                                             const uint8_t* images, int n) {
+  CpuBackend backend(arch, OptimizerConfig{}, 1);
+  backend.set_params(params);
+  std::vector<ForwardTrace> traces;
+  for (int i = 0; i < n; ++i) traces.push_back(backend.trace(images + int64_t(i) * arch.image_dim()));
+  return traces;
 }
 
 }  // namespace ae

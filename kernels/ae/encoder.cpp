@@ -1,0 +1,52 @@
+#include "kernels/ae/encoder.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "common/timer.h"
+#include "kernels/ae/augment.h"
+
+namespace ae {
+
+Encoder::Encoder(const std::string& model_path, cae::Device device, int threads, int batch)
+    : model_path_(model_path), model_(read_ae_params(model_path)), batch_(batch) {
+  backend_ = make_backend(device, model_.arch, OptimizerConfig{}, Precision::fp32, threads);
+  backend_->set_params(model_.params);
+}
+
+void Encoder::check_input(const std::string& data, int C, int H, int W, const std::string& shape) const {
+  const Architecture& a = model_.arch;
+  if (C != a.input_channels() || H != a.height() || W != a.width())
+    cae::fail_file(data, "has images of " + shape + " but " + model_path_ + " was trained on " +
+                             std::to_string(a.input_channels()) + "x" + std::to_string(a.height()) + "x" +
+                             std::to_string(a.width()));
+}
+
+void Encoder::encode(const uint8_t* images, int64_t n, float* codes, float* mirrored_codes, const std::string& what,
+                     int64_t first_row) {
+  encode_checked(images, n, codes, what, first_row);
+  if (!mirrored_codes) return;
+  const Architecture& a = model_.arch;
+  mirrored_.resize(static_cast<size_t>(n * a.image_dim()));
+  flip_horizontal(images, n, a.input_channels(), a.height(), a.width(), mirrored_.data());
+  encode_checked(mirrored_.data(), n, mirrored_codes, "mirrored " + what, first_row);
+}
+
+void Encoder::encode_checked(const uint8_t* images, int64_t n, float* codes, const std::string& what,
+                             int64_t first_row) {
+  cae::Stopwatch clock;
+  backend_->encode(images, n, batch_, codes);
+  seconds_ += clock.seconds();
+  const int64_t dim = model_.arch.latent_dim(), count = n * dim;
+  int64_t bad = count;
+#pragma omp parallel for schedule(static) reduction(min : bad)
+  for (int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(codes[i])) bad = std::min(bad, i);
+  if (bad < count)
+    cae::fail_file(model_path_, "its encoder gives a non-finite feature (" + what + " image " +
+                                    std::to_string(first_row + bad / dim) + ", feature " + std::to_string(bad % dim) +
+                                    "): the weights overflow on these images; retrain (a smaller --lr) or check the model");
+}
+
+}  // namespace ae

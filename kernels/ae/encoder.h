@@ -1,0 +1,45 @@
+// A trained model's encoder on a device, as ae-encode and classify use it: the latent
+// codes of images and, for --flip / --tta flip, of their left-right mirrors. A code that is
+// not finite (a diverged model's weights overflow on some image) is refused here: it would
+// poison every kernel value downstream.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/device.h"
+#include "kernels/ae/backend.h"
+#include "kernels/ae/checkpoint.h"
+
+namespace ae {
+
+class Encoder {
+ public:
+  // Reads the weights of `model_path` (an ae-model file) and sets up the backend; `batch`
+  // images per encoder pass, `threads` <= 0: OpenMP's default.
+  Encoder(const std::string& model_path, cae::Device device, int threads, int batch);
+
+  const Architecture& architecture() const { return model_.arch; }
+  std::string describe() const { return backend_->describe(); }
+  // Fails naming `data` unless images of C×H×W (`shape`, as "3x32x32") are the model's input.
+  void check_input(const std::string& data, int C, int H, int W, const std::string& shape) const;
+
+  // The codes [n, latent_dim] of n images [n, C, H, W] and, when `mirrored_codes` is not
+  // null, those of their mirrors. A non-finite code fails naming the model and the image
+  // (`what` image first_row + i, e.g. "test image 12").
+  void encode(const uint8_t* images, int64_t n, float* codes, float* mirrored_codes, const std::string& what,
+              int64_t first_row);
+  double seconds() const { return seconds_; }  // inside the backend so far
+
+ private:
+  void encode_checked(const uint8_t* images, int64_t n, float* codes, const std::string& what, int64_t first_row);
+  std::string model_path_;
+  ModelWeights model_;
+  std::unique_ptr<AeBackend> backend_;
+  int batch_;
+  std::vector<uint8_t> mirrored_;
+  double seconds_ = 0;
+};
+
+}  // namespace ae
