@@ -95,8 +95,10 @@ NVCCFLAGS  += -std=c++17 $(CUDA_ARCH) $(HDF5_CFLAGS) -DCIFARAE_WITH_CUDA -DCIFAR
 LDLIBS     += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 
-# libsvm: only the unit tests use it (the reference the SVM is checked against); no tool does.
+# libsvm: the tools that read or write libsvm's model files through it (svm-fit --export-libsvm,
+# svm-eval --model FILE.libsvm) and the unit tests (the reference the SVM is checked against).
 LIBSVM_LIBS := -lsvm
+LIBSVM_TOOLS := svm-fit svm-eval
 
 # ---- sources and layers -------------------------------------------------------------------
 LAYERS := common ae svm
@@ -196,9 +198,10 @@ FORCE:
 
 $(foreach L,$(LAYERS),$(eval $($(L)_LIB): $($(L)_OBJS) ; @mkdir -p $$(@D) && rm -f $$@ && ar rcs $$@ $$^))
 
+$(LIBSVM_TOOLS:%=$(BUILD)/bin/%): TOOL_LIBS := $(LIBSVM_LIBS)
 $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)
-	$(CXX) $(LDFLAGS) $< $(LIBS_IN_ORDER) $(LDLIBS) -o $@
+	$(CXX) $(LDFLAGS) $< $(LIBS_IN_ORDER) $(LDLIBS) $(TOOL_LIBS) -o $@
 
 # report is a Python package (tools/report.py + tools/report_lib/) packed into one executable
 # zip, so it installs and runs as one file like the C++ tools. Like version.o it carries

@@ -27,7 +27,7 @@ DatasetReader::DatasetReader(const std::string& path) : h5_(path) {
   // takes both from the file.
   format_ = h5_.has_attr("/", "format") && h5_.attr_string("/", "format") == kOldCifar10Format ? kOldCifar10Format
                                                                                                  : kDatasetFormat;
-  h5_.require_format(format_);
+  h5_.require_format(format_, "cifar-convert");
   const bool old = format_ == kOldCifar10Format;
 
   Shape shape;  // [C,H,W] of the first split, which the second must share

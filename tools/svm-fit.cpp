@@ -19,6 +19,7 @@
 #include "common/provenance.h"
 #include "common/timer.h"
 #include "kernels/ae/features_reader.h"
+#include "kernels/svm/libsvm_format.h"
 #include "kernels/svm/train.h"
 
 namespace {
@@ -44,7 +45,7 @@ struct Options {
 constexpr int kProbabilityFolds = 5;
 
 void add_options(CLI::App& app, Options& opt) {
-    app.add_option("--features", opt.features, "Encoder features file (ae-features); uses /train")->required();
+    app.add_option("--features", opt.features, "Features: an ae-encode or plain HDF5 file (uses /train) or libsvm text (docs/FORMATS.md)")->required();
     app.add_option("--kernel", opt.kernel, "Kernel")->check(CLI::IsMember({"rbf", "linear"}));
     app.add_option("--C", opt.C, "Penalty C (> 0); a comma-separated list (1,10,100) is searched with --cv");
     app.add_option("--gamma", opt.gamma,
@@ -85,20 +86,48 @@ void add_options(CLI::App& app, Options& opt) {
                            "of the probability folds");
 }
 
+// The training rows of --features: an ae-features or plain HDF5 file (/train), or libsvm
+// text (every row; its labels as the class names). With --augment flip, the n images and
+// then their n mirrors in one [2n, D] buffer (the Classifier scales it in place: one copy).
+struct TrainingRows {
+  ae::FeatureSplit split;
+  int64_t images = 0;
+  std::vector<std::string> class_names;
+  std::string encoder_sha256;  // "" when the features name no encoder
+};
+
+TrainingRows read_training_rows(const Options& opt) {
+  TrainingRows rows;
+  const bool flip = opt.augment == "flip";
+  if (svm::is_libsvm_text(opt.features)) {
+    if (flip) throw cae::UsageError("--augment flip needs an HDF5 features file with /train/features_flip (ae-encode --flip)");
+    svm::LibsvmData d = svm::read_libsvm_data(opt.features);
+    const int64_t n = opt.train_limit > 0 ? std::min(opt.train_limit, d.n) : d.n;
+    rows.split.X.assign(d.X.begin(), d.X.begin() + n * d.dim);
+    rows.split.labels.assign(d.labels.begin(), d.labels.begin() + n);
+    rows.split.n = rows.images = n;
+    rows.split.dim = d.dim;
+    rows.class_names = std::move(d.class_names);
+    return rows;
+  }
+  ae::FeaturesReader reader(opt.features);  // (refuses what is not a regular HDF5 file first)
+  const int64_t available = reader.count("train");
+  if (opt.train_limit > available)
+    cae::log_warn("--train-limit %lld is larger than the %lld training rows of %s; using all %lld",
+                  static_cast<long long>(opt.train_limit), static_cast<long long>(available), opt.features.c_str(),
+                  static_cast<long long>(available));
+  rows.images = opt.train_limit > 0 ? std::min(opt.train_limit, available) : available;
+  if (flip && !reader.has_flipped("train"))
+    cae::fail_file(opt.features, "/train/features_flip is missing: --augment flip needs the features of the mirrored "
+                                 "images (run ae-encode --flip)");
+  rows.split = flip ? reader.read_augmented("train", rows.images) : reader.read("train", rows.images);
+  rows.class_names = reader.class_names();
+  rows.encoder_sha256 = reader.encoder_sha256();
+  return rows;
+}
+
 void fit(const Options& opt, const cae::CommonOptions& common) {
-  svm::TrainPlan plan;
-  plan.C = svm::parse_C_list(opt.C);
-  plan.gamma = svm::parse_gamma_list(opt.gamma);
-  if (!(opt.tol > 0) || !std::isfinite(opt.tol)) throw cae::UsageError("--tol must be > 0");
-  if ((plan.C.size() > 1 || plan.gamma.size() > 1) && opt.cv == 0)
-    throw cae::UsageError("--C and --gamma take more than one value only with --cv K (cross-validation picks the pair)");
-  if (plan.gamma.size() > 1 && opt.kernel == "linear") throw cae::UsageError("--kernel linear has no gamma to search");
-  if (opt.kernel == "linear" && opt.gamma != "scale")  // "scale" is the default: not given
-    throw cae::UsageError("--gamma " + opt.gamma + " has no effect with --kernel linear (leave it out)");
-  // More folds than rows is refused once the rows are read (check_cv_folds); the clamp only
-  // keeps the number an int until then.
-  plan.cv_folds = static_cast<int>(std::min<int64_t>(opt.cv, 1 << 30));
-  if (plan.cv_folds != 0) svm::check_cv_folds(plan.cv_folds, nullptr, 0, {});
+  svm::TrainPlan plan = svm::plan_from_options(opt.C, opt.gamma, opt.kernel, opt.cv, opt.tol);
   const cae::Device device = cae::resolve_device(common.device);
   if (opt.group.launch > 0) {
     cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output, /*share_cores=*/true);
@@ -118,24 +147,13 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   if (group.lead() && !opt.export_libsvm.empty()) libsvm_out = std::make_unique<cae::AtomicOutput>(opt.export_libsvm);
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
-  ae::FeaturesReader reader(opt.features);  // (refuses what is not a regular HDF5 file first)
   cae::BackgroundHashes hashes({opt.features});
-  const int64_t available = reader.count("train");
-  if (opt.train_limit > available)
-    cae::log_warn("--train-limit %lld is larger than the %lld training rows of %s; using all %lld",
-                  static_cast<long long>(opt.train_limit), static_cast<long long>(available), opt.features.c_str(),
-                  static_cast<long long>(available));
-  const int64_t n = opt.train_limit > 0 ? std::min(opt.train_limit, available) : available;
-  // --augment flip: the n images, then their n mirrors, in one [2n, D] buffer (the reader
-  // fills it in place; the Classifier scales it in place: one copy of the 2n rows in all).
-  const bool flip = opt.augment == "flip";
-  if (flip && !reader.has_flipped("train"))
-    cae::fail_file(opt.features, "/train/features_flip is missing: --augment flip needs the features of the mirrored "
-                                 "images (run ae-encode --flip)");
-  ae::FeatureSplit train = flip ? reader.read_augmented("train", n) : reader.read("train", n);
-  plan.views = flip ? 2 : 1;
+  TrainingRows rows = read_training_rows(opt);
+  ae::FeatureSplit& train = rows.split;
+  const int64_t n = rows.images;
+  plan.views = opt.augment == "flip" ? 2 : 1;
   const int D = train.dim;
-  const std::vector<std::string> names = reader.class_names();
+  const std::vector<std::string>& names = rows.class_names;
   const int32_t* y = train.labels.data();
   svm::check_training_classes(y, n, names, opt.features);
   if (plan.cv_folds != 0) svm::check_cv_folds(plan.cv_folds, y, n, names);  // per image
@@ -144,8 +162,6 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   phase.emplace(cae::Phase::compute);
 
   svm::ClassifierParams& params = plan.params;
-  params.kernel = opt.kernel == "linear" ? svm::KernelType::linear : svm::KernelType::rbf;
-  params.tol = opt.tol;
   params.class_weight = svm::resolve_class_weights(opt.class_weight, y, n, names);  // per image
   params.class_weight_spec = opt.class_weight;
   params.standardize = opt.scale == "standard";
@@ -167,7 +183,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   svm::Classifier& clf = trained.classifier;
   clf.set_class_names(names);
   clf.set_augment(opt.augment);
-  clf.set_encoder_sha256(reader.encoder_sha256());  // svm-eval and classify check theirs against it
+  clf.set_encoder_sha256(rows.encoder_sha256);  // svm-eval and classify check theirs against it
 
   const std::vector<cae::InputFile> inputs = hashes.get();
   phase.emplace(cae::Phase::write);
@@ -177,7 +193,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
     cae::write_provenance(w, {"svm-model", 1, cae::options_json(), inputs});
     w.close();
   }
-  if (libsvm_out) clf.export_libsvm(*libsvm_out);
+  if (libsvm_out) svm::save_libsvm_model(*libsvm_out, clf.file());
   out->commit();
   if (libsvm_out) libsvm_out->commit();
   group.finish();

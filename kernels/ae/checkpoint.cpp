@@ -48,7 +48,7 @@ std::vector<float> read_params(const cae::Hdf5Reader& r, const Architecture& arc
 }  // namespace
 
 Architecture read_architecture(const cae::Hdf5Reader& r) {
-  r.require_format("ae-model");
+  r.require_format("ae-model", "ae-train");
   if (!r.has_attr("/", "architecture")) fail_file(r.path(), "has no 'architecture' attribute (not an ae-train model?)");
   const std::string family = r.attr_string("/", "architecture");
   const bool has_channels = r.has_attr("/", "encoder_channels"), has_shape = r.has_attr("/", "input_shape");

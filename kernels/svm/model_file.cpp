@@ -115,7 +115,7 @@ std::string libsvm_weight_options(const ModelFile& f) {
 
 ModelFile read_model_file(const std::string& path) {
   cae::Hdf5Reader h5(path);
-  h5.require_format("svm-model");
+  h5.require_format("svm-model", "svm-fit");
   ModelFile f;
   Model& m = f.model;
   const std::string kernel = h5.attr_string("/", "kernel");

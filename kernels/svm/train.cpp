@@ -16,6 +16,26 @@
 
 namespace svm {
 
+TrainPlan plan_from_options(const std::string& C, const std::string& gamma, const std::string& kernel, int64_t cv,
+                            double tol) {
+  TrainPlan plan;
+  plan.C = parse_C_list(C);
+  plan.gamma = parse_gamma_list(gamma);
+  if (!(tol > 0) || !std::isfinite(tol)) throw cae::UsageError("--tol must be > 0");
+  if ((plan.C.size() > 1 || plan.gamma.size() > 1) && cv == 0)
+    throw cae::UsageError("--C and --gamma take more than one value only with --cv K (cross-validation picks the pair)");
+  if (plan.gamma.size() > 1 && kernel == "linear") throw cae::UsageError("--kernel linear has no gamma to search");
+  if (kernel == "linear" && gamma != "scale")  // "scale" is the default: not given
+    throw cae::UsageError("--gamma " + gamma + " has no effect with --kernel linear (leave it out)");
+  // More folds than rows is refused once the rows are read (check_cv_folds); the clamp only
+  // keeps the number an int until then.
+  plan.cv_folds = static_cast<int>(std::min<int64_t>(cv, 1 << 30));
+  if (plan.cv_folds != 0) check_cv_folds(plan.cv_folds, nullptr, 0, {});
+  plan.params.kernel = kernel == "linear" ? KernelType::linear : KernelType::rbf;
+  plan.params.tol = tol;
+  return plan;
+}
+
 Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& plan, cae::Device device,
               const TrainProgress& progress) {
   if (plan.C.empty() || plan.gamma.empty()) throw std::invalid_argument("train: empty C or gamma list");

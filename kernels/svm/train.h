@@ -32,6 +32,12 @@ struct TrainPlan {
   int views = 1;              // as grouped_folds: 2 for images followed by their mirrors
 };
 
+// The plan of svm-fit's options: the C and gamma lists (comma-separated), the kernel
+// ("rbf" or "linear"), the folds (0: none) and the KKT tolerance, checked together
+// (UsageError: a list without --cv, gamma with a linear kernel, tol <= 0, one fold).
+TrainPlan plan_from_options(const std::string& C, const std::string& gamma, const std::string& kernel, int64_t cv,
+                            double tol);
+
 // Each may be empty.
 struct TrainProgress {
   CvProgress cv;                                        // after every fit of the search

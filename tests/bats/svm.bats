@@ -328,7 +328,7 @@ PY
   assert_error 1 "svm.h5: is an? svm-model file, expected ae-features, which ae-encode writes$"
   "$PYTHON" -c "import h5py, sys; h5py.File(sys.argv[1], 'w')['x'] = [1.0]" "$TMP/plain.h5"
   run "$BIN/svm-fit" --features "$TMP/plain.h5" -o "$TMP/svm.h5"
-  assert_error 1 "plain.h5: not an ae-features file \(no 'format' attribute\); ae-encode writes those$"
+  assert_error 1 "plain.h5: is neither an ae-features file \(no 'format' attribute\) nor a plain features file \(no /train/features or /test/features\); docs/FORMATS.md describes both$"
   if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     run "$BIN/svm-fit" --device gpu --features "$SVM_DIR/features.h5" -o "$TMP/svm.h5"
     [ "$status" -eq 1 ]

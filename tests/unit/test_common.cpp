@@ -359,7 +359,7 @@ TEST(Hdf5, WrongFormatNamesTheToolThatWritesTheExpectedOne) {
   }
   cae::Hdf5Reader r(path);
   try {
-    r.require_format("ae-model");
+    r.require_format("ae-model", "ae-train");
     FAIL();
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), path + ": is an ae-features file, expected ae-model, which ae-train writes");

@@ -84,13 +84,23 @@ TEST(Reliability, ArchiveRegressionsAreRefusedWithoutCrashing) {
 TEST(Reliability, DamagedGlobalHeapIsNamedAsCorruption) {
   // A flipped byte in the global heap (variable-length strings) made H5Aread copy out of
   // bounds: the probe's child crashes instead of the tool, and the message says so.
+  // Whether the out-of-bounds copy faults depends on the heap around it, so the open runs in
+  // a fresh process (gtest's threadsafe death test re-executes this binary for this test
+  // alone), as it would in a tool, not in the heap left by the tests before it.
   const std::string path = kRegressions + "/features-globalheap-segv.h5";
-  try {
-    cae::Hdf5Reader r(path);
-    FAIL() << "opened a file whose metadata crashes HDF5";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(path + ": corrupted HDF5"), std::string::npos) << e.what();
-  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        try {
+          cae::Hdf5Reader r(path);
+          std::fprintf(stderr, "opened a file whose metadata crashes HDF5\n");
+          std::_Exit(1);
+        } catch (const std::runtime_error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::_Exit(std::string(e.what()).find(path + ": corrupted HDF5") != std::string::npos ? 0 : 1);
+        }
+      },
+      ::testing::ExitedWithCode(0), "corrupted HDF5");
   // A string length of ~8 GB: refused under the probe's memory limit, not allocated.
   const std::string huge = kRegressions + "/features-vlen-8gb.h5";
   try {
