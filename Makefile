@@ -92,7 +92,9 @@ CPPFLAGS   += -DCIFARAE_WITH_CUDA -I$(CUDA_HOME)/include
 NVCCFLAGS  ?= -O3 -lineinfo
 NVCCFLAGS  += -std=c++17 $(CUDA_ARCH) $(HDF5_CFLAGS) -DCIFARAE_WITH_CUDA -DCIFARAE_VERSION=\"$(VERSION)\" \
               -Xcompiler -fopenmp,-Wall -MMD -MP --expt-relaxed-constexpr
-LDLIBS     += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
+# cuBLAS is not linked: the GPU SVM loads it when it first needs it (common/cublas_runtime.h);
+# the run path lets dlopen find it where the linker would have.
+LDLIBS     += -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 
 # libsvm: the tools that read or write libsvm's model files through it (svm-fit --export-libsvm,

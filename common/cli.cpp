@@ -378,6 +378,9 @@ int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
   } catch (const UsageError& e) {
     fprintf(stderr, "%s: usage error: %s\n", info.name, escape_controls(e.what()).c_str());
     status = 2;
+  } catch (const Interrupted& e) {
+    if (*e.what()) fprintf(stderr, "%s: %s\n", info.name, escape_controls(e.what()).c_str());
+    status = kExitInterrupted;
   } catch (const std::bad_alloc&) {
     fprintf(stderr, "%s: error: out of memory (%s)\n", info.name, info.memory_hint);
     status = 1;

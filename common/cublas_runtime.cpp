@@ -59,4 +59,8 @@ const Api& api() {
 }
 
 }  // namespace cae::cublas
+#else
+namespace cae::cublas {
+void preload() {}
+}  // namespace cae::cublas
 #endif

@@ -29,9 +29,12 @@ struct Api {
 // dlerror()'s reason when it cannot be loaded or lacks a symbol.
 const Api& api();
 
-// Starts api()'s load on a background thread and returns at once; api() then waits for it.
-// Call it only where the GPU path is certain (not before a tool starts its ranks).
-void preload();
-
 }  // namespace cae::cublas
 #endif
+
+namespace cae::cublas {
+// Starts api()'s load on a background thread and returns at once; api() then waits for it.
+// Call it only where the GPU path is certain (not before a tool starts its ranks). Without
+// CUDA it does nothing.
+void preload();
+}  // namespace cae::cublas

@@ -1,4 +1,5 @@
-// Error kinds every tool maps to its exit status: UsageError → 2, anything else → 1.
+// Error kinds every tool maps to its exit status: UsageError → 2, Interrupted → 75,
+// anything else → 1.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,13 @@ struct UsageError : std::runtime_error {
 // An allocation on the compute device (GPU) that failed; what() says how much was asked and
 // how much was free. run_tool prints it with the tool's ToolInfo::memory_hint (exit 1).
 struct OutOfDeviceMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The run stopped on SIGUSR1/SIGTERM after writing a resumable checkpoint (exit 75,
+// EX_TEMPFAIL: "rerun with --resume"); what() is empty when the line was already printed.
+inline constexpr int kExitInterrupted = 75;
+struct Interrupted : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 

@@ -178,6 +178,9 @@ int launch_group(const GroupOptions& opts, const std::string& output, bool share
       &failed);
   // A failed launch leaves its exchange files for a post-mortem, not its heartbeats.
   unlink(rendezvous.c_str());
+  // Every rank stopped on the launcher's SIGUSR1/SIGTERM with its checkpoint written: the
+  // group is interrupted, not failed (each rank said so).
+  if (status == kExitInterrupted) throw Interrupted("");
   if (status != 0) {
     GroupExchange cleanup(0, 1, rendezvous, 1);
     for (const char* tag : {"alive", "done"})

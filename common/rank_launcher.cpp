@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/error.h"
+
 namespace cae {
 
 namespace {
@@ -103,12 +105,16 @@ int launch_ranks(int ranks, const std::vector<std::string>& args,
     g_children[rank] = -1;
     --running;
     const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (code != 0 && status_out == 0) {
+    // An interrupted rank (exit 75) stopped with the others after the same step (they agree
+    // on it) and rank 0 may still be writing the checkpoint: the group is left to finish.
+    if (code != 0 && (status_out == 0 || status_out == kExitInterrupted) && code != status_out) {
       status_out = code;
       if (failed_rank) *failed_rank = rank;
-      forward_signal(SIGTERM);  // a failed rank stops the group
-      stopping = true;
-      kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      if (code != kExitInterrupted) {
+        forward_signal(SIGTERM);  // a failed rank stops the group
+        stopping = true;
+        kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      }
     }
   }
   g_child_count.store(0);

@@ -139,7 +139,7 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   req.lr_given = opt.lr_option && opt.lr_option->count() > 0;
   req.group = opt.group;
   const ae::TrainResult result = ae::run_training(req);
-  if (result.interrupted) std::exit(ae::kExitInterrupted);  // the checkpoint is written and said
+  if (result.interrupted) throw cae::Interrupted("");  // the checkpoint is written and said
   if (result.lead) emit_summary(common, result);
 }
 

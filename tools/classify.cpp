@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "common/cli.h"
+#include "common/cublas_runtime.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "common/escape.h"
@@ -88,6 +89,7 @@ void add_options(CLI::App& app, Options& opt) {
 
 void run(const Options& opt, const cae::CommonOptions& common) {
   const cae::Device device = cae::resolve_device(common.device);
+  if (device == cae::Device::gpu) cae::cublas::preload();  // loads while the inputs are read
   ae::Encoder encoder(opt.model, device, 0, opt.batch_size);
   const ae::Architecture& arch = encoder.architecture();
   const int C = arch.input_channels(), H = arch.height(), W = arch.width();

@@ -8,6 +8,7 @@
 
 #include "common/atomic_output.h"
 #include "common/cli.h"
+#include "common/cublas_runtime.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "common/group.h"
@@ -95,6 +96,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   cae::GroupExchange& group = me.exchange;
   const bool lead = group.lead();
   if (me.place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(me.place.local_rank);
+  if (device == cae::Device::gpu) cae::cublas::preload();  // loads while the inputs are read
   svm::set_cpu_threads(opt.threads);
   if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   cae::Stopwatch clock;

@@ -7,11 +7,13 @@
 #pragma once
 #include <csignal>
 
+#include "common/error.h"
+
 namespace ae {
 
-// EX_TEMPFAIL of <sysexits.h>: interrupted, checkpoint written, rerun with --resume
-// (docs/RELIABILITY.md, "Preemption").
-inline constexpr int kExitInterrupted = 75;
+// cae::kExitInterrupted (75, EX_TEMPFAIL of <sysexits.h>): interrupted, checkpoint written,
+// rerun with --resume (docs/RELIABILITY.md, "Preemption").
+using cae::kExitInterrupted;
 
 class StopSignals {
  public:

@@ -138,6 +138,7 @@ class GpuBackend final : public AeBackend, public SteppedGpuBackend {
     lr_.resize(1);
     loss_.resize(1);
     loss_total_.resize(1);
+    stop_vote_.resize(2);
     gsq_.resize(1);
     AE_CUDA_CHECK(cudaMemsetAsync(pos_.get(), 0, sizeof(int), stream_));
     AE_CUDA_CHECK(cudaMemsetAsync(step_.get(), 0, sizeof(int64_t), stream_));
@@ -448,6 +449,20 @@ class GpuBackend final : public AeBackend, public SteppedGpuBackend {
     return h;
   }
 
+  // True when `flag` is true on any rank of the group: a collective every rank calls at the
+  // same step, so that a stop requested on one rank (its own SIGUSR1) stops all of them
+  // after the same step.
+  bool any_rank(bool flag) override {
+    if (!group_) return flag;
+    const double mine = flag ? 1.0 : 0.0;
+    double total = 0;
+    AE_CUDA_CHECK(cudaMemcpyAsync(stop_vote_.get(), &mine, sizeof(double), cudaMemcpyHostToDevice, stream_));
+    group_->all_reduce_sum(stop_vote_.get(), stop_vote_.get() + 1, 1, stream_);
+    AE_CUDA_CHECK(cudaMemcpyAsync(&total, stop_vote_.get() + 1, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    group_->wait(stream_, "agreeing on a stop");
+    return total > 0;
+  }
+
   // A step in which this rank has no image (the epoch's last global batch is shorter than
   // the group): it contributes a zero gradient to the same all-reduces, in the same order,
   // and takes the same optimizer step as the others.
@@ -668,6 +683,7 @@ class GpuBackend final : public AeBackend, public SteppedGpuBackend {
   DeviceBuffer<float> lr_;
   float lr_host_ = 0.f;
   DeviceBuffer<double> loss_, loss_total_, gsq_;
+  DeviceBuffer<double> stop_vote_;  // [this rank's stop flag, the group's sum]
 
   int cap_ = 0;
   StepBuffers bufs_;

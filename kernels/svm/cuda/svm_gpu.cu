@@ -42,17 +42,18 @@ class Stream {
 class Blas {
  public:
   explicit Blas(cudaStream_t stream) {
-    SVM_CUBLAS_CHECK(cublasCreate(&h_));
-    SVM_CUBLAS_CHECK(cublasSetStream(h_, stream));
+    SVM_CUBLAS_CHECK(api_.create(&h_));
+    SVM_CUBLAS_CHECK(api_.set_stream(h_, stream));
     // Plain FP32 products (no TF32): the kernel values must match the CPU path's sgemm.
-    SVM_CUBLAS_CHECK(cublasSetMathMode(h_, CUBLAS_DEFAULT_MATH));
+    SVM_CUBLAS_CHECK(api_.set_math_mode(h_, CUBLAS_DEFAULT_MATH));
   }
-  ~Blas() { cublasDestroy(h_); }
+  ~Blas() { api_.destroy(h_); }
   Blas(const Blas&) = delete;
   Blas& operator=(const Blas&) = delete;
   cublasHandle_t get() const { return h_; }
 
  private:
+  const cae::cublas::Api& api_ = cae::cublas::api();  // loaded on first use (common/cublas_runtime.h)
   cublasHandle_t h_ = nullptr;
 };
 
@@ -68,7 +69,7 @@ void dots_rowmajor(cublasHandle_t h, const float* A, int64_t rows, const float* 
   if (rows == 0 || cols == 0) return;
   const float one = 1.0f, zero = 0.0f;
   // Column-major view: C(r=j, c=i) = B_j · A_i, i.e. op(B)=Bᵀ [cols x dim] times A [dim x rows].
-  SVM_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cols), static_cast<int>(rows), dim, &one,
+  SVM_CUBLAS_CHECK(cae::cublas::api().sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cols), static_cast<int>(rows), dim, &one,
                                B, dim, A, dim, &zero, C, static_cast<int>(ldc)));
 }
 
@@ -461,7 +462,7 @@ void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec)
     for (int c = 0; c < k; ++c) {
       const int64_t nc = start[c + 1] - start[c];
       if (nc == 0) continue;
-      SVM_CUBLAS_CHECK(cublasDgemm(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, k - 1, static_cast<int>(rows),
+      SVM_CUBLAS_CHECK(cae::cublas::api().dgemm(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, k - 1, static_cast<int>(rows),
                                    static_cast<int>(nc), &one, d_coef.get() + start[c], static_cast<int>(n_sv),
                                    d_kv.get() + start[c], static_cast<int>(n_sv), &zero,
                                    d_T.get() + static_cast<int64_t>(c) * (k - 1), k * (k - 1)));

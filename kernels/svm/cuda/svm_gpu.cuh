@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cublas_runtime.h"
 #include "common/cuda_check.cuh"
 #include "kernels/svm/svm.h"
 

@@ -14,7 +14,7 @@
 namespace svm::cuda {
 
 void throw_cublas(cublasStatus_t status, const char* what, const char* file, int line) {
-  throw std::runtime_error(std::string("cuBLAS error: ") + cublasGetStatusString(status) + " (" + what + " at " +
+  throw std::runtime_error(std::string("cuBLAS error: ") + cae::cublas::api().status_string(status) + " (" + what + " at " +
                            file + ":" + std::to_string(line) + ")");
 }
 
