@@ -98,9 +98,10 @@ LDLIBS     += -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 
 # libsvm: the tools that read or write libsvm's model files through it (svm-fit --export-libsvm,
-# svm-eval --model FILE.libsvm) and the unit tests (the reference the SVM is checked against).
+# svm-eval --model FILE.libsvm, classify through the same model loader) and the unit tests (the
+# reference the SVM is checked against).
 LIBSVM_LIBS := -lsvm
-LIBSVM_TOOLS := svm-fit svm-eval
+LIBSVM_TOOLS := svm-fit svm-eval classify
 
 # ---- sources and layers -------------------------------------------------------------------
 LAYERS := common ae svm

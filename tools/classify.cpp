@@ -21,6 +21,7 @@
 #include "kernels/ae/encoder.h"
 #include "kernels/ae/model.h"
 #include "kernels/svm/classifier.h"
+#include "kernels/svm/evaluate.h"
 
 namespace {
 
@@ -36,40 +37,6 @@ struct Options {
   std::string tta = "none";
   bool allow_mismatch = false;
 };
-
-// One class's score for one image: a probability, or one-vs-one votes.
-struct Score {
-  int label;
-  double value;
-};
-
-// The k classes ranked by one-vs-one votes. Ties keep class order, so the first is what
-// svm::vote returns (ties go to the smaller class index, as libsvm does).
-std::vector<Score> rank_by_votes(const svm::Model& m, const double* dec) {
-  const int k = static_cast<int>(m.classes.size());
-  std::vector<int> votes(static_cast<size_t>(k), 0);
-  int p = 0;
-  for (int a = 0; a < k; ++a)
-    for (int b = a + 1; b < k; ++b, ++p) ++votes[dec[p] > 0 ? a : b];
-  std::vector<Score> s;
-  for (int c = 0; c < k; ++c) s.push_back({m.classes[c], double(votes[c])});
-  std::stable_sort(s.begin(), s.end(), [](const Score& x, const Score& y) { return x.value > y.value; });
-  return s;
-}
-
-// The k classes ranked by probability (svm-fit --probability: libsvm's -b 1 estimates).
-std::vector<std::vector<Score>> rank_by_probability(const svm::Classifier& clf, const std::vector<double>& dec,
-                                                    int64_t n) {
-  const std::vector<double> prob = clf.probabilities(dec, n);
-  const std::vector<int>& classes = clf.model().classes;
-  const size_t k = classes.size();
-  std::vector<std::vector<Score>> out(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) {
-    for (size_t c = 0; c < k; ++c) out[r].push_back({classes[c], prob[r * k + c]});
-    std::stable_sort(out[r].begin(), out[r].end(), [](const Score& x, const Score& y) { return x.value > y.value; });
-  }
-  return out;
-}
 
 void add_options(CLI::App& app, Options& opt) {
   app.add_option("--model", opt.model, "ae-model file (ae-train)")->required();
@@ -130,10 +97,9 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   const std::vector<int32_t> pred = clf.vote(dec, n);
 
   const bool by_prob = clf.has_probability();
-  const std::vector<std::vector<Score>> prob_ranks = by_prob ? rank_by_probability(clf, dec, n) : decltype(prob_ranks){};
-  const int pairs = clf.model().n_pairs();
+  const std::vector<std::vector<svm::ClassScore>> ranks = svm::ranked_classes(clf, dec, n);
   for (int64_t i = 0; i < n; ++i) {
-    std::vector<Score> ranked = by_prob ? prob_ranks[i] : rank_by_votes(clf.model(), dec.data() + i * pairs);
+    std::vector<svm::ClassScore> ranked = ranks[i];
     ranked.resize(std::min(ranked.size(), size_t(opt.top)));
     if (common.json) {
       std::string scores = "[";
