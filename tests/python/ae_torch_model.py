@@ -75,8 +75,9 @@ class Autoencoder(nn.Module):
 
 
 def architecture_of(h5file):
-    """(input_shape (C,H,W), encoder_channels) from an open ae-model (or --dump-gradients)
-    h5py.File's root attributes; a file without them is the seed model."""
+    """(input_shape (C,H,W), encoder_channels) from an open h5py.File's root attributes (an
+    ae-model, or the output of build/tests/ae-dump-gradients); a file without them is the
+    seed model."""
     attrs = h5file.attrs
     shape = tuple(int(v) for v in attrs["input_shape"]) if "input_shape" in attrs else SEED_INPUT_SHAPE
     channels = (tuple(int(v) for v in attrs["encoder_channels"]) if "encoder_channels" in attrs
