@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/shuffle.h"
 #include "common/timer.h"
 
 namespace ae {
@@ -18,7 +19,7 @@ std::vector<int64_t> epoch_order(uint64_t seed, int epoch, int64_t n) {
   std::mt19937_64 rng(seq);
   std::vector<int64_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[i] = i;
-  for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng() % uint64_t(i + 1)]);
+  cae::fisher_yates_shuffle(order, rng);
   return order;
 }
 
