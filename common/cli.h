@@ -48,6 +48,17 @@ struct CommonOptions {
 int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
              const std::function<void(CLI::App&)>& setup, const std::function<void()>& run);
 
+// A tool's whole main(): `add_options` registers the tool's options into its Options, then
+// run_tool() parses and checks them and calls `run`:
+//   int main(int argc, char** argv) { return cae::tool_main(argc, argv, kInfo, add_options, run); }
+template <typename Options>
+int tool_main(int argc, char** argv, const ToolInfo& info, void (*add_options)(CLI::App&, Options&),
+              void (*run)(const Options&, const CommonOptions&)) {
+  Options opt;
+  CommonOptions common;
+  return run_tool(argc, argv, info, common, [&](CLI::App& app) { add_options(app, opt); }, [&] { run(opt, common); });
+}
+
 // The command line run_tool() was given (argv[0] first), for a tool that starts copies of
 // itself as the ranks of a group (launch_group).
 const std::vector<std::string>& tool_command_line();

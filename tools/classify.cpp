@@ -130,9 +130,4 @@ void run(const Options& opt, const cae::CommonOptions& common) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Options opt;
-  cae::CommonOptions common;
-  return cae::run_tool(argc, argv, kInfo, common, [&](CLI::App& app) { add_options(app, opt); },
-                       [&] { run(opt, common); });
-}
+int main(int argc, char** argv) { return cae::tool_main(argc, argv, kInfo, add_options, run); }

@@ -82,6 +82,32 @@ Rows read_rows(const Options& opt, const std::string& file, svm::Classifier& clf
   return rows;
 }
 
+void add_options(CLI::App& app, Options& opt) {
+  app.add_option("--model", opt.model, "svm-fit model file (svm-model), or a libsvm model (svm-train)")
+      ->required();
+  app.add_option("--features", opt.features,
+                 "Features file: ae-features, plain HDF5 (docs/FORMATS.md) or libsvm text");
+  app.add_option("--test", opt.test, "A separate test file (libsvm text, or HDF5 read at --split)");
+  app.add_option("--split", opt.split, "Which split of an HDF5 features file to classify");
+  app.add_option("--libsvm-range", opt.libsvm_range,
+                 "svm-scale -s range file: scales the features for a libsvm model as svm-scale -r would");
+  cae::default_means(app.add_option("--limit", opt.limit, "Classify only the first N rows (0 = all)")
+                         ->check(CLI::NonNegativeNumber),
+                     "all");
+  cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
+                     "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
+  cae::add_group_options(app, opt.group, "classifies its slice of the rows");
+  app.add_option("--tta", opt.tta,
+                 "flip: average each row's decision values with those of its mirror (/SPLIT/features_flip, "
+                 "ae-encode --flip) before voting")
+      ->check(CLI::IsMember({"none", "flip"}));
+  app.add_flag("--decision-values", opt.decision_values, "Also store /decision_values [N, k(k-1)/2]");
+  app.add_flag("--allow-mismatch", opt.allow_mismatch,
+               "Classify features of another encoder than the model's training features (refused otherwise)");
+  cae::output_file(app.add_option("--export-libsvm-data", opt.export_data,
+                                  "Also write the scaled features in libsvm's text format (for svm-predict)"));
+}
+
 void evaluate(const Options& opt, const cae::CommonOptions& common) {
   if (opt.limit < 0) throw cae::UsageError("--limit must be >= 0");
   if (opt.features.empty() == opt.test.empty()) throw cae::UsageError("give one of --features and --test");
@@ -176,35 +202,4 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Options opt;
-  cae::CommonOptions common;
-  return cae::run_tool(
-      argc, argv, kInfo, common,
-      [&](CLI::App& app) {
-        app.add_option("--model", opt.model, "svm-fit model file (svm-model), or a libsvm model (svm-train)")
-            ->required();
-        app.add_option("--features", opt.features,
-                       "Features file: ae-features, plain HDF5 (docs/FORMATS.md) or libsvm text");
-        app.add_option("--test", opt.test, "A separate test file (libsvm text, or HDF5 read at --split)");
-        app.add_option("--split", opt.split, "Which split of an HDF5 features file to classify");
-        app.add_option("--libsvm-range", opt.libsvm_range,
-                       "svm-scale -s range file: scales the features for a libsvm model as svm-scale -r would");
-        cae::default_means(app.add_option("--limit", opt.limit, "Classify only the first N rows (0 = all)")
-                               ->check(CLI::NonNegativeNumber),
-                           "all");
-        cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
-                           "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
-        cae::add_group_options(app, opt.group, "classifies its slice of the rows");
-        app.add_option("--tta", opt.tta,
-                       "flip: average each row's decision values with those of its mirror (/SPLIT/features_flip, "
-                       "ae-encode --flip) before voting")
-            ->check(CLI::IsMember({"none", "flip"}));
-        app.add_flag("--decision-values", opt.decision_values, "Also store /decision_values [N, k(k-1)/2]");
-        app.add_flag("--allow-mismatch", opt.allow_mismatch,
-                     "Classify features of another encoder than the model's training features (refused otherwise)");
-        cae::output_file(app.add_option("--export-libsvm-data", opt.export_data,
-                                        "Also write the scaled features in libsvm's text format (for svm-predict)"));
-      },
-      [&] { evaluate(opt, common); });
-}
+int main(int argc, char** argv) { return cae::tool_main(argc, argv, kInfo, add_options, evaluate); }

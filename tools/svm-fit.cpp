@@ -46,45 +46,47 @@ struct Options {
 constexpr int kProbabilityFolds = 5;
 
 void add_options(CLI::App& app, Options& opt) {
-    app.add_option("--features", opt.features, "Features: an ae-encode or plain HDF5 file (uses /train) or libsvm text (docs/FORMATS.md)")->required();
-    app.add_option("--kernel", opt.kernel, "Kernel")->check(CLI::IsMember({"rbf", "linear"}));
-    app.add_option("--C", opt.C, "Penalty C (> 0); a comma-separated list (1,10,100) is searched with --cv");
-    app.add_option("--gamma", opt.gamma,
-                   "rbf gamma: scale = 1/(D*Var(X)), auto = 1/D, a multiple of scale (0.5x, 2x) or a number > 0; "
-                   "a comma-separated list is searched with --cv");
-    cae::default_means(
-        app.add_option("--cv", opt.cv,
-                       "Stratified K-fold cross-validation on the training rows (2 <= K <= the smallest class; "
-                       "0 = none); with --C/--gamma lists, of every pair, and the best one becomes the model")
-            ->check(CLI::NonNegativeNumber),
-        "none");
-    app.add_option("--cv-seed", opt.cv_seed, "Seed of the folds' shuffle")->check(CLI::NonNegativeNumber);
-    app.add_option("--augment", opt.augment,
-                   "flip: also train on the mirrored images' features (/train/features_flip, ae-encode --flip); "
-                   "with --cv an image and its mirror share a fold")
-        ->check(CLI::IsMember({"none", "flip"}));
-    app.add_flag("--probability", opt.probability,
-                 "Also fit probability estimates (libsvm's -b 1: per-pair sigmoids on 5-fold cross-validated "
-                 "decision values, seeded by --cv-seed); svm-eval then writes /probabilities and the log-loss");
-    app.add_option("--class-weight", opt.class_weight,
-                 "Weights of C per class (libsvm's -wi): balanced = n / (k * n_class), or NAME:W,NAME:W,... "
-                 "(class names or labels; the others weigh 1); in every fit, cross-validation and probability fold");
+  app.add_option("--features", opt.features,
+                 "Features: an ae-encode or plain HDF5 file (uses /train) or libsvm text (docs/FORMATS.md)")
+      ->required();
+  app.add_option("--kernel", opt.kernel, "Kernel")->check(CLI::IsMember({"rbf", "linear"}));
+  app.add_option("--C", opt.C, "Penalty C (> 0); a comma-separated list (1,10,100) is searched with --cv");
+  app.add_option("--gamma", opt.gamma,
+                 "rbf gamma: scale = 1/(D*Var(X)), auto = 1/D, a multiple of scale (0.5x, 2x) or a number > 0; "
+                 "a comma-separated list is searched with --cv");
+  cae::default_means(
+      app.add_option("--cv", opt.cv,
+                     "Stratified K-fold cross-validation on the training rows (2 <= K <= the smallest class; "
+                     "0 = none); with --C/--gamma lists, of every pair, and the best one becomes the model")
+          ->check(CLI::NonNegativeNumber),
+      "none");
+  app.add_option("--cv-seed", opt.cv_seed, "Seed of the folds' shuffle")->check(CLI::NonNegativeNumber);
+  app.add_option("--augment", opt.augment,
+                 "flip: also train on the mirrored images' features (/train/features_flip, ae-encode --flip); "
+                 "with --cv an image and its mirror share a fold")
+      ->check(CLI::IsMember({"none", "flip"}));
+  app.add_flag("--probability", opt.probability,
+               "Also fit probability estimates (libsvm's -b 1: per-pair sigmoids on 5-fold cross-validated "
+               "decision values, seeded by --cv-seed); svm-eval then writes /probabilities and the log-loss");
+  app.add_option("--class-weight", opt.class_weight,
+               "Weights of C per class (libsvm's -wi): balanced = n / (k * n_class), or NAME:W,NAME:W,... "
+               "(class names or labels; the others weigh 1); in every fit, cross-validation and probability fold");
   app.add_option("--scale", opt.scale, "Feature standardisation (mean/std of the training rows)")
-        ->check(CLI::IsMember({"standard", "none"}));
-    app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");
-    app.add_option("--cache-mb", opt.cache_mb, "Memory for kernel values, MB")->check(CLI::PositiveNumber);
-    cae::default_means(app.add_option("--train-limit", opt.train_limit,
-                                      "Use the first N training rows (0 = all; more than there are = all, with "
-                                      "a warning)")
-                           ->check(CLI::NonNegativeNumber),
-                       "all");
-    cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
-                       "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
-    cae::output_file(app.add_option("--export-libsvm", opt.export_libsvm,
-                                    "Also write the model in libsvm's text format (for svm-predict on scaled data)"));
-    cae::add_group_options(app, opt.group,
-                           "fits its share of the class pairs, of the cross-validation's (fold, gamma) cells and "
-                           "of the probability folds");
+      ->check(CLI::IsMember({"standard", "none"}));
+  app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");
+  app.add_option("--cache-mb", opt.cache_mb, "Memory for kernel values, MB")->check(CLI::PositiveNumber);
+  cae::default_means(app.add_option("--train-limit", opt.train_limit,
+                                    "Use the first N training rows (0 = all; more than there are = all, with "
+                                    "a warning)")
+                         ->check(CLI::NonNegativeNumber),
+                     "all");
+  cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
+                     "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
+  cae::output_file(app.add_option("--export-libsvm", opt.export_libsvm,
+                                  "Also write the model in libsvm's text format (for svm-predict on scaled data)"));
+  cae::add_group_options(app, opt.group,
+                         "fits its share of the class pairs, of the cross-validation's (fold, gamma) cells and "
+                         "of the probability folds");
 }
 
 // The training rows of --features: an ae-features or plain HDF5 file (/train), or libsvm
@@ -208,9 +210,4 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Options opt;
-  cae::CommonOptions common;
-  return cae::run_tool(
-      argc, argv, kInfo, common, [&](CLI::App& app) { add_options(app, opt); }, [&] { fit(opt, common); });
-}
+int main(int argc, char** argv) { return cae::tool_main(argc, argv, kInfo, add_options, fit); }

@@ -45,19 +45,6 @@ void maxpool2_relu_forward(const float* x, float* y, int32_t* argmax, int N, int
   maxpool2<true>(x, y, argmax, N, C, H, W);
 }
 
-void maxpool2_backward(const float* dy, const int32_t* argmax, float* dx, int N, int C, int H, int W) {
-  const int64_t planes = int64_t(N) * C, in_plane = int64_t(H) * W, out_plane = in_plane / 4;
-#pragma omp parallel for schedule(static) if (worth_parallel(planes * in_plane))
-  for (int64_t p = 0; p < planes; ++p) {
-    float* dxp = dx + p * in_plane;
-    const float* dyp = dy + p * out_plane;
-    const int32_t* ap = argmax + p * out_plane;
-    for (int64_t i = 0; i < in_plane; ++i) dxp[i] = 0.0f;
-    // Windows do not overlap, so each input element receives at most one gradient.
-    for (int64_t o = 0; o < out_plane; ++o) dxp[ap[o]] = dyp[o];
-  }
-}
-
 void maxpool2_relu_backward(const float* dy, const int32_t* argmax, const float* y, float* dx, int N, int C, int H,
                             int W) {
   const int64_t planes = int64_t(N) * C, in_plane = int64_t(H) * W, out_plane = in_plane / 4;
@@ -65,12 +52,17 @@ void maxpool2_relu_backward(const float* dy, const int32_t* argmax, const float*
   for (int64_t p = 0; p < planes; ++p) {
     float* dxp = dx + p * in_plane;
     const float* dyp = dy + p * out_plane;
-    const float* yp = y + p * out_plane;
+    const float* yp = y ? y + p * out_plane : nullptr;
     const int32_t* ap = argmax + p * out_plane;
     for (int64_t i = 0; i < in_plane; ++i) dxp[i] = 0.0f;
+    // Windows do not overlap, so each input element receives at most one gradient.
     for (int64_t o = 0; o < out_plane; ++o)
-      if (yp[o] > 0.0f) dxp[ap[o]] = dyp[o];
+      if (!yp || yp[o] > 0.0f) dxp[ap[o]] = dyp[o];
   }
+}
+
+void maxpool2_backward(const float* dy, const int32_t* argmax, float* dx, int N, int C, int H, int W) {
+  maxpool2_relu_backward(dy, argmax, nullptr, dx, N, C, H, W);
 }
 
 }  // namespace ae::cpu
