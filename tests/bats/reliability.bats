@@ -473,11 +473,22 @@ PY
   [ "$refused_count" -ge 10 ]
 }
 
-@test "features stored as float64" {
+@test "features stored as float64 and labels as int64 (the plain format's types): the same model as float32 and uint8" {
   need svm-fit
-  bad features "$TMP/x.h5" --bad float64-features
-  run "$BIN/svm-fit" --features "$TMP/x.h5" -o "$TMP/s.h5"
-  refused 1 "x.h5: /train/features has dtype float64, expected float32" "$TMP/s.h5"
+  bad features "$TMP/ok.h5"
+  bad features "$TMP/f64.h5" --bad float64-features
+  bad features "$TMP/i64.h5" --bad int64-labels
+  for f in ok f64 i64; do "$BIN/svm-fit" -q --features "$TMP/$f.h5" -o "$TMP/s-$f.h5"; done
+  "$PYTHON" - "$TMP/s-ok.h5" "$TMP/s-f64.h5" "$TMP/s-i64.h5" <<'PY'
+import sys, h5py, numpy as np
+files = [h5py.File(p, "r") for p in sys.argv[1:]]
+names = []
+files[0].visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) and not n.startswith("provenance") else None)
+assert any(n.startswith("svm/") for n in names), names
+for f in files[1:]:
+    for n in names:
+        assert np.array_equal(files[0][n][()], f[n][()]), (f.filename, n)
+PY
 }
 
 @test "features flattened to one dimension" {
@@ -485,13 +496,6 @@ PY
   bad features "$TMP/x.h5" --bad features-1d
   run "$BIN/svm-fit" --features "$TMP/x.h5" -o "$TMP/s.h5"
   refused 1 "x.h5: /train/features has shape \[3840\], expected \[N,N\]" "$TMP/s.h5"
-}
-
-@test "feature labels stored as int64" {
-  need svm-fit
-  bad features "$TMP/x.h5" --bad int64-labels
-  run "$BIN/svm-fit" --features "$TMP/x.h5" -o "$TMP/s.h5"
-  refused 1 "x.h5: /train/labels has dtype int64, expected uint8" "$TMP/s.h5"
 }
 
 @test "feature labels out of range (10 with 10 classes)" {
