@@ -76,6 +76,10 @@ std::string cached_sha256(int fd) {
 }
 
 std::string sha256_file(const std::string& path) {
+  // Opening a FIFO blocks until something writes to it (a background hash would then hang
+  // the tool's exit): only regular files are hashed.
+  struct stat st{};
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) fail_file(path, "is not a regular file");
   FILE* f = fopen(path.c_str(), "rb");
   if (!f) fail_file(path, std::string("cannot open: ") + strerror(errno));
   const int fd = fileno(f);

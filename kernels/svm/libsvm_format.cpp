@@ -1,6 +1,7 @@
 #include "kernels/svm/libsvm_format.h"
 
 #include <libsvm/svm.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,6 +60,10 @@ struct SparseEntry {
 }  // namespace
 
 bool is_libsvm_text(const std::string& path) {
+  // A FIFO or a device would block the read below (or never end): refused by name first.
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail_file(path, "is not a regular file (a FIFO, socket or device?), expected a features file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail_file(path, "cannot open");
   static const char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
