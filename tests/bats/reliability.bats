@@ -834,8 +834,9 @@ address_limit() {
   for kb in 1048576 307200; do
     run timeout 60 bash -c "ulimit -v $kb; exec '$BIN/svm-fit' -q --features '$REL_DIR/features.h5' -o '$TMP/s.h5'"
     [ "$status" -ne 124 ] || { echo "svm-fit spun under ulimit -v $kb"; return 1; }
-    # A CUDA build's libraries (cuBLAS alone maps ~700 MB) do not fit 300 MB: the dynamic
-    # loader refuses at once with one line, before the tool runs — an end, not a spin.
+    # 300 MB: OpenBLAS's buffer does not fit beside the libraries (a CUDA build maps ~250 MB
+    # before main()): the tool says so in one line. A build whose libraries alone exceed the
+    # limit is refused by the dynamic loader at once, with one line — an end, not a spin.
     if [ "$status" -eq 127 ] && [ "$kb" -lt 1048576 ] && [[ "$output" == *"error while loading shared libraries"* ]]; then
       continue
     fi
