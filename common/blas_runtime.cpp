@@ -72,6 +72,22 @@ const char* tool_name(char** argv) {
   return slash ? slash + 1 : (argv && argv[0] ? argv[0] : "cifar-ae");
 }
 
+// Address space the process maps now (VmSize, MB), or 0 when unknown: the libraries' share
+// differs between builds (a CUDA build maps ~250 MB before main()).
+uint64_t mapped_mb() {
+  FILE* f = fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmSize: %llu kB", &kb) == 1) break;
+  fclose(f);
+  return kb >> 10;
+}
+
+// What one OpenBLAS thread's first job maps: its 128 MB buffer, with room to spare.
+constexpr uint64_t kBufferMB = 160;
+
 // Every OpenBLAS thread maps its buffer on its first job: one sgemm large enough to be
 // split over all of them does that now, while the address space is still free.
 void map_blas_buffers() {
@@ -116,8 +132,18 @@ void prepare_compute_environment(char** argv) {
     }
     // OpenBLAS has started its pool already; its threads past this count never get a job,
     // so they never map a buffer.
-    if (openblas_set_num_threads && !std::getenv("OPENBLAS_NUM_THREADS"))
-      openblas_set_num_threads(blas_threads_for_address_space(limit_mb, hardware_threads()));
+    const int threads = blas_threads_for_address_space(limit_mb, hardware_threads());
+    if (openblas_set_num_threads && !std::getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(threads);
+    // The buffers must fit beside what is mapped already, or the mapping below spins.
+    const uint64_t mapped = mapped_mb(), need = mapped + uint64_t(threads) * kBufferMB;
+    if (mapped > 0 && limit_mb < need) {
+      fprintf(stderr, "%s: error: the address-space limit (ulimit -v) of %llu MB leaves %llu MB beside the %llu MB "
+                      "the libraries map, less than the %llu MB OpenBLAS needs to start; raise it\n",
+              tool_name(argv), (unsigned long long)limit_mb, (unsigned long long)(limit_mb - std::min(limit_mb, mapped)),
+              (unsigned long long)mapped, (unsigned long long)(need - mapped));
+      fflush(stderr);
+      _exit(1);
+    }
   }
   select_openblas_core();
   if (limit_mb > 0) map_blas_buffers();

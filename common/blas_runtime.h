@@ -18,7 +18,8 @@
 //    OpenBLAS's and OpenMP's thread counts (unless OPENBLAS_NUM_THREADS / OMP_NUM_THREADS
 //    are set) are chosen so the buffers take at most half of it, and every buffer is
 //    mapped at start-up by one small sgemm, before the data takes the room; a limit below
-//    kMinAddressSpaceMB ends the tool with one line.
+//    kMinAddressSpaceMB, or one that leaves no room for the buffers beside what the
+//    libraries map already (measured: VmSize), ends the tool with one line.
 #pragma once
 #include <cstdint>
 
