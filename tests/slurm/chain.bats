@@ -117,6 +117,9 @@ PY
   scancel "$train"
   wait_jobs $(job_ids "$first")
   [ "$(job_state "$train")" = CANCELLED ] || { echo "train ended $(job_state "$train") before the cancel"; false; }
+  # The job reads CANCELLED at once; ae-train (a SIGTERM is a preemption) first finishes its
+  # step and saves: wait for it before reading what the checkpoint holds.
+  for i in $(seq 1 300); do pgrep -f -- "ae-train.*$(basename "$ckpt")" > /dev/null || break; sleep 0.1; done
   done_epochs=$(h5_attr "$ckpt" epochs_done)
   [ "$done_epochs" -ge 1 ] && [ "$done_epochs" -lt 3 ]
   # Its dependents were cancelled with it.
@@ -129,8 +132,9 @@ PY
   wait_jobs $(job_ids "$second")
   for id in $(job_ids "$second"); do [ "$(job_state "$id")" = COMPLETED ] || { show_logs "$WORK/resume"; false; }; done
   train2=$(job_id_of "$second" train)
-  grep -q "resuming $ckpt after epoch $done_epochs" "$WORK/resume/slurm-logs/$train2-train.log" \
-    || { cat "$WORK/resume/slurm-logs/$train2-train.log"; false; }
+  # The checkpoint holds the epochs done, or a point inside the next.
+  grep -Eq "resuming $ckpt (after epoch $done_epochs |inside epoch $((done_epochs + 1)),)" \
+    "$WORK/resume/slurm-logs/$train2-train.log" || { cat "$WORK/resume/slurm-logs/$train2-train.log"; false; }
   [ "$(h5_attr "$WORK/resume/model.h5" epochs_done)" -eq 3 ]
   "$PYTHON" -c "import h5py, sys; assert len(h5py.File(sys.argv[1], 'r')['history/train_loss']) == 3" "$WORK/resume/model.h5"
   [ -s "$WORK/resume/report/index.html" ]
