@@ -184,7 +184,8 @@ TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t im
 }
 
 void TrainReporter::finish() {
-  if (fit_bar_) fit_bar_->finish();
+  for (auto* bar : {&cv_bar_, &probability_bar_, &fit_bar_})
+    if (*bar) (*bar)->finish();
 }
 
 std::string report_fit(const Classifier& clf, const FitSummary& s) {

@@ -90,7 +90,7 @@ class TrainReporter {
   TrainReporter(const TrainReporter&) = delete;  // progress() points into this object
   TrainReporter& operator=(const TrainReporter&) = delete;
   const TrainProgress& progress() const { return progress_; }
-  void finish();  // after train()
+  void finish();  // after train(), finished or interrupted: no bar is left on the terminal
 
  private:
   TrainProgress progress_;
