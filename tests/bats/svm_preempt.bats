@@ -75,7 +75,7 @@ fit_and_signal() {
   nice -n 19 "$BIN/svm-fit" -q --features "$PRE_DIR/features.h5" "${GRID[@]}" -o "$PRE_DIR/full.h5"
   for SIG in USR1 TERM; do
     rm -f "$TMP/m.h5" "$TMP/m.h5.resume.h5"
-    WAIT_FOR="svm-fit cv \[[#.]*\] [1-9][0-9]*/27"  # a cell's fits are done
+    WAIT_FOR="svm-fit cv \[[#.]*\] [1-9][0-9]*/27"  # a cell's fits are done (reported together)
     # A --resume without a resume file starts from the beginning (a requeued job always passes it).
     fit_and_signal "${GRID[@]}" --resume
     echo "$err"
@@ -98,6 +98,22 @@ fit_and_signal() {
     [ ! -e "$TMP/m.h5.resume.h5" ]  # removed once the model is written
     assert_same_svm_model "$PRE_DIR/full.h5" "$TMP/m.h5"
   done
+}
+
+@test "svm-fit --ranks 2 grid: the launcher's SIGUSR1 stops every rank, exit 75; --ranks 3 --resume ends bit-identical" {
+  [ -e "$PRE_DIR/full.h5" ] || nice -n 19 "$BIN/svm-fit" -q --features "$PRE_DIR/features.h5" "${GRID[@]}" -o "$PRE_DIR/full.h5"
+  # Rank 0 draws the bar (of its own cells); the launcher passes the signal on to the ranks.
+  SIG=USR1 WAIT_FOR="svm-fit cv \[[#.]*\] [1-9][0-9]*/27"
+  fit_and_signal --cv 3 --C 1,10,100 --gamma 0.5x,scale,2x --ranks 2
+  echo "$err"
+  [ "$status" -eq 75 ]
+  [[ "$(grep "interrupted" <<<"$err")" == "svm-fit: interrupted by SIGUSR1 in the cross-validation ("*" of 9 (fold, gamma) cells done); resume file $TMP/m.h5.resume.h5; rerun the same command with --resume to continue" ]]
+  cells="$(resume_units "$TMP/m.h5.resume.h5" cv)"
+  [ "$cells" -ge 1 ] && [ "$cells" -lt 9 ]
+  nice -n 19 "$BIN/svm-fit" -q --features "$PRE_DIR/features.h5" --cv 3 --C 1,10,100 --gamma 0.5x,scale,2x --ranks 3 \
+    --resume -o "$TMP/m.h5"
+  [ ! -e "$TMP/m.h5.resume.h5" ]
+  assert_same_svm_model "$PRE_DIR/full.h5" "$TMP/m.h5"
 }
 
 @test "svm-fit --probability: SIGUSR1 stops between probability folds with exit 75; --resume ends bit-identical" {
