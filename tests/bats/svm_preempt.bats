@@ -18,6 +18,7 @@ setup_file() {
 }
 
 setup() {
+  command -v script >/dev/null || skip "script(1) (util-linux) is not installed"
   TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/svm_preempt.XXXXXX")"
 }
 
@@ -65,7 +66,9 @@ fit_and_signal() {
   COLUMNS=100 script -qfec "$cmd" "$TMP/tty" >/dev/null &
   local spid=$!
   for _ in $(seq 1 3000); do grep -aqE "$WAIT_FOR" "$TMP/tty" && break; sleep 0.02; done
-  kill -"$SIG" "$(pgrep -P "$spid")"  # script's child is svm-fit itself (exec)
+  local pid
+  pid="$(pgrep -P "$spid")" || { echo "svm-fit ended before it showed /$WAIT_FOR/:"; cat -v "$TMP/tty"; return 1; }
+  kill -"$SIG" "$pid"  # script's child is svm-fit itself (exec)
   status=0
   wait "$spid" || status=$?
   err="$(tr '\r' '\n' <"$TMP/tty" | sed 's/\x1b\[K//g' | grep -a '^svm-fit: ')"
