@@ -166,3 +166,22 @@ fit_and_signal() {
   [ -e "$TMP/m.h5" ]
   [ ! -e "$TMP/m.h5.resume.h5" ]
 }
+
+@test "on the GPU: the grid and the probability folds stop with exit 75 and resume bit-identical (skips without one)" {
+  nvidia-smi -L >/dev/null 2>&1 || skip "no GPU"
+  # 20,000 rows: a GPU cell or fold takes long enough for the signal to land inside the work.
+  "$PYTHON" "$PARITY" make-features "$TMP/gpu.h5" --train 20000 --test 100 --dim 256 --noise 1.5 --seed 5
+  for opts in "--cv 3 --C 1,10,100 --gamma 0.5x,scale,2x" "--probability"; do
+    read -ra o <<<"$opts"
+    nice -n 19 "$BIN/svm-fit" -q --features "$TMP/gpu.h5" --device gpu "${o[@]}" -o "$TMP/full.h5"
+    rm -f "$TMP/m.h5" "$TMP/m.h5.resume.h5"
+    SIG=USR1 WAIT_FOR="svm-fit (cv|probability) \[[#.]*\] [1-9][0-9]*/" FEATURES="$TMP/gpu.h5"
+    fit_and_signal --device gpu "${o[@]}"
+    echo "$err"
+    [ "$status" -eq 75 ]
+    [ -e "$TMP/m.h5.resume.h5" ]
+    nice -n 19 "$BIN/svm-fit" -q --features "$TMP/gpu.h5" --device gpu "${o[@]}" --resume -o "$TMP/m.h5"
+    [ ! -e "$TMP/m.h5.resume.h5" ]
+    assert_same_svm_model "$TMP/full.h5" "$TMP/m.h5"
+  done
+}
