@@ -11,7 +11,7 @@
 #include "common/group.h"
 #include "common/json.h"
 #include "common/phases.h"
-#include "kernels/ae/stop_signal.h"
+#include "common/stop_signal.h"
 #include "kernels/ae/train_session.h"
 
 namespace {

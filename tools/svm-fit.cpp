@@ -21,6 +21,7 @@
 #include "common/timer.h"
 #include "kernels/ae/features_reader.h"
 #include "kernels/svm/libsvm_format.h"
+#include "kernels/svm/resume.h"
 #include "kernels/svm/train.h"
 
 namespace {
@@ -38,7 +39,7 @@ struct Options {
   double tol = 1e-3;
   int64_t cache_mb = 2048, train_limit = 0, cv = 0, cv_seed = 1;
   int threads = 0;
-  bool probability = false;
+  bool probability = false, resume = false;
   cae::GroupOptions group;
 };
 
@@ -71,6 +72,9 @@ void add_options(CLI::App& app, Options& opt) {
   app.add_option("--class-weight", opt.class_weight,
                "Weights of C per class (libsvm's -wi): balanced = n / (k * n_class), or NAME:W,NAME:W,... "
                "(class names or labels; the others weigh 1); in every fit, cross-validation and probability fold");
+  app.add_flag("--resume", opt.resume,
+               "Continue the --cv and --probability folds of a run stopped by SIGUSR1/SIGTERM (exit 75) from "
+               "<-o>.resume.h5; without that file, start from the beginning");
   app.add_option("--scale", opt.scale, "Feature standardisation (mean/std of the training rows)")
       ->check(CLI::IsMember({"standard", "none"}));
   app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");
@@ -149,6 +153,16 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   std::unique_ptr<cae::AtomicOutput> out, libsvm_out;
   if (group.lead()) out = std::make_unique<cae::AtomicOutput>(common.output);
   if (group.lead() && !opt.export_libsvm.empty()) libsvm_out = std::make_unique<cae::AtomicOutput>(opt.export_libsvm);
+  // Everything the cross-validations' results depend on (not --threads, --cache-mb, --ranks).
+  const std::string settings = cae::strprintf(
+      "kernel %s, C %s, gamma %s, cv %lld, cv-seed %lld, augment %s, probability %d, class-weight %s, scale %s, "
+      "tol %.17g, train-limit %lld, device %s", opt.kernel.c_str(), opt.C.c_str(), opt.gamma.c_str(),
+      static_cast<long long>(opt.cv), static_cast<long long>(opt.cv_seed), opt.augment.c_str(), opt.probability,
+      opt.class_weight.c_str(), opt.scale.c_str(), opt.tol, static_cast<long long>(opt.train_limit),
+      cae::device_name(device));
+  svm::FitPreemption preemption(common.output, svm::fit_fingerprint(opt.features, settings), opt.resume,
+                                group.lead(), plan.cv_folds != 0 || opt.probability);
+  plan.units = preemption.units();
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   cae::BackgroundHashes hashes({opt.features});
@@ -180,6 +194,10 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   svm::TrainReporter reporter(plan, y, n, D, place.world, device);
   svm::Trained trained = svm::train(train.X.data(), y, train.n, D, plan, device, reporter.progress());
   reporter.finish();
+  if (trained.interrupted) {
+    group.finish();
+    preemption.stop(static_cast<int>(plan.gamma.size()) * plan.cv_folds, plan.probability_folds);
+  }
   if (!group.lead()) {  // its pairs are with rank 0, which writes the model
     group.finish();
     return;
@@ -200,6 +218,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   if (libsvm_out) svm::save_libsvm_model(*libsvm_out, clf.file());
   out->commit();
   if (libsvm_out) libsvm_out->commit();
+  preemption.finished();
   group.finish();
   phase.reset();
 

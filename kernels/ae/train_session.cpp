@@ -20,7 +20,7 @@
 #include "common/provenance.h"
 #include "common/timer.h"
 #include "kernels/ae/data_parallel.h"
-#include "kernels/ae/stop_signal.h"
+#include "common/stop_signal.h"
 
 namespace ae {
 namespace {
@@ -229,7 +229,7 @@ TrainResult run_training(const TrainRequest& req) {
   }
 
   if (result.lead) set_stop_message(req.output, int(trainer.checkpoint().epochs_done), tc.epochs);
-  StopSignals stop_signals;
+  cae::StopSignals stop_signals;
   const auto stop_requested = [&] { return stop_signals.requested(); };
   RunProgress progress(trainer, tc.epochs);
   // The other ranks train in step with rank 0 and write nothing.

@@ -139,7 +139,7 @@ std::vector<std::string> parse_gamma_list(const std::string& text) {
 
 ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
-                              uint64_t seed, cae::Device device, const CvProgress& progress, int views) {
+                              uint64_t seed, cae::Device device, const CvProgress& progress, int views, UnitLog* log) {
   if (C.empty() || gamma.empty()) throw std::invalid_argument("cross_validate: empty C or gamma list");
   cae::Stopwatch clock;
   const FoldSplit split(X, y, n, dim, views, folds, seed);
@@ -166,14 +166,29 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
     const int64_t cell = static_cast<int64_t>(f * ng + g);
     return cell >= cells.first && cell < cells.first + cells.count;
   };
-  // Per cell of this rank: (cell, gamma, right per C, accuracy per C).
-  cae::ByteWriter results;
+  // This rank's cells, replayed from `log` or computed: per cell its resolved gamma, then
+  // per C the held-out images it got right and its accuracy (resume.h).
+  std::map<int64_t, std::vector<unsigned char>> records;
   const int my_fits = static_cast<int>(cells.count * static_cast<int64_t>(nc));
+  auto report = [&] {
+    for (size_t c = 0; c < nc; ++c)
+      if (progress) progress(++fits, world > 1 ? my_fits : total_fits);
+  };
 
   FoldRows fr;
-  for (size_t f = 0; f < k; ++f) {
+  bool stopping = false;
+  for (size_t f = 0; f < k && !stopping; ++f) {
     bool any = false;
-    for (size_t g = 0; g < ng; ++g) any = any || mine(f, g);
+    for (size_t g = 0; g < ng; ++g) {
+      const int64_t cell = static_cast<int64_t>(f * ng + g);
+      if (!mine(f, g)) continue;
+      if (log && log->finished.count(cell)) {
+        records[cell] = log->finished.at(cell);
+        report();
+      } else {
+        any = true;
+      }
+    }
     if (!any) continue;
     split.rows(static_cast<int>(f), fr);
     const int64_t n_held = fr.n_held();
@@ -184,51 +199,71 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
     const PreparedSet rows(fr.train_X.data(), fr.train_y.data(), fr.n_train(), dim, fold_params);
     const PreparedQueries held = rows.prepare_queries(fr.held_X.data(), n_held);
     for (size_t g = 0; g < ng; ++g) {
-      if (!mine(f, g)) continue;
+      const int64_t cell = static_cast<int64_t>(f * ng + g);
+      if (!mine(f, g) || records.count(cell)) continue;
+      if (log && log->stop_now()) {
+        stopping = true;
+        break;
+      }
       ClassifierParams p = fold_params;
       p.gamma = gamma[g];
       p.log_summary = false;  // one line per fit would bury the table in the log
       p.group = nullptr;      // the cell is this rank's alone
       // Every C of this (fold, gamma) from one kernel matrix on the GPU.
       const std::vector<Classifier> fitted = rows.fit_each_C(p, C, device);
+      cae::ByteWriter record;
+      record.put<double>(fitted.front().resolved_gamma());
       for (size_t c = 0; c < nc; ++c) {
         const Classifier& clf = fitted[c];
-        s.gamma_resolved[g * k + f] = clf.resolved_gamma();
         const std::vector<int32_t> pred = clf.vote(clf.decision_values(held, device), n_held);
         int64_t right = 0;
         for (int64_t i = 0; i < n_held; ++i) right += pred[i] == fr.held_y[i];
-        correct[c * ng + g] += right;
-        s.fold_accuracy[(c * ng + g) * k + f] = n_held ? static_cast<double>(right) / n_held : 0.0;
-        results.put<int64_t>(static_cast<int64_t>(f * ng + g));
-        results.put<int64_t>(static_cast<int64_t>(c));
-        results.put<int64_t>(right);
-        results.put<double>(s.fold_accuracy[(c * ng + g) * k + f]);
-        results.put<double>(s.gamma_resolved[g * k + f]);
-        if (progress) progress(++fits, world > 1 ? my_fits : total_fits);
+        record.put<int64_t>(right);
+        record.put<double>(n_held ? static_cast<double>(right) / n_held : 0.0);
+      }
+      records[cell] = record.bytes();
+      if (log) log->finished[cell] = record.bytes();
+      report();
+    }
+  }
+  stopping = stopping || (log && log->stop_now());
+  if (world > 1) {
+    // Every rank needs the table (the refit's (C, gamma) is its best pair) and the decision
+    // to stop, which is any rank's.
+    cae::ByteWriter mine_out;
+    mine_out.put<uint8_t>(stopping);
+    for (const auto& [cell, bytes] : records) {
+      mine_out.put<int64_t>(cell);
+      mine_out.put_vector(bytes);
+    }
+    const auto all = group->gather("cv", mine_out.bytes(), true);
+    records.clear();
+    for (int r = 0; r < world; ++r) {
+      cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s cross-validation results");
+      stopping = in.get<uint8_t>() != 0 || stopping;
+      while (!in.done()) {
+        const int64_t cell = in.get<int64_t>();
+        if (cell < 0 || cell >= static_cast<int64_t>(k * ng) || records.count(cell))
+          in.fail("a result for an unknown or repeated cell");
+        records[cell] = in.get_vector<unsigned char>();
       }
     }
   }
-  if (world > 1) {
-    // Every rank needs the table: the refit's (C, gamma) is its best pair.
-    std::fill(correct.begin(), correct.end(), 0);
-    const auto all = group->gather("cv", results.bytes(), true);
-    std::vector<uint8_t> seen(nc * ng * k, 0);
-    for (int r = 0; r < world; ++r) {
-      cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s cross-validation results");
-      while (!in.done()) {
-        const int64_t cell = in.get<int64_t>(), c = in.get<int64_t>(), right = in.get<int64_t>();
-        const double accuracy = in.get<double>(), resolved = in.get<double>();
-        if (cell < 0 || cell >= static_cast<int64_t>(k * ng) || c < 0 || c >= static_cast<int64_t>(nc) ||
-            seen[static_cast<size_t>(cell) * nc + static_cast<size_t>(c)]++)
-          in.fail("a result for an unknown or repeated cell");
-        const size_t f = static_cast<size_t>(cell) / ng, g = static_cast<size_t>(cell) % ng;
-        s.fold_accuracy[(static_cast<size_t>(c) * ng + g) * k + f] = accuracy;
-        s.gamma_resolved[g * k + f] = resolved;
-        correct[static_cast<size_t>(c) * ng + g] += right;  // integers: any order gives the same sum
-      }
+  if (log) {
+    log->finished = records;
+    log->stopped = stopping;
+  }
+  if (stopping) return s;
+  if (records.size() != k * ng) throw std::runtime_error("cross-validation: the results miss some cells");
+  for (const auto& [cell, bytes] : records) {
+    const size_t f = static_cast<size_t>(cell) / ng, g = static_cast<size_t>(cell) % ng;
+    cae::ByteReader in(bytes, "the cross-validation results of fold " + std::to_string(f + 1) + ", gamma " + gamma[g]);
+    s.gamma_resolved[g * k + f] = in.get<double>();
+    for (size_t c = 0; c < nc; ++c) {
+      correct[c * ng + g] += in.get<int64_t>();  // integers: any order gives the same sum
+      s.fold_accuracy[(c * ng + g) * k + f] = in.get<double>();
     }
-    if (std::count(seen.begin(), seen.end(), 1) != static_cast<std::ptrdiff_t>(seen.size()))
-      throw std::runtime_error("cross-validation: the group's results miss some cells");
+    if (!in.done()) in.fail("longer than its " + std::to_string(nc) + " C values");
   }
   s.cv_accuracy.resize(nc * ng);
   size_t best = 0;

@@ -15,6 +15,7 @@
 #include "common/device.h"
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/model_file.h"
+#include "kernels/svm/resume.h"
 
 namespace svm {
 
@@ -90,8 +91,14 @@ using CvProgress = std::function<void(int fits_done, int fits_total)>;
 // solves on it: the same arithmetic as a plain fit per pair, without 60 scalings of 40,000
 // rows. The kernel matrix depends on the fold and gamma only: on the GPU each (fold, gamma)
 // builds it once and solves every C on it (PreparedSet::fit_each_C).
+//
+// With a `log` (resume.h) its units are the (fold, gamma) cells: the cells it holds are
+// replayed, not fitted, and when log->stop_now() says stop between cells it returns at once
+// with log->stopped set and the finished cells in the log (the returned table is then
+// incomplete and must not be used).
 ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
-                              uint64_t seed, cae::Device device, const CvProgress& progress = {}, int views = 1);
+                              uint64_t seed, cae::Device device, const CvProgress& progress = {}, int views = 1,
+                              UnitLog* log = nullptr);
 
 }  // namespace svm

@@ -203,7 +203,8 @@ void check_sigmoid_data(const int32_t* y, int64_t images, const std::string& dat
 }
 
 Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
-                      int folds, uint64_t seed, cae::Device device, int views, const SigmoidProgress& progress) {
+                      int folds, uint64_t seed, cae::Device device, int views, const SigmoidProgress& progress,
+                      UnitLog* log) {
   cae::Stopwatch clock;
   const FoldSplit split(X, y, n, dim, views, folds, seed);
   const int64_t images = split.images();
@@ -221,9 +222,24 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
   cae::GroupExchange* group = params.group;
   const int world = group ? group->world() : 1;
   const Share share = share_of(folds, group ? group->rank() : 0, world);
-  cae::ByteWriter sent;
+  // This rank's folds, replayed from `log` or computed: the held-out rows and their
+  // decision values (resume.h).
+  std::map<int64_t, std::vector<unsigned char>> records;
   FoldRows fr;
+  bool stopping = false;
   for (int f = static_cast<int>(share.first); f < static_cast<int>(share.first + share.count); ++f) {
+    const auto report = [&] {
+      if (progress) progress(static_cast<int>(f + 1 - share.first), static_cast<int>(share.count));
+    };
+    if (log && log->finished.count(f)) {
+      records[f] = log->finished.at(f);
+      report();
+      continue;
+    }
+    if (log && log->stop_now()) {
+      stopping = true;
+      break;
+    }
     split.rows(f, fr);
     if (fr.held_rows.empty()) continue;  // fewer images than folds
     ClassifierParams p = params;
@@ -235,29 +251,49 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
     clf.fit(fr.train_X.data(), fr.train_y.data(), fr.n_train(), dim, p, device);
     if (clf.model().classes != classes)
       throw std::logic_error("fit_sigmoids: a fold's model lacks a class");  // ruled out by the count check
-    const std::vector<double> dec = clf.decision_values(fr.held_X.data(), fr.n_held(), device);
-    for (size_t i = 0; i < fr.held_rows.size(); ++i)
-      std::copy_n(dec.data() + i * pairs, pairs, cv_dec.data() + fr.held_rows[i] * pairs);
-    if (world > 1) {
-      sent.put_vector(fr.held_rows);
-      sent.put_vector(dec);
-    }
-    if (progress) progress(static_cast<int>(f + 1 - share.first), static_cast<int>(share.count));
+    cae::ByteWriter record;
+    record.put_vector(fr.held_rows);
+    record.put_vector(clf.decision_values(fr.held_X.data(), fr.n_held(), device));
+    records[f] = record.bytes();
+    if (log) log->finished[f] = record.bytes();
+    report();
   }
+  stopping = stopping || (log && log->stop_now());
   if (world > 1) {
+    cae::ByteWriter sent;
+    for (const auto& [f, bytes] : records) {
+      sent.put<int64_t>(f);
+      sent.put_vector(bytes);
+    }
     const auto all = group->gather("sigmoids", sent.bytes());
-    if (!group->lead()) return Sigmoids{};
+    stopping = any_rank_stops(*group, "sigmoids-stop", stopping);
+    if (!group->lead()) {
+      if (log) log->stopped = stopping;
+      return Sigmoids{};
+    }
     for (int r = 1; r < world; ++r) {
       cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s probability folds");
       while (!in.done()) {
-        const std::vector<int64_t> rows = in.get_vector<int64_t>();
-        const std::vector<double> dec = in.get_vector<double>();
-        if (dec.size() != rows.size() * static_cast<size_t>(pairs)) in.fail("decision values do not match the rows");
-        for (size_t i = 0; i < rows.size(); ++i) {
-          if (rows[i] < 0 || rows[i] >= images) in.fail("a row outside the training images");
-          std::copy_n(dec.data() + i * pairs, pairs, cv_dec.data() + rows[i] * pairs);
-        }
+        const int64_t f = in.get<int64_t>();
+        if (f < 0 || f >= folds || records.count(f)) in.fail("an unknown or repeated fold");
+        records[f] = in.get_vector<unsigned char>();
       }
+    }
+  }
+  if (log) {
+    log->finished = records;
+    log->stopped = stopping;
+  }
+  if (stopping) return Sigmoids{};
+  for (const auto& [f, bytes] : records) {
+    cae::ByteReader in(bytes, "the decision values of probability fold " + std::to_string(f + 1));
+    const std::vector<int64_t> rows = in.get_vector<int64_t>();
+    const std::vector<double> dec = in.get_vector<double>();
+    if (!in.done() || dec.size() != rows.size() * static_cast<size_t>(pairs))
+      in.fail("decision values do not match the rows");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i] < 0 || rows[i] >= images) in.fail("a row outside the training images");
+      std::copy_n(dec.data() + i * pairs, pairs, cv_dec.data() + rows[i] * pairs);
     }
   }
 

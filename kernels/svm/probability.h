@@ -18,6 +18,7 @@
 
 #include "common/device.h"
 #include "kernels/svm/classifier.h"
+#include "kernels/svm/resume.h"
 
 namespace svm {
 
@@ -58,6 +59,8 @@ using SigmoidProgress = std::function<void(int folds_done, int folds_total)>;
 // changed (each fold gets a copy). Returns A and B, [k(k−1)/2] each, in pair order.
 // Throws std::runtime_error("<params.data_name>: ...") when a class has fewer than 2 images
 // (a fold's training rows would miss it).
+// With a `log` (resume.h) its units are the folds, as cross_validate's are its cells: the
+// folds it holds are replayed, and on a stop it returns empty sigmoids with log->stopped set.
 struct Sigmoids {
   std::vector<double> A, B;
   int folds = 0;
@@ -66,6 +69,6 @@ struct Sigmoids {
 };
 Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                       int folds, uint64_t seed, cae::Device device, int views = 1,
-                      const SigmoidProgress& progress = {});
+                      const SigmoidProgress& progress = {}, UnitLog* log = nullptr);
 
 }  // namespace svm

@@ -45,19 +45,24 @@ Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& p
   params.C = plan.C.front();
   params.gamma = plan.gamma.front();
   ModelSelection selection;
+  Trained out;
   if (plan.cv_folds != 0) {
     selection = cross_validate(X, y, n, dim, params, plan.C, plan.gamma, plan.cv_folds, plan.seed, device,
-                               progress.cv, plan.views);
+                               progress.cv, plan.views, plan.units ? &plan.units->cv : nullptr);
+    out.interrupted = plan.units && plan.units->cv.stopped;
+    if (out.interrupted) return out;
     if (progress.selected) progress.selected(selection);
     params.C = selection.C[selection.best_C];
     params.gamma = selection.gamma[selection.best_gamma];
   }
   // The sigmoids of the chosen (C, gamma), on cross-validated decision values.
   Sigmoids sigmoids;
-  if (plan.probability_folds != 0)
+  if (plan.probability_folds != 0) {
     sigmoids = fit_sigmoids(X, y, n, dim, params, plan.probability_folds, plan.seed, device, plan.views,
-                            progress.probability);
-  Trained out;
+                            progress.probability, plan.units ? &plan.units->probability : nullptr);
+    out.interrupted = plan.units && plan.units->probability.stopped;
+    if (out.interrupted) return out;
+  }
   out.classifier.fit(X, y, n, dim, params, device, progress.fit);
   out.probability_seconds = sigmoids.seconds;
   if (!selection.empty()) out.classifier.set_model_selection(std::move(selection));
@@ -179,7 +184,8 @@ TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t im
 }
 
 void TrainReporter::finish() {
-  if (fit_bar_) fit_bar_->finish();
+  for (auto* bar : {&cv_bar_, &probability_bar_, &fit_bar_})
+    if (*bar) (*bar)->finish();
 }
 
 std::string report_fit(const Classifier& clf, const FitSummary& s) {

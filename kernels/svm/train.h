@@ -30,6 +30,9 @@ struct TrainPlan {
   int probability_folds = 0;  // 0: no probabilities; libsvm's -b 1 draws 5
   uint64_t seed = 1;          // the folds' shuffle, for the search and the sigmoids
   int views = 1;              // as grouped_folds: 2 for images followed by their mirrors
+  // Preemption (resume.h): the cross-validations' finished units, replayed, and when to stop
+  // between units; nullptr: run through.
+  TrainUnits* units = nullptr;
 };
 
 // The plan of svm-fit's options: the C and gamma lists (comma-separated), the kernel
@@ -49,6 +52,9 @@ struct TrainProgress {
 struct Trained {
   Classifier classifier;  // its model selection and sigmoids set (on a group: rank 0's alone)
   double probability_seconds = 0;
+  // Stopped between units at plan.units' request (its logs hold the finished ones): no
+  // classifier was fitted.
+  bool interrupted = false;
 };
 
 // X [n, dim]: scratch, as for Classifier::fit; y: n labels. std::invalid_argument when the
@@ -84,7 +90,7 @@ class TrainReporter {
   TrainReporter(const TrainReporter&) = delete;  // progress() points into this object
   TrainReporter& operator=(const TrainReporter&) = delete;
   const TrainProgress& progress() const { return progress_; }
-  void finish();  // after train()
+  void finish();  // after train(), finished or interrupted: no bar is left on the terminal
 
  private:
   TrainProgress progress_;
@@ -100,6 +106,9 @@ struct FitSummary {
   double read_seconds = 0, seconds = 0;
   cae::Device device = cae::Device::cpu;
   double probability_seconds = 0;
+  // Stopped between units at plan.units' request (its logs hold the finished ones): no
+  // classifier was fitted.
+  bool interrupted = false;
 };
 std::string report_fit(const Classifier& clf, const FitSummary& s);
 

@@ -12,7 +12,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/ae/checkpoint.h"
-#include "kernels/ae/stop_signal.h"
+#include "common/stop_signal.h"
 #include "kernels/ae/trainer.h"
 
 namespace {
@@ -370,7 +370,7 @@ TEST(StopSignals, TurnSigusr1AndSigtermIntoARequestAndRestoreTheHandlers) {
   sigemptyset(&ignore.sa_mask);
   sigaction(SIGUSR1, &ignore, &before);
   for (int sig : {SIGUSR1, SIGTERM}) {
-    ae::StopSignals stop;
+    cae::StopSignals stop;
     EXPECT_FALSE(stop.requested());
     EXPECT_EQ(stop.signal(), 0);
     raise(sig);
@@ -380,5 +380,5 @@ TEST(StopSignals, TurnSigusr1AndSigtermIntoARequestAndRestoreTheHandlers) {
   sigaction(SIGUSR1, nullptr, &after);
   EXPECT_EQ(after.sa_handler, SIG_IGN);
   sigaction(SIGUSR1, &before, nullptr);
-  EXPECT_EQ(ae::kExitInterrupted, 75);  // EX_TEMPFAIL, the contract with the batch system
+  EXPECT_EQ(cae::kExitInterrupted, 75);  // EX_TEMPFAIL, the contract with the batch system
 }

@@ -1,6 +1,6 @@
-#include "kernels/ae/stop_signal.h"
+#include "common/stop_signal.h"
 
-namespace ae {
+namespace cae {
 namespace {
 
 volatile std::sig_atomic_t g_stop_signal = 0;
@@ -27,4 +27,4 @@ StopSignals::~StopSignals() {
 bool StopSignals::requested() const { return g_stop_signal != 0; }
 int StopSignals::signal() const { return g_stop_signal; }
 
-}  // namespace ae
+}  // namespace cae
