@@ -31,15 +31,15 @@ using ClassWeights = std::map<int32_t, double>;
 double class_weight(const ClassWeights& weights, int32_t label);
 
 struct FitParams {
-  SvmKind kind = SvmKind::c_svc;
   KernelType kernel = KernelType::rbf;
-  double C = 10.0;   // c_svc
-  double nu = 0.5;   // one_class: 0 < nu <= 1, an upper bound on the fraction of training rows outside
+  double C = 10.0;  // c_svc
   double gamma = 0.0;  // resolved value (> 0 for rbf)
   double tol = 1e-3;   // KKT tolerance, as libsvm's -e
   ClassWeights class_weight;
   int64_t cache_mb = 2048;
   bool log_summary = true;  // the solver's one-line summary (cross-validation's many fits turn it off)
+  SvmKind kind = SvmKind::c_svc;
+  double nu = 0.5;  // one_class: 0 < nu <= 1, an upper bound on the fraction of training rows outside
 };
 
 // A one_class model has no classes: n_support {n_sv}, dual_coef [1, n_sv] (each support

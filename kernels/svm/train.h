@@ -38,6 +38,13 @@ struct TrainPlan {
 TrainPlan plan_from_options(const std::string& C, const std::string& gamma, const std::string& kernel, int64_t cv,
                             double tol);
 
+// svm-fit --kind and --nu into the plan: "c-svc" leaves it as it is; "one-class" sets the
+// kind and nu and refuses, with a UsageError, what the one-class fit does not have: nu
+// outside (0, 1], cross-validation, probabilities, class weights ("none" is none), a C list,
+// and the GPU (the one-class solver runs on the CPU).
+void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::string& class_weight,
+               cae::Device device);
+
 // Each may be empty.
 struct TrainProgress {
   CvProgress cv;                                        // after every fit of the search
