@@ -18,12 +18,19 @@ void require_classes(const Classifier& clf, const char* what) {
 }
 }  // namespace
 
+void require_classifier(const Classifier& clf, const std::string& model_path) {
+  if (clf.model().kind == SvmKind::one_class)
+    cae::fail_file(model_path, "is a one-class model (svm-fit --kind one-class), not a classifier");
+}
+
 Classifier load_classifier(const std::string& model_path, const std::string& range_path, int dim) {
   if (!is_libsvm_text(model_path)) {
     if (!range_path.empty())
       throw cae::UsageError("--libsvm-range scales the input of a libsvm model; " + model_path +
                             " is an svm-fit model, which keeps its own scaler");
-    return Classifier::load(model_path);
+    Classifier clf = Classifier::load(model_path);
+    require_classifier(clf, model_path);
+    return clf;
   }
   if (range_path.empty()) return Classifier(import_libsvm_model(model_path, nullptr, dim));
   const LibsvmRange range = read_libsvm_range(range_path);
