@@ -186,10 +186,14 @@ TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t im
   const bool mirrored = plan.views > 1;
   progress_.fit.ready = [this, rows, dim, k, pairs, mirrored, device](const Classifier& c) {
     if (probability_bar_) probability_bar_->finish();
-    cae::log_info("%lld training rows%s x %d features (%d constant, dropped), %d classes, gamma %.6g (%s), C %g, %s",
+    const bool one_class = c.model().kind == SvmKind::one_class;
+    const std::string what = one_class ? "one-class" : std::to_string(k) + " classes";
+    const std::string bound = one_class ? cae::strprintf("nu %g", c.file().nu) : cae::strprintf("C %g", c.file().C);
+    cae::log_info("%lld training rows%s x %d features (%d constant, dropped), %s, gamma %.6g (%s), %s, %s",
                   static_cast<long long>(rows), mirrored ? " (images + mirrors)" : "", dim,
-                  dim - c.n_features_kept(), k, c.resolved_gamma(), c.file().gamma_spec.c_str(), c.file().C,
-                  cae::device_name(device));
+                  dim - c.n_features_kept(), what.c_str(), c.resolved_gamma(), c.file().gamma_spec.c_str(),
+                  bound.c_str(), cae::device_name(device));
+    if (one_class) return;  // one solve: no pairs to count
     fit_bar_ = std::make_unique<cae::ProgressBar>("svm-fit", pairs, "pairs");
   };
   progress_.fit.pair = [this](int done, int) { fit_bar_->update(done); };
