@@ -52,7 +52,7 @@ void add_options(CLI::App& app, Options& opt) {
   app.add_option("--kernel", opt.kernel, "Kernel")->check(CLI::IsMember({"rbf", "linear"}));
   app.add_option("--kind", opt.kind,
                  "c-svc: the one-vs-one classifier; one-class: the support of the training rows (libsvm's -s 2, "
-                 "labels ignored, CPU only; svm-eval then counts the rows outside)")
+                 "labels ignored)")
       ->check(CLI::IsMember({"c-svc", "one-class"}));
   app.add_option("--nu", opt.nu, "--kind one-class: 0 < nu <= 1, at most this fraction of training rows outside");
   app.add_option("--C", opt.C, "Penalty C (> 0); a comma-separated list (1,10,100) is searched with --cv");
@@ -138,7 +138,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   svm::TrainPlan plan = svm::plan_from_options(opt.C, opt.gamma, opt.kernel, opt.cv, opt.tol);
   const cae::Device device = cae::resolve_device(common.device);
   plan.probability_folds = opt.probability ? kProbabilityFolds : 0;
-  svm::plan_kind(plan, opt.kind, opt.nu, opt.class_weight, device);
+  svm::plan_kind(plan, opt.kind, opt.nu, opt.class_weight);
   if (opt.group.launch > 0) {
     cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output, /*share_cores=*/true);
     return;

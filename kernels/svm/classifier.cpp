@@ -62,9 +62,8 @@ Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, 
   if (progress.ready) progress.ready(c);
   cae::Stopwatch clock;
   if (params.kind == SvmKind::one_class) {
-    if (params.group || device != cae::Device::cpu)
-      throw std::invalid_argument("svm: a one-class fit runs on the CPU of one process");
-    c.f_.model = fit_one_class_cpu(X_, n_, kept_, p);
+    if (params.group) throw std::invalid_argument("svm: a one-class fit runs in one process");
+    c.f_.model = device == cae::Device::gpu ? fit_one_class_gpu(X_, n_, kept_, p) : fit_one_class_cpu(X_, n_, kept_, p);
   } else if (params.group)
     c.f_.model = fit_on_group(X_, y_, n_, kept_, p, device, *params.group, progress.pair);
   else

@@ -31,8 +31,8 @@ class GroupExchange;
 namespace svm {
 
 struct ClassifierParams {
-  // one_class: the labels are ignored, nu replaces C, and the fit runs on the CPU alone (a
-  // GPU device or a group is std::invalid_argument); predictions are +1 inside, −1 outside.
+  // one_class: the labels are ignored, nu replaces C, and the fit runs in one process (a
+  // group is std::invalid_argument); predictions are +1 inside, −1 outside.
   SvmKind kind = SvmKind::c_svc;
   double nu = 0.5;
   KernelType kernel = KernelType::rbf;

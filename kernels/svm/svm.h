@@ -76,6 +76,13 @@ std::vector<Model> fit_gpu_each_C(const float* X, const int32_t* y, int64_t n, i
 // are used): libsvm's svm-train -s 2 on the same rows gives the same support vectors,
 // multipliers and rho.
 Model fit_one_class_cpu(const float* X, int64_t n, int dim, const FitParams& p);
+// The same on the GPU, with the n x n kernel matrix in device memory (std::runtime_error
+// when it does not fit): the same iterations as the CPU on the same kernel values.
+Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p);
+// What both do first and last: check p (std::invalid_argument) and fill kind, kernel, gamma
+// and dim; then the support vectors (alpha_t > 0, in row order) of the solution.
+Model begin_one_class_fit(int64_t n, int dim, const FitParams& p);
+void set_one_class_solution(Model& m, const float* X, const std::vector<double>& alpha, double rho);
 
 // Decision values [n, m.n_decisions()]: for c_svc in libsvm's pair order; for one_class
 // Σ a_t K(x_t, x) − rho, > 0 inside the support (libsvm's svm-predict says +1), else outside (−1). The CPU computes them in blocks of

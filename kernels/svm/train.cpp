@@ -36,8 +36,7 @@ TrainPlan plan_from_options(const std::string& C, const std::string& gamma, cons
   return plan;
 }
 
-void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::string& class_weight,
-               cae::Device device) {
+void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::string& class_weight) {
   plan.params.kind = parse_kind(kind);
   if (plan.params.kind != SvmKind::one_class) return;
   if (!(nu > 0 && nu <= 1)) throw cae::UsageError("--nu must be in (0, 1]");
@@ -45,7 +44,6 @@ void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::s
                         : plan.probability_folds != 0  ? "--probability"
                         : class_weight != "none"       ? "--class-weight"
                         : plan.C.size() > 1            ? "a --C list"
-                        : device != cae::Device::cpu   ? "--device gpu"
                                                        : nullptr;
   if (refused) throw cae::UsageError(std::string("--kind one-class does not take ") + refused);
   plan.params.nu = nu;

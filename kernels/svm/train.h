@@ -40,10 +40,8 @@ TrainPlan plan_from_options(const std::string& C, const std::string& gamma, cons
 
 // svm-fit --kind and --nu into the plan: "c-svc" leaves it as it is; "one-class" sets the
 // kind and nu and refuses, with a UsageError, what the one-class fit does not have: nu
-// outside (0, 1], cross-validation, probabilities, class weights ("none" is none), a C list,
-// and the GPU (the one-class solver runs on the CPU).
-void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::string& class_weight,
-               cae::Device device);
+// outside (0, 1], cross-validation, probabilities, class weights ("none" is none) and a C list.
+void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::string& class_weight);
 
 // Each may be empty.
 struct TrainProgress {

@@ -381,15 +381,41 @@ Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
   return assemble_model(X, y, n, dim, p, solve_pairs_cpu(X, y, n, dim, p, all, cb));
 }
 
-Model fit_one_class_cpu(const float* X, int64_t n, int dim, const FitParams& p) {
-  using namespace cpu;
-  if (p.kind != SvmKind::one_class) throw std::invalid_argument("svm: fit_one_class_cpu needs kind one-class");
+Model begin_one_class_fit(int64_t n, int dim, const FitParams& p) {
+  if (p.kind != SvmKind::one_class) throw std::invalid_argument("svm: a one-class fit needs kind one-class");
   if (n < 1 || dim < 1) throw std::invalid_argument("svm: need at least 1 sample and 1 feature");
   if (!(p.nu > 0 && p.nu <= 1)) throw std::invalid_argument("svm: nu must be in (0, 1]");
   if (!(p.tol > 0)) throw std::invalid_argument("svm: tol must be > 0");
   if (p.kernel == KernelType::rbf && !(p.gamma > 0)) throw std::invalid_argument("svm: gamma must be > 0");
   if (n > INT32_MAX / 2) throw std::invalid_argument("svm: too many samples");
+  Model m;
+  m.kind = SvmKind::one_class;
+  m.kernel = p.kernel;
+  m.gamma = p.kernel == KernelType::rbf ? p.gamma : 0.0;
+  m.dim = dim;
+  return m;
+}
 
+void set_one_class_solution(Model& m, const float* X, const std::vector<double>& alpha, double rho) {
+  const int64_t n = static_cast<int64_t>(alpha.size()), dim = m.dim;
+  m.support_indices.clear();
+  m.dual_coef.clear();
+  for (int64_t s = 0; s < n; ++s)
+    if (alpha[s] > 0) {
+      m.support_indices.push_back(s);
+      m.dual_coef.push_back(alpha[s]);
+    }
+  const int64_t n_sv = m.n_sv();
+  m.n_support = {static_cast<int>(n_sv)};
+  m.support_vectors.resize(static_cast<size_t>(n_sv * dim));
+  for (int64_t v = 0; v < n_sv; ++v)
+    std::memcpy(m.support_vectors.data() + v * dim, X + m.support_indices[v] * dim, sizeof(float) * static_cast<size_t>(dim));
+  m.rho = {rho};
+}
+
+Model fit_one_class_cpu(const float* X, int64_t n, int dim, const FitParams& p) {
+  using namespace cpu;
+  Model m = begin_one_class_fit(n, dim, p);
   const KernelSpec spec{p.kernel, p.gamma};
   std::vector<double> norms(static_cast<size_t>(n));
   row_squared_norms(X, n, dim, norms.data());
@@ -406,26 +432,10 @@ Model fit_one_class_cpu(const float* X, int64_t n, int dim, const FitParams& p) 
     r = solve_one_class(rows, static_cast<int>(n), p.nu, p.tol);
   }
   if (r.hit_iteration_limit) cae::log_warn("svm: the one-class fit reached the iteration limit before tol %g", p.tol);
-
-  Model m;
-  m.kind = SvmKind::one_class;
-  m.kernel = p.kernel;
-  m.gamma = p.kernel == KernelType::rbf ? p.gamma : 0.0;
-  m.dim = dim;
-  for (int64_t s = 0; s < n; ++s)
-    if (r.alpha[s] > 0) {
-      m.support_indices.push_back(s);
-      m.dual_coef.push_back(r.alpha[s]);
-    }
-  const int64_t n_sv = m.n_sv();
-  m.n_support = {static_cast<int>(n_sv)};
-  m.support_vectors.resize(static_cast<size_t>(n_sv * dim));
-  for (int64_t v = 0; v < n_sv; ++v)
-    std::memcpy(m.support_vectors.data() + v * dim, X + m.support_indices[v] * dim, sizeof(float) * static_cast<size_t>(dim));
-  m.rho = {r.rho};
+  set_one_class_solution(m, X, r.alpha, r.rho);
   if (p.log_summary)
     cae::log_info("svm: one-class, nu %g: %lld support vectors of %lld rows, %lld iterations, %.1f s", p.nu,
-                  static_cast<long long>(n_sv), static_cast<long long>(n), static_cast<long long>(r.iterations),
+                  static_cast<long long>(m.n_sv()), static_cast<long long>(n), static_cast<long long>(r.iterations),
                   t_fit.seconds());
   return m;
 }
