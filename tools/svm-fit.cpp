@@ -35,7 +35,7 @@ const cae::ToolInfo kInfo{"svm-fit", "train a one-vs-one C-SVM (libsvm formulati
 struct Options {
   std::string features, kernel = "rbf", C = "10", gamma = "scale", scale = "standard", augment = "none";
   std::string export_libsvm, class_weight = "none", kind = "c-svc";
-  double tol = 1e-3, nu = 0.5;
+  double tol = 1e-3, nu = std::nan("");  // NaN: not given (svm::plan_kind)
   int64_t cache_mb = 2048, train_limit = 0, cv = 0, cv_seed = 1;
   int threads = 0;
   bool probability = false;
@@ -54,7 +54,9 @@ void add_options(CLI::App& app, Options& opt) {
                  "c-svc: the one-vs-one classifier; one-class: the support of the training rows (libsvm's -s 2, "
                  "labels ignored)")
       ->check(CLI::IsMember({"c-svc", "one-class"}));
-  app.add_option("--nu", opt.nu, "--kind one-class: 0 < nu <= 1, at most this fraction of training rows outside");
+  cae::default_means(
+      app.add_option("--nu", opt.nu, "--kind one-class: 0 < nu <= 1, at most this fraction of training rows outside"),
+      "0.5");
   app.add_option("--C", opt.C, "Penalty C (> 0); a comma-separated list (1,10,100) is searched with --cv");
   app.add_option("--gamma", opt.gamma,
                  "rbf gamma: scale = 1/(D*Var(X)), auto = 1/D, a multiple of scale (0.5x, 2x) or a number > 0; "

@@ -38,7 +38,11 @@ TrainPlan plan_from_options(const std::string& C, const std::string& gamma, cons
 
 void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::string& class_weight) {
   plan.params.kind = parse_kind(kind);
-  if (plan.params.kind != SvmKind::one_class) return;
+  if (plan.params.kind != SvmKind::one_class) {
+    if (!std::isnan(nu)) throw cae::UsageError("--nu is for --kind one-class");
+    return;
+  }
+  if (std::isnan(nu)) nu = 0.5;
   if (!(nu > 0 && nu <= 1)) throw cae::UsageError("--nu must be in (0, 1]");
   const char* refused = plan.cv_folds != 0             ? "--cv"
                         : plan.probability_folds != 0  ? "--probability"

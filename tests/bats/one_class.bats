@@ -102,6 +102,8 @@ PY
   assert_error 2 "--kind one-class does not take --probability"
   run "$BIN/svm-fit" --features "$OC_DIR/train.libsvm" --kind one-class --class-weight balanced -o "$TMP/oc.h5"
   assert_error 2 "--kind one-class does not take --class-weight"
+  run "$BIN/svm-fit" --features "$OC_DIR/train.libsvm" --nu 0.2 -o "$TMP/oc.h5"
+  assert_error 2 "--nu is for --kind one-class"
   run "$BIN/svm-fit" --features "$OC_DIR/train.libsvm" --kind nu-svc -o "$TMP/oc.h5"
   [ "$status" -eq 2 ]
   assert_no_output "$TMP/oc.h5"
@@ -111,4 +113,12 @@ PY
   run "$BIN/svm-eval" --model "$OC_DIR/oc.h5" --features "$OC_DIR/test.libsvm" -o "$TMP/eval.h5"
   assert_error 1 "oc.h5: is a one-class model \(svm-fit --kind one-class\), not a classifier"
   assert_no_output "$TMP/eval.h5"
+}
+
+@test "svm-fit --kind one-class without --nu fits nu 0.5 (its help's default)" {
+  run "$BIN/svm-fit" -q --features "$OC_DIR/train.libsvm" --kind one-class --json -o "$TMP/half.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"kind":"one-class"'* || "$output" == *'"kind": "one-class"'* ]]
+  [[ "$output" == *'"nu":0.5'* || "$output" == *'"nu": 0.5'* ]]
+  "$BIN/svm-fit" --help | grep -q -- '--nu.*0.5'
 }
