@@ -63,6 +63,7 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   if (C != 1 && C != 3)
     cae::fail_file(opt.model, "takes " + std::to_string(C) + "-channel images; classify converts to gray (1) or RGB (3)");
   const svm::Classifier clf = svm::Classifier::load(opt.svm);
+  svm::require_classifier(clf, opt.svm);
   if (clf.n_features() != arch.latent_dim())
     cae::fail_file(opt.svm, "was trained on " + std::to_string(clf.n_features()) + " features, but " + opt.model +
                                 " encodes " + std::to_string(arch.latent_dim()));

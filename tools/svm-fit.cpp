@@ -35,8 +35,8 @@ const cae::ToolInfo kInfo{"svm-fit", "train a one-vs-one C-SVM (libsvm formulati
 
 struct Options {
   std::string features, kernel = "rbf", C = "10", gamma = "scale", scale = "standard", augment = "none";
-  std::string export_libsvm, class_weight = "none";
-  double tol = 1e-3;
+  std::string export_libsvm, class_weight = "none", kind = "c-svc";
+  double tol = 1e-3, nu = std::nan("");  // NaN: not given (svm::plan_kind)
   int64_t cache_mb = 2048, train_limit = 0, cv = 0, cv_seed = 1;
   int threads = 0;
   bool probability = false, resume = false;
@@ -51,6 +51,13 @@ void add_options(CLI::App& app, Options& opt) {
                  "Features: an ae-encode or plain HDF5 file (uses /train) or libsvm text (docs/FORMATS.md)")
       ->required();
   app.add_option("--kernel", opt.kernel, "Kernel")->check(CLI::IsMember({"rbf", "linear"}));
+  app.add_option("--kind", opt.kind,
+                 "c-svc: the one-vs-one classifier; one-class: the support of the training rows (libsvm's -s 2, "
+                 "labels ignored)")
+      ->check(CLI::IsMember({"c-svc", "one-class"}));
+  cae::default_means(
+      app.add_option("--nu", opt.nu, "--kind one-class: 0 < nu <= 1, at most this fraction of training rows outside"),
+      "0.5");
   app.add_option("--C", opt.C, "Penalty C (> 0); a comma-separated list (1,10,100) is searched with --cv");
   app.add_option("--gamma", opt.gamma,
                  "rbf gamma: scale = 1/(D*Var(X)), auto = 1/D, a multiple of scale (0.5x, 2x) or a number > 0; "
@@ -136,6 +143,8 @@ TrainingRows read_training_rows(const Options& opt) {
 void fit(const Options& opt, const cae::CommonOptions& common) {
   svm::TrainPlan plan = svm::plan_from_options(opt.C, opt.gamma, opt.kernel, opt.cv, opt.tol);
   const cae::Device device = cae::resolve_device(common.device);
+  plan.probability_folds = opt.probability ? kProbabilityFolds : 0;
+  svm::plan_kind(plan, opt.kind, opt.nu, opt.class_weight);
   if (opt.group.launch > 0) {
     cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output, /*share_cores=*/true);
     return;
@@ -173,7 +182,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   const int D = train.dim;
   const std::vector<std::string>& names = rows.class_names;
   const int32_t* y = train.labels.data();
-  svm::check_training_classes(y, n, names, opt.features);
+  if (plan.params.kind == svm::SvmKind::c_svc) svm::check_training_classes(y, n, names, opt.features);
   if (plan.cv_folds != 0) svm::check_cv_folds(plan.cv_folds, y, n, names);  // per image
   if (opt.probability) svm::check_sigmoid_data(y, n, opt.features);
   const double read_s = clock.seconds();
@@ -186,7 +195,6 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   params.cache_mb = opt.cache_mb;
   params.data_name = opt.features;
   params.group = place.grouped() ? &group : nullptr;
-  plan.probability_folds = opt.probability ? kProbabilityFolds : 0;
   plan.seed = static_cast<uint64_t>(opt.cv_seed);
   if (place.grouped())
     cae::log_info("a group of %d ranks (%s): each fits its share of the class pairs%s; rank 0 writes %s", place.world,

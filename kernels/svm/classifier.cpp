@@ -37,8 +37,10 @@ Classifier PreparedSet::describe(const ClassifierParams& params, cae::Device dev
   f.feature_mask = feature_mask_;
   f.dropped_values = dropped_values_;
   c.resolved_gamma_ = resolve_gamma(parse_gamma_spec(params.gamma), gamma_scale_, dim_);
+  f.model.kind = params.kind;
   f.model.kernel = params.kernel;
   f.model.dim = kept_;
+  if (params.kind == SvmKind::one_class) f.nu = params.nu;
   f.gamma_spec = params.gamma;
   f.C = params.C;
   f.tol = params.tol;
@@ -50,8 +52,8 @@ Classifier PreparedSet::describe(const ClassifierParams& params, cae::Device dev
 }
 
 FitParams Classifier::fit_params(const ClassifierParams& params) const {
-  return FitParams{params.kernel,       params.C,        resolved_gamma_,   params.tol,
-                   params.class_weight, params.cache_mb, params.log_summary};
+  return FitParams{params.kernel,   params.C,           resolved_gamma_, params.tol, params.class_weight,
+                   params.cache_mb, params.log_summary, params.kind,    params.nu};
 }
 
 Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, const FitProgress& progress) const {
@@ -59,7 +61,10 @@ Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, 
   const FitParams p = c.fit_params(params);
   if (progress.ready) progress.ready(c);
   cae::Stopwatch clock;
-  if (params.group)
+  if (params.kind == SvmKind::one_class) {
+    if (params.group) throw std::invalid_argument("svm: a one-class fit runs in one process");
+    c.f_.model = device == cae::Device::gpu ? fit_one_class_gpu(X_, n_, kept_, p) : fit_one_class_cpu(X_, n_, kept_, p);
+  } else if (params.group)
     c.f_.model = fit_on_group(X_, y_, n_, kept_, p, device, *params.group, progress.pair);
   else
     c.f_.model = device == cae::Device::gpu ? fit_gpu(X_, y_, n_, kept_, p, progress.pair)
@@ -108,7 +113,7 @@ std::vector<double> Classifier::decision_values(const PreparedQueries& q, cae::D
 std::vector<double> Classifier::decision_values_kept(const float* X, const std::vector<double>& dropped_distance,
                                                      int64_t n, cae::Device device) const {
   const Model& m = f_.model;
-  std::vector<double> dec(static_cast<size_t>(n) * m.n_pairs());
+  std::vector<double> dec(static_cast<size_t>(n) * m.n_decisions());
   if (device == cae::Device::gpu)
     decision_values_gpu(m, X, n, dec.data());
   else
@@ -133,6 +138,7 @@ std::vector<double> Classifier::decision_values(float* X, int64_t n, cae::Device
 }
 
 std::vector<int32_t> Classifier::vote(const std::vector<double>& dec, int64_t n) const {
+  if (f_.model.kind == SvmKind::one_class) return one_class_labels(dec.data(), n);
   return svm::vote(f_.model, dec.data(), n);
 }
 

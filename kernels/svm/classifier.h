@@ -31,6 +31,10 @@ class GroupExchange;
 namespace svm {
 
 struct ClassifierParams {
+  // one_class: the labels are ignored, nu replaces C, and the fit runs in one process (a
+  // group is std::invalid_argument); predictions are +1 inside, −1 outside.
+  SvmKind kind = SvmKind::c_svc;
+  double nu = 0.5;
   KernelType kernel = KernelType::rbf;
   double C = 10.0;
   std::string gamma = "scale";  // "scale", "auto", "<m>x" or a number > 0 (parse_gamma_spec)
@@ -86,8 +90,8 @@ class Classifier {
   // Decision values of query rows prepared by the PreparedSet this model was fitted on.
   std::vector<double> decision_values(const PreparedQueries& q, cae::Device device) const;
 
-  // X: [n, n_features()] unscaled rows (scratch). Decision values [n, n_pairs] in libsvm's
-  // pair order; predictions are class labels.
+  // X: [n, n_features()] unscaled rows (scratch). Decision values [n, model().n_decisions()]
+  // (svm.h); predictions are class labels, or +1 / −1 (inside / outside) for a one-class model.
   std::vector<double> decision_values(float* X, int64_t n, cae::Device device = cae::Device::cpu) const;
   std::vector<int32_t> predict(float* X, int64_t n, cae::Device device = cae::Device::cpu) const;
   std::vector<int32_t> vote(const std::vector<double>& dec, int64_t n) const;

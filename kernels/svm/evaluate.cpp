@@ -9,12 +9,28 @@
 
 namespace svm {
 
+namespace {
+// A one-class model's predictions are inside / outside, not classes: neither a confusion
+// matrix nor a ranking of classes means anything for it.
+void require_classes(const Classifier& clf, const char* what) {
+  if (clf.model().kind == SvmKind::one_class)
+    throw std::invalid_argument(std::string(what) + " needs a classifier; the model is one-class (svm-fit --kind one-class)");
+}
+}  // namespace
+
+void require_classifier(const Classifier& clf, const std::string& model_path) {
+  if (clf.model().kind == SvmKind::one_class)
+    cae::fail_file(model_path, "is a one-class model (svm-fit --kind one-class), not a classifier");
+}
+
 Classifier load_classifier(const std::string& model_path, const std::string& range_path, int dim) {
   if (!is_libsvm_text(model_path)) {
     if (!range_path.empty())
       throw cae::UsageError("--libsvm-range scales the input of a libsvm model; " + model_path +
                             " is an svm-fit model, which keeps its own scaler");
-    return Classifier::load(model_path);
+    Classifier clf = Classifier::load(model_path);
+    require_classifier(clf, model_path);
+    return clf;
   }
   if (range_path.empty()) return Classifier(import_libsvm_model(model_path, nullptr, dim));
   const LibsvmRange range = read_libsvm_range(range_path);
@@ -23,6 +39,7 @@ Classifier load_classifier(const std::string& model_path, const std::string& ran
 
 Evaluation evaluate(const Classifier& clf, const std::vector<double>& decision_values, std::vector<int32_t> labels,
                     std::vector<std::string> class_names) {
+  require_classes(clf, "evaluating predictions against labels");
   const Model& m = clf.model();
   Evaluation e;
   e.n = static_cast<int64_t>(labels.size());
@@ -61,6 +78,7 @@ Evaluation evaluate(const Classifier& clf, const std::vector<double>& decision_v
 
 std::vector<std::vector<ClassScore>> ranked_classes(const Classifier& clf, const std::vector<double>& decision_values,
                                                     int64_t n) {
+  require_classes(clf, "ranking classes");
   const std::vector<int>& classes = clf.model().classes;
   const int k = static_cast<int>(classes.size());
   std::vector<std::vector<ClassScore>> out(static_cast<size_t>(n));

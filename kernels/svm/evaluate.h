@@ -32,7 +32,11 @@ struct Evaluation {
 // svm-train (libsvm_format.h: import_libsvm_model), read over at least `dim` features, with
 // svm-scale's range file `range_path` as its scaler ("" for none; only for libsvm models,
 // cae::UsageError otherwise).
+// A one-class model (svm-fit --kind one-class) is refused, naming the file: its answers are
+// inside / outside, which neither a confusion matrix nor a class ranking can use.
 Classifier load_classifier(const std::string& model_path, const std::string& range_path = "", int dim = 0);
+// The same refusal for a model loaded otherwise (classify).
+void require_classifier(const Classifier& clf, const std::string& model_path);
 
 // decision_values: [n, pairs] of clf's model (for test-time augmentation, the views'
 // averages); labels: [n] class indices of `class_names`, which must include every class of

@@ -22,5 +22,6 @@ std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float*, const int32
   no_cuda();
 }
 void decision_values_gpu(const Model&, const float*, int64_t, double*) { no_cuda(); }
+Model fit_one_class_gpu(const float*, int64_t, int, const FitParams&) { no_cuda(); }
 }  // namespace svm
 #endif

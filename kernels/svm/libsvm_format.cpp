@@ -315,7 +315,9 @@ int libsvm_label(const std::vector<std::string>& class_names, int c) {
 
 void save_libsvm_model(const cae::AtomicOutput& out, const ModelFile& f) {
   const Model& m = f.model;
-  const int k = static_cast<int>(m.classes.size());
+  // libsvm keeps a one-class model as two "classes" with no labels and no per-class counts.
+  const bool one_class = m.kind == SvmKind::one_class;
+  const int k = one_class ? 2 : static_cast<int>(m.classes.size());
   const int64_t n_sv = m.n_sv();
   const int D = f.n_features();
   // The support vectors over all D scaled features, sparse as libsvm keeps them; dropped
@@ -339,7 +341,7 @@ void save_libsvm_model(const cae::AtomicOutput& out, const ModelFile& f) {
   for (int c : m.classes) label.push_back(libsvm_label(f.class_names, c));
 
   svm_model lm{};
-  lm.param.svm_type = C_SVC;
+  lm.param.svm_type = one_class ? ONE_CLASS : C_SVC;
   lm.param.kernel_type = m.kernel == KernelType::rbf ? RBF : LINEAR;
   lm.param.gamma = m.gamma;
   lm.nr_class = k;
@@ -349,8 +351,8 @@ void save_libsvm_model(const cae::AtomicOutput& out, const ModelFile& f) {
   lm.rho = rho.data();
   lm.probA = f.has_probability() ? prob_A.data() : nullptr;
   lm.probB = f.has_probability() ? prob_B.data() : nullptr;
-  lm.label = label.data();
-  lm.nSV = n_support.data();
+  lm.label = one_class ? nullptr : label.data();
+  lm.nSV = one_class ? nullptr : n_support.data();
   lm.free_sv = 0;
   if (svm_save_model(out.temp_path().c_str(), &lm) != 0) fail_file(out.final_path(), "write failed");
 }

@@ -68,12 +68,15 @@ void write_model_file(cae::Hdf5Writer& w, const ModelFile& f) {
   w.write("/svm/feature_mask", f.feature_mask);
   w.write("/svm/dropped_values", f.dropped_values);
   w.write("/svm/support_vectors", m.support_vectors.data(), {n_sv, static_cast<uint64_t>(m.dim)});
-  w.write("/svm/dual_coef", m.dual_coef.data(), {k - 1, n_sv});
+  const uint64_t coef_rows = m.kind == SvmKind::one_class ? 1 : k - 1;
+  w.write("/svm/dual_coef", m.dual_coef.data(), {coef_rows, n_sv});
   w.write("/svm/rho", m.rho);
   w.write("/svm/n_support", m.n_support);
   w.write("/svm/classes", m.classes);
   w.write("/svm/support_indices", m.support_indices);
+  w.set_attr("/", "kind", kind_name(m.kind));
   w.set_attr("/", "kernel", kernel_name(m.kernel));
+  if (m.kind == SvmKind::one_class) w.set_attr("/", "nu", f.nu);
   w.set_attr("/", "C", f.C);
   w.set_attr("/", "gamma", m.gamma);
   w.set_attr("/", "gamma_spec", f.gamma_spec);
@@ -83,7 +86,8 @@ void write_model_file(cae::Hdf5Writer& w, const ModelFile& f) {
   w.set_attr("/", "n_features_kept", static_cast<int64_t>(m.dim));
   w.set_attr("/", "fit_seconds", f.fit_seconds);
   w.set_attr("/", "device", f.device);
-  w.set_attr("/", "class_names", f.class_names);
+  // HDF5 has no empty string list (a one-class model fitted on unlabelled rows has no names).
+  if (!f.class_names.empty()) w.set_attr("/", "class_names", f.class_names);
   w.set_attr("/", "augment", f.augment);
   if (!f.encoder_sha256.empty()) w.set_attr("/", "encoder_sha256", f.encoder_sha256);
   if (f.has_probability()) {
@@ -122,6 +126,14 @@ ModelFile read_model_file(const std::string& path) {
   if (kernel == "rbf") m.kernel = KernelType::rbf;
   else if (kernel == "linear") m.kernel = KernelType::linear;
   else fail_file(path, "unknown kernel '" + kernel + "'");
+  // Files written before one-class models existed have no kind: they are classifiers.
+  if (h5.has_attr("/", "kind")) {
+    const std::string kind = h5.attr_string("/", "kind");
+    if (kind == kind_name(SvmKind::c_svc)) m.kind = SvmKind::c_svc;
+    else if (kind == kind_name(SvmKind::one_class)) m.kind = SvmKind::one_class;
+    else fail_file(path, "unknown kind '" + kind + "' (c-svc or one-class)");
+  }
+  const bool one_class = m.kind == SvmKind::one_class;
   m.gamma = h5.attr_double("/", "gamma");
   if (m.kernel == KernelType::rbf && !(m.gamma > 0 && std::isfinite(m.gamma)))
     fail_file(path, "gamma must be a positive number");
@@ -141,18 +153,19 @@ ModelFile read_model_file(const std::string& path) {
   m.dim = static_cast<int>(kept);
   m.classes = h5.read<int32_t>("/svm/classes", {0});
   const uint64_t k = m.classes.size();
-  if (k < 2) fail_file(path, "/svm/classes holds fewer than two classes");
+  if (one_class && k != 0) fail_file(path, "a one-class model has no classes, but /svm/classes is not empty");
+  if (!one_class && k < 2) fail_file(path, "/svm/classes holds fewer than two classes");
   for (size_t c = 1; c < k; ++c)
     if (m.classes[c] <= m.classes[c - 1]) fail_file(path, "/svm/classes is not strictly ascending");
-  m.n_support = h5.read<int32_t>("/svm/n_support", {k});
+  m.n_support = h5.read<int32_t>("/svm/n_support", {one_class ? 1 : k});
   int64_t n_sv = 0;
   for (int32_t c : m.n_support) {
     if (c < 0) fail_file(path, "/svm/n_support holds a negative count");
     n_sv += c;
   }
   m.support_vectors = h5.read<float>("/svm/support_vectors", {static_cast<uint64_t>(n_sv), kept});
-  m.dual_coef = h5.read<double>("/svm/dual_coef", {k - 1, static_cast<uint64_t>(n_sv)});
-  m.rho = h5.read<double>("/svm/rho", {k * (k - 1) / 2});
+  m.dual_coef = h5.read<double>("/svm/dual_coef", {one_class ? 1 : k - 1, static_cast<uint64_t>(n_sv)});
+  m.rho = h5.read<double>("/svm/rho", {static_cast<uint64_t>(m.n_decisions())});
   m.support_indices = h5.read<int64_t>("/svm/support_indices", {static_cast<uint64_t>(n_sv)});
   for (double s : f.scaler.scale)
     if (!(s > 0) || !std::isfinite(s)) fail_file(path, "/scaler/scale holds a non-positive or non-finite value");
@@ -174,6 +187,14 @@ ModelFile read_model_file(const std::string& path) {
   }
   require_finite("/svm/dual_coef", m.dual_coef);
   require_finite("/svm/rho", m.rho);
+  if (one_class) {
+    for (double a : m.dual_coef)
+      if (!(a > 0 && a <= 1)) fail_file(path, "/svm/dual_coef of a one-class model holds a multiplier outside (0, 1]");
+    f.nu = h5.attr_double("/", "nu");
+    if (!(f.nu > 0 && f.nu <= 1)) fail_file(path, "attribute nu must be in (0, 1]");
+    if (h5.has("/svm/probA") || h5.has("/svm/probB") || h5.has("/svm/class_weight"))
+      fail_file(path, "a one-class model has no probabilities and no class weights");
+  }
 
   f.gamma_spec = h5.has_attr("/", "gamma_spec") ? h5.attr_string("/", "gamma_spec") : "";
   f.C = h5.attr_double("/", "C");
@@ -223,13 +244,15 @@ void write_libsvm_model(const cae::AtomicOutput& out, const ModelFile& f) {
   std::unique_ptr<FILE, int (*)(FILE*)> fp(fopen(out.temp_path().c_str(), "w"), fclose);
   if (!fp) fail_file(out.final_path(), "cannot create file");
   FILE* o = fp.get();
-  const int k = static_cast<int>(m.classes.size());
+  // libsvm writes a one-class model as two "classes" without labels or per-class counts.
+  const bool one_class = m.kind == SvmKind::one_class;
+  const int k = one_class ? 2 : static_cast<int>(m.classes.size());
   const int64_t n_sv = m.n_sv();
-  fprintf(o, "svm_type c_svc\nkernel_type %s\n", kernel_name(m.kernel));
+  fprintf(o, "svm_type %s\nkernel_type %s\n", one_class ? "one_class" : "c_svc", kernel_name(m.kernel));
   if (m.kernel == KernelType::rbf) fprintf(o, "gamma %.17g\n", m.gamma);
   fprintf(o, "nr_class %d\ntotal_sv %" PRId64 "\nrho", k, n_sv);
   for (double r : m.rho) fprintf(o, " %.17g", r);
-  fprintf(o, "\nlabel");
+  if (!one_class) fprintf(o, "\nlabel");
   for (int c : m.classes) fprintf(o, " %d", c);
   // Where libsvm's svm_save_model puts them: after label, before nr_sv.
   if (f.has_probability()) {
@@ -238,8 +261,10 @@ void write_libsvm_model(const cae::AtomicOutput& out, const ModelFile& f) {
     fprintf(o, "\nprobB");
     for (double b : f.prob_B) fprintf(o, " %.17g", b);
   }
-  fprintf(o, "\nnr_sv");
-  for (int c : m.n_support) fprintf(o, " %d", c);
+  if (!one_class) {
+    fprintf(o, "\nnr_sv");
+    for (int c : m.n_support) fprintf(o, " %d", c);
+  }
   fprintf(o, "\nSV\n");
   const int D = f.n_features();
   for (int64_t v = 0; v < n_sv; ++v) {

@@ -38,6 +38,7 @@ struct ModelFile {
   std::vector<float> dropped_values;  // [D − D_kept], scaled training value of each dropped feature
   std::string gamma_spec = "scale";
   double C = 10, tol = 1e-3;
+  double nu = 0;  // a one-class model's ν (attribute nu); unused by c-svc
   // svm-fit --class-weight: C of class c was C · class_weight[c] in every fit of the run
   // (cross-validation and probability folds included); empty: every weight 1. Saved as
   // /svm/class_weight [k] in model().classes order; the spec ("balanced", "cat:2,dog:0.5")

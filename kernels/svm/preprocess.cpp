@@ -179,7 +179,7 @@ std::vector<double> dropped_feature_distance(const float* X, int64_t n, int dim,
 
 void correct_for_dropped_features(const Model& m, const std::vector<double>& e, double* dec, int64_t n) {
   if (m.kernel != KernelType::rbf) return;
-  const int pairs = m.n_pairs();
+  const int pairs = m.n_decisions();
   for (int64_t r = 0; r < n; ++r) {
     if (e[r] == 0) continue;
     const double factor = std::exp(-m.gamma * e[r]);

@@ -16,6 +16,14 @@ namespace svm {
 enum class KernelType { rbf, linear };
 const char* kernel_name(KernelType k);
 
+// c_svc: the one-vs-one multiclass C-SVM (libsvm's -s 0). one_class: the one-class SVM
+// (libsvm's -s 2), which ignores labels and estimates the support of the training rows: its
+// one decision value is > 0 inside, < 0 outside.
+enum class SvmKind { c_svc, one_class };
+const char* kind_name(SvmKind k);
+// "c-svc" or "one-class" (kind_name's spelling); std::invalid_argument otherwise.
+SvmKind parse_kind(const std::string& name);
+
 // Per-class multipliers of C, by label (libsvm's -wi, scikit-learn's class_weight): the
 // binary problem of pair (a, b) bounds class a's coefficients by C·w_a and b's by C·w_b. A
 // label not listed weighs 1.
@@ -24,15 +32,20 @@ double class_weight(const ClassWeights& weights, int32_t label);
 
 struct FitParams {
   KernelType kernel = KernelType::rbf;
-  double C = 10.0;
+  double C = 10.0;  // c_svc
   double gamma = 0.0;  // resolved value (> 0 for rbf)
   double tol = 1e-3;   // KKT tolerance, as libsvm's -e
   ClassWeights class_weight;
   int64_t cache_mb = 2048;
   bool log_summary = true;  // the solver's one-line summary (cross-validation's many fits turn it off)
+  SvmKind kind = SvmKind::c_svc;
+  double nu = 0.5;  // one_class: 0 < nu <= 1, an upper bound on the fraction of training rows outside
 };
 
+// A one_class model has no classes: n_support {n_sv}, dual_coef [1, n_sv] (each support
+// vector's multiplier, all > 0), rho [1], and one decision value per row.
 struct Model {
+  SvmKind kind = SvmKind::c_svc;
   KernelType kernel = KernelType::rbf;
   double gamma = 0.0;
   int dim = 0;                           // features per vector (after masking)
@@ -44,6 +57,8 @@ struct Model {
   std::vector<double> rho;               // [k(k-1)/2]
   int64_t n_sv() const { return static_cast<int64_t>(support_indices.size()); }
   int n_pairs() const { return static_cast<int>(classes.size() * (classes.size() - 1) / 2); }
+  // Decision values per row: n_pairs(), or 1 for one_class.
+  int n_decisions() const { return kind == SvmKind::one_class ? 1 : n_pairs(); }
 };
 
 // pairs_done of pairs_total, for progress bars.
@@ -57,7 +72,20 @@ Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
 std::vector<Model> fit_gpu_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
                                   const std::vector<double>& Cs);
 
-// Decision values [n, n_pairs] in libsvm's pair order. The CPU computes them in blocks of
+// The one-class SVM on the CPU (p.kind must be one_class; p.nu, p.gamma, p.tol, p.cache_mb
+// are used): libsvm's svm-train -s 2 on the same rows gives the same support vectors,
+// multipliers and rho.
+Model fit_one_class_cpu(const float* X, int64_t n, int dim, const FitParams& p);
+// The same on the GPU, with the n x n kernel matrix in device memory (std::runtime_error
+// when it does not fit): the same iterations as the CPU on the same kernel values.
+Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p);
+// What both do first and last: check p (std::invalid_argument) and fill kind, kernel, gamma
+// and dim; then the support vectors (alpha_t > 0, in row order) of the solution.
+Model begin_one_class_fit(int64_t n, int dim, const FitParams& p);
+void set_one_class_solution(Model& m, const float* X, const std::vector<double>& alpha, double rho);
+
+// Decision values [n, m.n_decisions()]: for c_svc in libsvm's pair order; for one_class
+// Σ a_t K(x_t, x) − rho, > 0 inside the support (libsvm's svm-predict says +1), else outside (−1). The CPU computes them in blocks of
 // decision_block_rows(m) rows, one sgemm each; a caller that splits the rows (a group of
 // ranks) cuts at multiples of it, so every sgemm has the shape one process gives it and the
 // values are the same bits (BLAS kernels round differently at other tile edges).
@@ -96,6 +124,9 @@ Model assemble_model(const float* X, const int32_t* y, int64_t n, int dim, const
 // threads > 0: the threads of the CPU solver and predictions (OpenMP's and OpenBLAS's
 // pools); svm-fit --threads, and each rank of a group its share of the cores.
 void set_cpu_threads(int threads);
+
+// One-class predictions as libsvm gives them: +1 where dec > 0 (inside), else −1.
+std::vector<int32_t> one_class_labels(const double* dec, int64_t n);
 
 // One-vs-one voting on decision values, ties to the smaller class index (as libsvm).
 std::vector<int32_t> vote(const Model& m, const double* dec, int64_t n);

@@ -36,12 +36,31 @@ TrainPlan plan_from_options(const std::string& C, const std::string& gamma, cons
   return plan;
 }
 
+void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::string& class_weight) {
+  plan.params.kind = parse_kind(kind);
+  if (plan.params.kind != SvmKind::one_class) {
+    if (!std::isnan(nu)) throw cae::UsageError("--nu is for --kind one-class");
+    return;
+  }
+  if (std::isnan(nu)) nu = 0.5;
+  if (!(nu > 0 && nu <= 1)) throw cae::UsageError("--nu must be in (0, 1]");
+  const char* refused = plan.cv_folds != 0             ? "--cv"
+                        : plan.probability_folds != 0  ? "--probability"
+                        : class_weight != "none"       ? "--class-weight"
+                        : plan.C.size() > 1            ? "a --C list"
+                                                       : nullptr;
+  if (refused) throw cae::UsageError(std::string("--kind one-class does not take ") + refused);
+  plan.params.nu = nu;
+}
+
 Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& plan, cae::Device device,
               const TrainProgress& progress) {
   if (plan.C.empty() || plan.gamma.empty()) throw std::invalid_argument("train: empty C or gamma list");
   if (plan.cv_folds == 0 && (plan.C.size() > 1 || plan.gamma.size() > 1))
     throw std::invalid_argument("train: several C or gamma values need cross-validation to choose");
   ClassifierParams params = plan.params;
+  if (params.kind == SvmKind::one_class && params.group)
+    throw cae::UsageError("--kind one-class fits in one process (no --ranks)");
   params.C = plan.C.front();
   params.gamma = plan.gamma.front();
   ModelSelection selection;
@@ -174,10 +193,14 @@ TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t im
   const bool mirrored = plan.views > 1;
   progress_.fit.ready = [this, rows, dim, k, pairs, mirrored, device](const Classifier& c) {
     if (probability_bar_) probability_bar_->finish();
-    cae::log_info("%lld training rows%s x %d features (%d constant, dropped), %d classes, gamma %.6g (%s), C %g, %s",
+    const bool one_class = c.model().kind == SvmKind::one_class;
+    const std::string what = one_class ? "one-class" : std::to_string(k) + " classes";
+    const std::string bound = one_class ? cae::strprintf("nu %g", c.file().nu) : cae::strprintf("C %g", c.file().C);
+    cae::log_info("%lld training rows%s x %d features (%d constant, dropped), %s, gamma %.6g (%s), %s, %s",
                   static_cast<long long>(rows), mirrored ? " (images + mirrors)" : "", dim,
-                  dim - c.n_features_kept(), k, c.resolved_gamma(), c.file().gamma_spec.c_str(), c.file().C,
-                  cae::device_name(device));
+                  dim - c.n_features_kept(), what.c_str(), c.resolved_gamma(), c.file().gamma_spec.c_str(),
+                  bound.c_str(), cae::device_name(device));
+    if (one_class) return;  // one solve: no pairs to count
     fit_bar_ = std::make_unique<cae::ProgressBar>("svm-fit", pairs, "pairs");
   };
   progress_.fit.pair = [this](int done, int) { fit_bar_->update(done); };
@@ -204,6 +227,7 @@ std::string report_fit(const Classifier& clf, const FitSummary& s) {
       .add("n_features", clf.n_features())
       .add("n_features_kept", clf.n_features_kept())
       .add("gamma", clf.resolved_gamma())
+      .add("kind", kind_name(model.kind))
       .add("C", clf.file().C)
       .add("gamma_spec", clf.file().gamma_spec)
       .add("class_weight", clf.file().class_weight_spec)
@@ -213,6 +237,7 @@ std::string report_fit(const Classifier& clf, const FitSummary& s) {
       .add("seconds", s.seconds)
       .add_raw("phases", cae::phases_json())
       .add("device", cae::device_name(s.device));
+  if (model.kind == SvmKind::one_class) json.add("nu", clf.file().nu);
   json.add("probability", clf.has_probability());
   if (clf.has_probability()) json.add("probability_seconds", s.probability_seconds);
   const ModelSelection& sel = clf.model_selection();

@@ -41,6 +41,12 @@ struct TrainPlan {
 TrainPlan plan_from_options(const std::string& C, const std::string& gamma, const std::string& kernel, int64_t cv,
                             double tol);
 
+// svm-fit --kind and --nu (NaN: not given, 0.5 for one-class) into the plan: "c-svc" leaves
+// it as it is and refuses a given nu; "one-class" sets the kind and nu and refuses, with a
+// UsageError, what the one-class fit does not have: nu outside (0, 1], cross-validation,
+// probabilities, class weights ("none" is none) and a C list.
+void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::string& class_weight);
+
 // Each may be empty.
 struct TrainProgress {
   CvProgress cv;                                        // after every fit of the search

@@ -27,6 +27,14 @@ namespace svm {
 
 const char* kernel_name(KernelType k) { return k == KernelType::linear ? "linear" : "rbf"; }
 
+const char* kind_name(SvmKind k) { return k == SvmKind::one_class ? "one-class" : "c-svc"; }
+
+SvmKind parse_kind(const std::string& name) {
+  if (name == "c-svc") return SvmKind::c_svc;
+  if (name == "one-class") return SvmKind::one_class;
+  throw std::invalid_argument("svm: unknown kind '" + name + "' (c-svc or one-class)");
+}
+
 double class_weight(const ClassWeights& weights, int32_t label) {
   const auto it = weights.find(label);
   return it == weights.end() ? 1.0 : it->second;
@@ -165,6 +173,7 @@ class DiagonalBlockCache {
 }  // namespace cpu
 
 Model begin_fit(const int32_t* y, int64_t n, int dim, const FitParams& p, std::vector<std::vector<int64_t>>& members) {
+  if (p.kind != SvmKind::c_svc) throw std::invalid_argument("svm: a one-vs-one fit needs kind c-svc");
   if (n < 2 || dim < 1) throw std::invalid_argument("svm: need at least 2 samples and 1 feature");
   if (!(p.C > 0)) throw std::invalid_argument("svm: C must be > 0");
   for (const auto& [label, w] : p.class_weight)
@@ -370,6 +379,65 @@ Model fit_cpu(const float* X, const int32_t* y, int64_t n, int dim, const FitPar
   std::vector<int> all(static_cast<size_t>(pairs));
   for (int q = 0; q < pairs; ++q) all[q] = q;
   return assemble_model(X, y, n, dim, p, solve_pairs_cpu(X, y, n, dim, p, all, cb));
+}
+
+Model begin_one_class_fit(int64_t n, int dim, const FitParams& p) {
+  if (p.kind != SvmKind::one_class) throw std::invalid_argument("svm: a one-class fit needs kind one-class");
+  if (n < 1 || dim < 1) throw std::invalid_argument("svm: need at least 1 sample and 1 feature");
+  if (!(p.nu > 0 && p.nu <= 1)) throw std::invalid_argument("svm: nu must be in (0, 1]");
+  if (!(p.tol > 0)) throw std::invalid_argument("svm: tol must be > 0");
+  if (p.kernel == KernelType::rbf && !(p.gamma > 0)) throw std::invalid_argument("svm: gamma must be > 0");
+  if (n > INT32_MAX / 2) throw std::invalid_argument("svm: too many samples");
+  Model m;
+  m.kind = SvmKind::one_class;
+  m.kernel = p.kernel;
+  m.gamma = p.kernel == KernelType::rbf ? p.gamma : 0.0;
+  m.dim = dim;
+  return m;
+}
+
+void set_one_class_solution(Model& m, const float* X, const std::vector<double>& alpha, double rho) {
+  const int64_t n = static_cast<int64_t>(alpha.size()), dim = m.dim;
+  m.support_indices.clear();
+  m.dual_coef.clear();
+  for (int64_t s = 0; s < n; ++s)
+    if (alpha[s] > 0) {
+      m.support_indices.push_back(s);
+      m.dual_coef.push_back(alpha[s]);
+    }
+  const int64_t n_sv = m.n_sv();
+  m.n_support = {static_cast<int>(n_sv)};
+  m.support_vectors.resize(static_cast<size_t>(n_sv * dim));
+  for (int64_t v = 0; v < n_sv; ++v)
+    std::memcpy(m.support_vectors.data() + v * dim, X + m.support_indices[v] * dim, sizeof(float) * static_cast<size_t>(dim));
+  m.rho = {rho};
+}
+
+Model fit_one_class_cpu(const float* X, int64_t n, int dim, const FitParams& p) {
+  using namespace cpu;
+  Model m = begin_one_class_fit(n, dim, p);
+  const KernelSpec spec{p.kernel, p.gamma};
+  std::vector<double> norms(static_cast<size_t>(n));
+  row_squared_norms(X, n, dim, norms.data());
+  const int64_t budget = std::max<int64_t>(p.cache_mb, 1) << 20;
+  cae::Stopwatch t_fit;
+  BinaryResult r;
+  if (n * n * static_cast<int64_t>(sizeof(float)) <= budget) {
+    std::vector<float> M(static_cast<size_t>(n * n));
+    kernel_block_symmetric(spec, X, n, norms.data(), dim, M.data(), n);
+    DenseRows rows(M.data(), static_cast<int>(n));
+    r = solve_one_class(rows, static_cast<int>(n), p.nu, p.tol);
+  } else {
+    CachedRows rows(spec, X, norms.data(), static_cast<int>(n), dim, budget);
+    r = solve_one_class(rows, static_cast<int>(n), p.nu, p.tol);
+  }
+  if (r.hit_iteration_limit) cae::log_warn("svm: the one-class fit reached the iteration limit before tol %g", p.tol);
+  set_one_class_solution(m, X, r.alpha, r.rho);
+  if (p.log_summary)
+    cae::log_info("svm: one-class, nu %g: %lld support vectors of %lld rows, %lld iterations, %.1f s", p.nu,
+                  static_cast<long long>(m.n_sv()), static_cast<long long>(n), static_cast<long long>(r.iterations),
+                  t_fit.seconds());
+  return m;
 }
 
 }  // namespace svm

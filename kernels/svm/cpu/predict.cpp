@@ -1,6 +1,7 @@
 // Decision values and one-vs-one voting on the CPU. The kernel values between a block of
 // inputs and all support vectors are one sgemm (kernels/svm/cpu/kernel.h); each pair's
-// decision value then sums its two classes' coefficients, in libsvm's order.
+// decision value then sums its two classes' coefficients, in libsvm's order (a one-class
+// model: every support vector's coefficient).
 #include <algorithm>
 #include <stdexcept>
 
@@ -16,14 +17,17 @@ int64_t decision_block_rows(const Model& m) {
 
 void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec) {
   using namespace cpu;
-  const int k = static_cast<int>(m.classes.size());
+  const bool one_class = m.kind == SvmKind::one_class;
+  const int k = one_class ? 2 : static_cast<int>(m.classes.size());
   const int64_t n_sv = m.n_sv();
-  const int pairs = m.n_pairs();
-  if (k < 2 || static_cast<int64_t>(m.dual_coef.size()) != (k - 1) * n_sv ||
-      static_cast<int>(m.rho.size()) != pairs || static_cast<int64_t>(m.support_vectors.size()) != n_sv * m.dim)
+  const int pairs = m.n_decisions();
+  if ((one_class ? !m.classes.empty() || m.n_support.size() != 1 : k < 2) ||
+      static_cast<int64_t>(m.dual_coef.size()) != (k - 1) * n_sv || static_cast<int>(m.rho.size()) != pairs ||
+      static_cast<int64_t>(m.support_vectors.size()) != n_sv * m.dim)
     throw std::invalid_argument("svm: inconsistent model");
   std::vector<int64_t> start(k + 1, 0);
-  for (int c = 0; c < k; ++c) start[c + 1] = start[c] + m.n_support[c];
+  if (!one_class)
+    for (int c = 0; c < k; ++c) start[c + 1] = start[c] + m.n_support[c];
 
   const KernelSpec spec{m.kernel, m.gamma};
   std::vector<double> sv_norms(static_cast<size_t>(n_sv));
@@ -40,6 +44,12 @@ void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec)
     for (int64_t r = 0; r < rows; ++r) {
       const float* kv = Kb.data() + r * n_sv;
       double* out = dec + (r0 + r) * pairs;
+      if (one_class) {
+        double s = 0;
+        for (int64_t v = 0; v < n_sv; ++v) s += m.dual_coef[v] * kv[v];
+        out[0] = s - m.rho[0];
+        continue;
+      }
       int p = 0;
       for (int a = 0; a < k; ++a)
         for (int b = a + 1; b < k; ++b, ++p) {
@@ -52,6 +62,12 @@ void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec)
         }
     }
   }
+}
+
+std::vector<int32_t> one_class_labels(const double* dec, int64_t n) {
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) labels[r] = dec[r] > 0 ? 1 : -1;
+  return labels;
 }
 
 std::vector<int32_t> vote(const Model& m, const double* dec, int64_t n) {

@@ -1,7 +1,11 @@
-// Binary C-SVC by SMO with second-order working-set selection (Fan, Chen & Lin, JMLR 2005,
-// "Working set selection using second order information for training SVM").
+// Binary C-SVC and the one-class SVM by SMO with second-order working-set selection (Fan,
+// Chen & Lin, JMLR 2005, "Working set selection using second order information for training
+// SVM"). Both are one dual, min ½ aᵀQa + pᵀa over a box with yᵀa fixed: C-SVC has p = −e and
+// starts at a = 0; the one-class problem has p = 0, y = e, and starts at libsvm's feasible
+// point (the first ⌊νn⌋ multipliers at 1, the next at the remainder), so that it follows
+// libsvm's path.
 //
-// Notation: G = Qa − e is the gradient of the dual objective. A pair (i, j) moves a_i and
+// Notation: G = Qa + p is the gradient of the dual objective. A pair (i, j) moves a_i and
 // a_j along the one direction that keeps yᵀa = 0. Index sets:
 //   I_up  = { t : a_t < C, y_t = +1  or  a_t > 0, y_t = −1 }   (−y_t G_t can still rise)
 //   I_low = { t : a_t < C, y_t = −1  or  a_t > 0, y_t = +1 }
@@ -28,16 +32,24 @@ namespace svm::cpu {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
-}  // namespace
 
-BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, double tol) {
+// The dual  min ½ aᵀQa + linear·eᵀa  over the box and yᵀa = const, from a feasible start
+// `alpha` (its yᵀa is the constant kept): C-SVC is linear = −1 from a = 0, the one-class
+// problem linear = 0 from libsvm's start. The gradient of the start is Q·alpha + linear.
+BinaryResult solve_dual(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, double tol, double linear,
+                        std::vector<double> alpha) {
   BinaryResult res;
-  std::vector<double> alpha(n, 0.0), G(n, -1.0), Kdiag(n), ys(n), Cs(n);
+  std::vector<double> G(n, linear), Kdiag(n), ys(n), Cs(n);
   std::vector<uint8_t> in_up(n), in_low(n);
   for (int t = 0; t < n; ++t) {
     Kdiag[t] = K.diag(t);
     ys[t] = y[t] > 0 ? 1.0 : -1.0;
     Cs[t] = y[t] > 0 ? Cp : Cn;
+  }
+  for (int s = 0; s < n; ++s) {
+    if (alpha[s] == 0) continue;
+    const float* Ks = K.row(s);
+    for (int t = 0; t < n; ++t) G[t] += ys[t] * ys[s] * alpha[s] * static_cast<double>(Ks[t]);
   }
   auto classify = [&](int t) {
     const bool at_lower = alpha[t] <= 0, at_upper = alpha[t] >= Cs[t];
@@ -126,15 +138,36 @@ BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double Cp, doub
   }
   res.rho = n_free > 0 ? free_sum / static_cast<double>(n_free) : (ub + lb) / 2;
   double obj = 0;
-  for (int t = 0; t < n; ++t) obj += alpha[t] * (G[t] - 1.0);
+  for (int t = 0; t < n; ++t) obj += alpha[t] * (G[t] + linear);
   res.objective = obj / 2;
   res.iterations = iter;
   res.alpha = std::move(alpha);
   return res;
 }
 
-double kkt_gap(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, const std::vector<double>& alpha) {
-  std::vector<double> G(n, -1.0);
+}  // namespace
+
+BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, double tol) {
+  return solve_dual(K, y, n, Cp, Cn, tol, -1.0, std::vector<double>(static_cast<size_t>(n), 0.0));
+}
+
+std::vector<double> one_class_start(int n, double nu) {
+  std::vector<double> alpha(static_cast<size_t>(n), 0.0);
+  const int at_bound = static_cast<int>(nu * n);
+  for (int t = 0; t < at_bound; ++t) alpha[t] = 1.0;
+  if (at_bound < n) alpha[at_bound] = nu * n - at_bound;
+  return alpha;
+}
+
+BinaryResult solve_one_class(KernelRows& K, int n, double nu, double tol) {
+  const std::vector<int8_t> ones(static_cast<size_t>(n), int8_t{1});
+  return solve_dual(K, ones.data(), n, 1.0, 1.0, tol, 0.0, one_class_start(n, nu));
+}
+
+namespace {
+double kkt_gap_dual(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, double linear,
+                    const std::vector<double>& alpha) {
+  std::vector<double> G(n, linear);
   for (int s = 0; s < n; ++s) {
     if (alpha[s] == 0) continue;
     const float* Ks = K.row(s);
@@ -150,6 +183,16 @@ double kkt_gap(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, cons
     if (low) M = std::min(M, v);
   }
   return m - M;
+}
+}  // namespace
+
+double kkt_gap(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, const std::vector<double>& alpha) {
+  return kkt_gap_dual(K, y, n, Cp, Cn, -1.0, alpha);
+}
+
+double kkt_gap_one_class(KernelRows& K, int n, const std::vector<double>& alpha) {
+  const std::vector<int8_t> ones(static_cast<size_t>(n), int8_t{1});
+  return kkt_gap_dual(K, ones.data(), n, 1.0, 1.0, 0.0, alpha);
 }
 
 }  // namespace svm::cpu

@@ -1,4 +1,4 @@
-// The binary C-SVC dual solver (SMO with second-order working-set selection, Fan, Chen
+// The binary C-SVC and one-class dual solvers (SMO with second-order working-set selection, Fan, Chen
 // and Lin 2005 — the formulation libsvm uses), over kernel rows supplied by the caller.
 //
 //   min_a  ½ aᵀQa − eᵀa   s.t.  0 ≤ a_t ≤ C_t,  yᵀa = 0,   Q_ts = y_t y_s K(x_t, x_s)
@@ -35,11 +35,22 @@ inline BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double C
   return solve_binary(K, y, n, C, C, tol);
 }
 
+// The one-class SVM (Schölkopf et al. 2001; libsvm's -s 2) over n samples:
+//
+//   min_a  ½ aᵀKa   s.t.  0 ≤ a_t ≤ 1,  eᵀa = ν n
+//
+// started, as libsvm starts it, from one_class_start(n, ν). Decision value
+// f(x) = Σ a_t K(x_t, x) − rho, > 0 inside the estimated support. 0 < ν ≤ 1.
+BinaryResult solve_one_class(KernelRows& K, int n, double nu, double tol);
+// libsvm's starting point: a_t = 1 for t < ⌊νn⌋, a_⌊νn⌋ = νn − ⌊νn⌋, the rest 0.
+std::vector<double> one_class_start(int n, double nu);
+
 // For tests: the largest KKT violation m(a) − M(a) of a solution (≤ tol when converged),
 // with the gradient recomputed from scratch.
 double kkt_gap(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, const std::vector<double>& alpha);
 inline double kkt_gap(KernelRows& K, const int8_t* y, int n, double C, const std::vector<double>& alpha) {
   return kkt_gap(K, y, n, C, C, alpha);
 }
+double kkt_gap_one_class(KernelRows& K, int n, const std::vector<double>& alpha);
 
 }  // namespace svm::cpu

@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "common/timer.h"
+#include "kernels/svm/cpu/smo.h"
 #include "kernels/svm/cuda/svm_gpu.cuh"
 #include "kernels/svm/svm.h"
 
@@ -71,6 +72,19 @@ void dots_rowmajor(cublasHandle_t h, const float* A, int64_t rows, const float* 
   // Column-major view: C(r=j, c=i) = B_j · A_i, i.e. op(B)=Bᵀ [cols x dim] times A [dim x rows].
   SVM_CUBLAS_CHECK(cae::cublas::api().sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cols), static_cast<int>(rows), dim, &one,
                                B, dim, A, dim, &zero, C, static_cast<int>(ldc)));
+}
+
+// K [n, n] (row-major, ld n) of the rows d_X: SGEMM tiles of the upper block triangle, then
+// exp and mirror; its diagonal to d_diag.
+void build_kernel_matrix(cublasHandle_t blas, const float* d_X, int64_t n, int dim, const double* d_norms,
+                         const FitParams& p, float* d_K, double* d_diag, cudaStream_t s) {
+  constexpr int64_t kTile = 4096;  // multiple of 32 (the mirror pass's tile)
+  for (int64_t i0 = 0; i0 < n; i0 += kTile)
+    for (int64_t j0 = i0; j0 < n; j0 += kTile)
+      dots_rowmajor(blas, d_X + i0 * dim, std::min(kTile, n - i0), d_X + j0 * dim, std::min(kTile, n - j0), dim,
+                    d_K + i0 * n + j0, n);
+  symmetric_kernel_from_dots(d_K, n, n, d_norms, p.kernel, p.gamma, s);
+  extract_diagonal(d_K, n, n, d_diag, s);
 }
 
 int64_t free_device_bytes() {
@@ -214,13 +228,7 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
     clock = cae::Stopwatch();
     DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
     DeviceBuffer<double> d_diag(static_cast<size_t>(n));
-    constexpr int64_t kTile = 4096;  // multiple of 32 (the mirror pass's tile)
-    for (int64_t i0 = 0; i0 < n; i0 += kTile)
-      for (int64_t j0 = i0; j0 < n; j0 += kTile)
-        dots_rowmajor(blas.get(), d_X.get() + i0 * dim, std::min(kTile, n - i0), d_X.get() + j0 * dim,
-                      std::min(kTile, n - j0), dim, d_K.get() + i0 * n + j0, n);
-    symmetric_kernel_from_dots(d_K.get(), n, n, d_norms.get(), p.kernel, p.gamma, s);
-    extract_diagonal(d_K.get(), n, n, d_diag.get(), s);
+    build_kernel_matrix(blas.get(), d_X.get(), n, dim, d_norms.get(), p, d_K.get(), d_diag.get(), s);
     stream.sync();
     st.kernel_s = clock.seconds();
 
@@ -384,6 +392,64 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
 
 }  // namespace cuda
 
+Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) {
+  using namespace cuda;
+  Model m = begin_one_class_fit(n, dim, p);
+  cae::Stopwatch clock;
+  const int64_t matrix_bytes = n * n * static_cast<int64_t>(sizeof(float));
+  const int64_t reserve = int64_t{768} << 20;  // cuBLAS workspace and slack, as the pair fit keeps
+  if (matrix_bytes > free_device_bytes() - reserve)
+    throw std::runtime_error("svm gpu: the one-class fit needs " + std::to_string(matrix_bytes >> 20) +
+                             " MB of GPU memory for its kernel matrix (use --device cpu)");
+  Stream stream;
+  Blas blas(stream.get());
+  const cudaStream_t s = stream.get();
+  DeviceBuffer<float> d_X;
+  upload(d_X, X, static_cast<size_t>(n) * dim, s);
+  DeviceBuffer<double> d_norms(static_cast<size_t>(n)), d_diag(static_cast<size_t>(n));
+  row_squared_norms(d_X.get(), n, dim, d_norms.get(), s);
+  DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
+  build_kernel_matrix(blas.get(), d_X.get(), n, dim, d_norms.get(), p, d_K.get(), d_diag.get(), s);
+
+  // libsvm's start and its gradient K·alpha (only the first ⌊νn⌋ + 1 alphas can be non-zero).
+  std::vector<double> alpha = cpu::one_class_start(static_cast<int>(n), p.nu);
+  const int64_t nonzero = std::min<int64_t>(n, static_cast<int64_t>(p.nu * static_cast<double>(n)) + 1);
+  DeviceBuffer<double> d_alpha, d_G(static_cast<size_t>(n));
+  upload(d_alpha, alpha.data(), alpha.size(), s);
+  weighted_row_sums(d_K.get(), n, n, d_alpha.get(), nonzero, d_G.get(), s);
+  DeviceBuffer<uint8_t> d_status(static_cast<size_t>(n));
+  PairJob job;
+  job.K = d_K.get();
+  job.ld = n;
+  job.diag = d_diag.get();
+  job.off_a = 0;
+  job.off_b = n;
+  job.na = static_cast<int>(n);
+  job.nb = 0;
+  job.alpha = d_alpha.get();
+  job.G = d_G.get();
+  job.status = d_status.get();
+  job.G_start = d_G.get();
+  job.linear = 0;
+  DeviceBuffer<PairJob> d_job;
+  upload(d_job, &job, 1, s);
+  DeviceBuffer<PairResult> d_result(1);
+  const size_t smem = std::min(smo_state_bytes(n), smo_max_shared_bytes());
+  // The bound of every alpha is 1: C = 1 with weight 1.
+  solve_pairs(d_job.get(), 1, d_result.get(), 1.0, p.tol, 0, p.kernel == KernelType::rbf, smem, s);
+  PairResult result;
+  AE_CUDA_CHECK(cudaMemcpyAsync(&result, d_result.get(), sizeof(PairResult), cudaMemcpyDeviceToHost, s));
+  AE_CUDA_CHECK(cudaMemcpyAsync(alpha.data(), d_alpha.get(), sizeof(double) * n, cudaMemcpyDeviceToHost, s));
+  stream.sync();
+  if (result.hit_iteration_limit)
+    cae::log_warn("svm gpu: the one-class fit reached the iteration limit before tol %g", p.tol);
+  set_one_class_solution(m, X, alpha, result.rho);
+  if (p.log_summary)
+    cae::log_info("svm (gpu): one-class, nu %g: %lld support vectors of %lld rows, %lld iterations, %.2f s", p.nu,
+                  static_cast<long long>(m.n_sv()), static_cast<long long>(n), result.iterations, clock.seconds());
+  return m;
+}
+
 Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb) {
   return cuda::fit(X, y, n, dim, p, cb, cuda::FitOptions{}, nullptr);
 }
@@ -411,18 +477,23 @@ std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float* X, const int
 
 void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec) {
   using namespace cuda;
-  const int k = static_cast<int>(m.classes.size());
+  // A one-class model is the pair (0, 1) of two classes whose second has no vectors: the
+  // decision value is then row 0 of the coefficients against every vector, minus rho.
+  const bool one_class = m.kind == SvmKind::one_class;
+  const int k = one_class ? 2 : static_cast<int>(m.classes.size());
   const int64_t n_sv = m.n_sv();
-  const int pairs = m.n_pairs();
+  const int pairs = m.n_decisions();
+  const std::vector<int> n_support =
+      one_class && m.classes.empty() && m.n_support.size() == 1 ? std::vector<int>{m.n_support[0], 0} : m.n_support;
   if (k < 2 || m.dim < 1 || static_cast<int64_t>(m.dual_coef.size()) != (k - 1) * n_sv ||
       static_cast<int>(m.rho.size()) != pairs || static_cast<int64_t>(m.support_vectors.size()) != n_sv * m.dim ||
-      static_cast<int>(m.n_support.size()) != k)
+      static_cast<int>(n_support.size()) != k)
     throw std::invalid_argument("svm: inconsistent model");
   const int dim = m.dim;
   std::vector<int64_t> start(k + 1, 0);
   for (int c = 0; c < k; ++c) {
-    if (m.n_support[c] < 0) throw std::invalid_argument("svm: inconsistent model");
-    start[c + 1] = start[c] + m.n_support[c];
+    if (n_support[c] < 0) throw std::invalid_argument("svm: inconsistent model");
+    start[c + 1] = start[c] + n_support[c];
   }
   if (start[k] != n_sv) throw std::invalid_argument("svm: inconsistent model");
   if (n <= 0) return;

@@ -75,6 +75,10 @@ void extract_diagonal(const float* M, int64_t m, int64_t ld, double* diag, cudaS
 void kernel_from_dots(const float* dots, int64_t rows, int64_t cols, const double* row_norms,
                       const double* col_norms, KernelType kernel, double gamma, double* out, cudaStream_t stream);
 // dec[x, p] = T[x, a, b-1] + T[x, b, a] - rho[p] for pair p = (a, b); T is [rows, k, k-1].
+// out[t] = Σ_{s < count} w[s] K[t, s] for t < n (K row-major, ld), summed in s order in
+// double: the one-class start's gradient, as the CPU solver computes it.
+void weighted_row_sums(const float* K, int64_t n, int64_t ld, const double* w, int64_t count, double* out,
+                       cudaStream_t stream);
 void combine_decisions(const double* T, int64_t rows, int k, const double* rho, double* dec, cudaStream_t stream);
 
 // One binary problem for the SMO kernel: class a (+1) then class b (-1), in training order.
@@ -90,6 +94,11 @@ struct PairJob {
   double* alpha = nullptr;    // [na + nb] out; also the solver's alpha when shared memory does not hold it
   double* G = nullptr;        // [na + nb] gradient, used when shared memory does not hold the state
   uint8_t* status = nullptr;  // [na + nb] flags, likewise
+  // null: the C-SVC start, alpha = 0 and G = −1. Otherwise the solve starts from the alphas
+  // already in `alpha` with this gradient (the one-class problem, from libsvm's start); it may
+  // be `G` itself.
+  const double* G_start = nullptr;
+  double linear = -1;  // the dual's linear term, for the objective: −1 (C-SVC), 0 (one-class)
 };
 
 struct PairResult {

@@ -101,6 +101,17 @@ __global__ void kernel_from_dots_kernel(const float* __restrict__ dots, int64_t 
   }
 }
 
+// Thread t walks s in order, reading row s (coalesced across t; K is symmetric).
+__global__ void weighted_row_sums_kernel(const float* __restrict__ K, int64_t n, int64_t ld,
+                                         const double* __restrict__ w, int64_t count, double* __restrict__ out) {
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double g = 0;
+    for (int64_t s = 0; s < count; ++s) g = __dadd_rn(g, __dmul_rn(w[s], static_cast<double>(K[s * ld + t])));
+    out[t] = g;
+  }
+}
+
 __global__ void combine_decisions_kernel(const double* __restrict__ T, int64_t rows, int k,
                                          const double* __restrict__ rho, double* __restrict__ dec) {
   const int pairs = k * (k - 1) / 2;
@@ -247,10 +258,12 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
   auto diag = [&](int t) -> double { return kUnitDiagonal ? 1.0 : job.diag[map(t)]; };
   const int tid = threadIdx.x, B = blockDim.x;
 
+  const bool warm = job.G_start != nullptr;
   for (int t = tid; t < n; t += B) {
-    G[t] = -1.0;
-    alpha[t] = 0.0;
-    st[t] = status_of(t < na, 0.0, t < na ? Cp : Cn);
+    const double a0 = warm ? job.alpha[t] : 0.0;
+    G[t] = warm ? job.G_start[t] : -1.0;
+    alpha[t] = a0;
+    st[t] = status_of(t < na, a0, t < na ? Cp : Cn);
   }
   __syncthreads();
 
@@ -373,7 +386,7 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
       free_count += 1;
       free_sum += yG;
     }
-    obj += alpha[t] * (G[t] - 1.0);
+    obj += alpha[t] * (G[t] + job.linear);
     if (state_on_chip) job.alpha[t] = alpha[t];
   }
   free_sum = block_sum(free_sum, sum_scratch);
@@ -437,6 +450,13 @@ void kernel_from_dots(const float* dots, int64_t rows, int64_t cols, const doubl
   if (rows == 0 || cols == 0) return;
   kernel_from_dots_kernel<<<grid_for(rows * cols, 256), 256, 0, stream>>>(
       dots, rows, cols, row_norms, col_norms, kernel == KernelType::rbf ? 1 : 0, gamma, out);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void weighted_row_sums(const float* K, int64_t n, int64_t ld, const double* w, int64_t count, double* out,
+                       cudaStream_t stream) {
+  if (n == 0) return;
+  weighted_row_sums_kernel<<<grid_for(n, 256), 256, 0, stream>>>(K, n, ld, w, count, out);
   AE_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,0 +1,124 @@
+#!/usr/bin/env bats
+# svm-fit --kind one-class: the same model as libsvm's svm-train -s 2 on the same rows, and
+# the same predictions from svm-predict through the libsvm export; the options it refuses.
+
+load helpers
+
+setup_file() {
+  export OC_DIR="$BATS_FILE_TMPDIR/one_class"
+  mkdir -p "$OC_DIR"
+  # 600 training rows of 16 features (a tenth with three times the spread, so nu cuts a
+  # tail), 400 test rows drawn wider, so both answers occur; labels are ignored.
+  "$PYTHON" - "$OC_DIR" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng(7)
+def write(path, X, y):
+    with open(path, "w") as f:
+        for row, label in zip(X, y):
+            f.write(str(label) + " " + " ".join(f"{i + 1}:{v:.6g}" for i, v in enumerate(row)) + "\n")
+X = rng.normal(0.3, 1.0, (600, 16)); X[::10] *= 3
+T = rng.normal(0.3, 1.4, (400, 16))
+write(d + "/train.libsvm", X, rng.integers(0, 3, 600))
+write(d + "/test.libsvm", T, np.ones(400, int))
+PY
+  "$BIN/svm-fit" -q --features "$OC_DIR/train.libsvm" --kind one-class --nu 0.15 --gamma 0.05 --scale none \
+    --tol 1e-6 --device cpu -o "$OC_DIR/oc.h5" --export-libsvm "$OC_DIR/ours.model" --json > "$OC_DIR/fit.json"
+  svm-train -q -s 2 -n 0.15 -g 0.05 -e 1e-6 -h 0 "$OC_DIR/train.libsvm" "$OC_DIR/ref.model"
+}
+
+setup() {
+  TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/one_class.XXXXXX")"
+}
+
+teardown() {
+  rm -rf "$TMP"
+}
+
+@test "svm-fit --kind one-class: the support vectors, multipliers and rho of svm-train -s 2" {
+  run "$PYTHON" - "$OC_DIR/ours.model" "$OC_DIR/ref.model" "$OC_DIR/oc.h5" "$OC_DIR/fit.json" <<'PY'
+import sys, json, h5py, numpy as np
+def parse(path):
+    head, sv, body = {}, [], False
+    for line in open(path):
+        if body:
+            parts = line.split()
+            sv.append((float(parts[0]), tuple(float(p.split(":")[1]) for p in parts[1:])))
+        elif line.strip() == "SV":
+            body = True
+        else:
+            k, *v = line.split()
+            head[k] = v
+    return head, sv
+ours, ours_sv = parse(sys.argv[1])
+ref, ref_sv = parse(sys.argv[2])
+assert ours["svm_type"] == ["one_class"] == ref["svm_type"], (ours["svm_type"], ref["svm_type"])
+assert "label" not in ours and "nr_sv" not in ours
+assert ours["total_sv"] == ref["total_sv"], (ours["total_sv"], ref["total_sv"])
+n_sv = int(ref["total_sv"][0])
+assert 0.15 * 600 <= n_sv < 600, n_sv
+assert abs(float(ours["rho"][0]) - float(ref["rho"][0])) < 1e-4, (ours["rho"], ref["rho"])
+for (a, xa), (b, xb) in zip(ours_sv, ref_sv):
+    assert abs(a - b) < 1e-4, (a, b)
+    assert np.allclose(xa, xb, rtol=1e-5), "support vectors differ"
+assert sum(a for a, _ in ours_sv) > 0.15 * 600 - 1e-6
+f = h5py.File(sys.argv[3], "r")
+assert f.attrs["kind"] == "one-class" and f.attrs["nu"] == 0.15
+assert f["/svm/classes"].shape == (0,) and f["/svm/dual_coef"].shape == (1, n_sv) and f["/svm/rho"].shape == (1,)
+j = json.loads(open(sys.argv[4]).read())
+assert j["kind"] == "one-class" and j["nu"] == 0.15 and j["n_sv"] == n_sv, j
+print("ok", n_sv)
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "svm-predict gives the same inside/outside answers from the exported model as from svm-train's" {
+  svm-predict "$OC_DIR/test.libsvm" "$OC_DIR/ours.model" "$TMP/ours.txt" > /dev/null
+  svm-predict "$OC_DIR/test.libsvm" "$OC_DIR/ref.model" "$TMP/ref.txt" > /dev/null
+  run "$PYTHON" - "$TMP/ours.txt" "$TMP/ref.txt" <<'PY'
+import sys
+a = [int(float(l)) for l in open(sys.argv[1])]
+b = [int(float(l)) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 400
+assert set(a) == {1, -1}, set(a)
+agree = sum(x == y for x, y in zip(a, b))
+# float (ours) and double (libsvm) training rows may flip a decision within ~1e-6 of 0.
+assert agree >= 399, agree
+print("outside", a.count(-1), "agree", agree)
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "bad input: --nu out of range, and what one-class does not take (usage errors, no output)" {
+  for nu in 0 -0.5 1.5; do
+    run "$BIN/svm-fit" --features "$OC_DIR/train.libsvm" --kind one-class --nu "$nu" -o "$TMP/oc.h5"
+    assert_error 2 "--nu must be in \(0, 1\]"
+  done
+  run "$BIN/svm-fit" --features "$OC_DIR/train.libsvm" --kind one-class --cv 3 -o "$TMP/oc.h5"
+  assert_error 2 "--kind one-class does not take --cv"
+  run "$BIN/svm-fit" --features "$OC_DIR/train.libsvm" --kind one-class --probability -o "$TMP/oc.h5"
+  assert_error 2 "--kind one-class does not take --probability"
+  run "$BIN/svm-fit" --features "$OC_DIR/train.libsvm" --kind one-class --class-weight balanced -o "$TMP/oc.h5"
+  assert_error 2 "--kind one-class does not take --class-weight"
+  run "$BIN/svm-fit" --features "$OC_DIR/train.libsvm" --nu 0.2 -o "$TMP/oc.h5"
+  assert_error 2 "--nu is for --kind one-class"
+  run "$BIN/svm-fit" --features "$OC_DIR/train.libsvm" --kind nu-svc -o "$TMP/oc.h5"
+  [ "$status" -eq 2 ]
+  assert_no_output "$TMP/oc.h5"
+}
+
+@test "svm-eval refuses a one-class model with one line and writes nothing" {
+  run "$BIN/svm-eval" --model "$OC_DIR/oc.h5" --features "$OC_DIR/test.libsvm" -o "$TMP/eval.h5"
+  assert_error 1 "oc.h5: is a one-class model \(svm-fit --kind one-class\), not a classifier"
+  assert_no_output "$TMP/eval.h5"
+}
+
+@test "svm-fit --kind one-class without --nu fits nu 0.5 (its help's default)" {
+  run "$BIN/svm-fit" -q --features "$OC_DIR/train.libsvm" --kind one-class --json -o "$TMP/half.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"kind":"one-class"'* || "$output" == *'"kind": "one-class"'* ]]
+  [[ "$output" == *'"nu":0.5'* || "$output" == *'"nu": 0.5'* ]]
+  "$BIN/svm-fit" --help | grep -q -- '--nu.*0.5'
+}
