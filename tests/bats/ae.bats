@@ -135,7 +135,7 @@ assert total == 751875 == a["param_count"]
 for h in ("train_loss", "val_loss", "test_loss", "epoch_seconds", "lr"):
     d = f["/history/" + h]
     assert d.shape == (3,) and d.dtype == np.float64, h
-assert np.all(f["/history/lr"][...] == np.float32(1e-3))
+assert np.all(f["/history/lr"][...] == np.float32(3e-4))
 assert f["/samples/images"].shape == (10, 3, 32, 32) and f["/samples/images"].dtype == np.uint8
 assert list(f["/samples/labels"][...]) == list(range(10))
 rec = f["/samples/reconstructions"][...]
@@ -519,7 +519,7 @@ PY
   # --resume with another --lr: the checkpoint's schedule continues, and that is said.
   run "$BIN/ae-train" "${opts[@]}" --epochs 2 --resume --lr 0.05 -o "$TMP/partial.h5"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"--lr 0.05 is not applied: the resumed run started at lr 0.001 and continues its schedule at 0.001"* ]]
+  [[ "$output" == *"--lr 0.05 is not applied: the resumed run started at lr 0.0003 and continues its schedule at 0.0003"* ]]
 }
 
 @test "ae-train: CLI messages in the toolkit's words (bad integer, misspelt option, ranges in --help)" {
