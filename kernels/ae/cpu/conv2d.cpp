@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "kernels/ae/cpu/scratch.h"
-#include "kernels/ae/cpu/sgemm.h"
+#include "kernels/ae/cpu/conv_gemm.h"
 
 namespace ae::cpu {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "kernels/ae/cpu/scratch.h"
-#include "kernels/ae/cpu/sgemm.h"
+#include "kernels/ae/cpu/conv_gemm.h"
 
 namespace ae::cpu {
 

@@ -1,6 +1,6 @@
-// The two pieces of arithmetic every one-image convolution layer (Conv3x3, UpConv3x3) does
-// around its rearrangements: its GEMMs and its bias gradient. Inline, so each layer
-// compiles them as if written in place.
+// What the one-image convolution layers (Conv3x3, UpConv3x3) compute the same way around
+// their different rearrangements: the GEMM call and the bias gradient. Inline, so each
+// layer compiles them as if written in place.
 #pragma once
 #include <cblas.h>
 
