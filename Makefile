@@ -16,6 +16,7 @@
 #   tools/*.cpp                          → build/bin/<name>
 #   tests/unit/*.cpp                     → build/tests/unit_tests (GoogleTest)
 #   tests/gpu/{,support/}*.cu            → build/tests/gpu_tests
+#   tests/support/*.cpp                  → linked into both test binaries
 # A layer's sources see only the include roots of the layers below it (build/include/LAYER),
 # so an upward or sideways #include fails to compile.
 
@@ -122,6 +123,8 @@ LIBS_IN_ORDER := $(ae_LIB) $(svm_LIB) $(common_LIB)
 TOOL_SRCS   := $(wildcard tools/*.cpp)
 UNIT_SRCS   := $(wildcard tests/unit/*.cpp)
 GPU_TEST_SRCS := $(if $(NVCC),$(wildcard tests/gpu/*.cu tests/gpu/support/*.cu))
+# Code only tests call (reference layers, whole-batch CPU layers): in both test binaries.
+TEST_SUPPORT_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/support/*.cpp))
 FUZZ_SRCS   := $(wildcard tests/fuzz/*.cpp)
 TOOLS     := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/bin/%) $(if $(wildcard tools/report.py),$(BUILD)/bin/report)
 # Keep the tools' object files: tools/NAME.o are intermediates of a pattern chain, which
@@ -219,7 +222,7 @@ $(BUILD)/bin/report: $(REPORT_SRCS) $(BUILD)/git-describe.txt
 	$(PYTHON) -m zipapp $@.zipdir -p /usr/bin/python3 -o $@ && chmod 755 $@
 	@rm -rf $@.zipdir
 
-$(UNIT_BIN): $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o) $(LIBS_IN_ORDER)
+$(UNIT_BIN): $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o) $(TEST_SUPPORT_OBJS) $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIBS_IN_ORDER) $(LDLIBS) $(LIBSVM_LIBS) -lgtest -lgtest_main -o $@
 
@@ -227,7 +230,7 @@ $(BUILD)/tests/ae-dump-gradients: $(BUILD)/obj/tests/dev/ae_dump_gradients.o $(L
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $< $(LIBS_IN_ORDER) $(LDLIBS) -o $@
 
-$(GPU_TEST_BIN): $(GPU_TEST_SRCS:%.cu=$(BUILD)/obj/%.o) $(LIBS_IN_ORDER)
+$(GPU_TEST_BIN): $(GPU_TEST_SRCS:%.cu=$(BUILD)/obj/%.o) $(TEST_SUPPORT_OBJS) $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIBS_IN_ORDER) $(LDLIBS) -lgtest -lgtest_main -o $@
 

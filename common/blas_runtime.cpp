@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/proc_status.h"
+
 // OpenBLAS extensions (Debian's libopenblas0 exports them), declared weak so the library
 // still links against another BLAS, where they are simply not called.
 extern "C" {
@@ -74,16 +76,7 @@ const char* tool_name(char** argv) {
 
 // Address space the process maps now (VmSize, MB), or 0 when unknown: the libraries' share
 // differs between builds (a CUDA build maps ~250 MB before main()).
-uint64_t mapped_mb() {
-  FILE* f = fopen("/proc/self/status", "r");
-  if (!f) return 0;
-  char line[256];
-  unsigned long long kb = 0;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "VmSize: %llu kB", &kb) == 1) break;
-  fclose(f);
-  return kb >> 10;
-}
+uint64_t mapped_mb() { return proc_status_bytes("VmSize") >> 20; }
 
 // What one OpenBLAS thread's first job maps: its 128 MB buffer, with room to spare.
 constexpr uint64_t kBufferMB = 160;

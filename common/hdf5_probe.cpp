@@ -25,6 +25,7 @@
 
 #include "common/error.h"
 #include "common/hdf5_handle.h"
+#include "common/proc_status.h"
 
 namespace cae {
 
@@ -171,18 +172,6 @@ int probe_child(const std::string& path, std::string& bad) {
   return 0;
 }
 
-// Data the process maps already (VmData, bytes), or 0 when unknown.
-rlim_t current_data_bytes() {
-  FILE* f = fopen("/proc/self/status", "r");
-  if (!f) return 0;
-  char line[256];
-  unsigned long long kb = 0;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "VmData: %llu kB", &kb) == 1) break;
-  fclose(f);
-  return rlim_t(kb) * 1024;
-}
-
 }  // namespace
 
 void set_hdf5_metadata_probe(bool enabled) { g_probe_enabled = enabled; }
@@ -191,7 +180,7 @@ void probe_hdf5_metadata(const std::string& path) {
   if (!g_probe_enabled) return;
   int fds[2];
   if (pipe(fds) != 0) return;  // no probe possible: read the file unprobed
-  const rlim_t data_now = current_data_bytes();
+  const rlim_t data_now = rlim_t(proc_status_bytes("VmData"));  // 0 when unknown
   const unsigned limit_s = probe_seconds();
   pid_t pid = fork();
   if (pid < 0) {

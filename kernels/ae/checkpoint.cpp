@@ -45,6 +45,49 @@ std::vector<float> read_params(const cae::Hdf5Reader& r, const Architecture& arc
   return params;
 }
 
+// The training state kept as root attributes, in the order they are written; the writer
+// and the reader take this one list. `present_if`: an attribute older files lack, read only
+// when the file has that attribute (the struct's default stands otherwise): files written
+// only at epoch boundaries have no position inside an epoch, files older than the
+// validation split no val_count.
+template <class Ckpt, class Visit>
+void for_each_state_attr(Ckpt& c, Visit&& visit) {
+  const char* inside_epoch = "epoch_images_done";
+  visit("epochs_done", c.epochs_done, nullptr);
+  visit("epochs_target", c.epochs_target, nullptr);
+  visit("epoch_images_done", c.epoch_images_done, inside_epoch);
+  visit("epoch_loss_sum", c.epoch_loss_sum, inside_epoch);
+  visit("epoch_train_seconds", c.epoch_train_seconds, inside_epoch);
+  visit("seed", c.seed, nullptr);
+  visit("batch_size", c.batch_size, nullptr);
+  visit("threads", c.threads, nullptr);
+  visit("optimizer", c.optimizer_kind, nullptr);
+  visit("optimizer_step", c.optimizer.step, nullptr);
+  visit("lr_current", c.lr_current, nullptr);
+  visit("plateau_best", c.plateau_best, nullptr);
+  visit("plateau_bad_epochs", c.plateau_bad_epochs, nullptr);
+  visit("device", c.device, nullptr);
+  visit("precision", c.precision, nullptr);
+  visit("total_seconds", c.total_seconds, nullptr);
+  visit("train_seconds", c.train_seconds, nullptr);
+  visit("images_per_second", c.images_per_second, nullptr);
+  visit("train_count", c.train_count, nullptr);
+  visit("val_count", c.val_count, "val_count");
+  visit("test_count", c.test_count, nullptr);
+  visit("data_sha256", c.data_sha256, nullptr);
+}
+
+// One root attribute of each type the state has (the seed is stored as a signed integer).
+void write_attr(cae::Hdf5Writer& w, const char* key, uint64_t v) { w.set_attr("/", key, static_cast<int64_t>(v)); }
+template <class T>
+void write_attr(cae::Hdf5Writer& w, const char* key, const T& v) {
+  w.set_attr("/", key, v);
+}
+void read_attr(const cae::Hdf5Reader& r, const char* key, uint64_t& v) { v = static_cast<uint64_t>(r.attr_int("/", key)); }
+void read_attr(const cae::Hdf5Reader& r, const char* key, int64_t& v) { v = r.attr_int("/", key); }
+void read_attr(const cae::Hdf5Reader& r, const char* key, double& v) { v = r.attr_double("/", key); }
+void read_attr(const cae::Hdf5Reader& r, const char* key, std::string& v) { v = r.attr_string("/", key); }
+
 }  // namespace
 
 Architecture read_architecture(const cae::Hdf5Reader& r) {
@@ -111,28 +154,7 @@ void write_checkpoint(const std::string& path, const std::string& display_name, 
   w.set_attr("/", "input_shape", std::vector<int64_t>{a.input_channels(), a.height(), a.width()});
   w.set_attr("/", "latent_shape", std::vector<int64_t>{a.latent_channels(), a.latent_height(), a.latent_width()});
   w.set_attr("/", "param_count", a.param_count());
-  w.set_attr("/", "epochs_done", c.epochs_done);
-  w.set_attr("/", "epochs_target", c.epochs_target);
-  w.set_attr("/", "epoch_images_done", c.epoch_images_done);
-  w.set_attr("/", "epoch_loss_sum", c.epoch_loss_sum);
-  w.set_attr("/", "epoch_train_seconds", c.epoch_train_seconds);
-  w.set_attr("/", "seed", static_cast<int64_t>(c.seed));
-  w.set_attr("/", "batch_size", c.batch_size);
-  w.set_attr("/", "threads", c.threads);
-  w.set_attr("/", "optimizer", c.optimizer_kind);
-  w.set_attr("/", "optimizer_step", c.optimizer.step);
-  w.set_attr("/", "lr_current", c.lr_current);
-  w.set_attr("/", "plateau_best", c.plateau_best);
-  w.set_attr("/", "plateau_bad_epochs", c.plateau_bad_epochs);
-  w.set_attr("/", "device", c.device);
-  w.set_attr("/", "precision", c.precision);
-  w.set_attr("/", "total_seconds", c.total_seconds);
-  w.set_attr("/", "train_seconds", c.train_seconds);
-  w.set_attr("/", "images_per_second", c.images_per_second);
-  w.set_attr("/", "train_count", c.train_count);
-  w.set_attr("/", "val_count", c.val_count);
-  w.set_attr("/", "test_count", c.test_count);
-  w.set_attr("/", "data_sha256", c.data_sha256);
+  for_each_state_attr(c, [&](const char* key, const auto& value, const char*) { write_attr(w, key, value); });
   w.close();
 }
 
@@ -143,7 +165,9 @@ Checkpoint read_checkpoint(const std::string& path) {
   c.params = read_params(r, c.arch);
   const uint64_t params = uint64_t(c.arch.param_count());
 
-  c.epochs_done = r.attr_int("/", "epochs_done");
+  for_each_state_attr(c, [&](const char* key, auto& value, const char* present_if) {
+    if (!present_if || r.has_attr("/", present_if)) read_attr(r, key, value);
+  });
   if (c.epochs_done < 0) fail_file(path, "epochs_done is negative");
   const uint64_t epochs = static_cast<uint64_t>(c.epochs_done);
   c.train_loss = r.read<double>("/history/train_loss", {epochs});
@@ -161,35 +185,11 @@ Checkpoint read_checkpoint(const std::string& path) {
   c.sample_images = r.read<uint8_t>("/samples/images", image_shape(c.arch, s[0]));
   c.sample_reconstructions = r.read<float>("/samples/reconstructions", image_shape(c.arch, s[0]));
 
-  c.optimizer_kind = r.attr_string("/", "optimizer");
-  c.optimizer.step = r.attr_int("/", "optimizer_step");
   if (r.has("/optimizer/m")) c.optimizer.m = r.read<float>("/optimizer/m", {params});
   if (r.has("/optimizer/v")) c.optimizer.v = r.read<float>("/optimizer/v", {params});
   if (c.optimizer_kind == "adam" && c.optimizer.step > 0 && (c.optimizer.m.empty() || c.optimizer.v.empty()))
     fail_file(path, "Adam checkpoint lacks /optimizer/m or /optimizer/v");
 
-  c.epochs_target = r.attr_int("/", "epochs_target");
-  // Files written only at epoch boundaries have no position inside an epoch.
-  if (r.has_attr("/", "epoch_images_done")) {
-    c.epoch_images_done = r.attr_int("/", "epoch_images_done");
-    c.epoch_loss_sum = r.attr_double("/", "epoch_loss_sum");
-    c.epoch_train_seconds = r.attr_double("/", "epoch_train_seconds");
-  }
-  c.seed = static_cast<uint64_t>(r.attr_int("/", "seed"));
-  c.batch_size = r.attr_int("/", "batch_size");
-  c.threads = r.attr_int("/", "threads");
-  c.lr_current = r.attr_double("/", "lr_current");
-  c.plateau_best = r.attr_double("/", "plateau_best");
-  c.plateau_bad_epochs = r.attr_int("/", "plateau_bad_epochs");
-  c.device = r.attr_string("/", "device");
-  c.precision = r.attr_string("/", "precision");
-  c.total_seconds = r.attr_double("/", "total_seconds");
-  c.train_seconds = r.attr_double("/", "train_seconds");
-  c.images_per_second = r.attr_double("/", "images_per_second");
-  c.train_count = r.attr_int("/", "train_count");
-  c.val_count = r.has_attr("/", "val_count") ? r.attr_int("/", "val_count") : 0;
-  c.test_count = r.attr_int("/", "test_count");
-  c.data_sha256 = r.attr_string("/", "data_sha256");
   validate_training_state(c, path);
   return c;
 }

@@ -1,7 +1,7 @@
 // The CPU autoencoder backend (kernels/ae/cpu/backend_cpu.cpp) on several architectures of
-// the family: its fused per-image pipeline equals the public layer functions composed step
-// by step, its gradient equals a double-precision reference backward (kernels/ae/cpu/
-// reference.h) and, on tiny architectures, finite differences of the whole network;
+// the family: its fused per-image pipeline equals the whole-batch layer functions composed
+// step by step, its gradient equals a double-precision reference backward
+// (tests/support/layer_reference.h) and, on tiny architectures, finite differences of the whole network;
 // training lowers the loss and is deterministic. (Agreement with PyTorch is checked in
 // tests/bats/ae.bats.)
 #include <gtest/gtest.h>
@@ -18,8 +18,8 @@
 #include "kernels/ae/checkpoint.h"
 #include "kernels/ae/encoder.h"
 #include "kernels/ae/cpu/backend_cpu.h"
-#include "kernels/ae/cpu/layers.h"
-#include "kernels/ae/cpu/reference.h"
+#include "tests/support/cpu_layers.h"
+#include "tests/support/layer_reference.h"
 #include "kernels/ae/model.h"
 
 namespace {
@@ -57,7 +57,7 @@ double max_rel(const A& a, const B& b, size_t count, size_t a_off = 0, size_t b_
 }
 double max_rel(const std::vector<float>& a, const std::vector<float>& b) { return max_rel(a, b, b.size()); }
 
-// The model composed from the unfused public layer functions of kernels/ae/cpu/layers.h
+// The model composed from the unfused whole-batch layer functions of tests/support/cpu_layers.h
 // (conv with its ReLU, then pool; upsample, then conv), in float.
 struct Composed {
   std::vector<float> latent, out;

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <fstream>
 #include <random>
+#include <vector>
 
 #include "common/atomic_output.h"
 #include "common/cli.h"
@@ -21,6 +22,7 @@
 #include "common/hdf5_probe.h"
 #include "common/json.h"
 #include "common/memory_limit.h"
+#include "common/proc_status.h"
 #include "common/progress.h"
 #include "common/version.h"
 #include "common/sha256.h"
@@ -501,6 +503,38 @@ TEST_F(CgroupTree, ContainerRootNoLimitAndGarbage) {
   put("fs/memory.max", "1073741824\n");
   EXPECT_EQ(cae::cgroup_memory_limit(root + "/fs", root + "/proc_cgroup"), uint64_t(1) << 30);
   EXPECT_EQ(cae::cgroup_memory_limit(root + "/none", root + "/no-such-file"), 0u);
+}
+
+// ---- /proc/self/status ---------------------------------------------------------------------
+
+// A fake status file in a temporary folder.
+class ProcStatusFile : public CgroupTree {};
+
+TEST_F(ProcStatusFile, FieldsInBytes) {
+  // The kernel's layout: a tab after the colon, the number right-aligned, then " kB".
+  put("status", "Name:\tunit_tests\nVmPeak:\t  812344 kB\nVmSize:\t  798212 kB\nVmDataX:\t1 kB\n"
+                "VmData:\t   53180 kB\nThreads:\t3\n");
+  const std::string status = root + "/status";
+  EXPECT_EQ(cae::proc_status_bytes("VmSize", status.c_str()), uint64_t(798212) * 1024);
+  EXPECT_EQ(cae::proc_status_bytes("VmData", status.c_str()), uint64_t(53180) * 1024);
+  EXPECT_EQ(cae::proc_status_bytes("VmPeak", status.c_str()), uint64_t(812344) * 1024);
+  // A field that is only a prefix of another, one without "kB", one that is not there.
+  EXPECT_EQ(cae::proc_status_bytes("Vm", status.c_str()), 0u);
+  EXPECT_EQ(cae::proc_status_bytes("Threads", status.c_str()), 0u);
+  EXPECT_EQ(cae::proc_status_bytes("VmSwap", status.c_str()), 0u);
+  EXPECT_EQ(cae::proc_status_bytes("VmSize", (root + "/no-such-file").c_str()), 0u);
+  put("status", "VmSize:\tlots kB\n");
+  EXPECT_EQ(cae::proc_status_bytes("VmSize", status.c_str()), 0u);
+}
+
+TEST(ProcStatus, ThisProcessMapsWhatItAllocates) {
+  const uint64_t size = cae::proc_status_bytes("VmSize"), data = cae::proc_status_bytes("VmData");
+  ASSERT_GT(data, 0u);
+  EXPECT_GE(size, data);  // the data segment is part of the address space
+  // 256 MB taken (and touched, so no lazy accounting hides it) shows in VmData.
+  std::vector<char> block(size_t(256) << 20, 1);
+  const uint64_t data_after = cae::proc_status_bytes("VmData");
+  EXPECT_GE(data_after, data + (uint64_t(255) << 20)) << "block at " << static_cast<const void*>(block.data());
 }
 
 }  // namespace

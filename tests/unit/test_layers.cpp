@@ -1,7 +1,8 @@
-// The CPU layers (kernels/ae/cpu/layers.h): forward against the direct-loop reference
-// (kernels/ae/cpu/reference.h), every backward against central finite differences of the
-// reference forward computed in double precision, optimizer steps against values worked
-// out by hand.
+// The CPU layers (kernels/ae/cpu/layers.h, conv2d.h, upconv.h, run over a batch by
+// tests/support/cpu_layers.h): forward against the direct-loop reference
+// (tests/support/layer_reference.h), every backward against central finite differences of
+// the reference forward computed in double precision, optimizer steps against values
+// worked out by hand.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -14,8 +15,9 @@
 #include <vector>
 
 #include "kernels/ae/cpu/conv2d.h"
-#include "kernels/ae/cpu/reference.h"
 #include "kernels/ae/cpu/layers.h"
+#include "tests/support/cpu_layers.h"
+#include "tests/support/layer_reference.h"
 
 namespace {
 
@@ -309,17 +311,27 @@ TEST(MaxPool2, ForwardAndBackward) {
 }
 
 TEST(MaxPool2, TiesAndNanFollowPyTorch) {
-  // One 2×2 window per case: ties go to the first element, a NaN wins.
+  // One 2×2 window per case: ties go to the first element, a NaN wins — in the training's
+  // fused ReLU+pool and in the plain pool the GPU tests compare against.
   const float nan = std::nanf("");
   struct Case {
     float v[4];
     int32_t expect;
-  } cases[] = {{{1, 1, 1, 1}, 0}, {{0, 2, 2, 1}, 1}, {{1, nan, 3, 0}, 1}, {{-1, -3, -2, -1}, 0}};
+    float max;
+  } cases[] = {{{1, 1, 1, 1}, 0, 1}, {{0, 2, 2, 1}, 1, 2}, {{1, nan, 3, 0}, 1, nan}, {{-1, -3, -2, -1}, 0, -1}};
   for (const Case& c : cases) {
-    float y;
-    int32_t a;
+    float y, y_relu;
+    int32_t a, a_relu;
     ae::cpu::maxpool2_forward(c.v, &y, &a, 1, 1, 2, 2);
+    ae::cpu::maxpool2_relu_forward(c.v, &y_relu, &a_relu, 1, 1, 2, 2);
     EXPECT_EQ(a, c.expect);
+    EXPECT_EQ(a_relu, c.expect);
+    if (std::isnan(c.max)) {
+      EXPECT_TRUE(std::isnan(y) && std::isnan(y_relu));  // ReLU keeps a NaN, as PyTorch's
+    } else {
+      EXPECT_EQ(y, c.max);
+      EXPECT_EQ(y_relu, std::max(c.max, 0.0f));
+    }
   }
 }
 
@@ -432,7 +444,7 @@ TEST(Optimizer, ClipGradNorm) {
 // ---- the shapes of the other architectures of the family --------------------------------
 // Odd spatial sizes (7×7 after two pools of 28×28), channel counts 1, 3, 48 and 100 (not
 // multiples of anything a kernel likes), and H ≠ W. Small enough cases run against finite
-// differences at a sample of elements; the real layer sizes against reference.h.
+// differences at a sample of elements; the real layer sizes against layer_reference.h.
 
 // Central differences of f at `count` elements of `at` picked by a seeded generator (all of
 // them when there are fewer); returns (index, derivative) pairs.
@@ -527,7 +539,7 @@ TEST(UpConv3x3, NewShapesBackwardMatchesFiniteDifferences) {
 }
 
 // Every layer of 1×28×28 {64,32}, 3×32×32 {96,48,24} and 1×16×24 {8} at its real size,
-// forward and backward against reference.h (plain convolutions and upsample+conv pairs).
+// forward and backward against layer_reference.h (plain convolutions and upsample+conv pairs).
 struct LayerCase {
   ConvCase shape;  // for an upsampled layer H, W are the low-resolution input's
   bool upsample;
@@ -610,7 +622,7 @@ TEST(MaxPool2, ReluFusedNewShapesMatchFiniteDifferences) {
     auto g = sampled_finite_diff(xd, [&](const DVec& v) { return dot(relu_pool(v, nullptr), rd); }, 400, 7);
     ae::cpu::maxpool2_relu_backward(r.data(), arg.data(), y.data(), dx.data(), t.N, t.C, t.H, t.W);
     EXPECT_LT(sampled_rel_err(dx, g), 1e-7) << "C=" << t.C << " H=" << t.H << " W=" << t.W;
-    // The plain pool and the upsampling at the same shapes, against reference.h.
+    // The plain pool and the upsampling at the same shapes, against layer_reference.h.
     Vec yp(ny), up(nx * 4), dxp(nx);
     std::vector<int32_t> ap(ny);
     DVec yp_ref(ny), up_ref(nx * 4), rdx(nx);

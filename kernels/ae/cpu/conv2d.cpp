@@ -1,15 +1,12 @@
-// 3×3 convolution (stride 1, pad 1) on the CPU: rearrangement + OpenBLAS sgemm per image,
-// images split over OpenMP threads. See kernels/ae/cpu/conv2d.h for the GEMM mapping.
+// 3×3 convolution (stride 1, pad 1) on the CPU: rearrangement + OpenBLAS sgemm per image.
+// See kernels/ae/cpu/conv2d.h for the GEMM mapping.
 #include "kernels/ae/cpu/conv2d.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/ae/cpu/batch.h"
 #include "kernels/ae/cpu/scratch.h"
-#include "kernels/ae/cpu/layers.h"
+#include "kernels/ae/cpu/conv_gemm.h"
 
 namespace ae::cpu {
 
@@ -17,13 +14,6 @@ namespace {
 // Scratch slots (per thread, see scratch.h).
 constexpr int kSlotRearranged = 0;  // im2col / dcol / z / rearranged dy
 constexpr int kSlotCol = 1;         // im2col of x for the weight gradient on the input side
-
-inline void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K,
-                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                  int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
-              1.0f, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
-}
 }  // namespace
 
 void im2col3x3(const float* x, int C, int H, int W, int sign, float* col) {
@@ -105,15 +95,7 @@ void Conv3x3::forward(const float* x, const float* b, float* y, bool relu) const
 
 void Conv3x3::backward(const float* x, const float* dy, float* dx, float* grad_work) const {
   const int64_t HW = int64_t(H_) * W_;
-  if (grad_work) {
-    float* gb = grad_work + int64_t(K_) * C_ * 9;
-    for (int k = 0; k < K_; ++k) {
-      const float* d = dy + k * HW;
-      float s = 0.0f;
-      for (int64_t p = 0; p < HW; ++p) s += d[p];
-      gb[k] += s;
-    }
-  }
+  if (grad_work) add_bias_grad(dy, K_, HW, grad_work + int64_t(K_) * C_ * 9);
   if (!output_side()) {
     if (dx) {
       // dcol[(c,t),p] = Σ_k w[k,(c,t)] dy[k,p], folded back onto the input (col2im).
@@ -148,33 +130,6 @@ void Conv3x3::finish_weight_grad(const float* grad_work, float* dw, float* db, b
   }
   if (db)
     for (int k = 0; k < K_; ++k) db[k] = accumulate ? db[k] + grad_work[wcount + k] : grad_work[wcount + k];
-}
-
-// ---- batch entry points (kernels/ae/cpu/layers.h) -------------------------------------------------
-
-void conv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K,
-                     int H, int W, bool relu) {
-  prepare_blas();
-  Conv3x3 conv(C, K, H, W);
-  conv.set_weights(w);
-  batch_forward(conv, x, b, y, N, int64_t(C) * H * W, int64_t(K) * H * W, relu);
-}
-
-void conv3x3_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
-                      int N, int C, int K, int H, int W, bool accumulate) {
-  prepare_blas();
-  Conv3x3 conv(C, K, H, W);
-  if (w) conv.set_weights(w);  // only the input gradient needs the weights
-  batch_backward(conv, x, dy, dx, dw, db, N, int64_t(C) * H * W, int64_t(K) * H * W, accumulate);
-}
-
-void conv3x3_backward_data(const float* dy, const float* w, float* dx, int N, int C, int K, int H, int W) {
-  conv3x3_backward(nullptr, w, dy, dx, nullptr, nullptr, N, C, K, H, W, false);
-}
-
-void conv3x3_backward_weights(const float* x, const float* dy, float* dw, float* db, int N, int C, int K,
-                              int H, int W, bool accumulate) {
-  conv3x3_backward(x, nullptr, dy, nullptr, dw, db, N, C, K, H, W, accumulate);
 }
 
 }  // namespace ae::cpu

@@ -1,7 +1,7 @@
 // One 3×3 convolution layer (stride 1, pad 1) on ONE image at a time, serially: the
-// building block of the ae::cpu::conv3x3_* functions (kernels/ae/cpu/layers.h), which split a
-// batch over threads, and of the training backend, which runs whole images through the
-// network per thread so their activations stay in cache.
+// building block of the training backend, which runs whole images through the network per
+// thread so their activations stay in cache (the tests run it over a batch:
+// tests/support/cpu_layers.h).
 //
 // How it maps to GEMM. With taps t = (i,j) ∈ 3×3 and offsets off_t = (i-1, j-1):
 //   y[k,p] = b[k] + Σ_{c,t} w[k,c,t] · x[c, p+off_t]

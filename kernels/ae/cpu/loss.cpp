@@ -1,4 +1,4 @@
-// Mean squared error and ReLU backward.
+// Squared error and ReLU backward.
 #include "kernels/ae/cpu/parallel.h"
 #include "kernels/ae/cpu/layers.h"
 
@@ -12,11 +12,6 @@ double squared_error(const float* pred, const float* target, int64_t count, floa
     if (dpred) dpred[i] = grad_scale * d;
   }
   return sum;
-}
-
-double mse_loss(const float* pred, const float* target, int64_t count, float* dpred) {
-  if (count <= 0) return 0.0;
-  return squared_error(pred, target, count, dpred, static_cast<float>(2.0 / double(count))) / double(count);
 }
 
 void relu_backward(const float* dy, const float* y, float* dx, int64_t count) {

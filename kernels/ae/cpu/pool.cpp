@@ -1,4 +1,5 @@
-// 2×2 max pooling, stride 2, with the argmax kept for the backward pass.
+// 2×2 max pooling, stride 2, fused with the ReLU before it; the argmax is kept for the
+// backward pass.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,9 +9,7 @@
 
 namespace ae::cpu {
 
-namespace {
-template <bool kRelu>
-void maxpool2(const float* x, float* y, int32_t* argmax, int N, int C, int H, int W) {
+void maxpool2_relu_forward(const float* x, float* y, int32_t* argmax, int N, int C, int H, int W) {
   const int Ho = H / 2, Wo = W / 2;
   const int64_t planes = int64_t(N) * C, in_plane = int64_t(H) * W, out_plane = int64_t(Ho) * Wo;
 #pragma omp parallel for schedule(static) if (worth_parallel(planes * in_plane))
@@ -30,19 +29,10 @@ void maxpool2(const float* x, float* y, int32_t* argmax, int N, int C, int H, in
             const float v = xp[idx];
             if (v > best_v || std::isnan(v)) best = idx, best_v = v;
           }
-        yp[h * Wo + w] = kRelu ? std::max(best_v, 0.0f) : best_v;
+        yp[h * Wo + w] = std::max(best_v, 0.0f);
         ap[h * Wo + w] = best;
       }
   }
-}
-}  // namespace
-
-void maxpool2_forward(const float* x, float* y, int32_t* argmax, int N, int C, int H, int W) {
-  maxpool2<false>(x, y, argmax, N, C, H, W);
-}
-
-void maxpool2_relu_forward(const float* x, float* y, int32_t* argmax, int N, int C, int H, int W) {
-  maxpool2<true>(x, y, argmax, N, C, H, W);
 }
 
 void maxpool2_relu_backward(const float* dy, const int32_t* argmax, const float* y, float* dx, int N, int C, int H,
@@ -52,17 +42,13 @@ void maxpool2_relu_backward(const float* dy, const int32_t* argmax, const float*
   for (int64_t p = 0; p < planes; ++p) {
     float* dxp = dx + p * in_plane;
     const float* dyp = dy + p * out_plane;
-    const float* yp = y ? y + p * out_plane : nullptr;
+    const float* yp = y + p * out_plane;
     const int32_t* ap = argmax + p * out_plane;
     for (int64_t i = 0; i < in_plane; ++i) dxp[i] = 0.0f;
     // Windows do not overlap, so each input element receives at most one gradient.
     for (int64_t o = 0; o < out_plane; ++o)
-      if (!yp || yp[o] > 0.0f) dxp[ap[o]] = dyp[o];
+      if (yp[o] > 0.0f) dxp[ap[o]] = dyp[o];
   }
-}
-
-void maxpool2_backward(const float* dy, const int32_t* argmax, float* dx, int N, int C, int H, int W) {
-  maxpool2_relu_backward(dy, argmax, nullptr, dx, N, C, H, W);
 }
 
 }  // namespace ae::cpu

@@ -1,13 +1,10 @@
 // Upsample ×2 + 3×3 convolution as four 2×2 phase convolutions (see upconv.h).
 #include "kernels/ae/cpu/upconv.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 
-#include "kernels/ae/cpu/batch.h"
 #include "kernels/ae/cpu/scratch.h"
-#include "kernels/ae/cpu/layers.h"
+#include "kernels/ae/cpu/conv_gemm.h"
 
 namespace ae::cpu {
 
@@ -19,12 +16,6 @@ inline int phase_tap(int parity, int i) { return parity == 0 ? (i == 0 ? 0 : 1) 
 
 // Low-resolution offset of phase tap a for output parity `parity`.
 inline int tap_offset(int parity, int a) { return a - 1 + parity; }
-
-inline void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, const float* A,
-                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, A,
-              static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
-}
 
 // col[(c*4 + q), m*W + n] = x[c, m + dy_q, n + dx_q] (zero outside) for phase (py, px).
 void gather_phase(const float* x, int C, int H, int W, int py, int px, float* col) {
@@ -139,15 +130,7 @@ void UpConv3x3::backward(const float* x, const float* dy, float* dx, float* grad
   const int64_t HW = int64_t(H_) * W_;
   const int Wo = 2 * W_;
   const int64_t out_plane = 4 * HW;
-  if (grad_work) {
-    float* gb = grad_work + int64_t(16) * K_ * C_;
-    for (int k = 0; k < K_; ++k) {
-      const float* d = dy + k * out_plane;
-      float s = 0.0f;
-      for (int64_t i = 0; i < out_plane; ++i) s += d[i];
-      gb[k] += s;
-    }
-  }
+  if (grad_work) add_bias_grad(dy, K_, out_plane, grad_work + int64_t(16) * K_ * C_);
   if (!output_side()) {
     float* dyp = scratch(kSlotB, K_ * HW);
     float* dcol = dx ? scratch(kSlotA, 4 * C_ * HW) : nullptr;
@@ -222,24 +205,6 @@ void UpConv3x3::finish_weight_grad(const float* grad_work, float* dw, float* db,
     const float* gb = grad_work + int64_t(16) * K_ * C_;
     for (int k = 0; k < K_; ++k) db[k] = accumulate ? db[k] + gb[k] : gb[k];
   }
-}
-
-// ---- batch entry points (kernels/ae/cpu/layers.h) -------------------------------------------------
-
-void upconv3x3_forward(const float* x, const float* w, const float* b, float* y, int N, int C, int K, int H, int W,
-                       bool relu) {
-  prepare_blas();
-  UpConv3x3 layer(C, K, H, W);
-  layer.set_weights(w);
-  batch_forward(layer, x, b, y, N, int64_t(C) * H * W, int64_t(K) * 4 * H * W, relu);
-}
-
-void upconv3x3_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int N, int C,
-                        int K, int H, int W, bool accumulate) {
-  prepare_blas();
-  UpConv3x3 layer(C, K, H, W);
-  if (w) layer.set_weights(w);
-  batch_backward(layer, x, dy, dx, dw, db, N, int64_t(C) * H * W, int64_t(K) * 4 * H * W, accumulate);
 }
 
 }  // namespace ae::cpu

@@ -1,5 +1,5 @@
-// The CPU twins of kernels/ae/cpu/layers.h on the GPU: the same names and arguments as
-// ae::cpu, on DEVICE pointers, NCHW float32, plus the precision the convolutions compute
+// The GPU twins of the CPU layers of tests/support/cpu_layers.h (included below): the same
+// names and arguments as those ae::cpu functions, on DEVICE pointers, NCHW float32, plus the precision the convolutions compute
 // in. Each runs the production kernels of kernels/ae/cuda (conv_igemm, wgrad_igemm,
 // pack_weights, optimizer_update, ...) the way the backend's plan does (the shape, packing
 // and weight-gradient decisions are plan.h's: packed_kpad, up2_forward_shape,
@@ -13,6 +13,8 @@
 
 #include "kernels/ae/backend.h"
 #include "kernels/ae/cuda/layers_cuda.cuh"
+// The CPU side every twin is checked against (ae::cpu, whole batches).
+#include "tests/support/cpu_layers.h"
 
 namespace gpu_test::twin {
 

@@ -1,6 +1,8 @@
-// Direct-loop reference versions of the layers in kernels/ae/cpu/layers.h: slow, obviously
-// correct, and templated so tests can run them in double precision (finite differences)
-// or in float. Same conventions as kernels/ae/cpu/layers.h (NCHW, H×W = input size).
+// Direct-loop reference versions of the autoencoder's layers: slow, obviously correct, and
+// templated so tests can run them in double precision (finite differences) or in float.
+// Same conventions as kernels/ae/cpu/layers.h (NCHW, H×W = input size). Test support: the
+// unit tests check the fast CPU layers against these, the GPU tests check the CUDA kernels
+// against the fast CPU layers (tests/support/cpu_layers.h).
 #pragma once
 #include <cmath>
 #include <cstdint>
