@@ -179,28 +179,9 @@ fit_make() {
   pipeline_make RUN_DIR="$WORK/fitrun" DATA_DIR="$WORK/fitdata" CIFAR10_DIR="$(learnable_cifar)" FIT_FLAGS="$FIT_GRID" "$@"
 }
 
-# Every dataset and attribute of two svm.h5 files equal, but the wall-clock ones; the
-# cross-validation table is there and not constant.
+# Two svm.h5 files the same fit of FIT_GRID (tests/slurm/same_svm_model.py).
 same_model() {
-  "$PYTHON" - "$1" "$2" <<'PY'
-import sys, h5py, numpy as np
-a, b = (h5py.File(f, "r") for f in sys.argv[1:3])
-names, other = [], []
-a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-b.visititems(lambda n, o: other.append(n) if isinstance(o, h5py.Dataset) else None)
-assert sorted(names) == sorted(other) and "model_selection/cv_accuracy" in names, (names, other)
-for n in names:
-    x, y = a[n][()], b[n][()]
-    assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), n
-wall_clock = {"created_at", "fit_seconds"}
-assert sorted(a.attrs) == sorted(b.attrs), (sorted(a.attrs), sorted(b.attrs))
-for k in a.attrs:
-    if k not in wall_clock:
-        assert np.array_equal(np.asarray(a.attrs[k]), np.asarray(b.attrs[k])), k
-cv = a["model_selection/cv_accuracy"][()]
-assert cv.shape == (3, 16) and cv.max() > 0.5 and cv.min() < cv.max(), cv
-assert np.abs(a["svm/dual_coef"][()]).sum() > 0
-PY
+  "$PYTHON" "$REPO_ROOT/tests/slurm/same_svm_model.py" "$1" "$2" 3 16
 }
 
 @test "an interrupted cross-validated fit resumes its finished cells on the next make pipeline, model unchanged" {
