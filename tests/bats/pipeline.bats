@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # make pipeline end to end on a generated fixture (issue 5): every file and the report,
 # nothing re-run when nothing changed, exactly the downstream stages re-run when something
-# did, RUN placed before every tool, make data's download path, make install with DESTDIR.
+# did, RUN placed before every tool, an interrupted training and an interrupted
+# cross-validated fit resumed by the next make (stale resume files removed), run-stage.sh's
+# SIGUSR1 to svm-fit, make data's download path, make install with DESTDIR.
 #
 # Every tool runs through RUN="env PIPELINE_MARKER=1 $WORK/logrun": logrun appends one line
 # per invocation to $WORK/run.log (marker value, tool, arguments) and execs the tool, so the
