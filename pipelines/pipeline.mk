@@ -32,10 +32,14 @@
 # renamed to model.h5 when done, so an interrupted `make pipeline` resumes where it
 # stopped (same parameters) and model.h5 only ever exists complete. --record-output-as
 # makes the model's provenance name model.h5, the file the user gets, not the checkpoint.
-# ae-train exits 75 when a signal (SIGUSR1: a Slurm job near its time limit) stopped it
-# after writing a resumable checkpoint; the train rule then leaves $(RUN_DIR)/.train-
-# interrupted, so that a batch script can tell "rerun me" from a failure (make itself
-# reports every failed recipe as status 2). The rule removes the mark when it starts.
+# The fit works the same way: svm-fit writes $(RUN_DIR)/.svm-HASH.h5 (renamed to svm.h5)
+# and runs with --resume, so a cross-validation or probability fit stopped by a signal
+# leaves .svm-HASH.h5.resume.h5 and the next make replays its finished cells and folds.
+# ae-train and svm-fit exit 75 when a signal (SIGUSR1: a Slurm job near its time limit)
+# stopped them after writing what resumes them; the rule then leaves $(RUN_DIR)/.STAGE-
+# interrupted (.train-interrupted, .fit-interrupted), so that a batch script can tell
+# "rerun me" from a failure (make itself reports every failed recipe as status 2). Each
+# rule removes its mark when it starts.
 
 # The dataset and its defaults first: what it sets, the ?= below leave alone.
 include $(dir $(lastword $(MAKEFILE_LIST)))datasets.mk
@@ -133,6 +137,13 @@ PL_ENCODE_STAMP := $(RUN_DIR)/.params/encode-$(call pl_hash,encode).params
 PL_FIT_STAMP    := $(RUN_DIR)/.params/fit-$(call pl_hash,fit).params
 PL_EVAL_STAMP   := $(RUN_DIR)/.params/eval-$(call pl_hash,eval).params
 PL_CKPT         := $(RUN_DIR)/.model-$(call pl_hash,train).ckpt.h5
+# svm-fit refuses a resume file written with other settings, another device or other
+# features (its fingerprint), so the name of its output, and with it of its resume file,
+# carries what of that the pipeline sets: the fit parameters, SVM_DEVICE and the features'
+# path. A file of any other name is stale and removed; one older than the features too.
+PL_PARAMS_fit_resume := $(PL_PARAMS_fit) device=$(SVM_DEVICE) features=$(PL_FEATURES)
+PL_FIT_OUT      := $(RUN_DIR)/.svm-$(call pl_hash,fit_resume).h5
+PL_FIT_RESUME   := $(PL_FIT_OUT).resume.h5
 
 # $(1) stamp file, $(2) stage, $(3) the stamps' name prefix (default: the stage): writes the
 # parameters, removing the stage's older stamps.
@@ -205,27 +216,36 @@ $(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS
 # ---- stages ------------------------------------------------------------------------------
 # Every value reaches the shell quoted (pl_q) or as quoted words (pl_words): settings come
 # from sweep files too (pipelines/slurm/sweep.sh), and a value is data, never code.
-PL_INTERRUPTED := $(RUN_DIR)/.train-interrupted
+# The mark of a resumable stop of stage $(1), left when $(2) (the tool's command) exits 75.
+pl_interrupted = $(RUN_DIR)/.$(1)-interrupted
+pl_resumable = $(2) || { status=$$?; [ $$status -ne 75 ] || touch $(call pl_q,$(call pl_interrupted,$(1))); exit $$status; }
 PL_TRAIN = $(call pl_words,$(RUN)) $(BIN)/ae-train --data $(call pl_q,$(PL_DATASET)) --epochs $(call pl_q,$(EPOCHS)) \
   --batch-size $(call pl_q,$(BATCH)) --device $(call pl_q,$(DEVICE)) --encoder-channels $(call pl_q,$(ENCODER_CHANNELS)) \
   $(if $(strip $(VAL_SPLIT)),--val-split $(call pl_q,$(VAL_SPLIT))) $(if $(strip $(SEED)),--seed $(call pl_q,$(SEED))) \
   $(call pl_words,$(TRAIN_FLAGS)) --resume -o $(call pl_q,$(PL_CKPT)) --record-output-as $(call pl_q,$(PL_MODEL))
 
 $(PL_MODEL): $(PL_DATASET) $(PL_TRAIN_STAMP) | $(BIN)/ae-train $(DEPS_STAMP)
-	@mkdir -p $(@D); rm -f $(call pl_q,$(PL_INTERRUPTED)); \
+	@mkdir -p $(@D); rm -f $(call pl_q,$(call pl_interrupted,train)); \
 	  for f in $(@D)/.model-*.ckpt.h5; do [ "$$f" = $(call pl_q,$(PL_CKPT)) ] || rm -f "$$f"; done; \
 	  if [ -e $(call pl_q,$(PL_CKPT)) ] && [ $(call pl_q,$(PL_CKPT)) -ot $(call pl_q,$(PL_DATASET)) ]; then rm -f $(call pl_q,$(PL_CKPT)); fi
 	@printf '%s\n' $(call pl_q,$(strip $(PL_TRAIN)))
-	@$(PL_TRAIN) || { status=$$?; [ $$status -ne 75 ] || touch $(call pl_q,$(PL_INTERRUPTED)); exit $$status; }
+	@$(call pl_resumable,train,$(PL_TRAIN))
 	@mv -f $(call pl_q,$(PL_CKPT)) $(call pl_q,$@)
 
 $(PL_FEATURES): $(PL_MODEL) $(PL_DATASET) $(PL_ENCODE_STAMP) | $(BIN)/ae-encode $(DEPS_STAMP)
 	$(call pl_words,$(RUN)) $(BIN)/ae-encode --model $(call pl_q,$(PL_MODEL)) --data $(call pl_q,$(PL_DATASET)) \
 	  --device $(call pl_q,$(DEVICE)) $(call pl_words,$(ENCODE_FLAGS)) -o $(call pl_q,$@)
 
+PL_FIT = $(call pl_words,$(RUN)) $(BIN)/svm-fit --features $(call pl_q,$(PL_FEATURES)) --device $(call pl_q,$(SVM_DEVICE)) \
+  $(call pl_words,$(FIT_FLAGS)) --resume -o $(call pl_q,$(PL_FIT_OUT)) --record-output-as $(call pl_q,$(PL_SVM))
+
 $(PL_SVM): $(PL_FEATURES) $(PL_FIT_STAMP) | $(BIN)/svm-fit $(DEPS_STAMP)
-	$(call pl_words,$(RUN)) $(BIN)/svm-fit --features $(call pl_q,$(PL_FEATURES)) --device $(call pl_q,$(SVM_DEVICE)) \
-	  $(call pl_words,$(FIT_FLAGS)) -o $(call pl_q,$@)
+	@rm -f $(call pl_q,$(call pl_interrupted,fit)); \
+	  for f in $(@D)/.svm-*.h5; do case "$$f" in $(call pl_q,$(PL_FIT_OUT))|$(call pl_q,$(PL_FIT_RESUME))) ;; *) rm -f "$$f" ;; esac; done; \
+	  if [ -e $(call pl_q,$(PL_FIT_RESUME)) ] && [ $(call pl_q,$(PL_FIT_RESUME)) -ot $(call pl_q,$(PL_FEATURES)) ]; then rm -f $(call pl_q,$(PL_FIT_RESUME)); fi
+	@printf '%s\n' $(call pl_q,$(strip $(PL_FIT)))
+	@$(call pl_resumable,fit,$(PL_FIT))
+	@mv -f $(call pl_q,$(PL_FIT_OUT)) $(call pl_q,$@)
 
 $(PL_EVAL): $(PL_SVM) $(PL_FEATURES) $(PL_EVAL_STAMP) | $(BIN)/svm-eval $(DEPS_STAMP)
 	$(call pl_words,$(RUN)) $(BIN)/svm-eval --model $(call pl_q,$(PL_SVM)) --features $(call pl_q,$(PL_FEATURES)) \

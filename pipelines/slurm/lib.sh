@@ -57,8 +57,8 @@ slurm_settings() {
   CPUS="${CPUS:-16}"
   MEM="${MEM:-64G}"
   TIME="${TIME:-}"
-  # Seconds before the time limit at which a training is told (SIGUSR1) to checkpoint and
-  # stop; its job then requeues itself and resumes.
+  # Seconds before the time limit at which a training or a cross-validated fit is told
+  # (SIGUSR1) to save what resumes it and stop; its job then requeues itself and resumes.
   SIGNAL_MARGIN="${SIGNAL_MARGIN:-300}"
   case "$DEVICE" in cpu|gpu|auto) ;; *) slurm_die "DEVICE=$DEVICE: expected cpu, gpu or auto" ;; esac
   case "$SVM_DEVICE" in cpu|gpu|auto) ;; *) slurm_die "SVM_DEVICE=$SVM_DEVICE: expected cpu, gpu or auto" ;; esac
@@ -154,16 +154,17 @@ slurm_check_tools() {
   done
 }
 
-# sbatch options every job gets (common), and those of a job that trains (train_args).
+# sbatch options every job gets (common), and those of a job that runs a resumable stage,
+# train or fit (preempt_args).
 slurm_common_args() {
   common=(--parsable --chdir="$PWD" --cpus-per-task="$CPUS" --mem="$MEM")
   [ -n "${PARTITION:-}" ] && common+=(--partition="$PARTITION")
   [ -n "${ACCOUNT:-}" ] && common+=(--account="$ACCOUNT")
   [ -n "$TIME" ] && common+=(--time="$TIME")
-  # What a job that trains asks for besides: SIGUSR1 to the batch shell SIGNAL_MARGIN
-  # seconds before its time limit (run-stage.sh forwards it to the stage), permission to
-  # requeue itself, and a log that a requeued run appends to.
-  train_args=(--signal="B:USR1@$SIGNAL_MARGIN" --requeue --open-mode=append)
+  # What a job with a resumable stage asks for besides: SIGUSR1 to the batch shell
+  # SIGNAL_MARGIN seconds before its time limit (run-stage.sh forwards it to ae-train and
+  # svm-fit), permission to requeue itself, and a log that a requeued run appends to.
+  preempt_args=(--signal="B:USR1@$SIGNAL_MARGIN" --requeue --open-mode=append)
   return 0
 }
 

@@ -19,8 +19,8 @@
 #   BIN=                                  folder with the tools; empty = where PATH finds
 #                                         them here (make install PREFIX=...)
 #   PARTITION=  ACCOUNT=  TIME=           passed to sbatch when set (TIME: --time per job)
-#   SIGNAL_MARGIN=300                     the train job gets SIGUSR1 this many seconds before
-#                                         TIME runs out, checkpoints, requeues and resumes
+#   SIGNAL_MARGIN=300                     the train and fit jobs get SIGUSR1 this many seconds
+#                                         before TIME runs out, save, requeue and resume
 #   DEVICE=gpu                            cpu | gpu | auto for train and encode: cpu asks no GPU;
 #                                         auto asks GPU_GRES only where the partition has GPUs
 #   GPU_GRES=gpu:1                        --gres of the GPU jobs; set empty: no --gres at all
@@ -63,7 +63,7 @@ job_args() {  # INDEX AFTER → args=(...) for sbatch
   [ -n "$after" ] && args+=(--dependency="afterok:$after" --kill-on-invalid-dep=yes)
   case "${classes[$i]}" in gpu) gres="$GPU_JOB_GRES" ;; svm) gres="$SVM_JOB_GRES" ;; esac
   [ -n "$gres" ] && args+=(--gres="$gres")
-  [ "${names[$i]}" = train ] && args+=("${train_args[@]}")
+  case "${names[$i]}" in train|fit) args+=("${preempt_args[@]}") ;; esac
   return 0
 }
 

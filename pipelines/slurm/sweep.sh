@@ -19,7 +19,7 @@
 #   MAX_PARALLEL=                              at most this many runs at once (--array=…%N)
 # Jobs: convert (make data; only when the dataset is not up to date) → the array, task i
 # running `make report` for line i (train, encode, fit, eval, report into SWEEP_DIR/run-i;
-# preempted near TIME like submit.sh's train job) → compare (afterany, so one failed run
+# preempted near TIME like submit.sh's train and fit jobs) → compare (afterany, so one failed run
 # still leaves the table of the others). All jobs are checked with sbatch --test-only and
 # submitted held; a refusal leaves nothing in the queue.
 set -euo pipefail
@@ -113,7 +113,7 @@ array_args=("${common[@]}" --job-name=cae-sweep --array="1-$n${MAX_PARALLEL:+%$M
 # The array runs the whole chain: it asks for a GPU when train/encode (or the SVM) want one.
 array_gres="$GPU_JOB_GRES"; [ -n "$array_gres" ] || array_gres="$SVM_JOB_GRES"
 [ -n "$array_gres" ] && array_args+=(--gres="$array_gres")
-array_args+=("${train_args[@]}")
+array_args+=("${preempt_args[@]}")
 convert_args=("${common[@]}" --job-name=cae-convert --output="$SWEEP_DIR/slurm-logs/%j-convert.log")
 compare_args=("${common[@]}" --job-name=cae-compare --output="$SWEEP_DIR/slurm-logs/%j-compare.log")
 run_dirs=()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # make pipeline end to end on a generated fixture (issue 5): every file and the report,
 # nothing re-run when nothing changed, exactly the downstream stages re-run when something
-# did, RUN placed before every tool, make data's download path, make install with DESTDIR.
+# did, RUN placed before every tool, an interrupted training and an interrupted
+# cross-validated fit resumed by the next make (stale resume files removed), run-stage.sh's
+# SIGUSR1 to svm-fit, make data's download path, make install with DESTDIR.
 #
 # Every tool runs through RUN="env PIPELINE_MARKER=1 $WORK/logrun": logrun appends one line
 # per invocation to $WORK/run.log (marker value, tool, arguments) and execs the tool, so the
@@ -10,7 +12,7 @@
 load helpers
 
 setup_file() {
-  export REPO_ROOT BUILD  # for the setsid'd make in the resume test
+  export REPO_ROOT BUILD FIXTURES PYTHON  # for the setsid'd makes of the resume tests
   export WORK="$BATS_FILE_TMPDIR/work"
   mkdir -p "$WORK"
   cat > "$WORK/logrun" <<'EOF'
@@ -161,6 +163,116 @@ PY
   assert_stages "ae-train ae-encode svm-fit svm-eval report"
   [ "$(h5_attr "$WORK/run/model.h5" epochs_done)" -eq 3 ]
   [ ! -e "$ckpt" ]
+}
+
+# A cross-validated fit on a learnable fixture (tests/slurm/gen_learnable.py) in its own
+# dataset and run folder, FIT_FLAGS a grid of 5 folds x 16 gammas x 3 C (a few seconds).
+learnable_cifar() {
+  local dir="$FIXTURES/slurm-learnable"  # the cluster tests' cache (tests/slurm/helpers.bash)
+  if [ ! -f "$dir/.done" ]; then
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    "$PYTHON" "$REPO_ROOT/tests/slurm/gen_learnable.py" "$dir.tmp" >&2
+    rm -rf "$dir" && mv "$dir.tmp" "$dir" && touch "$dir/.done"
+  fi
+  echo "$dir/cifar-10-batches-bin"
+}
+FIT_GRID="--cv 5 --C 1,10,100 --gamma 0.1x,0.15x,0.225x,0.34x,0.5x,0.75x,scale,1.5x,2.25x,3.4x,5x,7.5x,11x,17x,25x,38x"
+fit_make() {
+  pipeline_make RUN_DIR="$WORK/fitrun" DATA_DIR="$WORK/fitdata" CIFAR10_DIR="$(learnable_cifar)" FIT_FLAGS="$FIT_GRID" "$@"
+}
+
+# Two svm.h5 files the same fit of FIT_GRID (tests/slurm/same_svm_model.py).
+same_model() {
+  "$PYTHON" "$REPO_ROOT/tests/slurm/same_svm_model.py" "$1" "$2" 3 16
+}
+
+@test "an interrupted cross-validated fit resumes its finished cells on the next make pipeline, model unchanged" {
+  run fit_make encode
+  [ "$status" -eq 0 ] || { echo "$output" | tail -20; false; }
+  : > "$WORK/run.log"
+  # make fit, SIGTERMed (its process group) once svm-fit has run a moment: svm-fit finishes
+  # the cell in progress, writes its resume file and exits 75.
+  setsid bash -c "$(declare -f pipeline_make fit_make learnable_cifar); FIT_GRID='$FIT_GRID'; fit_make fit" \
+    > "$WORK/fit-interrupted.out" 2>&1 &
+  local pid=$! i
+  for i in $(seq 1 300); do pgrep -f -- "svm-fit .*$WORK/fitrun/" > /dev/null && break; sleep 0.1; done
+  sleep 1.5
+  kill -TERM -- -"$pid" 2>/dev/null || true
+  wait "$pid" || true
+  for i in $(seq 1 300); do pgrep -f -- "svm-fit .*$WORK/fitrun/" > /dev/null || break; sleep 0.1; done
+  local resume
+  resume=$(ls "$WORK"/fitrun/.svm-*.h5.resume.h5 2>/dev/null || true)
+  if [ -z "$resume" ] && [ -e "$WORK/fitrun/svm.h5" ]; then skip "the fit finished before the signal"; fi
+  [ -n "$resume" ] || { cat "$WORK/fit-interrupted.out"; false; }
+  grep -q "interrupted by SIGTERM in the cross-validation" "$WORK/fit-interrupted.out"
+  [ ! -e "$WORK/fitrun/svm.h5" ]
+  local done_before
+  done_before=$("$PYTHON" -c "import h5py, sys; print(len(h5py.File(sys.argv[1], 'r')['cv/units']))" "$resume")
+  [ "$done_before" -ge 1 ] && [ "$done_before" -lt 80 ]
+  cp -p "$resume" "$WORK/fit-resume-file.h5"  # for the stale-file test below
+  echo "$resume" > "$WORK/fit-resume-name"
+
+  : > "$WORK/run.log"
+  run fit_make pipeline
+  [ "$status" -eq 0 ] || { echo "$output" | tail -20; false; }
+  [[ "$output" == *"svm-fit: resuming from $resume: $done_before cross-validation cells and 0 probability folds done"* ]] \
+    || { echo "$output" | grep svm-fit | head; false; }
+  assert_stages "svm-fit svm-eval report"
+  [ ! -e "$resume" ] && [ -z "$(ls -a "$WORK/fitrun" | grep -E '^\.svm-|interrupted' || true)" ]
+  # The model and its provenance name svm.h5 (--record-output-as), not the hidden output.
+  [ "$("$PYTHON" -c "import h5py, json, sys; print(json.loads(h5py.File(sys.argv[1], 'r').attrs['params'])['output'])" \
+        "$WORK/fitrun/svm.h5")" = "$WORK/fitrun/svm.h5" ]
+  cp "$WORK/fitrun/svm.h5" "$WORK/fit-resumed.h5"
+
+  # The same fit, uninterrupted.
+  rm "$WORK/fitrun/svm.h5"
+  run fit_make fit
+  [ "$status" -eq 0 ] || { echo "$output" | tail -20; false; }
+  [[ "$output" == *"no resume file"*"starting from the beginning"* ]]
+  same_model "$WORK/fit-resumed.h5" "$WORK/fitrun/svm.h5"
+}
+
+@test "stale fit resume files (other settings, or older than the features) are removed, never replayed" {
+  [ -f "$WORK/fit-resume-file.h5" ] || skip "needs the interrupted fit of the test before"
+  local resume
+  resume=$(cat "$WORK/fit-resume-name")
+  # One of other fit settings (another name), and this one's, but older than features.h5
+  # (rewritten, here touched): svm-fit's fingerprint would refuse it (exit 2).
+  cp "$WORK/fit-resume-file.h5" "$WORK/fitrun/.svm-0123456789.h5.resume.h5"
+  cp -p "$WORK/fit-resume-file.h5" "$resume"
+  sleep 1  # a visibly newer mtime on file systems with 1 s resolution
+  touch "$WORK/fitrun/features.h5"
+  : > "$WORK/run.log"
+  run fit_make pipeline
+  [ "$status" -eq 0 ] || { echo "$output" | tail -20; false; }
+  assert_stages "svm-fit svm-eval report"
+  [[ "$output" == *"no resume file $resume yet: starting from the beginning"* ]] && [[ "$output" != *"resuming"* ]]
+  [ ! -e "$resume" ] && [ ! -e "$WORK/fitrun/.svm-0123456789.h5.resume.h5" ]
+  same_model "$WORK/fit-resumed.h5" "$WORK/fitrun/svm.h5"
+}
+
+@test "run-stage.sh passes SIGUSR1 to svm-fit: the fit stage leaves .fit-interrupted, exits 75, and resumes when rerun" {
+  [ -f "$WORK/fit-resumed.h5" ] || skip "needs the fits of the tests before"
+  rm -f "$WORK/fitrun/svm.h5"
+  local stage=("$REPO_ROOT/pipelines/slurm/run-stage.sh" "$WORK/fitrun" bash -c
+               "$(declare -f pipeline_make fit_make learnable_cifar); FIT_GRID='$FIT_GRID'; fit_make fit")
+  bash "${stage[@]}" > "$WORK/run-stage.out" 2>&1 &
+  local pid=$! i
+  for i in $(seq 1 300); do pgrep -f -- "svm-fit .*$WORK/fitrun/" > /dev/null && break; sleep 0.1; done
+  sleep 1.5
+  kill -USR1 "$pid"
+  local rc=0
+  wait "$pid" || rc=$?
+  if [ $rc -eq 0 ] && [ -e "$WORK/fitrun/svm.h5" ]; then skip "the fit finished before the signal"; fi
+  [ $rc -eq 75 ] || { cat "$WORK/run-stage.out"; false; }
+  grep -q "interrupted by SIGUSR1 in the cross-validation" "$WORK/run-stage.out"
+  grep -q "run-stage: the fit stage stopped resumably; run it again to resume" "$WORK/run-stage.out"
+  [ -e "$WORK/fitrun/.fit-interrupted" ] && [ ! -e "$WORK/fitrun/svm.h5" ]
+  run bash "${stage[@]}"
+  [ "$status" -eq 0 ] || { echo "$output" | tail -20; false; }
+  [[ "$output" == *"svm-fit: resuming from "*".svm-"*".h5.resume.h5: "* ]]
+  [ ! -e "$WORK/fitrun/.fit-interrupted" ] && [ -z "$(ls -a "$WORK/fitrun" | grep -E '^\.svm-' || true)" ]
+  same_model "$WORK/fit-resumed.h5" "$WORK/fitrun/svm.h5"
 }
 
 @test "make data with a CIFAR10_DIR that does not exist fails with one clear line" {
@@ -341,9 +453,10 @@ for i, (job, args) in enumerate(sorted(jobs.items())):
     assert deps == ([] if i == 0 else [f"--dependency=afterok:{job - 1}"]), (job, deps)
     assert "--partition=gpuq" in args
     assert ("--gres=gpu:1" in args) == (targets[i] in ("train", "encode")), (job, args)
-    # Only the training is told to checkpoint before its time limit, and may requeue itself.
+    # Only the resumable stages (train, fit) are told to stop before their time limit, and
+    # may requeue themselves.
     preempt = ["--signal=B:USR1@300", "--requeue", "--open-mode=append"]
-    assert all((p in args) == (targets[i] == "train") for p in preempt), (job, args)
+    assert all((p in args) == (targets[i] in ("train", "fit")) for p in preempt), (job, args)
 PY
   # --dry-run submits nothing and creates nothing; with the dataset up to date for its
   # settings (make data: the tests before may have remade it with others) there is no

@@ -1,14 +1,17 @@
 #!/usr/bin/env bats
-# Preemption near the time limit (pipelines/slurm/run-stage.sh, README "Preemption"): a
-# train job asks for --signal=B:USR1@SIGNAL_MARGIN and --requeue; its batch shell passes
-# SIGUSR1 to the stage (make train), ae-train writes a resumable checkpoint and exits 75,
-# the job requeues itself and the requeued run resumes; the jobs after it wait for it.
+# Preemption near the time limit (pipelines/slurm/run-stage.sh, README "Preemption"): the
+# train and fit jobs ask for --signal=B:USR1@SIGNAL_MARGIN and --requeue; the batch shell
+# passes SIGUSR1 to the stage's resumable tool (ae-train, svm-fit), which saves what resumes
+# it and exits 75, the job requeues itself and the requeued run resumes; the jobs after it
+# wait for it.
 #
 # The first case checks that plumbing with a stand-in trainer (tests/slurm/
 # interruptible_train.sh) and Slurm's own --signal timer (TIME=1, a 50 s margin). The second
 # preempts the real ae-train (scancel --signal=USR1 --batch, what Slurm sends at the margin)
 # and needs ae-train's side of the contract (SIGUSR1 → checkpoint, exit 75): its model must
-# equal, bit for bit, that of the same training run uninterrupted.
+# equal, bit for bit, that of the same training run uninterrupted. The fourth preempts a fit
+# job the same way: svm-fit stops between cross-validation cells and exits 75, the job
+# requeues once, and the resumed fit's model equals an uninterrupted fit's.
 
 load helpers
 
@@ -50,7 +53,7 @@ restarts() {  # JOB → how often Slurm restarted it
   [ ! -e "$w/run/.train-interrupted" ] && [ -z "$(ls "$w/run"/.model-*.ckpt.h5 2>/dev/null)" ]
   # One log, appended to by both runs.
   local log="$w/run/slurm-logs/$train-train.log"
-  grep -q "SIGUSR1: passing it to the training" "$log"
+  grep -q "SIGUSR1: passing it to the resumable tools" "$log"
   grep -q "requeueing job $train (restart 1)" "$log"
   grep -q "interruptible_train: resuming" "$log" || { cat "$log"; false; }
   [ -s "$w/run/report/index.html" ]
@@ -127,4 +130,52 @@ assert np.abs(w).sum() > 0
 assert a.attrs["epochs_done"] == b.attrs["epochs_done"] == 8
 assert len(a["history/train_loss"]) == 8
 PY
+}
+
+# Needs svm-fit to stop between cross-validation cells on SIGUSR1 and exit 75, and to replay
+# them with --resume (kernels/svm/resume.h).
+@test "a preempted cross-validated fit requeues, resumes its cells, and ends with the uninterrupted run's model" {
+  cd "$WORK"
+  local grid="--cv 5 --C 1,10,100 --gamma 0.1x,0.15x,0.225x,0.34x,0.5x,0.75x,scale,1.5x,2.25x,3.4x,5x,7.5x,11x,17x,25x,38x"
+  local run="$WORK/fit-preempted"
+  # The pipeline's settings, for the jobs and for the local makes alike (the same parameter
+  # stamps): make makes the model and features here first, so that the chain's train and
+  # encode jobs have nothing to do and the fit job starts within seconds.
+  local vars=(DATA_DIR="$WORK/data" CIFAR10_DIR="$CIF" TRAIN_LIMIT=200 TEST_LIMIT=100 EPOCHS=1 BATCH=50
+              "TRAIN_FLAGS=--threads 2" "FIT_FLAGS=$grid" DEVICE=cpu SVM_DEVICE=cpu)
+  local make_run=(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$REPO_ROOT" PREBUILT=1
+                  BIN="$BIN" RUN_DIR="$run" "${vars[@]}")
+  run "${make_run[@]}" encode
+  [ "$status" -eq 0 ] || { echo "$output" | tail -20; false; }
+  run env "${vars[@]}" CPUS=1 MEM=1G BIN="$BIN" PYTHON="$PYTHON" RUN_DIR="$run" "$REPO_ROOT/pipelines/slurm/submit.sh"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  local out="$output" fit deadline
+  fit=$(job_id_of "$out" fit)
+  # Preempt once svm-fit has run a moment in the fit job: SIGUSR1 to the batch shell only,
+  # what the time limit's --signal=B:USR1 sends (run-stage.sh passes it to svm-fit).
+  deadline=$((SECONDS + 120))
+  until pgrep -f -- "svm-fit .*$run/features.h5" > /dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.1; done
+  pgrep -f -- "svm-fit .*$run/features.h5" > /dev/null || { show_logs "$run"; false; }
+  sleep 1.5
+  scancel --signal=USR1 --batch "$fit"
+  # The requeued job waits about two minutes (BeginTime), then fits the remaining cells.
+  JOB_WAIT_SECONDS=300 wait_jobs $(job_ids "$out")
+  for id in $(job_ids "$out"); do
+    [ "$(job_state "$id")" = COMPLETED ] || { scontrol show job -o "$id"; show_logs "$run"; false; }
+  done
+  local log="$run/slurm-logs/$fit-fit.log"
+  [ "$(restarts "$fit")" -eq 1 ] || { cat "$log"; false; }
+  grep -q "run-stage: SIGUSR1: passing it to the resumable tools" "$log"
+  grep -q "svm-fit: interrupted by SIGUSR1 in the cross-validation" "$log" || { cat "$log"; false; }
+  grep -q "requeueing job $fit (restart 1)" "$log"
+  grep -Eq "svm-fit: resuming from $run/\.svm-[0-9a-f]{10}\.h5\.resume\.h5: [1-9][0-9]* cross-validation cells" "$log" \
+    || { cat "$log"; false; }
+  [ -z "$(ls -a "$run" | grep -E '^\.svm-|interrupted' || true)" ] && [ -s "$run/report/index.html" ]
+
+  # The same fit, uninterrupted, through the same make target outside Slurm.
+  mv "$run/svm.h5" "$WORK/fit-preempted.h5"
+  run "${make_run[@]}" fit
+  [ "$status" -eq 0 ] || { echo "$output" | tail -20; false; }
+  [[ "$output" == *"starting from the beginning"* ]]
+  "$PYTHON" "$REPO_ROOT/tests/slurm/same_svm_model.py" "$WORK/fit-preempted.h5" "$run/svm.h5" 3 16
 }

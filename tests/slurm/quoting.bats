@@ -29,7 +29,7 @@ setup() {
   [ -z "$(ls -A "$P")" ] || { ls -A "$P"; false; }
   local r="$WORK/run"
   expect_argv svm-fit --features "$r/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" \
-    '`touch' "$P/c\`" '$(shell' touch "$P/m)" '"d"' '*' -o "$r/svm.h5"
+    '`touch' "$P/c\`" '$(shell' touch "$P/m)" '"d"' '*' --resume -o "re:$r/\.svm-[0-9a-f]{10}\.h5" --record-output-as "$r/svm.h5"
   expect_argv ae-train --data "$WORK/data/cifar10.h5" --epochs 20 --batch-size 64 --device cpu \
     --encoder-channels "16,8\$(shell touch $P/e)" --seed "1;touch $P/s" --resume -o "re:$r/\.model-[0-9a-f]{10}\.ckpt\.h5" \
     --record-output-as "$r/model.h5"
@@ -60,7 +60,7 @@ EOF
   [ -z "$(ls -A "$P")" ] || { ls -A "$P"; false; }
   local r="$WORK/sw/run-1"
   expect_argv svm-fit --features "$r/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" '`touch' \
-    "$P/c\`" '$(shell' touch "$P/m)" -o "$r/svm.h5"
+    "$P/c\`" '$(shell' touch "$P/m)" --resume -o "re:$r/\.svm-[0-9a-f]{10}\.h5" --record-output-as "$r/svm.h5"
   expect_argv ae-encode --model "$r/model.h5" --data "$WORK/data/cifar10.h5" --device cpu "it's" "\$HOME;touch" "$P/e" \
     -o "$r/features.h5"
 }
