@@ -15,19 +15,34 @@ int64_t decision_block_rows(const Model& m) {
   return std::clamp<int64_t>((int64_t{16} << 20) / std::max<int64_t>(m.n_sv(), 1), 16, 4096);
 }
 
-void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec) {
-  using namespace cpu;
+DecisionLayout decision_layout(const Model& m) {
   const bool one_class = m.kind == SvmKind::one_class;
-  const int k = one_class ? 2 : static_cast<int>(m.classes.size());
+  const std::vector<int> n_support =
+      one_class && m.classes.empty() && m.n_support.size() == 1 ? std::vector<int>{m.n_support[0], 0} : m.n_support;
+  DecisionLayout layout;
+  layout.k = one_class ? 2 : static_cast<int>(m.classes.size());
+  const int k = layout.k;
   const int64_t n_sv = m.n_sv();
-  const int pairs = m.n_decisions();
-  if ((one_class ? !m.classes.empty() || m.n_support.size() != 1 : k < 2) ||
-      static_cast<int64_t>(m.dual_coef.size()) != (k - 1) * n_sv || static_cast<int>(m.rho.size()) != pairs ||
+  if (k < 2 || static_cast<int>(n_support.size()) != k ||
+      static_cast<int64_t>(m.dual_coef.size()) != (k - 1) * n_sv || static_cast<int>(m.rho.size()) != m.n_decisions() ||
       static_cast<int64_t>(m.support_vectors.size()) != n_sv * m.dim)
     throw std::invalid_argument("svm: inconsistent model");
-  std::vector<int64_t> start(k + 1, 0);
-  if (!one_class)
-    for (int c = 0; c < k; ++c) start[c + 1] = start[c] + m.n_support[c];
+  layout.start.assign(static_cast<size_t>(k) + 1, 0);
+  for (int c = 0; c < k; ++c) {
+    if (n_support[c] < 0) throw std::invalid_argument("svm: inconsistent model");
+    layout.start[c + 1] = layout.start[c] + n_support[c];
+  }
+  if (layout.start[k] != n_sv) throw std::invalid_argument("svm: inconsistent model");
+  return layout;
+}
+
+void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec) {
+  using namespace cpu;
+  const DecisionLayout layout = decision_layout(m);
+  const int k = layout.k;
+  const std::vector<int64_t>& start = layout.start;
+  const int64_t n_sv = m.n_sv();
+  const int pairs = m.n_decisions();
 
   const KernelSpec spec{m.kernel, m.gamma};
   std::vector<double> sv_norms(static_cast<size_t>(n_sv));
@@ -44,12 +59,6 @@ void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec)
     for (int64_t r = 0; r < rows; ++r) {
       const float* kv = Kb.data() + r * n_sv;
       double* out = dec + (r0 + r) * pairs;
-      if (one_class) {
-        double s = 0;
-        for (int64_t v = 0; v < n_sv; ++v) s += m.dual_coef[v] * kv[v];
-        out[0] = s - m.rho[0];
-        continue;
-      }
       int p = 0;
       for (int a = 0; a < k; ++a)
         for (int b = a + 1; b < k; ++b, ++p) {

@@ -477,25 +477,13 @@ std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float* X, const int
 
 void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec) {
   using namespace cuda;
-  // A one-class model is the pair (0, 1) of two classes whose second has no vectors: the
-  // decision value is then row 0 of the coefficients against every vector, minus rho.
-  const bool one_class = m.kind == SvmKind::one_class;
-  const int k = one_class ? 2 : static_cast<int>(m.classes.size());
+  const DecisionLayout layout = decision_layout(m);
+  const int k = layout.k;
+  const std::vector<int64_t>& start = layout.start;
   const int64_t n_sv = m.n_sv();
   const int pairs = m.n_decisions();
-  const std::vector<int> n_support =
-      one_class && m.classes.empty() && m.n_support.size() == 1 ? std::vector<int>{m.n_support[0], 0} : m.n_support;
-  if (k < 2 || m.dim < 1 || static_cast<int64_t>(m.dual_coef.size()) != (k - 1) * n_sv ||
-      static_cast<int>(m.rho.size()) != pairs || static_cast<int64_t>(m.support_vectors.size()) != n_sv * m.dim ||
-      static_cast<int>(n_support.size()) != k)
-    throw std::invalid_argument("svm: inconsistent model");
   const int dim = m.dim;
-  std::vector<int64_t> start(k + 1, 0);
-  for (int c = 0; c < k; ++c) {
-    if (n_support[c] < 0) throw std::invalid_argument("svm: inconsistent model");
-    start[c + 1] = start[c] + n_support[c];
-  }
-  if (start[k] != n_sv) throw std::invalid_argument("svm: inconsistent model");
+  if (dim < 1) throw std::invalid_argument("svm: inconsistent model");
   if (n <= 0) return;
   if (n_sv == 0) {  // every decision value is -rho
     for (int64_t r = 0; r < n; ++r)
