@@ -162,7 +162,7 @@ TEST(FormatsLibsvmData, SparseTextReadsDenseWithLabelsAsWritten) {
   const std::vector<int> label_of = {7, -1, 3};
   const std::string path = dir.file("d.libsvm");
   write_libsvm_text(path, c, label_of);
-  const svm::LibsvmData d = svm::read_libsvm_data(path);
+  const cae::LibsvmData d = cae::read_libsvm_data(path);
   ASSERT_EQ(d.n, 50);
   ASSERT_EQ(d.dim, 7);
   EXPECT_EQ(d.class_names, (std::vector<std::string>{"-1", "3", "7"}));  // ascending
@@ -174,7 +174,7 @@ TEST(FormatsLibsvmData, SparseTextReadsDenseWithLabelsAsWritten) {
     }
   }
   // A model's classes keep their indices; labels it does not know come after them.
-  const svm::LibsvmData m = svm::read_libsvm_data(path, {"7", "3"}, 9);
+  const cae::LibsvmData m = cae::read_libsvm_data(path, {"7", "3"}, 9);
   EXPECT_EQ(m.class_names, (std::vector<std::string>{"7", "3", "-1"}));
   EXPECT_EQ(m.dim, 9);
   for (int64_t i = 0; i < c.n; ++i) EXPECT_EQ(m.class_names[m.labels[i]], std::to_string(label_of[c.y[i]]));
@@ -198,7 +198,7 @@ TEST(FormatsLibsvmData, MalformedLinesAreRefusedWithTheirNumber) {
     const std::string path = dir.file("bad" + std::to_string(i++));
     std::ofstream(path) << text;
     try {
-      svm::read_libsvm_data(path);
+      cae::read_libsvm_data(path);
       ADD_FAILURE() << text << " was read";
     } catch (const std::runtime_error& e) {
       EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << e.what();
@@ -211,19 +211,19 @@ TEST(FormatsLibsvmData, MalformedLinesAreRefusedWithTheirNumber) {
     for (int r = 0; r < 100; ++r) out << (r % 2) << " 1073741823:1\n";
   }
   try {
-    svm::read_libsvm_data(wide);
+    cae::read_libsvm_data(wide);
     ADD_FAILURE() << "a 100 x 1073741823 dense matrix was allocated";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("more than half of this machine's memory"), std::string::npos) << e.what();
   }
-  EXPECT_TRUE(svm::is_libsvm_text(dir.file("bad0")));
+  EXPECT_TRUE(cae::is_libsvm_text(dir.file("bad0")));
   const std::string h5 = dir.file("x.h5");
   {
     cae::Hdf5Writer w(h5);
     w.write("/a", std::vector<int64_t>{1});
     w.close();
   }
-  EXPECT_FALSE(svm::is_libsvm_text(h5));
+  EXPECT_FALSE(cae::is_libsvm_text(h5));
 }
 
 // ---- models: the toolkit's to libsvm and back ---------------------------------------------------
