@@ -2,7 +2,6 @@
 // matrix and per-class metrics.
 #include <omp.h>
 
-#include <algorithm>
 #include <memory>
 #include <optional>
 

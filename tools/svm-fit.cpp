@@ -1,7 +1,6 @@
 // svm-fit: train a one-vs-one RBF (or linear) C-SVM on encoder features, libsvm's way.
 #include <omp.h>
 
-#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -137,15 +136,8 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   cae::BackgroundHashes hashes({opt.features});
   // Every row of libsvm text, /train of HDF5; with --augment flip the n images and then their
   // n mirrors in one [2n, D] buffer (the Classifier scales it in place: one copy).
-  ae::FeatureRequest request;
-  request.limit = opt.train_limit;
-  request.mirrors = opt.augment == "flip";
-  request.mirror_option = "--augment flip";
-  ae::FeatureRows rows = ae::read_features(opt.features, request);
-  if (opt.train_limit > rows.available)
-    cae::log_warn("--train-limit %lld is larger than the %lld training rows of %s; using all %lld",
-                  static_cast<long long>(opt.train_limit), static_cast<long long>(rows.available),
-                  opt.features.c_str(), static_cast<long long>(rows.available));
+  ae::FeatureRows rows = ae::read_features(
+      opt.features, {"train", opt.train_limit, "--train-limit", opt.augment == "flip", "--augment flip", {}, 0});
   ae::FeatureSplit& train = rows.split;
   const int64_t n = rows.n;
   plan.views = opt.augment == "flip" ? 2 : 1;

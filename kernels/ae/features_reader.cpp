@@ -8,6 +8,7 @@
 #include <new>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/provenance.h"
 
 namespace ae {
@@ -189,16 +190,29 @@ FeatureRows read_libsvm_rows(const std::string& path, const FeatureRequest& requ
   return rows;
 }
 
+void warn_beyond_limit(const std::string& path, const FeatureRequest& request, int64_t available) {
+  if (request.limit_option.empty() || request.limit <= available) return;
+  const std::string rows = request.split == "train" ? "training" : "'" + request.split + "'";
+  cae::log_warn("%s %lld is larger than the %lld %s rows of %s; using all %lld", request.limit_option.c_str(),
+                static_cast<long long>(request.limit), static_cast<long long>(available), rows.c_str(), path.c_str(),
+                static_cast<long long>(available));
+}
+
 }  // namespace
 
 FeatureRows read_features(const std::string& path, const FeatureRequest& request) {
   const int64_t limit = std::max<int64_t>(request.limit, 0);
-  if (cae::is_libsvm_text(path)) return read_libsvm_rows(path, request, limit);
+  if (cae::is_libsvm_text(path)) {
+    FeatureRows rows = read_libsvm_rows(path, request, limit);
+    warn_beyond_limit(path, request, rows.available);
+    return rows;
+  }
   const FeaturesReader reader(path);  // (refuses what is not a regular HDF5 file first)
   const std::string& split = request.split;
   FeatureRows rows;
   rows.format = reader.plain() ? FeaturesFormat::plain : FeaturesFormat::ae_features;
   rows.available = reader.count(split);
+  warn_beyond_limit(path, request, rows.available);
   rows.n = limit > 0 ? std::min(limit, rows.available) : rows.available;
   if (request.mirrors && !reader.has_flipped(split))
     fail_file(path, "/" + split + "/features_flip is missing: " + request.mirror_option +

@@ -118,6 +118,9 @@ class FeaturesReader {
 struct FeatureRequest {
   std::string split = "train";  // the HDF5 split; libsvm text is one split, the whole file
   int64_t limit = 0;            // the first `limit` rows; 0 (or more than there are): all
+  // The option that set `limit`, for a warning when it asks for more rows than there are
+  // ("--train-limit"); "": no warning.
+  std::string limit_option;
   // Also the mirrored images' features (/<split>/features_flip, ae-encode --flip), after the
   // originals in the same buffer (FeaturesReader::read_augmented). `mirror_option` names the
   // option that asks for them in the messages ("--augment flip"); libsvm text has none
