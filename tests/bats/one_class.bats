@@ -238,6 +238,22 @@ PY
   assert_error 1 "oc.h5: is a one-class model \(svm-fit --kind one-class\), not a classifier; give it to --reject$"
 }
 
+@test "svm-eval --reject --ranks 2: the same /inside and counts as one process" {
+  fit_classifier
+  local args=(--device cpu --threads 1 --model "$OC_DIR/clf.h5" --features "$OC_DIR/test.libsvm" --reject "$OC_DIR/oc.h5")
+  "$BIN/svm-eval" -q "${args[@]}" -o "$TMP/one.h5"
+  run "$BIN/svm-eval" -q "${args[@]}" --ranks 2 -o "$TMP/two.h5"
+  [ "$status" -eq 0 ]
+  "$PYTHON" -c "
+import sys, h5py
+a, b = h5py.File(sys.argv[1], 'r'), h5py.File(sys.argv[2], 'r')
+assert (a['inside'][...] == b['inside'][...]).all() and (a['predictions'][...] == b['predictions'][...]).all()
+for k in ('n_outside', 'outside_fraction', 'accuracy_inside'):
+    assert a.attrs[k] == b.attrs[k], k
+assert a.attrs['n_outside'] > 0
+" "$TMP/one.h5" "$TMP/two.h5"
+}
+
 @test "on the GPU: svm-eval --reject and classify --features --reject decide as on the CPU (skips without one)" {
   nvidia-smi -L >/dev/null 2>&1 || skip "no GPU"
   fit_classifier
