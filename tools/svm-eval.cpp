@@ -121,9 +121,9 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   const double read_s = clock.seconds();
   phase.emplace(cae::Phase::compute);
 
-  cae::Stopwatch predict_clock;
   svm::Rejection rejection;  // of the unscaled rows, before clf scales them in place
   if (lead && !opt.reject.empty()) rejection = svm::reject_outside(one_class, opt.reject, s.X.data(), n, tta ? 2 : 1, device);
+  cae::Stopwatch predict_clock;
   // Scaled rows are what libsvm's svm-predict reads with the exported model, so the export
   // sits between the two halves of decision_values; the originals only (svm-predict has no
   // test-time augmentation).
@@ -154,10 +154,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   group.finish();
   phase.reset();
 
-  const std::string outside =
-      opt.reject.empty() ? "" : cae::strprintf(", %lld outside (%.2f %%; accuracy inside %.2f %%)",
-                                               static_cast<long long>(rejection.outside),
-                                               100 * rejection.outside_fraction(), 100 * svm::accuracy_inside(rejection, e));
+  const std::string outside = opt.reject.empty() ? "" : svm::rejection_summary(rejection, e);
   cae::log_info(
       "%s: accuracy %.2f %% (%lld of %lld), macro-F1 %.4f%s, %lld support vectors, predict %.2f s, total %.2f s "
       "(read %.2f s), %s",

@@ -183,6 +183,11 @@ void add_rejection_json(cae::JsonObject& json, const Rejection& r, const Evaluat
       .add("accuracy_inside", accuracy_inside(r, e));
 }
 
+std::string rejection_summary(const Rejection& r, const Evaluation& e) {
+  return cae::strprintf(", %lld outside (%.2f %%; accuracy inside %.2f %%)", static_cast<long long>(r.outside),
+                        100 * r.outside_fraction(), 100 * accuracy_inside(r, e));
+}
+
 namespace {
 std::string class_name(const std::vector<std::string>& names, int label) {
   return label >= 0 && size_t(label) < names.size() ? names[size_t(label)] : std::to_string(label);

@@ -102,6 +102,8 @@ Rejection reject_outside(const Classifier& one_class, const std::string& model_p
 void write_rejection(cae::Hdf5Writer& w, const Rejection& r, const Evaluation& e);
 void add_rejection_json(cae::JsonObject& json, const Rejection& r, const Evaluation& e);
 double accuracy_inside(const Rejection& r, const Evaluation& e);
+// What svm-eval's log line adds: ", K outside (F %; accuracy inside A %)".
+std::string rejection_summary(const Rejection& r, const Evaluation& e);
 
 // What classify prints for one row (an image, or a row of a features file): "NAME: CLASS
 // (CLASS SCORE, ...)" — the scores are probabilities ("0.731") or votes ("9 votes"); a row a

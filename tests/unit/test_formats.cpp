@@ -553,6 +553,7 @@ TEST(FormatsOneClassRejection, AccuracyInsideAndWhatClassifyPrints) {
   e.labels = {0, 1, 2, 1, 0};
   e.predictions = {0, 0, 1, 1, 0};
   EXPECT_DOUBLE_EQ(svm::accuracy_inside(r, e), 2.0 / 3.0);  // rows 0, 2, 3: two right
+  EXPECT_EQ(svm::rejection_summary(r, e), ", 2 outside (40.00 %; accuracy inside 66.67 %)");
   r.inside = {0, 0, 0, 0, 0};
   EXPECT_TRUE(std::isnan(svm::accuracy_inside(r, e)));
 
