@@ -183,3 +183,32 @@ PY
   [ "$status" -eq 1 ]
   [[ "$output" == *"data.h5"* ]]
 }
+
+@test "classify --reject on images: the same inside/outside as svm-eval --reject gives those test rows" {
+  "$BIN/svm-fit" -q --features "$W/features.h5" --kind one-class --nu 0.3 --device cpu -o "$TMP/oc.h5"
+  "$BIN/svm-eval" -q --model "$W/svm.h5" --features "$W/features.h5" --reject "$TMP/oc.h5" --device cpu -o "$TMP/eval.h5"
+  run "$BIN/classify" --model "$W/model.h5" --svm "$W/svm.h5" --reject "$TMP/oc.h5" --device cpu --json "$W"/png/*.png
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep '^{' > "$TMP/out.jsonl"
+  [[ "$output" == *"classified 20 images"*"outside"* ]]
+  run "$BIN/classify" -q --model "$W/model.h5" --svm "$W/svm.h5" --reject "$TMP/oc.h5" --device cpu "$W"/png/*.png
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" > "$TMP/out.txt"
+  run "$PYTHON" - "$TMP/out.jsonl" "$TMP/out.txt" "$TMP/eval.h5" <<'PY'
+import json, sys, h5py
+rows = [json.loads(l) for l in open(sys.argv[1])]
+text = open(sys.argv[2]).read().splitlines()
+e = h5py.File(sys.argv[3], "r")
+inside, pred = e["inside"][:20], e["predictions"][:20]
+names = [str(n) for n in e.attrs["class_names"]]
+assert len(rows) == len(text) == 20
+assert 0 < int((e["inside"][...] == 0).sum()) < len(e["inside"]), "the one-class model rejects some test rows, not all"
+for i, (r, line) in enumerate(zip(rows, text)):
+    assert r["label"] == pred[i] and r["inside"] == bool(inside[i]), (i, r, inside[i])
+    word = names[pred[i]] if inside[i] else "outside (" + names[pred[i]] + ")"
+    assert line.startswith(r["file"] + ": " + word + "  ("), (line, word)
+print("outside of 20:", int((inside == 0).sum()))
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
