@@ -108,7 +108,8 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   const int64_t n = rows.n;
   const int D = s.dim;
   // A libsvm model is read over the rows' width (its file names only the features it uses).
-  if (D > clf.n_features() && cae::is_libsvm_text(opt.model)) clf = svm::load_classifier(opt.model, opt.libsvm_range, D);
+  if (D > clf.n_features() && cae::is_libsvm_text(opt.model))
+    clf = svm::load_classifier(opt.model, opt.libsvm_range, D);
   const svm::RowsOrigin origin{file, rows.what, D, rows.encoder_sha256, rows.class_names};
   svm::check_rows_fit_model(clf, opt.model, origin, opt.allow_mismatch);
   svm::Classifier one_class;
@@ -122,7 +123,8 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   phase.emplace(cae::Phase::compute);
 
   svm::Rejection rejection;  // of the unscaled rows, before clf scales them in place
-  if (lead && !opt.reject.empty()) rejection = svm::reject_outside(one_class, opt.reject, s.X.data(), n, tta ? 2 : 1, device);
+  if (lead && !opt.reject.empty())
+    rejection = svm::reject_outside(one_class, opt.reject, s.X.data(), n, tta ? 2 : 1, device);
   cae::Stopwatch predict_clock;
   // Scaled rows are what libsvm's svm-predict reads with the exported model, so the export
   // sits between the two halves of decision_values; the originals only (svm-predict has no

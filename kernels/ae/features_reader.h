@@ -138,7 +138,7 @@ enum class FeaturesFormat { ae_features, plain, libsvm_text };
 
 struct FeatureRows {
   // [views·n, dim] (views 2 with mirrors: the n originals, then their n mirrors), labels
-  // repeated per view. With n = 0 only dim is set (nothing is read).
+  // repeated per view. With n = 0 no row is read: only split.dim is set.
   FeatureSplit split;
   int64_t n = 0;          // rows per view, after the limit
   int64_t available = 0;  // rows the split holds

@@ -22,7 +22,8 @@ void require_classes(const Classifier& clf, const char* what) {
 
 void require_classifier(const Classifier& clf, const std::string& model_path) {
   if (clf.model().kind == SvmKind::one_class)
-    cae::fail_file(model_path, "is a one-class model (svm-fit --kind one-class), not a classifier; give it to --reject");
+    cae::fail_file(model_path,
+                   "is a one-class model (svm-fit --kind one-class), not a classifier; give it to --reject");
 }
 
 Classifier load_classifier(const std::string& model_path, const std::string& range_path, int dim) {
@@ -143,7 +144,8 @@ void check_reject_model(const Classifier& one_class, const std::string& path, co
 
 Rejection reject_outside(const Classifier& one_class, const std::string& model_path, const float* X, int64_t n,
                          int views, cae::Device device) {
-  const size_t values = static_cast<size_t>(views) * static_cast<size_t>(n) * static_cast<size_t>(one_class.n_features());
+  const size_t values =
+      static_cast<size_t>(views) * static_cast<size_t>(n) * static_cast<size_t>(one_class.n_features());
   std::vector<float> scratch(X, X + values);
   const std::vector<double> dec =
       average_views(one_class.decision_values(scratch.data(), views * n, device), n, 1, views);
