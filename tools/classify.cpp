@@ -1,36 +1,39 @@
-// classify: PNG/JPEG files → their classes, with a trained autoencoder and SVM (the seed's
-// upload-and-classify demo as a command). Each image is decoded and converted to the
-// model's input shape by convert_image — the function cifar-convert's image folders use —
-// then encoded and classified in-process, exactly as ae-encode + svm-eval would: a PNG of a
-// dataset image gets the class svm-eval gives that image. The class is the one-vs-one vote
-// (as svm-eval's prediction); the listed scores are probabilities when the SVM has them
-// (svm-fit --probability), else the votes.
+// classify: PNG/JPEG files, or the rows of a features file, → their classes, with a trained
+// SVM (and for images its autoencoder; the seed's upload-and-classify demo as a command).
+// Each image is decoded and converted to the model's input shape by convert_image — the
+// function cifar-convert's image folders use — then encoded and classified in-process,
+// exactly as ae-encode + svm-eval would: a PNG of a dataset image gets the class svm-eval
+// gives that image. --features FILE classifies its rows instead (any features format,
+// ae::read_features), named by their index. The class is the one-vs-one vote (as svm-eval's
+// prediction); the listed scores are probabilities when the SVM has them (svm-fit
+// --probability), else the votes. --reject: a one-class model marks the rows outside it.
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
 
 #include "common/cli.h"
 #include "common/cublas_runtime.h"
 #include "common/device.h"
 #include "common/error.h"
-#include "common/escape.h"
 #include "common/image_decode.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "kernels/ae/encoder.h"
+#include "kernels/ae/features_reader.h"
 #include "kernels/ae/model.h"
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/evaluate.h"
 
 namespace {
 
-const cae::ToolInfo kInfo{"classify", "classify PNG/JPEG images with a trained autoencoder and SVM",
-                          "classify --model data/run/model.h5 --svm data/run/svm.h5 --top 3 photo.jpg cat.png", true,
-                          false, "give fewer images per call, or --device cpu"};
+const cae::ToolInfo kInfo{"classify", "classify PNG/JPEG images (or features) with a trained autoencoder and SVM",
+                          "classify --model data/run/model.h5 --svm data/run/svm.h5 --top 3 photo.jpg cat.png\n"
+                          "  classify --svm data/run/svm.h5 --features data/run/features.h5 --split test "
+                          "--reject data/run/oc.h5",
+                          true, false, "give fewer images per call, or --device cpu"};
 
 struct Options {
-  std::string model, svm;
+  std::string model, svm, features, split = "test", reject;
   std::vector<std::string> images;
   int top = 3;
   int batch_size = 64;
@@ -39,94 +42,121 @@ struct Options {
 };
 
 void add_options(CLI::App& app, Options& opt) {
-  app.add_option("--model", opt.model, "ae-model file (ae-train)")->required();
+  app.add_option("--model", opt.model, "ae-model file (ae-train); for images");
   app.add_option("--svm", opt.svm, "svm-model file (svm-fit) trained on that model's features")->required();
+  app.add_option("--features", opt.features,
+                 "Classify the rows of this features file instead of images (ae-features, plain HDF5 or libsvm "
+                 "text; docs/FORMATS.md); rows are named by their index");
+  app.add_option("--split", opt.split, "Which split of an HDF5 --features file to classify");
+  app.add_option("--reject", opt.reject,
+                 "A one-class model (svm-fit --kind one-class) of the training features: a row outside it prints "
+                 "as 'outside (CLASS)', and --json says \"inside\": false");
   app.add_option("--top", opt.top, "Classes listed per image, best first")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
   app.add_option("--tta", opt.tta, "Test-time augmentation, as svm-eval --tta: none, or flip (average with the mirror)")
       ->check(CLI::IsMember({"none", "flip"}));
   app.add_flag("--allow-mismatch", opt.allow_mismatch,
                "Use an SVM trained on another encoder's features (refused otherwise)");
-  app.add_option("images", opt.images, "PNG or JPEG files (any size; converted to the model's input shape)")
-      ->required();
+  app.add_option("images", opt.images, "PNG or JPEG files (any size; converted to the model's input shape)");
   // Not the other tools' one summary line: one object per image, as the README says.
   app.get_option("--json")->description(
-      "Print one JSON line per image on stdout: {\"file\",\"label\",\"class\",\"scores\"}");
+      "Print one JSON line per image (or row) on stdout: {\"file\" (or \"row\"),\"label\",\"class\",\"scores\"}");
 }
 
-void run(const Options& opt, const cae::CommonOptions& common) {
-  const cae::Device device = cae::resolve_device(common.device);
-  if (device == cae::Device::gpu) cae::cublas::preload();  // loads while the inputs are read
+// The features to classify, [views·n, D] (the n rows, then their n mirrors with --tta flip).
+struct Queries {
+  std::vector<float, ae::FeatureAllocator<float>> X;
+  int64_t n = 0;
+  svm::RowsOrigin origin;  // what the reject model is checked against
+  std::string described, device;  // for the closing log line: what, and the encoder's device
+};
+
+// Images: decoded and converted first (a bad file fails the whole call), then encoded.
+Queries encode_images(const Options& opt, const svm::Classifier& clf, cae::Device device, int views) {
   ae::Encoder encoder(opt.model, device, 0, opt.batch_size);
   const ae::Architecture& arch = encoder.architecture();
   const int C = arch.input_channels(), H = arch.height(), W = arch.width();
   if (C != 1 && C != 3)
     cae::fail_file(opt.model, "takes " + std::to_string(C) + "-channel images; classify converts to gray (1) or RGB (3)");
-  const svm::Classifier clf = svm::Classifier::load(opt.svm);
-  svm::require_classifier(clf, opt.svm);
   if (clf.n_features() != arch.latent_dim())
     cae::fail_file(opt.svm, "was trained on " + std::to_string(clf.n_features()) + " features, but " + opt.model +
                                 " encodes " + std::to_string(arch.latent_dim()));
   // The SVM records the encoder of its training features: another model of the same shape
   // would classify without complaint, and wrongly.
   const std::string trained_on = clf.file().encoder_sha256;
-  if (!trained_on.empty() && !opt.allow_mismatch && cae::sha256_file(opt.model) != trained_on)
+  const std::string model_sha = trained_on.empty() && opt.reject.empty() ? "" : cae::sha256_file(opt.model);
+  if (!trained_on.empty() && !opt.allow_mismatch && model_sha != trained_on)
     cae::fail_file(opt.model, "is not the model " + opt.svm + " was trained on (its features came from sha256 " +
                                   trained_on.substr(0, 12) + "…); pass that model, or --allow-mismatch");
-  const std::vector<std::string>& names = clf.file().class_names;
-  auto class_name = [&](int label) {
-    return label >= 0 && size_t(label) < names.size() ? names[size_t(label)] : std::to_string(label);
-  };
-
-  // Every image is decoded before anything is printed: a bad file fails the whole call.
-  const int64_t n = static_cast<int64_t>(opt.images.size());
-  const int64_t image_dim = arch.image_dim();
-  std::vector<uint8_t> pixels(static_cast<size_t>(n * image_dim));
-  for (int64_t i = 0; i < n; ++i) {
+  Queries q;
+  q.n = static_cast<int64_t>(opt.images.size());
+  const int64_t image_dim = arch.image_dim(), latent = arch.latent_dim();
+  std::vector<uint8_t> pixels(static_cast<size_t>(q.n * image_dim));
+  for (int64_t i = 0; i < q.n; ++i) {
     const std::vector<uint8_t> px = cae::convert_image(cae::decode_image_file(opt.images[i]), C, H, W);
     std::copy(px.begin(), px.end(), pixels.begin() + i * image_dim);
   }
+  q.X.resize(static_cast<size_t>(views * q.n * latent));
+  encoder.encode(pixels.data(), q.n, q.X.data(), views == 2 ? q.X.data() + q.n * latent : nullptr, "input", 0);
+  q.origin = {opt.model, "its latent codes", static_cast<int>(latent), model_sha, clf.file().class_names};
+  q.described = cae::strprintf("%lld images (%dx%dx%d", static_cast<long long>(q.n), C, H, W);
+  q.device = "; " + encoder.describe();
+  return q;
+}
 
-  // --tta flip, as svm-eval --tta flip: the n images, then their n mirrors; each image's
-  // decision values are the mean of its two views'.
+Queries read_rows(const Options& opt, const svm::Classifier& clf) {
+  ae::FeatureRequest request;
+  request.split = opt.split;
+  request.mirrors = opt.tta == "flip";
+  request.model_classes = clf.file().class_names;
+  request.model_dim = clf.n_features();
+  ae::FeatureRows rows = ae::read_features(opt.features, request);
+  Queries q;
+  q.origin = {opt.features, rows.what, rows.split.dim, rows.encoder_sha256, rows.class_names};
+  svm::check_rows_fit_model(clf, opt.svm, q.origin, opt.allow_mismatch);
+  if (rows.n == 0) cae::fail_file(opt.features, rows.what + " has no rows");
+  q.X = std::move(rows.split.X);
+  q.n = rows.n;
+  q.described = cae::strprintf("%lld rows of %s (", static_cast<long long>(q.n), opt.features.c_str()) + rows.what;
+  return q;
+}
+
+void run(const Options& opt, const cae::CommonOptions& common) {
+  if (opt.features.empty() == opt.images.empty()) throw cae::UsageError("give images, or --features FILE (not both)");
+  if (opt.features.empty() && opt.model.empty()) throw cae::UsageError("images need --model (the autoencoder)");
+  const cae::Device device = cae::resolve_device(common.device);
+  if (device == cae::Device::gpu) cae::cublas::preload();  // loads while the inputs are read
+  const svm::Classifier clf = svm::Classifier::load(opt.svm);
+  svm::require_classifier(clf, opt.svm);
   const int views = opt.tta == "flip" ? 2 : 1;
-  const int64_t latent = arch.latent_dim();
-  std::vector<float> features(static_cast<size_t>(views * n * latent));
-  encoder.encode(pixels.data(), n, features.data(), views == 2 ? features.data() + n * latent : nullptr, "input", 0);
-  const std::vector<double> dec = svm::average_views(clf.decision_values(features.data(), views * n, device), n,
-                                                     clf.model().n_pairs(), views);
+  Queries q = opt.features.empty() ? encode_images(opt, clf, device, views) : read_rows(opt, clf);
+  const int64_t n = q.n;
+  svm::Rejection rejection;
+  if (!opt.reject.empty()) {
+    const svm::Classifier one_class = svm::load_one_class(opt.reject);
+    svm::check_reject_model(one_class, opt.reject, clf, opt.svm, q.origin, opt.allow_mismatch);
+    rejection = svm::reject_outside(one_class, opt.reject, q.X.data(), n, views, device);
+  }
+  // --tta flip, as svm-eval --tta flip: each row's decision values are the mean of its two views'.
+  const std::vector<double> dec =
+      svm::average_views(clf.decision_values(q.X.data(), views * n, device), n, clf.model().n_pairs(), views);
   const std::vector<int32_t> pred = clf.vote(dec, n);
 
   const bool by_prob = clf.has_probability();
   const std::vector<std::vector<svm::ClassScore>> ranks = svm::ranked_classes(clf, dec, n);
   for (int64_t i = 0; i < n; ++i) {
-    std::vector<svm::ClassScore> ranked = ranks[i];
-    ranked.resize(std::min(ranked.size(), size_t(opt.top)));
-    if (common.json) {
-      std::string scores = "[";
-      for (size_t j = 0; j < ranked.size(); ++j)
-        scores += (j ? "," : "") + cae::JsonObject()
-                                       .add("class", class_name(ranked[j].label))
-                                       .add("label", ranked[j].label)
-                                       .add(by_prob ? "probability" : "votes", ranked[j].value)
-                                       .str();
-      cae::emit_json(common, cae::JsonObject()
-                                 .add("file", opt.images[i])
-                                 .add("label", pred[i])
-                                 .add("class", class_name(pred[i]))
-                                 .add_raw("scores", scores + "]")
-                                 .str());
-      continue;
-    }
-    std::string line = opt.images[i] + ": " + class_name(pred[i]) + "  (";
-    for (size_t j = 0; j < ranked.size(); ++j)
-      line += (j ? ", " : "") + class_name(ranked[j].label) + " " +
-              (by_prob ? cae::strprintf("%.3f", ranked[j].value) : cae::strprintf("%.0f votes", ranked[j].value));
-    printf("%s)\n", cae::escape_controls(line).c_str());  // file and class names come from outside
+    svm::RowVerdict v{opt.features.empty() ? opt.images[i] : "", i, pred[i], ranks[i], -1};
+    v.ranked.resize(std::min(v.ranked.size(), size_t(opt.top)));
+    if (!opt.reject.empty()) v.inside = rejection.inside[i];
+    if (common.json) cae::emit_json(common, svm::verdict_json(v, clf.file().class_names, by_prob));
+    else printf("%s\n", svm::verdict_text(v, clf.file().class_names, by_prob).c_str());
   }
   fflush(stdout);
-  cae::log_info("classified %lld images (%dx%dx%d; %s; %s)", static_cast<long long>(n), C, H, W,
-                by_prob ? "probabilities" : "one-vs-one votes", encoder.describe().c_str());
+  const std::string outside =
+      opt.reject.empty() ? "" : cae::strprintf("; %lld outside %s", static_cast<long long>(rejection.outside),
+                                               opt.reject.c_str());
+  cae::log_info("classified %s; %s%s%s)", q.described.c_str(), by_prob ? "probabilities" : "one-vs-one votes",
+                q.device.c_str(), outside.c_str());
 }
 
 }  // namespace

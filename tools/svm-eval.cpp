@@ -2,7 +2,6 @@
 // matrix and per-class metrics.
 #include <omp.h>
 
-#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -13,6 +12,7 @@
 #include "common/error.h"
 #include "common/group.h"
 #include "common/hdf5_io.h"
+#include "common/libsvm_data.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/phases.h"
@@ -22,7 +22,6 @@
 #include "kernels/svm/eval_file.h"
 #include "kernels/svm/evaluate.h"
 #include "kernels/svm/group_fit.h"
-#include "kernels/svm/libsvm_format.h"
 
 namespace {
 
@@ -33,54 +32,13 @@ const cae::ToolInfo kInfo{"svm-eval", "classify features with an svm-fit model; 
                           true, true, "try --limit, or --device cpu"};
 
 struct Options {
-  std::string model, features, test, split = "test", tta = "none", export_data, libsvm_range;
+  std::string model, features, test, split = "test", tta = "none", export_data, libsvm_range, reject;
   bool decision_values = false;
   bool allow_mismatch = false;
   int64_t limit = 0;
   int threads = 0;
   cae::GroupOptions group;
 };
-
-// The rows to classify, from an HDF5 features file (ae-features or plain) or libsvm text;
-// clf is (re)loaded over their width where it is a libsvm model.
-struct Rows {
-  ae::FeatureSplit s;
-  std::vector<std::string> names;
-  std::string encoder_sha256;
-  std::string what = "its rows";  // names the rows in messages: "/test/features" of an HDF5 file
-};
-
-Rows read_rows(const Options& opt, const std::string& file, svm::Classifier& clf, int64_t& n) {
-  Rows rows;
-  const bool tta = opt.tta == "flip";
-  if (svm::is_libsvm_text(file)) {
-    if (tta) throw cae::UsageError("--tta flip needs an HDF5 features file with /SPLIT/features_flip");
-    svm::LibsvmData d = svm::read_libsvm_data(file, clf.file().class_names, clf.n_features());
-    if (d.dim > clf.n_features() && svm::is_libsvm_text(opt.model))
-      clf = svm::load_classifier(opt.model, opt.libsvm_range, d.dim);
-    n = opt.limit > 0 ? std::min(opt.limit, d.n) : d.n;
-    rows.s.X.assign(d.X.begin(), d.X.begin() + n * d.dim);
-    rows.s.labels.assign(d.labels.begin(), d.labels.begin() + n);
-    rows.s.n = n;
-    rows.s.dim = d.dim;
-    rows.names = d.class_names;
-    return rows;
-  }
-  ae::FeaturesReader reader(file);
-  const int64_t available = reader.count(opt.split);
-  if (svm::is_libsvm_text(opt.model)) clf = svm::load_classifier(opt.model, opt.libsvm_range, reader.dim(opt.split));
-  n = opt.limit > 0 ? std::min(opt.limit, available) : available;
-  if (tta && !reader.has_flipped(opt.split))
-    cae::fail_file(file, "/" + opt.split + "/features_flip is missing: --tta flip needs the features of the "
-                         "mirrored images (run ae-encode --flip)");
-  if (n > 0) rows.s = tta ? reader.read_augmented(opt.split, n) : reader.read(opt.split, n);
-  rows.s.dim = reader.dim(opt.split);
-  rows.names = reader.class_names();
-  rows.encoder_sha256 = reader.encoder_sha256();
-  rows.what = "/" + opt.split + "/features";
-  if (reader.plain()) cae::log_info("%s is a plain features file: no encoder hash, so no encoder check", file.c_str());
-  return rows;
-}
 
 void add_options(CLI::App& app, Options& opt) {
   app.add_option("--model", opt.model, "svm-fit model file (svm-model), or a libsvm model (svm-train)")
@@ -101,6 +59,9 @@ void add_options(CLI::App& app, Options& opt) {
                  "flip: average each row's decision values with those of its mirror (/SPLIT/features_flip, "
                  "ae-encode --flip) before voting")
       ->check(CLI::IsMember({"none", "flip"}));
+  app.add_option("--reject", opt.reject,
+                 "A one-class model (svm-fit --kind one-class) of the training features: also count the rows "
+                 "outside it (/inside, n_outside, outside_fraction, accuracy_inside)");
   app.add_flag("--decision-values", opt.decision_values, "Also store /decision_values [N, k(k-1)/2]");
   app.add_flag("--allow-mismatch", opt.allow_mismatch,
                "Classify features of another encoder than the model's training features (refused otherwise)");
@@ -132,30 +93,38 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   svm::Classifier clf = svm::load_classifier(opt.model, opt.libsvm_range);
-  cae::BackgroundHashes hashes({opt.model, file});
-  int64_t n = 0;
-  Rows rows = read_rows(opt, file, clf, n);
-  ae::FeatureSplit& s = rows.s;
+  cae::BackgroundHashes hashes(opt.reject.empty() ? std::vector<std::string>{opt.model, file}
+                                                  : std::vector<std::string>{opt.model, file, opt.reject});
+  ae::FeatureRequest request;
+  request.split = opt.split;
+  request.limit = opt.limit;
+  request.mirrors = opt.tta == "flip";
+  request.model_classes = clf.file().class_names;
+  request.model_dim = clf.n_features();
+  ae::FeatureRows rows = ae::read_features(file, request);
+  if (rows.format == ae::FeaturesFormat::plain)
+    cae::log_info("%s is a plain features file: no encoder hash, so no encoder check", file.c_str());
+  ae::FeatureSplit& s = rows.split;
+  const int64_t n = rows.n;
   const int D = s.dim;
-  if (D != clf.n_features())
-    cae::fail_file(file, rows.what + " has " + std::to_string(D) + " features per row, but " + opt.model +
-                             " was trained on " + std::to_string(clf.n_features()));
-  // Features of another encoder would be classified without complaint (same width) and
-  // wrongly: the files carry the encoder's hash, so compare them.
-  const std::string trained_on = clf.file().encoder_sha256, encoded_by = rows.encoder_sha256;
-  if (!trained_on.empty() && !encoded_by.empty() && trained_on != encoded_by && !opt.allow_mismatch)
-    cae::fail_file(file, "was encoded by another model (sha256 " + encoded_by.substr(0, 12) + "…) than the one " +
-                             opt.model + " was trained on (" + trained_on.substr(0, 12) +
-                             "…); encode with that model, or pass --allow-mismatch");
-  for (int c : clf.model().classes)
-    if (c < 0 || c >= static_cast<int>(rows.names.size()))
-      cae::fail_file(opt.model, "class " + std::to_string(c) + " is not one of the " +
-                                    std::to_string(rows.names.size()) + " classes of " + file);
+  // A libsvm model is read over the rows' width (its file names only the features it uses).
+  if (D > clf.n_features() && cae::is_libsvm_text(opt.model))
+    clf = svm::load_classifier(opt.model, opt.libsvm_range, D);
+  const svm::RowsOrigin origin{file, rows.what, D, rows.encoder_sha256, rows.class_names};
+  svm::check_rows_fit_model(clf, opt.model, origin, opt.allow_mismatch);
+  svm::Classifier one_class;
+  if (!opt.reject.empty()) {
+    one_class = svm::load_one_class(opt.reject);
+    svm::check_reject_model(one_class, opt.reject, clf, opt.model, origin, opt.allow_mismatch);
+  }
   if (n == 0) cae::fail_file(file, rows.what + " has no rows");
   const bool tta = opt.tta == "flip";
   const double read_s = clock.seconds();
   phase.emplace(cae::Phase::compute);
 
+  svm::Rejection rejection;  // of the unscaled rows, before clf scales them in place
+  if (lead && !opt.reject.empty())
+    rejection = svm::reject_outside(one_class, opt.reject, s.X.data(), n, tta ? 2 : 1, device);
   cae::Stopwatch predict_clock;
   // Scaled rows are what libsvm's svm-predict reads with the exported model, so the export
   // sits between the two halves of decision_values; the originals only (svm-predict has no
@@ -168,7 +137,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
     return;
   }
   s.labels.resize(static_cast<size_t>(n));
-  const svm::Evaluation e = svm::evaluate(clf, dec, std::move(s.labels), rows.names);
+  const svm::Evaluation e = svm::evaluate(clf, dec, std::move(s.labels), rows.class_names);
   svm::EvalRun run{opt.split, opt.tta, cae::device_name(device), 0, predict_clock.seconds(), clf.model().n_sv(),
                    opt.decision_values ? &dec : nullptr, clf.model().n_pairs()};
   run.seconds = clock.seconds();
@@ -178,6 +147,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   {
     cae::Hdf5Writer w(out->temp_path(), common.output);
     svm::write_eval_file(w, e, run);
+    if (!opt.reject.empty()) svm::write_rejection(w, rejection, e);
     cae::write_provenance(w, {"svm-eval", 1, cae::options_json(), inputs});
     w.close();
   }
@@ -186,17 +156,19 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   group.finish();
   phase.reset();
 
+  const std::string outside = opt.reject.empty() ? "" : svm::rejection_summary(rejection, e);
   cae::log_info(
-      "%s: accuracy %.2f %% (%lld of %lld), macro-F1 %.4f, %lld support vectors, predict %.2f s, total %.2f s "
+      "%s: accuracy %.2f %% (%lld of %lld), macro-F1 %.4f%s, %lld support vectors, predict %.2f s, total %.2f s "
       "(read %.2f s), %s",
       opt.test.empty() ? (opt.split + " split of " + file + (tta ? " (tta flip)" : "")).c_str() : file.c_str(),
       100 * e.report.accuracy, static_cast<long long>(e.correct), static_cast<long long>(n), e.report.macro_f1,
-      static_cast<long long>(run.n_sv), run.predict_seconds, run.seconds, read_s, run.device.c_str());
+      outside.c_str(), static_cast<long long>(run.n_sv), run.predict_seconds, run.seconds, read_s, run.device.c_str());
   if (e.has_probabilities()) cae::log_info("log-loss %.4f (probabilities from the model's pair sigmoids)", e.log_loss);
   if (!cae::is_quiet()) fputs(svm::eval_table(e).c_str(), stderr);
   cae::JsonObject json;
   json.add("tool", kInfo.name).add("output", common.output);
   svm::add_eval_json(json, e, run);
+  if (!opt.reject.empty()) svm::add_rejection_json(json, rejection, e);
   cae::emit_json(common, json.add_raw("phases", cae::phases_json()).str());
 }
 

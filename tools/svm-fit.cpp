@@ -1,7 +1,6 @@
 // svm-fit: train a one-vs-one RBF (or linear) C-SVM on encoder features, libsvm's way.
 #include <omp.h>
 
-#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -100,46 +99,6 @@ void add_options(CLI::App& app, Options& opt) {
                          "of the probability folds");
 }
 
-// The training rows of --features: an ae-features or plain HDF5 file (/train), or libsvm
-// text (every row; its labels as the class names). With --augment flip, the n images and
-// then their n mirrors in one [2n, D] buffer (the Classifier scales it in place: one copy).
-struct TrainingRows {
-  ae::FeatureSplit split;
-  int64_t images = 0;
-  std::vector<std::string> class_names;
-  std::string encoder_sha256;  // "" when the features name no encoder
-};
-
-TrainingRows read_training_rows(const Options& opt) {
-  TrainingRows rows;
-  const bool flip = opt.augment == "flip";
-  if (svm::is_libsvm_text(opt.features)) {
-    if (flip) throw cae::UsageError("--augment flip needs an HDF5 features file with /train/features_flip (ae-encode --flip)");
-    svm::LibsvmData d = svm::read_libsvm_data(opt.features);
-    const int64_t n = opt.train_limit > 0 ? std::min(opt.train_limit, d.n) : d.n;
-    rows.split.X.assign(d.X.begin(), d.X.begin() + n * d.dim);
-    rows.split.labels.assign(d.labels.begin(), d.labels.begin() + n);
-    rows.split.n = rows.images = n;
-    rows.split.dim = d.dim;
-    rows.class_names = std::move(d.class_names);
-    return rows;
-  }
-  ae::FeaturesReader reader(opt.features);  // (refuses what is not a regular HDF5 file first)
-  const int64_t available = reader.count("train");
-  if (opt.train_limit > available)
-    cae::log_warn("--train-limit %lld is larger than the %lld training rows of %s; using all %lld",
-                  static_cast<long long>(opt.train_limit), static_cast<long long>(available), opt.features.c_str(),
-                  static_cast<long long>(available));
-  rows.images = opt.train_limit > 0 ? std::min(opt.train_limit, available) : available;
-  if (flip && !reader.has_flipped("train"))
-    cae::fail_file(opt.features, "/train/features_flip is missing: --augment flip needs the features of the mirrored "
-                                 "images (run ae-encode --flip)");
-  rows.split = flip ? reader.read_augmented("train", rows.images) : reader.read("train", rows.images);
-  rows.class_names = reader.class_names();
-  rows.encoder_sha256 = reader.encoder_sha256();
-  return rows;
-}
-
 void fit(const Options& opt, const cae::CommonOptions& common) {
   svm::TrainPlan plan = svm::plan_from_options(opt.C, opt.gamma, opt.kernel, opt.cv, opt.tol);
   const cae::Device device = cae::resolve_device(common.device);
@@ -175,9 +134,12 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   cae::BackgroundHashes hashes({opt.features});
-  TrainingRows rows = read_training_rows(opt);
+  // Every row of libsvm text, /train of HDF5; with --augment flip the n images and then their
+  // n mirrors in one [2n, D] buffer (the Classifier scales it in place: one copy).
+  ae::FeatureRows rows = ae::read_features(
+      opt.features, {"train", opt.train_limit, "--train-limit", opt.augment == "flip", "--augment flip", {}, 0});
   ae::FeatureSplit& train = rows.split;
-  const int64_t n = rows.images;
+  const int64_t n = rows.n;
   plan.views = opt.augment == "flip" ? 2 : 1;
   const int D = train.dim;
   const std::vector<std::string>& names = rows.class_names;

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/provenance.h"
 
 namespace ae {
@@ -168,6 +169,60 @@ void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int 
     fail_file(path(), dataset + " row " + std::to_string(bad / d) + " feature " + std::to_string(bad % d) + " is " +
                           (std::isnan(out[bad]) ? "NaN" : "infinite") +
                           " (features must be finite float32 values)");
+}
+
+namespace {
+
+FeatureRows read_libsvm_rows(const std::string& path, const FeatureRequest& request, int64_t limit) {
+  if (request.mirrors)
+    throw cae::UsageError(request.mirror_option + " needs an HDF5 features file with /" + request.split +
+                          "/features_flip (ae-encode --flip)");
+  cae::LibsvmData d = cae::read_libsvm_data(path, request.model_classes, request.model_dim);
+  FeatureRows rows;
+  rows.format = FeaturesFormat::libsvm_text;
+  rows.available = d.n;
+  rows.n = limit > 0 ? std::min(limit, d.n) : d.n;
+  rows.split.X.assign(d.X.begin(), d.X.begin() + rows.n * d.dim);
+  rows.split.labels.assign(d.labels.begin(), d.labels.begin() + rows.n);
+  rows.split.n = rows.n;
+  rows.split.dim = d.dim;
+  rows.class_names = std::move(d.class_names);
+  return rows;
+}
+
+void warn_beyond_limit(const std::string& path, const FeatureRequest& request, int64_t available) {
+  if (request.limit_option.empty() || request.limit <= available) return;
+  const std::string rows = request.split == "train" ? "training" : "'" + request.split + "'";
+  cae::log_warn("%s %lld is larger than the %lld %s rows of %s; using all %lld", request.limit_option.c_str(),
+                static_cast<long long>(request.limit), static_cast<long long>(available), rows.c_str(), path.c_str(),
+                static_cast<long long>(available));
+}
+
+}  // namespace
+
+FeatureRows read_features(const std::string& path, const FeatureRequest& request) {
+  const int64_t limit = std::max<int64_t>(request.limit, 0);
+  if (cae::is_libsvm_text(path)) {
+    FeatureRows rows = read_libsvm_rows(path, request, limit);
+    warn_beyond_limit(path, request, rows.available);
+    return rows;
+  }
+  const FeaturesReader reader(path);  // (refuses what is not a regular HDF5 file first)
+  const std::string& split = request.split;
+  FeatureRows rows;
+  rows.format = reader.plain() ? FeaturesFormat::plain : FeaturesFormat::ae_features;
+  rows.available = reader.count(split);
+  warn_beyond_limit(path, request, rows.available);
+  rows.n = limit > 0 ? std::min(limit, rows.available) : rows.available;
+  if (request.mirrors && !reader.has_flipped(split))
+    fail_file(path, "/" + split + "/features_flip is missing: " + request.mirror_option +
+                        " needs the features of the mirrored images (run ae-encode --flip)");
+  if (rows.n > 0) rows.split = request.mirrors ? reader.read_augmented(split, rows.n) : reader.read(split, rows.n);
+  rows.split.dim = reader.dim(split);
+  rows.class_names = reader.class_names();
+  rows.encoder_sha256 = reader.encoder_sha256();
+  rows.what = "/" + split + "/features";
+  return rows;
 }
 
 }  // namespace ae

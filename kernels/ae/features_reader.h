@@ -1,4 +1,7 @@
-// Reading a features file: what svm-fit and svm-eval consume (docs/FORMATS.md). Two kinds:
+// Reading a features file: what svm-fit, svm-eval and classify --features consume
+// (docs/FORMATS.md). read_features (at the end) is the one entry point the tools call: it
+// opens any of the three formats — the two HDF5 kinds below, and libsvm text
+// (common/libsvm_data.h) — and gives the rows a tool asks for. The two HDF5 kinds:
 //  * "ae-features" (root attribute format), ae-encode's: /<split>/features [N, D] float32
 //    with any D ≥ 1, /<split>/labels [N], root class_names, and optionally the root
 //    attribute latent_shape [c, h, w] of the encoder that wrote them (c·h·w = D) and
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "common/hdf5_io.h"
+#include "common/libsvm_data.h"
 
 namespace ae {
 
@@ -109,5 +113,44 @@ class FeaturesReader {
   bool plain_ = false;
   std::vector<int64_t> latent_shape_;
 };
+
+// What a tool asks of a features file of any format.
+struct FeatureRequest {
+  std::string split = "train";  // the HDF5 split; libsvm text is one split, the whole file
+  int64_t limit = 0;            // the first `limit` rows; 0 (or more than there are): all
+  // The option that set `limit`, for a warning when it asks for more rows than there are
+  // ("--train-limit"); "": no warning.
+  std::string limit_option;
+  // Also the mirrored images' features (/<split>/features_flip, ae-encode --flip), after the
+  // originals in the same buffer (FeaturesReader::read_augmented). `mirror_option` names the
+  // option that asks for them in the messages ("--augment flip"); libsvm text has none
+  // (cae::UsageError).
+  bool mirrors = false;
+  std::string mirror_option = "--tta flip";
+  // libsvm text: the class names and feature count of the model the rows are for, so that
+  // class c and feature f mean there what they mean here (cae::read_libsvm_data); empty / 0
+  // for training rows (the file's own labels, ascending).
+  std::vector<std::string> model_classes;
+  int model_dim = 0;
+};
+
+enum class FeaturesFormat { ae_features, plain, libsvm_text };
+
+struct FeatureRows {
+  // [views·n, dim] (views 2 with mirrors: the n originals, then their n mirrors), labels
+  // repeated per view. With n = 0 no row is read: only split.dim is set.
+  FeatureSplit split;
+  int64_t n = 0;          // rows per view, after the limit
+  int64_t available = 0;  // rows the split holds
+  std::vector<std::string> class_names;
+  std::string encoder_sha256;     // "" when the file names no encoder (plain HDF5, libsvm text)
+  std::string what = "its rows";  // the rows in messages: "/test/features" of an HDF5 file
+  FeaturesFormat format = FeaturesFormat::ae_features;
+};
+
+// Opens `path` in whichever format it is (HDF5 by its signature, else libsvm text) and reads
+// the rows `request` asks for, with every check of FeaturesReader / cae::read_libsvm_data;
+// throws "<path>: <problem>" (cae::UsageError for mirrors of libsvm text).
+FeatureRows read_features(const std::string& path, const FeatureRequest& request);
 
 }  // namespace ae

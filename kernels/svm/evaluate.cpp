@@ -5,6 +5,8 @@
 #include <stdexcept>
 
 #include "common/error.h"
+#include "common/escape.h"
+#include "common/log.h"
 #include "kernels/svm/libsvm_format.h"
 
 namespace svm {
@@ -20,11 +22,12 @@ void require_classes(const Classifier& clf, const char* what) {
 
 void require_classifier(const Classifier& clf, const std::string& model_path) {
   if (clf.model().kind == SvmKind::one_class)
-    cae::fail_file(model_path, "is a one-class model (svm-fit --kind one-class), not a classifier");
+    cae::fail_file(model_path,
+                   "is a one-class model (svm-fit --kind one-class), not a classifier; give it to --reject");
 }
 
 Classifier load_classifier(const std::string& model_path, const std::string& range_path, int dim) {
-  if (!is_libsvm_text(model_path)) {
+  if (!cae::is_libsvm_text(model_path)) {
     if (!range_path.empty())
       throw cae::UsageError("--libsvm-range scales the input of a libsvm model; " + model_path +
                             " is an svm-fit model, which keeps its own scaler");
@@ -100,6 +103,124 @@ std::vector<std::vector<ClassScore>> ranked_classes(const Classifier& clf, const
                      [](const ClassScore& x, const ClassScore& y) { return x.value > y.value; });
   }
   return out;
+}
+
+void check_rows_fit_model(const Classifier& model, const std::string& model_path, const RowsOrigin& rows,
+                          bool allow_mismatch) {
+  if (rows.dim != model.n_features())
+    cae::fail_file(rows.file, rows.what + " has " + std::to_string(rows.dim) + " features per row, but " + model_path +
+                                  " was trained on " + std::to_string(model.n_features()));
+  const std::string& trained_on = model.file().encoder_sha256;
+  const std::string& encoded_by = rows.encoder_sha256;
+  if (!trained_on.empty() && !encoded_by.empty() && trained_on != encoded_by && !allow_mismatch)
+    cae::fail_file(rows.file, "was encoded by another model (sha256 " + encoded_by.substr(0, 12) + "…) than the one " +
+                                  model_path + " was trained on (" + trained_on.substr(0, 12) +
+                                  "…); encode with that model, or pass --allow-mismatch");
+  for (int c : model.model().classes)
+    if (c < 0 || c >= static_cast<int>(rows.class_names.size()))
+      cae::fail_file(model_path, "class " + std::to_string(c) + " is not one of the " +
+                                     std::to_string(rows.class_names.size()) + " classes of " + rows.file);
+}
+
+Classifier load_one_class(const std::string& path) {
+  if (cae::is_libsvm_text(path))
+    cae::fail_file(path, "is not an svm-model file: --reject takes a one-class model of svm-fit --kind one-class");
+  Classifier one_class = Classifier::load(path);
+  if (one_class.model().kind != SvmKind::one_class)
+    cae::fail_file(path, "is a classifier, not a one-class model: --reject takes one of svm-fit --kind one-class");
+  return one_class;
+}
+
+void check_reject_model(const Classifier& one_class, const std::string& path, const Classifier& clf,
+                        const std::string& clf_path, const RowsOrigin& rows, bool allow_mismatch) {
+  check_rows_fit_model(one_class, path, rows, allow_mismatch);
+  const std::string& ours = one_class.file().encoder_sha256;
+  const std::string& theirs = clf.file().encoder_sha256;
+  if (!ours.empty() && !theirs.empty() && ours != theirs && !allow_mismatch)
+    cae::fail_file(path, "was fitted on features of another encoder (sha256 " + ours.substr(0, 12) + "…) than " +
+                             clf_path + " (" + theirs.substr(0, 12) + "…); fit both on the same features, or pass "
+                             "--allow-mismatch");
+}
+
+Rejection reject_outside(const Classifier& one_class, const std::string& model_path, const float* X, int64_t n,
+                         int views, cae::Device device) {
+  const size_t values =
+      static_cast<size_t>(views) * static_cast<size_t>(n) * static_cast<size_t>(one_class.n_features());
+  std::vector<float> scratch(X, X + values);
+  const std::vector<double> dec =
+      average_views(one_class.decision_values(scratch.data(), views * n, device), n, 1, views);
+  const std::vector<int32_t> labels = one_class.vote(dec, n);
+  Rejection r;
+  r.model = model_path;
+  r.inside.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    r.inside[i] = labels[i] > 0;
+    r.outside += labels[i] > 0 ? 0 : 1;
+  }
+  return r;
+}
+
+double accuracy_inside(const Rejection& r, const Evaluation& e) {
+  int64_t inside = 0, correct = 0;
+  for (int64_t i = 0; i < e.n && i < static_cast<int64_t>(r.inside.size()); ++i)
+    if (r.inside[i]) {
+      ++inside;
+      correct += e.predictions[i] == e.labels[i];
+    }
+  return inside ? double(correct) / double(inside) : std::nan("");
+}
+
+void write_rejection(cae::Hdf5Writer& w, const Rejection& r, const Evaluation& e) {
+  w.write("/inside", r.inside);
+  w.set_attr("/", "reject_model", r.model);
+  w.set_attr("/", "n_outside", r.outside);
+  w.set_attr("/", "outside_fraction", r.outside_fraction());
+  w.set_attr("/", "accuracy_inside", accuracy_inside(r, e));
+}
+
+void add_rejection_json(cae::JsonObject& json, const Rejection& r, const Evaluation& e) {
+  json.add("reject_model", r.model)
+      .add("n_outside", r.outside)
+      .add("outside_fraction", r.outside_fraction())
+      .add("accuracy_inside", accuracy_inside(r, e));
+}
+
+std::string rejection_summary(const Rejection& r, const Evaluation& e) {
+  return cae::strprintf(", %lld outside (%.2f %%; accuracy inside %.2f %%)", static_cast<long long>(r.outside),
+                        100 * r.outside_fraction(), 100 * accuracy_inside(r, e));
+}
+
+namespace {
+std::string class_name(const std::vector<std::string>& names, int label) {
+  return label >= 0 && size_t(label) < names.size() ? names[size_t(label)] : std::to_string(label);
+}
+}  // namespace
+
+std::string verdict_text(const RowVerdict& v, const std::vector<std::string>& class_names, bool by_probability) {
+  const std::string voted = class_name(class_names, v.label);
+  std::string line = (v.file.empty() ? std::to_string(v.row) : v.file) + ": " +
+                     (v.inside == 0 ? "outside (" + voted + ")" : voted) + "  (";
+  for (size_t j = 0; j < v.ranked.size(); ++j)
+    line += (j ? ", " : "") + class_name(class_names, v.ranked[j].label) + " " +
+            (by_probability ? cae::strprintf("%.3f", v.ranked[j].value)
+                            : cae::strprintf("%.0f votes", v.ranked[j].value));
+  return cae::escape_controls(line + ")");  // file and class names come from outside
+}
+
+std::string verdict_json(const RowVerdict& v, const std::vector<std::string>& class_names, bool by_probability) {
+  std::string scores = "[";
+  for (size_t j = 0; j < v.ranked.size(); ++j)
+    scores += (j ? "," : "") + cae::JsonObject()
+                                   .add("class", class_name(class_names, v.ranked[j].label))
+                                   .add("label", v.ranked[j].label)
+                                   .add(by_probability ? "probability" : "votes", v.ranked[j].value)
+                                   .str();
+  cae::JsonObject json;
+  if (v.file.empty()) json.add("row", v.row);
+  else json.add("file", v.file);
+  json.add("label", v.label).add("class", class_name(class_names, v.label)).add_raw("scores", scores + "]");
+  if (v.inside >= 0) json.add("inside", v.inside == 1);
+  return json.str();
 }
 
 }  // namespace svm

@@ -1,8 +1,6 @@
 #include "kernels/svm/libsvm_format.h"
 
 #include <libsvm/svm.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,7 +15,6 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "common/memory_limit.h"
 
 namespace svm {
 
@@ -25,133 +22,12 @@ using cae::fail_file;
 
 namespace {
 
-// A label as libsvm reads it (strtod) that is an integer: its canonical spelling ("+1.0"
-// and "1" are both "1"), so the same class is one name whichever way a file wrote it.
-bool canonical_label(const char* text, std::string& out) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || errno != 0 || !std::isfinite(v) || v != std::floor(v) || std::fabs(v) > 2e9)
-    return false;
-  out = std::to_string(static_cast<int64_t>(v));
-  return true;
-}
-
 bool is_integer_name(const std::string& s) {
   std::string canonical;
-  return canonical_label(s.c_str(), canonical) && canonical == s;
+  return cae::canonical_libsvm_label(s.c_str(), canonical) && canonical == s;
 }
-
-// What the dense matrix may take: physical memory, or the cgroup's limit when smaller.
-uint64_t memory_available() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  uint64_t bytes = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-  const uint64_t cgroup = cae::cgroup_memory_limit();
-  if (cgroup && (!bytes || cgroup < bytes)) bytes = cgroup;
-  return bytes ? bytes : std::numeric_limits<uint64_t>::max();
-}
-
-struct SparseEntry {
-  int64_t row;
-  int index;  // 0-based
-  float value;
-};
 
 }  // namespace
-
-bool is_libsvm_text(const std::string& path) {
-  // A FIFO or a device would block the read below (or never end): refused by name first.
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    fail_file(path, "is not a regular file (a FIFO, socket or device?), expected a features file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail_file(path, "cannot open");
-  static const char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
-  char head[8] = {};
-  in.read(head, 8);
-  return in.gcount() < 8 || std::memcmp(head, kHdf5Signature, 8) != 0;
-}
-
-LibsvmData read_libsvm_data(const std::string& path, const std::vector<std::string>& classes, int min_dim) {
-  std::ifstream in(path);
-  if (!in) fail_file(path, "cannot open");
-  // The entries as read (memory follows the file's bytes), densified once the width is known.
-  std::vector<SparseEntry> entries;
-  std::vector<std::string> row_label;
-  int max_index = 0;
-  std::string line;
-  int64_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    auto bad = [&](const std::string& what) {
-      fail_file(path, "line " + std::to_string(line_no) + ": " + what + " (libsvm format: label index:value ...)");
-    };
-    size_t at = line.find_first_not_of(" \t");
-    if (at == std::string::npos) continue;  // blank line
-    size_t end = line.find_first_of(" \t", at);
-    std::string label;
-    if (!canonical_label(line.substr(at, end - at).c_str(), label))
-      bad("label '" + line.substr(at, end - at) + "' is not an integer");
-    const int64_t row = static_cast<int64_t>(row_label.size());
-    row_label.push_back(label);
-    int previous = 0;
-    while (end != std::string::npos) {
-      at = line.find_first_not_of(" \t", end);
-      if (at == std::string::npos) break;
-      end = line.find_first_of(" \t", at);
-      const std::string token = line.substr(at, end - at);
-      const size_t colon = token.find(':');
-      if (colon == std::string::npos) bad("'" + token + "' is not index:value");
-      char* stop = nullptr;
-      errno = 0;
-      const long index = std::strtol(token.c_str(), &stop, 10);
-      if (stop != token.c_str() + colon || errno != 0 || index < 1 || index > std::numeric_limits<int>::max() / 2)
-        bad("'" + token + "' has no index in 1.." + std::to_string(std::numeric_limits<int>::max() / 2));
-      if (index <= previous) bad("index " + std::to_string(index) + " after " + std::to_string(previous) +
-                                 " (indices must ascend)");
-      previous = static_cast<int>(index);
-      const char* value_text = token.c_str() + colon + 1;
-      const double value = std::strtod(value_text, &stop);
-      if (stop == value_text || *stop != '\0') bad("'" + token + "' has no number after ':'");
-      if (!std::isfinite(static_cast<float>(value))) bad("'" + token + "' is not a finite float32 value");
-      max_index = std::max(max_index, previous);
-      if (value != 0) entries.push_back({row, previous - 1, static_cast<float>(value)});
-    }
-  }
-  if (in.bad()) fail_file(path, "read error");
-  if (row_label.empty()) fail_file(path, "has no rows (libsvm format: label index:value ...)");
-
-  LibsvmData d;
-  d.n = static_cast<int64_t>(row_label.size());
-  d.dim = std::max({max_index, min_dim, 1});
-  // Class indices: the given classes first, the file's other labels after them, ascending.
-  d.class_names = classes;
-  std::map<std::string, int32_t> index_of;
-  for (size_t c = 0; c < classes.size(); ++c) index_of.emplace(classes[c], static_cast<int32_t>(c));
-  std::vector<std::pair<int64_t, std::string>> extra;
-  for (const std::string& label : row_label)
-    if (!index_of.count(label)) {
-      extra.emplace_back(std::stoll(label), label);
-      index_of.emplace(label, -1);
-    }
-  std::sort(extra.begin(), extra.end());
-  for (const auto& e : extra) {
-    index_of[e.second] = static_cast<int32_t>(d.class_names.size());
-    d.class_names.push_back(e.second);
-  }
-  d.labels.reserve(row_label.size());
-  for (const std::string& label : row_label) d.labels.push_back(index_of[label]);
-
-  const uint64_t dense_bytes = static_cast<uint64_t>(d.n) * static_cast<uint64_t>(d.dim) * sizeof(float);
-  if (dense_bytes / sizeof(float) / static_cast<uint64_t>(d.dim) != static_cast<uint64_t>(d.n) ||
-      dense_bytes > memory_available() / 2)
-    fail_file(path, std::to_string(d.n) + " rows of " + std::to_string(d.dim) + " features need " +
-                        std::to_string(dense_bytes >> 20) + " MiB dense, more than half of this machine's memory");
-  d.X.assign(static_cast<size_t>(d.n) * static_cast<size_t>(d.dim), 0.0f);
-  for (const SparseEntry& e : entries) d.X[static_cast<size_t>(e.row) * d.dim + e.index] = e.value;
-  return d;
-}
 
 LibsvmRange read_libsvm_range(const std::string& path) {
   std::ifstream in(path);

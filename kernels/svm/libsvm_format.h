@@ -3,10 +3,8 @@
 // them, so that data and models move both ways between the toolkit and libsvm's svm-train,
 // svm-predict and svm-scale.
 //
-//   data   "label index:value index:value ...", one row per line, indices 1-based and
-//          ascending, absent indices 0. Read dense: [n, D] float32, D the largest index
-//          (or more, for a model that needs more). Labels are integers as written; the
-//          toolkit's class c is the c-th entry of class_names, each the label as written.
+//   data   common/libsvm_data.h reads them (below both model layers, so that the one
+//          features reader of kernels/ae reads them too); write_libsvm_data writes them.
 //   model  svm_load_model / svm_save_model (libsvm itself), c_svc with an rbf or linear
 //          kernel, converted to and from svm::ModelFile (classes ascending, pair order).
 //   range  svm-scale -s's file: x, "lower upper", then "index min max" per feature; it
@@ -17,30 +15,10 @@
 #include <vector>
 
 #include "common/atomic_output.h"
+#include "common/libsvm_data.h"
 #include "kernels/svm/model_file.h"
 
 namespace svm {
-
-// True when `path` does not start with HDF5's signature: svm-fit and svm-eval read such a
-// --features file as libsvm text. Throws "<path>: cannot open" when it cannot be read.
-bool is_libsvm_text(const std::string& path);
-
-struct LibsvmData {
-  std::vector<float> X;                  // [n, dim] row-major
-  std::vector<int32_t> labels;           // [n] class indices into class_names
-  std::vector<std::string> class_names;  // each class's label as written ("-1", "3")
-  int64_t n = 0;
-  int dim = 0;
-};
-
-// Reads a libsvm data file. `classes`: the class names a model knows (its class_names), so
-// that class c means the same here as there; labels that are not among them are appended
-// in ascending order (classes the model can never predict). Empty: the file's own labels,
-// ascending. `min_dim`: the width the rows must have at least (a model's feature count).
-// Throws "<path>: line L: <problem>" on malformed text, a non-integer or non-finite value,
-// or a duplicate or descending index, and "<path>: ..." when the dense matrix would not fit
-// in this machine's memory.
-LibsvmData read_libsvm_data(const std::string& path, const std::vector<std::string>& classes = {}, int min_dim = 0);
 
 // svm-scale's range file, as the per-feature affine map x' = (x − offset) / scale that
 // svm::Scaler applies; features the file does not list map to 0, as svm-scale does.

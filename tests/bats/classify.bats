@@ -128,3 +128,87 @@ PY
   run "$BIN/classify" -q --allow-mismatch --model "$TMP/other.h5" --svm "$W/svm.h5" --device cpu "$W/png/000.png"
   [ "$status" -eq 0 ]
 }
+
+@test "classify --features: every format's rows get svm-eval's classes, named by their index" {
+  "$PYTHON" - "$W/features.h5" "$TMP/plain.h5" "$TMP/test.libsvm" <<'PY'
+import sys, h5py, numpy as np
+src = h5py.File(sys.argv[1], "r")
+X, y = src["/test/features"][...], src["/test/labels"][...]
+with h5py.File(sys.argv[2], "w") as f:
+    f["/test/features"] = X.astype(np.float64)
+    f["/test/labels"] = y.astype(np.int64)
+with open(sys.argv[3], "w") as out:
+    for row, label in zip(X, y):
+        out.write(str(int(label)) + " " + " ".join(f"{i + 1}:{float(v)!r}" for i, v in enumerate(row) if v != 0) + "\n")
+PY
+  for f in "$W/features.h5" "$TMP/plain.h5" "$TMP/test.libsvm"; do
+    run "$BIN/classify" --svm "$W/svm.h5" --features "$f" --device cpu --json --top 3
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | grep '^{' > "$TMP/$(basename "$f").jsonl"
+  done
+  run "$BIN/classify" -q --svm "$W/svm.h5" --features "$W/features.h5" --split test --device cpu --top 2
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" > "$TMP/rows.txt"
+  run "$PYTHON" - "$W/eval.h5" "$TMP/rows.txt" "$TMP"/features.h5.jsonl "$TMP"/plain.h5.jsonl "$TMP"/test.libsvm.jsonl <<'PY'
+import sys, json, h5py
+e = h5py.File(sys.argv[1], "r")
+pred = e["predictions"][...]
+names = [str(n) for n in e.attrs["class_names"]]
+assert len(set(int(p) for p in pred)) > 1
+text = open(sys.argv[2]).read().splitlines()
+assert len(text) == len(pred) == 100, len(text)
+for i, line in enumerate(text):
+    assert line.startswith(f"{i}: {names[pred[i]]}  ({names[pred[i]]} "), (i, line)
+for path in sys.argv[3:]:
+    rows = [json.loads(l) for l in open(path)]
+    assert len(rows) == 100, (path, len(rows))
+    for i, r in enumerate(rows):
+        assert r["row"] == i and r["label"] == pred[i] and r["class"] == names[pred[i]], (path, i, r)
+        assert "inside" not in r and len(r["scores"]) == 3 and r["scores"][0]["label"] == r["label"], r
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "classify --features: usage and bad input are one line each" {
+  run "$BIN/classify" --model "$W/model.h5" --svm "$W/svm.h5" --features "$W/features.h5" "$W/png/000.png"
+  assert_error 2 "give images, or --features FILE \(not both\)"
+  run "$BIN/classify" --svm "$W/svm.h5" "$W/png/000.png"
+  assert_error 2 "images need --model"
+  run "$BIN/classify" --svm "$W/svm.h5" --features "$W/features.h5" --tta flip --device cpu
+  assert_error 1 "features.h5: /test/features_flip is missing: --tta flip needs the features of the mirrored images"
+  run "$BIN/classify" --svm "$W/svm.h5" --features "$W/features.h5" --split nope --device cpu
+  assert_error 1 "features.h5: /nope/features is missing"
+  run "$BIN/classify" --svm "$W/svm.h5" --features "$W/data.h5" --device cpu
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"data.h5"* ]]
+}
+
+@test "classify --reject on images: the same inside/outside as svm-eval --reject gives those test rows" {
+  "$BIN/svm-fit" -q --features "$W/features.h5" --kind one-class --nu 0.3 --device cpu -o "$TMP/oc.h5"
+  "$BIN/svm-eval" -q --model "$W/svm.h5" --features "$W/features.h5" --reject "$TMP/oc.h5" --device cpu -o "$TMP/eval.h5"
+  run "$BIN/classify" --model "$W/model.h5" --svm "$W/svm.h5" --reject "$TMP/oc.h5" --device cpu --json "$W"/png/*.png
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep '^{' > "$TMP/out.jsonl"
+  [[ "$output" == *"classified 20 images"*"outside"* ]]
+  run "$BIN/classify" -q --model "$W/model.h5" --svm "$W/svm.h5" --reject "$TMP/oc.h5" --device cpu "$W"/png/*.png
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" > "$TMP/out.txt"
+  run "$PYTHON" - "$TMP/out.jsonl" "$TMP/out.txt" "$TMP/eval.h5" <<'PY'
+import json, sys, h5py
+rows = [json.loads(l) for l in open(sys.argv[1])]
+text = open(sys.argv[2]).read().splitlines()
+e = h5py.File(sys.argv[3], "r")
+inside, pred = e["inside"][:20], e["predictions"][:20]
+names = [str(n) for n in e.attrs["class_names"]]
+assert len(rows) == len(text) == 20
+assert 0 < int((e["inside"][...] == 0).sum()) < len(e["inside"]), "the one-class model rejects some test rows, not all"
+for i, (r, line) in enumerate(zip(rows, text)):
+    assert r["label"] == pred[i] and r["inside"] == bool(inside[i]), (i, r, inside[i])
+    word = names[pred[i]] if inside[i] else "outside (" + names[pred[i]] + ")"
+    assert line.startswith(r["file"] + ": " + word + "  ("), (line, word)
+print("outside of 20:", int((inside == 0).sum()))
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+}

@@ -1,4 +1,5 @@
-// The open stages: plain HDF5 features, libsvm's text formats (data, models, svm-scale's
+// The open stages: plain HDF5 features, the one reader of every features format
+// (ae::read_features), one-class rejection, libsvm's text formats (data, models, svm-scale's
 // ranges) both ways against libsvm's own C API (Debian libsvm-dev), and the metrics against
 // their definitions.
 #include <gtest/gtest.h>
@@ -14,8 +15,13 @@
 #include <vector>
 
 #include "common/atomic_output.h"
+#include "common/error.h"
 #include "common/hdf5_io.h"
+#include "common/log.h"
+#include "common/provenance.h"
+#include "kernels/ae/features_file.h"
 #include "kernels/ae/features_reader.h"
+#include "kernels/ae/model.h"
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/evaluate.h"
 #include "kernels/svm/libsvm_format.h"
@@ -162,7 +168,7 @@ TEST(FormatsLibsvmData, SparseTextReadsDenseWithLabelsAsWritten) {
   const std::vector<int> label_of = {7, -1, 3};
   const std::string path = dir.file("d.libsvm");
   write_libsvm_text(path, c, label_of);
-  const svm::LibsvmData d = svm::read_libsvm_data(path);
+  const cae::LibsvmData d = cae::read_libsvm_data(path);
   ASSERT_EQ(d.n, 50);
   ASSERT_EQ(d.dim, 7);
   EXPECT_EQ(d.class_names, (std::vector<std::string>{"-1", "3", "7"}));  // ascending
@@ -174,7 +180,7 @@ TEST(FormatsLibsvmData, SparseTextReadsDenseWithLabelsAsWritten) {
     }
   }
   // A model's classes keep their indices; labels it does not know come after them.
-  const svm::LibsvmData m = svm::read_libsvm_data(path, {"7", "3"}, 9);
+  const cae::LibsvmData m = cae::read_libsvm_data(path, {"7", "3"}, 9);
   EXPECT_EQ(m.class_names, (std::vector<std::string>{"7", "3", "-1"}));
   EXPECT_EQ(m.dim, 9);
   for (int64_t i = 0; i < c.n; ++i) EXPECT_EQ(m.class_names[m.labels[i]], std::to_string(label_of[c.y[i]]));
@@ -198,7 +204,7 @@ TEST(FormatsLibsvmData, MalformedLinesAreRefusedWithTheirNumber) {
     const std::string path = dir.file("bad" + std::to_string(i++));
     std::ofstream(path) << text;
     try {
-      svm::read_libsvm_data(path);
+      cae::read_libsvm_data(path);
       ADD_FAILURE() << text << " was read";
     } catch (const std::runtime_error& e) {
       EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << e.what();
@@ -211,19 +217,19 @@ TEST(FormatsLibsvmData, MalformedLinesAreRefusedWithTheirNumber) {
     for (int r = 0; r < 100; ++r) out << (r % 2) << " 1073741823:1\n";
   }
   try {
-    svm::read_libsvm_data(wide);
+    cae::read_libsvm_data(wide);
     ADD_FAILURE() << "a 100 x 1073741823 dense matrix was allocated";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("more than half of this machine's memory"), std::string::npos) << e.what();
   }
-  EXPECT_TRUE(svm::is_libsvm_text(dir.file("bad0")));
+  EXPECT_TRUE(cae::is_libsvm_text(dir.file("bad0")));
   const std::string h5 = dir.file("x.h5");
   {
     cae::Hdf5Writer w(h5);
     w.write("/a", std::vector<int64_t>{1});
     w.close();
   }
-  EXPECT_FALSE(svm::is_libsvm_text(h5));
+  EXPECT_FALSE(cae::is_libsvm_text(h5));
 }
 
 // ---- models: the toolkit's to libsvm and back ---------------------------------------------------
@@ -356,6 +362,212 @@ TEST(FormatsLibsvmModel, RangeFileScalesAsSvmScale) {
   }
   std::ofstream(dir.file("y")) << "y\n0 1\n1 2\nx\n-1 1\n1 0 1\n";
   EXPECT_THROW(svm::read_libsvm_range(dir.file("y")), std::runtime_error);
+}
+
+// ---- one reader for every features format ----------------------------------------------------
+
+namespace {
+
+// The same rows as an ae-features file (with mirrors and an encoder hash), a plain HDF5
+// file (float64, no mirrors) and libsvm text (every feature written, so it reads back exact).
+struct ThreeFormats {
+  std::string ae, plain, text;
+  Cloud c, flipped;
+};
+
+ThreeFormats write_three_formats(const TempDir& dir) {
+  ThreeFormats t;
+  t.ae = dir.file("ae.h5");
+  t.plain = dir.file("plain.h5");
+  t.text = dir.file("rows.libsvm");
+  const ae::Architecture arch(3, 8, 8, {4, 2});  // latent [2, 2, 2]: 8 features a row
+  t.c = make_cloud(40, static_cast<int>(arch.latent_dim()), 3, 11);
+  t.flipped = make_cloud(40, t.c.dim, 3, 12);
+  const std::vector<uint8_t> labels(t.c.y.begin(), t.c.y.end());
+  const std::string previous_tool = cae::log_tool();
+  cae::set_log_tool("ae-encode");  // the writer's created_by, which encoder_sha256 trusts
+  {
+    ae::FeaturesWriter w(t.ae, t.ae, arch);
+    w.begin_split("train", t.c.n, true);
+    w.write_rows("train", 0, t.c.n, t.c.X.data());
+    w.write_rows("train", 0, t.c.n, t.flipped.X.data(), true);
+    w.write_labels("train", labels);
+    w.finish(cae::Provenance{"ae-features", 1, "{}", {{"model.h5", std::string(64, 'e')}}},
+             {"cpu", 1.0, 1.0, {"ant", "bee", "cat"}});
+  }
+  cae::set_log_tool(previous_tool);
+  {
+    const std::vector<double> X64(t.c.X.begin(), t.c.X.end());
+    cae::Hdf5Writer w(t.plain);
+    w.write("/train/features", X64.data(), {static_cast<uint64_t>(t.c.n), static_cast<uint64_t>(t.c.dim)});
+    w.write("/train/labels", std::vector<int64_t>(t.c.y.begin(), t.c.y.end()));
+    w.close();
+  }
+  std::ofstream out(t.text);
+  for (int64_t i = 0; i < t.c.n; ++i) {
+    out << t.c.y[i];
+    for (int f = 0; f < t.c.dim; ++f) out << ' ' << f + 1 << ':' << std::setprecision(9) << t.c.X[i * t.c.dim + f];
+    out << '\n';
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST(FormatsFeatureReader, EveryFormatGivesTheSameRowsLabelsAndWhatItKnows) {
+  TempDir dir;
+  const ThreeFormats t = write_three_formats(dir);
+  ae::FeatureRequest request;
+  request.limit = 25;
+  for (const std::string& path : {t.ae, t.plain, t.text}) {
+    const ae::FeatureRows rows = ae::read_features(path, request);
+    ASSERT_EQ(rows.n, 25) << path;
+    EXPECT_EQ(rows.available, 40) << path;
+    ASSERT_EQ(rows.split.n, 25) << path;
+    ASSERT_EQ(rows.split.dim, t.c.dim) << path;
+    ASSERT_EQ(rows.split.X.size(), static_cast<size_t>(25 * t.c.dim)) << path;
+    EXPECT_TRUE(std::equal(rows.split.X.begin(), rows.split.X.end(), t.c.X.begin())) << path;
+    EXPECT_TRUE(std::equal(rows.split.labels.begin(), rows.split.labels.end(), t.c.y.begin())) << path;
+  }
+  const ae::FeatureRows a = ae::read_features(t.ae, request);
+  EXPECT_EQ(a.format, ae::FeaturesFormat::ae_features);
+  EXPECT_EQ(a.class_names, (std::vector<std::string>{"ant", "bee", "cat"}));
+  EXPECT_EQ(a.encoder_sha256, std::string(64, 'e'));
+  EXPECT_EQ(a.what, "/train/features");
+  const ae::FeatureRows p = ae::read_features(t.plain, request);
+  EXPECT_EQ(p.format, ae::FeaturesFormat::plain);
+  EXPECT_EQ(p.class_names, (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(p.encoder_sha256, "");
+  const ae::FeatureRows l = ae::read_features(t.text, request);
+  EXPECT_EQ(l.format, ae::FeaturesFormat::libsvm_text);
+  EXPECT_EQ(l.class_names, (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(l.what, "its rows");
+  // No limit (0) and a limit beyond the rows: all of them.
+  for (int64_t limit : {int64_t{0}, int64_t{1000}}) {
+    request.limit = limit;
+    EXPECT_EQ(ae::read_features(t.plain, request).n, 40);
+    EXPECT_EQ(ae::read_features(t.text, request).n, 40);
+  }
+}
+
+TEST(FormatsFeatureReader, MirrorsFollowTheOriginalsAndAreRefusedWhereAFileHasNone) {
+  TempDir dir;
+  const ThreeFormats t = write_three_formats(dir);
+  ae::FeatureRequest request;
+  request.limit = 30;
+  request.mirrors = true;
+  request.mirror_option = "--augment flip";
+  const ae::FeatureRows rows = ae::read_features(t.ae, request);
+  ASSERT_EQ(rows.n, 30);
+  ASSERT_EQ(rows.split.n, 60);
+  const size_t half = static_cast<size_t>(30 * t.c.dim);
+  EXPECT_TRUE(std::equal(rows.split.X.begin(), rows.split.X.begin() + half, t.c.X.begin()));
+  EXPECT_TRUE(std::equal(rows.split.X.begin() + half, rows.split.X.end(), t.flipped.X.begin()));
+  for (int64_t i = 0; i < 30; ++i) {
+    EXPECT_EQ(rows.split.labels[i], t.c.y[i]);
+    EXPECT_EQ(rows.split.labels[i + 30], t.c.y[i]);
+  }
+  try {
+    ae::read_features(t.plain, request);
+    ADD_FAILURE() << "mirrors of a file without /train/features_flip";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), t.plain + ": /train/features_flip is missing: --augment flip needs the features "
+                                               "of the mirrored images (run ae-encode --flip)");
+  }
+  EXPECT_THROW(ae::read_features(t.text, request), cae::UsageError);
+}
+
+TEST(FormatsFeatureReader, LibsvmTextTakesTheModelsClassesAndWidth) {
+  TempDir dir;
+  const ThreeFormats t = write_three_formats(dir);
+  ae::FeatureRequest request;
+  request.model_classes = {"2", "0"};  // a model that knows two of the classes, in its order
+  request.model_dim = t.c.dim + 4;
+  const ae::FeatureRows rows = ae::read_features(t.text, request);
+  ASSERT_EQ(rows.split.dim, t.c.dim + 4);
+  EXPECT_EQ(rows.class_names, (std::vector<std::string>{"2", "0", "1"}));
+  const int32_t index_of[3] = {1, 2, 0};  // the file's label 0, 1, 2 → class index
+  for (int64_t i = 0; i < t.c.n; ++i) {
+    ASSERT_EQ(rows.split.labels[i], index_of[t.c.y[i]]) << i;
+    for (int f = 0; f < t.c.dim + 4; ++f)
+      ASSERT_EQ(rows.split.X[i * (t.c.dim + 4) + f], f < t.c.dim ? t.c.X[i * t.c.dim + f] : 0.0f) << i << " " << f;
+  }
+}
+
+// ---- one-class rejection ---------------------------------------------------------------------
+
+// reject_outside says inside exactly where libsvm's svm_predict, on the exported one-class
+// model, says +1 (float32 against libsvm's double kernel values: at most a row within
+// rounding of the boundary may differ); two identical views decide as one.
+TEST(FormatsOneClassRejection, InsideWhereSvmPredictSaysPlusOne) {
+  svm_set_print_string_function(quiet_libsvm);
+  TempDir dir;
+  Cloud train = make_cloud(300, 6, 1, 21);
+  Cloud test = make_cloud(200, 6, 1, 21);
+  for (float& x : test.X) x *= 1.6f;  // wider: some rows fall outside
+  svm::ClassifierParams params;
+  params.kind = svm::SvmKind::one_class;
+  params.nu = 0.1;
+  params.gamma = "0.1";
+  params.standardize = false;
+  params.log_summary = false;
+  svm::Classifier one_class;
+  std::vector<float> scratch = train.X;
+  one_class.fit(scratch.data(), train.y.data(), train.n, train.dim, params, cae::Device::cpu);
+  const std::string path = dir.file("oc.libsvm");
+  {
+    cae::AtomicOutput out(path);
+    svm::save_libsvm_model(out, one_class.file());
+    out.commit();
+  }
+  svm_model* lm = svm_load_model(path.c_str());
+  ASSERT_NE(lm, nullptr);
+  const svm::Rejection r = svm::reject_outside(one_class, "oc.h5", test.X.data(), test.n, 1, cae::Device::cpu);
+  ASSERT_EQ(r.inside.size(), static_cast<size_t>(test.n));
+  int same = 0, outside = 0;
+  for (int64_t i = 0; i < test.n; ++i) {
+    const std::vector<svm_node> row = node_row(test.X.data() + i * test.dim, test.dim);
+    same += (svm_predict(lm, row.data()) > 0) == (r.inside[i] == 1);
+    outside += r.inside[i] == 0;
+  }
+  svm_free_and_destroy_model(&lm);
+  EXPECT_GE(same, test.n - 1);
+  EXPECT_EQ(r.outside, outside);
+  EXPECT_GT(outside, 10);
+  EXPECT_LT(outside, test.n - 10);
+  EXPECT_DOUBLE_EQ(r.outside_fraction(), double(outside) / double(test.n));
+  // The rows are read, not scaled in place; two equal views average to the same decision.
+  std::vector<float> twice = test.X;
+  twice.insert(twice.end(), test.X.begin(), test.X.end());
+  const svm::Rejection r2 = svm::reject_outside(one_class, "oc.h5", twice.data(), test.n, 2, cae::Device::cpu);
+  EXPECT_EQ(r2.inside, r.inside);
+  EXPECT_TRUE(std::equal(twice.begin(), twice.begin() + test.X.size(), test.X.begin()));
+}
+
+TEST(FormatsOneClassRejection, AccuracyInsideAndWhatClassifyPrints) {
+  svm::Rejection r;
+  r.inside = {1, 0, 1, 1, 0};
+  r.outside = 2;
+  svm::Evaluation e;
+  e.n = 5;
+  e.labels = {0, 1, 2, 1, 0};
+  e.predictions = {0, 0, 1, 1, 0};
+  EXPECT_DOUBLE_EQ(svm::accuracy_inside(r, e), 2.0 / 3.0);  // rows 0, 2, 3: two right
+  EXPECT_EQ(svm::rejection_summary(r, e), ", 2 outside (40.00 %; accuracy inside 66.67 %)");
+  r.inside = {0, 0, 0, 0, 0};
+  EXPECT_TRUE(std::isnan(svm::accuracy_inside(r, e)));
+
+  const std::vector<std::string> names = {"ant", "bee", "cat"};
+  svm::RowVerdict v{"", 17, 2, {{2, 2}, {0, 1}}, 0};
+  EXPECT_EQ(svm::verdict_text(v, names, false), "17: outside (cat)  (cat 2 votes, ant 1 votes)");
+  EXPECT_EQ(svm::verdict_json(v, names, false),
+            "{\"row\":17,\"label\":2,\"class\":\"cat\",\"scores\":[{\"class\":\"cat\",\"label\":2,\"votes\":2},"
+            "{\"class\":\"ant\",\"label\":0,\"votes\":1}],\"inside\":false}");
+  v = {"a.png", 0, 1, {{1, 0.625}}, -1};
+  EXPECT_EQ(svm::verdict_text(v, names, true), "a.png: bee  (bee 0.625)");
+  EXPECT_EQ(svm::verdict_json(v, names, true),
+            "{\"file\":\"a.png\",\"label\":1,\"class\":\"bee\",\"scores\":[{\"class\":\"bee\",\"label\":1,"
+            "\"probability\":0.625}]}");
 }
 
 // ---- metrics ---------------------------------------------------------------------------------
