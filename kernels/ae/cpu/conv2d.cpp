@@ -3,7 +3,6 @@
 #include "kernels/ae/cpu/conv2d.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/ae/cpu/scratch.h"
 #include "kernels/ae/cpu/conv_gemm.h"
@@ -23,19 +22,10 @@ void im2col3x3(const float* x, int C, int H, int W, int sign, float* col) {
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 3; ++j) {
         const int di = sign * (i - 1), dj = sign * (j - 1);
-        const int w0 = std::max(0, -dj), w1 = std::min(W, W - dj);  // 0 <= w+dj < W
         float* row = col + (int64_t(c) * 9 + i * 3 + j) * HW;
         for (int h = 0; h < H; ++h) {
-          float* dst = row + int64_t(h) * W;
           const int hi = h + di;
-          if (hi < 0 || hi >= H) {
-            std::fill(dst, dst + W, 0.0f);
-            continue;
-          }
-          const float* src = plane + int64_t(hi) * W;
-          std::fill(dst, dst + w0, 0.0f);
-          std::memcpy(dst + w0, src + w0 + dj, sizeof(float) * static_cast<size_t>(w1 - w0));
-          std::fill(dst + w1, dst + W, 0.0f);
+          shifted_row(hi >= 0 && hi < H ? plane + int64_t(hi) * W : nullptr, W, dj, row + int64_t(h) * W);
         }
       }
   }

@@ -23,19 +23,10 @@ void gather_phase(const float* x, int C, int H, int W, int py, int px, float* co
   for (int c = 0; c < C; ++c)
     for (int q = 0; q < 4; ++q) {
       const int dy = tap_offset(py, q >> 1), dx = tap_offset(px, q & 1);
-      const int w0 = std::max(0, -dx), w1 = std::min(W, W - dx);
       float* row = col + (int64_t(c) * 4 + q) * HW;
       for (int m = 0; m < H; ++m) {
-        float* dst = row + int64_t(m) * W;
         const int src_m = m + dy;
-        if (src_m < 0 || src_m >= H) {
-          std::fill(dst, dst + W, 0.0f);
-          continue;
-        }
-        const float* src = x + c * HW + int64_t(src_m) * W;
-        std::fill(dst, dst + w0, 0.0f);
-        for (int n = w0; n < w1; ++n) dst[n] = src[n + dx];
-        std::fill(dst + w1, dst + W, 0.0f);
+        shifted_row(src_m >= 0 && src_m < H ? x + c * HW + int64_t(src_m) * W : nullptr, W, dx, row + int64_t(m) * W);
       }
     }
 }
