@@ -490,6 +490,49 @@ TEST(SvmGridScoring, AGroupOfTwoGivesTheTableOfOneProcess) {
   }
 }
 
+// svm::train stopped in the probability folds under one scoring and resumed under another
+// that chooses another pair: the grid's cells are replayed, the probability folds (of the
+// first pair) are computed again for the new one, and the model is the uninterrupted run's.
+TEST(SvmGridScoring, AResumeThatChoosesAnotherPairRecomputesTheProbabilityFolds) {
+  const Data d = make_imbalanced({150, 24, 12}, 3, 5, 0.8);
+  svm::TrainPlan plan;
+  plan.C = {0.1, 1, 10, 100};
+  plan.gamma = {"scale", "8x"};
+  plan.cv_folds = 3;
+  plan.probability_folds = 4;
+  plan.seed = 11;
+  auto train = [&](svm::Scoring scoring, svm::TrainUnits* units) {
+    svm::TrainPlan p = plan;
+    p.cv_scoring = scoring;
+    p.units = units;
+    std::vector<float> X = d.X;
+    return svm::train(X.data(), d.y.data(), d.n, d.dim, p, cae::Device::cpu);
+  };
+  svm::TrainUnits units;
+  units.probability.stop_requested = [calls = 0]() mutable { return calls++ >= 2; };
+  const svm::Trained stopped = train(svm::Scoring::accuracy, &units);
+  ASSERT_TRUE(stopped.interrupted);
+  ASSERT_EQ(units.cv.finished.size(), 3u * plan.gamma.size());
+  ASSERT_EQ(units.probability.finished.size(), 2u);
+  const std::string first_pair = units.probability.computed_for;
+
+  units.probability.stop_requested = nullptr;
+  units.probability.stopped = false;
+  const svm::Trained resumed = train(svm::Scoring::macro_f1, &units);
+  const svm::Trained straight = train(svm::Scoring::macro_f1, nullptr);
+  ASSERT_FALSE(resumed.interrupted);
+  EXPECT_NE(units.probability.computed_for, first_pair);  // another pair: the case under test
+  EXPECT_EQ(units.probability.finished.size(), 4u);
+  const svm::ModelFile &a = resumed.classifier.file(), &b = straight.classifier.file();
+  EXPECT_EQ(a.C, b.C);
+  EXPECT_EQ(a.gamma_spec, b.gamma_spec);
+  ASSERT_EQ(a.prob_A.size(), 3u);
+  EXPECT_EQ(a.prob_A, b.prob_A);  // exact
+  EXPECT_EQ(a.prob_B, b.prob_B);
+  EXPECT_EQ(a.model.dual_coef, b.model.dual_coef);
+  EXPECT_EQ(a.selection.cv_score, b.selection.cv_score);
+}
+
 TEST(SvmGridScoring, TheOptionNamesWhatItTakes) {
   EXPECT_EQ(svm::cv_scoring_option("accuracy", 0), svm::Scoring::accuracy);
   EXPECT_EQ(svm::cv_scoring_option("macro_f1", 5), svm::Scoring::macro_f1);
