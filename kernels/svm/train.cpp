@@ -153,7 +153,7 @@ ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, in
 }
 
 void log_model_selection(const ModelSelection& s, int64_t rows) {
-  // "macro_f1 0.7312 (mean over folds)": the number that chose, unless it is the accuracy.
+  // ", macro_f1 0.7312": the number that chose the pair, unless it is the accuracy itself.
   auto score_of = [&](size_t cell) {
     return s.scoring == Scoring::accuracy
                ? std::string()
