@@ -137,3 +137,39 @@ for name in ("svm/support_vectors", "svm/dual_coef", "svm/rho"):
     assert np.array_equal(one[name][()], two[name][()]), name
 PY
 }
+
+@test "a grid stopped under --cv-scoring accuracy resumes under macro_f1 into macro_f1's model" {
+  command -v script >/dev/null || skip "script(1) (util-linux) is not installed"
+  # 1,500 rows of 128 features: a (fold, gamma) cell takes a fraction of a second.
+  "$PYTHON" "$REPO_ROOT/tests/python/sklearn_parity.py" make-features "$TMP/f.h5" --train 1500 --test 100 --dim 128 \
+    --noise 1.5 --seed 5
+  local grid=(--features "$TMP/f.h5" --cv 3 --C 1,10,100 --gamma 0.5x,scale,2x --threads 1 --probability)
+  nice -n 19 "$BIN/svm-fit" -q "${grid[@]}" --cv-scoring macro_f1 -o "$TMP/full.h5"
+  # On a terminal (script(1)) the progress bar shows when a cell is done: SIGUSR1 then.
+  local cmd="exec nice -n 19 '$BIN/svm-fit' -o '$TMP/m.h5' --cv-scoring accuracy" a
+  for a in "${grid[@]}"; do cmd+=" '$a'"; done
+  COLUMNS=100 script -qfec "$cmd" "$TMP/tty" >/dev/null &
+  local spid=$! pid
+  for _ in $(seq 1 3000); do grep -aqE "svm-fit cv \[[#.]*\] [1-9][0-9]*/27" "$TMP/tty" && break; sleep 0.02; done
+  pid="$(pgrep -P "$spid")" || { echo "svm-fit ended before a cell was done"; cat -v "$TMP/tty"; return 1; }
+  kill -USR1 "$pid"
+  status=0
+  wait "$spid" || status=$?
+  [ "$status" -eq 75 ]
+  [ -e "$TMP/m.h5.resume.h5" ]
+  run nice -n 19 "$BIN/svm-fit" "${grid[@]}" --cv-scoring macro_f1 --resume -o "$TMP/m.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"resuming from $TMP/m.h5.resume.h5: "* ]]
+  "$PYTHON" - "$TMP/full.h5" "$TMP/m.h5" <<'PY'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+assert "model_selection/cv_score" in names and "svm/probA" in names, names
+for n in names:
+    assert np.asarray(a[n][()]).tobytes() == np.asarray(b[n][()]).tobytes(), f"{n} differs after the resume"
+for k in ("cv_scoring", "cv_score", "best_C", "best_gamma"):
+    assert a.attrs[k] == b.attrs[k], k
+assert b.attrs["cv_scoring"] == "macro_f1"
+PY
+}
