@@ -830,6 +830,8 @@ for doc in ("report.md", "index.html"):
     scoring = "macro\\_f1" if doc == "report.md" else "macro_f1"  # Markdown escapes the underscore
     assert f"chosen by {scoring}, {svm.attrs['cv_score']:.3f} as the mean over the folds" in text, doc
     assert f"chosen by {scoring} {svm.attrs['cv_score']:.3f}" in text, doc  # the fit stage's row
+# The heat map is of the table that chose: macro-F1, as its caption says.
+assert "Each cell: the macro_f1 of the held-out rows, the mean over the folds" in open(f"{folder}/index.html").read()
 PY
   # libsvm text: only svm.h5 and eval.h5 (the report reads no text features), in a folder
   # or named one by one; --features naming the text file is one clear line.

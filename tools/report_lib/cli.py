@@ -348,6 +348,8 @@ def run(args, tmp_holder, phases):
            "training_lead": training_lead, "classification_lead": classification_lead,
            "eval_metrics": loaded["eval"].get("metrics") if "eval" in loaded else None,
            "eval_class_names": loaded["eval"]["class_names"] if "eval" in loaded else None, "grid_lead": grid_lead,
+           "grid_cell_words": (f"Each cell: the {grid['scoring']} of the held-out rows, the mean over the folds"
+                               if grid is not None and grid.get("best_score") is not None else None),
            "examples_caption": examples_caption,
            "features_pca": loaded.get("features", {}).get("pca"),
            "running_train_loss": "train_loss" in history and ("test_loss" in history or "val_loss" in history),

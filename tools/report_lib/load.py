@@ -328,6 +328,7 @@ def load_model_selection(f, path, attrs):
     best_score = float(score[best]) if score is not None and scoring != "accuracy" else None
     return {"C": C.astype(np.float64), "gamma": [str(g) for g in gamma], "table": table.astype(np.float64),
             "scoring": str(scoring), "best_score": best_score,
+            "score_table": score.astype(np.float64) if best_score is not None else None,
             "best": (int(best[0]), int(best[1])), "folds": number(attrs, "cv_folds"),
             "gamma_mean": resolved.mean(axis=1) if resolved is not None and resolved.size else None,
             "seconds": number({k: plain(v) for k, v in f["model_selection"].attrs.items()}, "seconds")}

@@ -319,8 +319,9 @@ def build_html(ctx):
         w("<section><h2>Model selection</h2>")
         w(f"<p class=\"lead\">{e(ctx['grid_lead'])}</p>")
         w("<figure><img src=\"cv_grid.png\" alt=\"Cross-validated accuracy per C and gamma\" "
-          "style=\"max-width:min(100%,720px)\"><figcaption>Each cell: the share of training rows predicted right when "
-          "held out (scaler, γ and feature mask fitted on the other folds). The box marks the chosen pair; "
+          "style=\"max-width:min(100%,720px)\"><figcaption>"
+          + e(ctx.get("grid_cell_words") or "Each cell: the share of training rows predicted right when held out")
+          + " (scaler, γ and feature mask fitted on the other folds). The box marks the chosen pair; "
           "ties go to the first in C-major order.</figcaption></figure></section>")
     if ctx["stages"]:
         w("<section><h2>Stages</h2><p class=\"lead\">Read from each file's attributes.</p>")
