@@ -34,7 +34,7 @@ const cae::ToolInfo kInfo{"svm-fit", "train a one-vs-one C-SVM (libsvm formulati
 
 struct Options {
   std::string features, kernel = "rbf", C = "10", gamma = "scale", scale = "standard", augment = "none";
-  std::string export_libsvm, class_weight = "none", kind = "c-svc";
+  std::string export_libsvm, class_weight = "none", kind = "c-svc", cv_scoring = "accuracy";
   double tol = 1e-3, nu = std::nan("");  // NaN: not given (svm::plan_kind)
   int64_t cache_mb = 2048, train_limit = 0, cv = 0, cv_seed = 1;
   int threads = 0;
@@ -68,6 +68,10 @@ void add_options(CLI::App& app, Options& opt) {
           ->check(CLI::NonNegativeNumber),
       "none");
   app.add_option("--cv-seed", opt.cv_seed, "Seed of the folds' shuffle")->check(CLI::NonNegativeNumber);
+  app.add_option("--cv-scoring", opt.cv_scoring,
+                 "What picks the --cv pair: accuracy (pooled over the folds), or balanced_accuracy / macro_f1 "
+                 "(mean over the folds, as scikit-learn's GridSearchCV)")
+      ->check(CLI::IsMember({"accuracy", "balanced_accuracy", "macro_f1"}));
   app.add_option("--augment", opt.augment,
                  "flip: also train on the mirrored images' features (/train/features_flip, ae-encode --flip); "
                  "with --cv an image and its mirror share a fold")
@@ -104,6 +108,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   const cae::Device device = cae::resolve_device(common.device);
   plan.probability_folds = opt.probability ? kProbabilityFolds : 0;
   svm::plan_kind(plan, opt.kind, opt.nu, opt.class_weight);
+  plan.cv_scoring = svm::cv_scoring_option(opt.cv_scoring, plan.cv_folds);
   if (opt.group.launch > 0) {
     cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output, /*share_cores=*/true);
     return;

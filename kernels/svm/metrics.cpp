@@ -105,13 +105,28 @@ const char* scoring_name(Scoring s) {
   return "?";
 }
 
+Scoring parse_cv_scoring(const std::string& name) {
+  for (Scoring s : {Scoring::accuracy, Scoring::balanced_accuracy, Scoring::macro_f1})
+    if (name == scoring_name(s)) return s;
+  throw std::invalid_argument(
+      (name == scoring_name(Scoring::log_loss)
+           ? std::string("scoring log_loss needs probabilities, which the cross-validation's fits do not make")
+           : "unknown scoring '" + name + "'") +
+      " (accuracy, balanced_accuracy, macro_f1)");
+}
+
 double score(Scoring s, const int32_t* labels, const int32_t* predictions, const double* probabilities, int64_t n,
              int K) {
   if (s == Scoring::log_loss) {
     if (!probabilities) throw std::invalid_argument("scoring log_loss needs probabilities (svm-fit --probability)");
     return -log_loss(probabilities, labels, n, K);
   }
-  const ClassificationReport r = classification_report(confusion_matrix(labels, predictions, n, K), K);
+  return score(s, confusion_matrix(labels, predictions, n, K), K);
+}
+
+double score(Scoring s, const std::vector<int64_t>& confusion, int K) {
+  if (s == Scoring::log_loss) throw std::invalid_argument("scoring log_loss needs probabilities, not a confusion matrix");
+  const ClassificationReport r = classification_report(confusion, K);
   return s == Scoring::accuracy ? r.accuracy : s == Scoring::balanced_accuracy ? r.balanced_accuracy : r.macro_f1;
 }
 

@@ -45,9 +45,14 @@ double log_loss(const double* probabilities, const int32_t* labels, int64_t n, i
 enum class Scoring { accuracy, balanced_accuracy, macro_f1, log_loss };
 Scoring parse_scoring(const std::string& name);  // throws std::invalid_argument naming the choices
 const char* scoring_name(Scoring s);
+// The scorings cross-validation can choose by (svm-fit --cv-scoring): all but log_loss, which
+// needs probabilities that the grid's fits do not make. std::invalid_argument otherwise.
+Scoring parse_cv_scoring(const std::string& name);
 // probabilities: [n, K], needed (non-null) for log_loss only; throws std::invalid_argument
 // without them.
 double score(Scoring s, const int32_t* labels, const int32_t* predictions, const double* probabilities, int64_t n,
              int K);
+// The same from a [K, K] confusion matrix (as confusion_matrix): every scoring but log_loss.
+double score(Scoring s, const std::vector<int64_t>& confusion, int K);
 
 }  // namespace svm

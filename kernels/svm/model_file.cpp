@@ -20,17 +20,23 @@ void write_model_selection(cae::Hdf5Writer& w, const ModelSelection& s) {
   w.write("/model_selection/gamma_resolved", s.gamma_resolved.data(), {ng, k});
   w.write("/model_selection/cv_accuracy", s.cv_accuracy.data(), {nc, ng});
   w.write("/model_selection/fold_accuracy", s.fold_accuracy.data(), {nc, ng, k});
+  w.write("/model_selection/cv_score", s.cv_score.data(), {nc, ng});
+  w.write("/model_selection/fold_score", s.fold_score.data(), {nc, ng, k});
+  if (!s.image_fold.empty()) w.write("/model_selection/image_fold", s.image_fold);
+  w.set_attr("/model_selection", "scoring", scoring_name(s.scoring));
   // The specs are strings; the HDF5 layer writes strings as attributes, so they sit on the group.
   w.set_attr("/model_selection", "gamma", s.gamma);
   w.set_attr("/model_selection", "seconds", s.seconds);
   w.set_attr("/", "cv_folds", static_cast<int64_t>(s.folds));
   w.set_attr("/", "cv_seed", static_cast<int64_t>(s.seed));
   w.set_attr("/", "cv_accuracy", s.best_accuracy());
+  w.set_attr("/", "cv_scoring", scoring_name(s.scoring));
+  w.set_attr("/", "cv_score", s.best_score());
   w.set_attr("/", "best_C", s.C[s.best_C]);
   w.set_attr("/", "best_gamma", s.gamma[s.best_gamma]);
 }
 
-ModelSelection read_model_selection(const cae::Hdf5Reader& h5, const std::string& path) {
+ModelSelection read_model_selection(const cae::Hdf5Reader& h5, const std::string& path, int64_t images) {
   ModelSelection s;
   const int64_t folds = h5.attr_int("/", "cv_folds");
   if (folds < 2 || folds > (int64_t{1} << 30)) fail_file(path, "cv_folds must be an integer from 2 to 2^30");
@@ -44,9 +50,28 @@ ModelSelection read_model_selection(const cae::Hdf5Reader& h5, const std::string
   s.cv_accuracy = h5.read<double>("/model_selection/cv_accuracy", {nc, ng});
   s.fold_accuracy = h5.read<double>("/model_selection/fold_accuracy", {nc, ng, k});
   s.seconds = h5.has_attr("/model_selection", "seconds") ? h5.attr_double("/model_selection", "seconds") : 0.0;
-  for (const auto* v : {&s.cv_accuracy, &s.fold_accuracy})
+  // Files written before --cv-scoring existed chose by the pooled accuracy.
+  if (h5.has_attr("/model_selection", "scoring")) {
+    const std::string scoring = h5.attr_string("/model_selection", "scoring");
+    try {
+      s.scoring = parse_cv_scoring(scoring);
+    } catch (const std::invalid_argument& e) {
+      fail_file(path, std::string("/model_selection: ") + e.what());
+    }
+    s.cv_score = h5.read<double>("/model_selection/cv_score", {nc, ng});
+    s.fold_score = h5.read<double>("/model_selection/fold_score", {nc, ng, k});
+  } else {
+    s.cv_score = s.cv_accuracy;
+    s.fold_score = s.fold_accuracy;
+  }
+  for (const auto* v : {&s.cv_accuracy, &s.fold_accuracy, &s.cv_score, &s.fold_score})
     for (double a : *v)
-      if (!(a >= 0 && a <= 1)) fail_file(path, "/model_selection holds an accuracy outside [0, 1]");
+      if (!(a >= 0 && a <= 1)) fail_file(path, "/model_selection holds an accuracy or score outside [0, 1]");
+  if (h5.has("/model_selection/image_fold")) {
+    s.image_fold = h5.read<int32_t>("/model_selection/image_fold", {static_cast<uint64_t>(images)});
+    for (int32_t f : s.image_fold)
+      if (f < 0 || f >= s.folds) fail_file(path, "/model_selection/image_fold holds a fold outside 0..cv_folds-1");
+  }
   const double best_C = h5.attr_double("/", "best_C");
   const std::string best_gamma = h5.attr_string("/", "best_gamma");
   const auto c = std::find(s.C.begin(), s.C.end(), best_C);
@@ -235,7 +260,8 @@ ModelFile read_model_file(const std::string& path) {
     }
     f.class_weight_spec = h5.has_attr("/", "class_weight") ? h5.attr_string("/", "class_weight") : "";
   }
-  if (h5.has("/model_selection")) f.selection = read_model_selection(h5, path);
+  if (h5.has("/model_selection"))
+    f.selection = read_model_selection(h5, path, f.augment == "flip" ? f.n_train / 2 : f.n_train);
   return f;
 }
 

@@ -9,14 +9,15 @@
 
 #include "common/atomic_output.h"
 #include "common/hdf5_io.h"
+#include "kernels/svm/metrics.h"
 #include "kernels/svm/preprocess.h"
 #include "kernels/svm/svm.h"
 
 namespace svm {
 
-// What svm-fit --cv found (model_selection.h computes it): the cross-validated accuracy of
-// every (C, gamma) pair tried, C-major, and which pair became the model. folds == 0: no
-// cross-validation was run and the file has no /model_selection.
+// What svm-fit --cv found (model_selection.h computes it): the cross-validated accuracy and
+// score of every (C, gamma) pair tried, C-major, and which pair became the model. folds == 0:
+// no cross-validation was run and the file has no /model_selection.
 struct ModelSelection {
   int folds = 0;
   uint64_t seed = 0;
@@ -25,10 +26,23 @@ struct ModelSelection {
   std::vector<double> gamma_resolved;  // [nG, folds] each spec's number on each fold's training rows
   std::vector<double> cv_accuracy;     // [nC, nG] right predictions over all held-out rows / n
   std::vector<double> fold_accuracy;   // [nC, nG, folds]
+  // What chose the pair (svm-fit --cv-scoring): cv_score is the table the best pair
+  // maximises, fold_score its per-fold numbers. accuracy: cv_score is cv_accuracy (pooled);
+  // balanced_accuracy and macro_f1: cv_score is the mean of fold_score over the folds, as
+  // scikit-learn's GridSearchCV takes it (docs/SVM.md).
+  Scoring scoring = Scoring::accuracy;
+  std::vector<double> cv_score;    // [nC, nG]
+  std::vector<double> fold_score;  // [nC, nG, folds]
+  // The fold that held out each training image (the first n_train / views rows), for
+  // reproducing the search elsewhere (scikit-learn's PredefinedSplit); empty in files
+  // written before it was stored.
+  std::vector<int32_t> image_fold;
   int best_C = 0, best_gamma = 0;      // indices into C and gamma
   double seconds = 0;                  // the whole cross-validation
   bool empty() const { return folds == 0; }
-  double best_accuracy() const { return cv_accuracy[static_cast<size_t>(best_C) * gamma.size() + best_gamma]; }
+  size_t best_cell() const { return static_cast<size_t>(best_C) * gamma.size() + static_cast<size_t>(best_gamma); }
+  double best_accuracy() const { return cv_accuracy[best_cell()]; }
+  double best_score() const { return cv_score[best_cell()]; }
 };
 
 struct ModelFile {

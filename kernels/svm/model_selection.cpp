@@ -137,9 +137,22 @@ std::vector<std::string> parse_gamma_list(const std::string& text) {
   return out;
 }
 
+Scoring cv_scoring_option(const std::string& name, int cv_folds) {
+  Scoring scoring = Scoring::accuracy;
+  try {
+    scoring = parse_cv_scoring(name);
+  } catch (const std::invalid_argument& e) {
+    throw cae::UsageError(std::string("--cv-scoring: ") + e.what());
+  }
+  if (scoring != Scoring::accuracy && cv_folds == 0)
+    throw cae::UsageError("--cv-scoring " + name + " needs --cv K (it chooses among the cross-validated pairs)");
+  return scoring;
+}
+
 ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
-                              uint64_t seed, cae::Device device, const CvProgress& progress, int views, UnitLog* log) {
+                              uint64_t seed, cae::Device device, const CvProgress& progress, int views, UnitLog* log,
+                              Scoring scoring) {
   if (C.empty() || gamma.empty()) throw std::invalid_argument("cross_validate: empty C or gamma list");
   cae::Stopwatch clock;
   const FoldSplit split(X, y, n, dim, views, folds, seed);
@@ -152,7 +165,20 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
   s.gamma = gamma;
   s.gamma_resolved.assign(ng * k, 0.0);
   s.fold_accuracy.assign(nc * ng * k, 0.0);
+  s.fold_score.assign(nc * ng * k, 0.0);
+  s.scoring = scoring;
+  s.image_fold.resize(static_cast<size_t>(images));
+  for (int64_t i = 0; i < images; ++i) s.image_fold[static_cast<size_t>(i)] = split.fold_of_image(i);
   std::vector<int64_t> correct(nc * ng, 0);  // over all folds; compared as integers for the argmax
+  // The confusion matrices' rows and columns: the images' classes in ascending order (every
+  // fold's model predicts one of them).
+  std::vector<int32_t> classes(y, y + images);
+  std::sort(classes.begin(), classes.end());
+  classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+  const int K = static_cast<int>(classes.size());
+  auto class_index = [&](int32_t label) {
+    return static_cast<int32_t>(std::lower_bound(classes.begin(), classes.end(), label) - classes.begin());
+  };
   const int total_fits = static_cast<int>(nc * ng * k);
   int fits = 0;
 
@@ -167,7 +193,7 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
     return cell >= cells.first && cell < cells.first + cells.count;
   };
   // This rank's cells, replayed from `log` or computed: per cell its resolved gamma, then
-  // per C the held-out images it got right and its accuracy (resume.h).
+  // per C the [K, K] confusion matrix of its held-out images (resume.h).
   std::map<int64_t, std::vector<unsigned char>> records;
   const int my_fits = static_cast<int>(cells.count * static_cast<int64_t>(nc));
   auto report = [&] {
@@ -198,6 +224,8 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
                             std::to_string(k) + ")";
     const PreparedSet rows(fr.train_X.data(), fr.train_y.data(), fr.n_train(), dim, fold_params);
     const PreparedQueries held = rows.prepare_queries(fr.held_X.data(), n_held);
+    std::vector<int32_t> held_class(static_cast<size_t>(n_held));
+    for (int64_t i = 0; i < n_held; ++i) held_class[static_cast<size_t>(i)] = class_index(fr.held_y[i]);
     for (size_t g = 0; g < ng; ++g) {
       const int64_t cell = static_cast<int64_t>(f * ng + g);
       if (!mine(f, g) || records.count(cell)) continue;
@@ -215,11 +243,9 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
       record.put<double>(fitted.front().resolved_gamma());
       for (size_t c = 0; c < nc; ++c) {
         const Classifier& clf = fitted[c];
-        const std::vector<int32_t> pred = clf.vote(clf.decision_values(held, device), n_held);
-        int64_t right = 0;
-        for (int64_t i = 0; i < n_held; ++i) right += pred[i] == fr.held_y[i];
-        record.put<int64_t>(right);
-        record.put<double>(n_held ? static_cast<double>(right) / n_held : 0.0);
+        std::vector<int32_t> pred = clf.vote(clf.decision_values(held, device), n_held);
+        for (int32_t& p : pred) p = class_index(p);
+        record.put_vector(confusion_matrix(held_class.data(), pred.data(), n_held, K));
       }
       records[cell] = record.bytes();
       if (log) log->finished[cell] = record.bytes();
@@ -260,16 +286,39 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
     cae::ByteReader in(bytes, "the cross-validation results of fold " + std::to_string(f + 1) + ", gamma " + gamma[g]);
     s.gamma_resolved[g * k + f] = in.get<double>();
     for (size_t c = 0; c < nc; ++c) {
-      correct[c * ng + g] += in.get<int64_t>();  // integers: any order gives the same sum
-      s.fold_accuracy[(c * ng + g) * k + f] = in.get<double>();
+      const std::vector<int64_t> confusion = in.get_vector<int64_t>();
+      if (confusion.size() != static_cast<size_t>(K) * K)
+        in.fail("a confusion matrix of " + std::to_string(confusion.size()) + " counts, not " + std::to_string(K) +
+                " x " + std::to_string(K));
+      int64_t right = 0, held = 0;
+      for (int t = 0; t < K; ++t)
+        for (int p = 0; p < K; ++p) {
+          const int64_t count = confusion[static_cast<size_t>(t) * K + p];
+          if (count < 0) in.fail("a negative count in a confusion matrix");
+          held += count;
+          if (t == p) right += count;
+        }
+      correct[c * ng + g] += right;  // integers: any order gives the same sum
+      const size_t at = (c * ng + g) * k + f;
+      s.fold_accuracy[at] = held ? static_cast<double>(right) / static_cast<double>(held) : 0.0;
+      s.fold_score[at] = held ? score(scoring, confusion, K) : 0.0;
     }
     if (!in.done()) in.fail("longer than its " + std::to_string(nc) + " C values");
   }
   s.cv_accuracy.resize(nc * ng);
+  s.cv_score.resize(nc * ng);
   size_t best = 0;
   for (size_t i = 0; i < nc * ng; ++i) {
     s.cv_accuracy[i] = static_cast<double>(correct[i]) / static_cast<double>(images);
-    if (correct[i] > correct[best]) best = i;  // strict: ties keep the first in C-major order
+    if (scoring == Scoring::accuracy) {
+      s.cv_score[i] = s.cv_accuracy[i];
+      if (correct[i] > correct[best]) best = i;  // strict: ties keep the first in C-major order
+    } else {
+      double sum = 0;  // in fold order, on every rank and group size alike
+      for (size_t f = 0; f < k; ++f) sum += s.fold_score[i * k + f];
+      s.cv_score[i] = sum / static_cast<double>(k);
+      if (s.cv_score[i] > s.cv_score[best]) best = i;
+    }
   }
   s.best_C = static_cast<int>(best / ng);
   s.best_gamma = static_cast<int>(best % ng);

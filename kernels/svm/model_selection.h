@@ -55,6 +55,8 @@ class FoldSplit {
   // Fold f's rows into `out` (its buffers are reused from fold to fold).
   void rows(int f, FoldRows& out) const;
   int64_t images() const { return n_ / views_; }
+  // The fold that holds out image i, for i < images().
+  int fold_of_image(int64_t i) const { return fold_[static_cast<size_t>(i)]; }
 
  private:
   const float* X_;
@@ -74,17 +76,28 @@ void check_cv_folds(int k, const int32_t* y, int64_t n, const std::vector<std::s
 std::vector<double> parse_C_list(const std::string& text);
 std::vector<std::string> parse_gamma_list(const std::string& text);
 
+// svm-fit --cv-scoring: what cross_validate picks the pair by (parse_cv_scoring). A
+// cae::UsageError naming the option for a name it does not know, and for anything but
+// accuracy (the default) without --cv (`cv_folds` 0).
+Scoring cv_scoring_option(const std::string& name, int cv_folds);
+
 // After every fit of the cross-validation: fits done of the total (for a progress bar).
 using CvProgress = std::function<void(int fits_done, int fits_total)>;
 
 // Cross-validates every (C, gamma) pair of the lists with grouped_folds(y, n, views, folds,
 // seed) (stratified_folds when views == 1): for each fold, a Classifier is fitted on the
 // other folds' rows, every view (params with C and gamma replaced), and predicts the
-// held-out images' first view — the originals, as svm-eval predicts the test split; the
-// accuracy is over the n / views images. X [n, dim] is read, not changed (each fold
-// gets a copy). The best pair is the highest cv_accuracy;
-// ties go to the first in C-major order (smaller C index, then smaller gamma index), so
-// listing C and gamma in increasing order prefers the simpler model on a tie.
+// held-out images' first view — the originals, as svm-eval predicts the test split. X [n,
+// dim] is read, not changed (each fold gets a copy).
+//
+// Each (fold, C, gamma) keeps the confusion matrix of its held-out images over the classes
+// of y; the table's numbers all come from those: cv_accuracy pools the folds (right
+// predictions over the n / views images, libsvm's -v), fold_accuracy and fold_score are
+// each fold's own, and cv_score is what the best pair maximises — for `scoring` accuracy
+// the pooled accuracy, for balanced_accuracy and macro_f1 the mean of the folds' scores
+// (scikit-learn's GridSearchCV). Ties go to the first in C-major order (smaller C index,
+// then smaller gamma index), so listing C and gamma in increasing order prefers the
+// simpler model on a tie.
 //
 // The loops run fold → gamma → C. The rows a fit sees (scaled, masked) depend only on the
 // fold, so each fold is prepared once (PreparedSet) and every pair
@@ -95,10 +108,11 @@ using CvProgress = std::function<void(int fits_done, int fits_total)>;
 // With a `log` (resume.h) its units are the (fold, gamma) cells: the cells it holds are
 // replayed, not fitted, and when log->stop_now() says stop between cells it returns at once
 // with log->stopped set and the finished cells in the log (the returned table is then
-// incomplete and must not be used).
+// incomplete and must not be used). A cell's record is its confusion matrices, whatever
+// `scoring` is, so a log replays into a table of any scoring.
 ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
                               uint64_t seed, cae::Device device, const CvProgress& progress = {}, int views = 1,
-                              UnitLog* log = nullptr);
+                              UnitLog* log = nullptr, Scoring scoring = Scoring::accuracy);
 
 }  // namespace svm

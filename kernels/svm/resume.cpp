@@ -18,11 +18,14 @@ namespace svm {
 namespace {
 
 constexpr const char* kFormat = "svm-fit-resume";
+// 2: a cell's record holds confusion matrices (1 held right counts and accuracies).
+constexpr int kFormatVersion = 2;
 
 // A log as three datasets under `group`: the unit numbers, where each unit's bytes end, and
 // the bytes one after the other. An empty log writes none of them.
 void write_log(cae::Hdf5Writer& w, const std::string& group, const UnitLog& log) {
   if (log.finished.empty()) return;
+  if (!log.computed_for.empty()) w.set_attr("/", group.substr(1) + "_computed_for", log.computed_for);
   std::vector<int64_t> units, ends;
   std::vector<uint8_t> bytes;
   for (const auto& [unit, b] : log.finished) {
@@ -37,7 +40,10 @@ void write_log(cae::Hdf5Writer& w, const std::string& group, const UnitLog& log)
 
 void read_log(const cae::Hdf5Reader& h5, const std::string& group, UnitLog& log) {
   log.finished.clear();
+  log.computed_for.clear();
   if (!h5.has(group + "/units")) return;
+  const std::string computed_for = group.substr(1) + "_computed_for";
+  if (h5.has_attr("/", computed_for)) log.computed_for = h5.attr_string("/", computed_for);
   const std::vector<int64_t> units = h5.read<int64_t>(group + "/units");
   const std::vector<int64_t> ends = h5.read<int64_t>(group + "/ends", {units.size()});
   const std::vector<uint8_t> bytes =
@@ -53,6 +59,16 @@ void read_log(const cae::Hdf5Reader& h5, const std::string& group, UnitLog& log)
 
 }  // namespace
 
+size_t UnitLog::compute_for(const std::string& what) {
+  size_t dropped = 0;
+  if (computed_for != what) {
+    dropped = finished.size();
+    finished.clear();
+  }
+  computed_for = what;
+  return dropped;
+}
+
 bool any_rank_stops(cae::GroupExchange& group, const std::string& tag, bool here) {
   cae::ByteWriter mine;
   mine.put<uint8_t>(here);
@@ -67,7 +83,7 @@ void save_resume(const std::string& path, const std::string& fingerprint, const 
   cae::AtomicOutput out(path);
   cae::Hdf5Writer w(out.temp_path(), path);
   w.set_attr("/", "format", kFormat);
-  w.set_attr("/", "format_version", 1);
+  w.set_attr("/", "format_version", kFormatVersion);
   w.set_attr("/", "fingerprint", fingerprint);
   write_log(w, "/cv", units.cv);
   write_log(w, "/probability", units.probability);
@@ -79,7 +95,10 @@ bool load_resume(const std::string& path, const std::string& fingerprint, TrainU
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return false;
   const cae::Hdf5Reader h5(path);
-  h5.require_format(kFormat, "svm-fit");
+  h5.require_format(kFormat, "svm-fit", kFormatVersion);
+  if (h5.attr_int("/", "format_version") < kFormatVersion)
+    throw cae::UsageError(path + " was written by an older svm-fit, whose cells this one cannot replay; rerun without "
+                                 "--resume to start again (it is then replaced)");
   if (h5.attr_string("/", "fingerprint") != fingerprint)
     throw cae::UsageError(path + " was written by svm-fit with other options or features; rerun without --resume "
                                  "to start again (it is then replaced), or with the options that wrote it");

@@ -1,9 +1,12 @@
 // Preemption of svm-fit (docs/RELIABILITY.md, "Preemption"). Its long work is a list of units:
 // the cross-validation's (fold, gamma) cells and the probability folds. Each unit's results
-// are a few bytes (a cell: every C's right count, accuracy and resolved gamma; a probability
-// fold: its held-out rows' decision values) and depend on nothing but the unit, so a run that
-// stops between units and keeps the finished ones' bytes can be continued by replaying them:
-// the same table, sigmoids and model as a run that never stopped.
+// are a few bytes (a cell: its resolved gamma and every C's confusion matrix of the held-out
+// images; a probability fold: its held-out rows' decision values) and depend on nothing but
+// the unit, so a run that stops between units and keeps the finished ones' bytes can be
+// continued by replaying them: the same table, sigmoids and model as a run that never stopped.
+// A cell's confusion matrices give every --cv-scoring's numbers, so the scoring is not part
+// of the fingerprint; the probability folds are of the pair the grid chose, so they carry
+// that pair (UnitLog::computed_for) and are recomputed when a resume chooses another.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -29,7 +32,13 @@ struct UnitLog {
   std::map<int64_t, std::vector<unsigned char>> finished;
   std::function<bool()> stop_requested;
   bool stopped = false;
+  // What the finished units were computed for when the run decides it on the way (the
+  // probability folds: the chosen C and gamma); "" when the fingerprint alone fixes it.
+  std::string computed_for;
   bool stop_now() const { return stop_requested && stop_requested(); }
+  // The units are about to be computed for `what`: finished units computed for something
+  // else are dropped (to be computed again). Returns how many were dropped.
+  size_t compute_for(const std::string& what);
 };
 
 // Whether any rank of `group` stops, from each rank's `here` (every rank calls it, as a

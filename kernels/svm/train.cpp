@@ -67,7 +67,7 @@ Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& p
   Trained out;
   if (plan.cv_folds != 0) {
     selection = cross_validate(X, y, n, dim, params, plan.C, plan.gamma, plan.cv_folds, plan.seed, device,
-                               progress.cv, plan.views, plan.units ? &plan.units->cv : nullptr);
+                               progress.cv, plan.views, plan.units ? &plan.units->cv : nullptr, plan.cv_scoring);
     out.interrupted = plan.units && plan.units->cv.stopped;
     if (out.interrupted) return out;
     if (progress.selected) progress.selected(selection);
@@ -77,6 +77,8 @@ Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& p
   // The sigmoids of the chosen (C, gamma), on cross-validated decision values.
   Sigmoids sigmoids;
   if (plan.probability_folds != 0) {
+    if (plan.units)  // a resume whose grid chose another pair (another --cv-scoring) redoes them
+      plan.units->probability.compute_for(cae::strprintf("C %.17g, gamma %s", params.C, params.gamma.c_str()));
     sigmoids = fit_sigmoids(X, y, n, dim, params, plan.probability_folds, plan.seed, device, plan.views,
                             progress.probability, plan.units ? &plan.units->probability : nullptr);
     out.interrupted = plan.units && plan.units->probability.stopped;
@@ -151,14 +153,21 @@ ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, in
 }
 
 void log_model_selection(const ModelSelection& s, int64_t rows) {
+  // ", macro_f1 0.7312": the number that chose the pair, unless it is the accuracy itself.
+  auto score_of = [&](size_t cell) {
+    return s.scoring == Scoring::accuracy
+               ? std::string()
+               : cae::strprintf(", %s %.4f", scoring_name(s.scoring), s.cv_score[cell]);
+  };
   for (size_t c = 0; c < s.C.size(); ++c)
     for (size_t g = 0; g < s.gamma.size(); ++g)
-      cae::log_info("  C %-8g gamma %-8s cv accuracy %.4f%s", s.C[c], s.gamma[g].c_str(),
-                    s.cv_accuracy[c * s.gamma.size() + g],
+      cae::log_info("  C %-8g gamma %-8s cv accuracy %.4f%s%s", s.C[c], s.gamma[g].c_str(),
+                    s.cv_accuracy[c * s.gamma.size() + g], score_of(c * s.gamma.size() + g).c_str(),
                     static_cast<int>(c) == s.best_C && static_cast<int>(g) == s.best_gamma ? "  <- best" : "");
-  cae::log_info("best: C %g, gamma %s, cv accuracy %.4f (%d-fold, %.1f s); refitting on all %lld rows",
-                s.C[s.best_C], s.gamma[s.best_gamma].c_str(), s.best_accuracy(), s.folds, s.seconds,
-                static_cast<long long>(rows));
+  cae::log_info("best%s: C %g, gamma %s, cv accuracy %.4f%s (%d-fold, %.1f s); refitting on all %lld rows",
+                s.scoring == Scoring::accuracy ? "" : cae::strprintf(" by %s", scoring_name(s.scoring)).c_str(),
+                s.C[s.best_C], s.gamma[s.best_gamma].c_str(), s.best_accuracy(), score_of(s.best_cell()).c_str(),
+                s.folds, s.seconds, static_cast<long long>(rows));
 }
 
 TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t images, int dim, int world,
@@ -243,6 +252,8 @@ std::string report_fit(const Classifier& clf, const FitSummary& s) {
   const ModelSelection& sel = clf.model_selection();
   if (!sel.empty())
     json.add("cv_accuracy", sel.best_accuracy())
+        .add("cv_scoring", scoring_name(sel.scoring))
+        .add("cv_score", sel.best_score())
         .add("cv_folds", static_cast<int64_t>(sel.folds))
         .add("cv_seconds", sel.seconds)
         .add("best_C", sel.C[sel.best_C])

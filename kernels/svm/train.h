@@ -27,6 +27,8 @@ struct TrainPlan {
   std::vector<double> C{10.0};
   std::vector<std::string> gamma{"scale"};
   int cv_folds = 0;
+  // What picks the pair among the cross-validated ones (cross_validate).
+  Scoring cv_scoring = Scoring::accuracy;
   int probability_folds = 0;  // 0: no probabilities; libsvm's -b 1 draws 5
   uint64_t seed = 1;          // the folds' shuffle, for the search and the sigmoids
   int views = 1;              // as grouped_folds: 2 for images followed by their mirrors
@@ -82,8 +84,8 @@ void check_training_classes(const int32_t* y, int64_t n, const std::vector<std::
 ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, int64_t n,
                                    const std::vector<std::string>& class_names);
 
-// The log lines of a finished search: every pair's accuracy, then the best one (`rows`: how
-// many rows the refit sees).
+// The log lines of a finished search: every pair's accuracy (and score, when the scoring is
+// not the accuracy), then the best one (`rows`: how many rows the refit sees).
 void log_model_selection(const ModelSelection& s, int64_t rows);
 
 // svm-fit's account of a train() call: the log lines of its steps (search, table,

@@ -803,3 +803,66 @@ for c, name in enumerate(["north", "east", "south", "west"]):
 assert f"| macro average | {f.attrs['macro_precision']:.3f} | {f.attrs['macro_recall']:.3f} | {f.attrs['macro_f1']:.3f} |" in md
 PY
 }
+
+@test "features no autoencoder made: plain HDF5 or libsvm text with svm.h5 and eval.h5, no model.h5" {
+  # Plain features in a run folder: the features' 2-D view, the SVM and the evaluation.
+  local run="$TMP/plainrun"
+  mkdir -p "$run"
+  "$PYTHON" "$REPO_ROOT/tests/python/formats_check.py" make-plain "$run/features.h5" --names
+  "$BIN/svm-fit" -q --features "$run/features.h5" --cv 3 --C 1,10 --cv-scoring macro_f1 -o "$run/svm.h5"
+  "$BIN/svm-eval" -q --model "$run/svm.h5" --features "$run/features.h5" -o "$run/eval.h5"
+  run "$BIN/report" --run-dir "$run" --json
+  [ "$status" -eq 0 ]
+  assert_report "$run/report" features_pca.png confusion.png per_class_accuracy.png cv_grid.png timing.png
+  [[ "$output" != *"warning"* ]]  # model.h5 is not missing: there is none to have
+  "$PYTHON" - "$(grep '^{' <<< "$output")" "$run/report" "$run/svm.h5" <<'PY'
+import json, sys, h5py
+j, folder = json.loads(sys.argv[1]), sys.argv[2]
+assert j["features_origin"] == "plain" and j["missing"] == [] and j["title"] == "Features → SVM", j
+assert abs(j["accuracy"] - h5py.File(f"{folder}/../eval.h5", "r").attrs["accuracy"]) < 1e-12
+svm = h5py.File(sys.argv[3], "r")
+for doc in ("report.md", "index.html"):
+    text = open(f"{folder}/{doc}").read()
+    assert "Autoencoder" not in text and "autoencoder features" not in text and "model.h5" not in text, doc
+    assert "plain HDF5 file, not an autoencoder" in text, doc
+    assert "plain HDF5 features (no autoencoder): train 500 × 12, test 200 × 12" in text, doc
+    assert "plain features, no format attribute" in text, doc
+    scoring = "macro\\_f1" if doc == "report.md" else "macro_f1"  # Markdown escapes the underscore
+    assert f"chosen by {scoring}, {svm.attrs['cv_score']:.3f} as the mean over the folds" in text, doc
+    assert f"chosen by {scoring} {svm.attrs['cv_score']:.3f}" in text, doc  # the fit stage's row
+# The heat map is of the table that chose: macro-F1, as its caption says.
+assert "Each cell: the macro_f1 of the held-out rows, the mean over the folds" in open(f"{folder}/index.html").read()
+PY
+  # libsvm text: only svm.h5 and eval.h5 (the report reads no text features), in a folder
+  # or named one by one; --features naming the text file is one clear line.
+  run="$TMP/textrun"
+  mkdir -p "$run"
+  "$PYTHON" "$REPO_ROOT/tests/python/formats_check.py" make-libsvm "$TMP/train.txt" "$TMP/test.txt"
+  "$BIN/svm-fit" -q --features "$TMP/train.txt" -o "$run/svm.h5"
+  "$BIN/svm-eval" -q --model "$run/svm.h5" --features "$TMP/test.txt" -o "$run/eval.h5"
+  local out
+  for out in "$run/report" "$TMP/named"; do
+    if [ "$out" = "$run/report" ]; then
+      run "$BIN/report" --run-dir "$run" --json
+    else
+      run "$BIN/report" --svm "$run/svm.h5" --eval "$run/eval.h5" -o "$out" --json
+    fi
+    [ "$status" -eq 0 ]
+    [[ "$output" != *"warning"* ]]
+    assert_report "$out" confusion.png per_class_accuracy.png timing.png
+    "$PYTHON" - "$(grep '^{' <<< "$output")" "$out" <<'PY'
+import json, sys
+j, folder = json.loads(sys.argv[1]), sys.argv[2]
+assert j["features_origin"] == "libsvm" and j["missing"] == [] and j["title"] == "Features → SVM", j
+for doc in ("report.md", "index.html"):
+    text = open(f"{folder}/{doc}").read()
+    assert "Autoencoder" not in text and "model.h5" not in text and "features.h5" not in text, doc
+    assert "The features are libsvm text, not an autoencoder" in text, doc
+    for row in ("| -1 |", "| 3 |", "| 7 |") if doc == "report.md" else ():
+        assert row in text, row  # the per-class table, classes named by their libsvm labels
+PY
+  done
+  run "$BIN/report" --svm "$run/svm.h5" --eval "$run/eval.h5" --features "$TMP/train.txt" -o "$TMP/bad"
+  assert_error 1 "train.txt: is not HDF5 \(libsvm text\?\): the report reads HDF5 features only"
+  [ ! -e "$TMP/bad" ]
+}

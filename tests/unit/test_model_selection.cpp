@@ -1,16 +1,21 @@
 // svm-fit --cv and the (C, gamma) grid (kernels/svm/model_selection.h): stratified folds,
-// the list and gamma-spec parsers, the table and the refit of its best pair.
+// the list and gamma-spec parsers, the table and the refit of its best pair, and the
+// scorings that choose it (--cv-scoring).
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
+#include "common/group.h"
 #include "common/hdf5_io.h"
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/model_selection.h"
@@ -54,6 +59,58 @@ Data make_data(int n, int dim, int classes, unsigned seed, double spread) {
       d.X[static_cast<size_t>(i) * dim + f] = static_cast<float>(centres[c * dim + f] + spread * normal(rng));
   }
   return d;
+}
+
+// Gaussian clouds of the given class sizes (labels in random order), for scorings that
+// weigh a small class as much as a large one.
+Data make_imbalanced(const std::vector<int>& sizes, int dim, unsigned seed, double spread) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<int32_t> labels;
+  for (size_t c = 0; c < sizes.size(); ++c) labels.insert(labels.end(), sizes[c], static_cast<int32_t>(c));
+  for (size_t i = labels.size(); i > 1; --i) std::swap(labels[i - 1], labels[rng() % i]);
+  std::vector<double> centres(sizes.size() * static_cast<size_t>(dim));
+  for (double& c : centres) c = normal(rng);
+  Data d;
+  d.n = static_cast<int64_t>(labels.size());
+  d.dim = dim;
+  d.y = labels;
+  for (int32_t c : labels)
+    for (int f = 0; f < dim; ++f) d.X.push_back(static_cast<float>(centres[c * dim + f] + spread * normal(rng)));
+  return d;
+}
+
+// scikit-learn's f1_score(average="macro") and balanced_accuracy_score, straight from labels
+// and predictions (not through kernels/svm/metrics): the macro average runs over the classes
+// in the labels or the predictions, the balanced accuracy over those in the labels.
+double macro_f1_of(const std::vector<int32_t>& y, const std::vector<int32_t>& pred) {
+  std::set<int32_t> present(y.begin(), y.end());
+  present.insert(pred.begin(), pred.end());
+  double sum = 0;
+  for (int32_t c : present) {
+    double tp = 0, fp = 0, fn = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      tp += y[i] == c && pred[i] == c;
+      fp += y[i] != c && pred[i] == c;
+      fn += y[i] == c && pred[i] != c;
+    }
+    sum += tp + fp + fn > 0 ? 2 * tp / (2 * tp + fp + fn) : 0.0;
+  }
+  return sum / static_cast<double>(present.size());
+}
+
+double balanced_accuracy_of(const std::vector<int32_t>& y, const std::vector<int32_t>& pred) {
+  const std::set<int32_t> present(y.begin(), y.end());
+  double sum = 0;
+  for (int32_t c : present) {
+    double right = 0, support = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      support += y[i] == c;
+      right += y[i] == c && pred[i] == c;
+    }
+    sum += right / support;
+  }
+  return sum / static_cast<double>(present.size());
 }
 
 template <typename F>
@@ -286,8 +343,207 @@ TEST(SvmGrid, TableIsTheFoldsAccuracyAndTheBestPairIsRefitted) {
   EXPECT_EQ(b.gamma_resolved, s.gamma_resolved);
   EXPECT_EQ(b.best_C, s.best_C);
   EXPECT_EQ(b.best_gamma, s.best_gamma);
+  EXPECT_EQ(b.scoring, svm::Scoring::accuracy);
+  EXPECT_EQ(b.cv_score, s.cv_accuracy);  // accuracy: the pooled table chooses
+  EXPECT_EQ(b.fold_score, s.fold_accuracy);
+  EXPECT_EQ(b.image_fold, std::vector<int32_t>(fold.begin(), fold.end()));
+
+  // A file written before --cv-scoring (no scoring, scores or folds): it chose by accuracy.
+  {
+    const hid_t file = H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    EXPECT_GE(H5Adelete_by_name(file, "/model_selection", "scoring", H5P_DEFAULT), 0);
+    for (const char* name : {"/model_selection/cv_score", "/model_selection/fold_score", "/model_selection/image_fold"})
+      EXPECT_GE(H5Ldelete(file, name, H5P_DEFAULT), 0) << name;
+    H5Fclose(file);
+  }
+  const svm::ModelSelection old = svm::Classifier::load(h5).model_selection();
+  EXPECT_EQ(old.scoring, svm::Scoring::accuracy);
+  EXPECT_EQ(old.cv_score, s.cv_accuracy);
+  EXPECT_EQ(old.fold_score, s.fold_accuracy);
+  EXPECT_TRUE(old.image_fold.empty());
   unlink(h5.c_str());
   rmdir(dir);
+}
+
+// --cv-scoring on an imbalanced set: accuracy (pooled) and macro-F1 (mean over the folds)
+// choose different cells. Every number of the tables is recomputed here from the
+// out-of-fold predictions of hand-made folds, with the metrics written out above.
+TEST(SvmGridScoring, AccuracyAndMacroF1ChooseDifferentCellsOnAnImbalancedSet) {
+  const Data d = make_imbalanced({150, 24, 12}, 3, 5, 0.8);
+  const std::vector<double> C{0.1, 1, 10, 100};
+  const std::vector<std::string> gamma{"scale", "8x"};
+  const size_t nc = C.size(), ng = gamma.size();
+  const int k = 3;
+  svm::ClassifierParams params;
+  std::map<svm::Scoring, svm::ModelSelection> by;
+  for (svm::Scoring scoring : {svm::Scoring::accuracy, svm::Scoring::macro_f1, svm::Scoring::balanced_accuracy})
+    by[scoring] = svm::cross_validate(d.X.data(), d.y.data(), d.n, d.dim, params, C, gamma, k, 11, cae::Device::cpu,
+                                      {}, 1, nullptr, scoring);
+
+  // The folds by hand: each cell's out-of-fold predictions and its folds' scores.
+  const std::vector<int> fold = svm::stratified_folds(d.y.data(), d.n, k, 11);
+  std::vector<double> fold_acc(nc * ng * k), fold_f1(nc * ng * k), fold_bal(nc * ng * k);
+  std::vector<int64_t> right(nc * ng, 0);
+  for (int f = 0; f < k; ++f) {
+    std::vector<float> tr, te;
+    std::vector<int32_t> ytr, yte;
+    for (int64_t r = 0; r < d.n; ++r) {
+      auto& X = fold[r] == f ? te : tr;
+      X.insert(X.end(), d.X.begin() + r * d.dim, d.X.begin() + (r + 1) * d.dim);
+      (fold[r] == f ? yte : ytr).push_back(d.y[r]);
+    }
+    for (size_t c = 0; c < nc; ++c)
+      for (size_t g = 0; g < ng; ++g) {
+        svm::ClassifierParams p = params;
+        p.C = C[c];
+        p.gamma = gamma[g];
+        svm::Classifier clf;
+        std::vector<float> X = tr;
+        clf.fit(X.data(), ytr.data(), static_cast<int64_t>(ytr.size()), d.dim, p, cae::Device::cpu);
+        std::vector<float> queries = te;  // predict scales its rows in place
+        const std::vector<int32_t> pred = clf.predict(queries.data(), static_cast<int64_t>(yte.size()));
+        int64_t fold_right = 0;
+        for (size_t i = 0; i < yte.size(); ++i) fold_right += pred[i] == yte[i];
+        const size_t at = (c * ng + g) * k + f;
+        right[c * ng + g] += fold_right;
+        fold_acc[at] = static_cast<double>(fold_right) / static_cast<double>(yte.size());
+        fold_f1[at] = macro_f1_of(yte, pred);
+        fold_bal[at] = balanced_accuracy_of(yte, pred);
+      }
+  }
+  // The expected table of each scoring and its first best cell in C-major order.
+  auto expect_table = [&](svm::Scoring scoring, const std::vector<double>& folds) -> size_t {
+    SCOPED_TRACE(svm::scoring_name(scoring));
+    const svm::ModelSelection& s = by.at(scoring);
+    EXPECT_EQ(s.scoring, scoring);
+    if (s.cv_score.size() != nc * ng || s.fold_score.size() != nc * ng * k) {
+      ADD_FAILURE() << "the scores' tables have " << s.cv_score.size() << " and " << s.fold_score.size() << " cells";
+      return nc * ng;
+    }
+    size_t best = 0;
+    std::vector<double> expected(nc * ng);
+    for (size_t i = 0; i < nc * ng; ++i) {
+      double sum = 0;
+      for (int f = 0; f < k; ++f) {
+        EXPECT_NEAR(s.fold_score[i * k + f], folds[i * k + f], 1e-12) << "cell " << i << " fold " << f;
+        sum += folds[i * k + f];
+      }
+      expected[i] = scoring == svm::Scoring::accuracy ? static_cast<double>(right[i]) / static_cast<double>(d.n)
+                                                      : sum / k;
+      EXPECT_NEAR(s.cv_score[i], expected[i], 1e-12) << "cell " << i;
+      if (expected[i] > expected[best] + 1e-12) best = i;
+      // Every scoring keeps the same accuracy table.
+      EXPECT_EQ(s.cv_accuracy[i], static_cast<double>(right[i]) / static_cast<double>(d.n));
+      for (int f = 0; f < k; ++f) EXPECT_EQ(s.fold_accuracy[i * k + f], fold_acc[i * k + f]);
+    }
+    EXPECT_EQ(s.best_cell(), best) << "C " << C[best / ng] << " gamma " << gamma[best % ng];
+    EXPECT_EQ(s.best_score(), s.cv_score[best]);
+    EXPECT_EQ(s.image_fold, std::vector<int32_t>(fold.begin(), fold.end()));
+    return best;
+  };
+  const size_t by_accuracy = expect_table(svm::Scoring::accuracy, fold_acc);
+  const size_t by_f1 = expect_table(svm::Scoring::macro_f1, fold_f1);
+  expect_table(svm::Scoring::balanced_accuracy, fold_bal);
+  // The case the option exists for: the pair with the best accuracy is not the best at the
+  // small classes.
+  EXPECT_NE(by_accuracy, by_f1);
+  EXPECT_GT(fold_f1[by_f1 * k] + fold_f1[by_f1 * k + 1] + fold_f1[by_f1 * k + 2],
+            fold_f1[by_accuracy * k] + fold_f1[by_accuracy * k + 1] + fold_f1[by_accuracy * k + 2]);
+}
+
+// On a group the cells' confusion matrices travel between the ranks: two ranks give the
+// table, scores and choice of one process exactly.
+TEST(SvmGridScoring, AGroupOfTwoGivesTheTableOfOneProcess) {
+  const Data d = make_imbalanced({90, 30, 15}, 4, 8, 1.1);
+  const std::vector<double> C{0.5, 5};
+  const std::vector<std::string> gamma{"0.5x", "scale", "2x"};
+  for (svm::Scoring scoring : {svm::Scoring::macro_f1, svm::Scoring::balanced_accuracy}) {
+    SCOPED_TRACE(svm::scoring_name(scoring));
+    const svm::ModelSelection one = svm::cross_validate(d.X.data(), d.y.data(), d.n, d.dim, svm::ClassifierParams{},
+                                                        C, gamma, 3, 2, cae::Device::cpu, {}, 1, nullptr, scoring);
+    char tmpl[] = "/tmp/test_cv_scoring_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    std::vector<svm::ModelSelection> two(2);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {
+        cae::GroupExchange g(r, 2, dir + "/cv", 60);
+        svm::ClassifierParams p;
+        p.group = &g;
+        two[static_cast<size_t>(r)] = svm::cross_validate(d.X.data(), d.y.data(), d.n, d.dim, p, C, gamma, 3, 2,
+                                                          cae::Device::cpu, {}, 1, nullptr, scoring);
+        g.finish();
+      });
+    for (auto& t : ranks) t.join();
+    (void)!system(("rm -rf '" + dir + "'").c_str());
+    for (const svm::ModelSelection& s : two) {
+      EXPECT_EQ(s.cv_score, one.cv_score);  // exact
+      EXPECT_EQ(s.fold_score, one.fold_score);
+      EXPECT_EQ(s.cv_accuracy, one.cv_accuracy);
+      EXPECT_EQ(s.best_C, one.best_C);
+      EXPECT_EQ(s.best_gamma, one.best_gamma);
+    }
+    const auto [lo, hi] = std::minmax_element(one.cv_score.begin(), one.cv_score.end());
+    EXPECT_LT(*lo, *hi);  // the cells differ: a choice was made
+    EXPECT_GT(*hi, 0.5);
+  }
+}
+
+// svm::train stopped in the probability folds under one scoring and resumed under another
+// that chooses another pair: the grid's cells are replayed, the probability folds (of the
+// first pair) are computed again for the new one, and the model is the uninterrupted run's.
+TEST(SvmGridScoring, AResumeThatChoosesAnotherPairRecomputesTheProbabilityFolds) {
+  const Data d = make_imbalanced({150, 24, 12}, 3, 5, 0.8);
+  svm::TrainPlan plan;
+  plan.C = {0.1, 1, 10, 100};
+  plan.gamma = {"scale", "8x"};
+  plan.cv_folds = 3;
+  plan.probability_folds = 4;
+  plan.seed = 11;
+  auto train = [&](svm::Scoring scoring, svm::TrainUnits* units) {
+    svm::TrainPlan p = plan;
+    p.cv_scoring = scoring;
+    p.units = units;
+    std::vector<float> X = d.X;
+    return svm::train(X.data(), d.y.data(), d.n, d.dim, p, cae::Device::cpu);
+  };
+  svm::TrainUnits units;
+  units.probability.stop_requested = [calls = 0]() mutable { return calls++ >= 2; };
+  const svm::Trained stopped = train(svm::Scoring::accuracy, &units);
+  ASSERT_TRUE(stopped.interrupted);
+  ASSERT_EQ(units.cv.finished.size(), 3u * plan.gamma.size());
+  ASSERT_EQ(units.probability.finished.size(), 2u);
+  const std::string first_pair = units.probability.computed_for;
+
+  units.probability.stop_requested = nullptr;
+  units.probability.stopped = false;
+  const svm::Trained resumed = train(svm::Scoring::macro_f1, &units);
+  const svm::Trained straight = train(svm::Scoring::macro_f1, nullptr);
+  ASSERT_FALSE(resumed.interrupted);
+  EXPECT_NE(units.probability.computed_for, first_pair);  // another pair: the case under test
+  EXPECT_EQ(units.probability.finished.size(), 4u);
+  const svm::ModelFile &a = resumed.classifier.file(), &b = straight.classifier.file();
+  EXPECT_EQ(a.C, b.C);
+  EXPECT_EQ(a.gamma_spec, b.gamma_spec);
+  ASSERT_EQ(a.prob_A.size(), 3u);
+  EXPECT_EQ(a.prob_A, b.prob_A);  // exact
+  EXPECT_EQ(a.prob_B, b.prob_B);
+  EXPECT_EQ(a.model.dual_coef, b.model.dual_coef);
+  EXPECT_EQ(a.selection.cv_score, b.selection.cv_score);
+}
+
+TEST(SvmGridScoring, TheOptionNamesWhatItTakes) {
+  EXPECT_EQ(svm::cv_scoring_option("accuracy", 0), svm::Scoring::accuracy);
+  EXPECT_EQ(svm::cv_scoring_option("macro_f1", 5), svm::Scoring::macro_f1);
+  EXPECT_EQ(svm::cv_scoring_option("balanced_accuracy", 2), svm::Scoring::balanced_accuracy);
+  EXPECT_EQ(usage_error([] { svm::cv_scoring_option("macro_f1", 0); }),
+            "--cv-scoring macro_f1 needs --cv K (it chooses among the cross-validated pairs)");
+  EXPECT_EQ(usage_error([] { svm::cv_scoring_option("f1", 5); }),
+            "--cv-scoring: unknown scoring 'f1' (accuracy, balanced_accuracy, macro_f1)");
+  EXPECT_EQ(usage_error([] { svm::cv_scoring_option("log_loss", 5); }),
+            "--cv-scoring: scoring log_loss needs probabilities, which the cross-validation's fits do not make "
+            "(accuracy, balanced_accuracy, macro_f1)");
 }
 
 // Separable classes: every cell is right everywhere, and the tie goes to the first pair.

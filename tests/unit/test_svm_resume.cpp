@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/group.h"
+#include "common/hdf5_io.h"
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/probability.h"
 #include "kernels/svm/resume.h"
@@ -64,11 +65,12 @@ const std::vector<double> kC{1.0, 10.0};
 const std::vector<std::string> kGamma{"0.5x", "scale", "2x"};
 constexpr int kFolds = 3;
 
-svm::ModelSelection grid(const Rows& d, svm::UnitLog* log, cae::GroupExchange* group = nullptr) {
+svm::ModelSelection grid(const Rows& d, svm::UnitLog* log, cae::GroupExchange* group = nullptr,
+                         svm::Scoring scoring = svm::Scoring::accuracy) {
   svm::ClassifierParams p;
   p.group = group;
   return svm::cross_validate(d.X.data(), d.y.data(), d.n, d.dim, p, kC, kGamma, kFolds, 7, cae::Device::cpu, {}, 1,
-                             log);
+                             log, scoring);
 }
 
 void expect_same_table(const svm::ModelSelection& a, const svm::ModelSelection& b) {
@@ -77,6 +79,9 @@ void expect_same_table(const svm::ModelSelection& a, const svm::ModelSelection& 
   EXPECT_EQ(a.gamma_resolved, b.gamma_resolved);
   EXPECT_EQ(a.best_C, b.best_C);
   EXPECT_EQ(a.best_gamma, b.best_gamma);
+  EXPECT_EQ(a.scoring, b.scoring);
+  EXPECT_EQ(a.cv_score, b.cv_score);
+  EXPECT_EQ(a.fold_score, b.fold_score);
 }
 
 }  // namespace
@@ -108,12 +113,24 @@ TEST(SvmResume, CrossValidationStopsBetweenCellsAndReplaysTheFinishedOnes) {
   expect_same_table(full, resumed);
 
   // A finished cell is replayed, not fitted again: an altered record shows in the table.
+  // A record: the resolved gamma, then per C the count K·K and the confusion matrix.
   svm::UnitLog altered;
   altered.finished = last.finished;
   std::vector<unsigned char>& cell0 = altered.finished.at(0);  // fold 1, gamma 0.5x
-  const double wrong = 0.125;
-  std::memcpy(cell0.data() + sizeof(double) + sizeof(int64_t), &wrong, sizeof wrong);  // C 1's accuracy
-  EXPECT_EQ(grid(d, &altered).fold_accuracy[0], wrong);
+  const size_t K = 3, matrix = sizeof(uint64_t) + K * K * sizeof(int64_t);
+  ASSERT_EQ(cell0.size(), sizeof(double) + kC.size() * matrix);
+  int64_t confusion[9];  // C 1's
+  std::memcpy(confusion, cell0.data() + sizeof(double) + sizeof(uint64_t), sizeof confusion);
+  int64_t right = 0, held = 0;
+  for (size_t t = 0; t < K; ++t)
+    for (size_t p = 0; p < K; ++p) {
+      held += confusion[t * K + p];
+      right += t == p ? confusion[t * K + p] : 0;
+    }
+  ASSERT_GT(held, 0);
+  confusion[1] += 1000;  // 1000 more images of class 0 predicted as class 1
+  std::memcpy(cell0.data() + sizeof(double) + sizeof(uint64_t), confusion, sizeof confusion);
+  EXPECT_EQ(grid(d, &altered).fold_accuracy[0], static_cast<double>(right) / static_cast<double>(held + 1000));
   // A damaged record is refused, naming what it is.
   altered.finished.at(1).pop_back();
   try {
@@ -123,6 +140,39 @@ TEST(SvmResume, CrossValidationStopsBetweenCellsAndReplaysTheFinishedOnes) {
     EXPECT_NE(std::string(e.what()).find("cross-validation results of fold 1, gamma scale"), std::string::npos)
         << e.what();
   }
+}
+
+// The cells hold confusion matrices, not a scoring's numbers: a grid stopped under one
+// --cv-scoring resumes under another into that scoring's table and choice.
+TEST(SvmResume, AGridStoppedUnderOneScoringResumesUnderAnother) {
+  const Rows d = clouds(150, 6, 3, 5);
+  for (svm::Scoring scoring : {svm::Scoring::macro_f1, svm::Scoring::balanced_accuracy}) {
+    SCOPED_TRACE(svm::scoring_name(scoring));
+    const svm::ModelSelection full = grid(d, nullptr, nullptr, scoring);
+    svm::UnitLog first;
+    first.stop_requested = stop_after(4);
+    grid(d, &first);  // by accuracy
+    ASSERT_TRUE(first.stopped);
+    ASSERT_EQ(first.finished.size(), 4u);
+    svm::UnitLog rest;
+    rest.finished = first.finished;
+    expect_same_table(full, grid(d, &rest, nullptr, scoring));
+    EXPECT_FALSE(rest.stopped);
+  }
+}
+
+// The probability folds are of the pair the grid chose: units computed for another pair
+// are dropped, those of the same pair kept.
+TEST(SvmResume, ProbabilityUnitsOfAnotherPairAreComputedAgain) {
+  svm::UnitLog log;
+  log.finished[0] = {1, 2};
+  log.finished[3] = {3};
+  log.computed_for = "C 10, gamma scale";
+  EXPECT_EQ(log.compute_for("C 10, gamma scale"), 0u);
+  EXPECT_EQ(log.finished.size(), 2u);
+  EXPECT_EQ(log.compute_for("C 1, gamma 2x"), 2u);
+  EXPECT_TRUE(log.finished.empty());
+  EXPECT_EQ(log.computed_for, "C 1, gamma 2x");
 }
 
 TEST(SvmResume, ProbabilityFoldsStopAndResumeToTheSameSigmoids) {
@@ -202,15 +252,32 @@ TEST(SvmResume, TheResumeFileKeepsTheUnitsAndRefusesOtherOptions) {
   }
   units.probability.finished[2] = {};  // an empty record stays a record
   units.probability.finished[3] = {1, 2, 3};
+  units.probability.computed_for = "C 10, gamma 0.5x";
   svm::save_resume(path, "C 1,10; features f.h5", units);
   svm::TrainUnits back;
   ASSERT_TRUE(svm::load_resume(path, "C 1,10; features f.h5", back));
   EXPECT_EQ(back.cv.finished, units.cv.finished);
   EXPECT_EQ(back.probability.finished, units.probability.finished);
+  EXPECT_EQ(back.probability.computed_for, "C 10, gamma 0.5x");
+  EXPECT_EQ(back.cv.computed_for, "");
   try {
     svm::load_resume(path, "C 1,100; features f.h5", back);
     FAIL() << "another fingerprint was accepted";
   } catch (const cae::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find(path + " was written by svm-fit with other options"), std::string::npos);
+  }
+  // A file of the first layout (cells of right counts) is refused, not misread.
+  {
+    cae::Hdf5Writer w(path);
+    w.set_attr("/", "format", "svm-fit-resume");
+    w.set_attr("/", "format_version", 1);
+    w.set_attr("/", "fingerprint", "C 1,10; features f.h5");
+    w.close();
+  }
+  try {
+    svm::load_resume(path, "C 1,10; features f.h5", back);
+    FAIL() << "a format_version 1 file was accepted";
+  } catch (const cae::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + " was written by an older svm-fit"), std::string::npos) << e.what();
   }
 }

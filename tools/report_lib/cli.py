@@ -17,7 +17,7 @@ from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, Phases, ReportEr
 from .compare import run_compare
 from .dataset import dataset_path_recorded, from_dataset_file, guessed, header_line, title_name
 from .escape import visible
-from .load import read_all, read_in_child
+from .load import features_origin, read_all, read_in_child
 from .parallel import BackgroundHash, ChildFailed, kill_all, run_parallel
 from .plots import (plot_confusion, plot_cv_grid, plot_features_pca, plot_loss, plot_per_class, plot_reconstructions,
                     plot_reliability, plot_timing, setup_matplotlib)
@@ -183,7 +183,7 @@ def referenced_kinds(loaded, paths):
     return named
 
 
-def plot_jobs(plt, loaded, paths, class_names, tmp):
+def plot_jobs(plt, loaded, paths, class_names, tmp, origin=None):
     """(name, callable) per figure to draw, the slowest first (they run in parallel children).
     Each callable returns the PNG's name or None; "examples" returns (caption, note)."""
     jobs = []
@@ -206,7 +206,7 @@ def plot_jobs(plt, loaded, paths, class_names, tmp):
     grid = loaded.get("svm", {}).get("grid")
     if grid is not None:
         jobs.append(("cv_grid", lambda: plot_cv_grid(plt, grid, tmp)))
-    stages = stage_rows(loaded)
+    stages = stage_rows(loaded, origin)
     jobs.append(("timing", lambda: plot_timing(plt, stages, tmp)))
     return jobs
 
@@ -238,6 +238,13 @@ def run(args, tmp_holder, phases):
         hashes.pop(kind).cancel()
     tmp = prepare_output(args.output)
     tmp_holder.append(tmp)
+    # Features that no autoencoder made (a plain HDF5 file, libsvm text): a run without
+    # model.h5 by design, and without features.h5 when they are text.
+    origin = features_origin(loaded)
+    without_autoencoder = origin in ("plain", "libsvm")
+    if without_autoencoder:
+        missing = [(name, lost) for name, lost in missing
+                   if name != "model.h5" and not (origin == "libsvm" and name == "features.h5")]
 
     class_names = DEFAULT_CLASS_NAMES
     for kind in ("eval", "features", "svm"):
@@ -247,13 +254,16 @@ def run(args, tmp_holder, phases):
             break
 
     phases.enter("compute")
-    drawn = run_parallel(plot_jobs(plt, loaded, paths, class_names, tmp))
+    drawn = run_parallel(plot_jobs(plt, loaded, paths, class_names, tmp, origin))
     phases.enter("other")
     examples_caption, examples_note = drawn.pop("examples", ("", None))
     if examples_caption:
         drawn["examples"] = "examples.png"
     images = [drawn[name] for name in IMAGE_ORDER if drawn.get(name)]
     notes = [n for d in loaded.values() for n in d["notes"]] + ([examples_note] if examples_note else [])
+    if without_autoencoder:
+        notes.insert(0, ("The features are a plain HDF5 file" if origin == "plain" else "The features are libsvm text")
+                     + ", not an autoencoder's: the report has no autoencoder section.")
     training_lead = ""
     if "model" in loaded:
         m = loaded["model"]
@@ -293,8 +303,11 @@ def run(args, tmp_holder, phases):
                      f"{nc} C × {ng} γ on the training rows"
                      + (f" ({fmt_seconds(grid['seconds'])})" if grid.get("seconds") is not None else "")
                      + f"; the best pair, C = {grid['C'][bi]:g} and γ = {grid['gamma'][bj]} "
-                       f"({pct(grid['table'][bi, bj])}), was refitted on all of them and is the model.")
-    stages = stage_rows(loaded)
+                       f"({pct(grid['table'][bi, bj])}"
+                     + (f"; chosen by {grid['scoring']}, {grid['best_score']:.3f} as the mean over the folds"
+                        if grid.get("best_score") is not None else "")
+                     + "), was refitted on all of them and is the model.")
+    stages = stage_rows(loaded, origin)
 
     phases.enter("hash")
     digests = {}
@@ -314,22 +327,29 @@ def run(args, tmp_holder, phases):
     for kind, _f, fmt, _s, _l in KINDS:
         if kind in loaded:
             a = loaded[kind]["attrs"]
+            if kind == "features" and origin == "plain":  # no format attribute, no provenance
+                fmt, a = "plain features, no format attribute", {"format_version": "—", "created_by": "—",
+                                                                  "created_at": "—"}
             provenance.append({"file": os.path.basename(paths[kind]),
-                               "format": f"{fmt} v{a.get('format_version', '?')}",
+                               "format": f"{fmt} v{a.get('format_version', '?')}" if a.get("format_version") != "—"
+                               else fmt,
                                "created_by": a.get("created_by", "?"), "created_at": a.get("created_at", "?"),
                                "params": a.get("params"), "inputs": checks.get(kind, [])})
 
     history = loaded.get("model", {}).get("history", {})
     source = args.run_dir or ", ".join(paths.values())
     dataset = describe_run_dataset(loaded, class_names, notes)
+    what = "features → SVM" if without_autoencoder else "autoencoder features → SVM"
     title = args.title if args.title_given else \
-        (f"{title_name(dataset)}: autoencoder features → SVM" if dataset else "Autoencoder features → SVM")
+        (f"{title_name(dataset)}: {what}" if dataset else what[:1].upper() + what[1:])
     ctx = {"title": title, "source": source, "dataset": header_line(dataset) if dataset else None,
            "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "cards": summary_cards(loaded), "missing": missing, "notes": notes, "images": images,
            "training_lead": training_lead, "classification_lead": classification_lead,
            "eval_metrics": loaded["eval"].get("metrics") if "eval" in loaded else None,
            "eval_class_names": loaded["eval"]["class_names"] if "eval" in loaded else None, "grid_lead": grid_lead,
+           "grid_cell_words": (f"Each cell: the {grid['scoring']} of the held-out rows, the mean over the folds"
+                               if grid is not None and grid.get("best_score") is not None else None),
            "examples_caption": examples_caption,
            "features_pca": loaded.get("features", {}).get("pca"),
            "running_train_loss": "train_loss" in history and ("test_loss" in history or "val_loss" in history),
@@ -352,7 +372,7 @@ def run(args, tmp_holder, phases):
     if args.json:
         summary = {"tool": TOOL, "output": args.output, "inputs": paths, "title": title,
                    "dataset": dataset["name"] if dataset else None,
-                   "missing": [name for name, _ in missing], "images": images,
+                   "missing": [name for name, _ in missing], "images": images, "features_origin": origin,
                    "accuracy": loaded["eval"]["accuracy"] if "eval" in loaded else None,
                    "seconds": round(time.time() - started, 3), "phases": phases.summary()}
         print(json.dumps(summary), flush=True)

@@ -20,7 +20,7 @@ DEFAULT_CLASS_NAMES = ["airplane", "automobile", "bird", "cat", "deer",
 # (kind, file name in a run folder, expected `format`, stage name, what is lost without it)
 KINDS = [
     ("model", "model.h5", "ae-model", "train", "loss curves and reconstructions"),
-    ("features", "features.h5", "ae-features", "encode", "the encode stage"),
+    ("features", "features.h5", "ae-features", "encode", "encode stage or 2-D view of the features"),
     ("svm", "svm.h5", "svm-model", "fit", "the SVM fit stage"),
     ("eval", "eval.h5", "svm-eval", "eval", "accuracy, confusion matrix and per-class accuracy"),
 ]

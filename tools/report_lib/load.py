@@ -170,8 +170,24 @@ def load_model(path):
         return m
 
 
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def is_hdf5(path):
+    """True when the file starts with HDF5's signature (as the toolkit writes them), False
+    when it does not (libsvm text, docs/FORMATS.md), None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE
+    except OSError:
+        return None
+
+
 def load_features(path, pca=True):
     """Shapes and attributes; with pca, also the 2-D view of the test features (features_pca)."""
+    if os.path.isfile(path) and is_hdf5(path) is False:
+        raise ReportError(path, "is not HDF5 (libsvm text?): the report reads HDF5 features only; leave --features "
+                                "out, svm.h5 and eval.h5 hold the rest")
     with open_checked(path, "ae-features", allow_plain=True) as f:
         splits = {}
         for split in ("train", "test"):
@@ -246,6 +262,38 @@ def top_components(x, k, rng, oversample=10, power_iterations=4):
     return vt[:k].T, s[:k]
 
 
+def features_origin(loaded):
+    """What made the run's features: "autoencoder" (ae-encode), "plain" (an HDF5 file without
+    a format attribute), "libsvm" (libsvm text), or None when the files do not say. Read from
+    the features file when the report has it, else from what svm.h5 recorded: the encoder's
+    sha256 (only an autoencoder's features have one), else the features file it names."""
+    if "features" in loaded:
+        return "autoencoder" if loaded["features"]["attrs"].get("format") == "ae-features" else "plain"
+    if "svm" not in loaded:
+        return None
+    attrs = loaded["svm"]["attrs"]
+    if attrs.get("encoder_sha256"):
+        return "autoencoder"
+    params = attrs.get("params") if isinstance(attrs.get("params"), dict) else {}
+    name = params.get("features")
+    if not isinstance(name, str) or not name:
+        return None
+    if os.path.isfile(name):
+        hdf5 = is_hdf5(name)
+        if hdf5 is False:
+            return "libsvm"
+        if hdf5:
+            try:
+                recorded = read_in_child("features", name, pca=False)
+            except ReportError:
+                return None
+            return "autoencoder" if recorded["attrs"].get("format") == "ae-features" else "plain"
+        return None
+    # Moved away: its name is all there is.
+    extension = os.path.splitext(name)[1].lower()
+    return "libsvm" if extension and extension not in (".h5", ".hdf5", ".hdf") else None
+
+
 def load_svm(path):
     with open_checked(path, "svm-model") as f:
         s = {"attrs": common_attrs(f), "notes": []}
@@ -274,7 +322,13 @@ def load_model_selection(f, path, attrs):
     if number(attrs, "best_C") is not None and attrs.get("best_gamma") in gamma and attrs["best_C"] in C.tolist():
         best = (C.tolist().index(attrs["best_C"]), gamma.index(attrs["best_gamma"]))
     resolved = read_dataset(f, path, "model_selection/gamma_resolved", "f", shape=(len(gamma), None))
+    # svm-fit --cv-scoring: what chose the pair (files without it chose by accuracy).
+    scoring = plain(f["model_selection"].attrs.get("scoring", "accuracy"))
+    score = read_dataset(f, path, "model_selection/cv_score", "f", shape=table.shape)
+    best_score = float(score[best]) if score is not None and scoring != "accuracy" else None
     return {"C": C.astype(np.float64), "gamma": [str(g) for g in gamma], "table": table.astype(np.float64),
+            "scoring": str(scoring), "best_score": best_score,
+            "score_table": score.astype(np.float64) if best_score is not None else None,
             "best": (int(best[0]), int(best[1])), "folds": number(attrs, "cv_folds"),
             "gamma_mean": resolved.mean(axis=1) if resolved is not None and resolved.size else None,
             "seconds": number({k: plain(v) for k, v in f["model_selection"].attrs.items()}, "seconds")}

@@ -326,10 +326,12 @@ def plot_timing(plt, stages, folder):
 
 
 def plot_cv_grid(plt, grid, folder):
-    """svm-fit --cv's (C, gamma) table as a heat map, the chosen pair boxed. A single pair
-    has nothing to compare: no picture (its accuracy is in the stage table)."""
+    """svm-fit --cv's (C, gamma) table as a heat map, the chosen pair boxed: the table that
+    chose it (the accuracy, or the --cv-scoring score). A single pair has nothing to compare:
+    no picture (its accuracy is in the stage table)."""
     import numpy as np
-    table = grid["table"]
+    by_score = grid.get("score_table") is not None
+    table = grid["score_table"] if by_score else grid["table"]
     nc, ng = table.shape
     if nc * ng < 2:
         return None
@@ -355,7 +357,8 @@ def plot_cv_grid(plt, grid, folder):
                     fontweight="bold" if (i, j) == (bi, bj) else "normal")
     ax.add_patch(plt.Rectangle((bj - 0.5, bi - 0.5), 1, 1, fill=False, ec="#e63946", lw=2.5))
     cbar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
-    cbar.set_label("cross-validated accuracy (%)")
+    cbar.set_label(f"{grid['scoring']}, mean over the folds (%)" if by_score
+                   else "cross-validated accuracy (%)")
     cbar.outline.set_visible(False)
     folds = grid.get("folds")
     ax.set_title(f"{int(folds)}-fold cross-validation: C × γ" if folds else "Cross-validation: C × γ")

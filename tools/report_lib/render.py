@@ -7,7 +7,9 @@ from .escape import html_text, md_code, md_text
 from .load import number
 
 
-def stage_rows(loaded):
+def stage_rows(loaded, features_origin=None):
+    """The stage table's rows; features_origin (load.features_origin) "plain": the features
+    file is an input, not ae-encode's output."""
     rows = []
     if "model" in loaded:
         a = loaded["model"]["attrs"]
@@ -33,7 +35,10 @@ def stage_rows(loaded):
         a = loaded["features"]["attrs"]
         splits = loaded["features"]["splits"]
         details = ", ".join(f"{split} {fmt_int(shape[0])} × {fmt_int(shape[1])}" for split, shape in splits.items())
-        rows.append({"stage": "encode", "file": "features.h5", "tool": a.get("created_by"), "device": a.get("device"),
+        if features_origin == "plain":
+            details = "plain HDF5 features (no autoencoder): " + details
+        rows.append({"stage": "features" if features_origin == "plain" else "encode", "file": "features.h5",
+                     "tool": a.get("created_by"), "device": a.get("device"),
                      "seconds": number(a, "seconds"), "rate": fmt_rate(number(a, "images_per_second"), "img/s"),
                      "details": details})
     if "svm" in loaded:
@@ -52,6 +57,8 @@ def stage_rows(loaded):
         if number(a, "cv_accuracy") is not None:
             folds = number(a, "cv_folds")
             details.append(f"{int(folds) if folds else 'K'}-fold CV accuracy {pct(a['cv_accuracy'])}")
+            if a.get("cv_scoring", "accuracy") != "accuracy" and number(a, "cv_score") is not None:
+                details.append(f"chosen by {a['cv_scoring']} {a['cv_score']:.3f}")
         rows.append({"stage": "fit", "file": "svm.h5", "tool": a.get("created_by"), "device": a.get("device"),
                      "seconds": secs,
                      "rate": fmt_rate(n_train / secs if secs and n_train else None, "samples/s"),
@@ -312,8 +319,9 @@ def build_html(ctx):
         w("<section><h2>Model selection</h2>")
         w(f"<p class=\"lead\">{e(ctx['grid_lead'])}</p>")
         w("<figure><img src=\"cv_grid.png\" alt=\"Cross-validated accuracy per C and gamma\" "
-          "style=\"max-width:min(100%,720px)\"><figcaption>Each cell: the share of training rows predicted right when "
-          "held out (scaler, γ and feature mask fitted on the other folds). The box marks the chosen pair; "
+          "style=\"max-width:min(100%,720px)\"><figcaption>"
+          + e(ctx.get("grid_cell_words") or "Each cell: the share of training rows predicted right when held out")
+          + " (scaler, γ and feature mask fitted on the other folds). The box marks the chosen pair; "
           "ties go to the first in C-major order.</figcaption></figure></section>")
     if ctx["stages"]:
         w("<section><h2>Stages</h2><p class=\"lead\">Read from each file's attributes.</p>")
