@@ -244,7 +244,7 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
       for (size_t c = 0; c < nc; ++c) {
         const Classifier& clf = fitted[c];
         std::vector<int32_t> pred = clf.vote(clf.decision_values(held, device), n_held);
-        for (int32_t& p : pred) p = class_index(p);
+        for (int32_t& label : pred) label = class_index(label);
         record.put_vector(confusion_matrix(held_class.data(), pred.data(), n_held, K));
       }
       records[cell] = record.bytes();
