@@ -17,6 +17,7 @@
 
 #include "common/atomic_output.h"
 #include "common/blas_runtime.h"
+#include "common/cublas_runtime.h"
 #include "common/error.h"
 #include "common/escape.h"
 #include "common/json.h"
@@ -392,6 +393,7 @@ int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
     status = 1;
   }
   g_app = nullptr;  // app ends here
+  cublas::settle();  // never exit while cuBLAS loads in the background (common/cublas_runtime.h)
   return status;
 }
 

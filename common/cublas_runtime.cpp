@@ -53,6 +53,10 @@ void start() {
 
 void preload() { start(); }
 
+void settle() {
+  if (g_api.valid()) g_api.wait();
+}
+
 const Api& api() {
   start();
   return g_api.get();  // rethrows load()'s error on every call
@@ -62,5 +66,6 @@ const Api& api() {
 #else
 namespace cae::cublas {
 void preload() {}
+void settle() {}
 }  // namespace cae::cublas
 #endif

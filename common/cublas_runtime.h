@@ -37,4 +37,9 @@ namespace cae::cublas {
 // Call it only where the GPU path is certain (not before a tool starts its ranks). Without
 // CUDA it does nothing.
 void preload();
+// Waits for a load that preload() started, if any. The tools call it before they return from
+// main: exit() tears down the CUDA runtime that libcublas's initialisers call into, and a
+// tool that fails on its input before it needs cuBLAS would otherwise exit while the
+// background thread is still inside dlopen (a crash after the tool's error line).
+void settle();
 }  // namespace cae::cublas
