@@ -82,6 +82,24 @@ with h5py.File('$TMP/bad.h5', 'w') as f:
   "$PYTHON" "$CHECK" compare-predictions --eval "$TMP/eval.h5" --libsvm-out "$TMP/predicted"
 }
 
+@test "on the GPU: svm-eval of an svm-train model agrees with svm-predict and the CPU (skips without one)" {
+  need_libsvm_tools
+  nvidia-smi -L >/dev/null 2>&1 || skip "no GPU"
+  "$PYTHON" "$CHECK" make-libsvm "$TMP/train.libsvm" "$TMP/test.libsvm"
+  svm-train -q -c 4 -g 0.003 "$TMP/train.libsvm" "$TMP/model.libsvm"
+  svm-predict -q "$TMP/test.libsvm" "$TMP/model.libsvm" "$TMP/predicted" >/dev/null
+  for d in gpu cpu; do
+    "$BIN/svm-eval" -q --device "$d" --model "$TMP/model.libsvm" --features "$TMP/test.libsvm" -o "$TMP/$d.h5"
+  done
+  "$PYTHON" "$CHECK" compare-predictions --eval "$TMP/gpu.h5" --libsvm-out "$TMP/predicted"
+  "$PYTHON" - "$TMP/gpu.h5" "$TMP/cpu.h5" <<'PY'
+import h5py, numpy as np, sys
+g, c = (h5py.File(p, "r") for p in sys.argv[1:3])
+assert (g["predictions"][...] == c["predictions"][...]).all()
+assert g.attrs["accuracy"] == c.attrs["accuracy"] and g.attrs["device"] != c.attrs["device"]
+PY
+}
+
 @test "libsvm text with svm-scale: svm-eval --libsvm-range on raw rows agrees with svm-scale + svm-predict" {
   need_libsvm_tools
   "$PYTHON" "$CHECK" make-libsvm "$TMP/train.libsvm" "$TMP/test.libsvm" --seed 4
