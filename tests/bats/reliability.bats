@@ -937,7 +937,7 @@ EOF
   [ -z "$(ls -A "$P")" ] || { ls -A "$P"; false; }
   local r="$sweep_dir/run-1"
   expect_argv svm-fit --features "$r/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" '`touch' \
-    "$P/c\`" '$(shell' touch "$P/m)" '"d"' -o "$r/svm.h5"
+    "$P/c\`" '$(shell' touch "$P/m)" '"d"' --resume -o "re:$r/\.svm-[0-9a-f]{10}\.h5" --record-output-as "$r/svm.h5"
   expect_argv svm-eval --model "$r/svm.h5" --features "$r/features.h5" --device cpu "it's" '$HOME' -o "$r/eval.h5"
   expect_argv ae-train --data "$TMP/data/cifar10.h5" --epochs 20 --batch-size 64 --device cpu \
     --encoder-channels "16,8;touch $P/e" --seed 1 --resume -o "re:$r/\.model-[0-9a-f]{10}\.ckpt\.h5" \
