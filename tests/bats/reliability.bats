@@ -908,7 +908,8 @@ run_wraps() {
   run_wraps
   [ -z "$(ls -A "$P")" ] && [ ! -e "$TMP/x" ] || { ls -A "$P" "$TMP"; false; }
   expect_argv svm-fit --features "$run_dir/features.h5" --device cpu --C '5;' touch "$P/a" '$(touch' "$P/b)" \
-    '`touch' "$P/c\`" '$(shell' touch "$P/m)" "'q'" '"d"' --gamma '*' -o "$run_dir/svm.h5"
+    '`touch' "$P/c\`" '$(shell' touch "$P/m)" "'q'" '"d"' --gamma '*' --resume -o "re:$run_dir/\.svm-[0-9a-f]{10}\.h5" \
+    --record-output-as "$run_dir/svm.h5"
   expect_argv svm-eval --model "$run_dir/svm.h5" --features "$run_dir/features.h5" --device cpu '$HOME' '~' '\n' \
     -o "$run_dir/eval.h5"
   expect_argv ae-train --data "$TMP/data/cifar10.h5" --epochs 20 --batch-size 64 --device cpu --encoder-channels 256,128 \
