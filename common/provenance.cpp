@@ -35,8 +35,20 @@ std::vector<std::string> recorded_input_hashes(const Hdf5Reader& r) {
   return out;
 }
 
+// Under AddressSanitizer the hashing runs when get() asks for it, not on a thread of its own:
+// GCC's ASan runtime does not hold its allocator's locks across fork(), and the HDF5
+// metadata probe (common/hdf5_probe.h) forks while the hashing thread may be allocating, so
+// the probe's child could wait forever on a lock whose holder does not exist in it (8 of
+// 150 ASan svm-fit runs on fresh files timed out in the probe; none of 150 without ASan,
+// whose glibc malloc resets its locks in the child).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr std::launch kHashLaunch = std::launch::deferred;
+#else
+constexpr std::launch kHashLaunch = std::launch::async;
+#endif
+
 BackgroundHashes::BackgroundHashes(std::vector<std::string> paths)
-    : paths_(std::move(paths)), digests_(std::async(std::launch::async, [p = paths_] {
+    : paths_(std::move(paths)), digests_(std::async(kHashLaunch, [p = paths_] {
         std::vector<std::string> d;
         for (const std::string& path : p) d.push_back(sha256_file(path));
         return d;
