@@ -52,7 +52,7 @@ std::vector<double> decision_values_on_group(const Classifier& clf, float* X, in
   };
   const Share mine = rows_of(group.rank());
   std::vector<float> rows(static_cast<size_t>(mine.count * views) * static_cast<size_t>(D));
-  for (int v = 0; v < views; ++v)
+  for (int v = 0; v < views && mine.count > 0; ++v)  // a rank may get no block (no rows: no copy)
     std::memcpy(rows.data() + static_cast<size_t>(v * mine.count) * D, X + static_cast<size_t>(v * n + mine.first) * D,
                 sizeof(float) * static_cast<size_t>(mine.count) * D);
   std::vector<double> dec;
