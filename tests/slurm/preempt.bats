@@ -39,7 +39,8 @@ restarts() {  # JOB → how often Slurm restarted it
   ids=$(job_ids "$output")
   train=$(job_id_of "$output" train)
   # Slurm may signal up to a minute early (here: any time in the first 10 s), and holds a
-  # requeued job back for about two minutes (BeginTime) before it starts again.
+  # requeued job back for cred_expire (10 s in tests/slurm/run.sh; 120 s by default) before it
+  # starts again.
   JOB_WAIT_SECONDS=300 wait_jobs $ids
   for id in $ids; do
     [ "$(job_state "$id")" = COMPLETED ] || { scontrol show job -o "$id"; show_logs "$w/run"; false; }
@@ -97,7 +98,7 @@ restarts() {  # JOB → how often Slurm restarted it
   done
   [ -n "$ckpt" ] || { show_logs "$WORK/preempted"; false; }
   scancel --signal=USR1 --batch "$train"
-  # The requeued job waits about two minutes (BeginTime), then trains the remaining epochs.
+  # The requeued job waits cred_expire (BeginTime), then trains the remaining epochs.
   JOB_WAIT_SECONDS=420 wait_jobs $(job_ids "$out")
   for id in $(job_ids "$out"); do
     [ "$(job_state "$id")" = COMPLETED ] || { scontrol show job -o "$id"; show_logs "$WORK/preempted"; false; }
@@ -158,7 +159,7 @@ PY
   pgrep -f -- "svm-fit .*$run/features.h5" > /dev/null || { show_logs "$run"; false; }
   sleep 1.5
   scancel --signal=USR1 --batch "$fit"
-  # The requeued job waits about two minutes (BeginTime), then fits the remaining cells.
+  # The requeued job waits cred_expire (BeginTime), then fits the remaining cells.
   JOB_WAIT_SECONDS=300 wait_jobs $(job_ids "$out")
   for id in $(job_ids "$out"); do
     [ "$(job_state "$id")" = COMPLETED ] || { scontrol show job -o "$id"; show_logs "$run"; false; }

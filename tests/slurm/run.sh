@@ -125,7 +125,9 @@ SlurmdPort=$SLURMD_PORT
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$SLURM_TMP/run/munged.sock
+# cred_expire also holds a requeued job back (BeginTime): 120 s by default, three requeues
+# in preempt.bats; 10 s is plenty for a local credential.
+AuthInfo=socket=$SLURM_TMP/run/munged.sock,cred_expire=10
 CredType=cred/munge
 MpiDefault=none
 # No systemd and no cgroup hierarchy of our own: follow jobs by their process tree.
