@@ -54,9 +54,8 @@ void add_options(CLI::App& app, Options& opt) {
                      "all");
   cae::add_threads_option(app, opt.threads);
   cae::add_group_options(app, opt.group, "classifies its slice of the rows");
-  cae::add_flip_option(app, "--tta", opt.tta,
-                       "flip: average each row's decision values with those of its mirror (/SPLIT/features_flip, "
-                       "ae-encode --flip) before voting");
+  cae::add_flip_option(app, "--tta", opt.tta, "flip: average each row's decision values with those of its mirror "
+                       "(/SPLIT/features_flip, ae-encode --flip) before voting");
   app.add_option("--reject", opt.reject,
                  "A one-class model (svm-fit --kind one-class) of the training features: also count the rows "
                  "outside it (/inside, n_outside, outside_fraction, accuracy_inside)");
