@@ -28,8 +28,8 @@ class SteppedGpuBackend final : public ae::cuda::GpuBackend {
   // The stages of one training step of `batch` images, in the order the step issues them;
   // the step reads training images 0..batch−1 (set_train_images first, at least `batch`).
   std::vector<StepStage> stages_of_step(int batch);
-  void rewind();                            // the next step starts at image 0 again
-  void replay_step(int batch);              // one whole step as its CUDA graph replays it
+  void rewind();                                   // the next step starts at image 0 again
+  void replay_step(int batch);                     // one whole step as its CUDA graph replays it
   cudaStream_t stream() const { return stream_; }  // where stages and replays run
 };
 
