@@ -226,9 +226,10 @@ $(UNIT_BIN): $(UNIT_SRCS:%.cpp=$(BUILD)/obj/%.o) $(TEST_SUPPORT_OBJS) $(LIBS_IN_
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIBS_IN_ORDER) $(LDLIBS) $(LIBSVM_LIBS) -lgtest -lgtest_main -o $@
 
-$(BUILD)/tests/ae-dump-gradients: $(BUILD)/obj/tests/dev/ae_dump_gradients.o $(LIBS_IN_ORDER)
+$(BUILD)/tests/ae-dump-gradients: $(BUILD)/obj/tests/dev/ae_dump_gradients.o $(BUILD)/obj/tests/support/cpu_gradient.o \
+                                  $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)
-	$(CXX) $(LDFLAGS) $< $(LIBS_IN_ORDER) $(LDLIBS) -o $@
+	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(LIBS_IN_ORDER) $(LDLIBS) -o $@
 
 $(GPU_TEST_BIN): $(GPU_TEST_SRCS:%.cu=$(BUILD)/obj/%.o) $(TEST_SUPPORT_OBJS) $(LIBS_IN_ORDER)
 	@mkdir -p $(@D)

@@ -248,6 +248,14 @@ CLI::Option* default_means(CLI::Option* opt, const std::string& meaning) {
   return opt;
 }
 
+CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& help, const std::string& meaning) {
+  return default_means(app.add_option("--threads", threads, help)->check(CLI::NonNegativeNumber), meaning);
+}
+
+CLI::Option* add_flip_option(CLI::App& app, const std::string& name, std::string& value, const std::string& help) {
+  return app.add_option(name, value, help)->check(CLI::IsMember({"none", "flip"}));
+}
+
 void record_effective(const std::string& option, const std::string& value) { g_effective[option] = value; }
 
 std::string options_json() {

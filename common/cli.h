@@ -74,6 +74,14 @@ CLI::Option* output_file(CLI::Option* opt);
 // stand-in. Returns `opt`:
 //   cae::default_means(app.add_option("--threads", opt.threads, "CPU threads"), "all cores");
 CLI::Option* default_means(CLI::Option* opt, const std::string& meaning);
+// --threads N (N >= 0, checked), whose default 0 --help shows as `meaning`. Returns the option.
+CLI::Option* add_threads_option(
+    CLI::App& app, int& threads, const std::string& help = "CPU threads",
+    const std::string& meaning = "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
+// An option NAME that takes none or flip (checked): flip uses the mirrored images' features
+// as well (/SPLIT/features_flip, ae-encode --flip); `help` says how. Returns the option.
+CLI::Option* add_flip_option(CLI::App& app, const std::string& name, std::string& value, const std::string& help);
+
 // The value an option not given took (threads = 16), for options_json(); `option` is the
 // long name without dashes ("threads"). Ignored when the option was given.
 void record_effective(const std::string& option, const std::string& value);

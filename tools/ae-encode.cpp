@@ -64,8 +64,7 @@ void add_options(CLI::App& app, Options& opt) {
   app.add_option("--data", opt.data, "image-dataset file (cifar-convert); its image shape must be the model's")->required();
   app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
   app.add_option("--split", opt.splits, "Splits to encode, comma-separated: train, test");
-  cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
-                     "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
+  cae::add_threads_option(app, opt.threads);
   app.add_flag("--flip", opt.flip,
                "Also encode every image mirrored left to right (/<split>/features_flip: for svm-fit --augment "
                "flip and svm-eval --tta flip)");

@@ -76,9 +76,7 @@ void add_options(CLI::App& app, Options& opt) {
                                     "Use the first N training images (0 = all), validation included")
                          ->check(CLI::NonNegativeNumber),
                      "all");
-  cae::default_means(app.add_option("--threads", opt.threads, "CPU threads (at most 4x the cores)")
-                         ->check(CLI::NonNegativeNumber),
-                     "OMP_NUM_THREADS, else all cores");
+  cae::add_threads_option(app, opt.threads, "CPU threads (at most 4x the cores)", "OMP_NUM_THREADS, else all cores");
   app.add_option("--precision", opt.precision, "fp32, or bf16 (GPU only; master weights stay fp32)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_flag("--resume", opt.resume,

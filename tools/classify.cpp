@@ -53,8 +53,8 @@ void add_options(CLI::App& app, Options& opt) {
                  "as 'outside (CLASS)', and --json says \"inside\": false");
   app.add_option("--top", opt.top, "Classes listed per image, best first")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
-  app.add_option("--tta", opt.tta, "Test-time augmentation, as svm-eval --tta: none, or flip (average with the mirror)")
-      ->check(CLI::IsMember({"none", "flip"}));
+  cae::add_flip_option(app, "--tta", opt.tta,
+                       "Test-time augmentation, as svm-eval --tta: none, or flip (average with the mirror)");
   app.add_flag("--allow-mismatch", opt.allow_mismatch,
                "Use an SVM trained on another encoder's features (refused otherwise)");
   app.add_option("images", opt.images, "PNG or JPEG files (any size; converted to the model's input shape)");

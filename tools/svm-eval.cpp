@@ -52,13 +52,10 @@ void add_options(CLI::App& app, Options& opt) {
   cae::default_means(app.add_option("--limit", opt.limit, "Classify only the first N rows (0 = all)")
                          ->check(CLI::NonNegativeNumber),
                      "all");
-  cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
-                     "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
+  cae::add_threads_option(app, opt.threads);
   cae::add_group_options(app, opt.group, "classifies its slice of the rows");
-  app.add_option("--tta", opt.tta,
-                 "flip: average each row's decision values with those of its mirror (/SPLIT/features_flip, "
-                 "ae-encode --flip) before voting")
-      ->check(CLI::IsMember({"none", "flip"}));
+  cae::add_flip_option(app, "--tta", opt.tta, "flip: average each row's decision values with those of its mirror "
+                       "(/SPLIT/features_flip, ae-encode --flip) before voting");
   app.add_option("--reject", opt.reject,
                  "A one-class model (svm-fit --kind one-class) of the training features: also count the rows "
                  "outside it (/inside, n_outside, outside_fraction, accuracy_inside)");

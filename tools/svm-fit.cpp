@@ -72,10 +72,9 @@ void add_options(CLI::App& app, Options& opt) {
                  "What picks the --cv pair: accuracy (pooled over the folds), or balanced_accuracy / macro_f1 "
                  "(mean over the folds, as scikit-learn's GridSearchCV)")
       ->check(CLI::IsMember({"accuracy", "balanced_accuracy", "macro_f1"}));
-  app.add_option("--augment", opt.augment,
-                 "flip: also train on the mirrored images' features (/train/features_flip, ae-encode --flip); "
-                 "with --cv an image and its mirror share a fold")
-      ->check(CLI::IsMember({"none", "flip"}));
+  cae::add_flip_option(app, "--augment", opt.augment,
+                       "flip: also train on the mirrored images' features (/train/features_flip, ae-encode --flip); "
+                       "with --cv an image and its mirror share a fold");
   app.add_flag("--probability", opt.probability,
                "Also fit probability estimates (libsvm's -b 1: per-pair sigmoids on 5-fold cross-validated "
                "decision values, seeded by --cv-seed); svm-eval then writes /probabilities and the log-loss");
@@ -94,8 +93,7 @@ void add_options(CLI::App& app, Options& opt) {
                                     "a warning)")
                          ->check(CLI::NonNegativeNumber),
                      "all");
-  cae::default_means(app.add_option("--threads", opt.threads, "CPU threads")->check(CLI::NonNegativeNumber),
-                     "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
+  cae::add_threads_option(app, opt.threads);
   cae::output_file(app.add_option("--export-libsvm", opt.export_libsvm,
                                   "Also write the model in libsvm's text format (for svm-predict on scaled data)"));
   cae::add_group_options(app, opt.group,

@@ -92,12 +92,15 @@ void set_one_class_solution(Model& m, const float* X, const std::vector<double>&
 int64_t decision_block_rows(const Model& m);
 // What both devices compute decision values over, after checking the model's arrays agree
 // (std::invalid_argument "svm: inconsistent model" otherwise): k classes and start[c], the
-// first support vector of class c (start[k] = n_sv). A one_class model is the pair (0, 1)
-// of two classes whose second has no vectors: its value is row 0 of the coefficients
-// against every vector, minus rho — the c_svc formula for that pair.
+// first support vector of class c (start[k] = n_sv), and how many decision values a row
+// has (m.n_decisions()). A one_class model is the pair (0, 1) of two classes whose second
+// has no vectors: its value is row 0 of the coefficients against every vector, minus rho —
+// the c_svc formula for that pair.
 struct DecisionLayout {
   int k = 0;
   std::vector<int64_t> start;  // [k + 1]
+  int64_t n_sv = 0;
+  int pairs = 0;
 };
 DecisionLayout decision_layout(const Model& m);
 void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec);

@@ -19,7 +19,7 @@
 #include "common/hdf5_io.h"
 #include "common/log.h"
 #include "kernels/ae/checkpoint.h"
-#include "kernels/ae/cpu/backend_cpu.h"
+#include "tests/support/cpu_gradient.h"
 
 namespace {
 

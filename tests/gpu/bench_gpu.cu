@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -25,7 +26,6 @@
 #include <vector>
 
 #include "kernels/ae/backend.h"
-#include "kernels/ae/cuda/plan.h"
 #include "kernels/ae/model.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/support/step_profiler.h"
@@ -85,8 +85,8 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
     for (ae::Precision p : {ae::Precision::fp32, ae::Precision::bf16}) {
       if (!only.empty() && only != ae::precision_name(p)) continue;
       ae::OptimizerConfig adam;
-      auto stepped = ae::cuda::make_stepped_gpu_backend(arch, adam, p);
-      ae::AeBackend* gpu = &stepped->backend();
+      auto stepped = std::make_unique<SteppedGpuBackend>(arch, adam, p);
+      ae::AeBackend* gpu = stepped.get();
       gpu->set_params(ae::init_params(arch, 0));
       gpu->set_train_images(images.data(), n);
       if (!stage.empty()) {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/ae/backend.h"
-#include "kernels/ae/cpu/backend_cpu.h"
+#include "tests/support/cpu_gradient.h"
 #include "kernels/ae/model.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -19,28 +19,11 @@
 #include "kernels/svm/cpu/smo.h"
 #include "kernels/svm/cuda/svm_gpu.cuh"
 #include "kernels/svm/svm.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/support/dense_kernel_rows.h"
+#include "tests/support/one_class_cloud.h"
 
 namespace {
-
-bool have_gpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define REQUIRE_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible: the GPU one-class SVM cannot be compared with the CPU"
-
-// One cloud with a wider tenth, so that nu cuts through a tail.
-std::vector<float> make_cloud(int64_t n, int dim, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> X(static_cast<size_t>(n) * dim);
-  for (int64_t i = 0; i < n; ++i) {
-    const float spread = i % 10 == 7 ? 3.f : 1.f;
-    for (int f = 0; f < dim; ++f) X[static_cast<size_t>(i) * dim + f] = 0.2f + spread * normal(rng);
-  }
-  return X;
-}
 
 svm::FitParams one_class(double nu, double gamma, svm::KernelType kernel, double tol) {
   svm::FitParams p;
@@ -52,22 +35,6 @@ svm::FitParams one_class(double nu, double gamma, svm::KernelType kernel, double
   p.log_summary = false;
   return p;
 }
-
-class Matrix : public svm::cpu::KernelRows {
- public:
-  Matrix(const std::vector<float>& X, int n, int dim, const svm::cpu::KernelSpec& spec)
-      : n_(n), m_(static_cast<size_t>(n) * n) {
-    std::vector<double> norms(n);
-    svm::cpu::row_squared_norms(X.data(), n, dim, norms.data());
-    svm::cpu::kernel_block_symmetric(spec, X.data(), n, norms.data(), dim, m_.data(), n);
-  }
-  const float* row(int t) override { return m_.data() + static_cast<size_t>(t) * n_; }
-  double diag(int t) const override { return m_[static_cast<size_t>(t) * n_ + t]; }
-
- private:
-  int n_;
-  std::vector<float> m_;
-};
 
 // Every row's alpha (0 where it is no support vector).
 std::vector<double> alphas(const svm::Model& m, int64_t n) {
@@ -90,7 +57,8 @@ void expect_close(const svm::Model& gpu, const svm::Model& cpu, const std::vecto
     sum += v;
   }
   EXPECT_NEAR(sum, p.nu * static_cast<double>(n), 1e-9 * static_cast<double>(n));
-  Matrix K(X, static_cast<int>(n), dim, svm::cpu::KernelSpec{p.kernel, p.gamma});
+  auto K = svm_test::DenseKernelRows::by_cpu_blocks(svm::cpu::KernelSpec{p.kernel, p.gamma}, X.data(),
+                                                   static_cast<int>(n), dim);
   // Optimal under the CPU's kernel values: the BLAS differ in the last bits, not more.
   EXPECT_LT(svm::cpu::kkt_gap_one_class(K, static_cast<int>(n), a), 3 * p.tol);
 }
@@ -101,7 +69,7 @@ TEST(OneClassGpu, MatchesCpu) {
   REQUIRE_GPU();
   const int64_t n = 1500, n_test = 2000;
   const int dim = 24;
-  const std::vector<float> X = make_cloud(n, dim, 3), T = make_cloud(n_test, dim, 4);
+  const std::vector<float> X = svm_test::one_class_cloud(n, dim, 3), T = svm_test::one_class_cloud(n_test, dim, 4);
   for (svm::KernelType kernel : {svm::KernelType::rbf, svm::KernelType::linear})
     for (double nu : {0.03, 0.3, 0.9}) {
       SCOPED_TRACE(std::string(svm::kernel_name(kernel)) + " nu " + std::to_string(nu));
@@ -136,7 +104,7 @@ TEST(OneClassGpu, StateInGlobalMemoryMatchesCpu) {
   REQUIRE_GPU();
   const int dim = 8;
   const int64_t n = static_cast<int64_t>(svm::cuda::smo_max_shared_bytes() / 17) + 500;
-  const std::vector<float> X = make_cloud(n, dim, 9);
+  const std::vector<float> X = svm_test::one_class_cloud(n, dim, 9);
   const svm::FitParams p = one_class(0.1, 0.2, svm::KernelType::rbf, 1e-3);
   ASSERT_GT(svm::cuda::smo_state_bytes(n), svm::cuda::smo_max_shared_bytes());
   const svm::Model cpu = svm::fit_one_class_cpu(X.data(), n, dim, p);
@@ -149,7 +117,7 @@ TEST(OneClassGpu, ClassifierOnGpuMatchesCpu) {
   REQUIRE_GPU();
   const int64_t n = 900, n_test = 700;
   const int dim = 12;
-  const std::vector<float> X = make_cloud(n, dim, 13), T = make_cloud(n_test, dim, 14);
+  const std::vector<float> X = svm_test::one_class_cloud(n, dim, 13), T = svm_test::one_class_cloud(n_test, dim, 14);
   const std::vector<int32_t> y(static_cast<size_t>(n), 0);
   svm::ClassifierParams params;
   params.kind = svm::SvmKind::one_class;

@@ -20,16 +20,10 @@
 #include "kernels/svm/cuda/svm_gpu.cuh"
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/svm.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/support/dense_kernel_rows.h"
 
 namespace {
-
-bool have_gpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define REQUIRE_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible: the GPU SVM cannot be compared with the CPU path here"
 
 // Gaussian clusters around random centres: classes overlap, so there are free and bounded
 // support vectors alike. Labels are drawn in random order (not grouped by class).
@@ -106,18 +100,6 @@ double relative_difference(const std::vector<double>& a, const std::vector<doubl
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
-// Rows of a pair's kernel matrix computed on the CPU.
-class DenseRows : public svm::cpu::KernelRows {
- public:
-  DenseRows(std::vector<float> m, int n) : m_(std::move(m)), n_(n) {}
-  const float* row(int t) override { return m_.data() + static_cast<int64_t>(t) * n_; }
-  double diag(int t) const override { return m_[static_cast<int64_t>(t) * n_ + t]; }
-
- private:
-  std::vector<float> m_;
-  int n_;
-};
-
 // For every pair of a model: its alphas recovered from the libsvm layout, checked against
 // the box and equality constraints and for optimality (KKT gap) under CPU kernel values.
 // `weights`: the class weights of the fit (each class's bound is C times its weight).
@@ -138,10 +120,6 @@ void expect_pairs_optimal(const svm::Model& m, const Problem& pr, double C, doub
       const int np = static_cast<int>(rows.size());
       std::vector<float> Xp;
       for (int64_t r : rows) Xp.insert(Xp.end(), pr.X.begin() + r * pr.dim, pr.X.begin() + (r + 1) * pr.dim);
-      std::vector<double> norms(np);
-      svm::cpu::row_squared_norms(Xp.data(), np, pr.dim, norms.data());
-      std::vector<float> K(static_cast<size_t>(np) * np);
-      svm::cpu::kernel_block_symmetric(spec, Xp.data(), np, norms.data(), pr.dim, K.data(), np);
       const double Cp = C * svm::class_weight(weights, m.classes[a]), Cn = C * svm::class_weight(weights, m.classes[b]);
       std::vector<int8_t> ys(np);
       std::vector<double> alpha(np, 0.0);
@@ -156,7 +134,7 @@ void expect_pairs_optimal(const svm::Model& m, const Problem& pr, double C, doub
         balance += ys[t] * alpha[t];
       }
       EXPECT_NEAR(balance, 0.0, 1e-9 * std::max(Cp, Cn) * np) << "pair (" << a << "," << b << "): y'alpha != 0";
-      DenseRows kr(std::move(K), np);
+      auto kr = svm_test::DenseKernelRows::by_cpu_blocks(spec, Xp.data(), np, pr.dim);
       const double gap = svm::cpu::kkt_gap(kr, ys.data(), np, Cp, Cn, alpha);
       EXPECT_LE(gap, gap_limit) << "pair (" << a << "," << b << "): KKT gap under CPU kernel values";
     }

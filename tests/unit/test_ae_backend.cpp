@@ -17,7 +17,7 @@
 #include "kernels/ae/backend.h"
 #include "kernels/ae/checkpoint.h"
 #include "kernels/ae/encoder.h"
-#include "kernels/ae/cpu/backend_cpu.h"
+#include "tests/support/cpu_gradient.h"
 #include "tests/support/cpu_layers.h"
 #include "tests/support/layer_reference.h"
 #include "kernels/ae/model.h"

@@ -16,7 +16,7 @@
 #include "common/error.h"
 #include "common/rank_launcher.h"
 #include "common/rendezvous.h"
-#include "kernels/ae/cpu/backend_cpu.h"
+#include "tests/support/cpu_gradient.h"
 #include "kernels/ae/data_parallel.h"
 #include "kernels/ae/model.h"
 #include "kernels/ae/trainer.h"

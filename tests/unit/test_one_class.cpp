@@ -19,21 +19,10 @@
 #include "kernels/svm/libsvm_format.h"
 #include "kernels/svm/cpu/smo.h"
 #include "kernels/svm/svm.h"
+#include "tests/support/dense_kernel_rows.h"
+#include "tests/support/one_class_cloud.h"
 
 namespace {
-
-// One Gaussian cloud with a heavier-tailed tenth of the rows, so that nu cuts through the
-// tail: some multipliers at the bound 1, some free, most 0.
-std::vector<float> make_cloud(int n, int dim, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<float> X(static_cast<size_t>(n) * dim);
-  for (int i = 0; i < n; ++i) {
-    const double spread = i % 10 == 3 ? 3.0 : 1.0;
-    for (int f = 0; f < dim; ++f) X[static_cast<size_t>(i) * dim + f] = static_cast<float>(0.5 + spread * normal(rng));
-  }
-  return X;
-}
 
 struct LibsvmRows {
   std::vector<std::vector<svm_node>> rows;
@@ -62,23 +51,6 @@ svm_parameter one_class_params(double nu, double gamma, double eps) {
   return prm;
 }
 
-class KernelMatrix : public svm::cpu::KernelRows {
- public:
-  KernelMatrix(const std::vector<float>& X, int n, int dim, double gamma) : n_(n), m_(static_cast<size_t>(n) * n) {
-    const svm::cpu::KernelSpec spec{svm::KernelType::rbf, gamma};
-    for (int a = 0; a < n; ++a)
-      for (int b = 0; b < n; ++b)
-        m_[static_cast<size_t>(a) * n + b] = static_cast<float>(svm::cpu::kernel_reference(
-            spec, X.data() + static_cast<size_t>(a) * dim, X.data() + static_cast<size_t>(b) * dim, dim));
-  }
-  const float* row(int t) override { return m_.data() + static_cast<size_t>(t) * n_; }
-  double diag(int t) const override { return m_[static_cast<size_t>(t) * n_ + t]; }
-
- private:
-  int n_;
-  std::vector<float> m_;
-};
-
 }  // namespace
 
 TEST(SvmOneClass, StartIsLibsvms) {
@@ -104,8 +76,8 @@ TEST(SvmOneClass, StartIsLibsvms) {
 TEST(SvmOneClass, SolutionIsFeasibleOptimalAndHasTheNuProperty) {
   const int n = 300, dim = 8;
   const double gamma = 0.1;
-  const std::vector<float> X = make_cloud(n, dim, 11);
-  KernelMatrix K(X, n, dim, gamma);
+  const std::vector<float> X = svm_test::one_class_cloud(n, dim, 11);
+  auto K = svm_test::DenseKernelRows::by_definition(svm::cpu::KernelSpec{svm::KernelType::rbf, gamma}, X.data(), n, dim);
   for (double nu : {0.05, 0.3, 0.75}) {
     for (double tol : {1e-3, 1e-6}) {
       const auto r = svm::cpu::solve_one_class(K, n, nu, tol);
@@ -147,8 +119,8 @@ TEST(SvmOneClass, MatchesLibsvm) {
   svm_set_print_string_function(quiet);
   const int n = 400, dim = 12, n_test = 500;
   const double gamma = 1.0 / (dim * 1.3);
-  const std::vector<float> X = make_cloud(n, dim, 5);
-  const std::vector<float> T = make_cloud(n_test, dim, 6);
+  const std::vector<float> X = svm_test::one_class_cloud(n, dim, 5);
+  const std::vector<float> T = svm_test::one_class_cloud(n_test, dim, 6);
   LibsvmRows train(X, n, dim), test(T, n_test, dim);
   std::vector<double> labels(n, 1.0);
   svm_problem prob{};
@@ -205,7 +177,7 @@ TEST(SvmOneClass, MatchesLibsvm) {
 
 TEST(SvmOneClass, RowCacheModeMatchesDenseMode) {
   const int n = 600, dim = 6;
-  const std::vector<float> X = make_cloud(n, dim, 9);
+  const std::vector<float> X = svm_test::one_class_cloud(n, dim, 9);
   svm::FitParams p;
   p.kind = svm::SvmKind::one_class;
   p.nu = 0.2;
@@ -220,7 +192,7 @@ TEST(SvmOneClass, RowCacheModeMatchesDenseMode) {
   ASSERT_EQ(dense.support_indices, rows.support_indices);
   for (size_t v = 0; v < dense.dual_coef.size(); ++v) EXPECT_NEAR(dense.dual_coef[v], rows.dual_coef[v], 1e-5);
   EXPECT_NEAR(dense.rho[0], rows.rho[0], 1e-5);
-  const std::vector<float> T = make_cloud(200, dim, 10);
+  const std::vector<float> T = svm_test::one_class_cloud(200, dim, 10);
   std::vector<double> d_dense(200), d_rows(200);
   svm::decision_values_cpu(dense, T.data(), 200, d_dense.data());
   svm::decision_values_cpu(rows, T.data(), 200, d_rows.data());
@@ -228,7 +200,7 @@ TEST(SvmOneClass, RowCacheModeMatchesDenseMode) {
 }
 
 TEST(SvmOneClass, RejectsBadParametersAndTheOtherKind) {
-  const std::vector<float> X = make_cloud(20, 3, 1);
+  const std::vector<float> X = svm_test::one_class_cloud(20, 3, 1);
   svm::FitParams p;
   p.kind = svm::SvmKind::one_class;
   p.gamma = 0.5;
@@ -260,7 +232,7 @@ TEST(SvmOneClass, RejectsBadParametersAndTheOtherKind) {
 TEST(SvmOneClass, ClassifierSavesLoadsAndExportsToLibsvm) {
   svm_set_print_string_function(quiet);
   const int n = 250, dim = 7, n_test = 120;
-  std::vector<float> X = make_cloud(n, dim, 21), T = make_cloud(n_test, dim, 22);
+  std::vector<float> X = svm_test::one_class_cloud(n, dim, 21), T = svm_test::one_class_cloud(n_test, dim, 22);
   for (int i = 0; i < n; ++i) X[static_cast<size_t>(i) * dim + 4] = 2.5f;  // constant: dropped
   std::vector<int32_t> y(n, 0);
   svm::ClassifierParams params;
@@ -335,7 +307,7 @@ TEST(SvmOneClass, ClassifierSavesLoadsAndExportsToLibsvm) {
 // A damaged one-class file is refused with the file's name, not used.
 TEST(SvmOneClass, ModelFileChecksTheKind) {
   const int n = 80, dim = 3;
-  std::vector<float> X = make_cloud(n, dim, 31);
+  std::vector<float> X = svm_test::one_class_cloud(n, dim, 31);
   std::vector<int32_t> y(n, 0);
   svm::ClassifierParams params;
   params.kind = svm::SvmKind::one_class;

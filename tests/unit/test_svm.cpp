@@ -21,6 +21,7 @@
 #include "kernels/svm/preprocess.h"
 #include "kernels/svm/svm.h"
 #include "kernels/svm/train.h"
+#include "tests/support/dense_kernel_rows.h"
 
 namespace {
 
@@ -117,23 +118,6 @@ void expect_same_model(const svm::Model& ours, const svm_model* ref, double rel)
     EXPECT_NEAR(ours.rho[p], ref->rho[p], rel * std::max(1.0, std::fabs(ref->rho[p]))) << "pair " << p;
 }
 
-class DenseRowsForTest : public svm::cpu::KernelRows {
- public:
-  DenseRowsForTest(const svm::cpu::KernelSpec& k, const Problem& p, const std::vector<int>& idx) : n_(static_cast<int>(idx.size())) {
-    m_.resize(static_cast<size_t>(n_) * n_);
-    for (int a = 0; a < n_; ++a)
-      for (int b = 0; b < n_; ++b)
-        m_[static_cast<size_t>(a) * n_ + b] = static_cast<float>(svm::cpu::kernel_reference(
-            k, p.X.data() + static_cast<int64_t>(idx[a]) * p.dim, p.X.data() + static_cast<int64_t>(idx[b]) * p.dim, p.dim));
-  }
-  const float* row(int t) override { return m_.data() + static_cast<size_t>(t) * n_; }
-  double diag(int t) const override { return m_[static_cast<size_t>(t) * n_ + t]; }
-
- private:
-  int n_;
-  std::vector<float> m_;
-};
-
 }  // namespace
 
 TEST(SvmKernel, BlocksMatchTheDefinition) {
@@ -171,14 +155,10 @@ TEST(SvmKernel, BlocksMatchTheDefinition) {
 
 TEST(SvmSmo, SolutionSatisfiesKktAndConstraints) {
   Problem p = make_problem(400, 12, 2, 2);
-  std::vector<int> idx(p.n);
   std::vector<int8_t> ys(p.n);
-  for (int i = 0; i < p.n; ++i) {
-    idx[i] = i;
-    ys[i] = p.y[i] == 0 ? 1 : -1;
-  }
+  for (int i = 0; i < p.n; ++i) ys[i] = p.y[i] == 0 ? 1 : -1;
   svm::cpu::KernelSpec k{svm::KernelType::rbf, 0.05};
-  DenseRowsForTest rows(k, p, idx);
+  auto rows = svm_test::DenseKernelRows::by_definition(k, p.X.data(), static_cast<int>(p.n), p.dim);
   for (double C : {0.5, 10.0}) {
     for (double tol : {1e-3, 1e-5}) {
       auto r = svm::cpu::solve_binary(rows, ys.data(), static_cast<int>(p.n), C, tol);
@@ -669,13 +649,10 @@ TEST(SvmFit, ClassWeightsMatchLibsvm) {
 
 TEST(SvmSmo, ClassBoundsHoldAndKktIsMet) {
   Problem p = make_problem(400, 12, 2, 7);
-  std::vector<int> idx(p.n);
   std::vector<int8_t> ys(p.n);
-  for (int i = 0; i < p.n; ++i) {
-    idx[i] = i;
-    ys[i] = p.y[i] == 0 ? 1 : -1;
-  }
-  DenseRowsForTest rows(svm::cpu::KernelSpec{svm::KernelType::rbf, 0.05}, p, idx);
+  for (int i = 0; i < p.n; ++i) ys[i] = p.y[i] == 0 ? 1 : -1;
+  auto rows = svm_test::DenseKernelRows::by_definition(svm::cpu::KernelSpec{svm::KernelType::rbf, 0.05}, p.X.data(),
+                                                       static_cast<int>(p.n), p.dim);
   const double Cp = 2.5, Cn = 0.3, tol = 1e-5;
   const auto r = svm::cpu::solve_binary(rows, ys.data(), static_cast<int>(p.n), Cp, Cn, tol);
   int at_p = 0, at_n = 0;

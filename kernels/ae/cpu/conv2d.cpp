@@ -54,19 +54,18 @@ void shift_sum3x3(const float* z, int C, int H, int W, int sign, const float* in
   }
 }
 
-Conv3x3::Conv3x3(int in_channels, int out_channels, int height, int width)
-    : C_(in_channels), K_(out_channels), H_(height), W_(width) {}
-
+template <>
 void Conv3x3::set_weights(const float* w) {
   w_ = w;
   if (!output_side()) return;
   // wq[(k,t), c] = w[k, c, t]
-  wq_.resize(static_cast<size_t>(K_) * C_ * 9);
+  packed_.resize(static_cast<size_t>(K_) * C_ * 9);
   for (int k = 0; k < K_; ++k)
     for (int c = 0; c < C_; ++c)
-      for (int t = 0; t < 9; ++t) wq_[(int64_t(k) * 9 + t) * C_ + c] = w[(int64_t(k) * C_ + c) * 9 + t];
+      for (int t = 0; t < 9; ++t) packed_[(int64_t(k) * 9 + t) * C_ + c] = w[(int64_t(k) * C_ + c) * 9 + t];
 }
 
+template <>
 void Conv3x3::forward(const float* x, const float* b, float* y, bool relu) const {
   const int64_t HW = int64_t(H_) * W_;
   if (!output_side()) {
@@ -78,11 +77,12 @@ void Conv3x3::forward(const float* x, const float* b, float* y, bool relu) const
       for (int64_t i = 0; i < K_ * HW; ++i) y[i] = std::max(y[i], 0.0f);
   } else {
     float* z = scratch(kSlotRearranged, 9 * K_ * HW);
-    sgemm(CblasNoTrans, CblasNoTrans, 9 * K_, HW, C_, wq_.data(), C_, x, HW, 0.0f, z, HW);
+    sgemm(CblasNoTrans, CblasNoTrans, 9 * K_, HW, C_, packed_.data(), C_, x, HW, 0.0f, z, HW);
     shift_sum3x3(z, K_, H_, W_, +1, b, relu, y);
   }
 }
 
+template <>
 void Conv3x3::backward(const float* x, const float* dy, float* dx, float* grad_work) const {
   const int64_t HW = int64_t(H_) * W_;
   if (grad_work) add_bias_grad(dy, K_, HW, grad_work + int64_t(K_) * C_ * 9);
@@ -102,11 +102,12 @@ void Conv3x3::backward(const float* x, const float* dy, float* dx, float* grad_w
     // dys[(k,t),q] = dy[k, q-off_t]; then dx = Wqᵀ·dys and dWq += dys·xᵀ.
     float* dys = scratch(kSlotRearranged, 9 * K_ * HW);
     im2col3x3(dy, K_, H_, W_, -1, dys);
-    if (dx) sgemm(CblasTrans, CblasNoTrans, C_, HW, 9 * K_, wq_.data(), C_, dys, HW, 0.0f, dx, HW);
+    if (dx) sgemm(CblasTrans, CblasNoTrans, C_, HW, 9 * K_, packed_.data(), C_, dys, HW, 0.0f, dx, HW);
     if (grad_work) sgemm(CblasNoTrans, CblasTrans, 9 * K_, C_, HW, dys, HW, x, HW, 1.0f, grad_work, C_);
   }
 }
 
+template <>
 void Conv3x3::finish_weight_grad(const float* grad_work, float* dw, float* db, bool accumulate) const {
   const int64_t wcount = int64_t(K_) * C_ * 9;
   if (dw) {

@@ -13,38 +13,9 @@
 // Backward uses the same split: input side builds dcol = Wᵀ·dy and folds it back
 // (col2im); output side rearranges dy (9K rows, flipped offsets) and multiplies by Wq.
 #pragma once
-#include <cstdint>
-#include <vector>
+#include "kernels/ae/cpu/conv3x3_layer.h"
 
 namespace ae::cpu {
-
-class Conv3x3 {
- public:
-  Conv3x3(int in_channels, int out_channels, int height, int width);
-
-  // Takes the layer's weights [K,C,3,3] for the following calls (keeps the pointer; on
-  // the output side also a rearranged copy). Call again after the weights change.
-  void set_weights(const float* w);
-
-  // One image: x [C,H,W] → y [K,H,W] = conv + b (+ReLU).
-  void forward(const float* x, const float* b, float* y, bool relu) const;
-
-  // One image's gradients. dx [C,H,W] is overwritten (skipped when null); the weight and
-  // bias gradients are ADDED to `grad_work` (grad_work_size() floats, in this layer's
-  // working layout — see finish_weight_grad).
-  void backward(const float* x, const float* dy, float* dx, float* grad_work) const;
-
-  int64_t grad_work_size() const { return int64_t(K_) * C_ * 9 + K_; }
-  // Converts a summed grad_work into dw [K,C,3,3] and db [K] (added when `accumulate`).
-  void finish_weight_grad(const float* grad_work, float* dw, float* db, bool accumulate) const;
-
-  bool output_side() const { return C_ > K_; }
-
- private:
-  int C_, K_, H_, W_;
-  const float* w_ = nullptr;  // [K, C*9]
-  std::vector<float> wq_;     // [K*9, C] (output side only)
-};
 
 // Rearrangements shared with tests. sign = +1: col[(c,t),p] = x[c, p+off_t];
 // sign = -1 uses the flipped offsets p-off_t. Zero where the source is outside the image.

@@ -49,11 +49,9 @@ void fold_phase(const float* col, int C, int H, int W, int py, int px, float* dx
 }
 }  // namespace
 
-UpConv3x3::UpConv3x3(int in_channels, int out_channels, int height, int width)
-    : C_(in_channels), K_(out_channels), H_(height), W_(width) {}
-
+template <>
 void UpConv3x3::set_weights(const float* w) {
-  wp_.assign(static_cast<size_t>(16) * K_ * C_, 0.0f);
+  packed_.assign(static_cast<size_t>(16) * K_ * C_, 0.0f);
   for (int k = 0; k < K_; ++k)
     for (int c = 0; c < C_; ++c)
       for (int i = 0; i < 3; ++i)
@@ -63,11 +61,12 @@ void UpConv3x3::set_weights(const float* w) {
             const int q = phase_tap(p >> 1, i) * 2 + phase_tap(p & 1, j);
             const int64_t idx = output_side() ? ((int64_t(p) * K_ + k) * 4 + q) * C_ + c
                                               : ((int64_t(p) * K_ + k) * C_ + c) * 4 + q;
-            wp_[idx] += v;
+            packed_[idx] += v;
           }
         }
 }
 
+template <>
 void UpConv3x3::forward(const float* x, const float* b, float* y, bool relu) const {
   const int64_t HW = int64_t(H_) * W_;
   const int Wo = 2 * W_;
@@ -78,7 +77,7 @@ void UpConv3x3::forward(const float* x, const float* b, float* y, bool relu) con
     for (int p = 0; p < 4; ++p) {
       const int py = p >> 1, px = p & 1;
       gather_phase(x, C_, H_, W_, py, px, col);
-      sgemm(CblasNoTrans, CblasNoTrans, K_, HW, 4 * C_, wp_.data() + int64_t(p) * K_ * 4 * C_, 4 * C_, col, HW, 0.0f,
+      sgemm(CblasNoTrans, CblasNoTrans, K_, HW, 4 * C_, packed_.data() + int64_t(p) * K_ * 4 * C_, 4 * C_, col, HW, 0.0f,
             yp, HW);
       for (int k = 0; k < K_; ++k) {
         const float bk = b ? b[k] : 0.0f;
@@ -94,7 +93,7 @@ void UpConv3x3::forward(const float* x, const float* b, float* y, bool relu) con
     }
   } else {
     float* z = scratch(kSlotA, 16 * K_ * HW);
-    sgemm(CblasNoTrans, CblasNoTrans, 16 * K_, HW, C_, wp_.data(), C_, x, HW, 0.0f, z, HW);
+    sgemm(CblasNoTrans, CblasNoTrans, 16 * K_, HW, C_, packed_.data(), C_, x, HW, 0.0f, z, HW);
     float* acc = scratch(kSlotB, W_);  // one output row of one phase
     for (int p = 0; p < 4; ++p) {
       const int py = p >> 1, px = p & 1;
@@ -117,6 +116,7 @@ void UpConv3x3::forward(const float* x, const float* b, float* y, bool relu) con
   }
 }
 
+template <>
 void UpConv3x3::backward(const float* x, const float* dy, float* dx, float* grad_work) const {
   const int64_t HW = int64_t(H_) * W_;
   const int Wo = 2 * W_;
@@ -135,7 +135,7 @@ void UpConv3x3::backward(const float* x, const float* dy, float* dx, float* grad
         for (int m = 0; m < H_; ++m)
           for (int n = 0; n < W_; ++n) dst[m * W_ + n] = src[int64_t(2 * m) * Wo + 2 * n];
       }
-      const float* wp = wp_.data() + int64_t(p) * K_ * 4 * C_;
+      const float* wp = packed_.data() + int64_t(p) * K_ * 4 * C_;
       if (dx) {
         sgemm(CblasTrans, CblasNoTrans, 4 * C_, HW, K_, wp, 4 * C_, dyp, HW, 0.0f, dcol, HW);
         fold_phase(dcol, C_, H_, W_, py, px, dx);
@@ -171,11 +171,12 @@ void UpConv3x3::backward(const float* x, const float* dy, float* dx, float* grad
         }
       }
     }
-    if (dx) sgemm(CblasTrans, CblasNoTrans, C_, HW, 16 * K_, wp_.data(), C_, dys, HW, 0.0f, dx, HW);
+    if (dx) sgemm(CblasTrans, CblasNoTrans, C_, HW, 16 * K_, packed_.data(), C_, dys, HW, 0.0f, dx, HW);
     if (grad_work) sgemm(CblasNoTrans, CblasTrans, 16 * K_, C_, HW, dys, HW, x, HW, 1.0f, grad_work, C_);
   }
 }
 
+template <>
 void UpConv3x3::finish_weight_grad(const float* grad_work, float* dw, float* db, bool accumulate) const {
   if (dw) {
     for (int k = 0; k < K_; ++k)

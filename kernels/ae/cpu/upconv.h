@@ -16,39 +16,4 @@
 // input side: per phase, col_p[(c,q), mn] then Y_p = W_p[K,4C]·col_p (4 GEMMs);
 // output side: Z[(p,k,q), mn] = Wq[16K,C]·a (one GEMM), then shifted sums per phase.
 #pragma once
-#include <cstdint>
-#include <vector>
-
-namespace ae::cpu {
-
-class UpConv3x3 {
- public:
-  // height, width: the LOW-resolution input size; the output is 2·height × 2·width.
-  UpConv3x3(int in_channels, int out_channels, int height, int width);
-
-  // Takes the 3×3 weights [K,C,3,3] and builds the phase kernels. Call again after the
-  // weights change.
-  void set_weights(const float* w);
-
-  // x [C,H,W] → y [K,2H,2W] = conv3x3(upsample2(x)) + b (+ReLU).
-  void forward(const float* x, const float* b, float* y, bool relu) const;
-
-  // dy [K,2H,2W] → dx [C,H,W] (the gradient w.r.t. the low-resolution input, i.e. after
-  // the upsampling's backward; skipped when null). Weight/bias gradients are ADDED to
-  // grad_work (grad_work_size() floats, phase layout — see finish_weight_grad).
-  void backward(const float* x, const float* dy, float* dx, float* grad_work) const;
-
-  int64_t grad_work_size() const { return int64_t(16) * K_ * C_ + K_; }
-  // Folds a summed grad_work back onto the 3×3 taps: dw [K,C,3,3], db [K] (added when
-  // `accumulate`).
-  void finish_weight_grad(const float* grad_work, float* dw, float* db, bool accumulate) const;
-
-  bool output_side() const { return C_ > K_; }
-
- private:
-  int C_, K_, H_, W_;
-  // input side: 4 phases × [K, C*4]; output side: [(p,k,q), C] = [16K, C].
-  std::vector<float> wp_;
-};
-
-}  // namespace ae::cpu
+#include "kernels/ae/cpu/conv3x3_layer.h"

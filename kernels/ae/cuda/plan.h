@@ -25,7 +25,6 @@
 //                   on one of two side branches of the step graph.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -164,28 +163,5 @@ class PackedSet {
   std::vector<void*> ptrs_;
   std::vector<PackList> lists_;  // PackList holds at most PackList::kMax items
 };
-
-// One training step of the GPU backend as separate stages, for the tools that time or
-// profile it (tests/gpu/support/step_profiler.h): a narrow view beside AeBackend, so that
-// the backend itself holds no timing code.
-struct StepStage {
-  std::string name;  // the plan's stage names ("input im2col", LayerPlan::forward_name, ...)
-  double flops = 0;  // useful floating-point operations of the stage (padding not counted)
-  std::function<void(cudaStream_t)> run;
-};
-class SteppedGpuBackend {
- public:
-  virtual ~SteppedGpuBackend() = default;
-  virtual AeBackend& backend() = 0;  // parameters, training images, describe()
-  // The stages of one training step of `batch` images, in the order the step issues them;
-  // the step reads training images 0..batch−1 (set_train_images first, at least `batch`).
-  virtual std::vector<StepStage> stages_of_step(int batch) = 0;
-  virtual void rewind() = 0;                 // the next step starts at image 0 again
-  virtual void replay_step(int batch) = 0;  // one whole step as its CUDA graph replays it
-  virtual cudaStream_t stream() const = 0;  // where stages and replays run
-};
-// As make_gpu_backend (single GPU), with the stepped view.
-std::unique_ptr<SteppedGpuBackend> make_stepped_gpu_backend(const Architecture& arch, const OptimizerConfig& opt,
-                                                            Precision precision);
 
 }  // namespace ae::cuda

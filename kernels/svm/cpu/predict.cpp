@@ -33,16 +33,14 @@ DecisionLayout decision_layout(const Model& m) {
     layout.start[c + 1] = layout.start[c] + n_support[c];
   }
   if (layout.start[k] != n_sv) throw std::invalid_argument("svm: inconsistent model");
+  layout.n_sv = n_sv;
+  layout.pairs = m.n_decisions();
   return layout;
 }
 
 void decision_values_cpu(const Model& m, const float* X, int64_t n, double* dec) {
   using namespace cpu;
-  const DecisionLayout layout = decision_layout(m);
-  const int k = layout.k;
-  const std::vector<int64_t>& start = layout.start;
-  const int64_t n_sv = m.n_sv();
-  const int pairs = m.n_decisions();
+  const auto [k, start, n_sv, pairs] = decision_layout(m);
 
   const KernelSpec spec{m.kernel, m.gamma};
   std::vector<double> sv_norms(static_cast<size_t>(n_sv));

@@ -477,11 +477,7 @@ std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float* X, const int
 
 void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec) {
   using namespace cuda;
-  const DecisionLayout layout = decision_layout(m);
-  const int k = layout.k;
-  const std::vector<int64_t>& start = layout.start;
-  const int64_t n_sv = m.n_sv();
-  const int pairs = m.n_decisions();
+  const auto [k, start, n_sv, pairs] = decision_layout(m);
   const int dim = m.dim;
   if (dim < 1) throw std::invalid_argument("svm: inconsistent model");
   if (n <= 0) return;

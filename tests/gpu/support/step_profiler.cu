@@ -13,10 +13,10 @@
 
 namespace gpu_test {
 
-std::string profile_training_step(ae::cuda::SteppedGpuBackend& stepped, int batch, int repeats,
+std::string profile_training_step(SteppedGpuBackend& stepped, int batch, int repeats,
                                   const std::string& only_stages) {
   if (repeats <= 0) throw std::invalid_argument("profile: repeats must be positive");
-  std::vector<ae::cuda::StepStage> stages = stepped.stages_of_step(batch);
+  std::vector<StepStage> stages = stepped.stages_of_step(batch);
   const cudaStream_t stream = stepped.stream();
   cudaEvent_t t0, t1;
   AE_CUDA_CHECK(cudaEventCreate(&t0));
@@ -53,7 +53,7 @@ std::string profile_training_step(ae::cuda::SteppedGpuBackend& stepped, int batc
     cudaEventDestroy(t1);
     return "profiled stages matching '" + only_stages + "' for Nsight Compute\n";
   }
-  const ae::AeBackend& backend = stepped.backend();
+  const ae::AeBackend& backend = stepped;
   std::ostringstream out;
   char line[200];
   out << "per-kernel times, " << backend.describe() << ", " << backend.architecture().describe() << ", batch " << batch

@@ -1,11 +1,10 @@
 // The per-stage profile of one GPU training step (bench/bench-gpu.sh's per-layer table, by
-// way of tests/gpu/bench_gpu.cu): each stage of ae::cuda::SteppedGpuBackend timed alone
-// with CUDA events, then the whole step as its graph replays it. Development code: the
-// backend only exposes its stages (kernels/ae/cuda/plan.h), the timing lives here.
+// way of tests/gpu/bench_gpu.cu): each stage of a SteppedGpuBackend timed alone with CUDA
+// events, then the whole step as its graph replays it.
 #pragma once
 #include <string>
 
-#include "kernels/ae/cuda/plan.h"
+#include "tests/gpu/support/stepped_gpu_backend.cuh"
 
 namespace gpu_test {
 
@@ -14,7 +13,7 @@ namespace gpu_test {
 // training images. only_stages non-empty: instead, runs the stages whose names start with
 // it once, between cudaProfilerStart/Stop (Nsight Compute with --profile-from-start off),
 // and returns a line saying so.
-std::string profile_training_step(ae::cuda::SteppedGpuBackend& stepped, int batch, int repeats,
+std::string profile_training_step(SteppedGpuBackend& stepped, int batch, int repeats,
                                   const std::string& only_stages);
 
 }  // namespace gpu_test

@@ -1,0 +1,25 @@
+#include "tests/gpu/support/stepped_gpu_backend.cuh"
+
+#include <stdexcept>
+#include <utility>
+
+namespace gpu_test {
+
+std::vector<StepStage> SteppedGpuBackend::stages_of_step(int batch) {
+  if (n_train_ == 0) throw std::logic_error("stages_of_step: set_train_images() first");
+  if (n_train_ < batch) throw std::invalid_argument("stages_of_step: fewer training images than the batch");
+  std::vector<int64_t> order(static_cast<size_t>(batch));
+  for (int i = 0; i < batch; ++i) order[size_t(i)] = i;
+  upload_order(order);
+  ensure_capacity(batch);
+  ensure_workspaces(batch);
+  std::vector<StepStage> out;
+  for (ae::cuda::Stage& s : step_stages(batch, batch)) out.push_back({s.name, s.flops, std::move(s.run)});
+  return out;
+}
+
+void SteppedGpuBackend::rewind() { AE_CUDA_CHECK(cudaMemsetAsync(pos_.get(), 0, sizeof(int), stream_)); }
+
+void SteppedGpuBackend::replay_step(int batch) { AE_CUDA_CHECK(cudaGraphLaunch(graph_for(batch, batch), stream_)); }
+
+}  // namespace gpu_test
