@@ -202,6 +202,72 @@ void check_sigmoid_data(const int32_t* y, int64_t images, const std::string& dat
                                     " training image; --probability needs at least 2 of every class");
 }
 
+namespace {
+
+// The distinct labels of the first `images` rows, ascending: the classes every fold's model
+// has (check_sigmoid_data), in its decision values' pair order.
+std::vector<int32_t> classes_of(const int32_t* y, int64_t images) {
+  std::vector<int32_t> classes(y, y + images);
+  std::sort(classes.begin(), classes.end());
+  classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+  return classes;
+}
+
+// Fold f's held-out images (their row numbers) and, for every C of Cs, their decision values
+// [rows, pairs] from a fit of `params` on the fold's training rows. The fold's rows are
+// prepared once for every C; `fr` is scratch reused from fold to fold.
+struct FoldDecisions {
+  std::vector<int64_t> rows;
+  std::vector<std::vector<double>> dec;  // [Cs.size()]
+};
+FoldDecisions fold_decisions(const FoldSplit& split, int f, int folds, int dim, const ClassifierParams& params,
+                             const std::vector<double>& Cs, const std::vector<int32_t>& classes, cae::Device device,
+                             FoldRows& fr) {
+  split.rows(f, fr);
+  FoldDecisions out;
+  out.rows = fr.held_rows;
+  if (fr.held_rows.empty()) return out;  // fewer images than folds
+  ClassifierParams p = params;
+  p.log_summary = false;
+  p.group = nullptr;  // the fold is this rank's alone
+  p.data_name = params.data_name + " (probability fold " + std::to_string(f + 1) + " of " + std::to_string(folds) + ")";
+  const PreparedSet rows(fr.train_X.data(), fr.train_y.data(), fr.n_train(), dim, p);
+  const PreparedQueries held = rows.prepare_queries(fr.held_X.data(), fr.n_held());
+  for (const Classifier& clf : rows.fit_each_C(p, Cs, device)) {
+    if (clf.model().classes != classes)
+      throw std::logic_error("fit_sigmoids: a fold's model lacks a class");  // ruled out by the count check
+    out.dec.push_back(clf.decision_values(held, device));
+  }
+  return out;
+}
+
+// sigmoid_train per pair on the images' cross-validated decision values cv_dec [images,
+// pairs]: the rows of its two classes, class a's rows then class b's, in row order.
+void fit_pair_sigmoids(const std::vector<double>& cv_dec, const int32_t* y, int64_t images,
+                       const std::vector<int32_t>& classes, Sigmoids& s) {
+  const int k = static_cast<int>(classes.size());
+  const int pairs = k * (k - 1) / 2;
+  s.A.resize(pairs);
+  s.B.resize(pairs);
+  std::vector<std::vector<int64_t>> members(k);
+  for (int64_t i = 0; i < images; ++i)
+    members[std::lower_bound(classes.begin(), classes.end(), y[i]) - classes.begin()].push_back(i);
+  std::vector<double> dec, label;
+  for (int a = 0, q = 0; a < k; ++a)
+    for (int b = a + 1; b < k; ++b, ++q) {
+      dec.clear();
+      label.clear();
+      for (int c : {a, b})
+        for (int64_t i : members[c]) {
+          dec.push_back(cv_dec[static_cast<size_t>(i) * pairs + q]);
+          label.push_back(c == a ? +1.0 : -1.0);
+        }
+      sigmoid_train(static_cast<int64_t>(dec.size()), dec.data(), label.data(), s.A[q], s.B[q]);
+    }
+}
+
+}  // namespace
+
 Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                       int folds, uint64_t seed, cae::Device device, int views, const SigmoidProgress& progress,
                       UnitLog* log) {
@@ -209,9 +275,7 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
   const FoldSplit split(X, y, n, dim, views, folds, seed);
   const int64_t images = split.images();
   check_sigmoid_data(y, images, params.data_name);
-  std::vector<int32_t> classes(y, y + images);
-  std::sort(classes.begin(), classes.end());
-  classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+  const std::vector<int32_t> classes = classes_of(y, images);
   const int k = static_cast<int>(classes.size());
   const int pairs = k * (k - 1) / 2;
 
@@ -240,20 +304,11 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
       stopping = true;
       break;
     }
-    split.rows(f, fr);
-    if (fr.held_rows.empty()) continue;  // fewer images than folds
-    ClassifierParams p = params;
-    p.log_summary = false;
-    p.group = nullptr;  // the fold is this rank's alone
-    p.data_name =
-        params.data_name + " (probability fold " + std::to_string(f + 1) + " of " + std::to_string(folds) + ")";
-    Classifier clf;
-    clf.fit(fr.train_X.data(), fr.train_y.data(), fr.n_train(), dim, p, device);
-    if (clf.model().classes != classes)
-      throw std::logic_error("fit_sigmoids: a fold's model lacks a class");  // ruled out by the count check
+    const FoldDecisions fold = fold_decisions(split, f, folds, dim, params, {params.C}, classes, device, fr);
+    if (fold.rows.empty()) continue;
     cae::ByteWriter record;
-    record.put_vector(fr.held_rows);
-    record.put_vector(clf.decision_values(fr.held_X.data(), fr.n_held(), device));
+    record.put_vector(fold.rows);
+    record.put_vector(fold.dec.front());
     records[f] = record.bytes();
     if (log) log->finished[f] = record.bytes();
     report();
@@ -300,25 +355,36 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
   Sigmoids s;
   s.folds = folds;
   s.seed = seed;
-  s.A.resize(pairs);
-  s.B.resize(pairs);
-  std::vector<std::vector<int64_t>> members(k);
-  for (int64_t i = 0; i < images; ++i)
-    members[std::lower_bound(classes.begin(), classes.end(), y[i]) - classes.begin()].push_back(i);
-  std::vector<double> dec, label;
-  for (int a = 0, q = 0; a < k; ++a)
-    for (int b = a + 1; b < k; ++b, ++q) {
-      dec.clear();
-      label.clear();
-      for (int c : {a, b})
-        for (int64_t i : members[c]) {
-          dec.push_back(cv_dec[static_cast<size_t>(i) * pairs + q]);
-          label.push_back(c == a ? +1.0 : -1.0);
-        }
-      sigmoid_train(static_cast<int64_t>(dec.size()), dec.data(), label.data(), s.A[q], s.B[q]);
-    }
+  fit_pair_sigmoids(cv_dec, y, images, classes, s);
   s.seconds = clock.seconds();
   return s;
+}
+
+std::vector<Sigmoids> fit_sigmoids_each_C(const float* X, const int32_t* y, int64_t n, int dim,
+                                          const ClassifierParams& params, const std::vector<double>& Cs, int folds,
+                                          uint64_t seed, cae::Device device, int views) {
+  cae::Stopwatch clock;
+  const FoldSplit split(X, y, n, dim, views, folds, seed);
+  const int64_t images = split.images();
+  check_sigmoid_data(y, images, params.data_name);
+  const std::vector<int32_t> classes = classes_of(y, images);
+  const size_t pairs = classes.size() * (classes.size() - 1) / 2;
+  std::vector<std::vector<double>> cv_dec(Cs.size(), std::vector<double>(static_cast<size_t>(images) * pairs));
+  FoldRows fr;
+  for (int f = 0; f < folds; ++f) {
+    const FoldDecisions fold = fold_decisions(split, f, folds, dim, params, Cs, classes, device, fr);
+    for (size_t c = 0; c < fold.dec.size(); ++c)
+      for (size_t i = 0; i < fold.rows.size(); ++i)
+        std::copy_n(fold.dec[c].data() + i * pairs, pairs, cv_dec[c].data() + fold.rows[i] * pairs);
+  }
+  std::vector<Sigmoids> out(Cs.size());
+  for (size_t c = 0; c < Cs.size(); ++c) {
+    out[c].folds = folds;
+    out[c].seed = seed;
+    fit_pair_sigmoids(cv_dec[c], y, images, classes, out[c]);
+    out[c].seconds = clock.seconds();
+  }
+  return out;
 }
 
 }  // namespace svm
