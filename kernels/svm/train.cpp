@@ -177,12 +177,8 @@ TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t im
   const int probability_folds = plan.probability_folds;
   if (plan.cv_folds != 0) {
     const size_t cells = plan.C.size() * plan.gamma.size(), fits = cells * static_cast<size_t>(plan.cv_folds);
-    cae::log_info("cross-validation: %d folds (seed %lld), %zu C x %zu gamma = %zu fits%s", plan.cv_folds,
-                  static_cast<long long>(plan.seed), plan.C.size(), plan.gamma.size(), fits,
-                  plan.cv_scoring == Scoring::log_loss
-                      ? cae::strprintf(", each with %d more for its probabilities (log_loss)", kLibsvmProbabilityFolds)
-                            .c_str()
-                      : "");
+    cae::log_info("cross-validation: %d folds (seed %lld), %zu C x %zu gamma = %zu fits", plan.cv_folds,
+                  static_cast<long long>(plan.seed), plan.C.size(), plan.gamma.size(), fits);
     cv_bar_ = std::make_unique<cae::ProgressBar>("svm-fit cv", static_cast<int64_t>(fits), "fits");
   }
   auto start_probability = [this, probability_folds] {

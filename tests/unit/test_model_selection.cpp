@@ -554,7 +554,7 @@ TEST(SvmGridScoring, TheOptionNamesWhatItTakes) {
 TEST(SvmGridScoring, LogLossCellsAreTheMeanOfTheFoldsLogLossOfTheirProbabilityModels) {
   const Data d = make_imbalanced({90, 45, 30}, 4, 3, 1.0);
   const std::vector<double> C{0.03, 1, 30};
-  const std::vector<std::string> gamma{"scale", "8x"};
+  const std::vector<std::string> gamma{"scale", "0.1x", "8x"};
   const size_t nc = C.size(), ng = gamma.size();
   const int k = 3;
   const uint64_t seed = 13;
@@ -616,6 +616,95 @@ TEST(SvmGridScoring, LogLossCellsAreTheMeanOfTheFoldsLogLossOfTheirProbabilityMo
   const auto [lo, hi] = std::minmax_element(s.cv_score.begin(), s.cv_score.end());
   EXPECT_GT(*hi - *lo, 0.05);
   EXPECT_GT(*hi, -1.0);  // better than a uniform guess, -log(1/3) = -1.1
+  // The best-calibrated cell is not the most accurate one here: the scorings choose apart.
+  EXPECT_NE(s.best_cell(), by_accuracy.best_cell());
+  EXPECT_LT(s.cv_accuracy[s.best_cell()], by_accuracy.cv_accuracy[by_accuracy.best_cell()]);
+  EXPECT_LT(s.cv_score[by_accuracy.best_cell()], s.cv_score[s.best_cell()]);
+
+  // svm::train refits the log_loss choice, and the model file keeps the table (its scores
+  // are negated log-losses, below 0) and reads it back.
+  svm::TrainPlan plan;
+  plan.C = C;
+  plan.gamma = gamma;
+  plan.cv_folds = k;
+  plan.seed = seed;
+  plan.cv_scoring = svm::Scoring::log_loss;
+  std::vector<float> X = d.X;
+  svm::Classifier chosen = svm::train(X.data(), d.y.data(), d.n, d.dim, plan, cae::Device::cpu).classifier;
+  EXPECT_EQ(chosen.file().C, C[s.best_C]);
+  EXPECT_EQ(chosen.file().gamma_spec, gamma[s.best_gamma]);
+  char dir[] = "/tmp/test_log_loss_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string h5 = std::string(dir) + "/svm.h5";
+  {
+    cae::Hdf5Writer w(h5);
+    w.set_attr("/", "format", "svm-model");
+    chosen.save(w);
+    w.close();
+  }
+  const svm::ModelSelection back = svm::Classifier::load(h5).model_selection();
+  EXPECT_EQ(back.scoring, svm::Scoring::log_loss);
+  EXPECT_EQ(back.cv_score, s.cv_score);
+  EXPECT_EQ(back.fold_score, s.fold_score);
+  EXPECT_EQ(back.cv_accuracy, s.cv_accuracy);
+  EXPECT_EQ(back.best_cell(), s.best_cell());
+  // A log_loss score above 0 is no log-loss: refused naming the file.
+  {
+    cae::Hdf5Writer w(h5);
+    w.set_attr("/", "format", "svm-model");
+    svm::ModelSelection bad = s;
+    bad.fold_score[1] = 0.25;
+    chosen.set_model_selection(bad);
+    chosen.save(w);
+    w.close();
+  }
+  try {
+    svm::Classifier::load(h5);
+    ADD_FAILURE() << "a positive log_loss score was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(h5 + ": /model_selection holds a log_loss score outside [-34.54, 0]"),
+              std::string::npos)
+        << e.what();
+  }
+  unlink(h5.c_str());
+  rmdir(dir);
+}
+
+// log_loss on a group of two ranks (threads): the cells' log-losses travel with their
+// confusion matrices, and both ranks get one process's table and choice exactly.
+TEST(SvmGridScoring, LogLossOnAGroupOfTwoGivesTheTableOfOneProcess) {
+  const Data d = make_imbalanced({60, 30, 20}, 4, 8, 1.1);
+  const std::vector<double> C{0.5, 5};
+  const std::vector<std::string> gamma{"0.5x", "scale", "2x"};
+  const svm::Scoring scoring = svm::Scoring::log_loss;
+  const svm::ModelSelection one = svm::cross_validate(d.X.data(), d.y.data(), d.n, d.dim, svm::ClassifierParams{}, C,
+                                                      gamma, 3, 2, cae::Device::cpu, {}, 1, nullptr, scoring);
+  char tmpl[] = "/tmp/test_cv_log_loss_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::vector<svm::ModelSelection> two(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      cae::GroupExchange g(r, 2, dir + "/cv", 60);
+      svm::ClassifierParams p;
+      p.group = &g;
+      two[static_cast<size_t>(r)] = svm::cross_validate(d.X.data(), d.y.data(), d.n, d.dim, p, C, gamma, 3, 2,
+                                                        cae::Device::cpu, {}, 1, nullptr, scoring);
+      g.finish();
+    });
+  for (auto& t : ranks) t.join();
+  (void)!system(("rm -rf '" + dir + "'").c_str());
+  for (const svm::ModelSelection& s : two) {
+    EXPECT_EQ(s.cv_score, one.cv_score);  // exact
+    EXPECT_EQ(s.fold_score, one.fold_score);
+    EXPECT_EQ(s.cv_accuracy, one.cv_accuracy);
+    EXPECT_EQ(s.best_C, one.best_C);
+    EXPECT_EQ(s.best_gamma, one.best_gamma);
+  }
+  const auto [lo, hi] = std::minmax_element(one.cv_score.begin(), one.cv_score.end());
+  EXPECT_LT(*lo, *hi);  // the cells differ: a choice was made
+  EXPECT_LT(*hi, 0.0);
+  EXPECT_GT(*hi, -1.0);
 }
 
 
