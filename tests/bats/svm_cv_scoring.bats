@@ -156,7 +156,7 @@ assert (acc.attrs["best_C"], acc.attrs["best_gamma"]) != (a["best_C"], a["best_g
 PY
 }
 
-@test "--cv-scoring usage errors: without --cv, an unknown scoring" {
+@test "--cv-scoring usage errors: without --cv, an unknown scoring; log_loss with a class too small for its folds" {
   run "$BIN/svm-fit" --features "$CVS_DIR/imbalanced.h5" --cv-scoring macro_f1 -o "$TMP/svm.h5"
   assert_error 2 "--cv-scoring macro_f1 needs --cv K"
   run "$BIN/svm-fit" --features "$CVS_DIR/imbalanced.h5" --cv 3 --cv-scoring f1 -o "$TMP/svm.h5"
@@ -165,6 +165,18 @@ PY
   run "$BIN/svm-fit" --features "$CVS_DIR/imbalanced.h5" --cv-scoring log_loss -o "$TMP/svm.h5"
   assert_error 2 "--cv-scoring log_loss needs --cv K"
   [ ! -e "$TMP/svm.h5" ]
+  # log_loss fits probabilities on each fold's training part: a class with 1 image there is
+  # refused before any fit, naming the file, the class and the fold.
+  "$PYTHON" - "$TMP/small.h5" <<'PY'
+import sys, h5py, numpy as np
+y = np.array([0] * 30 + [1] * 7 + [2] * 2, dtype=np.int32)
+x = (np.random.default_rng(1).normal(size=(len(y), 4)) + y[:, None]).astype(np.float32)
+with h5py.File(sys.argv[1], "w") as f:
+    f["/train/features"], f["/train/labels"] = x, y
+PY
+  run "$BIN/svm-fit" -q --features "$TMP/small.h5" --cv 2 --cv-scoring log_loss -o "$TMP/svm.h5"
+  assert_error 1 "^svm-fit: error: $TMP/small.h5: class 2 has 1 training image in cross-validation fold 1; --cv-scoring log_loss"
+  assert_no_output "$TMP/svm.h5"
   # The default, accuracy, is what --cv chose before the option: no scoring needed without --cv.
   run "$BIN/svm-fit" -q --features "$CVS_DIR/imbalanced.h5" --cv-scoring accuracy -o "$TMP/svm.h5"
   [ "$status" -eq 0 ]
