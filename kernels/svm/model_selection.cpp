@@ -16,6 +16,7 @@
 #include "kernels/svm/group_fit.h"
 #include "kernels/svm/preprocess.h"
 #include "kernels/svm/probability.h"
+#include "kernels/svm/resumable_units.h"
 
 namespace svm {
 
@@ -217,19 +218,12 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
   }
 
   // On a group each rank takes a contiguous share of the (fold, gamma) cells, fold-major,
-  // so it prepares few folds; the cells' counts then go to every rank, which all sum them in
-  // the same order as one process.
-  cae::GroupExchange* group = params.group;
-  const int world = group ? group->world() : 1;
-  const Share cells = share_of(static_cast<int64_t>(k * ng), group ? group->rank() : 0, world);
-  auto mine = [&](size_t f, size_t g) {
-    const int64_t cell = static_cast<int64_t>(f * ng + g);
-    return cell >= cells.first && cell < cells.first + cells.count;
-  };
-  // This rank's cells, replayed from `log` or computed: per cell its resolved gamma, then
-  // per C the [K, K] confusion matrix of its held-out images (resume.h).
-  std::map<int64_t, std::vector<unsigned char>> records;
-  const int my_fits = static_cast<int>(cells.count * static_cast<int64_t>(nc));
+  // so it prepares few folds; the cells' records then go to every rank, which all sum them
+  // in the same order as one process. A cell's record: its resolved gamma, then per C the
+  // [K, K] confusion matrix of its held-out images (and, for log_loss, their log-loss).
+  const int world = params.group ? params.group->world() : 1;
+  ResumableUnits units(static_cast<int64_t>(k * ng), params.group, log);
+  const int my_fits = static_cast<int>(units.share().count * static_cast<int64_t>(nc));
   auto report = [&] {
     for (size_t c = 0; c < nc; ++c)
       if (progress) progress(++fits, world > 1 ? my_fits : total_fits);
@@ -241,13 +235,11 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
     bool any = false;
     for (size_t g = 0; g < ng; ++g) {
       const int64_t cell = static_cast<int64_t>(f * ng + g);
-      if (!mine(f, g)) continue;
-      if (log && log->finished.count(cell)) {
-        records[cell] = log->finished.at(cell);
+      if (!units.mine(cell)) continue;
+      if (units.replay(cell))
         report();
-      } else {
+      else
         any = true;
-      }
     }
     if (!any) continue;
     split.rows(static_cast<int>(f), fr);
@@ -265,8 +257,8 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
     for (int64_t i = 0; i < n_held; ++i) held_class[static_cast<size_t>(i)] = class_index(fr.held_y[i]);
     for (size_t g = 0; g < ng; ++g) {
       const int64_t cell = static_cast<int64_t>(f * ng + g);
-      if (!mine(f, g) || records.count(cell)) continue;
-      if (log && log->stop_now()) {
+      if (!units.mine(cell) || units.has(cell)) continue;
+      if (units.stop_now()) {
         stopping = true;
         break;
       }
@@ -295,39 +287,14 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
           record.put<double>(log_loss(prob.data(), held_class.data(), n_held, K));
         }
       }
-      records[cell] = record.bytes();
-      if (log) log->finished[cell] = record.bytes();
+      units.computed(cell, record.bytes());
       report();
     }
   }
-  stopping = stopping || (log && log->stop_now());
-  if (world > 1) {
-    // Every rank needs the table (the refit's (C, gamma) is its best pair) and the decision
-    // to stop, which is any rank's.
-    cae::ByteWriter mine_out;
-    mine_out.put<uint8_t>(stopping);
-    for (const auto& [cell, bytes] : records) {
-      mine_out.put<int64_t>(cell);
-      mine_out.put_vector(bytes);
-    }
-    const auto all = group->gather("cv", mine_out.bytes(), true);
-    records.clear();
-    for (int r = 0; r < world; ++r) {
-      cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s cross-validation results");
-      stopping = in.get<uint8_t>() != 0 || stopping;
-      while (!in.done()) {
-        const int64_t cell = in.get<int64_t>();
-        if (cell < 0 || cell >= static_cast<int64_t>(k * ng) || records.count(cell))
-          in.fail("a result for an unknown or repeated cell");
-        records[cell] = in.get_vector<unsigned char>();
-      }
-    }
-  }
-  if (log) {
-    log->finished = records;
-    log->stopped = stopping;
-  }
-  if (stopping) return s;
+  // Every rank needs the table (the refit's (C, gamma) is its best pair) and the decision
+  // to stop, which is any rank's.
+  if (!units.exchange("cv", ResumableUnits::Results::every_rank, "cross-validation results", "cell")) return s;
+  const std::map<int64_t, std::vector<unsigned char>>& records = units.records();
   if (records.size() != k * ng) throw std::runtime_error("cross-validation: the results miss some cells");
   for (const auto& [cell, bytes] : records) {
     const size_t f = static_cast<size_t>(cell) / ng, g = static_cast<size_t>(cell) % ng;

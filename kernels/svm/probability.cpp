@@ -13,6 +13,7 @@
 #include "common/timer.h"
 #include "kernels/svm/group_fit.h"
 #include "kernels/svm/model_selection.h"
+#include "kernels/svm/resumable_units.h"
 
 namespace svm {
 
@@ -282,64 +283,30 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
   // Decision values of each image's first view, from the fold that held it out.
   std::vector<double> cv_dec(static_cast<size_t>(images) * pairs);
   // On a group each rank takes a contiguous share of the folds and sends rank 0 its held-out
-  // rows' decision values; rank 0 alone fits the sigmoids.
-  cae::GroupExchange* group = params.group;
-  const int world = group ? group->world() : 1;
-  const Share share = share_of(folds, group ? group->rank() : 0, world);
-  // This rank's folds, replayed from `log` or computed: the held-out rows and their
-  // decision values (resume.h).
-  std::map<int64_t, std::vector<unsigned char>> records;
+  // rows' decision values; rank 0 alone fits the sigmoids. A fold's record: its held-out
+  // rows and their decision values (resume.h).
+  ResumableUnits units(folds, params.group, log);
+  const Share share = units.share();
   FoldRows fr;
-  bool stopping = false;
   for (int f = static_cast<int>(share.first); f < static_cast<int>(share.first + share.count); ++f) {
     const auto report = [&] {
       if (progress) progress(static_cast<int>(f + 1 - share.first), static_cast<int>(share.count));
     };
-    if (log && log->finished.count(f)) {
-      records[f] = log->finished.at(f);
+    if (units.replay(f)) {
       report();
       continue;
     }
-    if (log && log->stop_now()) {
-      stopping = true;
-      break;
-    }
+    if (units.stop_now()) break;
     const FoldDecisions fold = fold_decisions(split, f, folds, dim, params, {params.C}, classes, device, fr);
     if (fold.rows.empty()) continue;
     cae::ByteWriter record;
     record.put_vector(fold.rows);
     record.put_vector(fold.dec.front());
-    records[f] = record.bytes();
-    if (log) log->finished[f] = record.bytes();
+    units.computed(f, record.bytes());
     report();
   }
-  stopping = stopping || (log && log->stop_now());
-  if (world > 1) {
-    cae::ByteWriter sent;
-    for (const auto& [f, bytes] : records) {
-      sent.put<int64_t>(f);
-      sent.put_vector(bytes);
-    }
-    const auto all = group->gather("sigmoids", sent.bytes());
-    stopping = any_rank_stops(*group, "sigmoids-stop", stopping);
-    if (!group->lead()) {
-      if (log) log->stopped = stopping;
-      return Sigmoids{};
-    }
-    for (int r = 1; r < world; ++r) {
-      cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s probability folds");
-      while (!in.done()) {
-        const int64_t f = in.get<int64_t>();
-        if (f < 0 || f >= folds || records.count(f)) in.fail("an unknown or repeated fold");
-        records[f] = in.get_vector<unsigned char>();
-      }
-    }
-  }
-  if (log) {
-    log->finished = records;
-    log->stopped = stopping;
-  }
-  if (stopping) return Sigmoids{};
+  if (!units.exchange("sigmoids", ResumableUnits::Results::lead_only, "probability folds", "fold")) return Sigmoids{};
+  const std::map<int64_t, std::vector<unsigned char>>& records = units.records();
   for (const auto& [f, bytes] : records) {
     cae::ByteReader in(bytes, "the decision values of probability fold " + std::to_string(f + 1));
     const std::vector<int64_t> rows = in.get_vector<int64_t>();
