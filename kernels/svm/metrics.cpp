@@ -105,16 +105,6 @@ const char* scoring_name(Scoring s) {
   return "?";
 }
 
-Scoring parse_cv_scoring(const std::string& name) {
-  for (Scoring s : {Scoring::accuracy, Scoring::balanced_accuracy, Scoring::macro_f1})
-    if (name == scoring_name(s)) return s;
-  throw std::invalid_argument(
-      (name == scoring_name(Scoring::log_loss)
-           ? std::string("scoring log_loss needs probabilities, which the cross-validation's fits do not make")
-           : "unknown scoring '" + name + "'") +
-      " (accuracy, balanced_accuracy, macro_f1)");
-}
-
 double score(Scoring s, const int32_t* labels, const int32_t* predictions, const double* probabilities, int64_t n,
              int K) {
   if (s == Scoring::log_loss) {

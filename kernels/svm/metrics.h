@@ -39,15 +39,15 @@ ClassificationReport classification_report(const std::vector<int64_t>& confusion
 double top_k_accuracy(const double* probabilities, const int32_t* labels, int64_t n, int K, int k);
 // Mean −log p(true class), p clipped to [1e-15, 1 − 1e-15] as sklearn 1.2's log_loss.
 double log_loss(const double* probabilities, const int32_t* labels, int64_t n, int K);
+// A bound no log_loss exceeds: −log(1e-15) = 34.5388 (a confident mistake on every row), for
+// readers that check a stored log-loss.
+constexpr double kMaxLogLoss = 34.54;
 
-// What model selection can maximise (--cv-scoring): a score where larger is better, so
-// log_loss is negated as sklearn's "neg_log_loss".
+// What model selection can maximise (svm-fit --cv-scoring): a score where larger is better,
+// so log_loss is negated as sklearn's "neg_log_loss".
 enum class Scoring { accuracy, balanced_accuracy, macro_f1, log_loss };
 Scoring parse_scoring(const std::string& name);  // throws std::invalid_argument naming the choices
 const char* scoring_name(Scoring s);
-// The scorings cross-validation can choose by (svm-fit --cv-scoring): all but log_loss, which
-// needs probabilities that the grid's fits do not make. std::invalid_argument otherwise.
-Scoring parse_cv_scoring(const std::string& name);
 // probabilities: [n, K], needed (non-null) for log_loss only; throws std::invalid_argument
 // without them.
 double score(Scoring s, const int32_t* labels, const int32_t* predictions, const double* probabilities, int64_t n,

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace svm {
 
@@ -54,7 +55,7 @@ ModelSelection read_model_selection(const cae::Hdf5Reader& h5, const std::string
   if (h5.has_attr("/model_selection", "scoring")) {
     const std::string scoring = h5.attr_string("/model_selection", "scoring");
     try {
-      s.scoring = parse_cv_scoring(scoring);
+      s.scoring = parse_scoring(scoring);
     } catch (const std::invalid_argument& e) {
       fail_file(path, std::string("/model_selection: ") + e.what());
     }
@@ -64,9 +65,17 @@ ModelSelection read_model_selection(const cae::Hdf5Reader& h5, const std::string
     s.cv_score = s.cv_accuracy;
     s.fold_score = s.fold_accuracy;
   }
-  for (const auto* v : {&s.cv_accuracy, &s.fold_accuracy, &s.cv_score, &s.fold_score})
+  for (const auto* v : {&s.cv_accuracy, &s.fold_accuracy})
     for (double a : *v)
-      if (!(a >= 0 && a <= 1)) fail_file(path, "/model_selection holds an accuracy or score outside [0, 1]");
+      if (!(a >= 0 && a <= 1)) fail_file(path, "/model_selection holds an accuracy outside [0, 1]");
+  // log_loss's scores are negated log-losses, the others' fractions.
+  const double lowest = s.scoring == Scoring::log_loss ? -kMaxLogLoss : 0.0;
+  const double highest = s.scoring == Scoring::log_loss ? 0.0 : 1.0;
+  for (const auto* v : {&s.cv_score, &s.fold_score})
+    for (double a : *v)
+      if (!(a >= lowest && a <= highest))
+        fail_file(path, cae::strprintf("/model_selection holds a %s score outside [%g, %g]", scoring_name(s.scoring),
+                                       lowest, highest));
   if (h5.has("/model_selection/image_fold")) {
     s.image_fold = h5.read<int32_t>("/model_selection/image_fold", {static_cast<uint64_t>(images)});
     for (int32_t f : s.image_fold)

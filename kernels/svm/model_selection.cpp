@@ -10,10 +10,13 @@
 
 #include "common/error.h"
 #include "common/group.h"
+#include "common/log.h"
 #include "common/shuffle.h"
 #include "common/timer.h"
 #include "kernels/svm/group_fit.h"
 #include "kernels/svm/preprocess.h"
+#include "kernels/svm/probability.h"
+#include "kernels/svm/resumable_units.h"
 
 namespace svm {
 
@@ -31,6 +34,27 @@ std::vector<std::string> split_commas(const std::string& text, const char* optio
     start = comma + 1;
   }
   return items;
+}
+
+// --cv-scoring log_loss fits a probability model on each fold's training part, whose own
+// folds need at least 2 images of every class (check_sigmoid_data): refused before any fit.
+void check_log_loss_folds(const FoldSplit& split, const int32_t* y, const std::vector<int32_t>& classes, size_t k,
+                          const std::string& data_name) {
+  std::vector<int64_t> count(classes.size() * k, 0);  // [class, fold]
+  for (int64_t i = 0; i < split.images(); ++i) {
+    const size_t c = static_cast<size_t>(std::lower_bound(classes.begin(), classes.end(), y[i]) - classes.begin());
+    ++count[c * k + static_cast<size_t>(split.fold_of_image(i))];
+  }
+  for (size_t c = 0; c < classes.size(); ++c) {
+    int64_t total = 0;
+    for (size_t f = 0; f < k; ++f) total += count[c * k + f];
+    for (size_t f = 0; f < k; ++f)
+      if (total - count[c * k + f] < 2)
+        cae::fail_file(data_name, "class " + std::to_string(classes[c]) + " has " +
+                                      std::to_string(total - count[c * k + f]) + " training image in cross-validation "
+                                      "fold " + std::to_string(f + 1) + "; --cv-scoring log_loss fits probabilities "
+                                      "on each fold's training part and needs at least 2 of every class there");
+  }
 }
 
 }  // namespace
@@ -140,7 +164,7 @@ std::vector<std::string> parse_gamma_list(const std::string& text) {
 Scoring cv_scoring_option(const std::string& name, int cv_folds) {
   Scoring scoring = Scoring::accuracy;
   try {
-    scoring = parse_cv_scoring(name);
+    scoring = parse_scoring(name);
   } catch (const std::invalid_argument& e) {
     throw cae::UsageError(std::string("--cv-scoring: ") + e.what());
   }
@@ -181,21 +205,25 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
   };
   const int total_fits = static_cast<int>(nc * ng * k);
   int fits = 0;
+  const bool log_loss_scoring = scoring == Scoring::log_loss;
+  if (log_loss_scoring) check_log_loss_folds(split, y, classes, k, params.data_name);
+  // A log_loss cell's record adds the log-loss to the confusion matrices; cells of another
+  // scoring's run lack it, and a log_loss run's cells are not what the others read: a resume
+  // under the other kind computes them again.
+  if (log) {
+    const size_t dropped = log->compute_for(log_loss_scoring ? "log_loss" : "");
+    if (dropped && (!params.group || params.group->lead()))
+      cae::log_info("%zu cross-validation cells of the resume file were computed for another --cv-scoring (%s); "
+                    "computing them again", dropped, log_loss_scoring ? "without log-loss" : "log_loss");
+  }
 
   // On a group each rank takes a contiguous share of the (fold, gamma) cells, fold-major,
-  // so it prepares few folds; the cells' counts then go to every rank, which all sum them in
-  // the same order as one process.
-  cae::GroupExchange* group = params.group;
-  const int world = group ? group->world() : 1;
-  const Share cells = share_of(static_cast<int64_t>(k * ng), group ? group->rank() : 0, world);
-  auto mine = [&](size_t f, size_t g) {
-    const int64_t cell = static_cast<int64_t>(f * ng + g);
-    return cell >= cells.first && cell < cells.first + cells.count;
-  };
-  // This rank's cells, replayed from `log` or computed: per cell its resolved gamma, then
-  // per C the [K, K] confusion matrix of its held-out images (resume.h).
-  std::map<int64_t, std::vector<unsigned char>> records;
-  const int my_fits = static_cast<int>(cells.count * static_cast<int64_t>(nc));
+  // so it prepares few folds; the cells' records then go to every rank, which all sum them
+  // in the same order as one process. A cell's record: its resolved gamma, then per C the
+  // [K, K] confusion matrix of its held-out images (and, for log_loss, their log-loss).
+  const int world = params.group ? params.group->world() : 1;
+  ResumableUnits units(static_cast<int64_t>(k * ng), params.group, log);
+  const int my_fits = static_cast<int>(units.share().count * static_cast<int64_t>(nc));
   auto report = [&] {
     for (size_t c = 0; c < nc; ++c)
       if (progress) progress(++fits, world > 1 ? my_fits : total_fits);
@@ -207,13 +235,11 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
     bool any = false;
     for (size_t g = 0; g < ng; ++g) {
       const int64_t cell = static_cast<int64_t>(f * ng + g);
-      if (!mine(f, g)) continue;
-      if (log && log->finished.count(cell)) {
-        records[cell] = log->finished.at(cell);
+      if (!units.mine(cell)) continue;
+      if (units.replay(cell))
         report();
-      } else {
+      else
         any = true;
-      }
     }
     if (!any) continue;
     split.rows(static_cast<int>(f), fr);
@@ -222,14 +248,17 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
     ClassifierParams fold_params = params;
     fold_params.data_name = params.data_name + " (cross-validation fold " + std::to_string(f + 1) + " of " +
                             std::to_string(k) + ")";
+    // log_loss: the cells' probability fits need the training rows as they are, before the
+    // PreparedSet scales them in place.
+    const std::vector<float> train_X = log_loss_scoring ? fr.train_X : std::vector<float>{};
     const PreparedSet rows(fr.train_X.data(), fr.train_y.data(), fr.n_train(), dim, fold_params);
     const PreparedQueries held = rows.prepare_queries(fr.held_X.data(), n_held);
     std::vector<int32_t> held_class(static_cast<size_t>(n_held));
     for (int64_t i = 0; i < n_held; ++i) held_class[static_cast<size_t>(i)] = class_index(fr.held_y[i]);
     for (size_t g = 0; g < ng; ++g) {
       const int64_t cell = static_cast<int64_t>(f * ng + g);
-      if (!mine(f, g) || records.count(cell)) continue;
-      if (log && log->stop_now()) {
+      if (!units.mine(cell) || units.has(cell)) continue;
+      if (units.stop_now()) {
         stopping = true;
         break;
       }
@@ -239,47 +268,33 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
       p.group = nullptr;      // the cell is this rank's alone
       // Every C of this (fold, gamma) from one kernel matrix on the GPU.
       const std::vector<Classifier> fitted = rows.fit_each_C(p, C, device);
+      // log_loss: each C's probability model on the fold's training part, as --probability
+      // fits it on all rows (libsvm's internal folds, seeded like the grid's).
+      const std::vector<Sigmoids> sigmoids =
+          log_loss_scoring ? fit_sigmoids_each_C(train_X.data(), fr.train_y.data(), fr.n_train(), dim, p, C,
+                                                 kLibsvmProbabilityFolds, seed, device, views)
+                           : std::vector<Sigmoids>{};
       cae::ByteWriter record;
       record.put<double>(fitted.front().resolved_gamma());
       for (size_t c = 0; c < nc; ++c) {
         const Classifier& clf = fitted[c];
-        std::vector<int32_t> pred = clf.vote(clf.decision_values(held, device), n_held);
+        const std::vector<double> dec = clf.decision_values(held, device);
+        std::vector<int32_t> pred = clf.vote(dec, n_held);
         for (int32_t& label : pred) label = class_index(label);
         record.put_vector(confusion_matrix(held_class.data(), pred.data(), n_held, K));
+        if (log_loss_scoring) {  // every fold's model has every class, in `classes` order
+          const std::vector<double> prob = probabilities_from_decisions(dec, n_held, K, sigmoids[c].A, sigmoids[c].B);
+          record.put<double>(log_loss(prob.data(), held_class.data(), n_held, K));
+        }
       }
-      records[cell] = record.bytes();
-      if (log) log->finished[cell] = record.bytes();
+      units.computed(cell, record.bytes());
       report();
     }
   }
-  stopping = stopping || (log && log->stop_now());
-  if (world > 1) {
-    // Every rank needs the table (the refit's (C, gamma) is its best pair) and the decision
-    // to stop, which is any rank's.
-    cae::ByteWriter mine_out;
-    mine_out.put<uint8_t>(stopping);
-    for (const auto& [cell, bytes] : records) {
-      mine_out.put<int64_t>(cell);
-      mine_out.put_vector(bytes);
-    }
-    const auto all = group->gather("cv", mine_out.bytes(), true);
-    records.clear();
-    for (int r = 0; r < world; ++r) {
-      cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s cross-validation results");
-      stopping = in.get<uint8_t>() != 0 || stopping;
-      while (!in.done()) {
-        const int64_t cell = in.get<int64_t>();
-        if (cell < 0 || cell >= static_cast<int64_t>(k * ng) || records.count(cell))
-          in.fail("a result for an unknown or repeated cell");
-        records[cell] = in.get_vector<unsigned char>();
-      }
-    }
-  }
-  if (log) {
-    log->finished = records;
-    log->stopped = stopping;
-  }
-  if (stopping) return s;
+  // Every rank needs the table (the refit's (C, gamma) is its best pair) and the decision
+  // to stop, which is any rank's.
+  if (!units.exchange("cv", ResumableUnits::Results::every_rank, "cross-validation results", "cell")) return s;
+  const std::map<int64_t, std::vector<unsigned char>>& records = units.records();
   if (records.size() != k * ng) throw std::runtime_error("cross-validation: the results miss some cells");
   for (const auto& [cell, bytes] : records) {
     const size_t f = static_cast<size_t>(cell) / ng, g = static_cast<size_t>(cell) % ng;
@@ -301,7 +316,13 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
       correct[c * ng + g] += right;  // integers: any order gives the same sum
       const size_t at = (c * ng + g) * k + f;
       s.fold_accuracy[at] = held ? static_cast<double>(right) / static_cast<double>(held) : 0.0;
-      s.fold_score[at] = held ? score(scoring, confusion, K) : 0.0;
+      if (log_loss_scoring) {
+        const double loss = in.get<double>();
+        if (!(loss >= 0 && loss <= kMaxLogLoss)) in.fail("a log-loss outside [0, -log(1e-15)]");
+        s.fold_score[at] = -loss;
+      } else {
+        s.fold_score[at] = held ? score(scoring, confusion, K) : 0.0;
+      }
     }
     if (!in.done()) in.fail("longer than its " + std::to_string(nc) + " C values");
   }

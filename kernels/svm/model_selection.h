@@ -76,7 +76,7 @@ void check_cv_folds(int k, const int32_t* y, int64_t n, const std::vector<std::s
 std::vector<double> parse_C_list(const std::string& text);
 std::vector<std::string> parse_gamma_list(const std::string& text);
 
-// svm-fit --cv-scoring: what cross_validate picks the pair by (parse_cv_scoring). A
+// svm-fit --cv-scoring: what cross_validate picks the pair by (parse_scoring). A
 // cae::UsageError naming the option for a name it does not know, and for anything but
 // accuracy (the default) without --cv (`cv_folds` 0).
 Scoring cv_scoring_option(const std::string& name, int cv_folds);
@@ -95,7 +95,11 @@ using CvProgress = std::function<void(int fits_done, int fits_total)>;
 // predictions over the n / views images, libsvm's -v), fold_accuracy and fold_score are
 // each fold's own, and cv_score is what the best pair maximises — for `scoring` accuracy
 // the pooled accuracy, for balanced_accuracy and macro_f1 the mean of the folds' scores
-// (scikit-learn's GridSearchCV). Ties go to the first in C-major order (smaller C index,
+// (scikit-learn's GridSearchCV). log_loss also fits, per (fold, C, gamma), the probability
+// model of the fold's training part (fit_sigmoids_each_C: kLibsvmProbabilityFolds folds seeded
+// by `seed`) and scores the held-out images' probabilities by −log_loss; cv_score is the
+// mean over the folds. Refused (runtime_error naming params.data_name) before any fit when a
+// fold's training part holds fewer than 2 images of a class. Ties go to the first in C-major order (smaller C index,
 // then smaller gamma index), so listing C and gamma in increasing order prefers the
 // simpler model on a tie.
 //
@@ -109,7 +113,9 @@ using CvProgress = std::function<void(int fits_done, int fits_total)>;
 // replayed, not fitted, and when log->stop_now() says stop between cells it returns at once
 // with log->stopped set and the finished cells in the log (the returned table is then
 // incomplete and must not be used). A cell's record is its confusion matrices, whatever
-// `scoring` is, so a log replays into a table of any scoring.
+// `scoring` is, so a log replays into a table of any scoring but log_loss; under log_loss
+// each C's log-loss follows its matrix. log->computed_for says which ("log_loss" or ""):
+// cells of the other kind are dropped and computed again (UnitLog::compute_for).
 ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                               const std::vector<double>& C, const std::vector<std::string>& gamma, int folds,
                               uint64_t seed, cae::Device device, const CvProgress& progress = {}, int views = 1,

@@ -13,6 +13,7 @@
 #include "common/timer.h"
 #include "kernels/svm/group_fit.h"
 #include "kernels/svm/model_selection.h"
+#include "kernels/svm/resumable_units.h"
 
 namespace svm {
 
@@ -202,104 +203,51 @@ void check_sigmoid_data(const int32_t* y, int64_t images, const std::string& dat
                                     " training image; --probability needs at least 2 of every class");
 }
 
-Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
-                      int folds, uint64_t seed, cae::Device device, int views, const SigmoidProgress& progress,
-                      UnitLog* log) {
-  cae::Stopwatch clock;
-  const FoldSplit split(X, y, n, dim, views, folds, seed);
-  const int64_t images = split.images();
-  check_sigmoid_data(y, images, params.data_name);
+namespace {
+
+// The distinct labels of the first `images` rows, ascending: the classes every fold's model
+// has (check_sigmoid_data), in its decision values' pair order.
+std::vector<int32_t> classes_of(const int32_t* y, int64_t images) {
   std::vector<int32_t> classes(y, y + images);
   std::sort(classes.begin(), classes.end());
   classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
-  const int k = static_cast<int>(classes.size());
-  const int pairs = k * (k - 1) / 2;
+  return classes;
+}
 
-  // Decision values of each image's first view, from the fold that held it out.
-  std::vector<double> cv_dec(static_cast<size_t>(images) * pairs);
-  // On a group each rank takes a contiguous share of the folds and sends rank 0 its held-out
-  // rows' decision values; rank 0 alone fits the sigmoids.
-  cae::GroupExchange* group = params.group;
-  const int world = group ? group->world() : 1;
-  const Share share = share_of(folds, group ? group->rank() : 0, world);
-  // This rank's folds, replayed from `log` or computed: the held-out rows and their
-  // decision values (resume.h).
-  std::map<int64_t, std::vector<unsigned char>> records;
-  FoldRows fr;
-  bool stopping = false;
-  for (int f = static_cast<int>(share.first); f < static_cast<int>(share.first + share.count); ++f) {
-    const auto report = [&] {
-      if (progress) progress(static_cast<int>(f + 1 - share.first), static_cast<int>(share.count));
-    };
-    if (log && log->finished.count(f)) {
-      records[f] = log->finished.at(f);
-      report();
-      continue;
-    }
-    if (log && log->stop_now()) {
-      stopping = true;
-      break;
-    }
-    split.rows(f, fr);
-    if (fr.held_rows.empty()) continue;  // fewer images than folds
-    ClassifierParams p = params;
-    p.log_summary = false;
-    p.group = nullptr;  // the fold is this rank's alone
-    p.data_name =
-        params.data_name + " (probability fold " + std::to_string(f + 1) + " of " + std::to_string(folds) + ")";
-    Classifier clf;
-    clf.fit(fr.train_X.data(), fr.train_y.data(), fr.n_train(), dim, p, device);
+// Fold f's held-out images (their row numbers) and, for every C of Cs, their decision values
+// [rows, pairs] from a fit of `params` on the fold's training rows. The fold's rows are
+// prepared once for every C; `fr` is scratch reused from fold to fold.
+struct FoldDecisions {
+  std::vector<int64_t> rows;
+  std::vector<std::vector<double>> dec;  // [Cs.size()]
+};
+FoldDecisions fold_decisions(const FoldSplit& split, int f, int folds, int dim, const ClassifierParams& params,
+                             const std::vector<double>& Cs, const std::vector<int32_t>& classes, cae::Device device,
+                             FoldRows& fr) {
+  split.rows(f, fr);
+  FoldDecisions out;
+  out.rows = fr.held_rows;
+  if (fr.held_rows.empty()) return out;  // fewer images than folds
+  ClassifierParams p = params;
+  p.log_summary = false;
+  p.group = nullptr;  // the fold is this rank's alone
+  p.data_name = params.data_name + " (probability fold " + std::to_string(f + 1) + " of " + std::to_string(folds) + ")";
+  const PreparedSet rows(fr.train_X.data(), fr.train_y.data(), fr.n_train(), dim, p);
+  const PreparedQueries held = rows.prepare_queries(fr.held_X.data(), fr.n_held());
+  for (const Classifier& clf : rows.fit_each_C(p, Cs, device)) {
     if (clf.model().classes != classes)
       throw std::logic_error("fit_sigmoids: a fold's model lacks a class");  // ruled out by the count check
-    cae::ByteWriter record;
-    record.put_vector(fr.held_rows);
-    record.put_vector(clf.decision_values(fr.held_X.data(), fr.n_held(), device));
-    records[f] = record.bytes();
-    if (log) log->finished[f] = record.bytes();
-    report();
+    out.dec.push_back(clf.decision_values(held, device));
   }
-  stopping = stopping || (log && log->stop_now());
-  if (world > 1) {
-    cae::ByteWriter sent;
-    for (const auto& [f, bytes] : records) {
-      sent.put<int64_t>(f);
-      sent.put_vector(bytes);
-    }
-    const auto all = group->gather("sigmoids", sent.bytes());
-    stopping = any_rank_stops(*group, "sigmoids-stop", stopping);
-    if (!group->lead()) {
-      if (log) log->stopped = stopping;
-      return Sigmoids{};
-    }
-    for (int r = 1; r < world; ++r) {
-      cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s probability folds");
-      while (!in.done()) {
-        const int64_t f = in.get<int64_t>();
-        if (f < 0 || f >= folds || records.count(f)) in.fail("an unknown or repeated fold");
-        records[f] = in.get_vector<unsigned char>();
-      }
-    }
-  }
-  if (log) {
-    log->finished = records;
-    log->stopped = stopping;
-  }
-  if (stopping) return Sigmoids{};
-  for (const auto& [f, bytes] : records) {
-    cae::ByteReader in(bytes, "the decision values of probability fold " + std::to_string(f + 1));
-    const std::vector<int64_t> rows = in.get_vector<int64_t>();
-    const std::vector<double> dec = in.get_vector<double>();
-    if (!in.done() || dec.size() != rows.size() * static_cast<size_t>(pairs))
-      in.fail("decision values do not match the rows");
-    for (size_t i = 0; i < rows.size(); ++i) {
-      if (rows[i] < 0 || rows[i] >= images) in.fail("a row outside the training images");
-      std::copy_n(dec.data() + i * pairs, pairs, cv_dec.data() + rows[i] * pairs);
-    }
-  }
+  return out;
+}
 
-  Sigmoids s;
-  s.folds = folds;
-  s.seed = seed;
+// sigmoid_train per pair on the images' cross-validated decision values cv_dec [images,
+// pairs]: the rows of its two classes, class a's rows then class b's, in row order.
+void fit_pair_sigmoids(const std::vector<double>& cv_dec, const int32_t* y, int64_t images,
+                       const std::vector<int32_t>& classes, Sigmoids& s) {
+  const int k = static_cast<int>(classes.size());
+  const int pairs = k * (k - 1) / 2;
   s.A.resize(pairs);
   s.B.resize(pairs);
   std::vector<std::vector<int64_t>> members(k);
@@ -317,8 +265,93 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
         }
       sigmoid_train(static_cast<int64_t>(dec.size()), dec.data(), label.data(), s.A[q], s.B[q]);
     }
+}
+
+}  // namespace
+
+Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
+                      int folds, uint64_t seed, cae::Device device, int views, const SigmoidProgress& progress,
+                      UnitLog* log) {
+  cae::Stopwatch clock;
+  const FoldSplit split(X, y, n, dim, views, folds, seed);
+  const int64_t images = split.images();
+  check_sigmoid_data(y, images, params.data_name);
+  const std::vector<int32_t> classes = classes_of(y, images);
+  const int k = static_cast<int>(classes.size());
+  const int pairs = k * (k - 1) / 2;
+
+  // Decision values of each image's first view, from the fold that held it out.
+  std::vector<double> cv_dec(static_cast<size_t>(images) * pairs);
+  // On a group each rank takes a contiguous share of the folds and sends rank 0 its held-out
+  // rows' decision values; rank 0 alone fits the sigmoids. A fold's record: its held-out
+  // rows and their decision values (resume.h).
+  ResumableUnits units(folds, params.group, log);
+  const Share share = units.share();
+  FoldRows fr;
+  for (int f = static_cast<int>(share.first); f < static_cast<int>(share.first + share.count); ++f) {
+    const auto report = [&] {
+      if (progress) progress(static_cast<int>(f + 1 - share.first), static_cast<int>(share.count));
+    };
+    if (units.replay(f)) {
+      report();
+      continue;
+    }
+    if (units.stop_now()) break;
+    const FoldDecisions fold = fold_decisions(split, f, folds, dim, params, {params.C}, classes, device, fr);
+    if (fold.rows.empty()) continue;
+    cae::ByteWriter record;
+    record.put_vector(fold.rows);
+    record.put_vector(fold.dec.front());
+    units.computed(f, record.bytes());
+    report();
+  }
+  if (!units.exchange("sigmoids", ResumableUnits::Results::lead_only, "probability folds", "fold")) return Sigmoids{};
+  const std::map<int64_t, std::vector<unsigned char>>& records = units.records();
+  for (const auto& [f, bytes] : records) {
+    cae::ByteReader in(bytes, "the decision values of probability fold " + std::to_string(f + 1));
+    const std::vector<int64_t> rows = in.get_vector<int64_t>();
+    const std::vector<double> dec = in.get_vector<double>();
+    if (!in.done() || dec.size() != rows.size() * static_cast<size_t>(pairs))
+      in.fail("decision values do not match the rows");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i] < 0 || rows[i] >= images) in.fail("a row outside the training images");
+      std::copy_n(dec.data() + i * pairs, pairs, cv_dec.data() + rows[i] * pairs);
+    }
+  }
+
+  Sigmoids s;
+  s.folds = folds;
+  s.seed = seed;
+  fit_pair_sigmoids(cv_dec, y, images, classes, s);
   s.seconds = clock.seconds();
   return s;
+}
+
+std::vector<Sigmoids> fit_sigmoids_each_C(const float* X, const int32_t* y, int64_t n, int dim,
+                                          const ClassifierParams& params, const std::vector<double>& Cs, int folds,
+                                          uint64_t seed, cae::Device device, int views) {
+  cae::Stopwatch clock;
+  const FoldSplit split(X, y, n, dim, views, folds, seed);
+  const int64_t images = split.images();
+  check_sigmoid_data(y, images, params.data_name);
+  const std::vector<int32_t> classes = classes_of(y, images);
+  const size_t pairs = classes.size() * (classes.size() - 1) / 2;
+  std::vector<std::vector<double>> cv_dec(Cs.size(), std::vector<double>(static_cast<size_t>(images) * pairs));
+  FoldRows fr;
+  for (int f = 0; f < folds; ++f) {
+    const FoldDecisions fold = fold_decisions(split, f, folds, dim, params, Cs, classes, device, fr);
+    for (size_t c = 0; c < fold.dec.size(); ++c)
+      for (size_t i = 0; i < fold.rows.size(); ++i)
+        std::copy_n(fold.dec[c].data() + i * pairs, pairs, cv_dec[c].data() + fold.rows[i] * pairs);
+  }
+  std::vector<Sigmoids> out(Cs.size());
+  for (size_t c = 0; c < Cs.size(); ++c) {
+    out[c].folds = folds;
+    out[c].seed = seed;
+    fit_pair_sigmoids(cv_dec[c], y, images, classes, out[c]);
+    out[c].seconds = clock.seconds();
+  }
+  return out;
 }
 
 }  // namespace svm

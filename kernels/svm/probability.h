@@ -71,4 +71,16 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
                       int folds, uint64_t seed, cae::Device device, int views = 1,
                       const SigmoidProgress& progress = {}, UnitLog* log = nullptr);
 
+// The folds libsvm's -b 1 draws for its sigmoids (svm-fit --probability, and the probability
+// model of every cell of --cv-scoring log_loss).
+constexpr int kLibsvmProbabilityFolds = 5;
+
+// fit_sigmoids for every C of `Cs` (params.C ignored), in this process alone (params.group
+// ignored), without units or progress: each fold's rows are scaled and masked once and every
+// C solves on them (PreparedSet::fit_each_C: on the GPU one kernel matrix per fold serves
+// every C). Element c equals fit_sigmoids with C = Cs[c] (seconds: the whole call's).
+std::vector<Sigmoids> fit_sigmoids_each_C(const float* X, const int32_t* y, int64_t n, int dim,
+                                          const ClassifierParams& params, const std::vector<double>& Cs, int folds,
+                                          uint64_t seed, cae::Device device, int views = 1);
+
 }  // namespace svm

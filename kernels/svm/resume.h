@@ -4,8 +4,10 @@
 // images; a probability fold: its held-out rows' decision values) and depend on nothing but
 // the unit, so a run that stops between units and keeps the finished ones' bytes can be
 // continued by replaying them: the same table, sigmoids and model as a run that never stopped.
-// A cell's confusion matrices give every --cv-scoring's numbers, so the scoring is not part
-// of the fingerprint; the probability folds are of the pair the grid chose, so they carry
+// A cell's confusion matrices give the numbers of every --cv-scoring but log_loss, so the
+// scoring is not part of the fingerprint; log_loss cells add each C's log-loss and are
+// marked so (UnitLog::computed_for "log_loss"): a resume under the other kind of scoring
+// computes them again, as it does the probability folds of another pair. The probability folds are of the pair the grid chose, so they carry
 // that pair (UnitLog::computed_for) and are recomputed when a resume chooses another.
 #pragma once
 #include <cstdint>

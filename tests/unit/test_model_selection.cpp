@@ -452,13 +452,13 @@ TEST(SvmGridScoring, AccuracyAndMacroF1ChooseDifferentCellsOnAnImbalancedSet) {
             fold_f1[by_accuracy * k] + fold_f1[by_accuracy * k + 1] + fold_f1[by_accuracy * k + 2]);
 }
 
-// On a group the cells' confusion matrices travel between the ranks: two ranks give the
-// table, scores and choice of one process exactly.
+// On a group the cells' confusion matrices (and log-losses) travel between the ranks: two
+// ranks give the table, scores and choice of one process exactly.
 TEST(SvmGridScoring, AGroupOfTwoGivesTheTableOfOneProcess) {
   const Data d = make_imbalanced({90, 30, 15}, 4, 8, 1.1);
   const std::vector<double> C{0.5, 5};
   const std::vector<std::string> gamma{"0.5x", "scale", "2x"};
-  for (svm::Scoring scoring : {svm::Scoring::macro_f1, svm::Scoring::balanced_accuracy}) {
+  for (svm::Scoring scoring : {svm::Scoring::macro_f1, svm::Scoring::balanced_accuracy, svm::Scoring::log_loss}) {
     SCOPED_TRACE(svm::scoring_name(scoring));
     const svm::ModelSelection one = svm::cross_validate(d.X.data(), d.y.data(), d.n, d.dim, svm::ClassifierParams{},
                                                         C, gamma, 3, 2, cae::Device::cpu, {}, 1, nullptr, scoring);
@@ -486,7 +486,12 @@ TEST(SvmGridScoring, AGroupOfTwoGivesTheTableOfOneProcess) {
     }
     const auto [lo, hi] = std::minmax_element(one.cv_score.begin(), one.cv_score.end());
     EXPECT_LT(*lo, *hi);  // the cells differ: a choice was made
-    EXPECT_GT(*hi, 0.5);
+    if (scoring == svm::Scoring::log_loss) {
+      EXPECT_LT(*hi, 0.0);   // a negated log-loss
+      EXPECT_GT(*hi, -1.0);  // better than a uniform guess, -log(1/3) = -1.1
+    } else {
+      EXPECT_GT(*hi, 0.5);
+    }
   }
 }
 
@@ -539,11 +544,135 @@ TEST(SvmGridScoring, TheOptionNamesWhatItTakes) {
   EXPECT_EQ(svm::cv_scoring_option("balanced_accuracy", 2), svm::Scoring::balanced_accuracy);
   EXPECT_EQ(usage_error([] { svm::cv_scoring_option("macro_f1", 0); }),
             "--cv-scoring macro_f1 needs --cv K (it chooses among the cross-validated pairs)");
+  EXPECT_EQ(svm::cv_scoring_option("log_loss", 3), svm::Scoring::log_loss);
   EXPECT_EQ(usage_error([] { svm::cv_scoring_option("f1", 5); }),
-            "--cv-scoring: unknown scoring 'f1' (accuracy, balanced_accuracy, macro_f1)");
-  EXPECT_EQ(usage_error([] { svm::cv_scoring_option("log_loss", 5); }),
-            "--cv-scoring: scoring log_loss needs probabilities, which the cross-validation's fits do not make "
-            "(accuracy, balanced_accuracy, macro_f1)");
+            "--cv-scoring: unknown scoring 'f1' (accuracy, balanced_accuracy, macro_f1, log_loss)");
+  EXPECT_EQ(usage_error([] { svm::cv_scoring_option("log_loss", 0); }),
+            "--cv-scoring log_loss needs --cv K (it chooses among the cross-validated pairs)");
+}
+
+// --cv-scoring log_loss, GridSearchCV(SVC(probability=True), scoring="neg_log_loss")'s
+// meaning: every (fold, C, gamma) gets the probability model of the fold's training part
+// (fit_sigmoids' 5 internal folds, then the fit on the whole training part) and scores its
+// held-out rows' probabilities by −log_loss; the cell's score is the mean over the folds.
+// Here each fold's probability model is built by hand from the library's probability fit.
+TEST(SvmGridScoring, LogLossCellsAreTheMeanOfTheFoldsLogLossOfTheirProbabilityModels) {
+  const Data d = make_imbalanced({90, 45, 30}, 4, 3, 1.0);
+  const std::vector<double> C{0.03, 1, 30};
+  const std::vector<std::string> gamma{"scale", "0.1x", "8x"};
+  const size_t nc = C.size(), ng = gamma.size();
+  const int k = 3;
+  const uint64_t seed = 13;
+  svm::ClassifierParams params;
+  const svm::ModelSelection s = svm::cross_validate(d.X.data(), d.y.data(), d.n, d.dim, params, C, gamma, k, seed,
+                                                    cae::Device::cpu, {}, 1, nullptr, svm::Scoring::log_loss);
+  const svm::ModelSelection by_accuracy = svm::cross_validate(d.X.data(), d.y.data(), d.n, d.dim, params, C, gamma,
+                                                              k, seed, cae::Device::cpu);
+  EXPECT_EQ(s.scoring, svm::Scoring::log_loss);
+  ASSERT_EQ(s.fold_score.size(), nc * ng * k);
+  ASSERT_EQ(s.cv_score.size(), nc * ng);
+  // The same outer fits: the accuracy table is the accuracy scoring's.
+  EXPECT_EQ(s.cv_accuracy, by_accuracy.cv_accuracy);
+  EXPECT_EQ(s.fold_accuracy, by_accuracy.fold_accuracy);
+
+  const std::vector<int> fold = svm::stratified_folds(d.y.data(), d.n, k, seed);
+  std::vector<double> expected_fold(nc * ng * k);
+  for (int f = 0; f < k; ++f) {
+    std::vector<float> tr, te;
+    std::vector<int32_t> ytr, yte;
+    for (int64_t r = 0; r < d.n; ++r) {
+      auto& X = fold[r] == f ? te : tr;
+      X.insert(X.end(), d.X.begin() + r * d.dim, d.X.begin() + (r + 1) * d.dim);
+      (fold[r] == f ? yte : ytr).push_back(d.y[r]);
+    }
+    const int64_t ntr = static_cast<int64_t>(ytr.size()), nte = static_cast<int64_t>(yte.size());
+    for (size_t c = 0; c < nc; ++c)
+      for (size_t g = 0; g < ng; ++g) {
+        svm::ClassifierParams p = params;
+        p.C = C[c];
+        p.gamma = gamma[g];
+        // The probability fit of the fold's training part, seeded like the grid.
+        const svm::Sigmoids sig = svm::fit_sigmoids(tr.data(), ytr.data(), ntr, d.dim, p, 5, seed, cae::Device::cpu);
+        svm::Classifier clf;
+        std::vector<float> X = tr;
+        clf.fit(X.data(), ytr.data(), ntr, d.dim, p, cae::Device::cpu);
+        ASSERT_EQ(clf.model().classes, (std::vector<int32_t>{0, 1, 2}));
+        clf.set_probability(sig.A, sig.B, 5, seed);
+        std::vector<float> queries = te;
+        const std::vector<double> prob = clf.probabilities(clf.decision_values(queries.data(), nte), nte);
+        for (int64_t i = 0; i < nte; ++i)
+          EXPECT_NEAR(prob[i * 3] + prob[i * 3 + 1] + prob[i * 3 + 2], 1.0, 1e-9);
+        expected_fold[(c * ng + g) * k + f] = -svm::log_loss(prob.data(), yte.data(), nte, 3);
+      }
+  }
+  size_t best = 0;
+  for (size_t i = 0; i < nc * ng; ++i) {
+    double sum = 0;
+    for (int f = 0; f < k; ++f) {
+      EXPECT_EQ(s.fold_score[i * k + f], expected_fold[i * k + f]) << "cell " << i << " fold " << f;  // exact
+      EXPECT_LT(expected_fold[i * k + f], 0.0);
+      sum += expected_fold[i * k + f];
+    }
+    EXPECT_NEAR(s.cv_score[i], sum / k, 1e-12) << "cell " << i;
+    if (s.cv_score[i] > s.cv_score[best]) best = i;
+  }
+  EXPECT_EQ(s.best_cell(), best);
+  // The grid's cells differ in calibration by more than rounding: a choice was made.
+  const auto [lo, hi] = std::minmax_element(s.cv_score.begin(), s.cv_score.end());
+  EXPECT_GT(*hi - *lo, 0.05);
+  EXPECT_GT(*hi, -1.0);  // better than a uniform guess, -log(1/3) = -1.1
+  // The best-calibrated cell is not the most accurate one here: the scorings choose apart.
+  EXPECT_NE(s.best_cell(), by_accuracy.best_cell());
+  EXPECT_LT(s.cv_accuracy[s.best_cell()], by_accuracy.cv_accuracy[by_accuracy.best_cell()]);
+  EXPECT_LT(s.cv_score[by_accuracy.best_cell()], s.cv_score[s.best_cell()]);
+
+  // svm::train refits the log_loss choice, and the model file keeps the table (its scores
+  // are negated log-losses, below 0) and reads it back.
+  svm::TrainPlan plan;
+  plan.C = C;
+  plan.gamma = gamma;
+  plan.cv_folds = k;
+  plan.seed = seed;
+  plan.cv_scoring = svm::Scoring::log_loss;
+  std::vector<float> X = d.X;
+  svm::Classifier chosen = svm::train(X.data(), d.y.data(), d.n, d.dim, plan, cae::Device::cpu).classifier;
+  EXPECT_EQ(chosen.file().C, C[s.best_C]);
+  EXPECT_EQ(chosen.file().gamma_spec, gamma[s.best_gamma]);
+  char dir[] = "/tmp/test_log_loss_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string h5 = std::string(dir) + "/svm.h5";
+  {
+    cae::Hdf5Writer w(h5);
+    w.set_attr("/", "format", "svm-model");
+    chosen.save(w);
+    w.close();
+  }
+  const svm::ModelSelection back = svm::Classifier::load(h5).model_selection();
+  EXPECT_EQ(back.scoring, svm::Scoring::log_loss);
+  EXPECT_EQ(back.cv_score, s.cv_score);
+  EXPECT_EQ(back.fold_score, s.fold_score);
+  EXPECT_EQ(back.cv_accuracy, s.cv_accuracy);
+  EXPECT_EQ(back.best_cell(), s.best_cell());
+  // A log_loss score above 0 is no log-loss: refused naming the file.
+  {
+    cae::Hdf5Writer w(h5);
+    w.set_attr("/", "format", "svm-model");
+    svm::ModelSelection bad = s;
+    bad.fold_score[1] = 0.25;
+    chosen.set_model_selection(bad);
+    chosen.save(w);
+    w.close();
+  }
+  try {
+    svm::Classifier::load(h5);
+    ADD_FAILURE() << "a positive log_loss score was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(h5 + ": /model_selection holds a log_loss score outside [-34.54, 0]"),
+              std::string::npos)
+        << e.what();
+  }
+  unlink(h5.c_str());
+  rmdir(dir);
 }
 
 // Separable classes: every cell is right everywhere, and the tie goes to the first pair.

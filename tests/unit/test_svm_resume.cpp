@@ -161,6 +161,56 @@ TEST(SvmResume, AGridStoppedUnderOneScoringResumesUnderAnother) {
   }
 }
 
+// --cv-scoring log_loss: a cell's record adds its log-loss, so a log_loss grid stopped
+// mid-way resumes into the uninterrupted table; cells computed without log-loss (another
+// scoring's run) are computed again under log_loss, and log_loss cells again under the others.
+TEST(SvmResume, ALogLossGridResumesToTheUninterruptedTable) {
+  const Rows d = clouds(120, 4, 3, 6);
+  const svm::ModelSelection full = grid(d, nullptr, nullptr, svm::Scoring::log_loss);
+  ASSERT_LT(full.best_score(), 0.0);
+  svm::UnitLog first;
+  first.stop_requested = stop_after(2);
+  grid(d, &first, nullptr, svm::Scoring::log_loss);
+  ASSERT_TRUE(first.stopped);
+  ASSERT_EQ(first.finished.size(), 2u);
+  EXPECT_EQ(first.computed_for, "log_loss");
+  svm::UnitLog rest;
+  rest.finished = first.finished;
+  rest.computed_for = first.computed_for;
+  expect_same_table(full, grid(d, &rest, nullptr, svm::Scoring::log_loss));
+  EXPECT_FALSE(rest.stopped);
+  for (const auto& [cell, bytes] : first.finished) EXPECT_EQ(rest.finished.at(cell), bytes);  // replayed
+
+  // Cells of an accuracy run hold no log-loss: under log_loss every cell is computed again.
+  svm::UnitLog by_accuracy;
+  by_accuracy.stop_requested = stop_after(3);
+  grid(d, &by_accuracy);
+  ASSERT_EQ(by_accuracy.finished.size(), 3u);
+  EXPECT_EQ(by_accuracy.computed_for, "");
+  svm::UnitLog resumed;
+  resumed.finished = by_accuracy.finished;
+  expect_same_table(full, grid(d, &resumed, nullptr, svm::Scoring::log_loss));
+  EXPECT_EQ(resumed.computed_for, "log_loss");
+  EXPECT_EQ(resumed.finished.size(), size_t(kFolds) * kGamma.size());
+  for (const auto& [cell, bytes] : by_accuracy.finished) EXPECT_NE(resumed.finished.at(cell), bytes);
+  // And log_loss cells resumed under accuracy: computed again into accuracy's table.
+  svm::UnitLog back;
+  back.finished = first.finished;
+  back.computed_for = first.computed_for;
+  expect_same_table(grid(d, nullptr), grid(d, &back));
+  EXPECT_EQ(back.computed_for, "");
+
+  // The resume file keeps what the cells were computed for.
+  TempDir dir;
+  const std::string path = svm::resume_path(dir.path + "/svm.h5");
+  svm::TrainUnits units, loaded;
+  units.cv = first;
+  svm::save_resume(path, "f", units);
+  ASSERT_TRUE(svm::load_resume(path, "f", loaded));
+  EXPECT_EQ(loaded.cv.computed_for, "log_loss");
+  EXPECT_EQ(loaded.cv.finished, first.finished);
+}
+
 // The probability folds are of the pair the grid chose: units computed for another pair
 // are dropped, those of the same pair kept.
 TEST(SvmResume, ProbabilityUnitsOfAnotherPairAreComputedAgain) {
