@@ -154,10 +154,11 @@ ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, in
 
 void log_model_selection(const ModelSelection& s, int64_t rows) {
   // ", macro_f1 0.7312": the number that chose the pair, unless it is the accuracy itself.
+  // log_loss's score is the negated log-loss (larger is better); people read the log-loss.
   auto score_of = [&](size_t cell) {
-    return s.scoring == Scoring::accuracy
-               ? std::string()
-               : cae::strprintf(", %s %.4f", scoring_name(s.scoring), s.cv_score[cell]);
+    if (s.scoring == Scoring::accuracy) return std::string();
+    if (s.scoring == Scoring::log_loss) return cae::strprintf(", log-loss %.4f", -s.cv_score[cell]);
+    return cae::strprintf(", %s %.4f", scoring_name(s.scoring), s.cv_score[cell]);
   };
   for (size_t c = 0; c < s.C.size(); ++c)
     for (size_t g = 0; g < s.gamma.size(); ++g)

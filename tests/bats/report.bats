@@ -394,6 +394,25 @@ PY
     grep -q "C = 10 and γ = 2x (62.0 %)" "$TMP/rep/$doc"
     grep -q "5-fold CV accuracy 62.0 %" "$TMP/rep/$doc"
   done
+  # Chosen by --cv-scoring log_loss: the file holds negated log-losses (larger is better); the
+  # report shows the log-loss itself.
+  "$PYTHON" - "$dir/svm.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    g = f["model_selection"]
+    g["cv_score"] = -np.array([[1.9, 1.7, 1.8, 2.1], [1.2, 0.95, 1.0, 1.4], [1.1, 0.9, 0.87, 1.3]])
+    g.attrs["scoring"] = "log_loss"
+    f.attrs.update({"cv_scoring": "log_loss", "cv_score": -0.87})
+PY
+  run "$BIN/report" --run-dir "$dir" -o "$TMP/rep-ll" -q
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  assert_report "$TMP/rep-ll" loss.png reconstructions.png features_pca.png confusion.png per_class_accuracy.png \
+    cv_grid.png timing.png
+  for doc in index.html report.md; do
+    grep -q "chosen by log-loss 0.870 (lower is better) as the mean over the folds" "$TMP/rep-ll/$doc"
+    ! grep -q -- "-0.870" "$TMP/rep-ll/$doc"
+  done
+  grep -q "Each cell: the log-loss of the held-out rows" "$TMP/rep-ll/index.html"
   # A table whose columns do not match the gamma list fails the report, naming the file.
   "$PYTHON" -c "import h5py, sys
 f = h5py.File(sys.argv[1], 'r+'); f['model_selection'].attrs['gamma'] = ['scale']" "$dir/svm.h5"

@@ -111,7 +111,7 @@ PY
   run "$BIN/svm-fit" --json --features "$CVS_DIR/imbalanced.h5" "${GRID[@]}" --cv-scoring log_loss -o "$TMP/log_loss.h5"
   [ "$status" -eq 0 ]
   grep '^{' <<< "$output" > "$TMP/log_loss.json"
-  [[ "$output" == *"best by log_loss: C "* && "$output" == *", log_loss -0."* ]]
+  [[ "$output" == *"best by log_loss: C "* && "$output" == *", log-loss 0."* ]]
   "$BIN/svm-fit" -q --features "$CVS_DIR/imbalanced.h5" "${GRID[@]}" -o "$TMP/accuracy.h5"
   "$PYTHON" - "$CVS_DIR/imbalanced.h5" "$TMP" <<'PY'
 import json, sys, warnings, h5py, numpy as np

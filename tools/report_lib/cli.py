@@ -13,7 +13,7 @@ import tempfile
 import time
 
 from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, Phases, ReportError, fmt_seconds, log, pct,
-                     version_line, warn)
+                     score_words, version_line, warn)
 from .compare import run_compare
 from .dataset import dataset_path_recorded, from_dataset_file, guessed, header_line, title_name
 from .escape import visible
@@ -304,7 +304,7 @@ def run(args, tmp_holder, phases):
                      + (f" ({fmt_seconds(grid['seconds'])})" if grid.get("seconds") is not None else "")
                      + f"; the best pair, C = {grid['C'][bi]:g} and γ = {grid['gamma'][bj]} "
                        f"({pct(grid['table'][bi, bj])}"
-                     + (f"; chosen by {grid['scoring']}, {grid['best_score']:.3f} as the mean over the folds"
+                     + (f"; chosen by {score_words(grid['scoring'], grid['best_score'])} as the mean over the folds"
                         if grid.get("best_score") is not None else "")
                      + "), was refitted on all of them and is the model.")
     stages = stage_rows(loaded, origin)
@@ -348,7 +348,8 @@ def run(args, tmp_holder, phases):
            "training_lead": training_lead, "classification_lead": classification_lead,
            "eval_metrics": loaded["eval"].get("metrics") if "eval" in loaded else None,
            "eval_class_names": loaded["eval"]["class_names"] if "eval" in loaded else None, "grid_lead": grid_lead,
-           "grid_cell_words": (f"Each cell: the {grid['scoring']} of the held-out rows, the mean over the folds"
+           "grid_cell_words": (f"Each cell: the {'log-loss' if grid['scoring'] == 'log_loss' else grid['scoring']} of the "
+                                "held-out rows, the mean over the folds"
                                if grid is not None and grid.get("best_score") is not None else None),
            "examples_caption": examples_caption,
            "features_pca": loaded.get("features", {}).get("pca"),

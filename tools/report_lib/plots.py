@@ -335,9 +335,14 @@ def plot_cv_grid(plt, grid, folder):
     nc, ng = table.shape
     if nc * ng < 2:
         return None
+    # Scores are stored 'higher is better'; log_loss's is the negated log-loss, drawn as the
+    # log-loss itself (no %) with the colour scale reversed, so brighter is still better.
+    log_loss = by_score and grid.get("scoring") == "log_loss"
+    shown, scale = (-table, 1) if log_loss else (table, 100)
     fig, ax = plt.subplots(figsize=(max(5.5, 1.25 * ng + 2.6), max(3.2, 0.62 * nc + 1.9)))
-    lo, hi = float(table.min()), float(table.max())
-    im = ax.imshow(table * 100, cmap="viridis", vmin=lo * 100, vmax=max(hi, lo + 1e-9) * 100, aspect="auto")
+    lo, hi = float(shown.min()), float(shown.max())
+    im = ax.imshow(shown * scale, cmap="viridis_r" if log_loss else "viridis", vmin=lo * scale,
+                   vmax=max(hi, lo + 1e-9) * scale, aspect="auto")
     ax.grid(False)
     for spine in ax.spines.values():
         spine.set_visible(False)
@@ -352,12 +357,14 @@ def plot_cv_grid(plt, grid, folder):
     bi, bj = grid["best"]
     for i in range(nc):
         for j in range(ng):
-            ax.text(j, i, f"{100 * table[i, j]:.1f} %", ha="center", va="center", fontsize=9,
-                    color="#1d2b3a" if table[i, j] > mid else "white",
+            bright = shown[i, j] < mid if log_loss else shown[i, j] > mid
+            ax.text(j, i, f"{shown[i, j]:.3f}" if log_loss else f"{100 * shown[i, j]:.1f} %", ha="center",
+                    va="center", fontsize=9, color="#1d2b3a" if bright else "white",
                     fontweight="bold" if (i, j) == (bi, bj) else "normal")
     ax.add_patch(plt.Rectangle((bj - 0.5, bi - 0.5), 1, 1, fill=False, ec="#e63946", lw=2.5))
     cbar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
-    cbar.set_label(f"{grid['scoring']}, mean over the folds (%)" if by_score
+    cbar.set_label("log-loss, mean over the folds (lower is better)" if log_loss
+                   else f"{grid['scoring']}, mean over the folds (%)" if by_score
                    else "cross-validated accuracy (%)")
     cbar.outline.set_visible(False)
     folds = grid.get("folds")

@@ -2,7 +2,8 @@
 index.html and report.md built from them."""
 import os
 
-from .common import describe_architecture, fmt_int, fmt_rate, fmt_seconds, latent_shape, pct, sha256_file
+from .common import (describe_architecture, fmt_int, fmt_rate, fmt_seconds, latent_shape, pct, score_words,
+                     sha256_file)
 from .escape import html_text, md_code, md_text
 from .load import number
 
@@ -58,7 +59,7 @@ def stage_rows(loaded, features_origin=None):
             folds = number(a, "cv_folds")
             details.append(f"{int(folds) if folds else 'K'}-fold CV accuracy {pct(a['cv_accuracy'])}")
             if a.get("cv_scoring", "accuracy") != "accuracy" and number(a, "cv_score") is not None:
-                details.append(f"chosen by {a['cv_scoring']} {a['cv_score']:.3f}")
+                details.append(f"chosen by {score_words(a['cv_scoring'], a['cv_score'])}")
         rows.append({"stage": "fit", "file": "svm.h5", "tool": a.get("created_by"), "device": a.get("device"),
                      "seconds": secs,
                      "rate": fmt_rate(n_train / secs if secs and n_train else None, "samples/s"),
