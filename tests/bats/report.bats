@@ -409,7 +409,7 @@ PY
   assert_report "$TMP/rep-ll" loss.png reconstructions.png features_pca.png confusion.png per_class_accuracy.png \
     cv_grid.png timing.png
   for doc in index.html report.md; do
-    grep -q "chosen by log-loss 0.870 (lower is better) as the mean over the folds" "$TMP/rep-ll/$doc"
+    grep -q "chosen by log-loss, 0.870 (lower is better) as the mean over the folds" "$TMP/rep-ll/$doc"
     ! grep -q -- "-0.870" "$TMP/rep-ll/$doc"
   done
   grep -q "Each cell: the log-loss of the held-out rows" "$TMP/rep-ll/index.html"

@@ -304,7 +304,7 @@ def run(args, tmp_holder, phases):
                      + (f" ({fmt_seconds(grid['seconds'])})" if grid.get("seconds") is not None else "")
                      + f"; the best pair, C = {grid['C'][bi]:g} and γ = {grid['gamma'][bj]} "
                        f"({pct(grid['table'][bi, bj])}"
-                     + (f"; chosen by {score_words(grid['scoring'], grid['best_score'])} as the mean over the folds"
+                     + (f"; chosen by {score_words(grid['scoring'], grid['best_score'], ', ')} as the mean over the folds"
                         if grid.get("best_score") is not None else "")
                      + "), was refitted on all of them and is the model.")
     stages = stage_rows(loaded, origin)

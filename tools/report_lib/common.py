@@ -130,12 +130,12 @@ def pct(x, digits=1):
     return f"{100 * x:.{digits}f} %"
 
 
-def score_words(scoring, score):
+def score_words(scoring, score, sep=" "):
     """A --cv-scoring score in words. svm-fit stores scores as 'higher is better', so
     log_loss's is the negated log-loss: shown as the log-loss itself, which people read."""
     if scoring == "log_loss":
-        return f"log-loss {-score:.3f} (lower is better)"
-    return f"{scoring} {score:.3f}"
+        return f"log-loss{sep}{-score:.3f} (lower is better)"
+    return f"{scoring}{sep}{score:.3f}"
 
 
 def sha256_file(path, cache={}):
