@@ -97,6 +97,16 @@ std::string storage_problem(hid_t ds, uint64_t file_bytes) {
   return "";
 }
 
+// Selects rows [row0, row0 + rows) of `fspace`, a dataspace of `dims` (every other axis
+// whole), and returns the dataspace of that block in memory.
+Handle select_rows(hid_t fspace, const std::vector<hsize_t>& dims, uint64_t row0, uint64_t rows) {
+  std::vector<hsize_t> start(dims.size(), 0), count(dims);
+  start[0] = row0;
+  count[0] = rows;
+  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  return Handle(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr));
+}
+
 // Bytes of one row (all axes but the first) of `type`.
 size_t row_bytes_of(hid_t type, const std::vector<hsize_t>& dims) {
   size_t bytes = H5Tget_size(type);
@@ -247,11 +257,7 @@ void Hdf5Writer::write_rows_raw(const std::string& name, hid_t type, uint64_t ro
       start_writeback(rows * row_bytes_of(type, dims));
       return;
     }
-    std::vector<hsize_t> start(dims.size(), 0), count(dims);
-    start[0] = row0;
-    count[0] = rows;
-    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
-    Handle mspace(H5Screate_simple(rank, count.data(), nullptr));
+    const Handle mspace = select_rows(fspace.get(), dims, row0, rows);
     st = H5Dwrite(ds.get(), type, mspace.get(), fspace.get(), H5P_DEFAULT, data);
     if (st >= 0) start_writeback(rows * row_bytes_of(type, dims));
   }
@@ -570,11 +576,7 @@ void Hdf5Reader::read_raw(const std::string& name, hid_t type, uint64_t row0, ui
     if (read_chunks_parallel(ds.get(), type, name, dims, row0, rows, out) ||
         read_contiguous_parallel(ds.get(), type, name, dims, row0, rows, out))
       return;
-    std::vector<hsize_t> start(dims.size(), 0), count(dims);
-    start[0] = row0;
-    count[0] = rows;
-    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
-    Handle mspace(H5Screate_simple(rank, count.data(), nullptr));
+    const Handle mspace = select_rows(fspace.get(), dims, row0, rows);
     st = H5Dread(ds.get(), type, mspace.get(), fspace.get(), H5P_DEFAULT, out);
   }
   if (st < 0) fail_file(path_, "cannot read " + name + " (truncated or corrupted file?)");

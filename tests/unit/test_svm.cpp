@@ -22,6 +22,8 @@
 #include "kernels/svm/svm.h"
 #include "kernels/svm/train.h"
 #include "tests/support/dense_kernel_rows.h"
+#include "tests/support/libsvm_export.h"
+#include "tests/support/svm_reference.h"
 
 namespace {
 
@@ -438,7 +440,7 @@ TEST(SvmModelFile, RoundTripAndLibsvmExport) {
   EXPECT_EQ(g.model.gamma, f.model.gamma);
   {
     cae::AtomicOutput out(txt);
-    clf.export_libsvm(out);
+    svm::write_libsvm_model(out, clf.file());
     out.commit();
   }
   LibsvmModel ref{svm_load_model(txt.c_str())};
