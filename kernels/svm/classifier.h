@@ -92,7 +92,6 @@ class Classifier {
   // X: [n, n_features()] unscaled rows (scratch). Decision values [n, model().n_decisions()]
   // (svm.h); predictions are class labels, or +1 / −1 (inside / outside) for a one-class model.
   std::vector<double> decision_values(float* X, int64_t n, cae::Device device = cae::Device::cpu) const;
-  std::vector<int32_t> predict(float* X, int64_t n, cae::Device device = cae::Device::cpu) const;
   std::vector<int32_t> vote(const std::vector<double>& dec, int64_t n) const;
 
   // The two halves of decision_values, for a caller that needs the scaled rows in between

@@ -21,8 +21,8 @@
 #include "kernels/svm/svm.h"
 #include "tests/support/dense_kernel_rows.h"
 #include "tests/support/libsvm_export.h"
-#include "tests/support/svm_reference.h"
 #include "tests/support/one_class_cloud.h"
+#include "tests/support/svm_reference.h"
 
 namespace {
 
