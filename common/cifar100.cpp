@@ -1,19 +1,15 @@
 #include "common/cifar100.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <map>
-#include <memory>
 #include <sstream>
 
-#include "common/bounded_read.h"
 #include "common/error.h"
+#include "common/whole_file.h"
 
 namespace cae {
 namespace {
@@ -26,49 +22,12 @@ bool exists(const std::string& p) {
   return stat(p.c_str(), &st) == 0;
 }
 
-std::vector<uint8_t> read_file(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) fail_file(path, std::string("cannot open: ") + strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail_file(path, "is not a regular file");
-  if (st.st_size > kMaxFileBytes) fail_file(path, "is larger than 1 GB: not a CIFAR-100 file");
-  std::unique_ptr<FILE, int (*)(FILE*)> f(fopen(path.c_str(), "rb"), fclose);
-  if (!f) fail_file(path, std::string("cannot open: ") + strerror(errno));
-  std::vector<uint8_t> buf(static_cast<size_t>(st.st_size));
-  if (fread(buf.data(), 1, buf.size(), f.get()) != buf.size()) fail_file(path, "short read");
-  return buf;
+std::string file_size_problem(int64_t bytes) {
+  return bytes > kMaxFileBytes ? "is larger than 1 GB: not a CIFAR-100 file" : "";
 }
 
-
-// The four wanted members of the .tar.gz, by base name.
-std::map<std::string, std::vector<uint8_t>> read_archive(const std::string& path) {
-  static const char* const kWanted[] = {"train.bin", "test.bin", "fine_label_names.txt", "coarse_label_names.txt"};
-  std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
-  archive_read_support_filter_all(a.get());
-  archive_read_support_format_tar(a.get());
-  if (archive_read_open_filename(a.get(), path.c_str(), 1 << 20) != ARCHIVE_OK)
-    fail_file(path, "cannot open archive: " + archive_message(a.get()));
-  std::map<std::string, std::vector<uint8_t>> out;
-  archive_entry* entry;
-  int rc;
-  while ((rc = archive_read_next_header(a.get(), &entry)) == ARCHIVE_OK) {
-    const char* entry_name = archive_entry_pathname(entry);
-    const std::string name = entry_name ? entry_name : "";
-    const std::string base = name.substr(name.find_last_of('/') + 1);
-    if (std::none_of(std::begin(kWanted), std::end(kWanted), [&](const char* w) { return base == w; })) {
-      archive_read_data_skip(a.get());
-      continue;
-    }
-    const int64_t size = archive_entry_size(entry);
-    if (size < 0 || size > kMaxFileBytes) fail_file(path, quoted_name(name) + " has an impossible size " + std::to_string(size));
-    // The header's size is a claim: memory follows the bytes the stream delivers.
-    std::vector<uint8_t> buf = read_archive_member(a.get(), path, name, uint64_t(size) + 1, uint64_t(size));
-    if (int64_t(buf.size()) != size)
-      fail_file(path, quoted_name(name) + ": corrupted or truncated archive (" + std::to_string(buf.size()) +
-                          " bytes, its header says " + std::to_string(size) + ")");
-    out[base] = std::move(buf);
-  }
-  if (rc != ARCHIVE_EOF) fail_file(path, "corrupted or truncated archive: " + archive_message(a.get()));
-  return out;
+std::string member_size_problem(int64_t bytes) {
+  return bytes < 0 || bytes > kMaxFileBytes ? "has an impossible size " + std::to_string(bytes) : "";
 }
 
 std::vector<std::string> parse_names(const std::vector<uint8_t>& text) {
@@ -114,7 +73,9 @@ Cifar100 read_cifar100(const std::string& input, bool coarse, int64_t train_limi
   if (stat(input.c_str(), &st) != 0) fail_file(input, std::string("cannot open: ") + strerror(errno));
   const bool folder = S_ISDIR(st.st_mode);
   std::map<std::string, std::vector<uint8_t>> members;
-  if (!folder) members = read_archive(input);
+  if (!folder)
+    members = read_archive_members(
+        input, {"train.bin", "test.bin", "fine_label_names.txt", "coarse_label_names.txt"}, member_size_problem);
   Cifar100 d;
   auto get = [&](const std::string& base, bool required, std::vector<uint8_t>& out, std::string& label) -> bool {
     label = folder ? input + "/" + base : input + ":" + base;
@@ -123,7 +84,7 @@ Cifar100 read_cifar100(const std::string& input, bool coarse, int64_t train_limi
         if (required) fail_file(input, "missing " + base + " (expected the official cifar-100-binary layout)");
         return false;
       }
-      out = read_file(input + "/" + base);
+      out = read_regular_file(input + "/" + base, file_size_problem);
       d.files.push_back(input + "/" + base);
       return true;
     }

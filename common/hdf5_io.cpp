@@ -97,6 +97,16 @@ std::string storage_problem(hid_t ds, uint64_t file_bytes) {
   return "";
 }
 
+// Selects rows [row0, row0 + rows) of `fspace`, a dataspace of `dims` (every other axis
+// whole), and returns the dataspace of that block in memory.
+Handle select_rows(hid_t fspace, const std::vector<hsize_t>& dims, uint64_t row0, uint64_t rows) {
+  std::vector<hsize_t> start(dims.size(), 0), count(dims);
+  start[0] = row0;
+  count[0] = rows;
+  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  return Handle(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr));
+}
+
 // Bytes of one row (all axes but the first) of `type`.
 size_t row_bytes_of(hid_t type, const std::vector<hsize_t>& dims) {
   size_t bytes = H5Tget_size(type);
@@ -247,11 +257,7 @@ void Hdf5Writer::write_rows_raw(const std::string& name, hid_t type, uint64_t ro
       start_writeback(rows * row_bytes_of(type, dims));
       return;
     }
-    std::vector<hsize_t> start(dims.size(), 0), count(dims);
-    start[0] = row0;
-    count[0] = rows;
-    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
-    Handle mspace(H5Screate_simple(rank, count.data(), nullptr));
+    const Handle mspace = select_rows(fspace.get(), dims, row0, rows);
     st = H5Dwrite(ds.get(), type, mspace.get(), fspace.get(), H5P_DEFAULT, data);
     if (st >= 0) start_writeback(rows * row_bytes_of(type, dims));
   }
@@ -419,13 +425,6 @@ void Hdf5Reader::check_kind(const std::string& name, hid_t want) const {
   shape(name);  // the claimed shape is backed by stored data
 }
 
-std::string Hdf5Reader::dtype(const std::string& name) const {
-  Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
-  if (!ds.ok()) fail_file(path_, name + " is missing");
-  Handle t(H5Dget_type(ds.get()));
-  return type_name(t.get());
-}
-
 namespace {
 
 // True when the stored bytes are exactly what H5Dread would hand back in `mem_type` (same
@@ -570,11 +569,7 @@ void Hdf5Reader::read_raw(const std::string& name, hid_t type, uint64_t row0, ui
     if (read_chunks_parallel(ds.get(), type, name, dims, row0, rows, out) ||
         read_contiguous_parallel(ds.get(), type, name, dims, row0, rows, out))
       return;
-    std::vector<hsize_t> start(dims.size(), 0), count(dims);
-    start[0] = row0;
-    count[0] = rows;
-    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
-    Handle mspace(H5Screate_simple(rank, count.data(), nullptr));
+    const Handle mspace = select_rows(fspace.get(), dims, row0, rows);
     st = H5Dread(ds.get(), type, mspace.get(), fspace.get(), H5P_DEFAULT, out);
   }
   if (st < 0) fail_file(path_, "cannot read " + name + " (truncated or corrupted file?)");
@@ -627,29 +622,27 @@ std::string Hdf5Reader::attr_string(const std::string& obj, const std::string& k
   return v[0];
 }
 
-std::vector<double> Hdf5Reader::attr_doubles(const std::string& obj, const std::string& key) const {
+template <typename T>
+std::vector<T> Hdf5Reader::attr_numbers(const std::string& obj, const std::string& key, bool integers_only) const {
   Handle a(open_attr(obj, key));
   Handle t(H5Aget_type(a.get()));
-  H5T_class_t cls = H5Tget_class(t.get());
+  const H5T_class_t cls = H5Tget_class(t.get());
+  if (integers_only && cls != H5T_INTEGER) fail_file(path_, "attribute " + key + " is not an integer");
   if (cls != H5T_INTEGER && cls != H5T_FLOAT) fail_file(path_, "attribute " + key + " is not numeric");
   Handle space(H5Aget_space(a.get()));
   hssize_t n = H5Sget_simple_extent_npoints(space.get());
   if (n < 0 || n > (1 << 24)) fail_file(path_, "attribute " + key + " has a bad size");
-  std::vector<double> out(static_cast<size_t>(n));
-  if (n && H5Aread(a.get(), H5T_NATIVE_DOUBLE, out.data()) < 0) fail_file(path_, "cannot read attribute " + key);
+  std::vector<T> out(static_cast<size_t>(n));
+  if (n && H5Aread(a.get(), H5Type<T>::id(), out.data()) < 0) fail_file(path_, "cannot read attribute " + key);
   return out;
 }
 
+std::vector<double> Hdf5Reader::attr_doubles(const std::string& obj, const std::string& key) const {
+  return attr_numbers<double>(obj, key, false);
+}
+
 std::vector<int64_t> Hdf5Reader::attr_ints(const std::string& obj, const std::string& key) const {
-  Handle a(open_attr(obj, key));
-  Handle t(H5Aget_type(a.get()));
-  if (H5Tget_class(t.get()) != H5T_INTEGER) fail_file(path_, "attribute " + key + " is not an integer");
-  Handle space(H5Aget_space(a.get()));
-  hssize_t n = H5Sget_simple_extent_npoints(space.get());
-  if (n < 0 || n > (1 << 24)) fail_file(path_, "attribute " + key + " has a bad size");
-  std::vector<int64_t> out(static_cast<size_t>(n));
-  if (n && H5Aread(a.get(), H5T_NATIVE_INT64, out.data()) < 0) fail_file(path_, "cannot read attribute " + key);
-  return out;
+  return attr_numbers<int64_t>(obj, key, true);
 }
 
 double Hdf5Reader::attr_double(const std::string& obj, const std::string& key) const {

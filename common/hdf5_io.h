@@ -107,8 +107,6 @@ class Hdf5Reader {
   // differ (a float dataset is never read as integers).
   template <typename T>
   void read_rows_converting(const std::string& name, uint64_t row0, uint64_t rows, T* out) const;
-  // The stored element type as H5Type names it ("float64", "uint8", "string", ...).
-  std::string dtype(const std::string& name) const;
   // Throws "<file>: <name> has shape X, expected Y" / "... is missing".
   Shape require(const std::string& name, const Shape& expect) const;
 
@@ -129,6 +127,10 @@ class Hdf5Reader {
  private:
   void check_type(const std::string& name, hid_t want, const char* want_name) const;
   void check_kind(const std::string& name, hid_t want) const;  // same class (integer or float) as `want`
+  // A numeric attribute's values (at most 2^24) converted to T by HDF5; `integers_only`
+  // refuses a floating-point attribute.
+  template <typename T>
+  std::vector<T> attr_numbers(const std::string& obj, const std::string& key, bool integers_only) const;
   void read_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, void* out) const;
   // Fast paths of read_raw for the layouts the toolkit writes; false = not handled here
   // (read_raw then calls H5Dread). Both need the stored type to equal `type` exactly.

@@ -4,10 +4,8 @@
 // After jpeglib.h (it needs its types): the message codes, to tell a memory refusal apart.
 #include <jerror.h>
 #include <png.h>
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <csetjmp>
 #include <cstdio>
@@ -16,6 +14,7 @@
 #include <stdexcept>
 
 #include "common/error.h"
+#include "common/whole_file.h"
 
 namespace cae {
 namespace {
@@ -240,14 +239,9 @@ DecodedImage decode_image_memory(const std::string& name, const uint8_t* data, s
 }
 
 DecodedImage decode_image_file(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) fail_file(path, std::string("cannot open: ") + strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail_file(path, "is not a regular file");
-  if (st.st_size > kMaxImageFileBytes) fail_file(path, "is larger than 256 MB: not an image this toolkit reads");
-  std::unique_ptr<FILE, int (*)(FILE*)> f(fopen(path.c_str(), "rb"), fclose);
-  if (!f) fail_file(path, std::string("cannot open: ") + strerror(errno));
-  std::vector<uint8_t> buf(static_cast<size_t>(st.st_size));
-  if (fread(buf.data(), 1, buf.size(), f.get()) != buf.size()) fail_file(path, "short read");
+  const std::vector<uint8_t> buf = read_regular_file(path, [](int64_t bytes) -> std::string {
+    return bytes > kMaxImageFileBytes ? "is larger than 256 MB: not an image this toolkit reads" : "";
+  });
   return decode_image_memory(path, buf.data(), buf.size());
 }
 

@@ -1,7 +1,6 @@
 #include "kernels/ae/data_parallel.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -9,18 +8,6 @@
 #include "common/group.h"
 
 namespace ae {
-
-const char* process_env(const char* name) { return std::getenv(name); }
-
-RankInfo resolve_rank(int rank_opt, int world_opt, int local_rank_opt, const EnvLookup& env) {
-  const cae::GroupPlace p = cae::resolve_group_place(rank_opt, world_opt, local_rank_opt, env);
-  RankInfo r;
-  r.rank = p.rank;
-  r.world = p.world;
-  r.local_rank = p.local_rank;
-  r.from_slurm = p.source == "slurm";
-  return r;
-}
 
 DataParallelGroup data_parallel_group(const cae::GroupOptions& o, const std::string& output) {
   const cae::GroupPlace p = cae::resolve_group_place(o.rank, o.world_size, o.local_rank);

@@ -11,7 +11,6 @@
 // none: it still joins the all-reduce with a zero gradient).
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,20 +18,6 @@
 #include "kernels/ae/backend.h"
 
 namespace ae {
-
-struct RankInfo {
-  int rank = 0, world = 1, local_rank = 0;
-  bool from_slurm = false;
-};
-
-// The environment, as a function (tests pass their own). Returns nullptr when unset.
-using EnvLookup = std::function<const char*(const char*)>;
-const char* process_env(const char* name);
-
-// Where this process sits: cae::resolve_group_place (common/group.h: the options, else
-// Slurm's variables inside an srun step of more than one task, else torchrun's, else one
-// rank). Throws cae::UsageError for inconsistent values (rank outside [0, world), half given).
-RankInfo resolve_rank(int rank_opt, int world_opt, int local_rank_opt, const EnvLookup& env = process_env);
 
 // The group of a training process from its group options (--rank, --world-size, ... or
 // Slurm's/torchrun's variables): the rendezvous file through which rank 0 hands the NCCL id

@@ -175,8 +175,4 @@ std::vector<double> Classifier::probabilities(const std::vector<double>& decisio
                                       f_.prob_B);
 }
 
-std::vector<int32_t> Classifier::predict(float* X, int64_t n, cae::Device device) const {
-  return vote(decision_values(X, n, device), n);
-}
-
 }  // namespace svm

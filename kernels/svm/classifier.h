@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "common/atomic_output.h"
 #include "common/device.h"
 #include "common/hdf5_io.h"
 #include "kernels/svm/model_file.h"
@@ -93,7 +92,6 @@ class Classifier {
   // X: [n, n_features()] unscaled rows (scratch). Decision values [n, model().n_decisions()]
   // (svm.h); predictions are class labels, or +1 / −1 (inside / outside) for a one-class model.
   std::vector<double> decision_values(float* X, int64_t n, cae::Device device = cae::Device::cpu) const;
-  std::vector<int32_t> predict(float* X, int64_t n, cae::Device device = cae::Device::cpu) const;
   std::vector<int32_t> vote(const std::vector<double>& dec, int64_t n) const;
 
   // The two halves of decision_values, for a caller that needs the scaled rows in between
@@ -106,8 +104,6 @@ class Classifier {
   // and reading one back with every check of read_model_file.
   void save(cae::Hdf5Writer& w) const { write_model_file(w, f_); }
   static Classifier load(const std::string& path) { return Classifier(read_model_file(path)); }
-  // libsvm's text model of the scaled input (svm-predict on write_libsvm_data's rows).
-  void export_libsvm(const cae::AtomicOutput& out) const { write_libsvm_model(out, f_); }
 
   void set_class_names(std::vector<std::string> names) { f_.class_names = std::move(names); }
   // How the caller made the training rows ("none", "flip"; ModelFile::augment): recorded,

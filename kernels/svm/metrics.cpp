@@ -105,15 +105,6 @@ const char* scoring_name(Scoring s) {
   return "?";
 }
 
-double score(Scoring s, const int32_t* labels, const int32_t* predictions, const double* probabilities, int64_t n,
-             int K) {
-  if (s == Scoring::log_loss) {
-    if (!probabilities) throw std::invalid_argument("scoring log_loss needs probabilities (svm-fit --probability)");
-    return -log_loss(probabilities, labels, n, K);
-  }
-  return score(s, confusion_matrix(labels, predictions, n, K), K);
-}
-
 double score(Scoring s, const std::vector<int64_t>& confusion, int K) {
   if (s == Scoring::log_loss) throw std::invalid_argument("scoring log_loss needs probabilities, not a confusion matrix");
   const ClassificationReport r = classification_report(confusion, K);

@@ -48,11 +48,8 @@ constexpr double kMaxLogLoss = 34.54;
 enum class Scoring { accuracy, balanced_accuracy, macro_f1, log_loss };
 Scoring parse_scoring(const std::string& name);  // throws std::invalid_argument naming the choices
 const char* scoring_name(Scoring s);
-// probabilities: [n, K], needed (non-null) for log_loss only; throws std::invalid_argument
-// without them.
-double score(Scoring s, const int32_t* labels, const int32_t* predictions, const double* probabilities, int64_t n,
-             int K);
-// The same from a [K, K] confusion matrix (as confusion_matrix): every scoring but log_loss.
+// The score of a [K, K] confusion matrix (as confusion_matrix): every scoring but log_loss,
+// which needs probabilities (std::invalid_argument).
 double score(Scoring s, const std::vector<int64_t>& confusion, int K);
 
 }  // namespace svm

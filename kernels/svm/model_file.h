@@ -87,15 +87,8 @@ void write_model_file(cae::Hdf5Writer& w, const ModelFile& f);
 // Checks format, dtypes, shapes and their consistency, and that every number is finite.
 ModelFile read_model_file(const std::string& path);
 
-// The weights as libsvm's svm-train takes them ("-w0 2 -w3 0.5", labels as in the model;
-// "" when every weight is 1): what reproduces this model's fit with libsvm's own tools.
-std::string libsvm_weight_options(const ModelFile& f);
-
-// libsvm text model (svm_type c_svc) with feature indices 1..D of the scaled input; libsvm's
-// svm-predict gives the model's predictions on data written by write_libsvm_data. Both write
-// out.temp_path(); the caller commits.
-void write_libsvm_model(const cae::AtomicOutput& out, const ModelFile& f);
-// "label index:value ..." per row, non-zero values of the scaled [n, dim] matrix.
+// "label index:value ..." per row of libsvm's data format (what svm-predict reads); writes
+// out.temp_path(), the caller commits.
 void write_libsvm_data(const cae::AtomicOutput& out, const float* X, const int32_t* labels, int64_t n, int dim);
 
 }  // namespace svm

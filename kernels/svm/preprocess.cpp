@@ -119,11 +119,6 @@ double resolve_gamma(const GammaSpec& g, double scale_value, int dim) {
   return g.value;
 }
 
-double resolve_gamma(const std::string& spec, const float* X, int64_t n, int dim) {
-  const GammaSpec g = parse_gamma_spec(spec);
-  return resolve_gamma(g, g.kind == GammaSpec::Kind::scale ? gamma_scale(X, n, dim) : 0.0, dim);
-}
-
 std::vector<uint8_t> constant_feature_mask(const float* X, int64_t n, int dim, std::vector<float>* dropped_values) {
   std::vector<uint8_t> keep(dim, 0);
 #pragma omp parallel for schedule(dynamic, 1) if (n * dim >= kMinParallelWork)

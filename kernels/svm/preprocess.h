@@ -42,9 +42,8 @@ struct GammaSpec {
   double value = 1.0;
 };
 GammaSpec parse_gamma_spec(const std::string& spec);
-// The spec's number on these rows (the scaled training matrix, all features).
-double resolve_gamma(const std::string& spec, const float* X, int64_t n, int dim);
-// The same from the rows' gamma_scale(), taken once (for many specs on one matrix).
+// The spec's number from the rows' gamma_scale() (the scaled training matrix, all
+// features), taken once for many specs on one matrix.
 double resolve_gamma(const GammaSpec& spec, double scale_value, int dim);
 
 // keep[f] = 0 when column f has one value over all n rows; that value goes to *dropped_values

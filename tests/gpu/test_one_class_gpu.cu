@@ -22,6 +22,8 @@
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/dense_kernel_rows.h"
 #include "tests/support/one_class_cloud.h"
+#include "tests/support/svm_reference.h"
+#include "tests/support/svm_shortcuts.h"
 
 namespace {
 
@@ -129,8 +131,8 @@ TEST(OneClassGpu, ClassifierOnGpuMatchesCpu) {
   gpu.fit(b.data(), y.data(), n, dim, params, cae::Device::gpu);
   EXPECT_EQ(gpu.model().kind, svm::SvmKind::one_class);
   std::vector<float> ta = T, tb = T;
-  const std::vector<int32_t> pc = cpu.predict(ta.data(), n_test, cae::Device::cpu);
-  const std::vector<int32_t> pg = gpu.predict(tb.data(), n_test, cae::Device::gpu);
+  const std::vector<int32_t> pc = svm_test::predict(cpu, ta.data(), n_test, cae::Device::cpu);
+  const std::vector<int32_t> pg = svm_test::predict(gpu, tb.data(), n_test, cae::Device::gpu);
   int agree = 0;
   for (int64_t i = 0; i < n_test; ++i) agree += pc[i] == pg[i];
   EXPECT_GE(agree, 0.99 * n_test);

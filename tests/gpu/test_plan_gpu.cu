@@ -25,6 +25,7 @@
 #include "kernels/ae/model.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/support/layer_twins.cuh"
+#include "tests/gpu/support/plan_table.cuh"
 
 using namespace gpu_test;
 using ae::Precision;
@@ -385,7 +386,7 @@ TEST(Plan, SeedModelKeepsItsGemms) {
   // the two large weight gradients (encoder conv2, decoder conv2) on a branch of their own
   for (int l = 0; l < 5; ++l) EXPECT_EQ(p.layers[size_t(l)].wgrad.branch, (l == 1 || l == 3) ? 1 : 0) << l;
   EXPECT_EQ(p.packs.size(), 9u);
-  std::printf("%s", p.describe().c_str());
+  std::printf("%s", plan_table(p).c_str());
 }
 
 // What every plan must hold, whatever the architecture (host only).
@@ -397,7 +398,7 @@ TEST(Plan, InvariantsOfEveryArchitecture) {
                                                : ac.arch;
       const Plan p = make_plan(arch, 5, DType::bf16);
       const int k = arch.depth(), L = arch.num_convs();
-      std::printf("%s", p.describe().c_str());
+      std::printf("%s", plan_table(p).c_str());
       ASSERT_EQ(int(p.layers.size()), L);
       EXPECT_EQ(int(p.packs.size()), 4 * k + 1);
       EXPECT_EQ(p.latent_layer, k - 1);

@@ -22,6 +22,7 @@
 #include "kernels/svm/svm.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/dense_kernel_rows.h"
+#include "tests/support/svm_reference.h"
 
 namespace {
 

@@ -9,6 +9,7 @@
 
 #include "kernels/svm/cpu/kernel.h"
 #include "kernels/svm/cpu/smo.h"
+#include "tests/support/svm_reference.h"
 
 namespace svm_test {
 

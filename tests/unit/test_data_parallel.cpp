@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/group.h"
 #include "common/rank_launcher.h"
 #include "common/rendezvous.h"
 #include "tests/support/cpu_gradient.h"
@@ -23,7 +24,7 @@
 
 namespace {
 
-ae::EnvLookup env_of(std::map<std::string, std::string> vars) {
+cae::EnvLookup env_of(std::map<std::string, std::string> vars) {
   auto held = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
   return [held](const char* name) -> const char* {
     auto it = held->find(name);
@@ -104,30 +105,30 @@ TEST(DataParallel, ShardGradientsSumToTheGlobalBatchGradient) {
 
 TEST(DataParallel, RankFromOptionsOrSlurm) {
   const auto none = env_of({});
-  ae::RankInfo r = ae::resolve_rank(-1, -1, -1, none);
+  cae::GroupPlace r = cae::resolve_group_place(-1, -1, -1, none);
   EXPECT_EQ(r.world, 1);
   EXPECT_EQ(r.rank, 0);
-  r = ae::resolve_rank(2, 4, -1, none);
+  r = cae::resolve_group_place(2, 4, -1, none);
   EXPECT_EQ(r.rank, 2);
   EXPECT_EQ(r.world, 4);
   EXPECT_EQ(r.local_rank, 2);
-  r = ae::resolve_rank(-1, -1, -1, env_of({{"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"}}));
+  r = cae::resolve_group_place(-1, -1, -1, env_of({{"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"}}));
   EXPECT_EQ(r.rank, 5);
   EXPECT_EQ(r.world, 8);
   EXPECT_EQ(r.local_rank, 1);
-  EXPECT_TRUE(r.from_slurm);
+  EXPECT_EQ(r.source, "slurm");
   // One Slurm task is no group; explicit options win over Slurm's.
-  EXPECT_EQ(ae::resolve_rank(-1, -1, -1, env_of({{"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_PROCID", "0"}})).world, 1);
-  EXPECT_EQ(ae::resolve_rank(1, 2, 0, env_of({{"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_PROCID", "5"}})).world, 2);
+  EXPECT_EQ(cae::resolve_group_place(-1, -1, -1, env_of({{"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_PROCID", "0"}})).world, 1);
+  EXPECT_EQ(cae::resolve_group_place(1, 2, 0, env_of({{"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_PROCID", "5"}})).world, 2);
 }
 
 TEST(DataParallel, InconsistentRanksAreUsageErrors) {
   const auto none = env_of({});
-  EXPECT_THROW(ae::resolve_rank(4, 4, -1, none), cae::UsageError);
-  EXPECT_THROW(ae::resolve_rank(0, -1, -1, none), cae::UsageError);
-  EXPECT_THROW(ae::resolve_rank(-1, -1, 0, none), cae::UsageError);
-  EXPECT_THROW(ae::resolve_rank(-1, -1, -1, env_of({{"SLURM_STEP_NUM_TASKS", "4"}})), cae::UsageError);
-  EXPECT_THROW(ae::resolve_rank(-1, -1, -1, env_of({{"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_PROCID", "x"}})), cae::UsageError);
+  EXPECT_THROW(cae::resolve_group_place(4, 4, -1, none), cae::UsageError);
+  EXPECT_THROW(cae::resolve_group_place(0, -1, -1, none), cae::UsageError);
+  EXPECT_THROW(cae::resolve_group_place(-1, -1, 0, none), cae::UsageError);
+  EXPECT_THROW(cae::resolve_group_place(-1, -1, -1, env_of({{"SLURM_STEP_NUM_TASKS", "4"}})), cae::UsageError);
+  EXPECT_THROW(cae::resolve_group_place(-1, -1, -1, env_of({{"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_PROCID", "x"}})), cae::UsageError);
 }
 
 std::string temp_name(const char* tag) {

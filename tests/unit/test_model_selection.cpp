@@ -21,6 +21,7 @@
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/preprocess.h"
 #include "kernels/svm/train.h"
+#include "tests/support/svm_shortcuts.h"
 
 namespace {
 
@@ -261,7 +262,7 @@ TEST(SvmGrid, TableIsTheFoldsAccuracyAndTheBestPairIsRefitted) {
         svm::Classifier clf;
         clf.fit(tr.data(), ytr.data(), static_cast<int64_t>(ytr.size()), d.dim, p, cae::Device::cpu);
         EXPECT_EQ(s.gamma_resolved[g * k + f], clf.resolved_gamma());
-        const std::vector<int32_t> pred = clf.predict(te.data(), static_cast<int64_t>(yte.size()));
+        const std::vector<int32_t> pred = svm_test::predict(clf, te.data(), static_cast<int64_t>(yte.size()));
         int64_t right = 0;
         for (size_t i = 0; i < yte.size(); ++i) right += pred[i] == yte[i];
         right_total += right;
@@ -402,7 +403,7 @@ TEST(SvmGridScoring, AccuracyAndMacroF1ChooseDifferentCellsOnAnImbalancedSet) {
         std::vector<float> X = tr;
         clf.fit(X.data(), ytr.data(), static_cast<int64_t>(ytr.size()), d.dim, p, cae::Device::cpu);
         std::vector<float> queries = te;  // predict scales its rows in place
-        const std::vector<int32_t> pred = clf.predict(queries.data(), static_cast<int64_t>(yte.size()));
+        const std::vector<int32_t> pred = svm_test::predict(clf, queries.data(), static_cast<int64_t>(yte.size()));
         int64_t fold_right = 0;
         for (size_t i = 0; i < yte.size(); ++i) fold_right += pred[i] == yte[i];
         const size_t at = (c * ng + g) * k + f;
@@ -793,7 +794,7 @@ TEST(SvmGrid, CrossValidationWithMirrorsHoldsOutWholeImages) {
       svm::Classifier clf;
       clf.fit(tr.data(), ytr.data(), static_cast<int64_t>(ytr.size()), d.dim, p, cae::Device::cpu);
       EXPECT_EQ(clf.file().n_train, static_cast<int64_t>(ytr.size()));
-      const std::vector<int32_t> pred = clf.predict(te.data(), static_cast<int64_t>(yte.size()));
+      const std::vector<int32_t> pred = svm_test::predict(clf, te.data(), static_cast<int64_t>(yte.size()));
       int64_t right = 0;
       for (size_t i = 0; i < yte.size(); ++i) right += pred[i] == yte[i];
       right_total += right;

@@ -20,7 +20,9 @@
 #include "kernels/svm/cpu/smo.h"
 #include "kernels/svm/svm.h"
 #include "tests/support/dense_kernel_rows.h"
+#include "tests/support/libsvm_export.h"
 #include "tests/support/one_class_cloud.h"
+#include "tests/support/svm_reference.h"
 
 namespace {
 
@@ -273,7 +275,7 @@ TEST(SvmOneClass, ClassifierSavesLoadsAndExportsToLibsvm) {
 
   {
     cae::AtomicOutput out(ours_txt);
-    back.export_libsvm(out);
+    svm::write_libsvm_model(out, back.file());
     out.commit();
   }
   {

@@ -23,6 +23,7 @@
 #include "kernels/svm/model_file.h"
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/probability.h"
+#include "tests/support/libsvm_export.h"
 
 namespace {
 
@@ -145,7 +146,7 @@ TEST(SvmProbability, ProbabilitiesEqualLibsvmsOnTheExportedModel) {
     const std::string txt = tmp.path + "/model.txt";
     {
       cae::AtomicOutput out(txt);
-      clf.export_libsvm(out);
+      svm::write_libsvm_model(out, clf.file());
       out.commit();
     }
     svm_model* m = svm_load_model(txt.c_str());

@@ -22,6 +22,9 @@
 #include "kernels/svm/svm.h"
 #include "kernels/svm/train.h"
 #include "tests/support/dense_kernel_rows.h"
+#include "tests/support/libsvm_export.h"
+#include "tests/support/svm_reference.h"
+#include "tests/support/svm_shortcuts.h"
 
 namespace {
 
@@ -438,7 +441,7 @@ TEST(SvmModelFile, RoundTripAndLibsvmExport) {
   EXPECT_EQ(g.model.gamma, f.model.gamma);
   {
     cae::AtomicOutput out(txt);
-    clf.export_libsvm(out);
+    svm::write_libsvm_model(out, clf.file());
     out.commit();
   }
   LibsvmModel ref{svm_load_model(txt.c_str())};
@@ -549,7 +552,7 @@ TEST(SvmClassifier, FitAndPredictEqualTheChainStepByStep) {
   EXPECT_EQ(clf.vote(dec, n_test), svm::vote(ref, dec_ref.data(), n_test));
   // And the classifier is a classifier: well above chance (4 classes) on held-out rows.
   std::vector<float> T3(p.X.begin() + n_train * D, p.X.end());
-  const std::vector<int32_t> pred = clf.predict(T3.data(), n_test);
+  const std::vector<int32_t> pred = svm_test::predict(clf, T3.data(), n_test);
   int64_t right = 0;
   for (int64_t i = 0; i < n_test; ++i) right += pred[i] == p.y[n_train + i];
   EXPECT_GT(static_cast<double>(right) / static_cast<double>(n_test), 0.5);

@@ -2,9 +2,7 @@
 #include "kernels/ae/cuda/plan.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <numeric>
-#include <sstream>
 #include <stdexcept>
 
 #include "common/cuda_check.cuh"
@@ -308,19 +306,6 @@ size_t Plan::bias_work_floats(int branch) const {
   for (const LayerPlan& lp : layers)
     if (lp.wgrad.branch == branch && lp.wgrad.bias_src >= 0) most = std::max(most, bias_grad_work_floats(lp.wgrad.bias_ld));
   return most;
-}
-
-std::string Plan::describe() const {
-  std::ostringstream out;
-  out << arch.describe() << ", " << (dtype == DType::bf16 ? "bf16" : "fp32") << ", batch " << batch << "\n";
-  char line[200];
-  for (const LayerPlan& lp : layers) {
-    std::snprintf(line, sizeof line, "  %-7s %4d -> %-4d %4dx%-4d Kpad %5d  %-34s %-30s branch %d\n",
-                  lp.conv.name.c_str(), lp.conv.in, lp.conv.out, lp.conv.H, lp.conv.W, lp.forward.args.Kpad,
-                  lp.forward_name.c_str(), lp.wgrad_name.c_str(), lp.wgrad.branch);
-    out << line;
-  }
-  return out.str();
 }
 
 // ---- binding -------------------------------------------------------------------------------

@@ -119,7 +119,6 @@ struct Plan {
   // The largest weight-gradient workspace / bias work of each branch, for `images`.
   size_t workspace_floats(int branch, int images) const;
   size_t bias_work_floats(int branch) const;
-  std::string describe() const;  // a table: layer, shapes, GEMMs, branches (for logs/tests)
 };
 
 // The per-convolution decisions make_plan takes, by name, so that the tests' twins

@@ -84,18 +84,4 @@ void kernel_block_symmetric(const KernelSpec& k, const float* A, int64_t na, con
   }
 }
 
-double kernel_reference(const KernelSpec& k, const float* a, const float* b, int dim) {
-  if (k.type == KernelType::linear) {
-    double s = 0;
-    for (int f = 0; f < dim; ++f) s += static_cast<double>(a[f]) * b[f];
-    return s;
-  }
-  double d2 = 0;
-  for (int f = 0; f < dim; ++f) {
-    double d = static_cast<double>(a[f]) - b[f];
-    d2 += d * d;
-  }
-  return std::exp(-k.gamma * d2);
-}
-
 }  // namespace svm::cpu

@@ -34,8 +34,4 @@ void kernel_block(const KernelSpec& k, const float* A, int64_t na, const double*
 void kernel_block_symmetric(const KernelSpec& k, const float* A, int64_t na, const double* a_norms, int dim,
                             float* out, int64_t ldo);
 
-// One kernel value in double, straight from the definition: the readable reference the
-// block code is tested against.
-double kernel_reference(const KernelSpec& k, const float* a, const float* b, int dim);
-
 }  // namespace svm::cpu

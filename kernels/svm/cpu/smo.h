@@ -45,12 +45,4 @@ BinaryResult solve_one_class(KernelRows& K, int n, double nu, double tol);
 // libsvm's starting point: a_t = 1 for t < ⌊νn⌋, a_⌊νn⌋ = νn − ⌊νn⌋, the rest 0.
 std::vector<double> one_class_start(int n, double nu);
 
-// For tests: the largest KKT violation m(a) − M(a) of a solution (≤ tol when converged),
-// with the gradient recomputed from scratch.
-double kkt_gap(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, const std::vector<double>& alpha);
-inline double kkt_gap(KernelRows& K, const int8_t* y, int n, double C, const std::vector<double>& alpha) {
-  return kkt_gap(K, y, n, C, C, alpha);
-}
-double kkt_gap_one_class(KernelRows& K, int n, const std::vector<double>& alpha);
-
 }  // namespace svm::cpu

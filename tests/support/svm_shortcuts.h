@@ -1,0 +1,31 @@
+// One-call forms of what the tools do in steps, for tests that want only the end result:
+// the tools resolve gamma from a spec parsed once and a gamma_scale taken once for many
+// specs, and vote on decision values they also use for other outputs.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/device.h"
+#include "kernels/svm/classifier.h"
+#include "kernels/svm/preprocess.h"
+
+namespace svm {
+
+// The spec's gamma on these rows (the scaled training matrix, all features).
+inline double resolve_gamma(const std::string& spec, const float* X, int64_t n, int dim) {
+  const GammaSpec g = parse_gamma_spec(spec);
+  return resolve_gamma(g, g.kind == GammaSpec::Kind::scale ? gamma_scale(X, n, dim) : 0.0, dim);
+}
+
+}  // namespace svm
+
+namespace svm_test {
+
+// Class labels (+1 / −1 for a one-class model) of n unscaled rows X (scratch).
+inline std::vector<int32_t> predict(const svm::Classifier& clf, float* X, int64_t n,
+                                    cae::Device device = cae::Device::cpu) {
+  return clf.vote(clf.decision_values(X, n, device), n);
+}
+
+}  // namespace svm_test
