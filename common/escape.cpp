@@ -28,8 +28,8 @@ size_t printable_utf8(const std::string& s, size_t i) {
 }
 
 // Appends s with its unsafe characters escaped; returns whether any was. `quoting`: also
-// \" and \\ (inside quotes); `keep_line_breaks`: CR and LF pass (a quoted CSV field).
-bool append_escaped(const std::string& s, std::string& out, bool quoting = false, bool keep_line_breaks = false) {
+// \" and \\ (inside quotes).
+bool append_escaped(const std::string& s, std::string& out, bool quoting = false) {
   bool changed = false;
   for (size_t i = 0; i < s.size();) {
     const uint8_t c = static_cast<uint8_t>(s[i]);
@@ -47,10 +47,6 @@ bool append_escaped(const std::string& s, std::string& out, bool quoting = false
       }
     }
     ++i;
-    if (keep_line_breaks && (c == '\n' || c == '\r')) {
-      out += char(c);
-      continue;
-    }
     changed = true;
     switch (c) {
       case '\n': out += "\\n"; break;
@@ -85,21 +81,6 @@ std::string escape_controls(const std::string& line) {
   out.reserve(line.size());
   append_escaped(line, out);
   return out;
-}
-
-std::string csv_field(const std::string& field) {
-  std::string clean;
-  append_escaped(field, clean, false, true);
-  const bool formula = !clean.empty() && (clean[0] == '=' || clean[0] == '+' || clean[0] == '-' || clean[0] == '@');
-  const bool quote = formula || clean.find_first_of(",\"\r\n") != std::string::npos ||
-                     (!clean.empty() && (clean.front() == ' ' || clean.back() == ' '));
-  if (!quote) return clean;
-  std::string out = formula ? "\"'" : "\"";
-  for (char ch : clean) {
-    if (ch == '"') out += "\"\"";
-    else out += ch;
-  }
-  return out + "\"";
 }
 
 }  // namespace cae

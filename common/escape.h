@@ -19,11 +19,6 @@ std::string quoted_name(const std::string& name);
 // reaches stderr through it can start a new line or drive the terminal.
 std::string escape_controls(const std::string& line);
 
-// One CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, quote, CR or
-// LF, or starts or ends with a blank; control characters other than CR/LF escaped as above.
-// A field starting with = + - @ (a spreadsheet formula) gets a leading ' inside the quotes.
-std::string csv_field(const std::string& field);
-
 // True when quoted_name would change `name`.
 bool needs_quoting(const std::string& name);
 

@@ -441,15 +441,6 @@ TEST(Escape, FailFileIsOneLineWhateverTheName) {
   EXPECT_EQ(cae::escape_controls("skipped a\nb: c\033[K"), "skipped a\\nb: c\\x1B[K");
 }
 
-TEST(Escape, CsvFieldsQuoteSeparatorsAndDefuseFormulas) {
-  EXPECT_EQ(cae::csv_field("cat"), "cat");
-  EXPECT_EQ(cae::csv_field("a,b"), "\"a,b\"");
-  EXPECT_EQ(cae::csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
-  EXPECT_EQ(cae::csv_field("two\nlines"), "\"two\nlines\"");
-  EXPECT_EQ(cae::csv_field("=HYPERLINK(1)"), "\"'=HYPERLINK(1)\"");
-  EXPECT_EQ(cae::csv_field("esc\033"), "esc\\x1B");
-}
-
 TEST(Escape, JsonStringsEscapeEveryControlCharacter) {
   const std::string all = [] {
     std::string s;
