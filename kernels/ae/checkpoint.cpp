@@ -1,11 +1,8 @@
 #include "kernels/ae/checkpoint.h"
 
 #include <cmath>
-#include <iterator>
 #include <stdexcept>
-#include <string_view>
 #include <tuple>
-#include <utility>
 
 #include "common/error.h"
 #include "common/hdf5_io.h"
@@ -49,42 +46,44 @@ std::vector<float> read_params(const cae::Hdf5Reader& r, const Architecture& arc
   return params;
 }
 
-// The training state kept as root attributes, in the order they are written; the writer
-// and the reader take these lists. kStateAttrs[i] names the i-th field of state_fields().
-constexpr const char* kStateAttrs[] = {
-    "epochs_done", "epochs_target", "epoch_images_done", "epoch_loss_sum", "epoch_train_seconds", "seed", "batch_size",
-    "threads", "optimizer", "optimizer_step", "lr_current", "plateau_best", "plateau_bad_epochs", "device", "precision",
-    "total_seconds", "train_seconds", "images_per_second", "train_count", "val_count", "test_count", "data_sha256"};
-template <class Ckpt>
-auto state_fields(Ckpt& c) {
-  return std::tie(c.epochs_done, c.epochs_target, c.epoch_images_done, c.epoch_loss_sum, c.epoch_train_seconds, c.seed,
-                  c.batch_size, c.threads, c.optimizer_kind, c.optimizer.step, c.lr_current, c.plateau_best,
-                  c.plateau_bad_epochs, c.device, c.precision, c.total_seconds, c.train_seconds, c.images_per_second,
-                  c.train_count, c.val_count, c.test_count, c.data_sha256);
+// One training-state attribute: its name, the field that holds it, and for an attribute
+// older files lack, the attribute whose presence says the file has it (null: every file).
+template <class T>
+struct StateAttr {
+  const char* key;
+  T& field;
+  const char* present_if;
+};
+template <class T>
+StateAttr<T> state_attr(const char* key, T& field, const char* present_if = nullptr) {
+  return {key, field, present_if};
 }
-// Attributes older files lack, each read only when the file has the attribute named beside
-// it (the struct's default stands otherwise): files written only at epoch boundaries have
-// no position inside an epoch, files older than the validation split no val_count.
-constexpr std::pair<const char*, const char*> kPresentIf[] = {{"epoch_images_done", "epoch_images_done"},
-                                                              {"epoch_loss_sum", "epoch_images_done"},
-                                                              {"epoch_train_seconds", "epoch_images_done"},
-                                                              {"val_count", "val_count"}};
 
-// visit(key, field, present_if) for each state attribute in order; present_if is null for
-// an attribute every file has.
+// The training state kept as root attributes, in the order they are written; the writer and
+// the reader take this one list. Files written only at epoch boundaries have no position
+// inside an epoch; files older than the validation split have no val_count.
+template <class Ckpt>
+auto state_attrs(Ckpt& c) {
+  const char* inside_epoch = "epoch_images_done";
+  return std::make_tuple(
+      state_attr("epochs_done", c.epochs_done), state_attr("epochs_target", c.epochs_target),
+      state_attr("epoch_images_done", c.epoch_images_done, inside_epoch),
+      state_attr("epoch_loss_sum", c.epoch_loss_sum, inside_epoch),
+      state_attr("epoch_train_seconds", c.epoch_train_seconds, inside_epoch), state_attr("seed", c.seed),
+      state_attr("batch_size", c.batch_size), state_attr("threads", c.threads),
+      state_attr("optimizer", c.optimizer_kind), state_attr("optimizer_step", c.optimizer.step),
+      state_attr("lr_current", c.lr_current), state_attr("plateau_best", c.plateau_best),
+      state_attr("plateau_bad_epochs", c.plateau_bad_epochs), state_attr("device", c.device),
+      state_attr("precision", c.precision), state_attr("total_seconds", c.total_seconds),
+      state_attr("train_seconds", c.train_seconds), state_attr("images_per_second", c.images_per_second),
+      state_attr("train_count", c.train_count), state_attr("val_count", c.val_count, "val_count"),
+      state_attr("test_count", c.test_count), state_attr("data_sha256", c.data_sha256));
+}
+
+// visit(key, field, present_if) for each state attribute in order.
 template <class Ckpt, class Visit>
 void for_each_state_attr(Ckpt& c, Visit&& visit) {
-  using Fields = decltype(state_fields(c));
-  static_assert(std::tuple_size_v<Fields> == std::size(kStateAttrs), "one name per state field");
-  size_t i = 0;
-  auto visit_next = [&](auto& field) {
-    const char* key = kStateAttrs[i++];
-    const char* present_if = nullptr;
-    for (const auto& [attr, marker] : kPresentIf)
-      if (std::string_view(attr) == key) present_if = marker;
-    visit(key, field, present_if);
-  };
-  std::apply([&](auto&... field) { (visit_next(field), ...); }, state_fields(c));
+  std::apply([&](const auto&... a) { (visit(a.key, a.field, a.present_if), ...); }, state_attrs(c));
 }
 
 // One root attribute of each type the state has (the seed is stored as a signed integer).
