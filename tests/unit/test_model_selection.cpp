@@ -124,6 +124,16 @@ std::string usage_error(F&& f) {
   return "(no UsageError)";
 }
 
+// Fold f of `fold` by hand: its training rows (tr, ytr) and its held-out rows (te, yte).
+void split_fold(const Data& d, const std::vector<int>& fold, int f, std::vector<float>& tr, std::vector<int32_t>& ytr,
+                std::vector<float>& te, std::vector<int32_t>& yte) {
+  for (int64_t r = 0; r < d.n; ++r) {
+    auto& X = fold[r] == f ? te : tr;
+    X.insert(X.end(), d.X.begin() + r * d.dim, d.X.begin() + (r + 1) * d.dim);
+    (fold[r] == f ? yte : ytr).push_back(d.y[r]);
+  }
+}
+
 }  // namespace
 
 TEST(SvmFolds, EveryClassIsSpreadEvenlyAndTheFoldsPartitionTheRows) {
@@ -389,11 +399,7 @@ TEST(SvmGridScoring, AccuracyAndMacroF1ChooseDifferentCellsOnAnImbalancedSet) {
   for (int f = 0; f < k; ++f) {
     std::vector<float> tr, te;
     std::vector<int32_t> ytr, yte;
-    for (int64_t r = 0; r < d.n; ++r) {
-      auto& X = fold[r] == f ? te : tr;
-      X.insert(X.end(), d.X.begin() + r * d.dim, d.X.begin() + (r + 1) * d.dim);
-      (fold[r] == f ? yte : ytr).push_back(d.y[r]);
-    }
+    split_fold(d, fold, f, tr, ytr, te, yte);
     for (size_t c = 0; c < nc; ++c)
       for (size_t g = 0; g < ng; ++g) {
         svm::ClassifierParams p = params;
@@ -581,11 +587,7 @@ TEST(SvmGridScoring, LogLossCellsAreTheMeanOfTheFoldsLogLossOfTheirProbabilityMo
   for (int f = 0; f < k; ++f) {
     std::vector<float> tr, te;
     std::vector<int32_t> ytr, yte;
-    for (int64_t r = 0; r < d.n; ++r) {
-      auto& X = fold[r] == f ? te : tr;
-      X.insert(X.end(), d.X.begin() + r * d.dim, d.X.begin() + (r + 1) * d.dim);
-      (fold[r] == f ? yte : ytr).push_back(d.y[r]);
-    }
+    split_fold(d, fold, f, tr, ytr, te, yte);
     const int64_t ntr = static_cast<int64_t>(ytr.size()), nte = static_cast<int64_t>(yte.size());
     for (size_t c = 0; c < nc; ++c)
       for (size_t g = 0; g < ng; ++g) {
