@@ -8,7 +8,7 @@
 //   AE_BENCH_ARCHS    architectures, ';'-separated CxHxW:channels
 //                     (default "3x32x32:256,128;1x28x28:64,32;3x32x32:96,48,24")
 //   AE_BENCH_IMAGES (50000)  AE_BENCH_BATCHES (64,256)  AE_BENCH_ENCODE (60000)
-//   AE_BENCH_PROFILE_ONLY=1: only the per-layer tables (batch 256)
+//   AE_BENCH_PROFILE_ONLY=1: only the per-layer tables   AE_BENCH_PROFILE_BATCH (256): their batch
 //   AE_BENCH_PRECISION=fp32|bf16: only that one
 //   AE_BENCH_PROFILE_STAGE=PREFIX: run the stages whose names start with PREFIX once, for
 //                     Nsight Compute (ncu --profile-from-start off), instead of the tables
@@ -66,6 +66,7 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
   const bool profile_only = env_int("AE_BENCH_PROFILE_ONLY", 0) != 0;
   const std::string only = env_str("AE_BENCH_PRECISION", "");
   const std::string stage = env_str("AE_BENCH_PROFILE_STAGE", "");
+  const int profile_batch = env_int("AE_BENCH_PROFILE_BATCH", 256);
   std::vector<int> batches;
   for (const std::string& b : split(env_str("AE_BENCH_BATCHES", "64,256"), ',')) batches.push_back(std::atoi(b.c_str()));
 
@@ -90,7 +91,7 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
       gpu->set_params(ae::init_params(arch, 0));
       gpu->set_train_images(images.data(), n);
       if (!stage.empty()) {
-        std::printf("%s", profile_training_step(*stepped, 256, 1, stage).c_str());
+        std::printf("%s", profile_training_step(*stepped, profile_batch, 1, stage).c_str());
         continue;
       }
       if (!profile_only) {
@@ -112,7 +113,7 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
         std::printf("BENCH encode arch=%s precision=%s images=%d seconds=%.4f\n", arch_key.c_str(),
                     ae::precision_name(p), n_enc, dt);
       }
-      std::printf("%s", profile_training_step(*stepped, 256, 20, "").c_str());
+      std::printf("%s", profile_training_step(*stepped, profile_batch, 20, "").c_str());
       std::fflush(stdout);
     }
   }
