@@ -314,6 +314,60 @@ TEST_P(PlanLayer, InputGradientMatchesCpu) {
   report(lp_->input_grad_name.c_str(), rel_err(take(op.out), ref), tolerance(prec_));
 }
 
+// conv_igemm's tiles (ConvTile) sum every output's reduction in the same order: each
+// candidate must give the automatic tile's output bit for bit (which the tests above check
+// against the CPU), and tune_conv_tile must pick one of them.
+TEST_P(PlanLayer, EveryTileGivesTheSameBits) {
+  const int B = kImages;
+  std::vector<const ConvOp*> ops;
+  if (!lp_->output) ops.push_back(&lp_->forward);
+  if (lp_->has_input_grad) ops.push_back(&lp_->input_grad);
+  if (lp_->index == 0) {
+    const auto images = random_images();
+    auto images_dev = to_device(images);
+    im2col_input(images_dev.get(), nullptr, nullptr, B, c_.in, c_.H, c_.W, bufs_.get(plan_->col), plan_->col_pitch, dt_, 0);
+  } else {
+    put(lp_->forward.src, relu_output(size_t(B) * c_.in * sh() * sw()), c_.in);
+  }
+  if (lp_->has_input_grad) {
+    const ConvOp& g = lp_->input_grad;
+    put(g.src, normal(size_t(B) * c_.out * c_.H * c_.W, 1.f, rng_), c_.out);
+    put(g.aux, relu_output(size_t(B) * c_.in * plan_->tensors[size_t(g.aux)].H * plan_->tensors[size_t(g.aux)].W), c_.in);
+    if (g.picks_in >= 0) put_picks(g.picks_in);
+  }
+  const auto bytes_of = [&](int id) {
+    std::vector<uint8_t> h(plan_->tensors[size_t(id)].bytes(B, dt_));
+    AE_CUDA_CHECK(cudaMemcpy(h.data(), bufs_.get(id), h.size(), cudaMemcpyDeviceToHost));
+    return h;
+  };
+  int compared = 0;
+  for (const ConvOp* op : ops) {
+    ConvArgs a = op->bind(bufs_, packs_, params_dev_.get(), B);
+    const std::vector<ConvTile> tiles = conv_tile_candidates(a);
+    if (tiles.empty()) continue;
+    conv_igemm(a, dt_, 0);
+    AE_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<uint8_t> want = bytes_of(op->out);
+    const std::vector<uint8_t> want_picks = op->picks_out >= 0 ? bytes_of(op->picks_out) : std::vector<uint8_t>();
+    size_t nonzero = 0;
+    for (uint8_t v : want) nonzero += v != 0;
+    EXPECT_GT(nonzero, want.size() / 8) << "a mostly-zero output proves nothing";
+    for (ConvTile tile : tiles) {
+      AE_CUDA_CHECK(cudaMemset(bufs_.get(op->out), 0xff, want.size()));  // NaN: every byte must be written
+      a.tile = tile;
+      conv_igemm(a, dt_, 0);
+      AE_CUDA_CHECK(cudaDeviceSynchronize());
+      EXPECT_TRUE(bytes_of(op->out) == want) << conv_tile_name(tile) << " differs from the automatic tile";
+      if (op->picks_out >= 0) EXPECT_TRUE(bytes_of(op->picks_out) == want_picks) << conv_tile_name(tile) << ": picks";
+      ++compared;
+    }
+    a.tile = ConvTile::automatic;
+    const ConvTile tuned = tune_conv_tile(a, dt_, 0);
+    EXPECT_NE(std::find(tiles.begin(), tiles.end(), tuned), tiles.end()) << conv_tile_name(tuned);
+  }
+  std::printf("    %s: %d tile runs bit-identical\n", lp_->forward_name.c_str(), compared);
+}
+
 TEST_P(PlanLayer, WeightGradientMatchesCpu) {
   const int B = kImages, l = lp_->index;
   const WgradOp& op = lp_->wgrad;

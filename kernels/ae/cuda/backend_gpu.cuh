@@ -23,6 +23,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/cuda_check.cuh"
@@ -498,6 +499,7 @@ class GpuBackend : public AeBackend {
       a.grad_scale = float(2.0 / (double(loss_batch) * double(arch_.image_dim())));  // d(batch-mean MSE)/d(out)
       a.loss_sum = loss_.get();
     }
+    a.tile = conv_tile(lp, false, a, B, s);
     conv_igemm(a, dt_, s);
   }
 
@@ -511,7 +513,25 @@ class GpuBackend : public AeBackend {
   // input (upsample + ReLU, or ReLU + max pool), so it lands as the gradient of the
   // previous convolution's pre-activation.
   void input_grad_layer(const LayerPlan& lp, int B, cudaStream_t s) {
-    conv_igemm(lp.input_grad.bind(bufs_, packs_, params_.get(), B), dt_, s);
+    ConvArgs a = lp.input_grad.bind(bufs_, packs_, params_.get(), B);
+    a.tile = conv_tile(lp, true, a, B, s);
+    conv_igemm(a, dt_, s);
+  }
+
+  // The tile a convolution of the step runs with at batch B: the fastest of the candidates,
+  // timed on its first use (tune_conv_tile, on this step's own buffers, which the step then
+  // overwrites); graph_for has every one timed before its capture.
+  ConvTile conv_tile(const LayerPlan& lp, bool input_grad, const ConvArgs& a, int B, cudaStream_t s) {
+    const auto key = std::make_tuple(lp.index, input_grad, B);
+    const auto it = conv_tiles_.find(key);
+    if (it != conv_tiles_.end()) return it->second;
+    return conv_tiles_[key] = tune_conv_tile(a, dt_, s);
+  }
+  void tune_conv_tiles(int B) {
+    for (const LayerPlan& lp : plan_->layers) {
+      if (!lp.output) conv_tile(lp, false, lp.forward.bind(bufs_, packs_, params_.get(), B), B, stream_);
+      if (lp.has_input_grad) conv_tile(lp, true, lp.input_grad.bind(bufs_, packs_, params_.get(), B), B, stream_);
+    }
   }
 
   // One training step as named stages (the graph captures them in this order): the
@@ -572,6 +592,7 @@ class GpuBackend : public AeBackend {
   cudaGraphExec_t graph_for(int B, int G) {
     auto it = graphs_.find({B, G});
     if (it != graphs_.end()) return it->second;
+    tune_conv_tiles(B);
     std::vector<Stage> stages = step_stages(B, G);
     cudaGraph_t graph = nullptr;
     AE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -678,6 +699,7 @@ class GpuBackend : public AeBackend {
   DeviceBuffer<float> recon_, latent_dev_;
   PinnedBuffer pinned_[2];
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch, global batch)
+  std::map<std::tuple<int, bool, int>, ConvTile> conv_tiles_;  // by (layer, input gradient, batch)
 };
 
 }  // namespace ae::cuda

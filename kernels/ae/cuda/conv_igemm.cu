@@ -647,6 +647,39 @@ void launch_conv(const ConvK& k, cudaStream_t stream) {
 template <typename Epilogue>
 constexpr bool kTakesSubpixel = std::is_same_v<Epilogue, SubpixelStoreEpilogue> || std::is_same_v<Epilogue, LossEpilogue>;
 
+// The tile rule without timing (ConvTile::automatic).
+ConvTile rule_tile(const ConvK& k, int elem_bytes) {
+  // A reduction of one or two stages (the first encoder layer, the output layer's input
+  // gradient): no pipeline to fill, the time goes to loads and the epilogue, so 64-row
+  // blocks with two stages let more of them overlap. H100, batch 256, whole step: 1.305 ms
+  // with the 128×128/3-stage tiles, 1.316 (128×128/2), 1.288 (64×128/2, taken), 1.348
+  // (64×128/3), 1.346 (64×128, 4 warps/2) (docs/BENCHMARKS.md).
+  if (k.Kpad / (kRowBytes / elem_bytes) <= 2) return ConvTile::m64n128s2;
+  // Too few 128-row tiles to give every multiprocessor two blocks: use 64-row tiles.
+  const int64_t tiles128 = int64_t((k.M + 127) / 128) * ((std::max(k.cols, k.ldo) + 127) / 128) * (k.parity ? 4 : 1);
+  if (tiles128 < 2 * int64_t(igemm::sm_count())) return ConvTile::m64n128s3;
+  // 8 warps of 64×32, 3 stages (4 stages and 4 warps of 64×64 were slower: docs/BENCHMARKS.md)
+  return ConvTile::m128n128s3;
+}
+
+// The kernel of each tile: 8 warps, of 32×32 (64-row tiles), 64×32 (128×128) or 64×64.
+template <typename T, typename Epilogue>
+void launch_tile(ConvTile tile, const ConvK& k, cudaStream_t stream) {
+  switch (tile) {
+    case ConvTile::m64n128s2: launch_conv<T, 64, 128, 2, 4, 2, Epilogue>(k, stream); return;
+    case ConvTile::m64n128s3: launch_conv<T, 64, 128, 2, 4, 3, Epilogue>(k, stream); return;
+    case ConvTile::m128n128s3: launch_conv<T, 128, 128, 2, 4, 3, Epilogue>(k, stream); return;
+    case ConvTile::m256n128s3: launch_conv<T, 256, 128, 4, 2, 3, Epilogue>(k, stream); return;
+    case ConvTile::m128n256s3: launch_conv<T, 128, 256, 2, 4, 3, Epilogue>(k, stream); return;
+    case ConvTile::automatic: break;
+  }
+  throw std::invalid_argument("conv_igemm: no kernel for this tile");
+}
+
+// The one kernel of the narrow GEMMs (≤ 16 columns: 128×16 tiles) and of the sub-pixel
+// forms (the halo kernel where it applies): nothing for a tile to choose.
+bool has_fixed_kernel(const ConvK& k) { return k.sub_k || (k.cols <= 16 && k.ldo <= 16); }
+
 template <typename T, typename Epilogue>
 void dispatch_conv(const ConvK& k, cudaStream_t stream) {
   if constexpr (kTakesSubpixel<Epilogue>) {
@@ -660,24 +693,8 @@ void dispatch_conv(const ConvK& k, cudaStream_t stream) {
     launch_conv<T, 128, 16, 4, 1, 3, Epilogue>(k, stream);
     return;
   }
-  // A reduction of one or two stages (the first encoder layer, the output layer's input
-  // gradient): no pipeline to fill, the time goes to loads and the epilogue, so 64-row
-  // blocks with two stages let more of them overlap. H100, batch 256, whole step: 1.305 ms
-  // with the 128×128/3-stage tiles, 1.316 (128×128/2), 1.288 (64×128/2, taken), 1.348
-  // (64×128/3), 1.346 (64×128, 4 warps/2) (docs/BENCHMARKS.md).
-  const int KT = k.Kpad / (kRowBytes / int(sizeof(T)));
-  if (KT <= 2) {
-    launch_conv<T, 64, 128, 2, 4, 2, Epilogue>(k, stream);
-    return;
-  }
-  // Too few 128-row tiles to give every multiprocessor two blocks: use 64-row tiles.
-  const int64_t tiles128 = int64_t((k.M + 127) / 128) * ((std::max(k.cols, k.ldo) + 127) / 128) * (k.parity ? 4 : 1);
-  if (tiles128 < 2 * int64_t(igemm::sm_count())) {
-    launch_conv<T, 64, 128, 2, 4, 3, Epilogue>(k, stream);
-    return;
-  }
-  // 8 warps of 64×32, 3 stages (4 stages and 4 warps of 64×64 were slower: docs/BENCHMARKS.md)
-  launch_conv<T, 128, 128, 2, 4, 3, Epilogue>(k, stream);
+  launch_tile<T, Epilogue>(k.tile == ConvTile::automatic || has_fixed_kernel(k) ? rule_tile(k, int(sizeof(T))) : k.tile,
+                           k, stream);
 }
 
 // The epilogue functor is chosen here, once per launch.
@@ -705,9 +722,11 @@ void allow_conv_smem() {
     AE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   };
   allow(conv_igemm_kernel<T, 128, 16, 4, 1, 3, Epilogue>, conv_smem_bytes<128, 16, 3>());
-  allow(conv_igemm_kernel<T, 128, 128, 2, 4, 3, Epilogue>, conv_smem_bytes<128, 128, 3>());
-  allow(conv_igemm_kernel<T, 64, 128, 2, 4, 3, Epilogue>, conv_smem_bytes<64, 128, 3>());
   allow(conv_igemm_kernel<T, 64, 128, 2, 4, 2, Epilogue>, conv_smem_bytes<64, 128, 2>());
+  allow(conv_igemm_kernel<T, 64, 128, 2, 4, 3, Epilogue>, conv_smem_bytes<64, 128, 3>());
+  allow(conv_igemm_kernel<T, 128, 128, 2, 4, 3, Epilogue>, conv_smem_bytes<128, 128, 3>());
+  allow(conv_igemm_kernel<T, 256, 128, 4, 2, 3, Epilogue>, conv_smem_bytes<256, 128, 3>());
+  allow(conv_igemm_kernel<T, 128, 256, 2, 4, 3, Epilogue>, conv_smem_bytes<128, 256, 3>());
 }
 template <typename T>
 void allow_conv_smem_all() {
@@ -728,9 +747,10 @@ void init_conv_kernels() {
 }
 }  // namespace igemm
 
-void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
-  if (a.images <= 0) return;
-  init_kernels();
+namespace {
+
+// The kernels' parameter: a validated (std::invalid_argument otherwise), images > 0.
+ConvK make_conv_k(const ConvArgs& a) {
   if (a.Cs < 8) throw std::invalid_argument("conv_igemm: channel pitch must be ≥ 8");
   if (a.Hs < 1 || a.Ws < 1)
     throw std::invalid_argument("conv_igemm: bad source size " + std::to_string(a.Hs) + "×" + std::to_string(a.Ws));
@@ -796,10 +816,76 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   // channels at pitch 104 or 128) mask per element.
   if (!k.sub_k && a.epilogue != ConvEpilogue::loss && (a.ldo % 8 != 0 || (masks && a.ld_aux % 8 != 0)))
     throw std::invalid_argument("conv_igemm: the store, pool and mask epilogues need ldo and ld_aux multiples of 8");
+  return k;
+}
+
+void dispatch(const ConvK& k, DType t, cudaStream_t stream) {
   if (t == DType::bf16)
     dispatch_epilogue<__nv_bfloat16>(k, stream);
   else
     dispatch_epilogue<float>(k, stream);
+}
+
+}  // namespace
+
+const char* conv_tile_name(ConvTile t) {
+  switch (t) {
+    case ConvTile::automatic: return "automatic";
+    case ConvTile::m64n128s2: return "64x128/2";
+    case ConvTile::m64n128s3: return "64x128/3";
+    case ConvTile::m128n128s3: return "128x128/3";
+    case ConvTile::m256n128s3: return "256x128/3";
+    case ConvTile::m128n256s3: return "128x256/3";
+  }
+  return "?";
+}
+
+void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
+  if (a.images <= 0) return;
+  init_kernels();
+  dispatch(make_conv_k(a), t, stream);
+}
+
+std::vector<ConvTile> conv_tile_candidates(const ConvArgs& a) {
+  if (a.images <= 0 || a.epilogue == ConvEpilogue::loss || has_fixed_kernel(make_conv_k(a))) return {};
+  return {ConvTile::m64n128s2, ConvTile::m64n128s3, ConvTile::m128n128s3, ConvTile::m256n128s3, ConvTile::m128n256s3};
+}
+
+ConvTile tune_conv_tile(const ConvArgs& a, DType t, cudaStream_t stream) {
+  const std::vector<ConvTile> tiles = conv_tile_candidates(a);
+  if (tiles.empty()) return ConvTile::automatic;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  AE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+  if (capturing != cudaStreamCaptureStatusNone) throw std::logic_error("tune_conv_tile: the stream is capturing");
+  init_kernels();
+  ConvK k = make_conv_k(a);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  AE_CUDA_CHECK(cudaEventCreate(&start));
+  AE_CUDA_CHECK(cudaEventCreate(&stop));
+  ConvTile best = tiles.front();
+  float best_ms = 0.f;
+  try {
+    // One launch to warm up, then the mean of three: each tile's first run pays for its
+    // module load and cold caches; one GEMM of a layer is 20-300 µs.
+    for (ConvTile tile : tiles) {
+      k.tile = tile;
+      dispatch(k, t, stream);
+      AE_CUDA_CHECK(cudaEventRecord(start, stream));
+      for (int i = 0; i < 3; ++i) dispatch(k, t, stream);
+      AE_CUDA_CHECK(cudaEventRecord(stop, stream));
+      AE_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0.f;
+      AE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      if (tile == tiles.front() || ms < best_ms) best = tile, best_ms = ms;
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  AE_CUDA_CHECK(cudaEventDestroy(start));
+  AE_CUDA_CHECK(cudaEventDestroy(stop));
+  return best;
 }
 
 }  // namespace ae::cuda

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/ae/backend.h"
 
@@ -72,6 +73,15 @@ enum class ConvEpilogue : int {
 // The output grid is Hs×Ws (same3x3, point1x1), 2Hs×2Ws (up2_*) or Hs/2×Ws/2 (down2_4x4).
 enum class ConvShape : int { same3x3 = 0, point1x1 = 1, up2_parity = 2, down2_4x4 = 3, up2_subpixel = 4 };
 
+// The block tile of a conv_igemm launch: GEMM rows × columns, pipeline stages. Which is
+// fastest depends on the layer, the batch and the GPU (H100, batch 64: 128×128 for the
+// encoder's 16×16 layers, 64×128 for the 8×8 ones; docs/GPU.md), so the GPU backend times
+// the candidates per layer and batch (tune_conv_tile) and pins the fastest. Every tile sums
+// each output's reduction in the same order, so the choice changes the speed, never a bit
+// (tests/gpu/test_plan_gpu.cu). automatic: a fixed rule on the GEMM's size.
+enum class ConvTile : int { automatic = 0, m64n128s2, m64n128s3, m128n128s3, m256n128s3, m128n256s3 };
+const char* conv_tile_name(ConvTile t);
+
 struct ConvArgs {
   const void* src = nullptr;  // NHWC [images][Hs][Ws][Cs], Cs a power of two ≥ 8
   int images = 0, Hs = 0, Ws = 0, Cs = 0;  // any Hs, Ws ≥ 1; images·(output grid) ≤ 2^30
@@ -98,8 +108,15 @@ struct ConvArgs {
   const int* order_pos = nullptr;
   float grad_scale = 0.f;
   double* loss_sum = nullptr;
+  ConvTile tile = ConvTile::automatic;
 };
 void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream);
+// The tiles conv_igemm can run `a` with; empty where one kernel fits (at most 16 columns,
+// the sub-pixel forms) or where a launch has side effects beyond its output (the loss).
+std::vector<ConvTile> conv_tile_candidates(const ConvArgs& a);
+// Runs `a` with every candidate tile (its outputs are overwritten), returns the fastest;
+// automatic when there is nothing to choose. Synchronises `stream`: never inside a capture.
+ConvTile tune_conv_tile(const ConvArgs& a, DType t, cudaStream_t stream);
 
 // A [pixels][width] matrix read from an NHWC tensor, one row per pixel (img,y,x) of the
 // reduction grid (any size):
