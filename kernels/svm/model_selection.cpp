@@ -93,7 +93,11 @@ std::vector<int> grouped_folds(const int32_t* y, int64_t n, int views, int k, ui
 }
 
 FoldSplit::FoldSplit(const float* X, const int32_t* y, int64_t n, int dim, int views, int folds, uint64_t seed)
-    : X_(X), y_(y), n_(n), dim_(dim), views_(views), fold_(grouped_folds(y, n, views, folds, seed)) {}
+    : FoldSplit(X, nullptr, y, n, dim, views, folds, seed) {}
+
+FoldSplit::FoldSplit(const float* X, const int64_t* x_rows, const int32_t* y, int64_t n, int dim, int views,
+                     int folds, uint64_t seed)
+    : X_(X), x_rows_(x_rows), y_(y), n_(n), dim_(dim), views_(views), fold_(grouped_folds(y, n, views, folds, seed)) {}
 
 void FoldSplit::rows(int f, FoldRows& out) const {
   out.train_rows.clear();
@@ -109,7 +113,8 @@ void FoldSplit::rows(int f, FoldRows& out) const {
     X.resize(rows.size() * static_cast<size_t>(dim_));
     y.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
-      std::memcpy(X.data() + i * dim_, X_ + rows[i] * dim_, sizeof(float) * dim_);
+      const int64_t x_row = x_rows_ ? x_rows_[rows[i]] : rows[i];
+      std::memcpy(X.data() + i * dim_, X_ + x_row * dim_, sizeof(float) * dim_);
       y[i] = y_[rows[i]];
     }
   };
@@ -248,9 +253,6 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
     ClassifierParams fold_params = params;
     fold_params.data_name = params.data_name + " (cross-validation fold " + std::to_string(f + 1) + " of " +
                             std::to_string(k) + ")";
-    // log_loss: the cells' probability fits need the training rows as they are, before the
-    // PreparedSet scales them in place.
-    const std::vector<float> train_X = log_loss_scoring ? fr.train_X : std::vector<float>{};
     const PreparedSet rows(fr.train_X.data(), fr.train_y.data(), fr.n_train(), dim, fold_params);
     const PreparedQueries held = rows.prepare_queries(fr.held_X.data(), n_held);
     std::vector<int32_t> held_class(static_cast<size_t>(n_held));
@@ -269,9 +271,11 @@ ModelSelection cross_validate(const float* X, const int32_t* y, int64_t n, int d
       // Every C of this (fold, gamma) from one kernel matrix on the GPU.
       const std::vector<Classifier> fitted = rows.fit_each_C(p, C, device);
       // log_loss: each C's probability model on the fold's training part, as --probability
-      // fits it on all rows (libsvm's internal folds, seeded like the grid's).
+      // fits it on all rows (libsvm's internal folds, seeded like the grid's). fr.train_X is
+      // scaled by now: the probability folds read the fold's rows from X by row number, as
+      // they were before the scaling (docs/SVM.md: memory of the scorings).
       const std::vector<Sigmoids> sigmoids =
-          log_loss_scoring ? fit_sigmoids_each_C(train_X.data(), fr.train_y.data(), fr.n_train(), dim, p, C,
+          log_loss_scoring ? fit_sigmoids_each_C(X, fr.train_rows.data(), fr.train_y.data(), fr.n_train(), dim, p, C,
                                                  kLibsvmProbabilityFolds, seed, device, views)
                            : std::vector<Sigmoids>{};
       cae::ByteWriter record;

@@ -52,6 +52,12 @@ struct FoldRows {
 class FoldSplit {
  public:
   FoldSplit(const float* X, const int32_t* y, int64_t n, int dim, int views, int folds, uint64_t seed);
+  // The same over n rows picked from a larger matrix: row r of the split is X's row
+  // x_rows[r] (x_rows must outlive the split; y[r] is its label). FoldRows' train_rows and
+  // held_rows still count the split's rows 0..n−1. --cv-scoring log_loss splits an outer
+  // fold's training part this way, reading the caller's rows instead of a copy of them.
+  FoldSplit(const float* X, const int64_t* x_rows, const int32_t* y, int64_t n, int dim, int views, int folds,
+            uint64_t seed);
   // Fold f's rows into `out` (its buffers are reused from fold to fold).
   void rows(int f, FoldRows& out) const;
   int64_t images() const { return n_ / views_; }
@@ -60,6 +66,7 @@ class FoldSplit {
 
  private:
   const float* X_;
+  const int64_t* x_rows_;  // null: row r is X's row r
   const int32_t* y_;
   int64_t n_;
   int dim_, views_;

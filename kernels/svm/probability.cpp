@@ -327,11 +327,11 @@ Sigmoids fit_sigmoids(const float* X, const int32_t* y, int64_t n, int dim, cons
   return s;
 }
 
-std::vector<Sigmoids> fit_sigmoids_each_C(const float* X, const int32_t* y, int64_t n, int dim,
-                                          const ClassifierParams& params, const std::vector<double>& Cs, int folds,
-                                          uint64_t seed, cae::Device device, int views) {
+std::vector<Sigmoids> fit_sigmoids_each_C(const float* X, const int64_t* x_rows, const int32_t* y, int64_t n,
+                                          int dim, const ClassifierParams& params, const std::vector<double>& Cs,
+                                          int folds, uint64_t seed, cae::Device device, int views) {
   cae::Stopwatch clock;
-  const FoldSplit split(X, y, n, dim, views, folds, seed);
+  const FoldSplit split(X, x_rows, y, n, dim, views, folds, seed);
   const int64_t images = split.images();
   check_sigmoid_data(y, images, params.data_name);
   const std::vector<int32_t> classes = classes_of(y, images);

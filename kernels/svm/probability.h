@@ -78,9 +78,12 @@ constexpr int kLibsvmProbabilityFolds = 5;
 // fit_sigmoids for every C of `Cs` (params.C ignored), in this process alone (params.group
 // ignored), without units or progress: each fold's rows are scaled and masked once and every
 // C solves on them (PreparedSet::fit_each_C: on the GPU one kernel matrix per fold serves
-// every C). Element c equals fit_sigmoids with C = Cs[c] (seconds: the whole call's).
-std::vector<Sigmoids> fit_sigmoids_each_C(const float* X, const int32_t* y, int64_t n, int dim,
-                                          const ClassifierParams& params, const std::vector<double>& Cs, int folds,
-                                          uint64_t seed, cae::Device device, int views = 1);
+// every C). The n rows are X's rows x_rows[0..n) (FoldSplit's picked rows; null: X's first
+// n), with labels y[0..n): cross_validate passes an outer fold's training part as row numbers
+// into its own X, so the fold's rows are not held a second time. Element c equals
+// fit_sigmoids on those rows gathered, with C = Cs[c] (seconds: the whole call's).
+std::vector<Sigmoids> fit_sigmoids_each_C(const float* X, const int64_t* x_rows, const int32_t* y, int64_t n,
+                                          int dim, const ClassifierParams& params, const std::vector<double>& Cs,
+                                          int folds, uint64_t seed, cae::Device device, int views = 1);
 
 }  // namespace svm

@@ -762,6 +762,98 @@ TEST(SvmFolds, FoldSplitGathersEachFoldsRowsInOrder) {
   for (int c : held_count) EXPECT_EQ(c, 1);  // every image held out exactly once
 }
 
+// A FoldSplit over rows picked from a larger matrix (an outer fold's training part, by row
+// number) gives every fold exactly the rows a FoldSplit over those rows gathered gives.
+TEST(SvmFolds, FoldSplitOverPickedRowsEqualsTheSplitOfTheGatheredRows) {
+  const Data d = make_data(200, 4, 3, 43, 1.0);
+  // Picked: every image but each third, originals then their mirrors (rows i + 100), as an
+  // outer fold's training part of 100 images with two views lists them.
+  const int64_t images = d.n / 2;
+  std::vector<int64_t> picked;
+  for (int view = 0; view < 2; ++view)
+    for (int64_t i = 0; i < images; ++i)
+      if (i % 3 != 1) picked.push_back(i + view * images);
+  std::vector<int32_t> y_picked;
+  std::vector<float> X_gathered;
+  for (int64_t r : picked) {
+    y_picked.push_back(d.y[r % images]);  // a mirror has its image's label
+    X_gathered.insert(X_gathered.end(), d.X.begin() + r * d.dim, d.X.begin() + (r + 1) * d.dim);
+  }
+  const int64_t n = static_cast<int64_t>(picked.size());
+  const int k = 5;
+  const svm::FoldSplit by_number(d.X.data(), picked.data(), y_picked.data(), n, d.dim, 2, k, 17);
+  const svm::FoldSplit gathered(X_gathered.data(), y_picked.data(), n, d.dim, 2, k, 17);
+  EXPECT_EQ(by_number.images(), n / 2);
+  svm::FoldRows a, b;
+  for (int f = 0; f < k; ++f) {
+    by_number.rows(f, a);
+    gathered.rows(f, b);
+    EXPECT_GT(a.n_held(), 0);
+    EXPECT_EQ(a.train_rows, b.train_rows);
+    EXPECT_EQ(a.held_rows, b.held_rows);
+    EXPECT_EQ(a.train_y, b.train_y);
+    EXPECT_EQ(a.held_y, b.held_y);
+    EXPECT_EQ(a.train_X, b.train_X);
+    EXPECT_EQ(a.held_X, b.held_X);
+    // Row i of the split is d.X's row picked[i].
+    for (size_t i = 0; i < a.held_rows.size(); ++i)
+      EXPECT_TRUE(std::equal(a.held_X.begin() + i * d.dim, a.held_X.begin() + (i + 1) * d.dim,
+                             d.X.begin() + picked[a.held_rows[i]] * d.dim));
+  }
+}
+
+// --cv-scoring log_loss over originals + mirrors: each fold's probability model is fitted on
+// every view of its training images (the probability folds keep an image with its mirror),
+// built here by hand from the library's probability fit on the gathered rows.
+TEST(SvmGridScoring, LogLossWithMirrorsFitsEachFoldsProbabilityModelOnEveryTrainingView) {
+  const Data d = make_imbalanced({60, 45, 30}, 4, 23, 1.1);
+  const int64_t images = d.n;
+  std::vector<float> X2 = d.X;
+  std::vector<int32_t> y2 = d.y;
+  for (int64_t i = 0; i < images; ++i) {
+    for (int f = 0; f < d.dim; ++f) X2.push_back(d.X[i * d.dim + (d.dim - 1 - f)] * 0.8f - 0.1f);
+    y2.push_back(d.y[i]);
+  }
+  const std::vector<float> X2_before = X2;
+  const std::vector<double> C{0.3, 10};
+  const std::vector<std::string> gamma{"scale", "3x"};
+  const int k = 3;
+  const uint64_t seed = 29;
+  const svm::ModelSelection s = svm::cross_validate(X2.data(), y2.data(), 2 * images, d.dim, svm::ClassifierParams{},
+                                                    C, gamma, k, seed, cae::Device::cpu, {}, 2, nullptr,
+                                                    svm::Scoring::log_loss);
+  EXPECT_EQ(X2, X2_before);  // read, not changed
+  const std::vector<int> fold = svm::stratified_folds(d.y.data(), images, k, seed);
+  for (int f = 0; f < k; ++f) {
+    std::vector<float> tr, te;
+    std::vector<int32_t> ytr, yte;
+    for (int64_t r = 0; r < 2 * images; ++r) {
+      const bool held = fold[r % images] == f;
+      if (held && r >= images) continue;
+      (held ? te : tr).insert((held ? te : tr).end(), X2.begin() + r * d.dim, X2.begin() + (r + 1) * d.dim);
+      (held ? yte : ytr).push_back(y2[r]);
+    }
+    const int64_t ntr = static_cast<int64_t>(ytr.size()), nte = static_cast<int64_t>(yte.size());
+    for (size_t c = 0; c < C.size(); ++c)
+      for (size_t g = 0; g < gamma.size(); ++g) {
+        svm::ClassifierParams p;
+        p.C = C[c];
+        p.gamma = gamma[g];
+        p.log_summary = false;
+        const svm::Sigmoids sig = svm::fit_sigmoids(tr.data(), ytr.data(), ntr, d.dim, p, 5, seed, cae::Device::cpu, 2);
+        std::vector<float> X = tr, queries = te;
+        svm::Classifier clf;
+        clf.fit(X.data(), ytr.data(), ntr, d.dim, p, cae::Device::cpu);
+        clf.set_probability(sig.A, sig.B, 5, seed);
+        const std::vector<double> prob = clf.probabilities(clf.decision_values(queries.data(), nte), nte);
+        const double expected = -svm::log_loss(prob.data(), yte.data(), nte, 3);
+        EXPECT_LT(expected, 0.0);
+        EXPECT_EQ(s.fold_score[(c * gamma.size() + g) * k + f], expected) << "C " << C[c] << " gamma " << gamma[g]
+                                                                          << " fold " << f;  // exact
+      }
+  }
+}
+
 TEST(SvmGrid, CrossValidationWithMirrorsHoldsOutWholeImages) {
   const Data d = make_data(150, 5, 3, 31, 1.2);
   const int64_t images = d.n;

@@ -249,6 +249,48 @@ TEST(SvmProbability, SigmoidsAreFittedOnHeldOutDecisionValues) {
   }
 }
 
+// fit_sigmoids_each_C over rows picked by number from a larger matrix (cross_validate's
+// outer fold, originals then mirrors) equals fit_sigmoids on those rows gathered, C by C.
+TEST(SvmProbability, SigmoidsOfPickedRowsEqualFitSigmoidsOnTheGatheredRows) {
+  const int dim = 5, images = 160, k = 3, folds = 5;
+  std::vector<float> X;
+  std::vector<int32_t> y;
+  make_data(2 * images, dim, k, 23, 1.3, X, y);
+  for (int i = 0; i < images; ++i) y[images + i] = y[i];  // row images + i: a "mirror" of image i
+  const std::vector<float> X0 = X;
+  std::vector<int64_t> picked;
+  for (int view = 0; view < 2; ++view)
+    for (int i = 0; i < images; ++i)
+      if (i % 4 != 2) picked.push_back(i + view * images);
+  const int64_t n = static_cast<int64_t>(picked.size());
+  std::vector<float> gathered;
+  std::vector<int32_t> y_picked;
+  for (int64_t r : picked) {
+    gathered.insert(gathered.end(), X.begin() + r * dim, X.begin() + (r + 1) * dim);
+    y_picked.push_back(y[r]);
+  }
+  svm::ClassifierParams p;
+  p.log_summary = false;
+  p.gamma = "2x";
+  const std::vector<double> Cs{0.2, 3};
+  const std::vector<svm::Sigmoids> each =
+      svm::fit_sigmoids_each_C(X.data(), picked.data(), y_picked.data(), n, dim, p, Cs, folds, 31, cae::Device::cpu, 2);
+  EXPECT_EQ(X, X0);  // read only
+  ASSERT_EQ(each.size(), Cs.size());
+  for (size_t c = 0; c < Cs.size(); ++c) {
+    p.C = Cs[c];
+    const svm::Sigmoids one = svm::fit_sigmoids(gathered.data(), y_picked.data(), n, dim, p, folds, 31,
+                                                cae::Device::cpu, 2);
+    ASSERT_EQ(one.A.size(), 3u);
+    EXPECT_EQ(each[c].A, one.A);  // exact
+    EXPECT_EQ(each[c].B, one.B);
+    EXPECT_EQ(each[c].folds, folds);
+    EXPECT_EQ(each[c].seed, 31u);
+    for (double A : one.A) EXPECT_LT(A, 0);  // fitted, not the starting point A = 0
+  }
+  EXPECT_NE(each[0].A, each[1].A);  // C matters: the comparison is not between two defaults
+}
+
 TEST(SvmProbability, ModelFileRoundTripAndRefusals) {
   const int dim = 3;
   std::vector<float> X;
