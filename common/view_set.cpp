@@ -1,6 +1,5 @@
 #include "common/view_set.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -41,11 +40,12 @@ ViewSet ViewSet::parse(const std::string& spec) {
   const std::string known = " (none, or flip and/or shift:K with K in 1.." + std::to_string(kMaxShifts) + ")";
   bool flip = false, shift_given = false;
   int shifts = 0;
+  // getline drops a trailing empty term ("flip,"): checked here.
+  if (spec.empty() || spec.back() == ',') throw std::invalid_argument("'" + spec + "' has an empty view" + known);
   std::stringstream terms(spec);
   std::string term;
-  int count = 0;
   while (std::getline(terms, term, ',')) {
-    ++count;
+    if (term.empty()) throw std::invalid_argument("'" + spec + "' has an empty view" + known);
     if (term == "flip") {
       if (flip) throw std::invalid_argument("'flip' given twice in '" + spec + "'");
       flip = true;
@@ -67,10 +67,6 @@ ViewSet ViewSet::parse(const std::string& spec) {
       throw std::invalid_argument("unknown view '" + term + "' in '" + spec + "'" + known);
     }
   }
-  // getline drops a trailing empty term ("flip,"): count the separators instead.
-  const size_t commas = static_cast<size_t>(std::count(spec.begin(), spec.end(), ','));
-  if (count == 0 || commas + 1 != static_cast<size_t>(count))
-    throw std::invalid_argument("'" + spec + "' has an empty view" + known);
   return ViewSet(flip, shifts);
 }
 
