@@ -98,7 +98,7 @@ endif
 # decision values over them. Where a flip view is already asked (PRESET=accurate, or
 # --augment flip in FIT_FLAGS) the shifts join it: flip,shift:K, the shifts mirrored too.
 SHIFTS ?= 0
-ifneq ($(SHIFTS),0)
+ifneq ($(filter-out 0,$(strip $(SHIFTS))),)
 pl_flip_and_shifts := flip,shift:$(SHIFTS)
 ENCODE_FLAGS += --shifts $(SHIFTS)
 FIT_FLAGS    := $(if $(filter flip,$(FIT_FLAGS)),$(patsubst flip,$(pl_flip_and_shifts),$(FIT_FLAGS)),$(FIT_FLAGS) --augment shift:$(SHIFTS))
