@@ -12,6 +12,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <stdexcept>
 #include <sstream>
 #include <thread>
 
@@ -24,6 +25,7 @@
 #include "common/log.h"
 #include "common/memory_limit.h"
 #include "common/version.h"
+#include "common/view_set.h"
 
 namespace cae {
 namespace {
@@ -254,6 +256,20 @@ CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& 
 
 CLI::Option* add_flip_option(CLI::App& app, const std::string& name, std::string& value, const std::string& help) {
   return app.add_option(name, value, help)->check(CLI::IsMember({"none", "flip"}));
+}
+
+CLI::Option* add_view_set_option(CLI::App& app, const std::string& name, std::string& value, const std::string& help) {
+  const CLI::Validator view_set(
+      [](std::string& spec) -> std::string {
+        try {
+          ViewSet::parse(spec);
+          return "";
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      },
+      "none|flip|shift:K|flip,shift:K");
+  return app.add_option(name, value, help)->check(view_set);
 }
 
 void record_effective(const std::string& option, const std::string& value) { g_effective[option] = value; }

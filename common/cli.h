@@ -81,6 +81,10 @@ CLI::Option* add_threads_option(
 // An option NAME that takes none or flip (checked): flip uses the mirrored images' features
 // as well (/SPLIT/features_flip, ae-encode --flip); `help` says how. Returns the option.
 CLI::Option* add_flip_option(CLI::App& app, const std::string& name, std::string& value, const std::string& help);
+// An option NAME that takes a view set's spec (cae::ViewSet::parse, checked: "none", "flip",
+// "shift:K", "flip,shift:K"), the views of each image an ae-encode --flip / --shifts file
+// holds; `help` says how they are used. Returns the option.
+CLI::Option* add_view_set_option(CLI::App& app, const std::string& name, std::string& value, const std::string& help);
 
 // The value an option not given took (threads = 16), for options_json(); `option` is the
 // long name without dashes ("threads"). Ignored when the option was given.

@@ -93,6 +93,18 @@ EVAL_FLAGS   += --tta flip
 else ifneq ($(PRESET),)
 $(error PRESET=$(PRESET): the presets are: accurate)
 endif
+# SHIFTS=K (1..8): also encode K shifted copies of every image (ae-encode --shifts K: 2-pixel
+# translations, docs/SVM.md), train the SVM on them too and average each test image's
+# decision values over them. Where a flip view is already asked (PRESET=accurate, or
+# --augment flip in FIT_FLAGS) the shifts join it: flip,shift:K, the shifts mirrored too.
+# `override`: the stage flags given on the command line get the shifts as well.
+SHIFTS ?= 0
+ifneq ($(filter-out 0,$(strip $(SHIFTS))),)
+pl_flip_and_shifts := flip,shift:$(SHIFTS)
+override ENCODE_FLAGS := $(ENCODE_FLAGS) --shifts $(SHIFTS)
+override FIT_FLAGS    := $(if $(filter flip,$(FIT_FLAGS)),$(patsubst flip,$(pl_flip_and_shifts),$(FIT_FLAGS)),$(FIT_FLAGS) --augment shift:$(SHIFTS))
+override EVAL_FLAGS   := $(if $(filter flip,$(EVAL_FLAGS)),$(patsubst flip,$(pl_flip_and_shifts),$(EVAL_FLAGS)),$(EVAL_FLAGS) --tta shift:$(SHIFTS))
+endif
 
 CIFAR10_URL ?= https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz
 CIFAR10_MD5 ?= c32a1d4ab5d03f1284b67883e8d87530

@@ -1,8 +1,8 @@
 // ae-encode: a trained autoencoder's latent codes (latent_dim = c·h·w of the model's
 // architecture, 8,192 for the seed model) for every image of a dataset, streamed chunk by
-// chunk so memory stays small (docs/FORMATS.md, "ae-features"). --flip also encodes every
-// image mirrored left to right (/<split>/features_flip), for svm-fit --augment flip and
-// svm-eval --tta flip.
+// chunk so memory stays small (docs/FORMATS.md, "ae-features"). --flip and --shifts K also
+// encode other views of every image (mirrored left to right, shifted: cae::ViewSet) into
+// /<split>/features_flip, features_shift1, ..., for svm-fit --augment and svm-eval --tta.
 #include <omp.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include "common/progress.h"
 #include "common/provenance.h"
 #include "common/timer.h"
+#include "common/view_set.h"
 #include "kernels/ae/encoder.h"
 #include "kernels/ae/data_parallel.h"
 #include "kernels/ae/features_file.h"
@@ -40,6 +41,7 @@ struct Options {
   std::string splits = "train,test";
   int threads = 0;
   bool flip = false;
+  int shifts = 0;
   cae::GroupOptions group;
 };
 
@@ -68,6 +70,11 @@ void add_options(CLI::App& app, Options& opt) {
   app.add_flag("--flip", opt.flip,
                "Also encode every image mirrored left to right (/<split>/features_flip: for svm-fit --augment "
                "flip and svm-eval --tta flip)");
+  app.add_option("--shifts", opt.shifts,
+                 "Also encode K shifted copies of every image (and their mirrors with --flip): 2 pixels right, "
+                 "left, down, up, then diagonally (docs/SVM.md); /<split>/features_shift1.. for svm-fit --augment "
+                 "shift:K and svm-eval --tta shift:K")
+      ->check(CLI::Range(0, cae::kMaxShifts));
   cae::add_group_options(app, opt.group, "encodes its share of every split's batches");
 }
 
@@ -105,37 +112,36 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   const int64_t chunk = std::max<int64_t>(opt.batch_size, kChunkImages / opt.batch_size * opt.batch_size);
   const int64_t dim = arch.latent_dim();
   std::vector<uint8_t> pixels(static_cast<size_t>(chunk * arch.image_dim()));
-  std::vector<float> features(static_cast<size_t>(chunk * dim));
-  std::vector<float> mirrored(opt.flip ? features.size() : 0);
+  std::vector<float> features(static_cast<size_t>(chunk * dim));  // one view of a chunk
+  const cae::ViewSet views(opt.flip, opt.shifts);
+  const std::vector<cae::ImageView> view_list = views.views();
   cae::Stopwatch clock;
   int64_t total = 0;
   for (const std::string& split : splits) {
     const int64_t n = data.count(split);
-    if (lead) w->begin_split(split, n, opt.flip);
+    if (lead) w->begin_split(split, n, views);
     const ae::ImageRange mine = ae::encode_share(n, opt.batch_size, place.rank, place.world);
-    // What a rank other than 0 sends: its rows' features, then their mirrors'.
-    std::vector<float> kept[2];
+    // What a rank other than 0 sends: its rows' features of each view.
+    std::vector<std::vector<float>> kept(view_list.size());
     cae::ProgressBar bar("encode " + split, mine.count, "img");
     for (int64_t row = mine.first; row < mine.first + mine.count; row += chunk) {
       const int64_t rows = std::min(chunk, mine.first + mine.count - row);
       phase.emplace(cae::Phase::read);
       data.read_images(split, row, rows, pixels.data());
-      phase.emplace(cae::Phase::compute);
-      encoder.encode(pixels.data(), rows, features.data(), opt.flip ? mirrored.data() : nullptr, split, row);
-      phase.emplace(cae::Phase::write);
-      for (const std::vector<float>* f : {&features, &mirrored}) {
-        const bool flipped = f == &mirrored;
-        if (flipped && !opt.flip) break;
+      for (size_t v = 0; v < view_list.size(); ++v) {
+        phase.emplace(cae::Phase::compute);
+        encoder.encode_view(pixels.data(), rows, view_list[v], features.data(), split, row);
+        phase.emplace(cae::Phase::write);
         if (lead)
-          w->write_rows(split, row, rows, f->data(), flipped);
+          w->write_rows(split, row, rows, features.data(), static_cast<int>(v));
         else
-          kept[flipped].insert(kept[flipped].end(), f->begin(), f->begin() + rows * dim);
+          kept[v].insert(kept[v].end(), features.begin(), features.begin() + rows * dim);
       }
       phase.reset();
       bar.update(row + rows - mine.first);
     }
     bar.finish();
-    if (place.grouped()) ae::gather_rank_features(group, w.get(), split, n, opt.batch_size, opt.flip, kept);
+    if (place.grouped()) ae::gather_rank_features(group, w.get(), split, n, opt.batch_size, kept);
     if (lead) {
       cae::PhaseScope writing(cae::Phase::write);
       w->write_labels(split, data.read_labels(split));
@@ -147,7 +153,7 @@ void run(const Options& opt, const cae::CommonOptions& common) {
     return;
   }
   const double seconds = clock.seconds();
-  const int64_t encoded = total * (opt.flip ? 2 : 1);
+  const int64_t encoded = total * views.count();
   // On a group rank 0's encoder time is its share's: the group's rate is the images over the
   // whole wall time.
   const double busy = place.grouped() ? seconds : encoder.seconds();
@@ -160,8 +166,10 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   group.finish();
   phase.reset();
 
-  cae::log_info("wrote %s: %lld images%s x %lld features (latent %dx%dx%d) in %.1f s (%.0f img/s encoding; %s)",
-                common.output.c_str(), static_cast<long long>(total), opt.flip ? " and their mirrors" : "",
+  cae::log_info("wrote %s: %lld images, %d view%s (%s) x %lld features (latent %dx%dx%d) in %.1f s (%.0f img/s "
+                "encoding; %s)",
+                common.output.c_str(), static_cast<long long>(total), views.count(), views.count() > 1 ? "s" : "",
+                views.spec().c_str(),
                 static_cast<long long>(arch.latent_dim()),
                 arch.latent_channels(), arch.latent_height(), arch.latent_width(), seconds, rate,
                 encoder.describe().c_str());
@@ -170,6 +178,7 @@ void run(const Options& opt, const cae::CommonOptions& common) {
                              .add("output", common.output)
                              .add("images", total)
                              .add("flip", opt.flip)
+                             .add("views", views.spec())
                              .add("features", arch.latent_dim())
                              .add("seconds", seconds)
                              .add("images_per_second", rate)

@@ -27,7 +27,7 @@ namespace {
 
 const cae::ToolInfo kInfo{"svm-eval", "classify features with an svm-fit model; accuracy, confusion matrix, metrics",
                           "svm-eval --model data/svm.h5 --features data/features.h5 --split test -o data/eval.h5\n"
-                          "  svm-eval --model data/svm.h5 --features data/features.h5 --tta flip -o data/eval.h5\n"
+                          "  svm-eval --model data/svm.h5 --features data/features.h5 --tta flip,shift:2 -o data/eval.h5\n"
                           "  svm-eval --model a1a.model --libsvm-range a1a.range --test a1a.t -o eval.h5",
                           true, true, "try --limit, or --device cpu"};
 
@@ -54,8 +54,10 @@ void add_options(CLI::App& app, Options& opt) {
                      "all");
   cae::add_threads_option(app, opt.threads);
   cae::add_group_options(app, opt.group, "classifies its slice of the rows");
-  cae::add_flip_option(app, "--tta", opt.tta, "flip: average each row's decision values with those of its mirror "
-                       "(/SPLIT/features_flip, ae-encode --flip) before voting");
+  cae::add_view_set_option(app, "--tta", opt.tta,
+                           "Average each row's decision values over its views before voting: flip (its mirror), "
+                           "shift:K (K shifted copies), flip,shift:K (and their mirrors), as ae-encode --flip / "
+                           "--shifts wrote them; any views the file has, whatever the model's --augment");
   app.add_option("--reject", opt.reject,
                  "A one-class model (svm-fit --kind one-class) of the training features: also count the rows "
                  "outside it (/inside, n_outside, outside_fraction, accuracy_inside)");
@@ -95,7 +97,8 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   ae::FeatureRequest request;
   request.split = opt.split;
   request.limit = opt.limit;
-  request.mirrors = opt.tta == "flip";
+  const cae::ViewSet tta = cae::ViewSet::parse(opt.tta);
+  request.ask_views(tta, "--tta");
   request.model_classes = clf.file().class_names;
   request.model_dim = clf.n_features();
   ae::FeatureRows rows = ae::read_features(file, request);
@@ -115,27 +118,26 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
     svm::check_reject_model(one_class, opt.reject, clf, opt.model, origin, opt.allow_mismatch);
   }
   if (n == 0) cae::fail_file(file, rows.what + " has no rows");
-  const bool tta = opt.tta == "flip";
   const double read_s = clock.seconds();
   phase.emplace(cae::Phase::compute);
 
   svm::Rejection rejection;  // of the unscaled rows, before clf scales them in place
   if (lead && !opt.reject.empty())
-    rejection = svm::reject_outside(one_class, opt.reject, s.X.data(), n, tta ? 2 : 1, device);
+    rejection = svm::reject_outside(one_class, opt.reject, s.X.data(), n, tta.count(), device);
   cae::Stopwatch predict_clock;
   // Scaled rows are what libsvm's svm-predict reads with the exported model, so the export
-  // sits between the two halves of decision_values; the originals only (svm-predict has no
-  // test-time augmentation).
+  // sits between the two halves of decision_values; the originals only, the first n rows
+  // (svm-predict has no test-time augmentation).
   clf.scale(s.X.data(), s.n);
   if (data_out) svm::write_libsvm_data(*data_out, s.X.data(), s.labels.data(), n, D);
-  const std::vector<double> dec = svm::decision_values_on_group(clf, s.X.data(), n, tta ? 2 : 1, device, group);
+  const std::vector<double> dec = svm::decision_values_on_group(clf, s.X.data(), n, tta.count(), device, group);
   if (!lead) {  // its rows' values are with rank 0, which writes the evaluation
     group.finish();
     return;
   }
   s.labels.resize(static_cast<size_t>(n));
   const svm::Evaluation e = svm::evaluate(clf, dec, std::move(s.labels), rows.class_names);
-  svm::EvalRun run{opt.split, opt.tta, cae::device_name(device), 0, predict_clock.seconds(), clf.model().n_sv(),
+  svm::EvalRun run{opt.split, tta.spec(), cae::device_name(device), 0, predict_clock.seconds(), clf.model().n_sv(),
                    opt.decision_values ? &dec : nullptr, clf.model().n_pairs()};
   run.seconds = clock.seconds();
 
@@ -154,10 +156,11 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   phase.reset();
 
   const std::string outside = opt.reject.empty() ? "" : svm::rejection_summary(rejection, e);
+  const std::string rows_of = tta.count() > 1 ? " (tta " + tta.spec() + ")" : "";
   cae::log_info(
       "%s: accuracy %.2f %% (%lld of %lld), macro-F1 %.4f%s, %lld support vectors, predict %.2f s, total %.2f s "
       "(read %.2f s), %s",
-      opt.test.empty() ? (opt.split + " split of " + file + (tta ? " (tta flip)" : "")).c_str() : file.c_str(),
+      opt.test.empty() ? (opt.split + " split of " + file + rows_of).c_str() : file.c_str(),
       100 * e.report.accuracy, static_cast<long long>(e.correct), static_cast<long long>(n), e.report.macro_f1,
       outside.c_str(), static_cast<long long>(run.n_sv), run.predict_seconds, run.seconds, read_s, run.device.c_str());
   if (e.has_probabilities()) cae::log_info("log-loss %.4f (probabilities from the model's pair sigmoids)", e.log_loss);

@@ -9,13 +9,11 @@
 #include "common/cli.h"
 #include "common/cublas_runtime.h"
 #include "common/device.h"
-#include "common/error.h"
 #include "common/group.h"
 #include "common/hdf5_io.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/phases.h"
-#include "common/progress.h"
 #include "common/provenance.h"
 #include "common/timer.h"
 #include "kernels/ae/features_reader.h"
@@ -28,9 +26,8 @@ namespace {
 const cae::ToolInfo kInfo{"svm-fit", "train a one-vs-one C-SVM (libsvm formulation) on encoder features",
                           "svm-fit --features data/features.h5 --C 10 --gamma scale -o data/svm.h5\n"
                           "  svm-fit --features data/features.h5 --cv 5 --C 1,10,100 --gamma 0.5x,scale,2x -o data/svm.h5\n"
-                          "  svm-fit --features data/features.h5 --augment flip --probability -o data/svm.h5",
-                          true, true,
-                          "try --train-limit or a smaller --cache-mb, or --device cpu"};
+                          "  svm-fit --features data/features.h5 --augment flip,shift:2 --probability -o data/svm.h5",
+                          true, true, "try --train-limit or a smaller --cache-mb, or --device cpu"};
 
 struct Options {
   std::string features, kernel = "rbf", C = "10", gamma = "scale", scale = "standard", augment = "none";
@@ -73,9 +70,9 @@ void add_options(CLI::App& app, Options& opt) {
                  "log_loss (mean over the folds, as scikit-learn's GridSearchCV); log_loss also fits each fit's "
                  "probability model: 5 more fits on 4/5 of its rows, ~6x the fits")
       ->check(CLI::IsMember({"accuracy", "balanced_accuracy", "macro_f1", "log_loss"}));
-  cae::add_flip_option(app, "--augment", opt.augment,
-                       "flip: also train on the mirrored images' features (/train/features_flip, ae-encode --flip); "
-                       "with --cv an image and its mirror share a fold");
+  cae::add_view_set_option(app, "--augment", opt.augment,
+                           "Also train on other views of the images (flip, shift:K, flip,shift:K: ae-encode --flip "
+                           "/ --shifts); with --cv and --probability an image's views share a fold");
   app.add_flag("--probability", opt.probability,
                "Also fit probability estimates (libsvm's -b 1: per-pair sigmoids on 5-fold cross-validated "
                "decision values, seeded by --cv-seed); svm-eval then writes /probabilities and the log-loss");
@@ -104,6 +101,7 @@ void add_options(CLI::App& app, Options& opt) {
 
 void fit(const Options& opt, const cae::CommonOptions& common) {
   svm::TrainPlan plan = svm::plan_from_options(opt.C, opt.gamma, opt.kernel, opt.cv, opt.tol);
+  plan.views = cae::ViewSet::parse(opt.augment);
   const cae::Device device = cae::resolve_device(common.device);
   plan.probability_folds = opt.probability ? kProbabilityFolds : 0;
   svm::plan_kind(plan, opt.kind, opt.nu, opt.class_weight);
@@ -129,7 +127,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   const std::string settings = cae::strprintf(
       "kernel %s, C %s, gamma %s, cv %lld, cv-seed %lld, augment %s, probability %d, class-weight %s, scale %s, "
       "tol %.17g, train-limit %lld, device %s", opt.kernel.c_str(), opt.C.c_str(), opt.gamma.c_str(),
-      static_cast<long long>(opt.cv), static_cast<long long>(opt.cv_seed), opt.augment.c_str(), opt.probability,
+      static_cast<long long>(opt.cv), static_cast<long long>(opt.cv_seed), plan.views.spec().c_str(), opt.probability,
       opt.class_weight.c_str(), opt.scale.c_str(), opt.tol, static_cast<long long>(opt.train_limit),
       cae::device_name(device));
   svm::FitPreemption preemption(common.output, svm::fit_fingerprint(opt.features, settings), opt.resume,
@@ -138,19 +136,14 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   cae::BackgroundHashes hashes({opt.features});
-  // Every row of libsvm text, /train of HDF5; with --augment flip the n images and then their
-  // n mirrors in one [2n, D] buffer (the Classifier scales it in place: one copy).
-  ae::FeatureRows rows = ae::read_features(
-      opt.features, {"train", opt.train_limit, "--train-limit", opt.augment == "flip", "--augment flip", {}, 0});
+  // With --augment the n images' V views in one [V·n, D] buffer (scaled in place: one copy).
+  ae::FeatureRows rows = ae::read_training_rows(opt.features, opt.train_limit, plan.views);
   ae::FeatureSplit& train = rows.split;
   const int64_t n = rows.n;
-  plan.views = opt.augment == "flip" ? 2 : 1;
   const int D = train.dim;
   const std::vector<std::string>& names = rows.class_names;
   const int32_t* y = train.labels.data();
-  if (plan.params.kind == svm::SvmKind::c_svc) svm::check_training_classes(y, n, names, opt.features);
-  if (plan.cv_folds != 0) svm::check_cv_folds(plan.cv_folds, y, n, names);  // per image
-  if (opt.probability) svm::check_sigmoid_data(y, n, opt.features);
+  svm::check_training_labels(plan, y, n, names, opt.features);  // per image
   const double read_s = clock.seconds();
   phase.emplace(cae::Phase::compute);
 
@@ -178,7 +171,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   }
   svm::Classifier& clf = trained.classifier;
   clf.set_class_names(names);
-  clf.set_augment(opt.augment);
+  clf.set_augment(plan.views.spec());
   clf.set_encoder_sha256(rows.encoder_sha256);  // svm-eval and classify check theirs against it
 
   const std::vector<cae::InputFile> inputs = hashes.get();
@@ -196,7 +189,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   group.finish();
   phase.reset();
 
-  const svm::FitSummary summary{common.output, opt.augment, n, read_s, clock.seconds(), device,
+  const svm::FitSummary summary{common.output, plan.views.spec(), n, read_s, clock.seconds(), device,
                                 trained.probability_seconds};
   cae::emit_json(common, svm::report_fit(clf, summary));
 }

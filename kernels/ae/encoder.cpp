@@ -26,11 +26,16 @@ void Encoder::check_input(const std::string& data, int C, int H, int W, const st
 void Encoder::encode(const uint8_t* images, int64_t n, float* codes, float* mirrored_codes, const std::string& what,
                      int64_t first_row) {
   encode_checked(images, n, codes, what, first_row);
-  if (!mirrored_codes) return;
+  if (mirrored_codes) encode_view(images, n, cae::ImageView{0, true}, mirrored_codes, what, first_row);
+}
+
+void Encoder::encode_view(const uint8_t* images, int64_t n, const cae::ImageView& view, float* codes,
+                          const std::string& what, int64_t first_row) {
+  if (view == cae::ImageView{}) return encode_checked(images, n, codes, what, first_row);
   const Architecture& a = model_.arch;
-  mirrored_.resize(static_cast<size_t>(n * a.image_dim()));
-  flip_horizontal(images, n, a.input_channels(), a.height(), a.width(), mirrored_.data());
-  encode_checked(mirrored_.data(), n, mirrored_codes, "mirrored " + what, first_row);
+  view_pixels_.resize(static_cast<size_t>(n * a.image_dim()));
+  make_view(images, n, a.input_channels(), a.height(), a.width(), view, view_pixels_.data());
+  encode_checked(view_pixels_.data(), n, codes, cae::view_label(view) + " " + what, first_row);
 }
 
 void Encoder::encode_checked(const uint8_t* images, int64_t n, float* codes, const std::string& what,

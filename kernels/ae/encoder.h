@@ -1,5 +1,5 @@
 // A trained model's encoder on a device, as ae-encode and classify use it: the latent
-// codes of images and, for --flip / --tta flip, of their left-right mirrors. A code that is
+// codes of images and of their views (--flip, --shifts, --tta flip: cae::ViewSet). A code that is
 // not finite (a diverged model's weights overflow on some image) is refused here: it would
 // poison every kernel value downstream.
 #pragma once
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/device.h"
+#include "common/view_set.h"
 #include "kernels/ae/backend.h"
 #include "kernels/ae/checkpoint.h"
 
@@ -30,6 +31,10 @@ class Encoder {
   // (`what` image first_row + i, e.g. "test image 12").
   void encode(const uint8_t* images, int64_t n, float* codes, float* mirrored_codes, const std::string& what,
               int64_t first_row);
+  // The codes [n, latent_dim] of `view` of n images (its pixels made on the host by
+  // make_view, a chunk at a time); the identity view is encode() without mirrors.
+  void encode_view(const uint8_t* images, int64_t n, const cae::ImageView& view, float* codes, const std::string& what,
+                   int64_t first_row);
   double seconds() const { return seconds_; }  // inside the backend so far
 
  private:
@@ -38,7 +43,7 @@ class Encoder {
   ModelWeights model_;
   std::unique_ptr<AeBackend> backend_;
   int batch_;
-  std::vector<uint8_t> mirrored_;
+  std::vector<uint8_t> view_pixels_;  // one chunk of a view's pixels
   double seconds_ = 0;
 };
 

@@ -1,5 +1,7 @@
 #include "kernels/ae/features_file.h"
 
+#include <stdexcept>
+
 #include "kernels/ae/data_parallel.h"
 
 namespace ae {
@@ -9,21 +11,22 @@ FeaturesWriter::FeaturesWriter(const std::string& path, const std::string& displ
       latent_shape_{arch.latent_channels(), arch.latent_height(), arch.latent_width()},
       dim_(arch.latent_dim()) {}
 
-namespace {
-std::string features_path(const std::string& split, bool flipped) {
-  return "/" + split + (flipped ? "/features_flip" : "/features");
-}
-}  // namespace
-
-void FeaturesWriter::begin_split(const std::string& split, int64_t n, bool flipped) {
-  w_.create<float>(features_path(split, false), {uint64_t(n), uint64_t(dim_)});
-  if (flipped) w_.create<float>(features_path(split, true), {uint64_t(n), uint64_t(dim_)});
-  flipped_ = flipped_ || flipped;
+void FeaturesWriter::begin_split(const std::string& split, int64_t n, const cae::ViewSet& views) {
+  if (!split_views_.empty() && views.spec() != views_.spec())
+    throw std::invalid_argument("FeaturesWriter: every split has the same views (" + views_.spec() + "), not " +
+                                views.spec());
+  views_ = views;
+  std::vector<std::string>& paths = split_views_[split];
+  paths.clear();
+  for (const cae::ImageView& v : views.views()) {
+    paths.push_back("/" + split + "/" + cae::features_dataset(v));
+    w_.create<float>(paths.back(), {uint64_t(n), uint64_t(dim_)});
+  }
 }
 
 void FeaturesWriter::write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features,
-                                bool flipped) {
-  w_.write_rows<float>(features_path(split, flipped), uint64_t(row0), uint64_t(rows), features);
+                                int view) {
+  w_.write_rows<float>(split_views_.at(split).at(size_t(view)), uint64_t(row0), uint64_t(rows), features);
 }
 
 void FeaturesWriter::write_labels(const std::string& split, const std::vector<uint8_t>& labels) {
@@ -33,7 +36,8 @@ void FeaturesWriter::write_labels(const std::string& split, const std::vector<ui
 void FeaturesWriter::finish(const cae::Provenance& provenance, const Summary& s) {
   cae::write_provenance(w_, provenance);
   w_.set_attr("/", "latent_shape", latent_shape_);
-  if (flipped_) w_.set_attr("/", "flip", int64_t{1});
+  if (views_.flip()) w_.set_attr("/", "flip", int64_t{1});
+  w_.set_attr("/", "views", views_.spec());
   w_.set_attr("/", "device", s.device);
   w_.set_attr("/", "seconds", s.seconds);
   w_.set_attr("/", "images_per_second", s.images_per_second);
@@ -42,21 +46,21 @@ void FeaturesWriter::finish(const cae::Provenance& provenance, const Summary& s)
 }
 
 void gather_rank_features(cae::GroupExchange& group, FeaturesWriter* w, const std::string& split, int64_t n, int batch,
-                          bool flip, std::vector<float> (&kept)[2]) {
+                          std::vector<std::vector<float>>& kept) {
   cae::ByteWriter sent;
-  sent.put_vector(kept[0]);
-  sent.put_vector(kept[1]);
-  kept[0] = {};
-  kept[1] = {};
+  for (std::vector<float>& view : kept) {
+    sent.put_vector(view);
+    view = {};
+  }
   auto all = group.gather("features-" + split, sent.bytes());
   for (int r = 1; r < static_cast<int>(all.size()); ++r) {
     const ImageRange theirs = encode_share(n, batch, r, group.world());
     cae::ByteReader in(all[static_cast<size_t>(r)], "rank " + std::to_string(r) + "'s " + split + " features");
-    for (bool flipped : {false, true}) {
+    for (int view = 0; view < static_cast<int>(kept.size()); ++view) {
       const std::vector<float> f = in.get_vector<float>();
-      if (f.size() != static_cast<size_t>((flipped && !flip ? 0 : theirs.count) * w->dim()))
+      if (f.size() != static_cast<size_t>(theirs.count * w->dim()))
         in.fail(std::to_string(f.size()) + " values for " + std::to_string(theirs.count) + " images");
-      if (!f.empty()) w->write_rows(split, theirs.first, theirs.count, f.data(), flipped);
+      if (!f.empty()) w->write_rows(split, theirs.first, theirs.count, f.data(), view);
     }
     all[static_cast<size_t>(r)] = {};
   }

@@ -2,18 +2,22 @@
 // produces and svm-fit / svm-eval read (kernels/ae/features_reader.h).
 //   /<split>/features  float32 [N, latent_dim]   C,H,W flatten order (PyTorch's flatten)
 //   /<split>/labels    uint8   [N]
-//   /<split>/features_flip float32 [N, latent_dim]  of the mirrored images (ae-encode --flip)
+//   /<split>/features_flip, _shift1, _shift1_flip, ... float32 [N, latent_dim]: the other
+//                      views of the images (ae-encode --flip / --shifts; cae::features_dataset)
 //   root latent_shape  int64   [c, h, w] of the encoder's latent (c·h·w = latent_dim)
-//   root flip          int64   1 when the file has the mirrored features
+//   root views         string  the view set's spec ("none", "flip", "flip,shift:2", ...)
+//   root flip          int64   1 when the views include the mirrors
 // plus device, seconds, images_per_second and class_names.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "common/group.h"
 #include "common/hdf5_io.h"
 #include "common/provenance.h"
+#include "common/view_set.h"
 #include "kernels/ae/model.h"
 
 namespace ae {
@@ -23,10 +27,13 @@ class FeaturesWriter {
   // Creates `path` (normally AtomicOutput::temp_path()); messages name `display_name`.
   FeaturesWriter(const std::string& path, const std::string& display_name, const Architecture& arch);
   int64_t dim() const { return dim_; }
-  // Creates /<split>/features [n, dim] (and, with `flipped`, /<split>/features_flip), to be
-  // filled by write_rows in any order.
-  void begin_split(const std::string& split, int64_t n, bool flipped = false);
-  void write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features, bool flipped = false);
+  // Creates a dataset [n, dim] per view of `views` (the same for every split):
+  // /<split>/features, and with flip /<split>/features_flip, ... (cae::features_dataset), to
+  // be filled by write_rows in any order.
+  void begin_split(const std::string& split, int64_t n, const cae::ViewSet& views = {});
+  // Rows [row0, row0 + rows) of view `view` (an index into views.views(): 0 the images, 1
+  // their mirrors with flip).
+  void write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features, int view = 0);
   void write_labels(const std::string& split, const std::vector<uint8_t>& labels);
   struct Summary {
     std::string device;
@@ -40,14 +47,15 @@ class FeaturesWriter {
   cae::Hdf5Writer w_;
   std::vector<int64_t> latent_shape_;
   int64_t dim_;
-  bool flipped_ = false;
+  cae::ViewSet views_;
+  std::map<std::string, std::vector<std::string>> split_views_;  // each split's datasets, in view order
 };
 
 // ae-encode on a group: every rank but 0 sends the features of its share of `split`
-// (encode_share of n images in batches of `batch`) — `kept[0]`, then the mirrors' `kept[1]`
-// (empty without `flip`) — and rank 0 writes them with `w` (null on the other ranks). A
+// (encode_share of n images in batches of `batch`), kept[v] those of view v (the order of
+// begin_split's views), and rank 0 writes them with `w` (null on the other ranks). A
 // collective: every rank calls it once per split. The vectors are emptied.
 void gather_rank_features(cae::GroupExchange& group, FeaturesWriter* w, const std::string& split, int64_t n, int batch,
-                          bool flip, std::vector<float> (&kept)[2]);
+                          std::vector<std::vector<float>>& kept);
 
 }  // namespace ae

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <new>
+#include <optional>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -96,30 +97,44 @@ std::vector<int64_t> FeaturesReader::read_labels(const std::string& split, int64
   return labels;
 }
 
-bool FeaturesReader::has_flipped(const std::string& split) const {
-  return h5_.has("/" + split + "/features_flip");
+namespace {
+// "the features of the mirrored images (run ae-encode --flip)" for a view a file lacks.
+std::string view_wanted(const cae::ImageView& view, int shifts) {
+  const std::string shift_flag = " --shifts " + std::to_string(shifts);
+  if (view.shift == 0) return "the features of the mirrored images (run ae-encode --flip)";
+  if (!view.mirrored) return "the features of the shifted images (run ae-encode" + shift_flag + ")";
+  return "the features of the shifted images' mirrors (run ae-encode" + shift_flag + " --flip)";
+}
+}  // namespace
+
+std::optional<cae::ImageView> FeaturesReader::missing_view(const std::string& split, const cae::ViewSet& views) const {
+  for (const cae::ImageView& v : views.views())
+    if (!h5_.has("/" + split + "/" + cae::features_dataset(v))) return v;
+  return std::nullopt;
+}
+
+void FeaturesReader::require_views(const std::string& split, const cae::ViewSet& views,
+                                   const std::string& option) const {
+  const std::optional<cae::ImageView> missing = missing_view(split, views);
+  if (!missing) return;
+  const std::string asker = option.empty() ? "reading views " + views.spec() : option;
+  fail_file(path(), "/" + split + "/" + cae::features_dataset(*missing) + " is missing: " + asker + " needs " +
+                        view_wanted(*missing, views.shifts()));
 }
 
 FeatureSplit FeaturesReader::read(const std::string& split, int64_t rows) const {
-  return read_views(split, rows, true, false);
+  return read_views(split, rows, cae::ViewSet());
 }
 
-FeatureSplit FeaturesReader::read_flipped(const std::string& split, int64_t rows) const {
-  return read_views(split, rows, false, true);
-}
-
-FeatureSplit FeaturesReader::read_augmented(const std::string& split, int64_t rows) const {
-  return read_views(split, rows, true, true);
-}
-
-FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, bool originals, bool mirrors) const {
-  const std::string feat = "/" + split + "/features", flip = feat + "_flip", lab = "/" + split + "/labels";
+FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, const cae::ViewSet& views) const {
+  const std::string lab = "/" + split + "/labels";
   const int64_t n_all = count(split);
   const int d = dim(split);
-  if (mirrors) {
-    if (!has_flipped(split))
-      fail_file(path(), flip + " is missing: these features have no mirrored images (encode with ae-encode --flip)");
-    h5_.require(flip, {static_cast<uint64_t>(n_all), static_cast<uint64_t>(d)});
+  require_views(split, views, "");
+  std::vector<std::string> datasets;
+  for (const cae::ImageView& v : views.views()) {
+    datasets.push_back("/" + split + "/" + cae::features_dataset(v));
+    h5_.require(datasets.back(), {static_cast<uint64_t>(n_all), static_cast<uint64_t>(d)});
   }
   if (rows < 0 || rows > n_all) rows = n_all;
   const std::vector<int64_t> labels = read_labels(split, rows);
@@ -128,23 +143,16 @@ FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, 
     if (labels[i] >= n_classes)
       fail_file(path(), lab + "[" + std::to_string(i) + "] = " + std::to_string(labels[i]) + " is not a class 0.." +
                             std::to_string(n_classes - 1));
-  const int views = int(originals) + int(mirrors);
   FeatureSplit s;
-  s.n = rows * views;
+  s.n = rows * views.count();
   s.dim = d;
   s.labels.reserve(static_cast<size_t>(s.n));
-  for (int v = 0; v < views; ++v)
+  for (int v = 0; v < views.count(); ++v)
     for (int64_t label : labels) s.labels.push_back(static_cast<int32_t>(label));
   // dtype and stored data checked before sizing the buffer
-  if (originals) h5_.read_rows_converting<float>(feat, 0, 0, nullptr);
-  if (mirrors) h5_.read_rows_converting<float>(flip, 0, 0, nullptr);
+  for (const std::string& dataset : datasets) h5_.read_rows_converting<float>(dataset, 0, 0, nullptr);
   s.X.resize(static_cast<size_t>(s.n) * static_cast<size_t>(d));
-  float* dst = s.X.data();
-  if (originals) {
-    read_checked(feat, rows, d, dst);
-    dst += rows * d;
-  }
-  if (mirrors) read_checked(flip, rows, d, dst);
+  for (size_t v = 0; v < datasets.size(); ++v) read_checked(datasets[v], rows, d, s.X.data() + int64_t(v) * rows * d);
   return s;
 }
 
@@ -174,9 +182,10 @@ void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int 
 namespace {
 
 FeatureRows read_libsvm_rows(const std::string& path, const FeatureRequest& request, int64_t limit) {
-  if (request.mirrors)
-    throw cae::UsageError(request.mirror_option + " needs an HDF5 features file with /" + request.split +
-                          "/features_flip (ae-encode --flip)");
+  const cae::ViewSet views = request.views();
+  if (views.count() > 1)
+    throw cae::UsageError(request.mirror_option + " needs an HDF5 features file with /" + request.split + "/" +
+                          cae::features_dataset(views.views()[1]) + " (ae-encode --flip / --shifts)");
   cae::LibsvmData d = cae::read_libsvm_data(path, request.model_classes, request.model_dim);
   FeatureRows rows;
   rows.format = FeaturesFormat::libsvm_text;
@@ -214,15 +223,21 @@ FeatureRows read_features(const std::string& path, const FeatureRequest& request
   rows.available = reader.count(split);
   warn_beyond_limit(path, request, rows.available);
   rows.n = limit > 0 ? std::min(limit, rows.available) : rows.available;
-  if (request.mirrors && !reader.has_flipped(split))
-    fail_file(path, "/" + split + "/features_flip is missing: " + request.mirror_option +
-                        " needs the features of the mirrored images (run ae-encode --flip)");
-  if (rows.n > 0) rows.split = request.mirrors ? reader.read_augmented(split, rows.n) : reader.read(split, rows.n);
+  reader.require_views(split, request.views(), request.mirror_option);
+  if (rows.n > 0) rows.split = reader.read_views(split, rows.n, request.views());
   rows.split.dim = reader.dim(split);
   rows.class_names = reader.class_names();
   rows.encoder_sha256 = reader.encoder_sha256();
   rows.what = "/" + split + "/features";
   return rows;
+}
+
+FeatureRows read_training_rows(const std::string& path, int64_t limit, const cae::ViewSet& views) {
+  FeatureRequest request;
+  request.limit = limit;
+  request.limit_option = "--train-limit";
+  request.ask_views(views, "--augment");
+  return read_features(path, request);
 }
 
 }  // namespace ae

@@ -4,8 +4,9 @@
 // (common/libsvm_data.h) — and gives the rows a tool asks for. The two HDF5 kinds:
 //  * "ae-features" (root attribute format), ae-encode's: /<split>/features [N, D] float32
 //    with any D ≥ 1, /<split>/labels [N], root class_names, and optionally the root
-//    attribute latent_shape [c, h, w] of the encoder that wrote them (c·h·w = D) and
-//    /<split>/features_flip [N, D], the features of the mirrored images (ae-encode --flip).
+//    attribute latent_shape [c, h, w] of the encoder that wrote them (c·h·w = D) and the
+//    features [N, D] of other views of the images (cae::ViewSet; ae-encode --flip, --shifts):
+//    /<split>/features_flip, /<split>/features_shift1, /<split>/features_shift1_flip, ...
 //    The writer is kernels/ae/features_file.h.
 //  * plain (no format attribute): what a user writes with h5py — /<split>/features [N, D]
 //    float32 or float64 (read as float32), /<split>/labels [N] of any integer type, and
@@ -16,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -23,6 +25,7 @@
 
 #include "common/hdf5_io.h"
 #include "common/libsvm_data.h"
+#include "common/view_set.h"
 
 namespace ae {
 
@@ -94,18 +97,18 @@ class FeaturesReader {
   // 0..class count-1) and that every feature is finite, else throws "<file>: <problem>".
   FeatureSplit read(const std::string& split, int64_t rows) const;
 
-  // The mirrored images' features (ae-encode --flip): has_flipped() says whether the split
-  // has them; read_flipped() is read() of /<split>/features_flip (same labels);
-  // read_augmented() gives [2·rows, D] in one buffer, the `rows` originals then their
-  // mirrors in the same order (row i + rows is the mirror of row i), labels repeated — the
-  // training set of svm-fit --augment flip, with no copy of the 1.6 GB halves.
-  bool has_flipped(const std::string& split) const;
-  FeatureSplit read_flipped(const std::string& split, int64_t rows) const;
-  FeatureSplit read_augmented(const std::string& split, int64_t rows) const;
+  // The features of every view of `views` (ae-encode --flip / --shifts) in one buffer:
+  // [views.count()·rows, D], the `rows` images' view j at rows j·rows.. (views.views() order:
+  // with "flip", row i + rows is the mirror of row i), labels repeated — the training set of
+  // svm-fit --augment, with no copy of the views' blocks. Checks as read(), for every view.
+  FeatureSplit read_views(const std::string& split, int64_t rows, const cae::ViewSet& views) const;
+  // The first view of `views` whose dataset the split lacks; nullopt when it has them all.
+  std::optional<cae::ImageView> missing_view(const std::string& split, const cae::ViewSet& views) const;
+  // Fails "<file>: /<split>/features_shift2 is missing: <option> needs the features of the
+  // shifted images (run ae-encode --shifts 2)" unless the split has every view.
+  void require_views(const std::string& split, const cae::ViewSet& views, const std::string& option) const;
 
  private:
-  // /<split>/<dataset> rows [0, rows) into `out` (+ labels), every value checked finite.
-  FeatureSplit read_views(const std::string& split, int64_t rows, bool originals, bool mirrors) const;
   void read_checked(const std::string& dataset, int64_t rows, int dim, float* out) const;
   std::vector<int64_t> read_labels(const std::string& split, int64_t rows) const;
 
@@ -121,12 +124,21 @@ struct FeatureRequest {
   // The option that set `limit`, for a warning when it asks for more rows than there are
   // ("--train-limit"); "": no warning.
   std::string limit_option;
-  // Also the mirrored images' features (/<split>/features_flip, ae-encode --flip), after the
-  // originals in the same buffer (FeaturesReader::read_augmented). `mirror_option` names the
-  // option that asks for them in the messages ("--augment flip"); libsvm text has none
-  // (cae::UsageError).
+  // Also other views' features (cae::ViewSet(mirrors, shifts): the mirrored images'
+  // /<split>/features_flip, the shifted ones' /<split>/features_shift1.., ae-encode --flip /
+  // --shifts), after the originals in the same buffer (FeaturesReader::read_views).
+  // `mirror_option` names the option that asks for them in the messages ("--augment flip");
+  // libsvm text has none (cae::UsageError).
   bool mirrors = false;
   std::string mirror_option = "--tta flip";
+  int shifts = 0;
+  cae::ViewSet views() const { return cae::ViewSet(mirrors, shifts); }
+  // Asks for the views of `views`, named "<option> <spec>" in the messages.
+  void ask_views(const cae::ViewSet& views, const std::string& option) {
+    mirrors = views.flip();
+    shifts = views.shifts();
+    mirror_option = option + " " + views.spec();
+  }
   // libsvm text: the class names and feature count of the model the rows are for, so that
   // class c and feature f mean there what they mean here (cae::read_libsvm_data); empty / 0
   // for training rows (the file's own labels, ascending).
@@ -137,8 +149,8 @@ struct FeatureRequest {
 enum class FeaturesFormat { ae_features, plain, libsvm_text };
 
 struct FeatureRows {
-  // [views·n, dim] (views 2 with mirrors: the n originals, then their n mirrors), labels
-  // repeated per view. With n = 0 no row is read: only split.dim is set.
+  // [views·n, dim] (request.views() blocks of n rows: the n originals, then with mirrors
+  // their n mirrors, ...), labels repeated per view. With n = 0 no row is read: only split.dim is set.
   FeatureSplit split;
   int64_t n = 0;          // rows per view, after the limit
   int64_t available = 0;  // rows the split holds
@@ -152,5 +164,10 @@ struct FeatureRows {
 // the rows `request` asks for, with every check of FeaturesReader / cae::read_libsvm_data;
 // throws "<path>: <problem>" (cae::UsageError for mirrors of libsvm text).
 FeatureRows read_features(const std::string& path, const FeatureRequest& request);
+
+// svm-fit's training rows: every row of libsvm text or the first `limit` of /train (0: all;
+// more than there are: all, with a warning naming --train-limit), with the images' `views`
+// (--augment, named so in the messages) in one [views.count()·n, D] buffer.
+FeatureRows read_training_rows(const std::string& path, int64_t limit, const cae::ViewSet& views);
 
 }  // namespace ae

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/view_set.h"
 
 namespace svm {
 
@@ -232,10 +234,15 @@ ModelFile read_model_file(const std::string& path) {
     for (char ch : f.encoder_sha256) hex = hex && ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'));
     if (!hex) fail_file(path, "attribute encoder_sha256 is not a sha256 (64 lowercase hex digits)");
   }
-  if (f.augment != "none" && f.augment != "flip") fail_file(path, "unknown augment '" + f.augment + "'");
-  if (f.augment == "flip" && f.n_train % 2 != 0)
-    fail_file(path, "augment 'flip' needs an even n_train (images, then their mirrors), not " +
-                        std::to_string(f.n_train));
+  int views = 1;
+  try {
+    views = cae::ViewSet::parse(f.augment).count();
+  } catch (const std::invalid_argument& e) {
+    fail_file(path, "attribute augment: " + std::string(e.what()));
+  }
+  if (f.n_train % views != 0)
+    fail_file(path, "augment '" + f.augment + "' needs n_train a multiple of its " + std::to_string(views) +
+                        " views (blocks of the images' views), not " + std::to_string(f.n_train));
   // Both or neither: a model with one of the two could not give probabilities.
   if (h5.has("/svm/probA") || h5.has("/svm/probB")) {
     f.prob_A = h5.read<double>("/svm/probA", {k * (k - 1) / 2});
@@ -257,7 +264,7 @@ ModelFile read_model_file(const std::string& path) {
     f.class_weight_spec = h5.has_attr("/", "class_weight") ? h5.attr_string("/", "class_weight") : "";
   }
   if (h5.has("/model_selection"))
-    f.selection = read_model_selection(h5, path, f.augment == "flip" ? f.n_train / 2 : f.n_train);
+    f.selection = read_model_selection(h5, path, f.n_train / views);
   return f;
 }
 

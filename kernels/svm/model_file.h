@@ -63,9 +63,10 @@ struct ModelFile {
   double fit_seconds = 0;
   std::string device = "cpu";
   std::vector<std::string> class_names;
-  // How the training rows were made: "none", or "flip" (svm-fit --augment flip: n_train / 2
-  // images then their mirrors, so a support index i >= n_train / 2 is the mirror of image
-  // i - n_train / 2).
+  // How the training rows were made: a cae::ViewSet spec, "none", "flip", "shift:K" or
+  // "flip,shift:K" (svm-fit --augment: V = its count() blocks of n_train / V rows, block j
+  // the images' view j, so with "flip" a support index i >= n_train / 2 is the mirror of
+  // image i - n_train / 2).
   std::string augment = "none";
   // sha256 of the autoencoder that encoded the training features (their provenance), so
   // svm-eval and classify can refuse features of another encoder; "" when unknown.

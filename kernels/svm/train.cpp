@@ -66,8 +66,8 @@ Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& p
   ModelSelection selection;
   Trained out;
   if (plan.cv_folds != 0) {
-    selection = cross_validate(X, y, n, dim, params, plan.C, plan.gamma, plan.cv_folds, plan.seed, device,
-                               progress.cv, plan.views, plan.units ? &plan.units->cv : nullptr, plan.cv_scoring);
+    selection = cross_validate(X, y, n, dim, params, plan.C, plan.gamma, plan.cv_folds, plan.seed, device, progress.cv,
+                               plan.views.count(), plan.units ? &plan.units->cv : nullptr, plan.cv_scoring);
     out.interrupted = plan.units && plan.units->cv.stopped;
     if (out.interrupted) return out;
     if (progress.selected) progress.selected(selection);
@@ -79,7 +79,7 @@ Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& p
   if (plan.probability_folds != 0) {
     if (plan.units)  // a resume whose grid chose another pair (another --cv-scoring) redoes them
       plan.units->probability.compute_for(cae::strprintf("C %.17g, gamma %s", params.C, params.gamma.c_str()));
-    sigmoids = fit_sigmoids(X, y, n, dim, params, plan.probability_folds, plan.seed, device, plan.views,
+    sigmoids = fit_sigmoids(X, y, n, dim, params, plan.probability_folds, plan.seed, device, plan.views.count(),
                             progress.probability, plan.units ? &plan.units->probability : nullptr);
     out.interrupted = plan.units && plan.units->probability.stopped;
     if (out.interrupted) return out;
@@ -108,6 +108,13 @@ void check_training_classes(const int32_t* y, int64_t n, const std::vector<std::
     cae::log_warn("the %lld training rows hold %zu of the %zu classes (missing: %s); the model can never predict those",
                   static_cast<long long>(n), distinct.size(), class_names.size(), missing.c_str());
   }
+}
+
+void check_training_labels(const TrainPlan& plan, const int32_t* y, int64_t n,
+                           const std::vector<std::string>& class_names, const std::string& data_name) {
+  if (plan.params.kind == SvmKind::c_svc) check_training_classes(y, n, class_names, data_name);
+  if (plan.cv_folds != 0) check_cv_folds(plan.cv_folds, y, n, class_names);
+  if (plan.probability_folds != 0) check_sigmoid_data(y, n, data_name);
 }
 
 ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, int64_t n,
@@ -174,7 +181,7 @@ void log_model_selection(const ModelSelection& s, int64_t rows) {
 TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t images, int dim, int world,
                              cae::Device device)
     : seed_(plan.seed) {
-  const int64_t rows = images * plan.views;
+  const int64_t rows = images * plan.views.count();
   const int probability_folds = plan.probability_folds;
   if (plan.cv_folds != 0) {
     const size_t cells = plan.C.size() * plan.gamma.size(), fits = cells * static_cast<size_t>(plan.cv_folds);
@@ -200,14 +207,14 @@ TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t im
   for (int32_t c : std::set<int32_t>(y, y + images)) class_sizes.push_back(std::count(y, y + rows, c));
   const int64_t pairs = world > 1 ? static_cast<int64_t>(balance_pairs(class_sizes, world)[0].size())
                                   : static_cast<int64_t>(k) * (k - 1) / 2;
-  const bool mirrored = plan.views > 1;
-  progress_.fit.ready = [this, rows, dim, k, pairs, mirrored, device](const Classifier& c) {
+  const std::string views = plan.views.count() > 1 ? " (" + plan.views.rows_description() + ")" : "";
+  progress_.fit.ready = [this, rows, dim, k, pairs, views, device](const Classifier& c) {
     if (probability_bar_) probability_bar_->finish();
     const bool one_class = c.model().kind == SvmKind::one_class;
     const std::string what = one_class ? "one-class" : std::to_string(k) + " classes";
     const std::string bound = one_class ? cae::strprintf("nu %g", c.file().nu) : cae::strprintf("C %g", c.file().C);
     cae::log_info("%lld training rows%s x %d features (%d constant, dropped), %s, gamma %.6g (%s), %s, %s",
-                  static_cast<long long>(rows), mirrored ? " (images + mirrors)" : "", dim,
+                  static_cast<long long>(rows), views.c_str(), dim,
                   dim - c.n_features_kept(), what.c_str(), c.resolved_gamma(), c.file().gamma_spec.c_str(),
                   bound.c_str(), cae::device_name(device));
     if (one_class) return;  // one solve: no pairs to count

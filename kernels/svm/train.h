@@ -12,6 +12,7 @@
 
 #include "common/device.h"
 #include "common/progress.h"
+#include "common/view_set.h"
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/probability.h"
@@ -31,7 +32,9 @@ struct TrainPlan {
   Scoring cv_scoring = Scoring::accuracy;
   int probability_folds = 0;  // 0: no probabilities; libsvm's -b 1 draws 5
   uint64_t seed = 1;          // the folds' shuffle, for the search and the sigmoids
-  int views = 1;              // as grouped_folds: 2 for images followed by their mirrors
+  // The views of each image in the rows (svm-fit --augment): views.count() blocks of the
+  // images, as grouped_folds takes them.
+  cae::ViewSet views;
   // Preemption (resume.h): the cross-validations' finished units, replayed, and when to stop
   // between units; nullptr: run through.
   TrainUnits* units = nullptr;
@@ -76,6 +79,12 @@ Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& p
 // predict those).
 void check_training_classes(const int32_t* y, int64_t n, const std::vector<std::string>& class_names,
                             const std::string& data_name);
+
+// Every check of the training images' labels (y: the n images', the first view) that the
+// plan needs before any work: check_training_classes for c-svc, check_cv_folds with
+// cross-validation, check_sigmoid_data with probabilities.
+void check_training_labels(const TrainPlan& plan, const int32_t* y, int64_t n,
+                           const std::vector<std::string>& class_names, const std::string& data_name);
 
 // svm-fit --class-weight. "none": no weights. "balanced": w_c = n / (k · n_c) over the n
 // labels, k of them distinct (scikit-learn's class_weight='balanced'). "NAME:W,NAME:W,...":

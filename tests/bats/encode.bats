@@ -29,7 +29,7 @@ teardown() {
     -o "$TMP/f.h5"
   [ "$status" -eq 0 ]
   [[ "$output" == *'"flip":true'* ]]
-  [[ "$output" == *"images and their mirrors"* ]]
+  [[ "$output" == *"images, 2 views (flip)"* ]]
   # The same images mirrored by numpy, encoded without --flip.
   "$PYTHON" - "$ENC_DIR/data.h5" "$TMP/mirrored.h5" <<'PY'
 import shutil, sys, h5py
