@@ -6,7 +6,7 @@
 load helpers
 
 PARITY="$REPO_ROOT/tests/python/sklearn_parity.py"
-GRID=(--cv 3 --C 1,10,100 --gamma 0.5x,scale,2x --threads 1)
+GRID=(--cv 3 --C 1,10,100 --gamma 0.5x,scale,2x --threads 1 --device cpu)
 
 setup_file() {
   export PRE_DIR="$BATS_FILE_TMPDIR/svm_preempt"
@@ -107,14 +107,15 @@ fit_and_signal() {
   [ -e "$PRE_DIR/full.h5" ] || nice -n 19 "$BIN/svm-fit" -q --features "$PRE_DIR/features.h5" "${GRID[@]}" -o "$PRE_DIR/full.h5"
   # Rank 0 draws the bar (of its own cells); the launcher passes the signal on to the ranks.
   SIG=USR1 WAIT_FOR="svm-fit cv \[[#.]*\] [1-9][0-9]*/27"
-  fit_and_signal --cv 3 --C 1,10,100 --gamma 0.5x,scale,2x --ranks 2
+  # --device cpu: a group of CPU processes (on a GPU host auto would ask for 2 GPUs)
+  fit_and_signal --cv 3 --C 1,10,100 --gamma 0.5x,scale,2x --ranks 2 --device cpu
   echo "$err"
   [ "$status" -eq 75 ]
   [[ "$(grep "interrupted" <<<"$err")" == "svm-fit: interrupted by SIGUSR1 in the cross-validation ("*" of 9 (fold, gamma) cells done); resume file $TMP/m.h5.resume.h5; rerun the same command with --resume to continue" ]]
   cells="$(resume_units "$TMP/m.h5.resume.h5" cv)"
   [ "$cells" -ge 1 ] && [ "$cells" -lt 9 ]
   nice -n 19 "$BIN/svm-fit" -q --features "$PRE_DIR/features.h5" --cv 3 --C 1,10,100 --gamma 0.5x,scale,2x --ranks 3 \
-    --resume -o "$TMP/m.h5"
+    --device cpu --resume -o "$TMP/m.h5"
   [ ! -e "$TMP/m.h5.resume.h5" ]
   assert_same_svm_model "$PRE_DIR/full.h5" "$TMP/m.h5"
 }

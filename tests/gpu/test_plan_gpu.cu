@@ -351,7 +351,8 @@ TEST_P(PlanLayer, EveryTileGivesTheSameBits) {
     const std::vector<uint8_t> want_picks = op->picks_out >= 0 ? bytes_of(op->picks_out) : std::vector<uint8_t>();
     size_t nonzero = 0;
     for (uint8_t v : want) nonzero += v != 0;
-    EXPECT_GT(nonzero, want.size() / 8) << "a mostly-zero output proves nothing";
+    // (an unpooled gradient is zero at 3 of 4 positions and masked at about half of the rest)
+    EXPECT_GT(nonzero, want.size() / 32) << "an all-zero output proves nothing";
     for (ConvTile tile : tiles) {
       AE_CUDA_CHECK(cudaMemset(bufs_.get(op->out), 0xff, want.size()));  // NaN: every byte must be written
       a.tile = tile;

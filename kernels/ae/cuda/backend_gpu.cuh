@@ -518,14 +518,17 @@ class GpuBackend : public AeBackend {
     conv_igemm(a, dt_, s);
   }
 
-  // The tile a convolution of the step runs with at batch B: the fastest of the candidates,
-  // timed on its first use (tune_conv_tile, on this step's own buffers, which the step then
-  // overwrites); graph_for has every one timed before its capture.
+  // The tile a convolution of the step runs with at batch B: the fastest of the candidates
+  // (tune_conv_tile, on this step's own buffers, which the step then overwrites), timed at
+  // the smallest batch of B to 4·B timed before (an epoch's last, smaller batch takes the
+  // full batch's tiles: timing them again would cost more than it wins); graph_for has
+  // every one timed before its capture.
   ConvTile conv_tile(const LayerPlan& lp, bool input_grad, const ConvArgs& a, int B, cudaStream_t s) {
-    const auto key = std::make_tuple(lp.index, input_grad, B);
-    const auto it = conv_tiles_.find(key);
-    if (it != conv_tiles_.end()) return it->second;
-    return conv_tiles_[key] = tune_conv_tile(a, dt_, s);
+    const auto it = conv_tiles_.lower_bound({lp.index, input_grad, B});
+    if (it != conv_tiles_.end() && std::get<0>(it->first) == lp.index && std::get<1>(it->first) == input_grad &&
+        std::get<2>(it->first) <= 4 * B)
+      return it->second;
+    return conv_tiles_[{lp.index, input_grad, B}] = tune_conv_tile(a, dt_, s);
   }
   void tune_conv_tiles(int B) {
     for (const LayerPlan& lp : plan_->layers) {
