@@ -14,8 +14,8 @@ COLORS = {"train": "#3b6fb6", "val": "#7b4bb7", "test": "#e07b39", "accent": "#2
 def setup_matplotlib():
     """Imports what the figures need and sets the report's style. Figures are made with
     matplotlib.figure.Figure on the Agg canvas (new_figure), never through pyplot: pyplot
-    would add its global figure registry (each figure closed by hand) and an interactive
-    backend's import machinery to every report, and draws nothing better."""
+    keeps a global registry of open figures (each would have to be closed by hand) and
+    draws nothing better (docs/DECISIONS.md, "The report's start-up and Make's own time")."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401  (imported here, once)
     from matplotlib.figure import Figure  # noqa: F401
