@@ -212,13 +212,15 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIBS_IN_ORDER)
 # report is a Python package (tools/report.py + tools/report_lib/) packed into one executable
 # zip, so it installs and runs as one file like the C++ tools. Like version.o it carries
 # `git describe` from build time (report_lib/git-describe.txt): an installed copy has no
-# repository around it to ask.
+# repository around it to ask. The bytecode goes in beside the sources: zipimport cannot
+# cache what it compiles, so without it every run compiles the package (~0.1 s).
 REPORT_SRCS := tools/report.py $(wildcard tools/report_lib/*.py)
 $(BUILD)/bin/report: $(REPORT_SRCS) $(BUILD)/git-describe.txt
 	@mkdir -p $(@D)
 	@rm -rf $@.zipdir && mkdir -p $@.zipdir/report_lib
 	cp tools/report.py $@.zipdir/__main__.py && cp tools/report_lib/*.py $@.zipdir/report_lib/
 	cp $(BUILD)/git-describe.txt $@.zipdir/report_lib/git-describe.txt
+	$(PYTHON) -m compileall -q -b --invalidation-mode unchecked-hash $@.zipdir
 	$(PYTHON) -m zipapp $@.zipdir -p /usr/bin/python3 -o $@ && chmod 755 $@
 	@rm -rf $@.zipdir
 

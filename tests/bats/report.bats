@@ -767,18 +767,19 @@ def keep(fig, folder, name):  # instead of writing the PNG: the figure, to measu
     figures[name] = fig
     return name
 plots.save = keep
-plt = plots.setup_matplotlib()
+plots.setup_matplotlib()
+import matplotlib
 e = np.arange(1, 21, dtype=np.float64)
 # A loss falling from 0.09 to ~0.008 (one decade: every digit ticked), the test loss the
 # lowest at the end, and a learning rate that drops: the case where labels crowded.
 hist = {"train_loss": 0.008 + 0.082 / e ** 1.5, "val_loss": 0.0085 + 0.08 / e ** 1.5,
         "test_loss": 0.0079 + 0.081 / e ** 1.5, "lr": np.where(e > 10, 5e-4, 1e-3)}
-plots.plot_loss(plt, hist, "/nonexistent")
+plots.plot_loss(hist, "/nonexistent")
 fig = figures["loss.png"]
 fig.canvas.draw()
 ax = fig.axes[0]
 assert ax.get_yscale() == "log"
-font_px = plt.rcParams["font.size"] * fig.dpi / 72
+font_px = matplotlib.rcParams["font.size"] * fig.dpi / 72
 ys = sorted(t.get_window_extent().y0 for t in ax.get_yticklabels() if t.get_text() and t.get_visible()
             and ax.bbox.y0 - 1 <= t.get_window_extent().y0 <= ax.bbox.y1)
 assert len(ys) >= 3 and min(np.diff(ys)) >= 1.2 * font_px, ys
@@ -793,7 +794,7 @@ assert shown[0] == "1" and shown[-1] == "20" and all(1 <= int(s) <= 20 for s in 
 # Per-class bars up to 99 %: the legend covers none of the value labels.
 ev = {"per_class": np.linspace(0.8, 0.99, 10), "class_names": [f"class {i}" for i in range(10)], "k": 10,
       "accuracy": 0.9}
-plots.plot_per_class(plt, ev, "/nonexistent")
+plots.plot_per_class(ev, "/nonexistent")
 fig = figures["per_class_accuracy.png"]
 fig.canvas.draw()
 ax = fig.axes[0]

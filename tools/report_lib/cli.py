@@ -14,13 +14,10 @@ import time
 
 from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, Phases, ReportError, fmt_seconds, log, pct,
                      score_words, version_line, warn)
-from .compare import run_compare
 from .dataset import dataset_path_recorded, from_dataset_file, guessed, header_line, title_name
 from .escape import visible
-from .load import features_origin, read_all, read_in_child
+from .load import features_origin, finish_read, read_all, start_read
 from .parallel import BackgroundHash, ChildFailed, kill_all, run_parallel
-from .plots import (plot_confusion, plot_cv_grid, plot_features_pca, plot_loss, plot_per_class, plot_reconstructions,
-                    plot_reliability, plot_timing, setup_matplotlib)
 from .render import build_html, build_markdown, lineage, stage_rows, summary_cards
 
 
@@ -140,16 +137,24 @@ def dataset_of(loaded):
     return name if name and os.path.isfile(name) else None
 
 
-def describe_run_dataset(loaded, class_names, notes):
-    """The dataset in a reader's words (report_lib.dataset), read from the dataset file when
-    it is here, else guessed from its recorded name and the class names; None when unknown."""
+def start_dataset_read(loaded):
+    """Starts reading the run's image-dataset file in its sandboxed child, so that it reads
+    while the figures are drawn (describe_run_dataset collects it). → the reader, or None
+    when the file is not where it was recorded."""
     path = dataset_path_recorded(loaded)
-    if path and os.path.isfile(path):
+    return start_read("dataset", path) if path and os.path.isfile(path) else None
+
+
+def describe_run_dataset(reader, loaded, class_names, notes):
+    """The dataset in a reader's words (report_lib.dataset), read from the dataset file when
+    it is here (reader: start_dataset_read's), else guessed from its recorded name and the
+    class names; None when unknown."""
+    if reader is not None:
         try:
-            return from_dataset_file(read_in_child("dataset", path))
+            return from_dataset_file(finish_read(reader))
         except ReportError as err:
             notes.append(f"the dataset file is not readable ({err}): its name is guessed")
-    return guessed(path, class_names)
+    return guessed(dataset_path_recorded(loaded), class_names)
 
 
 def pictures_of_results(loaded, paths, tmp):
@@ -183,31 +188,33 @@ def referenced_kinds(loaded, paths):
     return named
 
 
-def plot_jobs(plt, loaded, paths, class_names, tmp, origin=None):
+def plot_jobs(loaded, paths, class_names, tmp, origin=None):
     """(name, callable) per figure to draw, the slowest first (they run in parallel children).
     Each callable returns the PNG's name or None; "examples" returns (caption, note)."""
+    from .plots import (plot_confusion, plot_cv_grid, plot_features_pca, plot_loss, plot_per_class,
+                        plot_reconstructions, plot_reliability, plot_timing)
     jobs = []
     if "eval" in loaded:
         jobs.append(("examples", lambda: pictures_of_results(loaded, paths, tmp)))
     if "model" in loaded:
         m = loaded["model"]
         if m["samples"] is not None:
-            jobs.append(("reconstructions", lambda: plot_reconstructions(plt, m["samples"], class_names, tmp)))
-        jobs.append(("loss", lambda: plot_loss(plt, m["history"], tmp)))
+            jobs.append(("reconstructions", lambda: plot_reconstructions(m["samples"], class_names, tmp)))
+        jobs.append(("loss", lambda: plot_loss(m["history"], tmp)))
     if "eval" in loaded:
         ev = loaded["eval"]
-        jobs.append(("confusion", lambda: plot_confusion(plt, ev, tmp)))
-        jobs.append(("per_class", lambda: plot_per_class(plt, ev, tmp)))
-        jobs.append(("reliability", lambda: plot_reliability(plt, ev, tmp)))  # eval.h5 with /probabilities
+        jobs.append(("confusion", lambda: plot_confusion(ev, tmp)))
+        jobs.append(("per_class", lambda: plot_per_class(ev, tmp)))
+        jobs.append(("reliability", lambda: plot_reliability(ev, tmp)))  # eval.h5 with /probabilities
     if loaded.get("features", {}).get("pca") is not None:
         names = loaded["features"]["attrs"].get("class_names")
         names = [str(n) for n in names] if isinstance(names, list) and names else class_names
-        jobs.append(("features_pca", lambda: plot_features_pca(plt, loaded["features"]["pca"], names, tmp)))
+        jobs.append(("features_pca", lambda: plot_features_pca(loaded["features"]["pca"], names, tmp)))
     grid = loaded.get("svm", {}).get("grid")
     if grid is not None:
-        jobs.append(("cv_grid", lambda: plot_cv_grid(plt, grid, tmp)))
+        jobs.append(("cv_grid", lambda: plot_cv_grid(grid, tmp)))
     stages = stage_rows(loaded, origin)
-    jobs.append(("timing", lambda: plot_timing(plt, stages, tmp)))
+    jobs.append(("timing", lambda: plot_timing(stages, tmp)))
     return jobs
 
 
@@ -218,6 +225,7 @@ IMAGE_ORDER = ["loss", "reconstructions", "features_pca", "confusion", "per_clas
 
 def run(args, tmp_holder, phases):
     if args.compare:
+        from .compare import run_compare
         return run_compare(args, tmp_holder, prepare_output, commit_output)
     started = time.time()
     phases.enter("other")
@@ -226,12 +234,12 @@ def run(args, tmp_holder, phases):
     hashes = {kind: BackgroundHash(path) for kind, path in paths.items() if kind in HASHED_KINDS}
     phases.enter("read")
 
-    def import_matplotlib():  # start-up work, done while the readers read
-        phases.enter("startup")
-        plt = setup_matplotlib()
+    def import_matplotlib():  # the figures' work, done while the readers read
+        from .plots import setup_matplotlib
+        phases.enter("compute")
+        setup_matplotlib()
         phases.enter("read")
-        return plt
-    loaded, plt = read_all(paths, meanwhile=import_matplotlib)
+    loaded, _ = read_all(paths, meanwhile=import_matplotlib)
     phases.enter("other")
     needed = referenced_kinds(loaded, paths)
     for kind in [k for k in hashes if k not in needed]:
@@ -253,8 +261,9 @@ def run(args, tmp_holder, phases):
             class_names = [str(n) for n in names]
             break
 
+    dataset_reader = start_dataset_read(loaded)
     phases.enter("compute")
-    drawn = run_parallel(plot_jobs(plt, loaded, paths, class_names, tmp, origin))
+    drawn = run_parallel(plot_jobs(loaded, paths, class_names, tmp, origin))
     phases.enter("other")
     examples_caption, examples_note = drawn.pop("examples", ("", None))
     if examples_caption:
@@ -338,7 +347,7 @@ def run(args, tmp_holder, phases):
 
     history = loaded.get("model", {}).get("history", {})
     source = args.run_dir or ", ".join(paths.values())
-    dataset = describe_run_dataset(loaded, class_names, notes)
+    dataset = describe_run_dataset(dataset_reader, loaded, class_names, notes)
     what = "features → SVM" if without_autoencoder else "autoencoder features → SVM"
     title = args.title if args.title_given else \
         (f"{title_name(dataset)}: {what}" if dataset else what[:1].upper() + what[1:])

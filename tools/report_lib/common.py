@@ -152,8 +152,9 @@ class Phases:
     """Where the report's wall time goes, in the other tools' terms (common/phases.h):
     {"startup", "read", "hash", "compute", "write", "other", "total"} seconds for --json.
     Time is charged to the current phase; "startup" runs from the process's start
-    (/proc/self/stat) to the first phase. Importing matplotlib is start-up work too, done
-    late so that it overlaps the readers (cli.run charges it back to "startup")."""
+    (/proc/self/stat) to the first phase: Python and the report's own modules. The plotting
+    library is imported while the readers read and charged to "compute" (the figures' work);
+    h5py, imported just before the readers are forked, to "read"."""
 
     NAMES = ("startup", "read", "hash", "compute", "write", "other")
 

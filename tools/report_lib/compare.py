@@ -23,7 +23,7 @@ import time
 
 from .common import KINDS, TOOL, ReportError, fmt_seconds, log, version_line, warn
 from .load import read_in_child
-from .plots import save, setup_matplotlib
+from .plots import save, setup_matplotlib, subplots
 from .render import CSS, e, md_cell
 
 # Options that name files or choose where/how fast a stage runs, not what it computes.
@@ -163,7 +163,7 @@ def fmt_pct_ms(stat):
     return f"{100 * mean:.2f}" + (f" ± {100 * std:.2f}" if std is not None else "") + " %"
 
 
-def plot_compare(plt, rows, groups, folder):
+def plot_compare(rows, groups, folder):
     """Three panels over the runs (x: run folders, colour: setting): test accuracy, test
     MSE, stage times stacked. A setting's mean is a line across its runs, ± std a band."""
     if not groups:
@@ -172,7 +172,7 @@ def plot_compare(plt, rows, groups, folder):
     colour = {g["id"]: palette[i % len(palette)] for i, g in enumerate(groups)}
     order = [r for g in groups for r in g["runs"]]  # runs of one setting side by side
     x = list(range(len(order)))
-    fig, axes = plt.subplots(3, 1, figsize=(max(7.5, 0.55 * len(order) + 3), 9.5), sharex=True)
+    fig, axes = subplots(3, 1, figsize=(max(7.5, 0.55 * len(order) + 3), 9.5), sharex=True)
     for ax, key, title, scale in ((axes[0], "accuracy", "Test accuracy (%)", 100), (axes[1], "mse", "Autoencoder test MSE", 1)):
         for i, r in enumerate(order):
             if r[key] is not None:
@@ -266,8 +266,8 @@ def run_compare(args, tmp_holder, prepare_output, commit_output):
     groups, varying, shared = group_runs(rows)
     tmp = prepare_output(args.output)
     tmp_holder.append(tmp)
-    plt = setup_matplotlib()
-    image = plot_compare(plt, rows, groups, tmp)
+    setup_matplotlib()
+    image = plot_compare(rows, groups, tmp)
     tables = build_tables(rows, groups)
     shared_text = settings_text(groups[0]["settings"], shared) if groups else ""
     generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from .escape import plot_text
+from .plots import new_figure
 
 MISTAKES = 16      # at most this many mistakes
 COLUMNS = 8
@@ -55,7 +56,7 @@ def _choose(pred, labels, conf, k):
     return mistakes, correct[:MAX_CORRECT]
 
 
-def draw_grid(plt, sections, picked, pred, labels, name, out_png):
+def draw_grid(sections, picked, pred, labels, name, out_png):
     """The pictures as one mosaic image in one Axes, each framed in its section's colour and
     titled predicted (/ true) class: a grid of ~40 Axes took ~1.5 s to draw (issue 17)."""
     from matplotlib.colors import to_rgb
@@ -85,7 +86,7 @@ def draw_grid(plt, sections, picked, pred, labels, name, out_png):
             texts.append((x0 + frame + w / 2, y0 - 1, label, color, 7.5, "normal", "center"))
         y += rows * cell_h
     inches_per_px = 1.45 * COLUMNS / width
-    fig = plt.figure(figsize=(width * inches_per_px, height * inches_per_px))
+    fig = new_figure((width * inches_per_px, height * inches_per_px))
     ax = fig.add_axes([0, 0, 1, 1])
     ax.imshow((canvas * 255).round().astype(np.uint8), interpolation="nearest")  # uint8: no float resampling
     ax.axis("off")
@@ -94,16 +95,12 @@ def draw_grid(plt, sections, picked, pred, labels, name, out_png):
                 linespacing=1.1)
     os.makedirs(os.path.dirname(os.path.abspath(out_png)), exist_ok=True)
     fig.savefig(out_png, facecolor="white")  # every text is inside the picture: no tight box, one draw
-    plt.close(fig)
 
 
 def draw_examples(dataset_path, eval_path, out_png):
     """Draws the grid into out_png; returns its caption (one sentence), or None when the
     evaluation has no predictions to show."""
     import h5py
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     with h5py.File(eval_path, "r") as e:
         pred = e["predictions"][:].astype(np.int64)
@@ -133,7 +130,7 @@ def draw_examples(dataset_path, eval_path, out_png):
     sections = [(f"most confident mistakes (predicted / true)" if conf is not None else "mistakes (predicted / true)",
                  mistakes, "#c0392b"), ("correct, a few per class", correct, "#2a7d4f")]
     sections = [s for s in sections if s[1]]
-    draw_grid(plt, sections, picked, pred, labels, name, out_png)
+    draw_grid(sections, picked, pred, labels, name, out_png)
     wrong = int((pred != labels).sum())
     how = f"ranked by {measure}" if conf is not None else "in test order (no probabilities or decision values in the evaluation)"
     return (f"{len(mistakes)} of the {wrong} misclassified {split} images, {how}, and {len(correct)} correctly "

@@ -12,10 +12,14 @@ COLORS = {"train": "#3b6fb6", "val": "#7b4bb7", "test": "#e07b39", "accent": "#2
 
 
 def setup_matplotlib():
+    """Imports what the figures need and sets the report's style. Figures are made with
+    matplotlib.figure.Figure on the Agg canvas (new_figure), never through pyplot: pyplot
+    keeps a global registry of open figures (each would have to be closed by hand) and
+    draws nothing better (docs/DECISIONS.md, "The report's start-up and Make's own time")."""
     import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    plt.rcParams.update({
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401  (imported here, once)
+    from matplotlib.figure import Figure  # noqa: F401
+    matplotlib.rcParams.update({
         "figure.dpi": 100, "savefig.dpi": 150, "font.size": 10,
         "axes.spines.top": False, "axes.spines.right": False,
         "axes.grid": True, "grid.alpha": 0.25, "grid.linestyle": "-",
@@ -23,18 +27,30 @@ def setup_matplotlib():
         "axes.labelcolor": "#333333", "xtick.color": "#444444", "ytick.color": "#444444",
         "legend.frameon": False, "svg.fonttype": "none",
     })
-    return plt
+
+
+def new_figure(figsize):
+    """A figure of its own, drawn by the Agg canvas (PNG); nothing to close afterwards."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def subplots(*grid, figsize, **options):
+    """(figure, its Axes): new_figure with Figure.subplots(*grid, **options) in it."""
+    fig = new_figure(figsize)
+    return fig, fig.subplots(*grid, **options)
 
 
 def save(fig, folder, name):
     fig.savefig(os.path.join(folder, name), bbox_inches="tight", facecolor="white",
                 metadata={"Software": f"{TOOL} {VERSION}"})
-    import matplotlib.pyplot as plt
-    plt.close(fig)
     return name
 
 
-def plot_loss(plt, hist, folder):
+def plot_loss(hist, folder):
     import numpy as np
     from matplotlib.ticker import FixedLocator
     series = [(k, hist[k]) for k in ("train_loss", "val_loss", "test_loss") if k in hist and len(hist[k])]
@@ -43,10 +59,10 @@ def plot_loss(plt, hist, folder):
     lr = hist.get("lr")
     lr_changes = lr is not None and len(lr) > 1 and np.nanmax(lr) > np.nanmin(lr)
     if lr_changes:
-        fig, (ax, ax_lr) = plt.subplots(2, 1, figsize=(8, 5.2), sharex=True,
+        fig, (ax, ax_lr) = subplots(2, 1, figsize=(8, 5.2), sharex=True,
                                         gridspec_kw={"height_ratios": [3.2, 1], "hspace": 0.12})
     else:
-        fig, ax = plt.subplots(figsize=(8, 4.2))
+        fig, ax = subplots(figsize=(8, 4.2))
         ax_lr = None
     epochs = np.arange(1, len(series[0][1]) + 1)
     finite = np.concatenate([v[np.isfinite(v)] for _, v in series])
@@ -215,7 +231,7 @@ def as_rgb(x):
     return np.repeat(picture[:, :, None], 3, axis=2) if picture.ndim == 2 else picture
 
 
-def plot_reconstructions(plt, samples, class_names, folder):
+def plot_reconstructions(samples, class_names, folder):
     import numpy as np
     images = samples["images"].astype(np.float64) / 255.0
     recon = samples["recon"].astype(np.float64)
@@ -225,7 +241,7 @@ def plot_reconstructions(plt, samples, class_names, folder):
     tiles = np.stack([as_rgb(p) for p in np.concatenate([images, recon, diff * 3.0])])
     h, w = tiles.shape[1:3]
     gap = max(1, h // 12)
-    fig, ax = plt.subplots(figsize=(1.3 * n + 1.0, 4.6))
+    fig, ax = subplots(figsize=(1.3 * n + 1.0, 4.6))
     ax.imshow((mosaic(tiles, 3, n, gap) * 255).round().astype(np.uint8), interpolation="nearest")  # uint8: fast
     ax.axis("off")
     step_x, step_y = w + gap, h + gap
@@ -241,7 +257,7 @@ def plot_reconstructions(plt, samples, class_names, folder):
     return save(fig, folder, "reconstructions.png")
 
 
-def plot_confusion(plt, ev, folder):
+def plot_confusion(ev, folder):
     import numpy as np
     cm = ev["confusion"]
     k = ev["k"]
@@ -249,7 +265,7 @@ def plot_confusion(plt, ev, folder):
     rows = cm.sum(axis=1, keepdims=True)
     frac = np.divide(cm, rows, out=np.zeros(cm.shape), where=rows > 0)
     size = max(5.5, 0.62 * k + 2.2)
-    fig, ax = plt.subplots(figsize=(size + 1.2, size))
+    fig, ax = subplots(figsize=(size + 1.2, size))
     im = ax.imshow(frac, cmap="Blues", vmin=0, vmax=1)
     ax.grid(False)
     ax.set_xticks(range(k))
@@ -277,14 +293,14 @@ def plot_confusion(plt, ev, folder):
     return save(fig, folder, "confusion.png")
 
 
-def plot_per_class(plt, ev, folder):
+def plot_per_class(ev, folder):
     import numpy as np
     from matplotlib import colormaps  # matplotlib >= 3.5; cm.get_cmap is gone in 3.9+
     from matplotlib.colors import Normalize
     acc = ev["per_class"]
     names = [plot_text(n) for n in ev["class_names"]]
     k = ev["k"]
-    fig, ax = plt.subplots(figsize=(7.5, 0.42 * k + 1.4))
+    fig, ax = subplots(figsize=(7.5, 0.42 * k + 1.4))
     y = np.arange(k)[::-1]
     colors = colormaps["RdYlGn"](Normalize(0.1, 0.95)(acc))
     ax.barh(y, acc * 100, color=colors, edgecolor="none", height=0.68)
@@ -305,11 +321,11 @@ def plot_per_class(plt, ev, folder):
     return save(fig, folder, "per_class_accuracy.png")
 
 
-def plot_timing(plt, stages, folder):
+def plot_timing(stages, folder):
     timed = [s for s in stages if s["seconds"] is not None]
     if not timed:
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(timed) + 1.2))
+    fig, ax = subplots(figsize=(7.5, 0.5 * len(timed) + 1.2))
     palette = ["#3b6fb6", "#2a9d8f", "#e9c46a", "#e07b39"]
     names = [s["stage"] for s in timed][::-1]
     secs = [s["seconds"] for s in timed][::-1]
@@ -325,11 +341,12 @@ def plot_timing(plt, stages, folder):
     return save(fig, folder, "timing.png")
 
 
-def plot_cv_grid(plt, grid, folder):
+def plot_cv_grid(grid, folder):
     """svm-fit --cv's (C, gamma) table as a heat map, the chosen pair boxed: the table that
     chose it (the accuracy, or the --cv-scoring score). A single pair has nothing to compare:
     no picture (its accuracy is in the stage table)."""
     import numpy as np
+    from matplotlib.patches import Rectangle
     by_score = grid.get("score_table") is not None
     table = grid["score_table"] if by_score else grid["table"]
     nc, ng = table.shape
@@ -339,7 +356,7 @@ def plot_cv_grid(plt, grid, folder):
     # log-loss itself (no %) with the colour scale reversed, so brighter is still better.
     log_loss = by_score and grid.get("scoring") == "log_loss"
     shown, scale = (-table, 1) if log_loss else (table, 100)
-    fig, ax = plt.subplots(figsize=(max(5.5, 1.25 * ng + 2.6), max(3.2, 0.62 * nc + 1.9)))
+    fig, ax = subplots(figsize=(max(5.5, 1.25 * ng + 2.6), max(3.2, 0.62 * nc + 1.9)))
     lo, hi = float(shown.min()), float(shown.max())
     im = ax.imshow(shown * scale, cmap="viridis_r" if log_loss else "viridis", vmin=lo * scale,
                    vmax=max(hi, lo + 1e-9) * scale, aspect="auto")
@@ -361,7 +378,7 @@ def plot_cv_grid(plt, grid, folder):
             ax.text(j, i, f"{shown[i, j]:.3f}" if log_loss else f"{100 * shown[i, j]:.1f} %", ha="center",
                     va="center", fontsize=9, color="#1d2b3a" if bright else "white",
                     fontweight="bold" if (i, j) == (bi, bj) else "normal")
-    ax.add_patch(plt.Rectangle((bj - 0.5, bi - 0.5), 1, 1, fill=False, ec="#e63946", lw=2.5))
+    ax.add_patch(Rectangle((bj - 0.5, bi - 0.5), 1, 1, fill=False, ec="#e63946", lw=2.5))
     cbar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
     cbar.set_label("log-loss, mean over the folds (lower is better)" if log_loss
                    else f"{grid['scoring']}, mean over the folds (%)" if by_score
@@ -372,7 +389,7 @@ def plot_cv_grid(plt, grid, folder):
     return save(fig, folder, "cv_grid.png")
 
 
-def plot_reliability(plt, ev, folder):
+def plot_reliability(ev, folder):
     """svm-eval's probabilities (svm-fit --probability) as a reliability diagram: per bin of
     the top-class probability, the mean confidence against the share right, with the counts
     below. A calibrated model lies on the diagonal."""
@@ -384,7 +401,7 @@ def plot_reliability(plt, ev, folder):
     edges = np.linspace(0, 1, bins + 1)
     centres = (edges[:-1] + edges[1:]) / 2
     filled = cal["count"] > 0
-    fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(6.4, 6.2), sharex=True,
+    fig, (ax, ax_n) = subplots(2, 1, figsize=(6.4, 6.2), sharex=True,
                                    gridspec_kw={"height_ratios": [3, 1.1], "hspace": 0.08})
     ax.plot([0, 1], [0, 1], ls="--", lw=1.2, color=COLORS["muted"], label="calibrated")
     ax.bar(centres[filled], cal["accuracy"][filled], width=1 / bins * 0.9, color=COLORS["train"], alpha=0.35,
@@ -419,14 +436,14 @@ def class_colors(k):
     return colormaps["hsv"](np.linspace(0, 1, k, endpoint=False))
 
 
-def plot_features_pca(plt, pca, class_names, folder):
+def plot_features_pca(pca, class_names, folder):
     """The features' 2-D view: the sampled rows projected on their first two principal
     components (load.features_pca), coloured by true class."""
     import numpy as np
     if pca is None or len(pca["xy"]) < 3:
         return None
     xy, labels = pca["xy"], pca["labels"]
-    fig, ax = plt.subplots(figsize=(8.6, 6.2))
+    fig, ax = subplots(figsize=(8.6, 6.2))
     size = 7 if len(xy) > 500 else 16  # thousands of points must not hide each other; a few must show
     if labels is None:
         ax.scatter(xy[:, 0], xy[:, 1], s=size, color=COLORS["train"], alpha=0.6, linewidths=0)
