@@ -62,8 +62,8 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
 
 // out[r] = |X[r,:]|² in double.
 void row_squared_norms(const float* X, int64_t n, int dim, double* out, cudaStream_t stream);
-// out[r,:] = X[rows[r],:].
-void gather_rows(const float* X, const int64_t* rows, int64_t n, int dim, float* out, cudaStream_t stream);
+// out[places[r],:] = X[r,:] for r < n.
+void scatter_rows(const float* X, const int64_t* places, int64_t n, int dim, float* out, cudaStream_t stream);
 // M [m x m], row stride ld, holds dot products in its upper triangle (row <= column). Turns
 // them into kernel values (rbf: exp(-gamma * max(0, |a|² + |b|² - 2 a.b)) in double, stored
 // as float; diagonal exactly 1) and mirrors them into the lower triangle.

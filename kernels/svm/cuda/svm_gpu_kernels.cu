@@ -43,11 +43,11 @@ __global__ void row_norms_kernel(const float* __restrict__ X, int64_t n, int dim
   if (lane == 0) out[row] = s;
 }
 
-__global__ void gather_rows_kernel(const float* __restrict__ X, const int64_t* __restrict__ rows, int dim,
-                                   float* __restrict__ out) {
+__global__ void scatter_rows_kernel(const float* __restrict__ X, const int64_t* __restrict__ places, int dim,
+                                    float* __restrict__ out) {
   const int64_t r = blockIdx.x;
-  const float* src = X + rows[r] * dim;
-  float* dst = out + r * dim;
+  const float* src = X + r * dim;
+  float* dst = out + places[r] * dim;
   for (int f = threadIdx.x; f < dim; f += blockDim.x) dst[f] = src[f];
 }
 
@@ -423,9 +423,9 @@ void row_squared_norms(const float* X, int64_t n, int dim, double* out, cudaStre
   AE_CUDA_LAUNCH_CHECK();
 }
 
-void gather_rows(const float* X, const int64_t* rows, int64_t n, int dim, float* out, cudaStream_t stream) {
+void scatter_rows(const float* X, const int64_t* places, int64_t n, int dim, float* out, cudaStream_t stream) {
   if (n == 0) return;
-  gather_rows_kernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(X, rows, dim, out);
+  scatter_rows_kernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(X, places, dim, out);
   AE_CUDA_LAUNCH_CHECK();
 }
 
