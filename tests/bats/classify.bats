@@ -88,19 +88,22 @@ PY
   "$BIN/svm-fit" -q --features "$TMP/fs.h5" --device cpu --probability -o "$TMP/sp.h5"
   "$BIN/svm-eval" -q --model "$TMP/sp.h5" --features "$TMP/fs.h5" --device cpu --tta flip,shift:1 -o "$TMP/ev.h5"
   "$BIN/svm-eval" -q --model "$TMP/sp.h5" --features "$TMP/fs.h5" --device cpu -o "$TMP/e1.h5"
+  "$BIN/svm-eval" -q --model "$TMP/sp.h5" --features "$TMP/fs.h5" --device cpu --tta flip -o "$TMP/e2.h5"
   run "$BIN/classify" --model "$W/model.h5" --svm "$TMP/sp.h5" --device cpu --json --top 10 --tta flip,shift:1 "$W"/png/*.png
   [ "$status" -eq 0 ]
   printf '%s\n' "$output" | grep '^{' > "$TMP/images.jsonl"
   run "$BIN/classify" --svm "$TMP/sp.h5" --features "$TMP/fs.h5" --device cpu --json --top 10 --tta flip,shift:1
   [ "$status" -eq 0 ]
   printf '%s\n' "$output" | grep '^{' > "$TMP/rows.jsonl"
-  run "$PYTHON" - "$TMP/images.jsonl" "$TMP/rows.jsonl" "$TMP/ev.h5" "$TMP/e1.h5" <<'PY'
+  run "$PYTHON" - "$TMP/images.jsonl" "$TMP/rows.jsonl" "$TMP/ev.h5" "$TMP/e1.h5" "$TMP/e2.h5" <<'PY'
 import json, sys, h5py, numpy as np
-e, e1 = h5py.File(sys.argv[3], "r"), h5py.File(sys.argv[4], "r")
+e, e1, e2 = (h5py.File(p, "r") for p in sys.argv[3:6])
 assert e.attrs["tta"] == "flip,shift:1", e.attrs["tta"]
 pred, prob = e["predictions"][...], e["probabilities"][...]
-# The views change something: the averaged probabilities are not the image's own.
+# The views change something: the averaged probabilities are neither the image's own nor
+# those of the image and its mirror alone (so matching them needs the shifted views).
 assert np.abs(prob - e1["probabilities"][...]).max() > 1e-3
+assert np.abs(prob - e2["probabilities"][...]).max() > 1e-3
 for path, count in ((sys.argv[1], 20), (sys.argv[2], 100)):
     rows = [json.loads(l) for l in open(path)]
     assert len(rows) == count, (path, len(rows))

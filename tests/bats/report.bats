@@ -809,8 +809,8 @@ cal = {"count": count, "confidence": np.linspace(0.05, 0.95, 10) + rng.uniform(-
        "accuracy": rng.uniform(0, 1, 10), "ece": 0.07, "log_loss": 0.9}
 for tta, suffix in (("flip,shift:2", " (TTA flip,shift:2)"), ("shift:1", " (TTA shift:1)"), ("flip", " (TTA flip)"),
                     ("none", ""), (None, "")):
-    plots.plot_reliability(dict(cal, tta=tta), "/nonexistent")
-    title = figures["reliability.png"].axes[0].get_title()
+    plots.plot_reliability({"calibration": dict(cal, tta=tta)}, "/nonexistent")
+    title = figures["reliability.png"].axes[0].get_title(loc="left")  # the style puts titles left
     assert title == "Reliability: log-loss 0.900, ECE 7.0 %" + suffix, (tta, title)
 PY
 }
