@@ -37,8 +37,10 @@ std::string view_label(const ImageView& view);
 
 class ViewSet {
  public:
-  // The image alone; a bool alone is the image and its mirror (ae-encode --flip).
-  ViewSet(bool flip = false, int shifts = 0);  // 0 <= shifts <= kMaxShifts, else std::invalid_argument
+  ViewSet() = default;  // the image alone
+  // With its mirror when `flip` and `shifts` shifted copies. Explicit: a bool is not a view
+  // set, and a call that passes one where a view set is wanted should not compile.
+  explicit ViewSet(bool flip, int shifts = 0);  // 0 <= shifts <= kMaxShifts, else std::invalid_argument
   // "none", or comma-separated terms "flip" and "shift:K" (K in 1..kMaxShifts), each at most
   // once, in any order; anything else: std::invalid_argument saying what is wrong.
   static ViewSet parse(const std::string& spec);

@@ -18,6 +18,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/sha256.h"
+#include "common/view_set.h"
 #include "kernels/ae/encoder.h"
 #include "kernels/ae/features_reader.h"
 #include "kernels/ae/model.h"
@@ -53,8 +54,10 @@ void add_options(CLI::App& app, Options& opt) {
                  "as 'outside (CLASS)', and --json says \"inside\": false");
   app.add_option("--top", opt.top, "Classes listed per image, best first")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", opt.batch_size, "Images per encoder pass")->check(CLI::PositiveNumber);
-  cae::add_flip_option(app, "--tta", opt.tta,
-                       "Test-time augmentation, as svm-eval --tta: none, or flip (average with the mirror)");
+  cae::add_view_set_option(app, "--tta", opt.tta,
+                           "Test-time augmentation, as svm-eval --tta: average each image's decision values over "
+                           "its views: flip (its mirror), shift:K (K shifted copies), flip,shift:K (and their "
+                           "mirrors); with --features, the views ae-encode --flip / --shifts wrote");
   app.add_flag("--allow-mismatch", opt.allow_mismatch,
                "Use an SVM trained on another encoder's features (refused otherwise)");
   app.add_option("images", opt.images, "PNG or JPEG files (any size; converted to the model's input shape)");
@@ -63,7 +66,8 @@ void add_options(CLI::App& app, Options& opt) {
       "Print one JSON line per image (or row) on stdout: {\"file\" (or \"row\"),\"label\",\"class\",\"scores\"}");
 }
 
-// The features to classify, [views·n, D] (the n rows, then their n mirrors with --tta flip).
+// The features to classify, [views·n, D]: view j of row i at row i + j·n (cae::ViewSet::views()
+// order, as ae-encode writes the views and average_views reads them).
 struct Queries {
   std::vector<float, ae::FeatureAllocator<float>> X;
   int64_t n = 0;
@@ -72,7 +76,7 @@ struct Queries {
 };
 
 // Images: decoded and converted first (a bad file fails the whole call), then encoded.
-Queries encode_images(const Options& opt, const svm::Classifier& clf, cae::Device device, int views) {
+Queries encode_images(const Options& opt, const svm::Classifier& clf, cae::Device device, const cae::ViewSet& tta) {
   ae::Encoder encoder(opt.model, device, 0, opt.batch_size);
   const ae::Architecture& arch = encoder.architecture();
   const int C = arch.input_channels(), H = arch.height(), W = arch.width();
@@ -96,18 +100,21 @@ Queries encode_images(const Options& opt, const svm::Classifier& clf, cae::Devic
     const std::vector<uint8_t> px = cae::convert_image(cae::decode_image_file(opt.images[i]), C, H, W);
     std::copy(px.begin(), px.end(), pixels.begin() + i * image_dim);
   }
-  q.X.resize(static_cast<size_t>(views * q.n * latent));
-  encoder.encode(pixels.data(), q.n, q.X.data(), views == 2 ? q.X.data() + q.n * latent : nullptr, "input", 0);
+  q.X.resize(static_cast<size_t>(tta.count() * q.n * latent));
+  // Each view's pixels made and encoded as ae-encode does, so a view's codes are its features.
+  const std::vector<cae::ImageView> views = tta.views();
+  for (size_t j = 0; j < views.size(); ++j)
+    encoder.encode_view(pixels.data(), q.n, views[j], q.X.data() + j * q.n * latent, "input", 0);
   q.origin = {opt.model, "its latent codes", static_cast<int>(latent), model_sha, clf.file().class_names};
   q.described = cae::strprintf("%lld images (%dx%dx%d", static_cast<long long>(q.n), C, H, W);
   q.device = "; " + encoder.describe();
   return q;
 }
 
-Queries read_rows(const Options& opt, const svm::Classifier& clf) {
+Queries read_rows(const Options& opt, const svm::Classifier& clf, const cae::ViewSet& tta) {
   ae::FeatureRequest request;
   request.split = opt.split;
-  request.mirrors = opt.tta == "flip";
+  request.ask_views(tta, "--tta");
   request.model_classes = clf.file().class_names;
   request.model_dim = clf.n_features();
   ae::FeatureRows rows = ae::read_features(opt.features, request);
@@ -128,8 +135,9 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   if (device == cae::Device::gpu) cae::cublas::preload();  // loads while the inputs are read
   const svm::Classifier clf = svm::Classifier::load(opt.svm);
   svm::require_classifier(clf, opt.svm);
-  const int views = opt.tta == "flip" ? 2 : 1;
-  Queries q = opt.features.empty() ? encode_images(opt, clf, device, views) : read_rows(opt, clf);
+  const cae::ViewSet tta = cae::ViewSet::parse(opt.tta);  // (checked by its option)
+  const int views = tta.count();
+  Queries q = opt.features.empty() ? encode_images(opt, clf, device, tta) : read_rows(opt, clf, tta);
   const int64_t n = q.n;
   svm::Rejection rejection;
   if (!opt.reject.empty()) {
@@ -137,7 +145,7 @@ void run(const Options& opt, const cae::CommonOptions& common) {
     svm::check_reject_model(one_class, opt.reject, clf, opt.svm, q.origin, opt.allow_mismatch);
     rejection = svm::reject_outside(one_class, opt.reject, q.X.data(), n, views, device);
   }
-  // --tta flip, as svm-eval --tta flip: each row's decision values are the mean of its two views'.
+  // As svm-eval --tta: each row's decision values are the mean of its views'.
   const std::vector<double> dec =
       svm::average_views(clf.decision_values(q.X.data(), views * n, device), n, clf.model().n_pairs(), views);
   const std::vector<int32_t> pred = clf.vote(dec, n);

@@ -182,9 +182,9 @@ void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int 
 namespace {
 
 FeatureRows read_libsvm_rows(const std::string& path, const FeatureRequest& request, int64_t limit) {
-  const cae::ViewSet views = request.views();
+  const cae::ViewSet& views = request.views;
   if (views.count() > 1)
-    throw cae::UsageError(request.mirror_option + " needs an HDF5 features file with /" + request.split + "/" +
+    throw cae::UsageError(request.views_option + " needs an HDF5 features file with /" + request.split + "/" +
                           cae::features_dataset(views.views()[1]) + " (ae-encode --flip / --shifts)");
   cae::LibsvmData d = cae::read_libsvm_data(path, request.model_classes, request.model_dim);
   FeatureRows rows;
@@ -223,8 +223,8 @@ FeatureRows read_features(const std::string& path, const FeatureRequest& request
   rows.available = reader.count(split);
   warn_beyond_limit(path, request, rows.available);
   rows.n = limit > 0 ? std::min(limit, rows.available) : rows.available;
-  reader.require_views(split, request.views(), request.mirror_option);
-  if (rows.n > 0) rows.split = reader.read_views(split, rows.n, request.views());
+  reader.require_views(split, request.views, request.views_option);
+  if (rows.n > 0) rows.split = reader.read_views(split, rows.n, request.views);
   rows.split.dim = reader.dim(split);
   rows.class_names = reader.class_names();
   rows.encoder_sha256 = reader.encoder_sha256();

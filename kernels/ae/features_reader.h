@@ -124,20 +124,16 @@ struct FeatureRequest {
   // The option that set `limit`, for a warning when it asks for more rows than there are
   // ("--train-limit"); "": no warning.
   std::string limit_option;
-  // Also other views' features (cae::ViewSet(mirrors, shifts): the mirrored images'
-  // /<split>/features_flip, the shifted ones' /<split>/features_shift1.., ae-encode --flip /
-  // --shifts), after the originals in the same buffer (FeaturesReader::read_views).
-  // `mirror_option` names the option that asks for them in the messages ("--augment flip");
-  // libsvm text has none (cae::UsageError).
-  bool mirrors = false;
-  std::string mirror_option = "--tta flip";
-  int shifts = 0;
-  cae::ViewSet views() const { return cae::ViewSet(mirrors, shifts); }
+  // Also other views' features (the mirrored images' /<split>/features_flip, the shifted
+  // ones' /<split>/features_shift1.., ae-encode --flip / --shifts), after the originals in
+  // the same buffer (FeaturesReader::read_views). `views_option` names the option that asks
+  // for them in the messages ("--augment flip,shift:2"); libsvm text has none (cae::UsageError).
+  cae::ViewSet views;
+  std::string views_option = "--tta";
   // Asks for the views of `views`, named "<option> <spec>" in the messages.
-  void ask_views(const cae::ViewSet& views, const std::string& option) {
-    mirrors = views.flip();
-    shifts = views.shifts();
-    mirror_option = option + " " + views.spec();
+  void ask_views(const cae::ViewSet& asked, const std::string& option) {
+    views = asked;
+    views_option = option + " " + asked.spec();
   }
   // libsvm text: the class names and feature count of the model the rows are for, so that
   // class c and feature f mean there what they mean here (cae::read_libsvm_data); empty / 0
@@ -149,7 +145,7 @@ struct FeatureRequest {
 enum class FeaturesFormat { ae_features, plain, libsvm_text };
 
 struct FeatureRows {
-  // [views·n, dim] (request.views() blocks of n rows: the n originals, then with mirrors
+  // [views·n, dim] (request.views blocks of n rows: the n originals, then with mirrors
   // their n mirrors, ...), labels repeated per view. With n = 0 no row is read: only split.dim is set.
   FeatureSplit split;
   int64_t n = 0;          // rows per view, after the limit

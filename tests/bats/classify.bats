@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
-# classify (issue 16): PNGs of 20 CIFAR-10 test images get exactly svm-eval's classes; a
-# 64x64 JPEG (another size) is classified; --json, --top; a corrupt or missing image is one
-# error line naming it. One small CPU run (500 images, 1 epoch, a narrow model) is shared.
+# classify (issue 16): PNGs of 20 CIFAR-10 test images get exactly svm-eval's classes (also
+# averaged over views, --tta, as svm-eval --tta); a 64x64 JPEG (another size) is classified;
+# --json, --top; a corrupt or missing image is one error line naming it. One small CPU run
+# (500 images, 1 epoch, a narrow model) is shared.
 
 load helpers
 
@@ -78,6 +79,53 @@ for i, r in enumerate(rows):
     for s in r["scores"]:
         assert abs(s["probability"] - prob[i, s["label"]]) < 1e-6, (s, prob[i])
 PY
+}
+
+@test "--tta flip,shift:1 on images and on --features rows: svm-eval --tta flip,shift:1's classes and probabilities" {
+  # Four views per image (the image, its mirror, shift 1 and its mirror), encoded by classify
+  # from the PNGs and by ae-encode from the dataset: the same codes, so the same averages.
+  "$BIN/ae-encode" -q --model "$W/model.h5" --data "$W/data.h5" --device cpu --flip --shifts 1 -o "$TMP/fs.h5"
+  "$BIN/svm-fit" -q --features "$TMP/fs.h5" --device cpu --probability -o "$TMP/sp.h5"
+  "$BIN/svm-eval" -q --model "$TMP/sp.h5" --features "$TMP/fs.h5" --device cpu --tta flip,shift:1 -o "$TMP/ev.h5"
+  "$BIN/svm-eval" -q --model "$TMP/sp.h5" --features "$TMP/fs.h5" --device cpu -o "$TMP/e1.h5"
+  "$BIN/svm-eval" -q --model "$TMP/sp.h5" --features "$TMP/fs.h5" --device cpu --tta flip -o "$TMP/e2.h5"
+  run "$BIN/classify" --model "$W/model.h5" --svm "$TMP/sp.h5" --device cpu --json --top 10 --tta flip,shift:1 "$W"/png/*.png
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep '^{' > "$TMP/images.jsonl"
+  run "$BIN/classify" --svm "$TMP/sp.h5" --features "$TMP/fs.h5" --device cpu --json --top 10 --tta flip,shift:1
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep '^{' > "$TMP/rows.jsonl"
+  run "$PYTHON" - "$TMP/images.jsonl" "$TMP/rows.jsonl" "$TMP/ev.h5" "$TMP/e1.h5" "$TMP/e2.h5" <<'PY'
+import json, sys, h5py, numpy as np
+e, e1, e2 = (h5py.File(p, "r") for p in sys.argv[3:6])
+assert e.attrs["tta"] == "flip,shift:1", e.attrs["tta"]
+pred, prob = e["predictions"][...], e["probabilities"][...]
+# The views change something: the averaged probabilities are neither the image's own nor
+# those of the image and its mirror alone (so matching them needs the shifted views).
+assert np.abs(prob - e1["probabilities"][...]).max() > 1e-3
+assert np.abs(prob - e2["probabilities"][...]).max() > 1e-3
+for path, count in ((sys.argv[1], 20), (sys.argv[2], 100)):
+    rows = [json.loads(l) for l in open(path)]
+    assert len(rows) == count, (path, len(rows))
+    for i, r in enumerate(rows):
+        assert r["label"] == pred[i], (path, i, r["label"], pred[i])
+        for s in r["scores"]:
+            assert abs(s["probability"] - prob[i, s["label"]]) < 1e-6, (path, i, s, prob[i])
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "--tta: a bad view set is one usage line (exit 2); views the features file lacks are one line (exit 1)" {
+  local spec
+  for spec in shift:0 shift:9 rotate flip,flip "flip,"; do
+    run "$BIN/classify" --model "$W/model.h5" --svm "$W/svm.h5" --device cpu --tta "$spec" "$W/png/000.png"
+    assert_error 2 "--tta"
+    run "$BIN/classify" --svm "$W/svm.h5" --features "$W/features.h5" --device cpu --tta "$spec"
+    assert_error 2 "--tta"
+  done
+  run "$BIN/classify" --svm "$W/svm.h5" --features "$W/features.h5" --tta shift:2 --device cpu
+  assert_error 1 "features.h5: /test/features_shift1 is missing: --tta shift:2 needs the features of the shifted images \(run ae-encode --shifts 2\)"
 }
 
 @test "a 64x64 JPEG is classified; the plain output names file and class" {

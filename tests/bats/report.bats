@@ -801,6 +801,17 @@ ax = fig.axes[0]
 legend = ax.get_legend().get_window_extent()
 for t in ax.texts:
     assert not legend.overlaps(t.get_window_extent()), (t.get_text(), legend, t.get_window_extent())
+
+# The reliability diagram's title names the eval's test-time views, whichever they are.
+rng = np.random.default_rng(5)
+count = rng.integers(1, 50, 10)
+cal = {"count": count, "confidence": np.linspace(0.05, 0.95, 10) + rng.uniform(-0.04, 0.04, 10),
+       "accuracy": rng.uniform(0, 1, 10), "ece": 0.07, "log_loss": 0.9}
+for tta, suffix in (("flip,shift:2", " (TTA flip,shift:2)"), ("shift:1", " (TTA shift:1)"), ("flip", " (TTA flip)"),
+                    ("none", ""), (None, "")):
+    plots.plot_reliability({"calibration": dict(cal, tta=tta)}, "/nonexistent")
+    title = figures["reliability.png"].axes[0].get_title(loc="left")  # the style puts titles left
+    assert title == "Reliability: log-loss 0.900, ECE 7.0 %" + suffix, (tta, title)
 PY
 }
 

@@ -19,6 +19,7 @@
 #include "common/hdf5_io.h"
 #include "common/log.h"
 #include "common/provenance.h"
+#include "common/view_set.h"
 #include "kernels/ae/features_file.h"
 #include "kernels/ae/features_reader.h"
 #include "kernels/ae/model.h"
@@ -389,9 +390,10 @@ ThreeFormats write_three_formats(const TempDir& dir) {
   cae::set_log_tool("ae-encode");  // the writer's created_by, which encoder_sha256 trusts
   {
     ae::FeaturesWriter w(t.ae, t.ae, arch);
-    w.begin_split("train", t.c.n, true);
-    w.write_rows("train", 0, t.c.n, t.c.X.data());
-    w.write_rows("train", 0, t.c.n, t.flipped.X.data(), true);
+    const cae::ViewSet image_and_mirror = cae::ViewSet::parse("flip");
+    w.begin_split("train", t.c.n, image_and_mirror);
+    w.write_rows("train", 0, t.c.n, t.c.X.data(), /*view=*/0);
+    w.write_rows("train", 0, t.c.n, t.flipped.X.data(), /*view=*/1);  // views() order: the image, its mirror
     w.write_labels("train", labels);
     w.finish(cae::Provenance{"ae-features", 1, "{}", {{"model.h5", std::string(64, 'e')}}},
              {"cpu", 1.0, 1.0, {"ant", "bee", "cat"}});
@@ -456,8 +458,8 @@ TEST(FormatsFeatureReader, MirrorsFollowTheOriginalsAndAreRefusedWhereAFileHasNo
   const ThreeFormats t = write_three_formats(dir);
   ae::FeatureRequest request;
   request.limit = 30;
-  request.mirrors = true;
-  request.mirror_option = "--augment flip";
+  request.ask_views(cae::ViewSet::parse("flip"), "--augment");
+  EXPECT_EQ(request.views_option, "--augment flip");
   const ae::FeatureRows rows = ae::read_features(t.ae, request);
   ASSERT_EQ(rows.n, 30);
   ASSERT_EQ(rows.split.n, 60);

@@ -412,8 +412,9 @@ def plot_reliability(ev, folder):
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("share of the bin predicted right")
     ax.legend(loc="upper left", fontsize=9)
+    tta = cal.get("tta")  # the eval's view set: "none", "flip", "shift:K", "flip,shift:K"
     ax.set_title(f"Reliability: log-loss {cal['log_loss']:.3f}, ECE {100 * cal['ece']:.1f} %"
-                 + (" (TTA flip)" if cal.get("tta") == "flip" else ""))
+                 + (f" (TTA {tta})" if tta and tta != "none" else ""))
     ax_n.bar(centres, cal["count"], width=1 / bins * 0.9, color=COLORS["accent"])
     for x, c in zip(centres, cal["count"]):
         if c:
