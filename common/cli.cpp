@@ -254,10 +254,6 @@ CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& 
   return default_means(app.add_option("--threads", threads, help)->check(CLI::NonNegativeNumber), meaning);
 }
 
-CLI::Option* add_flip_option(CLI::App& app, const std::string& name, std::string& value, const std::string& help) {
-  return app.add_option(name, value, help)->check(CLI::IsMember({"none", "flip"}));
-}
-
 CLI::Option* add_view_set_option(CLI::App& app, const std::string& name, std::string& value, const std::string& help) {
   const CLI::Validator view_set(
       [](std::string& spec) -> std::string {

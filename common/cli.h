@@ -78,9 +78,6 @@ CLI::Option* default_means(CLI::Option* opt, const std::string& meaning);
 CLI::Option* add_threads_option(
     CLI::App& app, int& threads, const std::string& help = "CPU threads",
     const std::string& meaning = "OMP_NUM_THREADS, else all cores; with --ranks N, the cores / N each");
-// An option NAME that takes none or flip (checked): flip uses the mirrored images' features
-// as well (/SPLIT/features_flip, ae-encode --flip); `help` says how. Returns the option.
-CLI::Option* add_flip_option(CLI::App& app, const std::string& name, std::string& value, const std::string& help);
 // An option NAME that takes a view set's spec (cae::ViewSet::parse, checked: "none", "flip",
 // "shift:K", "flip,shift:K"), the views of each image an ae-encode --flip / --shifts file
 // holds; `help` says how they are used. Returns the option.
