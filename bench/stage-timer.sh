@@ -41,15 +41,22 @@ json_array() {
   REPLY="[$out]"
 }
 
-json_string "$(basename "$1")"
+json_string "${1##*/}"
 stage=$REPLY
 json_array "$@"
 argv=$REPLY
-t0=$(date +%s.%N)
+# EPOCHREALTIME: seconds with microseconds, read without starting a process (its decimal
+# mark follows the locale, so only the digits are kept).
+t0=${EPOCHREALTIME//[^0-9]/}
 summary=$("$@" --json)
 rc=$?
-t1=$(date +%s.%N)
-line=$(printf '%s\n' "$summary" | grep '^{' | tail -1)
-printf '{"stage": %s, "wall": %s, "summary": %s, "argv": %s}\n' "$stage" \
-  "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" "${line:-null}" "$argv" >> "$STAGE_LOG"
+t1=${EPOCHREALTIME//[^0-9]/}
+wall_ms=$(( (t1 - t0 + 500) / 1000 ))
+printf -v wall '%d.%03d' $((wall_ms / 1000)) $((wall_ms % 1000))
+# The summary is the tool's last line that starts with "{".
+line=
+while IFS= read -r out_line; do
+  [[ $out_line == '{'* ]] && line=$out_line
+done <<< "$summary"
+printf '{"stage": %s, "wall": %s, "summary": %s, "argv": %s}\n' "$stage" "$wall" "${line:-null}" "$argv" >> "$STAGE_LOG"
 exit $rc
