@@ -98,6 +98,33 @@ PY
   [[ "$output" == *"% test accuracy; report in $WORK/run/report/index.html"* ]]
 }
 
+@test "the closing accuracy line is the same without h5dump on PATH (read by Python's h5py)" {
+  [ "$(cat "$WORK/first.rc")" -eq 0 ] || skip "the first pipeline run failed"
+  local eval_h5="$WORK/run/eval.h5" nohdf="$WORK/path-without-h5dump" old f cmds=()
+  # A known accuracy with more digits than the line shows; eval.h5's mtime is put back
+  # (nanoseconds included) so that nothing downstream re-runs.
+  touch -r "$eval_h5" "$WORK/eval.mtime"
+  old=$(h5_attr "$eval_h5" accuracy)
+  "$PYTHON" -c "import h5py, sys; h5py.File(sys.argv[1], 'r+').attrs['accuracy'] = 0.618034" "$eval_h5"
+  touch -r "$WORK/eval.mtime" "$eval_h5"
+  # Every command of /usr/bin (which /bin links to) but h5dump.
+  mkdir -p "$nohdf"
+  for f in /usr/bin/*; do [ "${f##*/}" = h5dump ] || cmds+=("$f"); done
+  ln -sf "${cmds[@]}" "$nohdf/"
+  ! PATH="$nohdf" command -v h5dump
+  : > "$WORK/run.log"
+  run pipeline_make pipeline
+  local status_h5dump=$status line_h5dump=${lines[${#lines[@]}-1]}
+  PATH="$nohdf" run pipeline_make pipeline
+  local status_python=$status line_python=${lines[${#lines[@]}-1]}
+  "$PYTHON" -c "import h5py, sys; h5py.File(sys.argv[1], 'r+').attrs['accuracy'] = float(sys.argv[2])" "$eval_h5" "$old"
+  touch -r "$WORK/eval.mtime" "$eval_h5"
+  assert_stages ""
+  local expected="pipeline: 61.80 % test accuracy; report in $WORK/run/report/index.html"
+  [ "$status_h5dump" -eq 0 ] && [ "$line_h5dump" = "$expected" ] || { echo "with h5dump: $status_h5dump '$line_h5dump'"; false; }
+  [ "$status_python" -eq 0 ] && [ "$line_python" = "$expected" ] || { echo "without h5dump: $status_python '$line_python'"; false; }
+}
+
 @test "touching model.h5 re-runs encode, fit, eval and report only" {
   : > "$WORK/run.log"
   sleep 1  # a visibly newer mtime on file systems with 1 s resolution
@@ -482,4 +509,60 @@ PY
   [ "$status" -ne 0 ]   # svm-fit: '5;touch' is not a number
   [ ! -e "$WORK/pwned-semicolon" ] && [ ! -e "$WORK/pwned-tick" ]
   [[ "$(cat "$WORK/run.log")" == *"svm-fit --features"*"--C 5;touch $WORK/pwned-semicolon \`touch"* ]]
+}
+
+@test "every .params stamp is named by the first 10 hex digits of its content's md5 (stage flags with quotes, \$ and \\)" {
+  local dir="$WORK/stamps"
+  mkdir -p "$dir"
+  # Stands in for every tool (the stamps are the subject): creates what -o names, the
+  # report's folder with its index.html.
+  cat > "$dir/fakerun" <<'EOF'
+#!/bin/bash
+out=
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
+case "$out" in */report) mkdir -p "$out" && : > "$out/index.html" ;; *) : > "$out" ;; esac
+EOF
+  chmod +x "$dir/fakerun"
+  # On make's command line $$ is one literal $.
+  local flags="--x 'single' \"double\" \$\$HOME back\\slash" literal="--x 'single' \"double\" \$HOME back\\slash"
+  run pipeline_make pipeline PREBUILT=1 RUN_DIR="$dir/run" DATA_DIR="$dir/data" RUN="$dir/fakerun" \
+    TRAIN_FLAGS="$flags train" ENCODE_FLAGS="$flags encode" FIT_FLAGS="$flags fit" EVAL_FLAGS="$flags eval"
+  [ "$status" -eq 0 ] || { printf '%s\n' "$output" | tail -20; false; }
+  local stamp name stage hash stages=()
+  for stamp in "$dir"/data/.params/*.params "$dir"/run/.params/*.params; do
+    name=$(basename "$stamp" .params)
+    stage=${name%-*}
+    stages+=("$stage")
+    [ -z "$(tail -c 1 "$stamp")" ] || { echo "$stamp: no final newline"; false; }
+    [ "$(wc -l < "$stamp")" -eq 1 ]
+    hash=$(head -c -1 "$stamp" | md5sum | cut -c1-10)
+    [ "${name##*-}" = "$hash" ] || { echo "$stamp: name hash ${name##*-}, md5 of its content $hash"; cat "$stamp"; false; }
+    case $stage in
+      data) [ "$(cat "$stamp")" = "source=$CIF train_limit=200 test_limit=100" ] || { echo "$stamp:"; cat "$stamp"; false; } ;;
+      *) [[ "$(cat "$stamp")" == *"flags=$literal $stage" ]] || { echo "$stamp:"; cat "$stamp"; false; } ;;
+    esac
+  done
+  [ "${stages[*]}" = "data encode eval fit train" ] || { echo "stamps: ${stages[*]}"; false; }
+}
+
+@test "bench/stage-timer.sh writes argv as JSON exactly (quotes, backslashes, blanks, control characters, UTF-8)" {
+  local dir="$WORK/stage-timer"
+  mkdir -p "$dir"
+  printf '%s\n' '#!/bin/bash' 'echo "progress line"' 'echo "{\"phases\": {\"total\": 0.5, \"compute\": 0.25}}"' 'exit 3' \
+    > "$dir/tool"
+  chmod +x "$dir/tool"
+  local args=('a"b' 'back\slash\\' 'two  spaces' $'tab\there' $'new\nline\n' $'cr\r\x01\x1f\x7f' '' 'é ü' \
+              '$HOME `x` $(y)' "'single'" '\u0041' '\n' '{"json": [1]}')
+  run env STAGE_LOG="$dir/stages.jsonl" "$REPO_ROOT/bench/stage-timer.sh" "$dir/tool" "${args[@]}"
+  [ "$status" -eq 3 ]   # the tool's exit status
+  [ "$(wc -l < "$dir/stages.jsonl")" -eq 1 ]
+  # The log's argv against the same words as Python receives them.
+  "$PYTHON" - "$dir/stages.jsonl" "$dir/tool" "${args[@]}" <<'PY'
+import json, sys
+rec = json.loads(open(sys.argv[1]).read())
+assert rec["argv"] == sys.argv[2:], (rec["argv"], sys.argv[2:])
+assert rec["stage"] == "tool", rec
+assert rec["summary"] == {"phases": {"total": 0.5, "compute": 0.25}}, rec
+assert 0 <= rec["wall"] < 60, rec
+PY
 }
