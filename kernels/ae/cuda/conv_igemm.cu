@@ -828,18 +828,6 @@ void dispatch(const ConvK& k, DType t, cudaStream_t stream) {
 
 }  // namespace
 
-const char* conv_tile_name(ConvTile t) {
-  switch (t) {
-    case ConvTile::automatic: return "automatic";
-    case ConvTile::m64n128s2: return "64x128/2";
-    case ConvTile::m64n128s3: return "64x128/3";
-    case ConvTile::m128n128s3: return "128x128/3";
-    case ConvTile::m256n128s3: return "256x128/3";
-    case ConvTile::m128n256s3: return "128x256/3";
-  }
-  return "?";
-}
-
 void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   if (a.images <= 0) return;
   init_kernels();

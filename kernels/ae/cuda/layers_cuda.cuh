@@ -80,7 +80,6 @@ enum class ConvShape : int { same3x3 = 0, point1x1 = 1, up2_parity = 2, down2_4x
 // each output's reduction in the same order, so the choice changes the speed, never a bit
 // (tests/gpu/test_plan_gpu.cu). automatic: a fixed rule on the GEMM's size.
 enum class ConvTile : int { automatic = 0, m64n128s2, m64n128s3, m128n128s3, m256n128s3, m128n256s3 };
-const char* conv_tile_name(ConvTile t);
 
 struct ConvArgs {
   const void* src = nullptr;  // NHWC [images][Hs][Ws][Cs], Cs a power of two ≥ 8
