@@ -195,12 +195,13 @@ $(eval $(call pl_stamp_rule,$(PL_EVAL_STAMP),eval))
 
 .PHONY: pipeline data train encode fit eval report pipeline-clean
 # The accuracy is read by h5dump (hdf5-tools, make deps), which starts in milliseconds; a
-# Python with h5py takes a few tenths of a second and is only asked where h5dump is missing.
+# Python with h5py takes a few tenths of a second and is only asked where h5dump is missing
+# (PYTHON, else the python3 first on PATH: a GPU host's h5py is often in its own environment).
 pipeline: $(PL_REPORT)
 	@acc=$$(if command -v h5dump >/dev/null; then h5dump -a accuracy -m %.17g $(call pl_q,$(PL_EVAL)) 2>/dev/null | \
-	  awk '$$1 == "(0):" { printf "%.2f %%", 100 * $$2 }'; else \
-	  $(PYTHON) -c 'import h5py, sys; print("%.2f %%" % (100 * h5py.File(sys.argv[1], "r").attrs["accuracy"]))' \
-	  $(call pl_q,$(PL_EVAL)) 2>/dev/null; fi); echo "pipeline: $${acc:+$$acc test accuracy; }report in $(PL_REPORT)"
+	  awk '$$1 == "(0):" { printf "%.2f %%", 100 * $$2 }'; else for py in $(call pl_q,$(PYTHON)) python3; do \
+	  $$py -c 'import h5py, sys; print("%.2f %%" % (100 * h5py.File(sys.argv[1], "r").attrs["accuracy"]))' \
+	  $(call pl_q,$(PL_EVAL)) 2>/dev/null && break; done; fi); echo "pipeline: $${acc:+$$acc test accuracy; }report in $(PL_REPORT)"
 
 # One stage each (a Slurm job runs one of these: pipelines/slurm/lib.sh).
 data: $(PL_DATASET)

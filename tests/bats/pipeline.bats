@@ -98,7 +98,7 @@ PY
   [[ "$output" == *"% test accuracy; report in $WORK/run/report/index.html"* ]]
 }
 
-@test "the closing accuracy line is the same without h5dump on PATH (read by Python's h5py)" {
+@test "the closing accuracy line is the same without h5dump on PATH (read by Python's h5py, PYTHON's or PATH's)" {
   [ "$(cat "$WORK/first.rc")" -eq 0 ] || skip "the first pipeline run failed"
   local eval_h5="$WORK/run/eval.h5" nohdf="$WORK/path-without-h5dump" old f cmds=()
   # A known accuracy with more digits than the line shows; eval.h5's mtime is put back
@@ -117,12 +117,16 @@ PY
   local status_h5dump=$status line_h5dump=${lines[${#lines[@]}-1]}
   PATH="$nohdf" run pipeline_make pipeline
   local status_python=$status line_python=${lines[${#lines[@]}-1]}
+  # A PYTHON without h5py (a GPU host's h5py lives in its own environment): python3 on PATH.
+  PATH="$nohdf" run pipeline_make pipeline PYTHON=/bin/false
+  local status_path=$status line_path=${lines[${#lines[@]}-1]}
   "$PYTHON" -c "import h5py, sys; h5py.File(sys.argv[1], 'r+').attrs['accuracy'] = float(sys.argv[2])" "$eval_h5" "$old"
   touch -r "$WORK/eval.mtime" "$eval_h5"
   assert_stages ""
   local expected="pipeline: 61.80 % test accuracy; report in $WORK/run/report/index.html"
   [ "$status_h5dump" -eq 0 ] && [ "$line_h5dump" = "$expected" ] || { echo "with h5dump: $status_h5dump '$line_h5dump'"; false; }
   [ "$status_python" -eq 0 ] && [ "$line_python" = "$expected" ] || { echo "without h5dump: $status_python '$line_python'"; false; }
+  [ "$status_path" -eq 0 ] && [ "$line_path" = "$expected" ] || { echo "PYTHON without h5py: $status_path '$line_path'"; false; }
 }
 
 @test "touching model.h5 re-runs encode, fit, eval and report only" {
