@@ -19,6 +19,7 @@
 #include "common/atomic_output.h"
 #include "common/blas_runtime.h"
 #include "common/cublas_runtime.h"
+#include "common/device.h"
 #include "common/error.h"
 #include "common/escape.h"
 #include "common/json.h"
@@ -414,6 +415,7 @@ int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
   }
   g_app = nullptr;  // app ends here
   cublas::settle();  // never exit while cuBLAS loads in the background (common/cublas_runtime.h)
+  settle_gpu_context();  // nor while the CUDA context is being created (common/device.h)
   return status;
 }
 

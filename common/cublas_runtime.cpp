@@ -1,5 +1,7 @@
 #include "common/cublas_runtime.h"
 
+#include "common/device.h"
+
 #ifdef CIFARAE_WITH_CUDA
 #include <dlfcn.h>
 
@@ -51,7 +53,10 @@ void start() {
 
 }  // namespace
 
-void preload() { start(); }
+void preload() {
+  start_gpu_context();
+  start();
+}
 
 void settle() {
   if (g_api.valid()) g_api.wait();

@@ -34,8 +34,9 @@ const Api& api();
 
 namespace cae::cublas {
 // Starts api()'s load on a background thread and returns at once; api() then waits for it.
-// Call it only where the GPU path is certain (not before a tool starts its ranks). Without
-// CUDA it does nothing.
+// Starts the GPU's context too (start_gpu_context, common/device.h): cuBLAS's tools need it
+// as well. Call it only where the GPU path is certain, once the GPU is set (not before a tool
+// starts its ranks). Without CUDA it does nothing.
 void preload();
 // Waits for a load that preload() started, if any. The tools call it before they return from
 // main: exit() tears down the CUDA runtime that libcublas's initialisers call into, and a

@@ -1,6 +1,8 @@
 #include "common/device.h"
 
 #include <cstdlib>
+#include <future>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -90,6 +92,28 @@ Device resolve_device(const std::string& requested) {
   }
   if (requested == "auto") return gpu_available() ? Device::gpu : Device::cpu;
   throw UsageError("--device must be auto, cpu or gpu, not '" + requested + "'");
+}
+
+namespace {
+std::once_flag g_context_started;
+std::future<void> g_context;
+}  // namespace
+
+void start_gpu_context() {
+#ifdef CIFARAE_WITH_CUDA
+  std::call_once(g_context_started, [] {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return;
+    // cudaFree(nullptr) is the runtime's documented way to create the context and nothing else.
+    g_context = std::async(std::launch::async, [device] {
+      if (cudaSetDevice(device) == cudaSuccess) cudaFree(nullptr);
+    });
+  });
+#endif
+}
+
+void settle_gpu_context() {
+  if (g_context.valid()) g_context.wait();
 }
 
 }  // namespace cae

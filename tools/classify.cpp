@@ -132,7 +132,7 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   if (opt.features.empty() == opt.images.empty()) throw cae::UsageError("give images, or --features FILE (not both)");
   if (opt.features.empty() && opt.model.empty()) throw cae::UsageError("images need --model (the autoencoder)");
   const cae::Device device = cae::resolve_device(common.device);
-  if (device == cae::Device::gpu) cae::cublas::preload();  // loads while the inputs are read
+  if (device == cae::Device::gpu) cae::cublas::preload();  // the context and cuBLAS, while the inputs are read
   const svm::Classifier clf = svm::Classifier::load(opt.svm);
   svm::require_classifier(clf, opt.svm);
   const cae::ViewSet tta = cae::ViewSet::parse(opt.tta);  // (checked by its option)

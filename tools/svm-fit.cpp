@@ -115,7 +115,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   const cae::GroupPlace& place = me.place;
   cae::GroupExchange& group = me.exchange;
   if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
-  if (device == cae::Device::gpu) cae::cublas::preload();  // loads while the inputs are read
+  if (device == cae::Device::gpu) cae::cublas::preload();  // the context and cuBLAS, while the inputs are read
   svm::set_cpu_threads(opt.threads);
   if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   cae::Stopwatch clock;

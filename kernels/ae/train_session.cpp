@@ -12,6 +12,7 @@
 #include "common/atomic_output.h"
 #include "common/cli.h"
 #include "common/dataset.h"
+#include "common/device.h"
 #include "common/error.h"
 #include "common/hdf5_io.h"
 #include "common/log.h"
@@ -175,6 +176,9 @@ TrainResult run_training(const TrainRequest& req) {
   const int threads = req.threads > 0 ? req.threads : omp_get_max_threads();
   if (req.device == cae::Device::cpu) cae::record_effective("threads", std::to_string(threads));
 
+  // A single GPU's context is made while the images are read (a group's ranks choose their
+  // GPUs in the backend).
+  if (req.device == cae::Device::gpu && !grouped) cae::start_gpu_context();
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   cae::DatasetReader data(req.data);
   const Architecture arch = build_architecture(req, data);
