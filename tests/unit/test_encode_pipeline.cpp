@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -153,38 +154,47 @@ TEST(EncodePipeline, SinkGetsEveryChunkOfAShareOnceInRowThenViewOrder) {
   }
 }
 
-TEST(EncodePipeline, RethrowsASinkFailureAndRunsNothingAfterIt) {
+// A pipeline of one view over the random inputs, for the failure tests.
+struct OneViewPipeline {
   PipelineDir dir;
-  write_inputs(dir);
-  cae::DatasetReader data(dir.file("data.h5"));
-  ae::Encoder encoder(dir.file("model.h5"), cae::Device::cpu, 1, 3);
-  ae::EncodePipeline pipeline(data, encoder, cae::ViewSet(false, 0).views(), kChunk);
-  int calls = 0;
-  try {
-    pipeline.run("train", 0, kTrain, [&](int64_t, int64_t, int, const float*) {
-      if (++calls == 2) throw std::runtime_error("out.h5: disk full");
-    });
-    FAIL() << "no exception";
-  } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "out.h5: disk full");
+  std::unique_ptr<cae::DatasetReader> data;
+  std::unique_ptr<ae::Encoder> encoder;
+  std::unique_ptr<ae::EncodePipeline> pipeline;
+  OneViewPipeline() {
+    write_inputs(dir);
+    data = std::make_unique<cae::DatasetReader>(dir.file("data.h5"));
+    encoder = std::make_unique<ae::Encoder>(dir.file("model.h5"), cae::Device::cpu, 1, 3);
+    pipeline = std::make_unique<ae::EncodePipeline>(*data, *encoder, cae::ViewSet(false, 0).views(), kChunk);
   }
+  // The message of the run's exception; "" when it ran through.
+  std::string failure(int64_t count, const ae::EncodePipeline::Sink& sink) {
+    try {
+      pipeline->run("train", 0, count, sink);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+TEST(EncodePipeline, RethrowsASinkFailureAndRunsNothingAfterIt) {
+  OneViewPipeline p;
+  int calls = 0;
+  EXPECT_EQ(p.failure(kTrain,
+                      [&](int64_t, int64_t, int, const float*) {
+                        if (++calls == 2) throw std::runtime_error("out.h5: disk full");
+                      }),
+            "out.h5: disk full");
   EXPECT_EQ(calls, 2);
 }
 
 TEST(EncodePipeline, RethrowsAReadFailureNamingTheFile) {
-  PipelineDir dir;
-  write_inputs(dir);
-  cae::DatasetReader data(dir.file("data.h5"));
-  ae::Encoder encoder(dir.file("model.h5"), cae::Device::cpu, 1, 3);
-  ae::EncodePipeline pipeline(data, encoder, cae::ViewSet(false, 0).views(), kChunk);
+  OneViewPipeline p;
   int calls = 0;
   // Rows past the end of train: the fifth chunk (rows 32..39 of 37) fails to read.
-  try {
-    pipeline.run("train", 0, kTrain + 2 * kChunk, [&](int64_t, int64_t, int, const float*) { ++calls; });
-    FAIL() << "no exception";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("data.h5"), std::string::npos) << e.what();
-  }
+  const std::string what = p.failure(kTrain + 2 * kChunk, [&](int64_t, int64_t, int, const float*) { ++calls; });
+  EXPECT_NE(what.find("data.h5"), std::string::npos) << what;
+  EXPECT_NE(what.find("past the end"), std::string::npos) << what;
   EXPECT_LE(calls, 4);
 }
 
