@@ -86,10 +86,8 @@ EncodePipeline::EncodePipeline(const cae::DatasetReader& data, Encoder& encoder,
                                int64_t chunk)
     : data_(data), encoder_(encoder), views_(std::move(views)), chunk_(chunk), io_(std::make_unique<IoThread>()) {
   const Architecture& a = encoder_.architecture();
-  for (int s = 0; s < 2; ++s) {
-    pixels_[s].resize(static_cast<size_t>(chunk_ * a.image_dim()));
-    features_[s].resize(static_cast<size_t>(chunk_ * a.latent_dim()));
-  }
+  for (std::vector<uint8_t>& slot : pixels_) slot.resize(static_cast<size_t>(chunk_ * a.image_dim()));
+  features_.resize(static_cast<size_t>(2 * chunk_ * a.latent_dim()));
 }
 
 EncodePipeline::~EncodePipeline() = default;
@@ -128,7 +126,7 @@ void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t
     for (int v = 0; v < nviews; ++v, ++pair) {
       const int f = static_cast<int>(pair % 2);
       wait(write_ticket[f], cae::Phase::write);
-      float* features = features_[f].data();
+      float* features = features_.data() + f * chunk_ * encoder_.architecture().latent_dim();
       {
         cae::PhaseScope computing(cae::Phase::compute);
         encoder_.encode_view(pixels_[p].data(), rows, views_[static_cast<size_t>(v)], features, split, row);

@@ -16,6 +16,7 @@
 #include "common/phases.h"
 #include "common/view_set.h"
 #include "kernels/ae/encoder.h"
+#include "kernels/ae/features_reader.h"
 
 namespace ae {
 
@@ -51,7 +52,9 @@ class EncodePipeline {
   std::vector<cae::ImageView> views_;
   int64_t chunk_;
   std::vector<uint8_t> pixels_[2];  // chunk k's pixels in slot k % 2
-  std::vector<float> features_[2];  // the u-th (chunk, view) pair's features in slot u % 2
+  // The u-th (chunk, view) pair's features in slot u % 2 of two, one after the other: 64 MB
+  // for the seed model, in huge pages (features_reader.h says why).
+  std::vector<float, FeatureAllocator<float>> features_;
   std::unique_ptr<IoThread> io_;
 };
 
