@@ -27,7 +27,7 @@ threads=()
 results="$OUT_DIR/results.tsv"
 : > "$results"
 # One warm-up run: the page cache holds the inputs for every timed run alike.
-"$A/bin/ae-encode" --quiet --device "$DEVICE" "${threads[@]}" "${extra[@]}" --model "$model" --data "$data" \
+"$A/bin/ae-encode" --quiet --device "$DEVICE" ${threads[@]+"${threads[@]}"} ${extra[@]+"${extra[@]}"} --model "$model" --data "$data" \
   -o "$OUT_DIR/warm.h5"
 rm -f "$OUT_DIR/warm.h5"
 for r in $(seq "$R"); do
@@ -35,7 +35,7 @@ for r in $(seq "$R"); do
     build="${!side}" out="$OUT_DIR/features-$side.h5"
     rm -f "$out"
     start=$(date +%s.%N)
-    "$build/bin/ae-encode" --quiet --json --device "$DEVICE" "${threads[@]}" "${extra[@]}" --model "$model" \
+    "$build/bin/ae-encode" --quiet --json --device "$DEVICE" ${threads[@]+"${threads[@]}"} ${extra[@]+"${extra[@]}"} --model "$model" \
       --data "$data" -o "$out" > "$OUT_DIR/run-$side-$r.json"
     end=$(date +%s.%N)
     "$PY" - "$side" "$r" "$start" "$end" "$OUT_DIR/run-$side-$r.json" >> "$results" <<'PY'

@@ -1,6 +1,7 @@
 // ae-encode: a trained autoencoder's latent codes (latent_dim = c·h·w of the model's
 // architecture, 8,192 for the seed model) for every image of a dataset, streamed chunk by
-// chunk so memory stays small (docs/FORMATS.md, "ae-features"). --flip and --shifts K also
+// chunk so memory stays small, the reading and writing overlapped with the encoding
+// (ae::EncodePipeline; docs/FORMATS.md, "ae-features"). --flip and --shifts K also
 // encode other views of every image (mirrored left to right, shifted: cae::ViewSet) into
 // /<split>/features_flip, features_shift1, ..., for svm-fit --augment and svm-eval --tta.
 #include <omp.h>
@@ -46,7 +47,8 @@ struct Options {
   cae::GroupOptions group;
 };
 
-// Images per streamed chunk: for the seed model ~3 MB of pixels and ~34 MB of features.
+// Images per streamed chunk: for the seed model ~3 MB of pixels and ~34 MB of features a
+// view (the pipeline holds two of each).
 constexpr int64_t kChunkImages = 1024;
 
 std::vector<std::string> parse_splits(const std::string& list) {
