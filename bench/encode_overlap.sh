@@ -43,19 +43,19 @@ import json, sys
 side, r, start, end, path = sys.argv[1:]
 j = json.load(open(path))
 p = j["phases"]
-print(side, r, f"{float(end) - float(start):.3f}",
+print(side, r, f"{float(end) - float(start):.3f}", f"io_read={j['io_read_seconds']:.3f} io_write={j['io_write_seconds']:.3f}" if "io_read_seconds" in j else "io: -",
       " ".join(f"{k}={p[k]:.3f}" for k in ("startup", "read", "hash", "compute", "write", "other", "total")), sep="\t")
 PY
   done
 done
 echo "ae-encode, $DEVICE, $((TRAIN + TEST)) images ${EXTRA:-}: A=$A B=$B ($(date -u +%Y-%m-%dT%H:%MZ))"
-echo -e "build\trun\twall_s\tphases (s; the main thread's: read/write = its waits for the disk)"
+echo -e "build\trun\twall_s\tI/O thread busy (s; B only)\tphases (s; B: the main thread's, read/write = its waits for the I/O thread)"
 cat "$results"
 "$PY" - "$results" <<'PY'
 import sys
 best = {}
 for line in open(sys.argv[1]):
-    side, _, wall, _ = line.rstrip("\n").split("\t")
+    side, _, wall = line.split("\t")[:3]
     best[side] = min(best.get(side, 1e9), float(wall))
 print(f"best wall: A {best['A']:.3f} s, B {best['B']:.3f} s, B/A {best['B'] / best['A']:.3f}")
 PY

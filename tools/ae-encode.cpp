@@ -179,6 +179,8 @@ void run(const Options& opt, const cae::CommonOptions& common) {
                              .add("images_per_second", rate)
                              .add("device", encoder.describe())
                              .add_raw("phases", cae::phases_json())
+                             .add("io_read_seconds", pipeline.read_seconds())
+                             .add("io_write_seconds", pipeline.sink_seconds())
                              .str());
 }
 

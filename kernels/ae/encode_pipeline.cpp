@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/phases.h"
+#include "common/timer.h"
 
 namespace ae {
 
@@ -114,7 +115,11 @@ void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t
   auto queue_read = [&](int64_t k) {
     uint8_t* out = pixels_[k % 2].data();
     const int64_t row = first + k * chunk_, rows = rows_of(k);
-    return io_->push([this, split, row, rows, out] { data_.read_images(split, row, rows, out); });
+    return io_->push([this, split, row, rows, out] {
+      cae::Stopwatch clock;
+      data_.read_images(split, row, rows, out);
+      read_seconds_ += clock.seconds();
+    });
   };
   uint64_t read_ticket[2] = {0, 0}, write_ticket[2] = {0, 0}, last = 0;
   for (int64_t k = 0; k < std::min<int64_t>(2, chunks); ++k) last = read_ticket[k] = queue_read(k);
@@ -132,7 +137,11 @@ void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t
         encoder_.encode_view(pixels_[p].data(), rows, views_[static_cast<size_t>(v)], features, split, row);
       }
       if (v + 1 == nviews && k + 2 < chunks) last = read_ticket[p] = queue_read(k + 2);
-      last = write_ticket[f] = io_->push([&sink, row, rows, v, features] { sink(row, rows, v, features); });
+      last = write_ticket[f] = io_->push([this, &sink, row, rows, v, features] {
+        cae::Stopwatch clock;
+        sink(row, rows, v, features);
+        sink_seconds_ += clock.seconds();
+      });
     }
     if (progress) progress(k * chunk_ + rows);
   }

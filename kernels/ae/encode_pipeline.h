@@ -39,6 +39,10 @@ class EncodePipeline {
   // feature, a full disk) is rethrown here and ends the run.
   void run(const std::string& split, int64_t first, int64_t count, const Sink& sink,
            const std::function<void(int64_t done)>& progress = {});
+  // The I/O thread's time so far in reading pixels and in the sink (overlapped with the
+  // encoding: what the run would take without it). Between runs only.
+  double read_seconds() const { return read_seconds_; }
+  double sink_seconds() const { return sink_seconds_; }
 
  private:
   class IoThread;
@@ -55,6 +59,7 @@ class EncodePipeline {
   // The u-th (chunk, view) pair's features in slot u % 2 of two, one after the other: 64 MB
   // for the seed model, in huge pages (features_reader.h says why).
   std::vector<float, FeatureAllocator<float>> features_;
+  double read_seconds_ = 0, sink_seconds_ = 0;  // the I/O thread's
   std::unique_ptr<IoThread> io_;
 };
 
