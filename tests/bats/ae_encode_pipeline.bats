@@ -43,6 +43,10 @@ teardown() {
   run "$BIN/ae-encode" "${args[@]}" --threads 2 --batch-size 64 --json -o "$TMP/chunked.h5"
   [ "$status" -eq 0 ]
   [[ "$output" == *'"images":2177'* ]]
+  # The I/O thread's reading and writing, and the main thread's encoding, are reported.
+  grep '^{' <<< "$output" | "$PYTHON" -c 'import json, sys
+j = json.load(sys.stdin)
+assert j["io_read_seconds"] > 0 and j["io_write_seconds"] > 0 and j["phases"]["compute"] > 0, j'
   "$BIN/ae-encode" -q "${args[@]}" --threads 2 --batch-size 4096 -o "$TMP/one_chunk.h5"
   "$BIN/ae-encode" -q "${args[@]}" --batch-size 64 --ranks 2 -o "$TMP/ranks.h5"
   "$PYTHON" - "$TMP/chunked.h5" "$TMP/one_chunk.h5" "$TMP/ranks.h5" <<'PY'
