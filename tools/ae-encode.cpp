@@ -1,6 +1,7 @@
 // ae-encode: a trained autoencoder's latent codes (latent_dim = c·h·w of the model's
 // architecture, 8,192 for the seed model) for every image of a dataset, streamed chunk by
-// chunk so memory stays small (docs/FORMATS.md, "ae-features"). --flip and --shifts K also
+// chunk so memory stays small, the reading and writing overlapped with the encoding
+// (ae::EncodePipeline; docs/FORMATS.md, "ae-features"). --flip and --shifts K also
 // encode other views of every image (mirrored left to right, shifted: cae::ViewSet) into
 // /<split>/features_flip, features_shift1, ..., for svm-fit --augment and svm-eval --tta.
 #include <omp.h>
@@ -23,6 +24,7 @@
 #include "common/provenance.h"
 #include "common/timer.h"
 #include "common/view_set.h"
+#include "kernels/ae/encode_pipeline.h"
 #include "kernels/ae/encoder.h"
 #include "kernels/ae/data_parallel.h"
 #include "kernels/ae/features_file.h"
@@ -45,7 +47,8 @@ struct Options {
   cae::GroupOptions group;
 };
 
-// Images per streamed chunk: for the seed model ~3 MB of pixels and ~34 MB of features.
+// Images per streamed chunk: for the seed model ~3 MB of pixels and ~34 MB of features a
+// view (the pipeline holds two of each).
 constexpr int64_t kChunkImages = 1024;
 
 std::vector<std::string> parse_splits(const std::string& list) {
@@ -98,7 +101,9 @@ void run(const Options& opt, const cae::CommonOptions& common) {
     cae::record_effective("threads", std::to_string(opt.threads > 0 ? opt.threads : omp_get_max_threads()));
   phase.emplace(cae::Phase::startup);  // the weights, the device and its context
   if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
-  ae::Encoder encoder(opt.model, device, opt.threads, opt.batch_size);
+  // The CUDA context is made while the first chunks are read, except on a group rank, whose
+  // GPU is this thread's choice (select_group_gpu).
+  ae::Encoder encoder(opt.model, device, opt.threads, opt.batch_size, /*gpu_setup_in_background=*/!place.grouped());
   const ae::Architecture& arch = encoder.architecture();
   encoder.check_input(opt.data, data.channels(), data.height(), data.width(), data.image_shape_str());
   phase.reset();
@@ -111,10 +116,9 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   }
   const int64_t chunk = std::max<int64_t>(opt.batch_size, kChunkImages / opt.batch_size * opt.batch_size);
   const int64_t dim = arch.latent_dim();
-  std::vector<uint8_t> pixels(static_cast<size_t>(chunk * arch.image_dim()));
-  std::vector<float> features(static_cast<size_t>(chunk * dim));  // one view of a chunk
   const cae::ViewSet views(opt.flip, opt.shifts);
-  const std::vector<cae::ImageView> view_list = views.views();
+  // Reads and writes on a thread of its own while this one encodes.
+  ae::EncodePipeline pipeline(data, encoder, views.views(), chunk);
   cae::Stopwatch clock;
   int64_t total = 0;
   for (const std::string& split : splits) {
@@ -122,24 +126,15 @@ void run(const Options& opt, const cae::CommonOptions& common) {
     if (lead) w->begin_split(split, n, views);
     const ae::ImageRange mine = ae::encode_share(n, opt.batch_size, place.rank, place.world);
     // What a rank other than 0 sends: its rows' features of each view.
-    std::vector<std::vector<float>> kept(view_list.size());
+    std::vector<std::vector<float>> kept(static_cast<size_t>(views.count()));
+    auto sink = [&](int64_t row, int64_t rows, int v, const float* features) {
+      if (lead)
+        w->write_rows(split, row, rows, features, v);
+      else
+        kept[size_t(v)].insert(kept[size_t(v)].end(), features, features + rows * dim);
+    };
     cae::ProgressBar bar("encode " + split, mine.count, "img");
-    for (int64_t row = mine.first; row < mine.first + mine.count; row += chunk) {
-      const int64_t rows = std::min(chunk, mine.first + mine.count - row);
-      phase.emplace(cae::Phase::read);
-      data.read_images(split, row, rows, pixels.data());
-      for (size_t v = 0; v < view_list.size(); ++v) {
-        phase.emplace(cae::Phase::compute);
-        encoder.encode_view(pixels.data(), rows, view_list[v], features.data(), split, row);
-        phase.emplace(cae::Phase::write);
-        if (lead)
-          w->write_rows(split, row, rows, features.data(), static_cast<int>(v));
-        else
-          kept[v].insert(kept[v].end(), features.begin(), features.begin() + rows * dim);
-      }
-      phase.reset();
-      bar.update(row + rows - mine.first);
-    }
+    pipeline.run(split, mine.first, mine.count, sink, [&](int64_t done) { bar.update(done); });
     bar.finish();
     if (place.grouped()) ae::gather_rank_features(group, w.get(), split, n, opt.batch_size, kept);
     if (lead) {
@@ -184,6 +179,8 @@ void run(const Options& opt, const cae::CommonOptions& common) {
                              .add("images_per_second", rate)
                              .add("device", encoder.describe())
                              .add_raw("phases", cae::phases_json())
+                             .add("io_read_seconds", pipeline.read_seconds())
+                             .add("io_write_seconds", pipeline.sink_seconds())
                              .str());
 }
 

@@ -9,10 +9,24 @@
 
 namespace ae {
 
-Encoder::Encoder(const std::string& model_path, cae::Device device, int threads, int batch)
+Encoder::Encoder(const std::string& model_path, cae::Device device, int threads, int batch,
+                 bool gpu_setup_in_background)
     : model_path_(model_path), model_(read_ae_params(model_path)), batch_(batch) {
-  backend_ = make_backend(device, model_.arch, OptimizerConfig{}, Precision::fp32, threads);
-  backend_->set_params(model_.params);
+  // The weights are read here, on the caller's thread: the setup thread touches no file.
+  auto setup = [this, device, threads] {
+    std::unique_ptr<AeBackend> b = make_backend(device, model_.arch, OptimizerConfig{}, Precision::fp32, threads);
+    b->set_params(model_.params);
+    return b;
+  };
+  if (gpu_setup_in_background && device == cae::Device::gpu)
+    backend_setup_ = std::async(std::launch::async, setup);
+  else
+    backend_ = setup();
+}
+
+AeBackend& Encoder::backend() const {
+  if (backend_setup_.valid()) backend_ = backend_setup_.get();
+  return *backend_;
 }
 
 void Encoder::check_input(const std::string& data, int C, int H, int W, const std::string& shape) const {
@@ -41,7 +55,7 @@ void Encoder::encode_view(const uint8_t* images, int64_t n, const cae::ImageView
 void Encoder::encode_checked(const uint8_t* images, int64_t n, float* codes, const std::string& what,
                              int64_t first_row) {
   cae::Stopwatch clock;
-  backend_->encode(images, n, batch_, codes);
+  backend().encode(images, n, batch_, codes);
   seconds_ += clock.seconds();
   const int64_t dim = model_.arch.latent_dim(), count = n * dim;
   int64_t bad = count;

@@ -1,0 +1,156 @@
+#include "kernels/ae/encode_pipeline.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "common/phases.h"
+#include "common/timer.h"
+
+namespace ae {
+
+// Runs queued tasks one at a time, in the order queued. Each task gets a ticket (1, 2, ...);
+// wait(t) returns once tasks 1..t have run. After a task throws, the rest are dropped and
+// every wait rethrows its exception.
+class EncodePipeline::IoThread {
+ public:
+  IoThread() : thread_([this] { loop(); }) {}
+  ~IoThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      queue_.clear();
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+
+  uint64_t push(std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(task));
+    changed_.notify_all();
+    return ++queued_;
+  }
+
+  // Drops the queued tasks and waits for the running one: nothing the caller owns is used
+  // after this returns.
+  void drop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_ += queue_.size();
+    queue_.clear();
+    changed_.wait(lock, [&] { return done_ == queued_; });
+  }
+
+  void wait(uint64_t ticket) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return done_ >= ticket || error_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      std::function<void()> task = std::move(queue_.front());
+      queue_.pop_front();
+      if (!error_) {
+        lock.unlock();
+        std::exception_ptr failure;
+        try {
+          task();
+        } catch (...) {
+          failure = std::current_exception();
+        }
+        lock.lock();
+        if (failure) error_ = failure;
+      }
+      ++done_;
+      changed_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::function<void()>> queue_;
+  uint64_t queued_ = 0, done_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+EncodePipeline::EncodePipeline(const cae::DatasetReader& data, Encoder& encoder, std::vector<cae::ImageView> views,
+                               int64_t chunk)
+    : data_(data), encoder_(encoder), views_(std::move(views)), chunk_(chunk), io_(std::make_unique<IoThread>()) {
+  const Architecture& a = encoder_.architecture();
+  for (std::vector<uint8_t>& slot : pixels_) slot.resize(static_cast<size_t>(chunk_ * a.image_dim()));
+  features_.resize(static_cast<size_t>(2 * chunk_ * a.latent_dim()));
+}
+
+EncodePipeline::~EncodePipeline() = default;
+
+// Two slots of pixels and two of features make the overlap: chunk k+2 is read into chunk k's
+// pixel slot once all of chunk k's views are encoded, and the (chunk, view) pair u+2 is
+// encoded into pair u's feature slot once pair u's features are written. Reads are queued
+// before writes, so the encoder waits on the disk as little as it can.
+void EncodePipeline::run(const std::string& split, int64_t first, int64_t count, const Sink& sink,
+                         const std::function<void(int64_t)>& progress) {
+  try {
+    run_chunks(split, first, count, sink, progress);
+  } catch (...) {
+    io_->drop();  // its queued tasks hold `sink` and the buffers
+    throw;
+  }
+}
+
+void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t count, const Sink& sink,
+                                const std::function<void(int64_t)>& progress) {
+  const int64_t chunks = (count + chunk_ - 1) / chunk_;
+  const int nviews = static_cast<int>(views_.size());
+  auto rows_of = [&](int64_t k) { return std::min(chunk_, count - k * chunk_); };
+  auto queue_read = [&](int64_t k) {
+    uint8_t* out = pixels_[k % 2].data();
+    const int64_t row = first + k * chunk_, rows = rows_of(k);
+    return io_->push([this, split, row, rows, out] {
+      cae::Stopwatch clock;
+      data_.read_images(split, row, rows, out);
+      read_seconds_ += clock.seconds();
+    });
+  };
+  uint64_t read_ticket[2] = {0, 0}, write_ticket[2] = {0, 0}, last = 0;
+  for (int64_t k = 0; k < std::min<int64_t>(2, chunks); ++k) last = read_ticket[k] = queue_read(k);
+  int64_t pair = 0;
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int p = static_cast<int>(k % 2);
+    const int64_t row = first + k * chunk_, rows = rows_of(k);
+    wait(read_ticket[p], cae::Phase::read);
+    for (int v = 0; v < nviews; ++v, ++pair) {
+      const int f = static_cast<int>(pair % 2);
+      wait(write_ticket[f], cae::Phase::write);
+      float* features = features_.data() + f * chunk_ * encoder_.architecture().latent_dim();
+      {
+        cae::PhaseScope computing(cae::Phase::compute);
+        encoder_.encode_view(pixels_[p].data(), rows, views_[static_cast<size_t>(v)], features, split, row);
+      }
+      if (v + 1 == nviews && k + 2 < chunks) last = read_ticket[p] = queue_read(k + 2);
+      last = write_ticket[f] = io_->push([this, &sink, row, rows, v, features] {
+        cae::Stopwatch clock;
+        sink(row, rows, v, features);
+        sink_seconds_ += clock.seconds();
+      });
+    }
+    if (progress) progress(k * chunk_ + rows);
+  }
+  wait(last, cae::Phase::write);
+}
+
+void EncodePipeline::wait(uint64_t ticket, cae::Phase phase) {
+  cae::PhaseScope waiting(phase);
+  io_->wait(ticket);
+}
+
+}  // namespace ae

@@ -1,0 +1,81 @@
+// ae-encode's GPU path (kernels/ae/encode_pipeline.h, Encoder's background GPU setup): an
+// Encoder whose CUDA context and weights are set up on a thread of its own while its caller
+// reads gives the synchronous Encoder's codes bit for bit, and the pipeline's features of
+// random images over several chunks (the last one partial, two views) are those of
+// encode_view on the whole range, bit for bit, and within the fp32 tolerance of the CPU's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/dataset.h"
+#include "common/hdf5_io.h"
+#include "common/provenance.h"
+#include "common/view_set.h"
+#include "kernels/ae/checkpoint.h"
+#include "kernels/ae/encode_pipeline.h"
+#include "kernels/ae/encoder.h"
+#include "kernels/ae/model.h"
+#include "tests/gpu/gpu_test_util.h"
+
+using namespace gpu_test;
+
+TEST(GpuEncodePipeline, BackgroundSetupAndPipelineGiveTheDirectCodes) {
+  REQUIRE_GPU();
+  const ae::Architecture arch = ae::Architecture::seed();
+  char tmpl[] = "/tmp/cae-encode-pipeline-gpu-XXXXXX";
+  const std::string dir = mkdtemp(tmpl), model = dir + "/model.h5", data_path = dir + "/data.h5";
+  ae::Checkpoint c;
+  c.arch = arch;
+  c.params = ae::init_params(arch, 7);
+  c.optimizer_kind = "adam";
+  ae::write_checkpoint(model, model, c, cae::Provenance{"ae-model", 1, "{}", {}});
+  const int64_t n = 2500, chunk = 1024;  // chunks of 1,024, 1,024 and 452
+  {
+    cae::Hdf5Writer w(data_path);
+    cae::ImageSplit s;
+    s.C = 3, s.H = 32, s.W = 32;
+    s.images = synthetic_images(int(n), 23);
+    for (int64_t i = 0; i < n; ++i) s.labels.push_back(uint8_t(i % 10));
+    cae::write_split(w, "train", s);
+    s.images.resize(size_t(s.image_bytes()));
+    s.labels.resize(1);
+    cae::write_split(w, "test", s);
+    cae::write_class_names(w, cae::cifar10_class_names());
+    cae::write_provenance(w, cae::Provenance{cae::kDatasetFormat, 1, "{}", {}});
+    w.close();
+  }
+  cae::DatasetReader data(data_path);
+  std::vector<uint8_t> images(size_t(n * data.image_bytes()));
+  data.read_images("train", 0, n, images.data());
+  const std::vector<cae::ImageView> views = cae::ViewSet(true, 0).views();
+  const size_t dim = size_t(arch.latent_dim());
+
+  ae::Encoder background(model, cae::Device::gpu, 0, 256, /*gpu_setup_in_background=*/true);
+  ae::Encoder direct(model, cae::Device::gpu, 0, 256), cpu(model, cae::Device::cpu, 0, 256);
+  std::vector<std::vector<float>> want(views.size(), std::vector<float>(n * dim));
+  for (size_t v = 0; v < views.size(); ++v) {
+    direct.encode_view(images.data(), n, views[v], want[v].data(), "train", 0);
+    std::vector<float> got(n * dim, std::nanf("")), reference(n * dim);
+    background.encode_view(images.data(), n, views[v], got.data(), "train", 0);
+    EXPECT_EQ(std::memcmp(got.data(), want[v].data(), got.size() * sizeof(float)), 0) << v;
+    cpu.encode_view(images.data(), n, views[v], reference.data(), "train", 0);
+    EXPECT_LT(rel_err(got, reference), 2e-3) << v;
+  }
+
+  ae::Encoder piped(model, cae::Device::gpu, 0, 256, /*gpu_setup_in_background=*/true);
+  ae::EncodePipeline pipeline(data, piped, views, chunk);
+  std::vector<std::vector<float>> got(views.size(), std::vector<float>(n * dim, std::nanf("")));
+  int calls = 0;
+  pipeline.run("train", 0, n, [&](int64_t row, int64_t rows, int v, const float* f) {
+    ++calls;
+    std::memcpy(got[size_t(v)].data() + row * int64_t(dim), f, size_t(rows) * dim * sizeof(float));
+  });
+  EXPECT_EQ(calls, 3 * int(views.size()));
+  for (size_t v = 0; v < views.size(); ++v)
+    EXPECT_EQ(std::memcmp(got[v].data(), want[v].data(), got[v].size() * sizeof(float)), 0) << v;
+  (void)!std::system(("rm -rf '" + dir + "'").c_str());
+}
