@@ -32,7 +32,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # unset ones keep pipeline.mk's and datasets.mk's defaults, which depend on DATASET).
 PIPELINE_VARS=(DATASET DATA_DIR CIFAR10_DIR FASHION_MNIST_DIR MNIST_DIR CIFAR100_DIR CIFAR100_LABELS FOLDER
                FOLDER_IMAGE_SIZE FOLDER_COLOR CONVERT_FLAGS TRAIN_LIMIT TEST_LIMIT PRESET EPOCHS BATCH SEED
-               ENCODER_CHANNELS VAL_SPLIT TRAIN_FLAGS ENCODE_FLAGS FIT_FLAGS EVAL_FLAGS DEVICE SVM_DEVICE)
+               ENCODER_CHANNELS VAL_SPLIT VIEWS TRAIN_FLAGS ENCODE_FLAGS FIT_FLAGS EVAL_FLAGS DEVICE SVM_DEVICE)
 # The settings that are paths: made absolute (the jobs run make in REPO_ROOT), and limited
 # to characters make can name as a file (no blanks, no : ; # $ % * ? [ ] \ = ' ").
 PATH_VARS=(DATA_DIR CIFAR10_DIR FASHION_MNIST_DIR MNIST_DIR CIFAR100_DIR FOLDER BIN)

@@ -14,7 +14,7 @@
 #   CIFAR10_DIR= (FASHION_MNIST_DIR MNIST_DIR CIFAR100_DIR FOLDER ...)  a local copy of the
 #                                         images (unset: the data job downloads them)
 #   TRAIN_LIMIT=  TEST_LIMIT=  PRESET=    as in make pipeline
-#   EPOCHS  BATCH  SEED  ENCODER_CHANNELS  VAL_SPLIT   as in make pipeline
+#   EPOCHS  BATCH  SEED  ENCODER_CHANNELS  VAL_SPLIT  VIEWS   as in make pipeline
 #   TRAIN_FLAGS= ENCODE_FLAGS= FIT_FLAGS= EVAL_FLAGS=   extra options for one stage
 #   BIN=                                  folder with the tools; empty = where PATH finds
 #                                         them here (make install PREFIX=...)

@@ -10,8 +10,8 @@
 #     SEED=1 ENCODER_CHANNELS=64,32
 #     SEED=2 ENCODER_CHANNELS=64,32 FIT_FLAGS="--C 5 --gamma 2x"
 # Names a line may set (Make variables of pipelines/pipeline.mk, passed to make as given):
-# SEED EPOCHS BATCH ENCODER_CHANNELS VAL_SPLIT PRESET TRAIN_FLAGS ENCODE_FLAGS FIT_FLAGS
-# EVAL_FLAGS. The dataset is the sweep's, shared by every run.
+# SEED EPOCHS BATCH ENCODER_CHANNELS VAL_SPLIT PRESET VIEWS TRAIN_FLAGS ENCODE_FLAGS
+# FIT_FLAGS EVAL_FLAGS. The dataset is the sweep's, shared by every run.
 # What a line does not set comes from the environment, as in submit.sh (--help there):
 # DATASET DATA_DIR CIFAR10_DIR TRAIN_LIMIT TEST_LIMIT EPOCHS BATCH SEED ... BIN PARTITION
 # ACCOUNT TIME SIGNAL_MARGIN DEVICE GPU_GRES SVM_DEVICE CPUS MEM, plus
@@ -49,7 +49,7 @@ MAX_PARALLEL="${MAX_PARALLEL:-}"
 # runs code).
 parsed="$("$PYTHON" - "$settings_file" <<'PY'
 import shlex, sys
-allowed = {"SEED", "EPOCHS", "BATCH", "ENCODER_CHANNELS", "VAL_SPLIT", "PRESET", "TRAIN_FLAGS",
+allowed = {"SEED", "EPOCHS", "BATCH", "ENCODER_CHANNELS", "VAL_SPLIT", "PRESET", "VIEWS", "TRAIN_FLAGS",
            "ENCODE_FLAGS", "FIT_FLAGS", "EVAL_FLAGS"}
 path = sys.argv[1]
 out = []

@@ -457,7 +457,7 @@ EOF2
   export SBATCH_LOG="$WORK/sbatch.log"
   rm -f "$SBATCH_LOG" "$SBATCH_LOG.n"
   run env PATH="$fake:$PATH" RUN_DIR="$WORK/slurm-run" DATA_DIR="$WORK/slurm-data" CIFAR10_DIR="$CIF" \
-    EPOCHS=3 PRESET=accurate BIN="$BUILD/bin" PARTITION=gpuq "$REPO_ROOT/pipelines/slurm/submit.sh"
+    EPOCHS=3 PRESET=accurate VIEWS=flip,shift:1 BIN="$BUILD/bin" PARTITION=gpuq "$REPO_ROOT/pipelines/slurm/submit.sh"
   [ "$status" -eq 0 ] || { echo "$output"; false; }
   [[ "$output" == *"submitted: convert 101, train 102, encode 103, fit 104, eval 105, report 106"* ]]
   "$PYTHON" - "$SBATCH_LOG" "$(cd "$BUILD/bin" && pwd)" "$REPO_ROOT" "$WORK" <<'PY'
@@ -480,6 +480,7 @@ for i, (job, args) in enumerate(sorted(jobs.items())):
     assert variables["RUN_DIR"] == f"{work}/slurm-run" and variables["BIN"] == bin_dir, variables
     assert variables["DATA_DIR"] == f"{work}/slurm-data" and variables["PRESET"] == "accurate", variables
     assert variables["EPOCHS"] == "3" and variables["DEVICE"] == "gpu" and variables["SVM_DEVICE"] == "cpu", variables
+    assert variables["VIEWS"] == "flip,shift:1", variables
     deps = [a for a in args if a.startswith("--dependency=")]
     assert deps == ([] if i == 0 else [f"--dependency=afterok:{job - 1}"]), (job, deps)
     assert "--partition=gpuq" in args
