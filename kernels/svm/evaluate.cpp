@@ -144,12 +144,25 @@ void check_reject_model(const Classifier& one_class, const std::string& path, co
 
 Rejection reject_outside(const Classifier& one_class, const std::string& model_path, const float* X, int64_t n,
                          int views, cae::Device device) {
-  const size_t values =
-      static_cast<size_t>(views) * static_cast<size_t>(n) * static_cast<size_t>(one_class.n_features());
-  std::vector<float> scratch(X, X + values);
-  const std::vector<double> dec =
-      average_views(one_class.decision_values(scratch.data(), views * n, device), n, 1, views);
-  const std::vector<int32_t> labels = one_class.vote(dec, n);
+  // The model scales its input in place, so rows are copied — one view of one block of
+  // rows at a time, not the whole input: the blocks are the CPU's own prediction blocks
+  // (decision_block_rows), so one view's values are the bits of one call over all rows,
+  // and the views are summed in average_views's order.
+  const int64_t D = one_class.n_features(), block = decision_block_rows(one_class.model());
+  std::vector<float> scratch(static_cast<size_t>(std::min(n, block) * D));
+  std::vector<double> sum(static_cast<size_t>(n));
+  for (int64_t first = 0; first < n; first += block) {
+    const int64_t rows = std::min(block, n - first);
+    for (int v = 0; v < views; ++v) {
+      const float* view_rows = X + (static_cast<size_t>(v) * static_cast<size_t>(n) + static_cast<size_t>(first)) * D;
+      std::copy(view_rows, view_rows + rows * D, scratch.begin());
+      const std::vector<double> dec = one_class.decision_values(scratch.data(), rows, device);
+      for (int64_t i = 0; i < rows; ++i) sum[static_cast<size_t>(first + i)] += dec[static_cast<size_t>(i)];
+    }
+  }
+  if (views > 1)
+    for (double& s : sum) s /= views;
+  const std::vector<int32_t> labels = one_class.vote(sum, n);
   Rejection r;
   r.model = model_path;
   r.inside.resize(static_cast<size_t>(n));

@@ -91,7 +91,8 @@ struct Rejection {
   double outside_fraction() const { return inside.empty() ? 0.0 : double(outside) / double(inside.size()); }
 };
 // X: [views·n, D] unscaled rows, view j of row i at i + j·n (as average_views; read only —
-// copied, since the model scales its input in place). A row is inside where the views'
+// copied one prediction block of one view at a time, since the model scales its input in
+// place; the copy is at most 4,096 rows, never the whole input). A row is inside where the views'
 // averaged one-class decision value is > 0: with one view, exactly libsvm's svm-predict on
 // the exported model (+1).
 Rejection reject_outside(const Classifier& one_class, const std::string& model_path, const float* X, int64_t n,

@@ -547,6 +547,45 @@ TEST(FormatsOneClassRejection, InsideWhereSvmPredictSaysPlusOne) {
   EXPECT_TRUE(std::equal(twice.begin(), twice.begin() + test.X.size(), test.X.begin()));
 }
 
+// More rows than one prediction block, three different views: reject_outside copies a
+// block of one view at a time, and decides exactly as the views' whole-input decision
+// values (one call per view) averaged by average_views.
+TEST(FormatsOneClassRejection, BlocksOfViewsDecideAsWholeViews) {
+  Cloud train = make_cloud(300, 6, 1, 22);
+  svm::ClassifierParams params;
+  params.kind = svm::SvmKind::one_class;
+  params.nu = 0.1;
+  params.gamma = "0.1";
+  params.log_summary = false;
+  svm::Classifier one_class;
+  std::vector<float> scratch = train.X;
+  one_class.fit(scratch.data(), train.y.data(), train.n, train.dim, params, cae::Device::cpu);
+  const int64_t block = svm::decision_block_rows(one_class.model());
+  const int views = 3;
+  Cloud test = make_cloud(static_cast<int>(2 * block + 37) * views, 6, 1, 22);  // train's centre
+  for (float& x : test.X) x *= 1.3f;  // wider: some rows fall outside
+  const int64_t n = test.n / views;
+  std::vector<double> dec;
+  for (int v = 0; v < views; ++v) {
+    std::vector<float> rows(test.X.begin() + v * n * test.dim, test.X.begin() + (v + 1) * n * test.dim);
+    const std::vector<double> d = one_class.decision_values(rows.data(), n, cae::Device::cpu);
+    dec.insert(dec.end(), d.begin(), d.end());
+  }
+  const std::vector<double> avg = svm::average_views(dec, n, 1, views);
+  const std::vector<float> before = test.X;
+  const svm::Rejection r = svm::reject_outside(one_class, "oc.h5", test.X.data(), n, views, cae::Device::cpu);
+  ASSERT_EQ(r.inside.size(), static_cast<size_t>(n));
+  int64_t outside = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(r.inside[i], avg[i] > 0 ? 1 : 0) << i;
+    outside += avg[i] > 0 ? 0 : 1;
+  }
+  EXPECT_EQ(r.outside, outside);
+  EXPECT_GT(outside, 0);
+  EXPECT_LT(outside, n);
+  EXPECT_EQ(test.X, before);  // read only
+}
+
 TEST(FormatsOneClassRejection, AccuracyInsideAndWhatClassifyPrints) {
   svm::Rejection r;
   r.inside = {1, 0, 1, 1, 0};
