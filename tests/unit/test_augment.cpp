@@ -21,21 +21,14 @@
 #include "kernels/ae/features_file.h"
 #include "kernels/ae/features_reader.h"
 #include "kernels/ae/model.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
 using cae::ImageView;
 using cae::ViewSet;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/test_augment_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { (void)!system(("rm -rf '" + path + "'").c_str()); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
+using cae_test::TempDir;
 
 std::vector<uint8_t> random_pixels(size_t count, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -24,24 +24,17 @@
 #include "kernels/ae/encoder.h"
 #include "kernels/ae/features_file.h"
 #include "kernels/ae/model.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
-struct PipelineDir {
-  std::string path;
-  PipelineDir() {
-    char tmpl[] = "/tmp/test_encode_pipeline_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~PipelineDir() { (void)!system(("rm -rf '" + path + "'").c_str()); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
+using cae_test::TempDir;
 
 const ae::Architecture kArch(3, 8, 8, {4, 2});
 const int64_t kTrain = 37, kTest = 11, kChunk = 8;  // 4 chunks + 5 rows; 1 chunk + 3 rows
 
 // A model of random weights and an image dataset of random pixels, in `dir`.
-void write_inputs(const PipelineDir& dir) {
+void write_inputs(const TempDir& dir) {
   ae::Checkpoint c;
   c.arch = kArch;
   c.params = ae::init_params(kArch, 5);
@@ -63,7 +56,7 @@ void write_inputs(const PipelineDir& dir) {
 
 // The features file of both splits in `views`: through the pipeline, or through the
 // sequential loop the pipeline replaces (the reference).
-void encode_file(const PipelineDir& dir, const std::string& out, const cae::ViewSet& views, bool pipelined) {
+void encode_file(const TempDir& dir, const std::string& out, const cae::ViewSet& views, bool pipelined) {
   cae::DatasetReader data(dir.file("data.h5"));
   ae::Encoder encoder(dir.file("model.h5"), cae::Device::cpu, 1, 3);
   ae::FeaturesWriter w(dir.file(out), out, kArch);
@@ -94,7 +87,7 @@ void encode_file(const PipelineDir& dir, const std::string& out, const cae::View
 }
 
 TEST(EncodePipeline, WritesTheSequentialLoopsFileByteForByte) {
-  PipelineDir dir;
+  TempDir dir;
   write_inputs(dir);
   const cae::ViewSet views(true, 2);
   ASSERT_EQ(views.count(), 6);
@@ -122,7 +115,7 @@ TEST(EncodePipeline, WritesTheSequentialLoopsFileByteForByte) {
 }
 
 TEST(EncodePipeline, SinkGetsEveryChunkOfAShareOnceInRowThenViewOrder) {
-  PipelineDir dir;
+  TempDir dir;
   write_inputs(dir);
   cae::DatasetReader data(dir.file("data.h5"));
   ae::Encoder encoder(dir.file("model.h5"), cae::Device::cpu, 1, 3);
@@ -156,7 +149,7 @@ TEST(EncodePipeline, SinkGetsEveryChunkOfAShareOnceInRowThenViewOrder) {
 
 // A pipeline of one view over the random inputs, for the failure tests.
 struct OneViewPipeline {
-  PipelineDir dir;
+  TempDir dir;
   std::unique_ptr<cae::DatasetReader> data;
   std::unique_ptr<ae::Encoder> encoder;
   std::unique_ptr<ae::EncodePipeline> pipeline;

@@ -28,18 +28,11 @@
 #include "kernels/svm/libsvm_format.h"
 #include "kernels/svm/metrics.h"
 #include "tests/support/svm_shortcuts.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/test_formats_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { (void)!system(("rm -rf '" + path + "'").c_str()); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
+using cae_test::TempDir;
 
 void quiet_libsvm(const char*) {}
 

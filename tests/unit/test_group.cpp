@@ -18,6 +18,7 @@
 #include "kernels/svm/group_fit.h"
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/probability.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -29,15 +30,7 @@ cae::EnvLookup env_of(std::map<std::string, std::string> vars) {
   };
 }
 
-// A fresh folder for one test's exchange files, removed afterwards.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/cae-group-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
+using cae_test::TempDir;
 
 TEST(GroupPlace, OptionsThenSlurmThenTorchrunElseNone) {
   const auto none = env_of({});

@@ -18,18 +18,11 @@
 #include "common/provenance.h"
 #include "kernels/ae/features_file.h"
 #include "kernels/ae/features_reader.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
-struct IoTempDir {
-  std::string path;
-  IoTempDir() {
-    char tmpl[] = "/tmp/cae-io-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
-    path = tmpl;
-  }
-  ~IoTempDir() { (void)!system(("rm -rf '" + path + "'").c_str()); }
-};
+using cae_test::TempDir;
 
 // Non-zero values drawn from `lo..hi`, a few distinct ones so that deflate compresses them.
 template <typename T>
@@ -59,7 +52,7 @@ void write_raw_dataset(const std::string& path, hid_t file_type, hid_t dcpl, hsi
 }
 
 TEST(Hdf5FastRead, DeflateChunksRoundTripWithAPartialLastChunk) {
-  IoTempDir tmp;
+  TempDir tmp;
   const std::string path = tmp.path + "/d.h5";
   const uint64_t n = 1000, chunk = 64;  // 15 whole chunks and one of 40 rows
   const std::vector<uint8_t> images = random_values<uint8_t>(n * 3 * 5 * 7, 1, 6, 1);
@@ -90,7 +83,7 @@ TEST(Hdf5FastRead, DeflateChunksRoundTripWithAPartialLastChunk) {
 }
 
 TEST(Hdf5FastRead, DamagedDeflateChunkIsOneErrorNamingTheFile) {
-  IoTempDir tmp;
+  TempDir tmp;
   const std::string path = tmp.path + "/damaged.h5";
   const uint64_t n = 512, chunk = 64;
   const std::vector<uint8_t> images = random_values<uint8_t>(n * 300, 1, 4, 3);
@@ -141,7 +134,7 @@ TEST(Hdf5FastRead, DamagedDeflateChunkIsOneErrorNamingTheFile) {
 }
 
 TEST(Hdf5FastRead, LayoutsWithoutAFastPathStillRead) {
-  IoTempDir tmp;
+  TempDir tmp;
   const hsize_t rows = 3000, cols = 1100;  // 13 MB of float32: large enough for the pread path
   const std::vector<float> values = random_values<float>(rows * cols, 1, 1000, 4);
   struct Case {
@@ -178,7 +171,7 @@ TEST(Hdf5FastRead, LayoutsWithoutAFastPathStillRead) {
 
 // A split of 72 MB: read through the parallel pread path into a huge-page buffer.
 TEST(Hdf5FastRead, FeaturesFileRoundTripAndANaNIsNamed) {
-  IoTempDir tmp;
+  TempDir tmp;
   const std::string path = tmp.path + "/features.h5";
   const ae::Architecture arch = ae::Architecture::seed();  // 8,192 features a row
   const int64_t n = 2200, d = arch.latent_dim();
@@ -215,7 +208,7 @@ TEST(Hdf5FastRead, FeaturesFileRoundTripAndANaNIsNamed) {
 
 // A format's reader names the tool that writes it; hdf5_io itself knows no tool names.
 TEST(Hdf5Format, TheCallerNamesTheWriterOfTheExpectedFormat) {
-  IoTempDir dir;
+  TempDir dir;
   const std::string path = dir.path + "/f.h5", bare = dir.path + "/bare.h5";
   {
     cae::Hdf5Writer w(path);
@@ -245,7 +238,7 @@ TEST(Hdf5Format, TheCallerNamesTheWriterOfTheExpectedFormat) {
 
 // Converting reads: integers of any width into int64, float64 into float32; never across kinds.
 TEST(Hdf5Format, ConvertingReadsStayWithinAKind) {
-  IoTempDir dir;
+  TempDir dir;
   const std::string path = dir.path + "/c.h5";
   std::mt19937 rng(3);
   std::uniform_real_distribution<double> u(-1e6, 1e6);

@@ -24,20 +24,13 @@
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/probability.h"
 #include "tests/support/libsvm_export.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
 void quiet(const char*) {}
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char dir[] = "/tmp/test_probability_XXXXXX";
-    if (mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp");
-    path = dir;
-  }
-  ~TempDir() { (void)!system(("rm -rf '" + path + "'").c_str()); }
-};
+using cae_test::TempDir;
 
 // k Gaussian clouds in `dim` dimensions, overlapping (spread), labels cycling 0..k-1.
 void make_data(int n, int dim, int k, unsigned seed, double spread, std::vector<float>& X, std::vector<int32_t>& y) {

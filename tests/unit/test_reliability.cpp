@@ -25,6 +25,7 @@
 #include "common/hdf5_io.h"
 #include "common/hdf5_probe.h"
 #include "tests/fuzz/fuzz_readers.h"
+#include "tests/support/temp_dir.h"
 
 #include <cmath>
 
@@ -258,14 +259,7 @@ TEST(Reliability, SvmModelWithNaNIsRefused) {
 
 // ---- issue 19 ------------------------------------------------------------------------
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/cae-rel-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
+using cae_test::TempDir;
 
 void write_small(const std::string& path) {
   cae::Hdf5Writer w(path);

@@ -19,6 +19,7 @@
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/probability.h"
 #include "kernels/svm/resume.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -46,14 +47,7 @@ Rows clouds(int n, int dim, int classes, unsigned seed) {
   return r;
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/test_svm_resume_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { (void)!system(("rm -rf '" + path + "'").c_str()); }
-};
+using cae_test::TempDir;
 
 // A stop request after `units` calls of stop_requested (one call per unit about to start).
 std::function<bool()> stop_after(int units) {
