@@ -33,7 +33,7 @@ struct Options {
   std::string features, kernel = "rbf", C = "10", gamma = "scale", scale = "standard", augment = "none";
   std::string export_libsvm, class_weight = "none", kind = "c-svc", cv_scoring = "accuracy";
   double tol = 1e-3, nu = std::nan("");  // NaN: not given (svm::plan_kind)
-  int64_t cache_mb = 2048, train_limit = 0, cv = 0, cv_seed = 1;
+  int64_t cache_mb = 0, train_limit = 0, cv = 0, cv_seed = 1;
   int threads = 0;
   bool probability = false, resume = false;
   cae::GroupOptions group;
@@ -85,7 +85,10 @@ void add_options(CLI::App& app, Options& opt) {
   app.add_option("--scale", opt.scale, "Feature standardisation (mean/std of the training rows)")
       ->check(CLI::IsMember({"standard", "none"}));
   app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");
-  app.add_option("--cache-mb", opt.cache_mb, "Memory for kernel values, MB")->check(CLI::PositiveNumber);
+  cae::default_means(app.add_option("--cache-mb", opt.cache_mb, "Memory for the CPU's kernel values, MB (a class "
+                                    "pair's matrix beyond it is computed row by row, many times slower)")
+                         ->check(CLI::PositiveNumber),
+                     "half the memory left after the training rows, shared by a group's ranks");
   cae::default_means(app.add_option("--train-limit", opt.train_limit,
                                     "Use the first N training rows (0 = all; more than there are = all, with "
                                     "a warning)")
@@ -151,7 +154,10 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   params.class_weight = svm::resolve_class_weights(opt.class_weight, y, n, names);  // per image
   params.class_weight_spec = opt.class_weight;
   params.standardize = opt.scale == "standard";
-  params.cache_mb = opt.cache_mb;
+  params.cache_mb = opt.cache_mb ? opt.cache_mb
+                                 : svm::default_cache_mb(cae::usable_memory_bytes(), train.X.size() * sizeof(float),
+                                                         place.world);
+  cae::record_effective("cache-mb", std::to_string(params.cache_mb));
   params.data_name = opt.features;
   params.group = place.grouped() ? &group : nullptr;
   plan.seed = static_cast<uint64_t>(opt.cv_seed);

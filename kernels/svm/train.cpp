@@ -117,6 +117,12 @@ void check_training_labels(const TrainPlan& plan, const int32_t* y, int64_t n,
   if (plan.probability_folds != 0) check_sigmoid_data(y, n, data_name);
 }
 
+int64_t default_cache_mb(uint64_t usable_bytes, uint64_t rows_bytes, int ranks) {
+  const uint64_t left = usable_bytes > rows_bytes ? usable_bytes - rows_bytes : 0;
+  const uint64_t mb = left / 2 / static_cast<uint64_t>(std::max(ranks, 1)) >> 20;
+  return static_cast<int64_t>(std::clamp<uint64_t>(mb, 64, uint64_t{1} << 40));  // no limit known: UINT64_MAX
+}
+
 ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, int64_t n,
                                    const std::vector<std::string>& class_names) {
   ClassWeights w;

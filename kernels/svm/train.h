@@ -93,6 +93,14 @@ void check_training_labels(const TrainPlan& plan, const int32_t* y, int64_t n,
 ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, int64_t n,
                                    const std::vector<std::string>& class_names);
 
+// svm-fit's --cache-mb when not given: half of the memory this process may use
+// (`usable_bytes`: cae::usable_memory_bytes) once the training rows (`rows_bytes`) are
+// held, shared by the `ranks` of a group (which may share one node), at least 64 MB. A
+// kernel matrix is allocated for what a pair needs, never for the budget, so a large
+// budget costs nothing where the pairs are small; where they are large it keeps them dense
+// (the row-cache fallback is many times slower) and the classes' diagonal blocks cached.
+int64_t default_cache_mb(uint64_t usable_bytes, uint64_t rows_bytes, int ranks);
+
 // The log lines of a finished search: every pair's accuracy (and score, when the scoring is
 // not the accuracy), then the best one (`rows`: how many rows the refit sees).
 void log_model_selection(const ModelSelection& s, int64_t rows);

@@ -141,7 +141,7 @@ SKIP_ATTRS="params,created,created_at,predict_seconds,fit_seconds,cv_seconds,pro
     # Options whose 0 or -1 stands for a rule: each says what it means.
     while read -r line; do
       [[ "$line" == *"(default: "* ]] || { echo "$tool: $line"; false; }
-    done < <(grep -E -- "^ *--(val-split|train-limit|test-limit|threads|gpus|ranks|rank|world-size|local-rank|limit|cv|rendezvous) " <<< "$output")
+    done < <(grep -E -- "^ *--(val-split|train-limit|test-limit|threads|gpus|ranks|rank|world-size|local-rank|limit|cv|rendezvous|cache-mb) " <<< "$output")
   done
   run "$BIN/ae-train" --help
   [[ "$output" == *"--val-split INT >= 0 (default: a tenth of the training images"* ]]
@@ -153,6 +153,7 @@ import sys, json, h5py
 p = json.loads(h5py.File(sys.argv[1], "r").attrs["params"])
 assert p["train-limit"] == "all" and p["rank"].endswith("not in a group") and p["ranks"] == "one process, not a group", p
 assert p["threads"].isdigit() and int(p["threads"]) >= 1, p
-assert not [k for k, v in p.items() if v in ("-1", "0") and k in ("threads", "rank", "world-size", "gpus", "ranks", "train-limit", "cv")], p
+assert p["cache-mb"].isdigit() and int(p["cache-mb"]) >= 64, p
+assert not [k for k, v in p.items() if v in ("-1", "0") and k in ("threads", "rank", "world-size", "gpus", "ranks", "train-limit", "cv", "cache-mb")], p
 PY
 }

@@ -161,6 +161,28 @@ PY
   [ "$status" -eq 0 ]
 }
 
+@test "svm-fit: a pair beyond --cache-mb is solved row by row with one warning (over every --cv fold); the default's MB are recorded" {
+  # Two classes of ~1,000 rows: each fold's pair matrix (~1,333 rows, 7 MB) and the refit's
+  # (16 MB) exceed 1 MB.
+  features_variant "$TMP/two.h5" "ytr = ytr % 2; yte = yte % 2"
+  run "$BIN/svm-fit" --device cpu --features "$TMP/two.h5" --cv 3 --cache-mb 1 -o "$TMP/rows.h5"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c 'warning: svm: a kernel matrix of [0-9]* rows needs [0-9]* MB, more than --cache-mb 1: its rows are computed as the solver asks for them' <<< "$output")" -eq 1 ]
+  run "$BIN/svm-fit" --device cpu --features "$TMP/two.h5" -o "$TMP/dense.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" != *"more than --cache-mb"* ]]
+  [[ "$output" == *"(1 with the whole kernel matrix in memory)"* ]]
+  # Not given, --cache-mb is half the memory left after the rows: a number in the params,
+  # at least 64 MB.
+  "$PYTHON" - "$TMP/dense.h5" "$TMP/rows.h5" <<'PY'
+import json, sys, h5py
+dense, rows = (json.loads(h5py.File(p, "r").attrs["params"]) for p in sys.argv[1:3])
+assert dense["cache-mb"].isdigit() and int(dense["cache-mb"]) >= 64, dense
+assert rows["cache-mb"] == "1", rows
+PY
+}
+
 @test "bad input: features file without labels" {
   features_variant "$TMP/nolabels.h5" 'drop = ["/train/labels", "/test/labels"]'
   run "$BIN/svm-fit" --features "$TMP/nolabels.h5" -o "$TMP/svm.h5"

@@ -677,6 +677,16 @@ TEST(SvmSmo, ClassBoundsHoldAndKktIsMet) {
   EXPECT_EQ(same.rho, plain.rho);
 }
 
+// svm-fit's default --cache-mb: half of what is left after the rows, per rank, at least 64 MB.
+TEST(SvmCacheBudget, HalfTheMemoryLeftSharedByTheRanks) {
+  const uint64_t gb = uint64_t{1} << 30;
+  EXPECT_EQ(svm::default_cache_mb(24 * gb, 4 * gb, 1), 10 * 1024);
+  EXPECT_EQ(svm::default_cache_mb(24 * gb, 4 * gb, 2), 5 * 1024);
+  EXPECT_EQ(svm::default_cache_mb(24 * gb, 0, 0), 12 * 1024);   // no group counts as one rank
+  EXPECT_EQ(svm::default_cache_mb(gb, 2 * gb, 1), 64);          // rows larger than the memory
+  EXPECT_EQ(svm::default_cache_mb(UINT64_MAX, 0, 1), int64_t{1} << 40);  // no limit known
+}
+
 TEST(SvmClassWeights, BalancedNamesAndLabels) {
   const std::vector<int32_t> y = {0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 2};
   const std::vector<std::string> names = {"cat", "dog", "owl"};

@@ -7,7 +7,9 @@
 //             sgemm, the diagonal blocks K_cc come from a per-class cache (one ssyrk per
 //             class for the whole fit, while the budget holds them) or are computed in place.
 //   rows    — when the pair matrix does not fit: an LRU cache of kernel rows, each row one
-//             sgemv over the pair's samples (slow, like stock libsvm; a fallback only).
+//             sgemv over the pair's samples (slow, like stock libsvm; a fallback only, said
+//             in a warning). svm-fit's default budget is half the memory left
+//             (default_cache_mb), so on a machine with the room the pairs stay dense.
 #include <cblas.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <cstring>
 #include <list>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include "common/log.h"
@@ -24,6 +27,21 @@
 #include "kernels/svm/svm.h"
 
 namespace svm {
+
+namespace {
+// Said once per process (a cross-validation may fall back in every fold): the fallback is
+// correct but computes each kernel row as the solver asks for it, often 10-20x slower.
+void warn_rows_on_demand(int64_t rows, int64_t budget_bytes) {
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    const long long need_mb = (rows * rows * static_cast<int64_t>(sizeof(float)) >> 20) + 1;
+    cae::log_warn("svm: a kernel matrix of %lld rows needs %lld MB, more than --cache-mb %lld: its rows are "
+                  "computed as the solver asks for them, many times slower (give --cache-mb %lld or more where "
+                  "the memory is there)",
+                  static_cast<long long>(rows), need_mb, static_cast<long long>(budget_bytes >> 20), need_mb);
+  });
+}
+}  // namespace
 
 const char* kernel_name(KernelType k) { return k == KernelType::linear ? "linear" : "rbf"; }
 
@@ -277,6 +295,7 @@ std::vector<PairSolution> solve_pairs_cpu(const float* X, const int32_t* y, int6
         std::memcpy(Xp.data() + na * dim, db.X.data(), sizeof(float) * static_cast<size_t>(nb * dim));
         std::copy(da.norms.begin(), da.norms.end(), np_norms.begin());
         std::copy(db.norms.begin(), db.norms.end(), np_norms.begin() + na);
+        warn_rows_on_demand(np, budget);
         diag_cache.shrink_to(0);
         pair_matrix.clear();
         pair_matrix.shrink_to_fit();
@@ -428,6 +447,7 @@ Model fit_one_class_cpu(const float* X, int64_t n, int dim, const FitParams& p) 
     DenseRows rows(M.data(), static_cast<int>(n));
     r = solve_one_class(rows, static_cast<int>(n), p.nu, p.tol);
   } else {
+    warn_rows_on_demand(n, budget);
     CachedRows rows(spec, X, norms.data(), static_cast<int>(n), dim, budget);
     r = solve_one_class(rows, static_cast<int>(n), p.nu, p.tol);
   }
