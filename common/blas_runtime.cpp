@@ -16,6 +16,7 @@
 // still links against another BLAS, where they are simply not called.
 extern "C" {
 void openblas_set_num_threads(int num_threads) __attribute__((weak));
+int openblas_get_num_threads(void) __attribute__((weak));
 char* openblas_get_corename(void) __attribute__((weak));
 void gotoblas_dynamic_init(void) __attribute__((weak));
 void gotoblas_dynamic_quit(void) __attribute__((weak));
@@ -78,8 +79,30 @@ const char* tool_name(char** argv) {
 // differs between builds (a CUDA build maps ~250 MB before main()).
 uint64_t mapped_mb() { return proc_status_bytes("VmSize") >> 20; }
 
-// What one OpenBLAS thread's first job maps: its 128 MB buffer, with room to spare.
+// What one OpenBLAS buffer takes: 128 MB, with room to spare (the thread's stack, arena).
 constexpr uint64_t kBufferMB = 160;
+constexpr uint64_t kBufferBytes = uint64_t{128} << 20;
+
+// OpenBLAS's buffers mapped already: anonymous mappings of exactly a buffer's size. Each
+// pool thread maps its own as it starts, before any job, at a moment of its own (measured:
+// VmSize 50 MB at main(), 182 MB 0.2 s later with no BLAS call), so VmSize alone depends on
+// when it is read. Two buffers the kernel merged into one mapping count as none, which
+// only makes the check stricter.
+int mapped_blas_buffers() {
+  FILE* maps = fopen("/proc/self/maps", "r");
+  if (!maps) return 0;
+  int count = 0;
+  char line[512];
+  while (fgets(line, sizeof line, maps)) {
+    unsigned long long begin = 0, end = 0, inode = 1;
+    int path_at = 0;
+    if (sscanf(line, "%llx-%llx %*s %*s %*s %llu %n", &begin, &end, &inode, &path_at) < 3) continue;
+    const bool anonymous = inode == 0 && (path_at == 0 || line[path_at] == '\0' || line[path_at] == '\n');
+    count += anonymous && end - begin == kBufferBytes;
+  }
+  fclose(maps);
+  return count;
+}
 
 // Every OpenBLAS thread maps its buffer on its first job: one sgemm large enough to be
 // split over all of them does that now, while the address space is still free.
@@ -123,15 +146,20 @@ void prepare_compute_environment(char** argv) {
       fflush(stderr);
       _exit(1);
     }
-    // OpenBLAS has started its pool already; its threads past this count never get a job,
-    // so they never map a buffer.
+    // OpenBLAS has started its pool already, and every pool thread maps a buffer as it
+    // starts (the calling thread on its first job), however few threads get jobs: all
+    // of them must fit beside what is mapped, counted whether or not they are mapped yet,
+    // or a pool thread spins (and a fork, which joins the pool, never returns).
     const int threads = blas_threads_for_address_space(limit_mb, hardware_threads());
+    const int pool = std::max(threads, openblas_get_num_threads ? openblas_get_num_threads() : threads);
     if (openblas_set_num_threads && !std::getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(threads);
-    // The buffers must fit beside what is mapped already, or the mapping below spins.
-    const uint64_t mapped = mapped_mb(), need = mapped + uint64_t(threads) * kBufferMB;
+    // The buffers are counted before VmSize is read: one mapped in between then counts
+    // twice (stricter), never not at all.
+    const int pending = std::max(0, pool - mapped_blas_buffers());
+    const uint64_t mapped = mapped_mb(), need = mapped + uint64_t(pending) * kBufferMB;
     if (mapped > 0 && limit_mb < need) {
       fprintf(stderr, "%s: error: the address-space limit (ulimit -v) of %llu MB leaves %llu MB beside the %llu MB "
-                      "the libraries map, less than the %llu MB OpenBLAS needs to start; raise it\n",
+                      "mapped already, less than the %llu MB OpenBLAS's buffers need; raise it\n",
               tool_name(argv), (unsigned long long)limit_mb, (unsigned long long)(limit_mb - std::min(limit_mb, mapped)),
               (unsigned long long)mapped, (unsigned long long)(need - mapped));
       fflush(stderr);

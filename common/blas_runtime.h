@@ -13,13 +13,17 @@
 //    AVX-512 ones the CPU has. When OpenBLAS reports such a fallback core on a CPU with
 //    AVX-512 (AVX2), OpenBLAS's own selection is re-run with SkylakeX (Haswell) named.
 //  * An address-space limit (ulimit -v, RLIMIT_AS: how SGE/PBS enforce memory): each
-//    OpenBLAS thread maps a 128 MB buffer on its first job and, when that mmap fails,
-//    retries forever at 100 % CPU (OpenBLAS 0.3.21; upstream issue #5289). Under a limit,
-//    OpenBLAS's and OpenMP's thread counts (unless OPENBLAS_NUM_THREADS / OMP_NUM_THREADS
-//    are set) are chosen so the buffers take at most half of it, and every buffer is
-//    mapped at start-up by one small sgemm, before the data takes the room; a limit below
-//    kMinAddressSpaceMB, or one that leaves no room for the buffers beside what the
-//    libraries map already (measured: VmSize), ends the tool with one line.
+//    thread of OpenBLAS's pool maps a 128 MB buffer as it starts (the calling thread on its
+//    first job) and, when that mmap fails, retries forever at 100 % CPU (OpenBLAS 0.3.21;
+//    upstream issue #5289) — and a fork, which joins the pool, then never returns. Under a
+//    limit, OpenBLAS's and OpenMP's thread counts (unless OPENBLAS_NUM_THREADS /
+//    OMP_NUM_THREADS are set) are chosen so the buffers take at most half of it, and the
+//    calling thread's buffer is mapped at start-up by one small sgemm, before the data
+//    takes the room; a limit below kMinAddressSpaceMB, or one that leaves no room for every
+//    pool thread's buffer beside what is mapped already (VmSize, the buffers mapped so far
+//    counted once), ends the tool with one line. The pool is sized when OpenBLAS loads,
+//    before any code of ours runs: under a tight limit on a many-core node, set
+//    OPENBLAS_NUM_THREADS in the job script (docs/INSTALL.md).
 #pragma once
 #include <cstdint>
 
