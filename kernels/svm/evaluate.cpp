@@ -146,23 +146,24 @@ Rejection reject_outside(const Classifier& one_class, const std::string& model_p
                          int views, cae::Device device) {
   // The model scales its input in place, so rows are copied — one view of one block of
   // rows at a time, not the whole input: the blocks are the CPU's own prediction blocks
-  // (decision_block_rows), so one view's values are the bits of one call over all rows,
-  // and the views are summed in average_views's order.
+  // (decision_block_rows), so one view's values are the bits of one call over all rows.
   const int64_t D = one_class.n_features(), block = decision_block_rows(one_class.model());
   std::vector<float> scratch(static_cast<size_t>(std::min(n, block) * D));
-  std::vector<double> sum(static_cast<size_t>(n));
+  std::vector<double> mean;  // [n], the views' average decision value
+  mean.reserve(static_cast<size_t>(n));
   for (int64_t first = 0; first < n; first += block) {
     const int64_t rows = std::min(block, n - first);
+    std::vector<double> dec;  // [views·rows], view-major as average_views takes them
     for (int v = 0; v < views; ++v) {
       const float* view_rows = X + (static_cast<size_t>(v) * static_cast<size_t>(n) + static_cast<size_t>(first)) * D;
       std::copy(view_rows, view_rows + rows * D, scratch.begin());
-      const std::vector<double> dec = one_class.decision_values(scratch.data(), rows, device);
-      for (int64_t i = 0; i < rows; ++i) sum[static_cast<size_t>(first + i)] += dec[static_cast<size_t>(i)];
+      const std::vector<double> d = one_class.decision_values(scratch.data(), rows, device);
+      dec.insert(dec.end(), d.begin(), d.end());
     }
+    const std::vector<double> avg = average_views(dec, rows, 1, views);
+    mean.insert(mean.end(), avg.begin(), avg.end());
   }
-  if (views > 1)
-    for (double& s : sum) s /= views;
-  const std::vector<int32_t> labels = one_class.vote(sum, n);
+  const std::vector<int32_t> labels = one_class.vote(mean, n);
   Rejection r;
   r.model = model_path;
   r.inside.resize(static_cast<size_t>(n));
