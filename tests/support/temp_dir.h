@@ -1,5 +1,5 @@
-// A fresh folder for one test's files (under /tmp, named after the test file), removed with
-// everything in it when the object goes out of scope.
+// A fresh folder for one test's files (/tmp/PREFIX-XXXXXX), removed with everything in it
+// when the object goes out of scope.
 #pragma once
 #include <stdlib.h>
 
