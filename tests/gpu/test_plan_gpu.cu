@@ -66,17 +66,7 @@ std::vector<LayerCase> all_cases() {
 
 double tolerance(Precision p) { return p == Precision::bf16 ? 1e-2 : 1e-3; }
 
-const char* tile_name(ConvTile t) {
-  switch (t) {
-    case ConvTile::automatic: return "automatic";
-    case ConvTile::m64n128s2: return "64x128/2";
-    case ConvTile::m64n128s3: return "64x128/3";
-    case ConvTile::m128n128s3: return "128x128/3";
-    case ConvTile::m256n128s3: return "256x128/3";
-    case ConvTile::m128n256s3: return "128x256/3";
-  }
-  return "?";
-}
+const char* tile_name(ConvTile t) { return conv_tile_name(t); }
 
 class PlanLayer : public testing::TestWithParam<LayerCase> {
  protected:

@@ -78,8 +78,16 @@ enum class ConvShape : int { same3x3 = 0, point1x1 = 1, up2_parity = 2, down2_4x
 // encoder's 16×16 layers, 64×128 for the 8×8 ones; docs/GPU.md), so the GPU backend times
 // the candidates per layer and batch (tune_conv_tile) and pins the fastest. Every tile sums
 // each output's reduction in the same order, so the choice changes the speed, never a bit
-// (tests/gpu/test_plan_gpu.cu). automatic: a fixed rule on the GEMM's size.
-enum class ConvTile : int { automatic = 0, m64n128s2, m64n128s3, m128n128s3, m256n128s3, m128n256s3 };
+// (tests/gpu/test_plan_gpu.cu). automatic: a fixed rule on the GEMM's size. The wgmma_*
+// tiles run on Hopper's warpgroup MMA (conv_wgmma.cu) and are candidates only on devices
+// of compute capability 9.0.
+enum class ConvTile : int {
+  automatic = 0, m64n128s2, m64n128s3, m128n128s3, m256n128s3, m128n256s3,
+  wgmma_m128n128s4, wgmma_m128n128s3, wgmma_m64n128s4,
+};
+// Whether the current device runs the wgmma_* tiles (compute capability 9.0: sm_90a code).
+bool has_wgmma();
+const char* conv_tile_name(ConvTile t);  // "128x128/3", "wgmma 64x128/4", …
 
 struct ConvArgs {
   const void* src = nullptr;  // NHWC [images][Hs][Ws][Cs], Cs a power of two ≥ 8

@@ -83,6 +83,7 @@ std::string profile_training_step(SteppedGpuBackend& stepped, int batch, int rep
                 "graph replay (whole step)", med, total_flops / 1e9, total_flops / (med * 1e-3) / 1e12,
                 med * 1e-3 * 50000.0 / batch);
   out << line;
+  out << "  tiles: " << stepped.conv_tiles() << "\n";
   cudaEventDestroy(t0);
   cudaEventDestroy(t1);
   rewind();

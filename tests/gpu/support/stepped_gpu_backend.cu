@@ -18,6 +18,16 @@ std::vector<StepStage> SteppedGpuBackend::stages_of_step(int batch) {
   return out;
 }
 
+std::string SteppedGpuBackend::conv_tiles() const {
+  std::string out;
+  for (const auto& [key, tile] : conv_tiles_) {
+    const auto& [layer, input_grad, batch] = key;
+    out += (out.empty() ? "" : ", ") + std::string("layer ") + std::to_string(layer) + (input_grad ? " bwd " : " fwd ") +
+           ae::cuda::conv_tile_name(tile) + " (batch " + std::to_string(batch) + ")";
+  }
+  return out;
+}
+
 void SteppedGpuBackend::rewind() { AE_CUDA_CHECK(cudaMemsetAsync(pos_.get(), 0, sizeof(int), stream_)); }
 
 void SteppedGpuBackend::replay_step(int batch) { AE_CUDA_CHECK(cudaGraphLaunch(graph_for(batch, batch), stream_)); }

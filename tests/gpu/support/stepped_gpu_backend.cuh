@@ -31,6 +31,8 @@ class SteppedGpuBackend final : public ae::cuda::GpuBackend {
   void rewind();                                   // the next step starts at image 0 again
   void replay_step(int batch);                     // one whole step as its CUDA graph replays it
   cudaStream_t stream() const { return stream_; }  // where stages and replays run
+  // The tiles the step's convolutions were timed to, "layer 1 fwd 128x128/3, …".
+  std::string conv_tiles() const;
 };
 
 }  // namespace gpu_test
