@@ -82,9 +82,9 @@ ifeq ($(SANITIZE),1)
 NVCC :=
 endif
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-# The warpgroup-MMA convolution (kernels/ae/cuda/conv_wgmma.cu) uses sm_90a instructions,
-# which exist only as sm_90a code: that file is built for it alone, and the backend offers
-# its tiles only on devices of compute capability 9.0.
+# The warpgroup-MMA kernels (kernels/ae/cuda/*_wgmma.cu) use sm_90a instructions, which
+# exist only as sm_90a code: those files are built for it alone, and the backend offers
+# their kernels only on devices of compute capability 9.0.
 WGMMA_ARCH ?= -gencode arch=compute_90a,code=sm_90a
 # nvcc on PATH is often a wrapper script or a symlink (/usr/local/bin/nvcc), so the
 # toolkit's folder is asked of nvcc itself rather than guessed from where nvcc was found.
@@ -211,7 +211,7 @@ $(BUILD)/obj/%.o: %.cpp | $(DEPS_STAMP) $$(call layer_stamp,$$*.cpp)
 $(BUILD)/obj/%.o: %.cu | $(DEPS_STAMP) $$(call layer_stamp,$$*.cu)
 	@mkdir -p $(@D)
 	$(NVCC) $(call layer_includes,$<) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/obj/kernels/ae/cuda/conv_wgmma.o: override CUDA_ARCH := $(WGMMA_ARCH)
+$(BUILD)/obj/kernels/ae/cuda/conv_wgmma.o $(BUILD)/obj/kernels/ae/cuda/wgrad_wgmma.o: override CUDA_ARCH := $(WGMMA_ARCH)
 
 # The version string carries `git describe`; only this object is rebuilt when it changes.
 GIT_DESCRIBE := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
