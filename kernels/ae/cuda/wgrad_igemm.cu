@@ -175,21 +175,20 @@ void launch_wgrad(const WgradK& k, int splits, cudaStream_t stream) {
   AE_CUDA_LAUNCH_CHECK();
 }
 
-// Tiles of 128 columns take the warpgroup MMA where the GPU has it (wgrad_wgmma.cu), but
-// for a tf32 GEMM with an unpooled operand.
+// bf16 tiles of 128 columns take the warpgroup MMA where the GPU has it (wgrad_wgmma.cu);
+// tf32 has no form of it for pixel-row operands.
 template <typename T>
-bool uses_wgmma(int bn, bool unpooled_a) {
-  return bn == 128 && !(sizeof(T) == 4 && unpooled_a) && has_wgmma();
+bool uses_wgmma(int bn) {
+  return sizeof(T) == 2 && bn == 128 && has_wgmma();
 }
 
 template <typename T>
 void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream) {
-  const bool unpooled_a = k.a.kind == PixelMatrix::unpooled;
-  if (uses_wgmma<T>(plan.bn, unpooled_a)) {
-    if (unpooled_a)
-      launch_wgrad_wgmma<T, true>(k, plan.splits, stream);
+  if (uses_wgmma<T>(plan.bn)) {
+    if (k.a.kind == PixelMatrix::unpooled)
+      launch_wgrad_wgmma<true>(k, plan.splits, stream);
     else
-      launch_wgrad_wgmma<T, false>(k, plan.splits, stream);
+      launch_wgrad_wgmma<false>(k, plan.splits, stream);
     return;
   }
   if (k.a.kind == PixelMatrix::unpooled) {  // the default tile of each width only
@@ -303,7 +302,7 @@ int wgrad_occupancy() {
 }
 template <typename T>
 int wgrad_blocks_per_sm(int bn) {
-  if (uses_wgmma<T>(bn, false)) return wgrad_wgmma_blocks_per_sm<T>();
+  if (uses_wgmma<T>(bn)) return wgrad_wgmma_blocks_per_sm();
   if (bn == 128) return wgrad_occupancy<T, 128, 128, 2, 4, 3>();
   return bn == 32 ? wgrad_occupancy<T, 128, 32, 4, 1, 3>() : wgrad_occupancy<T, 128, 16, 4, 1, 3>();
 }

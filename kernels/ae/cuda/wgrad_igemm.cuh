@@ -138,11 +138,10 @@ __device__ __forceinline__ void store_unpooled(const PixOpK& op, const WgradK& p
   st_shared16(dst, v);
 }
 
-// Where one 16-byte chunk (row `pix` of the reduction grid, the slot's column) is read
-// from; null where it reads as zeros (padding, outside the source or past the pixels).
+// One 16-byte chunk: row `pix` of the reduction grid, the slot's column.
 template <typename T, bool POW2>
-__device__ __forceinline__ const T* pix_chunk_src(const PixOpK& op, const ChunkCol& cc, const WgradK& p, int par, int pix,
-                                                  bool pix_ok) {
+__device__ __forceinline__ void load_pix_chunk(const PixOpK& op, const ChunkCol& cc, const WgradK& p, int par, int pix,
+                                               bool pix_ok, uint32_t dst) {
   const T* base = static_cast<const T*>(op.src);
   bool ok = pix_ok && cc.c >= 0;
   int spix;  // source pixel index
@@ -160,15 +159,8 @@ __device__ __forceinline__ const T* pix_chunk_src(const PixOpK& op, const ChunkC
   } else {
     spix = pix;
   }
-  return ok ? base + ((size_t(spix) << op.lcs) + cc.c) : nullptr;
-}
-
-// That chunk into shared memory at dst.
-template <typename T, bool POW2>
-__device__ __forceinline__ void load_pix_chunk(const PixOpK& op, const ChunkCol& cc, const WgradK& p, int par, int pix,
-                                               bool pix_ok, uint32_t dst) {
-  const T* g = pix_chunk_src<T, POW2>(op, cc, p, par, pix, pix_ok);
-  cp_async16(dst, g ? g : static_cast<const T*>(op.src), g != nullptr);
+  const T* g = ok ? base + ((size_t(spix) << op.lcs) + cc.c) : base;
+  cp_async16(dst, g, ok);
 }
 
 // Where chunk cc (16 bytes) of pixel row `row` of an operand's stage lies. PITCH > 0: rows
@@ -229,13 +221,11 @@ struct WgradGeom {
   static constexpr int STAGE = KR * (A_PITCH + B_PITCH);
 };
 
-// The warpgroup-MMA weight gradient (wgrad_wgmma.cu, compiled for sm_90a only): 128×128
-// tiles, launched over the same grid as wgrad_igemm_kernel's. bf16 takes any operands
-// (UNPOOLED_A as there); tf32 (T = float) takes no unpooled operand.
-template <typename T, bool UNPOOLED_A>
+// The warpgroup-MMA weight gradient (wgrad_wgmma.cu, compiled for sm_90a only): bf16, 128
+// columns per tile; UNPOOLED_A as wgrad_igemm_kernel's. Launched over the same grid.
+template <bool UNPOOLED_A>
 void launch_wgrad_wgmma(const WgradK& k, int splits, cudaStream_t stream);
 void allow_wgrad_wgmma_smem();
-template <typename T>
 int wgrad_wgmma_blocks_per_sm();
 
 }  // namespace ae::cuda::igemm
