@@ -178,8 +178,8 @@ class GpuBackend : public AeBackend {
   }
 
   std::string describe() const override {
-    return gpu_name_ + ", " + precision_name(precision_) + " (implicit GEMM, mma.sync " +
-           (precision_ == Precision::bf16 ? "bf16" : "tf32") + ")" + (group_ ? "; " + group_->describe() : "");
+    return gpu_name_ + ", " + precision_name(precision_) + " (implicit GEMM, " + (has_wgmma() ? "wgmma + " : "") +
+           "mma.sync " + (precision_ == Precision::bf16 ? "bf16" : "tf32") + ")" + (group_ ? "; " + group_->describe() : "");
   }
   const Architecture& architecture() const override { return arch_; }
 

@@ -14,6 +14,7 @@
 
 #include "common/cuda_check.cuh"
 #include "kernels/ae/cuda/conv_igemm.cuh"
+#include "kernels/ae/cuda/pdl.cuh"
 
 namespace ae::cuda {
 namespace {
@@ -23,6 +24,7 @@ using namespace igemm;
 
 template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, typename Epilogue>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const ConvK p) {
+  pdl::trigger();
   constexpr int NT = WARPS_M * WARPS_N * 32;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
   constexpr int MI = WM / 16, NI = WN / 8;
@@ -39,6 +41,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   const int par = p.parity ? int(blockIdx.z) : 0;  // output parity (dy,dx) = (par>>1, par&1)
   const Loader loader(p, m0, n0, par);
   auto load_stage = [&](int kt, uint32_t stage_addr) { loader.load(p, kt, stage_addr); };
+  pdl::wait();  // what comes before reads no memory
 
   float acc[MI][NI][4];
   igemm::zero_acc(acc);
@@ -122,6 +125,7 @@ constexpr int kHaloSmem = 2 * kHaloStage;
 
 template <typename T, typename Epilogue>
 __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
+  pdl::trigger();
   constexpr int BM = kHaloRows * kHaloW, BN = 16, NT = 128, HC = kHaloW + 2;
   constexpr int CH = 16 / int(sizeof(T)), KE = kRowBytes / int(sizeof(T));
   constexpr int MI = 2, NI = 2;  // each of the 4 warps: 32 rows (two map rows) × 16 columns
@@ -135,6 +139,7 @@ __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
   const T* src = static_cast<const T*>(p.src);
   const T* wgt = static_cast<const T*>(p.weights);
   const int Cs = 1 << p.lcs, KT = Cs / KE;
+  pdl::wait();
 
   auto load_stage = [&](int kt, uint32_t st) {
     const int c0 = kt * KE;
@@ -215,7 +220,7 @@ void launch_conv(const ConvK& k, cudaStream_t stream) {
   // Columns up to ldo: every epilogue but up2_subpixel's writes the channel padding too.
   dim3 grid((k.M + BM - 1) / BM, (k.cols + BN - 1) / BN, k.parity ? 4 : 1);
   if (!k.sub_k) grid.y = (std::max(k.cols, k.ldo) + BN - 1) / BN;
-  conv_igemm_kernel<T, BM, BN, WM_, WN_, ST, Epilogue><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
+  pdl::launch(conv_igemm_kernel<T, BM, BN, WM_, WN_, ST, Epilogue>, grid, WM_ * WN_ * 32, smem, stream, k);
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -263,7 +268,7 @@ template <typename T, typename Epilogue>
 void dispatch_conv(const ConvK& k, cudaStream_t stream) {
   if constexpr (kTakesSubpixel<Epilogue>) {
     if (use_subpixel_halo(k, int(sizeof(T)))) {
-      subpixel_halo_kernel<T, Epilogue><<<unsigned(k.M / (kHaloRows * kHaloW)), 128, kHaloSmem, stream>>>(k);
+      pdl::launch(subpixel_halo_kernel<T, Epilogue>, unsigned(k.M / (kHaloRows * kHaloW)), 128, kHaloSmem, stream, k);
       AE_CUDA_LAUNCH_CHECK();
       return;
     }

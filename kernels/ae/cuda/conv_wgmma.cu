@@ -15,6 +15,7 @@
 
 #include "common/cuda_check.cuh"
 #include "kernels/ae/cuda/conv_igemm.cuh"
+#include "kernels/ae/cuda/pdl.cuh"
 #include "kernels/ae/cuda/wgmma_ptx.cuh"
 
 namespace ae::cuda::igemm {
@@ -55,6 +56,7 @@ struct Wgmma<float, 128> {
 template <typename T, int BM, int BN, int STAGES, typename Epilogue>
 __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  pdl::trigger();
   constexpr int NT = 256;
   constexpr int WGS_M = BM / kWarpgroupRows, WN = BN * WGS_M / 2;  // a warpgroup's columns
   static_assert((BM == 128 || BM == 64) && (WN == 64 || WN == 128) && STAGES >= 3, "wgmma tile");
@@ -70,6 +72,7 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const int par = p.parity ? int(blockIdx.z) : 0;
   const Loader loader(p, m0, n0, par);
+  pdl::wait();  // what comes before reads no memory
   // This warpgroup's A rows and B columns in a stage: 1,024-aligned blocks.
   const uint32_t a_block = uint32_t(wg_m * kWarpgroupRows * kRowBytes);
   const uint32_t b_block = uint32_t(Loader::A_BYTES + wg_n * WN * kRowBytes);
@@ -121,7 +124,7 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
 template <typename T, int BM, int BN, int ST, typename Epilogue>
 void launch(const ConvK& k, cudaStream_t stream) {
   dim3 grid((k.M + BM - 1) / BM, (std::max(k.cols, k.ldo) + BN - 1) / BN, k.parity ? 4 : 1);
-  conv_wgmma_kernel<T, BM, BN, ST, Epilogue><<<grid, 256, wgmma_smem_bytes<BM, BN, ST>(), stream>>>(k);
+  pdl::launch(conv_wgmma_kernel<T, BM, BN, ST, Epilogue>, grid, 256, wgmma_smem_bytes<BM, BN, ST>(), stream, k);
   AE_CUDA_LAUNCH_CHECK();
 }
 

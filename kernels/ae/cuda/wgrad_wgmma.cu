@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "common/cuda_check.cuh"
+#include "kernels/ae/cuda/pdl.cuh"
 #include "kernels/ae/cuda/wgmma_ptx.cuh"
 #include "kernels/ae/cuda/wgrad_igemm.cuh"
 
@@ -31,6 +32,7 @@ constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment to the 
 template <bool UNPOOLED_A, bool POW2>
 __global__ void __launch_bounds__(256) wgrad_wgmma_kernel(const WgradK p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  pdl::trigger();
   constexpr int NT = 256, CH = 8, CPR = kTile * 2 / 16;  // chunks per pixel row
   constexpr int CHUNKS = kKR * CPR, IT = CHUNKS / NT;
   constexpr int AHEAD = kStages - 2;
@@ -47,6 +49,7 @@ __global__ void __launch_bounds__(256) wgrad_wgmma_kernel(const WgradK p) {
 
   const ChunkCol a_col = chunk_col<bf16>(p.a, p.gw, par, i0 + (tid % CPR) * CH);
   const ChunkCol b_col = chunk_col<bf16>(p.b, p.gw, par, j0 + (tid % CPR) * CH);
+  pdl::wait();  // what comes before reads no memory
   UnpooledChunk a_regs[UNPOOLED_A ? IT : 1];
 
   auto load_stage = [&](int kt) {  // (unpooled A: B only; fetch_a / store_a do A)
@@ -127,9 +130,9 @@ template <bool UNPOOLED_A>
 void launch_wgrad_wgmma(const WgradK& k, int splits, cudaStream_t stream) {
   dim3 grid(k.Mp / kTile, k.Np / kTile, splits * (k.parity ? 4 : 1));
   if (k.div_gw.log2 >= 0 && k.div_ghw.log2 >= 0)
-    wgrad_wgmma_kernel<UNPOOLED_A, true><<<grid, 256, kSmemBytes, stream>>>(k);
+    pdl::launch(wgrad_wgmma_kernel<UNPOOLED_A, true>, grid, 256, kSmemBytes, stream, k);
   else
-    wgrad_wgmma_kernel<UNPOOLED_A, false><<<grid, 256, kSmemBytes, stream>>>(k);
+    pdl::launch(wgrad_wgmma_kernel<UNPOOLED_A, false>, grid, 256, kSmemBytes, stream, k);
   AE_CUDA_LAUNCH_CHECK();
 }
 template void launch_wgrad_wgmma<false>(const WgradK&, int, cudaStream_t);
