@@ -24,7 +24,6 @@ using namespace igemm;
 
 template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, typename Epilogue>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const ConvK p) {
-  pdl::trigger();
   constexpr int NT = WARPS_M * WARPS_N * 32;
   constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
   constexpr int MI = WM / 16, NI = WN / 8;
@@ -103,6 +102,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   cp_async_wait<0>();
   __syncthreads();
 
+  pdl::trigger();  // the next kernel's blocks may take the slots of those that finish
   // ---- epilogue: the fp32 tile goes through shared memory so that every mode can read
   // whole rows / 2×2 blocks and write channel-contiguous (coalesced) NHWC output.
   float* ct = reinterpret_cast<float*>(smem);
@@ -125,7 +125,6 @@ constexpr int kHaloSmem = 2 * kHaloStage;
 
 template <typename T, typename Epilogue>
 __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
-  pdl::trigger();
   constexpr int BM = kHaloRows * kHaloW, BN = 16, NT = 128, HC = kHaloW + 2;
   constexpr int CH = 16 / int(sizeof(T)), KE = kRowBytes / int(sizeof(T));
   constexpr int MI = 2, NI = 2;  // each of the 4 warps: 32 rows (two map rows) × 16 columns

@@ -56,7 +56,6 @@ struct Wgmma<float, 128> {
 template <typename T, int BM, int BN, int STAGES, typename Epilogue>
 __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  pdl::trigger();
   constexpr int NT = 256;
   constexpr int WGS_M = BM / kWarpgroupRows, WN = BN * WGS_M / 2;  // a warpgroup's columns
   static_assert((BM == 128 || BM == 64) && (WN == 64 || WN == 128) && STAGES >= 3, "wgmma tile");
@@ -109,6 +108,7 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
   cp_async_wait<0>();
   __syncthreads();
 
+  pdl::trigger();
   // The accumulators in mma.sync's m16n8 layout (one 16-row block per warp): through the
   // same fp32 tile and epilogue as the other engine.
   float* ct = reinterpret_cast<float*>(smem);

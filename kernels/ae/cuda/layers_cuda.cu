@@ -38,7 +38,6 @@ template <typename T, int C>
 __global__ void im2col_input_kernel(const uint8_t* __restrict__ images, const int* __restrict__ order,
                                     const int* __restrict__ order_pos, int pixels, int H, int W, FastDivmod div_w,
                                     FastDivmod div_hw, T* __restrict__ col) {
-  pdl::trigger();
   pdl::wait();
   constexpr int PITCH = im2col_pitch_of(C);
   const int pix = int(blockIdx.x * blockDim.x + threadIdx.x);
@@ -97,7 +96,6 @@ void dispatch_im2col(const uint8_t* images, const int* order, const int* order_p
 template <typename T>
 __global__ void up2_fold_kernel(const T* __restrict__ dy, int ldd, int K, int64_t pixels, int H, int W,
                                 FastDivmod div_w, FastDivmod div_hw, T* __restrict__ g, int ldg) {
-  pdl::trigger();
   pdl::wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= pixels * ldg) return;
@@ -198,7 +196,6 @@ __device__ float packed_value(const PackedWeights& p, const float* w, int row, i
 // blockIdx.y is the item: no search through the list per element.
 template <typename T>
 __global__ void pack_kernel(const float* __restrict__ params, PackList list) {
-  pdl::trigger();
   pdl::wait();
   const PackedWeights& p = list.item[blockIdx.y];
   const int total = int(pack_count(p));  // < 2^31 (pack_weights checks); 32-bit division is far cheaper
@@ -223,7 +220,6 @@ __device__ __forceinline__ float clipped_grad(const OptimizerDeviceState& s, flo
 }
 
 __global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
-  pdl::trigger();
   pdl::wait();
   // The bias corrections (double pow, as PyTorch computes them in Python floats) once per
   // block rather than once per parameter: on the FP64 pipe they cost more than the update.
@@ -251,7 +247,6 @@ __global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
 }
 
 __global__ void sgd_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
-  pdl::trigger();
   pdl::wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count) return;
@@ -283,7 +278,6 @@ __device__ void block_sum_atomic_add(double local, double* out) {
 }
 
 __global__ void sumsq_kernel(const float* __restrict__ x, int64_t count, double* out) {
-  pdl::trigger();
   pdl::wait();
   double local = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
@@ -292,7 +286,6 @@ __global__ void sumsq_kernel(const float* __restrict__ x, int64_t count, double*
 }
 
 __global__ void advance_kernel(int* pos, int64_t* step, int batch) {
-  pdl::trigger();
   pdl::wait();
   *pos += batch;
   *step += 1;
@@ -303,7 +296,6 @@ constexpr int kBiasBlocks = 256;
 
 template <typename T>
 __global__ void colsum_partial_kernel(const T* __restrict__ src, int64_t rows, int ld, float* __restrict__ work) {
-  pdl::trigger();
   pdl::wait();
   __shared__ float part[kThreads];
   const int col = threadIdx.x % ld, lane_row = threadIdx.x / ld, rows_par = kThreads / ld;
@@ -323,7 +315,6 @@ __global__ void colsum_partial_kernel(const T* __restrict__ src, int64_t rows, i
 // b + gridDim.x, … of every column, a thread per column (coalesced row reads).
 template <typename T>
 __global__ void colsum_partial_wide_kernel(const T* __restrict__ src, int64_t rows, int ld, float* __restrict__ work) {
-  pdl::trigger();
   pdl::wait();
   for (int col = threadIdx.x; col < ld; col += kThreads) {
     float sum = 0.f;
@@ -333,7 +324,6 @@ __global__ void colsum_partial_wide_kernel(const T* __restrict__ src, int64_t ro
 }
 
 __global__ void colsum_final_kernel(const float* __restrict__ work, int blocks, int ld, int ncols, float* out) {
-  pdl::trigger();
   pdl::wait();
   const int col = int(blockIdx.x * blockDim.x + threadIdx.x);
   if (col >= ncols) return;

@@ -25,7 +25,6 @@ using namespace igemm;
 // gradients 3-11 % (H100, docs/BENCHMARKS.md).
 template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool UNPOOLED_A, bool POW2>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(const WgradK p) {
-  pdl::trigger();
   using G = WgradGeom<T, BM, BN>;
   constexpr int NT = WARPS_M * WARPS_N * 32;
   constexpr int KR = G::KR, CH = 16 / int(sizeof(T));
@@ -156,6 +155,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
   }
   cp_async_wait<0>();
 
+  pdl::trigger();
   float* part = p.partial + size_t(blockIdx.z) * p.Mp * p.Np;
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
@@ -218,7 +218,6 @@ void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream)
 constexpr int kReduceThreads = 256;
 __global__ void __launch_bounds__(kReduceThreads) wgrad_reduce_kernel(const float* __restrict__ part, int splits,
                                                                       int parities, int Mp, int Np, WgradScatter s) {
-  pdl::trigger();
   pdl::wait();
   __shared__ float shares[kReduceThreads];
   const int64_t nw = int64_t(s.K) * s.C * 9;

@@ -32,7 +32,6 @@ constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment to the 
 template <bool UNPOOLED_A, bool POW2>
 __global__ void __launch_bounds__(256) wgrad_wgmma_kernel(const WgradK p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  pdl::trigger();
   constexpr int NT = 256, CH = 8, CPR = kTile * 2 / 16;  // chunks per pixel row
   constexpr int CHUNKS = kKR * CPR, IT = CHUNKS / NT;
   constexpr int AHEAD = kStages - 2;
@@ -111,6 +110,7 @@ __global__ void __launch_bounds__(256) wgrad_wgmma_kernel(const WgradK p) {
 
   // The accumulators in mma.sync's m16n8 layout: warp w of group g holds rows 64g + 16(w%4)
   // + lane/4 (and +8), columns 8j + 2·(lane%4) (and +1).
+  pdl::trigger();
   float* part = p.partial + size_t(blockIdx.z) * p.Mp * p.Np;
   const int i = i0 + wg * 64 + (warp % 4) * 16 + (lane >> 2);
 #pragma unroll
