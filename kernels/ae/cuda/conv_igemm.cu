@@ -14,7 +14,6 @@
 
 #include "common/cuda_check.cuh"
 #include "kernels/ae/cuda/conv_igemm.cuh"
-#include "kernels/ae/cuda/pdl.cuh"
 
 namespace ae::cuda {
 namespace {
@@ -40,7 +39,6 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   const int par = p.parity ? int(blockIdx.z) : 0;  // output parity (dy,dx) = (par>>1, par&1)
   const Loader loader(p, m0, n0, par);
   auto load_stage = [&](int kt, uint32_t stage_addr) { loader.load(p, kt, stage_addr); };
-  pdl::wait();  // what comes before reads no memory
 
   float acc[MI][NI][4];
   igemm::zero_acc(acc);
@@ -102,7 +100,6 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   cp_async_wait<0>();
   __syncthreads();
 
-  pdl::trigger();  // the next kernel's blocks may take the slots of those that finish
   // ---- epilogue: the fp32 tile goes through shared memory so that every mode can read
   // whole rows / 2×2 blocks and write channel-contiguous (coalesced) NHWC output.
   float* ct = reinterpret_cast<float*>(smem);
@@ -138,7 +135,6 @@ __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
   const T* src = static_cast<const T*>(p.src);
   const T* wgt = static_cast<const T*>(p.weights);
   const int Cs = 1 << p.lcs, KT = Cs / KE;
-  pdl::wait();
 
   auto load_stage = [&](int kt, uint32_t st) {
     const int c0 = kt * KE;
@@ -219,7 +215,7 @@ void launch_conv(const ConvK& k, cudaStream_t stream) {
   // Columns up to ldo: every epilogue but up2_subpixel's writes the channel padding too.
   dim3 grid((k.M + BM - 1) / BM, (k.cols + BN - 1) / BN, k.parity ? 4 : 1);
   if (!k.sub_k) grid.y = (std::max(k.cols, k.ldo) + BN - 1) / BN;
-  pdl::launch(conv_igemm_kernel<T, BM, BN, WM_, WN_, ST, Epilogue>, grid, WM_ * WN_ * 32, smem, stream, k);
+  conv_igemm_kernel<T, BM, BN, WM_, WN_, ST, Epilogue><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -267,7 +263,7 @@ template <typename T, typename Epilogue>
 void dispatch_conv(const ConvK& k, cudaStream_t stream) {
   if constexpr (kTakesSubpixel<Epilogue>) {
     if (use_subpixel_halo(k, int(sizeof(T)))) {
-      pdl::launch(subpixel_halo_kernel<T, Epilogue>, unsigned(k.M / (kHaloRows * kHaloW)), 128, kHaloSmem, stream, k);
+      subpixel_halo_kernel<T, Epilogue><<<unsigned(k.M / (kHaloRows * kHaloW)), 128, kHaloSmem, stream>>>(k);
       AE_CUDA_LAUNCH_CHECK();
       return;
     }

@@ -15,7 +15,6 @@
 
 #include "common/cuda_check.cuh"
 #include "kernels/ae/cuda/conv_igemm.cuh"
-#include "kernels/ae/cuda/pdl.cuh"
 #include "kernels/ae/cuda/wgmma_ptx.cuh"
 
 namespace ae::cuda::igemm {
@@ -71,7 +70,6 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const int par = p.parity ? int(blockIdx.z) : 0;
   const Loader loader(p, m0, n0, par);
-  pdl::wait();  // what comes before reads no memory
   // This warpgroup's A rows and B columns in a stage: 1,024-aligned blocks.
   const uint32_t a_block = uint32_t(wg_m * kWarpgroupRows * kRowBytes);
   const uint32_t b_block = uint32_t(Loader::A_BYTES + wg_n * WN * kRowBytes);
@@ -108,7 +106,6 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
   cp_async_wait<0>();
   __syncthreads();
 
-  pdl::trigger();
   // The accumulators in mma.sync's m16n8 layout (one 16-row block per warp): through the
   // same fp32 tile and epilogue as the other engine.
   float* ct = reinterpret_cast<float*>(smem);
@@ -124,7 +121,7 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
 template <typename T, int BM, int BN, int ST, typename Epilogue>
 void launch(const ConvK& k, cudaStream_t stream) {
   dim3 grid((k.M + BM - 1) / BM, (std::max(k.cols, k.ldo) + BN - 1) / BN, k.parity ? 4 : 1);
-  pdl::launch(conv_wgmma_kernel<T, BM, BN, ST, Epilogue>, grid, 256, wgmma_smem_bytes<BM, BN, ST>(), stream, k);
+  conv_wgmma_kernel<T, BM, BN, ST, Epilogue><<<grid, 256, wgmma_smem_bytes<BM, BN, ST>(), stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }
 

@@ -13,7 +13,6 @@
 #include "kernels/ae/cuda/fast_divmod.cuh"
 #include "kernels/ae/cuda/layers_cuda.cuh"
 #include "kernels/ae/cuda/mma_ptx.cuh"
-#include "kernels/ae/cuda/pdl.cuh"
 
 namespace ae::cuda {
 namespace {
@@ -38,7 +37,6 @@ template <typename T, int C>
 __global__ void im2col_input_kernel(const uint8_t* __restrict__ images, const int* __restrict__ order,
                                     const int* __restrict__ order_pos, int pixels, int H, int W, FastDivmod div_w,
                                     FastDivmod div_hw, T* __restrict__ col) {
-  pdl::wait();
   constexpr int PITCH = im2col_pitch_of(C);
   const int pix = int(blockIdx.x * blockDim.x + threadIdx.x);
   if (pix >= pixels) return;
@@ -71,7 +69,7 @@ __global__ void im2col_input_kernel(const uint8_t* __restrict__ images, const in
 template <typename T, int C>
 void launch_im2col(const uint8_t* images, const int* order, const int* order_pos, int pixels, int H, int W, void* col,
                    cudaStream_t stream) {
-  pdl::launch(im2col_input_kernel<T, C>, blocks_for(pixels), kThreads, 0, stream, 
+  im2col_input_kernel<T, C><<<blocks_for(pixels), kThreads, 0, stream>>>(
       images, order, order_pos, pixels, H, W, FastDivmod(W), FastDivmod(H * W), static_cast<T*>(col));
 }
 
@@ -96,7 +94,6 @@ void dispatch_im2col(const uint8_t* images, const int* order, const int* order_p
 template <typename T>
 __global__ void up2_fold_kernel(const T* __restrict__ dy, int ldd, int K, int64_t pixels, int H, int W,
                                 FastDivmod div_w, FastDivmod div_hw, T* __restrict__ g, int ldg) {
-  pdl::wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= pixels * ldg) return;
   const int col = int(i % ldg);
@@ -196,7 +193,6 @@ __device__ float packed_value(const PackedWeights& p, const float* w, int row, i
 // blockIdx.y is the item: no search through the list per element.
 template <typename T>
 __global__ void pack_kernel(const float* __restrict__ params, PackList list) {
-  pdl::wait();
   const PackedWeights& p = list.item[blockIdx.y];
   const int total = int(pack_count(p));  // < 2^31 (pack_weights checks); 32-bit division is far cheaper
   for (int r = int(blockIdx.x * blockDim.x + threadIdx.x); r < total; r += int(gridDim.x * blockDim.x)) {
@@ -220,7 +216,6 @@ __device__ __forceinline__ float clipped_grad(const OptimizerDeviceState& s, flo
 }
 
 __global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
-  pdl::wait();
   // The bias corrections (double pow, as PyTorch computes them in Python floats) once per
   // block rather than once per parameter: on the FP64 pipe they cost more than the update.
   __shared__ float step_size, bc2_sqrt;
@@ -247,7 +242,6 @@ __global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
 }
 
 __global__ void sgd_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
-  pdl::wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count) return;
   const float lr = *s.lr;
@@ -278,7 +272,6 @@ __device__ void block_sum_atomic_add(double local, double* out) {
 }
 
 __global__ void sumsq_kernel(const float* __restrict__ x, int64_t count, double* out) {
-  pdl::wait();
   double local = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
     local += double(x[i]) * x[i];
@@ -286,7 +279,6 @@ __global__ void sumsq_kernel(const float* __restrict__ x, int64_t count, double*
 }
 
 __global__ void advance_kernel(int* pos, int64_t* step, int batch) {
-  pdl::wait();
   *pos += batch;
   *step += 1;
 }
@@ -296,7 +288,6 @@ constexpr int kBiasBlocks = 256;
 
 template <typename T>
 __global__ void colsum_partial_kernel(const T* __restrict__ src, int64_t rows, int ld, float* __restrict__ work) {
-  pdl::wait();
   __shared__ float part[kThreads];
   const int col = threadIdx.x % ld, lane_row = threadIdx.x / ld, rows_par = kThreads / ld;
   float sum = 0.f;
@@ -315,7 +306,6 @@ __global__ void colsum_partial_kernel(const T* __restrict__ src, int64_t rows, i
 // b + gridDim.x, … of every column, a thread per column (coalesced row reads).
 template <typename T>
 __global__ void colsum_partial_wide_kernel(const T* __restrict__ src, int64_t rows, int ld, float* __restrict__ work) {
-  pdl::wait();
   for (int col = threadIdx.x; col < ld; col += kThreads) {
     float sum = 0.f;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) sum += load_f(src + size_t(r) * ld + col);
@@ -324,7 +314,6 @@ __global__ void colsum_partial_wide_kernel(const T* __restrict__ src, int64_t ro
 }
 
 __global__ void colsum_final_kernel(const float* __restrict__ work, int blocks, int ld, int ncols, float* out) {
-  pdl::wait();
   const int col = int(blockIdx.x * blockDim.x + threadIdx.x);
   if (col >= ncols) return;
   float s = 0.f;
@@ -363,9 +352,9 @@ void pack_weights(const float* params, const PackList& list, DType t, cudaStream
   if (most >= (int64_t(1) << 31)) throw std::invalid_argument("pack_weights: a packed matrix is too large");
   const dim3 grid(std::min<unsigned>(blocks_for(most), 512), unsigned(list.count));
   if (t == DType::bf16)
-    pdl::launch(pack_kernel<bf16>, grid, kThreads, 0, stream, params, list);
+    pack_kernel<bf16><<<grid, kThreads, 0, stream>>>(params, list);
   else
-    pdl::launch(pack_kernel<float>, grid, kThreads, 0, stream, params, list);
+    pack_kernel<float><<<grid, kThreads, 0, stream>>>(params, list);
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -373,9 +362,9 @@ void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s,
   OptK o{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, cfg.momentum, cfg.grad_clip};
   const unsigned blocks = blocks_for(count);
   if (cfg.kind == "adam")
-    pdl::launch(adam_kernel, blocks, kThreads, 0, stream, s, count, o);
+    adam_kernel<<<blocks, kThreads, 0, stream>>>(s, count, o);
   else if (cfg.kind == "sgd")
-    pdl::launch(sgd_kernel, blocks, kThreads, 0, stream, s, count, o);
+    sgd_kernel<<<blocks, kThreads, 0, stream>>>(s, count, o);
   else
     throw std::invalid_argument("unknown optimizer '" + cfg.kind + "'");
   AE_CUDA_LAUNCH_CHECK();
@@ -383,12 +372,12 @@ void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s,
 
 void grad_sumsq_compute(const float* grad, int64_t count, double* out, cudaStream_t stream) {
   AE_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double), stream));
-  pdl::launch(sumsq_kernel, std::min<unsigned>(blocks_for(count), 264), kThreads, 0, stream, grad, count, out);
+  sumsq_kernel<<<std::min<unsigned>(blocks_for(count), 264), kThreads, 0, stream>>>(grad, count, out);
   AE_CUDA_LAUNCH_CHECK();
 }
 
 void advance_step(int* pos, int64_t* step, int batch, cudaStream_t stream) {
-  pdl::launch(advance_kernel, 1, 1, 0, stream, pos, step, batch);
+  advance_kernel<<<1, 1, 0, stream>>>(pos, step, batch);
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -402,10 +391,10 @@ void up2_fold_output_grad(const void* dy, int ldd, int K, int images, int H, int
   const unsigned blocks = unsigned((n + kThreads - 1) / kThreads);
   const FastDivmod div_w(W), div_hw(H * W);
   if (t == DType::bf16)
-    pdl::launch(up2_fold_kernel<__nv_bfloat16>, blocks, kThreads, 0, stream, static_cast<const __nv_bfloat16*>(dy), ldd, K, pixels, H, W,
+    up2_fold_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(dy), ldd, K, pixels, H, W,
                                                      div_w, div_hw, static_cast<__nv_bfloat16*>(g), ldg);
   else
-    pdl::launch(up2_fold_kernel<float>, blocks, kThreads, 0, stream, static_cast<const float*>(dy), ldd, K, pixels, H, W, div_w,
+    up2_fold_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(dy), ldd, K, pixels, H, W, div_w,
                                                      div_hw, static_cast<float*>(g), ldg);
   AE_CUDA_LAUNCH_CHECK();
 }
@@ -423,17 +412,17 @@ void bias_grad(const void* src, int64_t rows, int ld, int ncols, float* work, fl
   const int blocks = int(std::min<int64_t>(kBiasBlocks, std::max<int64_t>(1, (rows + rows_par - 1) / rows_par)));
   if (ld <= kThreads) {
     if (t == DType::bf16)
-      pdl::launch(colsum_partial_kernel<bf16>, blocks, kThreads, 0, stream, static_cast<const bf16*>(src), rows, ld, work);
+      colsum_partial_kernel<bf16><<<blocks, kThreads, 0, stream>>>(static_cast<const bf16*>(src), rows, ld, work);
     else
-      pdl::launch(colsum_partial_kernel<float>, blocks, kThreads, 0, stream, static_cast<const float*>(src), rows, ld, work);
+      colsum_partial_kernel<float><<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(src), rows, ld, work);
   } else {
     if (t == DType::bf16)
-      pdl::launch(colsum_partial_wide_kernel<bf16>, blocks, kThreads, 0, stream, static_cast<const bf16*>(src), rows, ld, work);
+      colsum_partial_wide_kernel<bf16><<<blocks, kThreads, 0, stream>>>(static_cast<const bf16*>(src), rows, ld, work);
     else
-      pdl::launch(colsum_partial_wide_kernel<float>, blocks, kThreads, 0, stream, static_cast<const float*>(src), rows, ld, work);
+      colsum_partial_wide_kernel<float><<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(src), rows, ld, work);
   }
   AE_CUDA_LAUNCH_CHECK();
-  pdl::launch(colsum_final_kernel, blocks_for(ncols), kThreads, 0, stream, work, blocks, ld, ncols, out);
+  colsum_final_kernel<<<blocks_for(ncols), kThreads, 0, stream>>>(work, blocks, ld, ncols, out);
   AE_CUDA_LAUNCH_CHECK();
 }
 

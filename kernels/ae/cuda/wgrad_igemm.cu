@@ -9,7 +9,6 @@
 #include <string>
 
 #include "common/cuda_check.cuh"
-#include "kernels/ae/cuda/pdl.cuh"
 #include "kernels/ae/cuda/wgrad_igemm.cuh"
 
 namespace ae::cuda {
@@ -49,7 +48,6 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
   static_assert(NT % A_CPR == 0 && NT % B_CPR == 0, "slot columns");
   const ChunkCol a_col = chunk_col<T>(p.a, p.gw, par, i0 + (tid % A_CPR) * CH);
   const ChunkCol b_col = chunk_col<T>(p.b, p.gw, par, j0 + (tid % B_CPR) * CH);
-  pdl::wait();  // what comes before reads no memory
 
   auto load_stage = [&](int kt, int slot) {
     const uint32_t sA = sbase + slot * G::STAGE, sB = sA + KR * G::A_PITCH;
@@ -155,7 +153,6 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
   }
   cp_async_wait<0>();
 
-  pdl::trigger();
   float* part = p.partial + size_t(blockIdx.z) * p.Mp * p.Np;
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
@@ -172,9 +169,9 @@ void launch_wgrad(const WgradK& k, int splits, cudaStream_t stream) {
   constexpr int smem = ST * WgradGeom<T, BM, BN>::STAGE;
   dim3 grid(k.Mp / BM, k.Np / BN, splits * (k.parity ? 4 : 1));
   if (k.div_gw.log2 >= 0 && k.div_ghw.log2 >= 0)
-    pdl::launch(wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, true>, grid, WM_ * WN_ * 32, smem, stream, k);
+    wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, true><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
   else
-    pdl::launch(wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, false>, grid, WM_ * WN_ * 32, smem, stream, k);
+    wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, false><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -218,7 +215,6 @@ void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream)
 constexpr int kReduceThreads = 256;
 __global__ void __launch_bounds__(kReduceThreads) wgrad_reduce_kernel(const float* __restrict__ part, int splits,
                                                                       int parities, int Mp, int Np, WgradScatter s) {
-  pdl::wait();
   __shared__ float shares[kReduceThreads];
   const int64_t nw = int64_t(s.K) * s.C * 9;
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -405,7 +401,7 @@ void wgrad_reduce(const float* workspace, const WgradPlan& plan, const WgradScat
   int shares = 1;  // at most 8 threads per weight, each summing at least 8 splits
   while (shares < 8 && shares * 16 <= plan.splits) shares *= 2;
   const int per_block = kReduceThreads / shares;
-  pdl::launch(wgrad_reduce_kernel, unsigned((n + per_block - 1) / per_block), dim3(per_block, shares), 0, stream, 
+  wgrad_reduce_kernel<<<unsigned((n + per_block - 1) / per_block), dim3(per_block, shares), 0, stream>>>(
       workspace, plan.splits, plan.parities, plan.Mp, plan.Np, s);
   AE_CUDA_LAUNCH_CHECK();
 }

@@ -12,7 +12,6 @@
 #include <algorithm>
 
 #include "common/cuda_check.cuh"
-#include "kernels/ae/cuda/pdl.cuh"
 #include "kernels/ae/cuda/wgmma_ptx.cuh"
 #include "kernels/ae/cuda/wgrad_igemm.cuh"
 
@@ -48,7 +47,6 @@ __global__ void __launch_bounds__(256) wgrad_wgmma_kernel(const WgradK p) {
 
   const ChunkCol a_col = chunk_col<bf16>(p.a, p.gw, par, i0 + (tid % CPR) * CH);
   const ChunkCol b_col = chunk_col<bf16>(p.b, p.gw, par, j0 + (tid % CPR) * CH);
-  pdl::wait();  // what comes before reads no memory
   UnpooledChunk a_regs[UNPOOLED_A ? IT : 1];
 
   auto load_stage = [&](int kt) {  // (unpooled A: B only; fetch_a / store_a do A)
@@ -110,7 +108,6 @@ __global__ void __launch_bounds__(256) wgrad_wgmma_kernel(const WgradK p) {
 
   // The accumulators in mma.sync's m16n8 layout: warp w of group g holds rows 64g + 16(w%4)
   // + lane/4 (and +8), columns 8j + 2·(lane%4) (and +1).
-  pdl::trigger();
   float* part = p.partial + size_t(blockIdx.z) * p.Mp * p.Np;
   const int i = i0 + wg * 64 + (warp % 4) * 16 + (lane >> 2);
 #pragma unroll
@@ -130,9 +127,9 @@ template <bool UNPOOLED_A>
 void launch_wgrad_wgmma(const WgradK& k, int splits, cudaStream_t stream) {
   dim3 grid(k.Mp / kTile, k.Np / kTile, splits * (k.parity ? 4 : 1));
   if (k.div_gw.log2 >= 0 && k.div_ghw.log2 >= 0)
-    pdl::launch(wgrad_wgmma_kernel<UNPOOLED_A, true>, grid, 256, kSmemBytes, stream, k);
+    wgrad_wgmma_kernel<UNPOOLED_A, true><<<grid, 256, kSmemBytes, stream>>>(k);
   else
-    pdl::launch(wgrad_wgmma_kernel<UNPOOLED_A, false>, grid, 256, kSmemBytes, stream, k);
+    wgrad_wgmma_kernel<UNPOOLED_A, false><<<grid, 256, kSmemBytes, stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }
 template void launch_wgrad_wgmma<false>(const WgradK&, int, cudaStream_t);
