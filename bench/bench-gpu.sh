@@ -112,6 +112,14 @@ done
 echo "data-parallel ae-train, $(nvidia-smi -L | wc -l) GPU(s) of $device (ranks as threads, weak scaling):"
 sed -n 's/^BENCH data-parallel /  /p' "$OUT_DIR/scaling.log" 2>/dev/null || true
 grep -v '^\[' "$OUT_DIR/kernels.log" 2>/dev/null | grep -E 'per-kernel|^  ' || true
+# What bounds each stage of the seed model's step: its floors at this GPU's measured peaks
+# (a large bf16 / TF32 cuBLAS GEMM, a device copy) against the per-kernel times above.
+if [ -s "$OUT_DIR/kernels.log" ] && "$PY" bench/gpu_peaks.py > "$OUT_DIR/peaks.txt" 2> "$OUT_DIR/peaks.log"; then
+  echo
+  echo "roofline of the seed model's step (bench/roofline.py), peaks measured here: $(head -1 "$OUT_DIR/peaks.txt" | cut -d: -f2-)"
+  # shellcheck disable=SC2046  # the peaks line is roofline.py's arguments
+  "$PY" bench/roofline.py "$OUT_DIR/kernels.log" $(tail -1 "$OUT_DIR/peaks.txt") || true
+fi
 "$PY" - "$results" "$device" <<'PYEOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
