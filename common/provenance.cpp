@@ -47,14 +47,18 @@ constexpr std::launch kHashLaunch = std::launch::deferred;
 constexpr std::launch kHashLaunch = std::launch::async;
 #endif
 
-BackgroundHashes::BackgroundHashes(std::vector<std::string> paths) : paths_(std::move(paths)) {
-  for (const std::string& path : paths_) digests_.push_back(std::async(kHashLaunch, [path] { return sha256_file(path); }));
-}
+BackgroundHashes::BackgroundHashes(std::vector<std::string> paths)
+    : paths_(std::move(paths)), digests_(std::async(kHashLaunch, [p = paths_] {
+        std::vector<std::string> d;
+        for (const std::string& path : p) d.push_back(sha256_file(path));
+        return d;
+      })) {}
 
 std::vector<InputFile> BackgroundHashes::get() {
   PhaseScope hashing(Phase::hash);
+  const std::vector<std::string> d = digests_.get();  // rethrows the hashing thread's error
   std::vector<InputFile> out;
-  for (size_t i = 0; i < paths_.size(); ++i) out.push_back({paths_[i], digests_[i].get()});  // rethrows a thread's error
+  for (size_t i = 0; i < paths_.size(); ++i) out.push_back({paths_[i], d[i]});
   return out;
 }
 

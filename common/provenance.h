@@ -27,10 +27,9 @@ InputFile hash_input(const std::string& path);
 std::vector<std::string> recorded_input_hashes(const Hdf5Reader& r);
 std::string utc_now_iso8601();
 
-// The inputs' hashes, each computed on a thread of its own from construction on, so that
+// The inputs' hashes, computed on a thread of their own from construction on, so that
 // hashing a 2 GB features file overlaps the tool's reading and computing instead of adding
-// to them, and svm-eval's model and features (1.3 + 2 GB) hash side by side rather than
-// one after the other (make bench-pipeline). get() waits for them (the "hash" phase).
+// to them (make bench-pipeline). get() waits for them (charged to the "hash" phase).
 class BackgroundHashes {
  public:
   explicit BackgroundHashes(std::vector<std::string> paths);
@@ -38,7 +37,7 @@ class BackgroundHashes {
 
  private:
   std::vector<std::string> paths_;
-  std::vector<std::future<std::string>> digests_;  // (a std::async future waits in its destructor)
+  std::future<std::vector<std::string>> digests_;
 };
 // Writes the provenance attributes on "/" (created_by from the current tool's name).
 void write_provenance(Hdf5Writer& w, const Provenance& p);
