@@ -36,12 +36,15 @@ namespace {
 
 constexpr int kImages = 3;  // odd: the last GEMM tile of every layer is partial
 
-// gpu_test::archs() and one more that only these per-layer checks run: 1×20×12 with 100,5
-// (non-square, a 5×3 latent, 100 channels at pitch 128 and 5 at pitch 8).
+// gpu_test::archs() and two more that only these per-layer checks run: 1×20×12 with 100,5
+// (non-square, a 5×3 latent, 100 channels at pitch 128 and 5 at pitch 8), and 5×8×8 with 48
+// (the first layer's im2col 46 columns wide: its weight gradient takes the 128-column tiles,
+// on Hopper the warpgroup-MMA kernel with the unpooled operand).
 const std::vector<ArchCase>& plan_archs() {
   static const std::vector<ArchCase> v = [] {
     std::vector<ArchCase> a = archs();
     a.push_back({"a1x20x12_100_5", ae::Architecture(1, 20, 12, {100, 5})});
+    a.push_back({"a5x8x8_48", ae::Architecture(5, 8, 8, {48})});
     return a;
   }();
   return v;
