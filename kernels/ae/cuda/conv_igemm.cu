@@ -307,23 +307,20 @@ void allow_conv_smem() {
   allow(conv_igemm_kernel<T, 256, 128, 4, 2, 3, Epilogue>, conv_smem_bytes<256, 128, 3>());
   allow(conv_igemm_kernel<T, 128, 256, 2, 4, 3, Epilogue>, conv_smem_bytes<128, 256, 3>());
 }
+// Every kernel of element type T, with each epilogue (and the wgmma engine's where it runs).
 template <typename T>
-void allow_conv_smem_all() {
-  allow_conv_smem<T, StoreEpilogue>();
-  allow_conv_smem<T, SubpixelStoreEpilogue>();
-  allow_conv_smem<T, PoolEpilogue>();
-  allow_conv_smem<T, ReluMaskEpilogue>();
-  allow_conv_smem<T, UnpoolMaskEpilogue>();
-  allow_conv_smem<T, LossEpilogue>();
-}
-template <typename T>
-void allow_conv_wgmma_smem_all() {
-  allow_conv_wgmma_smem<T, StoreEpilogue>();
-  allow_conv_wgmma_smem<T, SubpixelStoreEpilogue>();
-  allow_conv_wgmma_smem<T, PoolEpilogue>();
-  allow_conv_wgmma_smem<T, ReluMaskEpilogue>();
-  allow_conv_wgmma_smem<T, UnpoolMaskEpilogue>();
-  allow_conv_wgmma_smem<T, LossEpilogue>();
+void allow_conv_smem_all(bool wgmma) {
+  const auto each = [wgmma](auto epilogue) {
+    using E = decltype(epilogue);
+    allow_conv_smem<T, E>();
+    if (wgmma) allow_conv_wgmma_smem<T, E>();
+  };
+  each(StoreEpilogue{});
+  each(SubpixelStoreEpilogue{});
+  each(PoolEpilogue{});
+  each(ReluMaskEpilogue{});
+  each(UnpoolMaskEpilogue{});
+  each(LossEpilogue{});
 }
 
 }  // namespace
@@ -353,12 +350,9 @@ bool has_wgmma() {
 
 namespace igemm {
 void init_conv_kernels() {
-  allow_conv_smem_all<__nv_bfloat16>();
-  allow_conv_smem_all<float>();
-  if (has_wgmma()) {
-    allow_conv_wgmma_smem_all<__nv_bfloat16>();
-    allow_conv_wgmma_smem_all<float>();
-  }
+  const bool wgmma = has_wgmma();
+  allow_conv_smem_all<__nv_bfloat16>(wgmma);
+  allow_conv_smem_all<float>(wgmma);
 }
 }  // namespace igemm
 

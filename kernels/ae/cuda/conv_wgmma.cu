@@ -12,6 +12,7 @@
 #include <cuda_bf16.h>
 
 #include <stdexcept>
+#include <type_traits>
 
 #include "common/cuda_check.cuh"
 #include "kernels/ae/cuda/conv_igemm.cuh"
@@ -28,25 +29,13 @@ constexpr int wgmma_smem_bytes() {
   return std::max(STAGES * (BM + BN) * kRowBytes, BM * (BN + 4) * 4) + 1024;
 }
 
-// D(64×N) += A·B over one 128-byte stage: four k-steps of 32 bytes.
+// D(64×N) += A·B over one k-step of 32 bytes (bf16 k16, tf32 k8).
 template <typename T, int N>
-struct Wgmma;
-template <>
-struct Wgmma<__nv_bfloat16, 64> {
-  static __device__ __forceinline__ void mma(float (&d)[32], uint64_t a, uint64_t b) { ptx::wgmma_m64n64k16_bf16(d, a, b); }
-};
-template <>
-struct Wgmma<__nv_bfloat16, 128> {
-  static __device__ __forceinline__ void mma(float (&d)[64], uint64_t a, uint64_t b) { ptx::wgmma_m64n128k16_bf16(d, a, b); }
-};
-template <>
-struct Wgmma<float, 64> {
-  static __device__ __forceinline__ void mma(float (&d)[32], uint64_t a, uint64_t b) { ptx::wgmma_m64n64k8_tf32(d, a, b); }
-};
-template <>
-struct Wgmma<float, 128> {
-  static __device__ __forceinline__ void mma(float (&d)[64], uint64_t a, uint64_t b) { ptx::wgmma_m64n128k8_tf32(d, a, b); }
-};
+__device__ __forceinline__ void wgmma_step(float (&d)[N / 2], uint64_t a, uint64_t b) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (N == 128) kBf16 ? ptx::wgmma_m64n128k16_bf16(d, a, b) : ptx::wgmma_m64n128k8_tf32(d, a, b);
+  else kBf16 ? ptx::wgmma_m64n64k16_bf16(d, a, b) : ptx::wgmma_m64n64k8_tf32(d, a, b);
+}
 
 // BM = 128: the two warpgroups split the rows (64 each, all BN columns); BM = 64: they
 // split the columns (BN/2 each). STAGES ≥ 3: stage kt + STAGES − 2 is loaded while stage
@@ -96,7 +85,7 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
     ptx::wgmma_fence_operands(acc);
     ptx::wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < KSTEPS; ++ks) Wgmma<T, WN>::mma(acc, da + 2 * ks, db + 2 * ks);
+    for (int ks = 0; ks < KSTEPS; ++ks) wgmma_step<T, WN>(acc, da + 2 * ks, db + 2 * ks);
     ptx::wgmma_commit();
     ptx::wgmma_wait<1>();
     ptx::wgmma_fence_operands(acc);
