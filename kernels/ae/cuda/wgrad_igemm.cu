@@ -1,7 +1,9 @@
 // Implicit-GEMM weight gradients (wgrad_igemm, layers_cuda.cuh; docs/GPU.md): a GEMM over
 // pixels of two pixel-matrix operands gathered from NHWC tensors (plain, 3×3 / 2×2 patches,
 // parity-subsampled, unpooled on the fly), split over pixel ranges into a workspace that
-// wgrad_reduce() scatters into the PyTorch-layout gradient.
+// wgrad_reduce() scatters into the PyTorch-layout gradient. This file: the mma.sync kernel,
+// the dispatch (bf16 tiles of 128 columns go to wgrad_wgmma.cu on Hopper) and the
+// reduction; the gathers both kernels use are wgrad_igemm.cuh.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -17,7 +19,6 @@ namespace {
 using bf16 = __nv_bfloat16;
 using namespace ptx;
 using namespace igemm;
-
 
 // POW2: the reduction grid's height and width are powers of two (every grid of the seed
 // model), so pixels decode with shifts; the general decode cost the seed model's weight
