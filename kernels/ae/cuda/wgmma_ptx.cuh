@@ -2,7 +2,7 @@
 // from shared memory through 64-bit matrix descriptors and accumulates a 64×N fp32 tile
 // held by the warpgroup's 128 threads, in the same per-thread layout as mma.sync's 16×8
 // tiles (warp w of the group: rows 16w + lane/4 and +8, columns 8j + 2·(lane%4), +1).
-// Only conv_wgmma.cu, compiled for sm_90a alone, includes this.
+// Only the *_wgmma.cu files, compiled for sm_90a alone, include this.
 #pragma once
 #include <cstdint>
 

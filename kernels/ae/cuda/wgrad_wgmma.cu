@@ -4,7 +4,8 @@
 // [column], the reduction running down the rows), which wgmma reads as MN-major bf16
 // operands straight from shared memory: each stage holds, per operand, two blocks of 64
 // columns × 64 pixel rows in the 128-byte swizzle. (tf32 has no MN-major form: the fp32
-// weight gradients stay on mma.sync.)
+// weight gradients stay on mma.sync; a transposing gather into K-major rows was slower,
+// docs/GPU.md.)
 //
 // Compiled for sm_90a alone (the Makefile's WGMMA_ARCH), offered on compute capability 9.0.
 #include <cuda_bf16.h>
