@@ -69,8 +69,6 @@ std::vector<LayerCase> all_cases() {
 
 double tolerance(Precision p) { return p == Precision::bf16 ? 1e-2 : 1e-3; }
 
-const char* tile_name(ConvTile t) { return conv_tile_name(t); }
-
 class PlanLayer : public testing::TestWithParam<LayerCase> {
  protected:
   void SetUp() override {
@@ -363,13 +361,13 @@ TEST_P(PlanLayer, EveryTileGivesTheSameBits) {
       a.tile = tile;
       conv_igemm(a, dt_, 0);
       AE_CUDA_CHECK(cudaDeviceSynchronize());
-      EXPECT_TRUE(bytes_of(op->out) == want) << tile_name(tile) << " differs from the automatic tile";
-      if (op->picks_out >= 0) EXPECT_TRUE(bytes_of(op->picks_out) == want_picks) << tile_name(tile) << ": picks";
+      EXPECT_TRUE(bytes_of(op->out) == want) << conv_tile_name(tile) << " differs from the automatic tile";
+      if (op->picks_out >= 0) EXPECT_TRUE(bytes_of(op->picks_out) == want_picks) << conv_tile_name(tile) << ": picks";
       ++compared;
     }
     a.tile = ConvTile::automatic;
     const ConvTile tuned = tune_conv_tile(a, dt_, 0);
-    EXPECT_NE(std::find(tiles.begin(), tiles.end(), tuned), tiles.end()) << tile_name(tuned);
+    EXPECT_NE(std::find(tiles.begin(), tiles.end(), tuned), tiles.end()) << conv_tile_name(tuned);
   }
   std::printf("    %s: %d tile runs bit-identical\n", lp_->forward_name.c_str(), compared);
 }

@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
   constexpr int KSTEPS = kRowBytes / 32;
 
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  unsigned char* smem = ptx::align_to_swizzle_atom(smem_raw);
   const uint32_t sbase = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp / 4;
   const int wg_m = WGS_M == 2 ? wg : 0, wg_n = WGS_M == 2 ? 0 : wg;

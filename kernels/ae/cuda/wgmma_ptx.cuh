@@ -37,6 +37,13 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128_mn(uint32_t smem_addr, uint
   return d;
 }
 
+// The first 1,024-byte boundary at or after p in shared memory: a 128-byte-swizzled block
+// must start on one (the kernels allocate 1,024 bytes more than they use).
+__device__ __forceinline__ unsigned char* align_to_swizzle_atom(unsigned char* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  return p + ((1024 - (a & 1023)) & 1023);
+}
+
 // Orders this warpgroup's register accesses before the wgmma that follow.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }

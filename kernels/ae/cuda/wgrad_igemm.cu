@@ -154,15 +154,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(cons
   }
   cp_async_wait<0>();
 
-  float* part = p.partial + size_t(blockIdx.z) * p.Mp * p.Np;
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni) {
-      const int i = i0 + wm * WM + mi * 16 + (lane >> 2), j = j0 + wn * WN + ni * 8 + (lane & 3) * 2;
-      *reinterpret_cast<float2*>(part + size_t(i) * p.Np + j) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
-      *reinterpret_cast<float2*>(part + size_t(i + 8) * p.Np + j) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
-    }
+  store_partial(p, acc, i0 + wm * WM, j0 + wn * WN, lane);
 }
 
 template <typename T, int BM, int BN, int WM_, int WN_, int ST, bool UA = false>

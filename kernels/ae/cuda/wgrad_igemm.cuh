@@ -213,6 +213,21 @@ __device__ __forceinline__ void store_unpooled_stage(const PixOpK& op, const Chu
   }
 }
 
+// A warp's accumulators (MI×NI tiles of 16×8 in mma.sync's layout; wgmma's per-warp rows
+// are the same) into this block's split of the workspace: the warp's tile at (i0, j0).
+template <int MI, int NI>
+__device__ __forceinline__ void store_partial(const WgradK& p, const float (&acc)[MI][NI][4], int i0, int j0, int lane) {
+  float* part = p.partial + size_t(blockIdx.z) * p.Mp * p.Np;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int i = i0 + mi * 16 + (lane >> 2), j = j0 + ni * 8 + (lane & 3) * 2;
+      *reinterpret_cast<float2*>(part + size_t(i) * p.Np + j) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      *reinterpret_cast<float2*>(part + size_t(i + 8) * p.Np + j) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+}
+
 template <typename T, int BM, int BN>
 struct WgradGeom {
   static constexpr int KR = 128 / int(sizeof(T));  // pixels per stage (four mma k-steps)

@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(256) wgrad_wgmma_kernel(const WgradK p) {
   static_assert(NT % CPR == 0 && CHUNKS % NT == 0, "slots");
 
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t sbase = smem_u32(smem_raw) + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  const uint32_t sbase = smem_u32(ptx::align_to_swizzle_atom(smem_raw));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp / 4;
   const int i0 = blockIdx.x * kTile, j0 = blockIdx.y * kTile;
   const int split = int(blockIdx.z) % p.splits, par = p.parity ? int(blockIdx.z) / p.splits : 0;
@@ -107,16 +107,9 @@ __global__ void __launch_bounds__(256) wgrad_wgmma_kernel(const WgradK p) {
   ptx::wgmma_fence_operands(acc);
   cp_async_wait<0>();
 
-  // The accumulators in mma.sync's m16n8 layout: warp w of group g holds rows 64g + 16(w%4)
-  // + lane/4 (and +8), columns 8j + 2·(lane%4) (and +1).
-  float* part = p.partial + size_t(blockIdx.z) * p.Mp * p.Np;
-  const int i = i0 + wg * 64 + (warp % 4) * 16 + (lane >> 2);
-#pragma unroll
-  for (int jj = 0; jj < 16; ++jj) {
-    const int j = j0 + jj * 8 + (lane & 3) * 2;
-    *reinterpret_cast<float2*>(part + size_t(i) * p.Np + j) = make_float2(acc[4 * jj], acc[4 * jj + 1]);
-    *reinterpret_cast<float2*>(part + size_t(i + 8) * p.Np + j) = make_float2(acc[4 * jj + 2], acc[4 * jj + 3]);
-  }
+  // The accumulators in mma.sync's m16n8 layout: warp w of group g holds the 16 rows from
+  // 64g + 16(w%4), all 128 columns.
+  store_partial(p, reinterpret_cast<const float(&)[1][16][4]>(acc), i0 + wg * 64 + (warp % 4) * 16, j0, lane);
 #else
   __trap();  // never launched: wgrad_igemm offers this kernel on compute capability 9.0 only
 #endif
