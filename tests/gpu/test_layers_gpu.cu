@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -278,13 +279,17 @@ std::vector<float> from_nhwc(const DeviceBuffer<char>& x, int N, int HW, int Cp,
   return to_host(d, size_t(N) * HW * Cp);
 }
 
-// bias_grad at pitches wider than a block (no 256 cap) and with fewer columns than the pitch.
+// bias_grad at pitches wider than a block and than a block's 8-column groups (4,096), with
+// fewer columns than the pitch, over one row, a few and enough rows for every block to take
+// several per thread; the same sums bit for bit when run again (a fixed order).
 TEST(GpuLayers, BiasGradAnyPitch) {
   REQUIRE_GPU();
   std::mt19937_64 rng(9);
-  for (int ld : {8, 128, 512, 1024})
+  const std::vector<std::pair<int, int>> shapes = {{8, 3001},   {128, 3001}, {512, 3001}, {1024, 3001},
+                                                   {4096, 777}, {8, 1},      {256, 1},    {128, 200003}};
+  for (const auto& [ld, rows] : shapes)
     for (DType t : {DType::f32, DType::bf16}) {
-      const int rows = 3001, ncols = ld - 3;
+      const int ncols = ld - 3;
       auto src = normal(size_t(rows) * ld, 1.f, rng);
       auto dsrc = to_nhwc(src, 1, ld, rows, ld, t);  // [rows][ld] as one image's NHWC
       const auto rounded = from_nhwc(dsrc, 1, rows, ld, t);  // NCHW: [ld][rows]
@@ -295,10 +300,13 @@ TEST(GpuLayers, BiasGradAnyPitch) {
         ref[size_t(c)] = float(sum);
       }
       DeviceBuffer<float> work(ae::cuda::bias_grad_work_floats(ld));
-      auto out = poisoned(size_t(ncols));
+      auto out = poisoned(size_t(ncols)), again = poisoned(size_t(ncols));
       ae::cuda::bias_grad(dsrc.get(), rows, ld, ncols, work.get(), out.get(), t, 0);
+      ae::cuda::bias_grad(dsrc.get(), rows, ld, ncols, work.get(), again.get(), t, 0);
       sync();
-      EXPECT_LT(rel_err(to_host(out, size_t(ncols)), ref), 1e-5) << "ld " << ld;
+      const auto got = to_host(out, size_t(ncols));
+      EXPECT_LT(rel_err(got, ref), 1e-5) << "ld " << ld << ", rows " << rows;
+      EXPECT_EQ(got, to_host(again, size_t(ncols))) << "ld " << ld << ", rows " << rows;
     }
 }
 
