@@ -92,9 +92,6 @@ class PlanLayer : public testing::TestWithParam<LayerCase> {
     AE_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
-  void check_forward(bool split);
-  void check_input_gradient(bool split);
-
   const float* w() const { return params_.data() + c_.weight_offset; }
   const float* b() const { return params_.data() + c_.bias_offset; }
   // The layer's source grid (its input, before any upsampling).
@@ -161,14 +158,6 @@ class PlanLayer : public testing::TestWithParam<LayerCase> {
     for (auto& x : v) x = std::max(x, 0.f);
     return v;
   }
-  // Room for conv_igemm's split reduction of `a` when `split` and the rule splits it (else
-  // null: the whole reduction in one block per tile).
-  float* split_room(const ConvArgs& a, bool split) {
-    const size_t n = split ? conv_split_workspace_floats(a, dt_) : 0;
-    if (n == 0) return nullptr;
-    split_ws_.resize(n);
-    return split_ws_.get();
-  }
   void report(const char* what, double err, double tol) {
     std::printf("    %s %s: %s rel err %.2e\n", plan_archs()[size_t(GetParam().arch)].name, lp_->forward_name.c_str(), what, err);
     EXPECT_LT(err, tol) << what;
@@ -185,20 +174,9 @@ class PlanLayer : public testing::TestWithParam<LayerCase> {
   PackedSet packs_;
   std::vector<float> params_;
   DeviceBuffer<float> params_dev_;
-  DeviceBuffer<float> split_ws_;
 };
 
-// Each convolution is checked with its whole reduction in one block per tile and, where
-// conv_reduction_splits splits it (most layers at kImages images), split.
 TEST_P(PlanLayer, ForwardMatchesCpu) {
-  for (bool split : {false, true}) {
-    if (split && conv_reduction_splits(lp_->forward.bind(bufs_, packs_, params_dev_.get(), kImages), dt_) == 1) break;
-    SCOPED_TRACE(split ? "split reduction" : "one block per tile");
-    check_forward(split);
-  }
-}
-
-void PlanLayer::check_forward(bool split) {
   const int B = kImages, L = arch_->num_convs(), l = lp_->index;
   // The input: uint8 images through the im2col for the first layer, else a ReLU output.
   std::vector<float> x;
@@ -217,7 +195,6 @@ void PlanLayer::check_forward(bool split) {
     put(lp_->forward.src, x, c_.in);
   }
   ConvArgs a = lp_->forward.bind(bufs_, packs_, params_dev_.get(), B);
-  a.split_ws = split_room(a, split);
   const size_t out_count = size_t(B) * c_.out * c_.H * c_.W;
   DeviceBuffer<double> loss_sum(1);
   DeviceBuffer<float> nchw;  // latent codes / reconstruction
@@ -311,14 +288,6 @@ void PlanLayer::check_forward(bool split) {
 
 TEST_P(PlanLayer, InputGradientMatchesCpu) {
   if (!lp_->has_input_grad) GTEST_SKIP() << "the first layer needs no input gradient";
-  for (bool split : {false, true}) {
-    if (split && conv_reduction_splits(lp_->input_grad.bind(bufs_, packs_, params_dev_.get(), kImages), dt_) == 1) break;
-    SCOPED_TRACE(split ? "split reduction" : "one block per tile");
-    check_input_gradient(split);
-  }
-}
-
-void PlanLayer::check_input_gradient(bool split) {
   const int B = kImages;
   const ConvOp& op = lp_->input_grad;
   const auto dy = normal(size_t(B) * c_.out * c_.H * c_.W, 1.f, rng_);
@@ -328,9 +297,7 @@ void PlanLayer::check_input_gradient(bool split) {
   put(op.aux, aux, c_.in);
   std::vector<int32_t> argmax;
   if (op.picks_in >= 0) argmax = put_picks(op.picks_in);
-  ConvArgs a = op.bind(bufs_, packs_, params_dev_.get(), B);
-  a.split_ws = split_room(a, split);
-  conv_igemm(a, dt_, 0);
+  conv_igemm(op.bind(bufs_, packs_, params_dev_.get(), B), dt_, 0);
   AE_CUDA_CHECK(cudaDeviceSynchronize());
 
   std::vector<float> dx(size_t(B) * c_.in * sh() * sw());
@@ -377,12 +344,8 @@ TEST_P(PlanLayer, EveryTileGivesTheSameBits) {
     return h;
   };
   int compared = 0;
-  for (const ConvOp* op : ops)
-    for (bool split : {false, true}) {  // the tiles' partial sums of a split reduction, too
+  for (const ConvOp* op : ops) {
     ConvArgs a = op->bind(bufs_, packs_, params_dev_.get(), B);
-    a.split_ws = split_room(a, split);
-    if (split && !a.split_ws) continue;
-    SCOPED_TRACE(split ? "split reduction" : "one block per tile");
     const std::vector<ConvTile> tiles = conv_tile_candidates(a);
     if (tiles.empty()) continue;
     conv_igemm(a, dt_, 0);
@@ -405,7 +368,7 @@ TEST_P(PlanLayer, EveryTileGivesTheSameBits) {
     a.tile = ConvTile::automatic;
     const ConvTile tuned = tune_conv_tile(a, dt_, 0);
     EXPECT_NE(std::find(tiles.begin(), tiles.end(), tuned), tiles.end()) << conv_tile_name(tuned);
-    }
+  }
   std::printf("    %s: %d tile runs bit-identical\n", lp_->forward_name.c_str(), compared);
 }
 
@@ -482,29 +445,6 @@ TEST(Plan, SeedModelKeepsItsGemms) {
   for (int l = 0; l < 5; ++l) EXPECT_EQ(p.layers[size_t(l)].wgrad.branch, (l == 1 || l == 3) ? 1 : 0) << l;
   EXPECT_EQ(p.packs.size(), 9u);
   std::printf("%s", plan_table(p).c_str());
-}
-
-// Which convolutions split their reduction (conv_reduction_splits): at the default
-// pipeline's batch of 64 the one with the deepest reduction on the 8×8 grid, dconv2's input
-// gradient (64 tiles of 64 rows, 4,096 deep: 4 splits in fp32, 2 in bf16), at 256 none. The
-// rule reads the shape and the element type only, so this holds on every GPU.
-TEST(Plan, SeedModelSplitsItsDeepSmallGemmAtBatch64) {
-  for (DType t : {DType::f32, DType::bf16}) {
-    const Plan p = make_plan(ae::Architecture::seed(), 256, t);
-    const auto splits = [&](const ConvOp& op, int images) {
-      ConvArgs a = op.args;
-      a.images = images;
-      return conv_reduction_splits(a, t);
-    };
-    for (const LayerPlan& lp : p.layers) {
-      if (!lp.output) EXPECT_EQ(splits(lp.forward, 64), 1) << lp.forward_name;
-      if (!lp.output) EXPECT_EQ(splits(lp.forward, 256), 1) << lp.forward_name;
-      if (!lp.has_input_grad) continue;
-      const bool deep = lp.conv.upsample && lp.conv.H == 16;  // dconv2
-      EXPECT_EQ(splits(lp.input_grad, 64), deep ? (t == DType::f32 ? 4 : 2) : 1) << lp.input_grad_name;
-      EXPECT_EQ(splits(lp.input_grad, 256), 1) << lp.input_grad_name;
-    }
-  }
 }
 
 // What every plan must hold, whatever the architecture (host only).

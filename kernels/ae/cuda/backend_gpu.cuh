@@ -368,19 +368,6 @@ class GpuBackend : public AeBackend {
   // Each side branch's weight-gradient workspace, large enough for every gradient of the
   // branch at `batch` images (the split count, so the size, depends on the batch).
   void ensure_workspaces(int batch) {
-    size_t conv = 0;  // and the main chain's split reductions (conv_reduction_splits)
-    for (const LayerPlan& lp : plan_->layers)
-      for (const ConvOp* op : {&lp.forward, &lp.input_grad}) {
-        if (op == &lp.input_grad && !lp.has_input_grad) continue;
-        ConvArgs a = op->args;
-        a.images = batch;
-        conv = std::max(conv, conv_split_workspace_floats(a, dt_));
-      }
-    if (conv > conv_ws_.size()) {
-      drop_graphs();
-      conv_ws_.release();
-      conv_ws_.resize(conv);
-    }
     for (int b = 0; b < Plan::kBranches; ++b) {
       const size_t ws = plan_->workspace_floats(b, batch), bw = plan_->bias_work_floats(b);
       if (ws <= wgrad_ws_[b].size() && bw <= bias_ws_[b].size()) continue;
@@ -499,29 +486,8 @@ class GpuBackend : public AeBackend {
                  plan_->col_pitch, dt_, s);
   }
 
-  // A convolution of the main chain, bound to this backend's buffers, with room for its
-  // split reduction: the training step's graphs are captured after ensure_workspaces has
-  // sized conv_ws_ for their batch; other passes (evaluation, encoding: not captured) grow
-  // it here when a small last chunk splits.
-  ConvArgs bind_conv(const ConvOp& op, int B) {
-    ConvArgs a = op.bind(bufs_, packs_, params_.get(), B);
-    const size_t need = conv_split_workspace_floats(a, dt_);
-    if (need == 0) return a;
-    if (need > conv_ws_.size()) {
-      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-      AE_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
-      if (capturing != cudaStreamCaptureStatusNone)
-        throw std::logic_error("GpuBackend: split-reduction workspace too small (ensure_workspaces first)");
-      drop_graphs();
-      conv_ws_.release();
-      conv_ws_.resize(need);
-    }
-    a.split_ws = conv_ws_.get();
-    return a;
-  }
-
   void forward_layer(const LayerPlan& lp, int B, const ForwardIo& io, cudaStream_t s) {
-    ConvArgs a = bind_conv(lp.forward, B);
+    ConvArgs a = lp.forward.bind(bufs_, packs_, params_.get(), B);
     if (lp.index == plan_->latent_layer) a.out_nchw = io.latent;
     if (lp.output) {
       if (!io.with_grad) a.out = nullptr;
@@ -547,7 +513,7 @@ class GpuBackend : public AeBackend {
   // input (upsample + ReLU, or ReLU + max pool), so it lands as the gradient of the
   // previous convolution's pre-activation.
   void input_grad_layer(const LayerPlan& lp, int B, cudaStream_t s) {
-    ConvArgs a = bind_conv(lp.input_grad, B);
+    ConvArgs a = lp.input_grad.bind(bufs_, packs_, params_.get(), B);
     a.tile = conv_tile(lp, true, a, B, s);
     conv_igemm(a, dt_, s);
   }
@@ -566,8 +532,8 @@ class GpuBackend : public AeBackend {
   }
   void tune_conv_tiles(int B) {
     for (const LayerPlan& lp : plan_->layers) {
-      if (!lp.output) conv_tile(lp, false, bind_conv(lp.forward, B), B, stream_);
-      if (lp.has_input_grad) conv_tile(lp, true, bind_conv(lp.input_grad, B), B, stream_);
+      if (!lp.output) conv_tile(lp, false, lp.forward.bind(bufs_, packs_, params_.get(), B), B, stream_);
+      if (lp.has_input_grad) conv_tile(lp, true, lp.input_grad.bind(bufs_, packs_, params_.get(), B), B, stream_);
     }
   }
 
@@ -732,7 +698,6 @@ class GpuBackend : public AeBackend {
   int cap_ = 0;
   StepBuffers bufs_;
   DeviceBuffer<float> wgrad_ws_[Plan::kBranches], bias_ws_[Plan::kBranches];  // one per side branch
-  DeviceBuffer<float> conv_ws_;  // the split reductions of the main chain's convolutions
   DeviceBuffer<uint8_t> stage_;
   DeviceBuffer<float> recon_, latent_dev_;
   PinnedBuffer pinned_[2];

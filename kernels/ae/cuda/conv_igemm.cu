@@ -38,9 +38,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const int par = p.parity ? int(blockIdx.z) : 0;  // output parity (dy,dx) = (par>>1, par&1)
   const Loader loader(p, m0, n0, par);
-  int kt0, kt1;
-  split_stages(p, p.Kpad / Loader::KE, kt0, kt1);
-  auto load_stage = [&](int kt, uint32_t stage_addr) { loader.load(p, kt0 + kt, stage_addr); };
+  auto load_stage = [&](int kt, uint32_t stage_addr) { loader.load(p, kt, stage_addr); };
 
   float acc[MI][NI][4];
   igemm::zero_acc(acc);
@@ -81,20 +79,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
     }
   };
 
-  const int KT = kt1 - kt0;
-  if constexpr (STAGES == 1) {
-    // One slot: each stage is loaded, then computed on (a reduction of one or two stages has
-    // nothing to overlap; the smaller block lets more blocks share a multiprocessor).
-    for (int kt = 0; kt < KT; ++kt) {
-      if (kt > 0) __syncthreads();  // everyone is done with the slot
-      load_stage(kt, sbase);
-      cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
-      compute_stage(sbase);
-    }
-  } else {
   // Stage slots rotate without a modulo: read_slot is computed on, write_slot refilled.
+  const int KT = p.Kpad / Loader::KE;
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT) load_stage(s, sbase + s * STAGE);
@@ -111,7 +97,6 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
     read_addr = read_addr == last_addr ? sbase : read_addr + STAGE;
     write_addr = write_addr == last_addr ? sbase : write_addr + STAGE;
   }
-  }
   cp_async_wait<0>();
   __syncthreads();
 
@@ -120,37 +105,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   float* ct = reinterpret_cast<float*>(smem);
   store_acc_tile<CLD>(ct, acc, wm * WM, wn * WN, lane);
   __syncthreads();
-  if (p.splits > 1) {
-    store_split_partial<BM, BN, NT>(p, ct, m0, n0);
-    return;
-  }
+
   Epilogue::template run<T, BM, BN, NT>(p, ct, m0, n0, par);
-}
-
-// The second kernel of a split reduction: a 32×128 tile of the split partials summed in
-// split order (the same sums whichever tile computed the partials), then the epilogue.
-constexpr int kFinishRows = 32, kFinishCols = 128;
-
-template <typename T, typename Epilogue>
-__global__ void __launch_bounds__(256) conv_split_finish_kernel(const ConvK p) {
-  constexpr int BM = kFinishRows, BN = kFinishCols, NT = 256, CLD = BN + 4, C4 = BN / 4;
-  __shared__ __align__(16) float ct[BM * CLD];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  const size_t plane = size_t(p.M) * p.ldw;
-  for (int it = threadIdx.x; it < BM * C4; it += NT) {
-    const int r = it / C4, c = (it % C4) * 4, m = m0 + r, n = n0 + c;
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (m < p.M && n < p.ldw) {
-      const float* w = p.split_ws + size_t(m) * p.ldw + n;
-      for (int s = 0; s < p.splits; ++s) {
-        const float4 v = __ldg(reinterpret_cast<const float4*>(w + s * plane));
-        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-      }
-    }
-    *reinterpret_cast<float4*>(ct + r * CLD + c) = sum;
-  }
-  __syncthreads();
-  Epilogue::template run<T, BM, BN, NT>(p, ct, m0, n0, 0);
 }
 
 // ---- the decoder's output layer: "upsample ×2, then 3×3" to ≤ 4 channels ------------------
@@ -257,7 +213,7 @@ template <typename T, int BM, int BN, int WM_, int WN_, int ST, typename Epilogu
 void launch_conv(const ConvK& k, cudaStream_t stream) {
   constexpr int smem = conv_smem_bytes<BM, BN, ST>();
   // Columns up to ldo: every epilogue but up2_subpixel's writes the channel padding too.
-  dim3 grid((k.M + BM - 1) / BM, (k.cols + BN - 1) / BN, k.parity ? 4 : k.splits);
+  dim3 grid((k.M + BM - 1) / BM, (k.cols + BN - 1) / BN, k.parity ? 4 : 1);
   if (!k.sub_k) grid.y = (std::max(k.cols, k.ldo) + BN - 1) / BN;
   conv_igemm_kernel<T, BM, BN, WM_, WN_, ST, Epilogue><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
@@ -286,7 +242,6 @@ ConvTile rule_tile(const ConvK& k, int elem_bytes) {
 template <typename T, typename Epilogue>
 void launch_tile(ConvTile tile, const ConvK& k, cudaStream_t stream) {
   switch (tile) {
-    case ConvTile::m64n128s1: launch_conv<T, 64, 128, 2, 4, 1, Epilogue>(k, stream); return;
     case ConvTile::m64n128s2: launch_conv<T, 64, 128, 2, 4, 2, Epilogue>(k, stream); return;
     case ConvTile::m64n128s3: launch_conv<T, 64, 128, 2, 4, 3, Epilogue>(k, stream); return;
     case ConvTile::m128n128s3: launch_conv<T, 128, 128, 2, 4, 3, Epilogue>(k, stream); return;
@@ -313,16 +268,12 @@ void dispatch_conv(const ConvK& k, cudaStream_t stream) {
       return;
     }
   }
-  if (k.cols <= 16 && k.ldo <= 16)
+  if (k.cols <= 16 && k.ldo <= 16) {
     launch_conv<T, 128, 16, 4, 1, 3, Epilogue>(k, stream);
-  else
-    launch_tile<T, Epilogue>(k.tile == ConvTile::automatic || has_fixed_kernel(k) ? rule_tile(k, int(sizeof(T))) : k.tile,
-                             k, stream);
-  if (k.splits > 1) {
-    const dim3 grid((k.M + kFinishRows - 1) / kFinishRows, (std::max(k.cols, k.ldo) + kFinishCols - 1) / kFinishCols);
-    conv_split_finish_kernel<T, Epilogue><<<grid, 256, 0, stream>>>(k);
-    AE_CUDA_LAUNCH_CHECK();
+    return;
   }
+  launch_tile<T, Epilogue>(k.tile == ConvTile::automatic || has_fixed_kernel(k) ? rule_tile(k, int(sizeof(T))) : k.tile,
+                           k, stream);
 }
 
 // The epilogue functor is chosen here, once per launch.
@@ -350,7 +301,6 @@ void allow_conv_smem() {
     AE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   };
   allow(conv_igemm_kernel<T, 128, 16, 4, 1, 3, Epilogue>, conv_smem_bytes<128, 16, 3>());
-  allow(conv_igemm_kernel<T, 64, 128, 2, 4, 1, Epilogue>, conv_smem_bytes<64, 128, 1>());
   allow(conv_igemm_kernel<T, 64, 128, 2, 4, 2, Epilogue>, conv_smem_bytes<64, 128, 2>());
   allow(conv_igemm_kernel<T, 64, 128, 2, 4, 3, Epilogue>, conv_smem_bytes<64, 128, 3>());
   allow(conv_igemm_kernel<T, 128, 128, 2, 4, 3, Epilogue>, conv_smem_bytes<128, 128, 3>());
@@ -378,7 +328,6 @@ void allow_conv_smem_all(bool wgmma) {
 const char* conv_tile_name(ConvTile t) {
   switch (t) {
     case ConvTile::automatic: return "automatic";
-    case ConvTile::m64n128s1: return "64x128/1";
     case ConvTile::m64n128s2: return "64x128/2";
     case ConvTile::m64n128s3: return "64x128/3";
     case ConvTile::m128n128s3: return "128x128/3";
@@ -409,25 +358,8 @@ void init_conv_kernels() {
 
 namespace {
 
-// conv_reduction_splits' rule: halve each block's share of the reduction while the GEMM has
-// fewer than kSplitBlocks blocks of the 64×128 tile (a count from the shape alone), up to
-// kMaxSplits shares of at least kMinSplitStages stages each. H100, fp32 batch 64: ...
-constexpr int kSplitBlocks = 256, kMaxSplits = 4, kMinSplitStages = 32;
-
-int reduction_splits(const ConvK& k, int elem_bytes) {
-  if (k.parity || k.sub_k || k.epilogue == ConvEpilogue::loss) return 1;
-  const int stages = k.Kpad / (kRowBytes / elem_bytes);
-  const int64_t tiles = int64_t((k.M + 63) / 64) * ((std::max(k.cols, k.ldo) + 127) / 128);
-  int s = 1;
-  while (s < kMaxSplits && tiles * s < kSplitBlocks && stages / (2 * s) >= kMinSplitStages) s *= 2;
-  return s;
-}
-
-// The kernels' parameter: a validated (std::invalid_argument otherwise), images > 0;
-// unsplit (with_splits sets the split count). Unbound (the plan's arguments, no pointers
-// yet): the shapes are checked, not the pointers.
-enum class Pointers { bound, unbound };
-ConvK make_conv_k(const ConvArgs& a, Pointers pointers = Pointers::bound) {
+// The kernels' parameter: a validated (std::invalid_argument otherwise), images > 0.
+ConvK make_conv_k(const ConvArgs& a) {
   if (a.Cs < 8) throw std::invalid_argument("conv_igemm: channel pitch must be ≥ 8");
   if (a.Hs < 1 || a.Ws < 1)
     throw std::invalid_argument("conv_igemm: bad source size " + std::to_string(a.Hs) + "×" + std::to_string(a.Ws));
@@ -481,27 +413,18 @@ ConvK make_conv_k(const ConvArgs& a, Pointers pointers = Pointers::bound) {
     k.div_qw = FastDivmod(k.gw / 2);
     k.div_qhw = FastDivmod((k.gh / 2) * (k.gw / 2));
   }
-  const bool bound = pointers == Pointers::bound;
-  if (masks && ((bound && !a.aux) || a.ld_aux < a.N))
+  if ((a.epilogue == ConvEpilogue::mask || a.epilogue == ConvEpilogue::unpool_mask) && (!a.aux || a.ld_aux < a.N))
     throw std::invalid_argument("conv_igemm: the mask epilogues need aux with ld_aux ≥ N");
-  if (bound && a.epilogue == ConvEpilogue::unpool_mask && !a.argmax_in)
+  if (a.epilogue == ConvEpilogue::unpool_mask && !a.argmax_in)
     throw std::invalid_argument("conv_igemm: unpool_mask needs argmax_in");
-  if (bound && pool && !a.argmax_out) throw std::invalid_argument("conv_igemm: pool needs argmax_out");
+  if (a.epilogue == ConvEpilogue::pool && !a.argmax_out) throw std::invalid_argument("conv_igemm: pool needs argmax_out");
   k.bias_vec = reinterpret_cast<uintptr_t>(a.bias) % 16 == 0 ? 1 : 0;
   if (k.ldo < a.N && !(a.epilogue == ConvEpilogue::loss && !a.out)) throw std::invalid_argument("conv_igemm: ldo < N");
-  k.ldw = (k.cols + 3) / 4 * 4;
-  k.splits = 1;
   // The 8-channel epilogues (all but the sub-pixel store and the loss): 8-element groups of
   // out (and aux, argmax_in) start 16-byte aligned. Groups that straddle N (e.g. 100
   // channels at pitch 104 or 128) mask per element.
   if (!k.sub_k && a.epilogue != ConvEpilogue::loss && (a.ldo % 8 != 0 || (masks && a.ld_aux % 8 != 0)))
     throw std::invalid_argument("conv_igemm: the store, pool and mask epilogues need ldo and ld_aux multiples of 8");
-  return k;
-}
-
-// k split as the rule says when the caller gave room for it (split_ws).
-ConvK with_splits(ConvK k, DType t) {
-  if (k.split_ws) k.splits = reduction_splits(k, int(dtype_bytes(t)));
   return k;
 }
 
@@ -517,18 +440,7 @@ void dispatch(const ConvK& k, DType t, cudaStream_t stream) {
 void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   if (a.images <= 0) return;
   init_kernels();
-  dispatch(with_splits(make_conv_k(a), t), t, stream);
-}
-
-int conv_reduction_splits(const ConvArgs& a, DType t) {
-  return a.images <= 0 ? 1 : reduction_splits(make_conv_k(a, Pointers::unbound), int(dtype_bytes(t)));
-}
-
-size_t conv_split_workspace_floats(const ConvArgs& a, DType t) {
-  if (a.images <= 0) return 0;
-  const ConvK k = make_conv_k(a, Pointers::unbound);
-  const int splits = reduction_splits(k, int(dtype_bytes(t)));
-  return splits == 1 ? 0 : size_t(splits) * size_t(k.M) * size_t(k.ldw);
+  dispatch(make_conv_k(a), t, stream);
 }
 
 std::vector<ConvTile> conv_tile_candidates(const ConvArgs& a) {
@@ -537,7 +449,6 @@ std::vector<ConvTile> conv_tile_candidates(const ConvArgs& a) {
                                  ConvTile::m128n256s3};
   if (has_wgmma())
     tiles.insert(tiles.end(), {ConvTile::wgmma_m128n128s4, ConvTile::wgmma_m128n128s3, ConvTile::wgmma_m64n128s4});
-  if (a.Kpad <= 2 * 32) tiles.push_back(ConvTile::m64n128s1);  // two fp32 stages (one of bf16) at most
   return tiles;
 }
 
@@ -548,7 +459,7 @@ ConvTile tune_conv_tile(const ConvArgs& a, DType t, cudaStream_t stream) {
   AE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
   if (capturing != cudaStreamCaptureStatusNone) throw std::logic_error("tune_conv_tile: the stream is capturing");
   init_kernels();
-  ConvK k = with_splits(make_conv_k(a), t);
+  ConvK k = make_conv_k(a);
   const ConvTile rule = rule_tile(k, t == DType::bf16 ? 2 : 4);
   cudaEvent_t start = nullptr, stop = nullptr;
   AE_CUDA_CHECK(cudaEventCreate(&start));

@@ -31,29 +31,7 @@ struct ConvK : ConvArgs {
   int oh, ow;            // the output grid (pixels that store/loss write)
   int cols;              // GEMM columns: N (4·N for up2_subpixel)
   int bias_vec;          // bias is 16-byte aligned: 8 values load as vectors
-  int splits;            // reduction splits (conv_reduction_splits): blockIdx.z is the split
-  int ldw;               // split_ws's row pitch: cols rounded up to 4
 };
-
-// The reduction stages [kt0, kt1) of this block: its split's share (all of them unsplit).
-__device__ __forceinline__ void split_stages(const ConvK& p, int KT, int& kt0, int& kt1) {
-  const int split = p.splits > 1 ? int(blockIdx.z) : 0, n = p.splits > 1 ? p.splits : 1;
-  kt0 = split * KT / n;
-  kt1 = (split + 1) * KT / n;
-}
-
-// A split block's fp32 tile (in shared memory, row pitch BN + 4) into its split's plane of
-// split_ws, 16-byte stores; columns cols..ldw−1 are the tile's zeros.
-template <int BM, int BN, int NT>
-__device__ __forceinline__ void store_split_partial(const ConvK& p, const float* ct, int m0, int n0) {
-  constexpr int CLD = BN + 4, C4 = BN / 4;
-  float* ws = p.split_ws + size_t(blockIdx.z) * p.M * p.ldw;
-  for (int it = threadIdx.x; it < BM * C4; it += NT) {
-    const int r = it / C4, c = (it % C4) * 4, m = m0 + r, n = n0 + c;
-    if (m < p.M && n < p.ldw)
-      *reinterpret_cast<float4*>(ws + size_t(m) * p.ldw + n) = *reinterpret_cast<const float4*>(ct + r * CLD + c);
-  }
-}
 
 // 8 consecutive values between global memory (bf16: one 16-byte access, fp32: two) or
 // shared memory and registers.

@@ -67,20 +67,18 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
 #pragma unroll
   for (int i = 0; i < WN / 2; ++i) acc[i] = 0.f;
 
-  int kt0, kt1;  // this block's share of the reduction (a split's, or all of it)
-  split_stages(p, p.Kpad / Loader::KE, kt0, kt1);
-  const int KT = kt1 - kt0;
+  const int KT = p.Kpad / Loader::KE;
   constexpr int AHEAD = STAGES - 2;
 #pragma unroll
   for (int s = 0; s < AHEAD; ++s) {
-    if (s < KT) loader.load(p, kt0 + s, sbase + s * STAGE);
+    if (s < KT) loader.load(p, s, sbase + s * STAGE);
     cp_async_commit();
   }
   for (int kt = 0; kt < KT; ++kt) {
     cp_async_wait<AHEAD - 1>();  // this thread's copies of stage kt have landed
     ptx::fence_proxy_async_smem();
     __syncthreads();  // everyone's have, and stage kt − 2's wgmma are done (slot reuse)
-    if (kt + AHEAD < KT) loader.load(p, kt0 + kt + AHEAD, sbase + ((kt + AHEAD) % STAGES) * STAGE);
+    if (kt + AHEAD < KT) loader.load(p, kt + AHEAD, sbase + ((kt + AHEAD) % STAGES) * STAGE);
     cp_async_commit();
     const uint32_t stage = sbase + (kt % STAGES) * STAGE;
     const uint64_t da = ptx::wgmma_desc_sw128(stage + a_block), db = ptx::wgmma_desc_sw128(stage + b_block);
@@ -103,10 +101,6 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
   const int row0 = wg_m * kWarpgroupRows + (warp % 4) * 16, col0 = wg_n * WN;
   store_acc_tile<CLD>(ct, reinterpret_cast<const float(&)[1][WN / 8][4]>(acc), row0, col0, lane);
   __syncthreads();
-  if (p.splits > 1) {
-    store_split_partial<BM, BN, NT>(p, ct, m0, n0);
-    return;
-  }
   Epilogue::template run<T, BM, BN, NT>(p, ct, m0, n0, par);
 #else
   __trap();  // never launched: conv_igemm offers these tiles on compute capability 9.0 only
@@ -115,7 +109,7 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
 
 template <typename T, int BM, int BN, int ST, typename Epilogue>
 void launch(const ConvK& k, cudaStream_t stream) {
-  dim3 grid((k.M + BM - 1) / BM, (std::max(k.cols, k.ldo) + BN - 1) / BN, k.parity ? 4 : k.splits);
+  dim3 grid((k.M + BM - 1) / BM, (std::max(k.cols, k.ldo) + BN - 1) / BN, k.parity ? 4 : 1);
   conv_wgmma_kernel<T, BM, BN, ST, Epilogue><<<grid, 256, wgmma_smem_bytes<BM, BN, ST>(), stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }

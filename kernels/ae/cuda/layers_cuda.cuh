@@ -84,7 +84,6 @@ enum class ConvShape : int { same3x3 = 0, point1x1 = 1, up2_parity = 2, down2_4x
 enum class ConvTile : int {
   automatic = 0, m64n128s2, m64n128s3, m128n128s3, m256n128s3, m128n256s3,
   wgmma_m128n128s4, wgmma_m128n128s3, wgmma_m64n128s4,
-  m64n128s1,  // one stage: for reductions of one or two stages (the first layer), 6 blocks per SM
 };
 // Whether the current device runs the wgmma_* tiles (compute capability 9.0: sm_90a code).
 bool has_wgmma();
@@ -117,21 +116,8 @@ struct ConvArgs {
   float grad_scale = 0.f;
   double* loss_sum = nullptr;
   ConvTile tile = ConvTile::automatic;
-  // Room for a split reduction (conv_split_workspace_floats(a, t) floats), or null: never
-  // split. See conv_reduction_splits.
-  float* split_ws = nullptr;
 };
 void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream);
-// A GEMM of few tiles and a long reduction (the 8×8 layers at batch 64: 64 tiles of 64 rows
-// for 132 multiprocessors, 1,152–4,096 deep) leaves most of the GPU idle. Given split_ws,
-// conv_igemm then runs `splits` blocks per tile, each over a contiguous share of the
-// reduction's stages, which store fp32 partial tiles [split][row][column]; a second kernel
-// adds them in split order and runs the epilogue. The count follows from the GEMM's shape
-// and element type alone — never from the GPU or the tile — so every device and every tile
-// computes the same sums (1: no split; always 1 for up2_parity, up2_subpixel and the loss).
-// Both read a's shapes only: its pointers may be unset (a plan's arguments before bind).
-int conv_reduction_splits(const ConvArgs& a, DType t);
-size_t conv_split_workspace_floats(const ConvArgs& a, DType t);  // 0 when not split
 // The tiles conv_igemm can run `a` with; empty where one kernel fits (at most 16 columns,
 // the sub-pixel forms) or where a launch has side effects beyond its output (the loss).
 std::vector<ConvTile> conv_tile_candidates(const ConvArgs& a);
