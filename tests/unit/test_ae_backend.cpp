@@ -20,6 +20,7 @@
 #include "tests/support/cpu_gradient.h"
 #include "tests/support/cpu_layers.h"
 #include "tests/support/layer_reference.h"
+#include "tests/support/temp_dir.h"
 #include "kernels/ae/model.h"
 
 namespace {
@@ -443,10 +444,9 @@ TEST(AeBackend, RejectsBadInput) {
 
 namespace {
 
-// A model file with `params` (no samples, no history): what Encoder reads.
-std::string write_model(const Architecture& arch, const std::vector<float>& params) {
-  char tmpl[] = "/tmp/cae-encoder-XXXXXX";
-  const std::string path = std::string(mkdtemp(tmpl)) + "/model.h5";
+// A model file with `params` (no samples, no history) in `dir`: what Encoder reads.
+std::string write_model(const cae_test::TempDir& dir, const Architecture& arch, const std::vector<float>& params) {
+  const std::string path = dir.file("model.h5");
   ae::Checkpoint c;
   c.arch = arch;
   c.params = params;
@@ -461,7 +461,8 @@ std::string write_model(const Architecture& arch, const std::vector<float>& para
 TEST(Encoder, CodesAndMirroredCodesAreTheBackendsOfTheImagesAndTheirMirrors) {
   const Architecture arch(3, 8, 8, {4, 2});
   const std::vector<float> params = params_with_biases(arch, 3);
-  const std::string path = write_model(arch, params);
+  const cae_test::TempDir dir("cae-encoder");
+  const std::string path = write_model(dir, arch, params);
   const int n = 5;
   const std::vector<uint8_t> images = random_images(arch, n, 9);
   std::vector<uint8_t> mirrored(images.size());
@@ -492,7 +493,8 @@ TEST(Encoder, RefusesNonFiniteCodesNamingTheImage) {
   const Architecture arch(1, 4, 4, {2});
   std::vector<float> params = ae::init_params(arch, 1);
   for (int64_t i = 0; i < arch.conv(0).weight_count(); ++i) params[size_t(arch.conv(0).weight_offset + i)] = 3e38f;
-  const std::string path = write_model(arch, params);
+  const cae_test::TempDir dir("cae-encoder");
+  const std::string path = write_model(dir, arch, params);
   std::vector<uint8_t> images(size_t(2 * arch.image_dim()), 0);
   std::fill(images.begin() + arch.image_dim(), images.end(), uint8_t(255));  // image 1 overflows, image 0 is black
   ae::Encoder encoder(path, cae::Device::cpu, 1, 2);

@@ -26,13 +26,9 @@
 #include "common/progress.h"
 #include "common/version.h"
 #include "common/sha256.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
-
-std::string temp_dir() {
-  char tmpl[] = "/tmp/cae-unit-XXXXXX";
-  return mkdtemp(tmpl);
-}
 
 bool exists(const std::string& p) {
   struct stat st;
@@ -45,8 +41,9 @@ struct ToolRun {
   std::string err;
 };
 ToolRun run_tool_throwing(const std::function<void()>& work) {
-  // run_tool re-executes the program once unless these are set (common/blas_runtime.h);
-  // OpenBLAS has read its variable already, so a value set here changes nothing else.
+  // Set so that run_tool's compute-environment setup (common/blas_runtime.h) leaves the
+  // process as it is; OpenBLAS has read its variable already, so a value set here changes
+  // nothing else.
   const bool had_core = std::getenv("OPENBLAS_CORETYPE") != nullptr;
   const bool had_wait = std::getenv("OMP_WAIT_POLICY") != nullptr;
   setenv("OPENBLAS_CORETYPE", "unchanged", 0);
@@ -97,7 +94,8 @@ TEST(Json, EscapesAndNumbers) {
 }
 
 TEST(Hdf5, RoundTripTypesShapesAndAttributes) {
-  std::string dir = temp_dir(), path = dir + "/t.h5";
+  const cae_test::TempDir tmp("cae-unit");
+  std::string dir = tmp.path, path = dir + "/t.h5";
   std::mt19937 rng(7);
   std::vector<float> f(600);
   for (auto& v : f) v = std::uniform_real_distribution<float>(-3, 3)(rng);
@@ -142,7 +140,8 @@ TEST(Hdf5, RoundTripTypesShapesAndAttributes) {
 // Integer arrays as attributes: how model files record their architecture
 // (encoder_channels, input_shape) and features files their latent_shape.
 TEST(Hdf5, IntegerArrayAttributes) {
-  std::string dir = temp_dir(), path = dir + "/ints.h5";
+  const cae_test::TempDir tmp("cae-unit");
+  std::string dir = tmp.path, path = dir + "/ints.h5";
   {
     cae::Hdf5Writer w(path);
     w.set_attr("/", "encoder_channels", std::vector<int64_t>{96, 48, 24});
@@ -167,7 +166,8 @@ TEST(Hdf5, IntegerArrayAttributes) {
 // The reader sandbox on its own: a good file passes, a file HDF5 cannot open is refused
 // with one line naming it.
 TEST(Hdf5Probe, PassesAGoodFileAndRefusesABadOne) {
-  std::string dir = temp_dir(), good = dir + "/good.h5", bad = dir + "/bad.h5";
+  const cae_test::TempDir tmp("cae-unit");
+  std::string dir = tmp.path, good = dir + "/good.h5", bad = dir + "/bad.h5";
   {
     cae::Hdf5Writer w(good);
     w.write("/x", std::vector<float>{1, 2, 3});
@@ -191,7 +191,8 @@ TEST(Hdf5Probe, PassesAGoodFileAndRefusesABadOne) {
 }
 
 TEST(Hdf5, NonHdf5FileIsAClearError) {
-  std::string dir = temp_dir(), path = dir + "/junk.h5";
+  const cae_test::TempDir tmp("cae-unit");
+  std::string dir = tmp.path, path = dir + "/junk.h5";
   std::ofstream(path) << "not hdf5 at all";
   try {
     cae::Hdf5Reader r(path);
@@ -202,7 +203,8 @@ TEST(Hdf5, NonHdf5FileIsAClearError) {
 }
 
 TEST(AtomicOutput, RenamesOnCommitAndCleansUpOtherwise) {
-  std::string dir = temp_dir();
+  const cae_test::TempDir tmp("cae-unit");
+  std::string dir = tmp.path;
   {
     cae::AtomicOutput out(dir + "/a.txt");
     std::ofstream(out.temp_path()) << "half";
@@ -307,7 +309,8 @@ TEST(Progress, BarFitsTheTerminalAndShowsTheRunsEta) {
 // A pipeline that trains into a hidden checkpoint and renames it when done passes
 // --record-output-as: the file's provenance then names the file the user gets.
 TEST(RunTool, RecordOutputAsNamesTheRenamedFileInTheProvenance) {
-  const std::string dir = temp_dir(), ckpt = dir + "/.model-abc.ckpt.h5", model = dir + "/model.h5";
+  const cae_test::TempDir tmp("cae-unit");
+  const std::string dir = tmp.path, ckpt = dir + "/.model-abc.ckpt.h5", model = dir + "/model.h5";
   { std::ofstream(model) << "an earlier model, replaced by the rename"; }  // a re-training: it exists
   auto run = [&](std::vector<std::string> args, std::string* params) {
     setenv("OPENBLAS_CORETYPE", "unchanged", 0);
@@ -351,7 +354,8 @@ TEST(Version, NoGitUnknownInTheVersionLine) {
 }
 
 TEST(Hdf5, WrongFormatNamesTheToolThatWritesTheExpectedOne) {
-  const std::string dir = temp_dir(), path = dir + "/f.h5";
+  const cae_test::TempDir tmp("cae-unit");
+  const std::string dir = tmp.path, path = dir + "/f.h5";
   {
     cae::Hdf5Writer w(path);
     const std::vector<float> x = {1.5f, -2.0f};
