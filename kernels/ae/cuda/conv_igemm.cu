@@ -115,16 +115,19 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
 // own, moves each source pixel through L2 nine times and is bound by that. Here a block
 // owns 128 source pixels (8 rows of a 16-wide map), copies their 10×18 halo into shared
 // memory once per 128-byte chunk of channels (with the weights of that chunk, all nine
-// taps), and the nine taps become nine shifted ldmatrix row addresses into the halo.
+// taps), and the nine taps become nine shifted ldmatrix row addresses into the halo. Eight
+// warps, one map row each: the block's two 93 KB stages allow two blocks per SM, and with
+// four warps of two rows the loads' latency went unhidden (H100: the stage 7-14 % shorter,
+// docs/BENCHMARKS.md).
 constexpr int kHaloRows = 8, kHaloW = 16, kHaloPix = (kHaloRows + 2) * (kHaloW + 2);
 constexpr int kHaloAStage = kHaloPix * kRowPitch, kHaloStage = kHaloAStage + 9 * 16 * kRowPitch;
 constexpr int kHaloSmem = 2 * kHaloStage;
 
 template <typename T, typename Epilogue>
-__global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
-  constexpr int BM = kHaloRows * kHaloW, BN = 16, NT = 128, HC = kHaloW + 2;
+__global__ void __launch_bounds__(256) subpixel_halo_kernel(const ConvK p) {
+  constexpr int BM = kHaloRows * kHaloW, BN = 16, NT = 256, HC = kHaloW + 2;
   constexpr int CH = 16 / int(sizeof(T)), KE = kRowBytes / int(sizeof(T));
-  constexpr int MI = 2, NI = 2;  // each of the 4 warps: 32 rows (two map rows) × 16 columns
+  constexpr int MI = 1, NI = 2;  // each of the 8 warps: 16 rows (one map row) × 16 columns
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -157,11 +160,11 @@ __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
   float acc[MI][NI][4];
   igemm::zero_acc(acc);
 
-  // ldmatrix rows: GEMM row warp·32 + mi·16 + (lane & 15) is map pixel (2·warp + mi, lane & 15),
-  // whose tap (ky,kx) sits at halo pixel (2·warp + mi + ky, (lane & 15) + kx).
+  // ldmatrix rows: GEMM row warp·16 + (lane & 15) is map pixel (warp, lane & 15), whose tap
+  // (ky,kx) sits at halo pixel (warp + ky, (lane & 15) + kx).
   uint32_t a_ld[MI];
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi) a_ld[mi] = uint32_t(((2 * warp + mi) * HC + (lane & 15)) * kRowPitch + (lane >> 4) * 16);
+  for (int mi = 0; mi < MI; ++mi) a_ld[mi] = uint32_t(((MI * warp + mi) * HC + (lane & 15)) * kRowPitch + (lane >> 4) * 16);
   const uint32_t b_ld = uint32_t(kHaloAStage + ((lane & 7) + ((lane >> 4) << 3)) * kRowPitch + ((lane >> 3) & 1) * 16);
 
   load_stage(0, sbase);
@@ -197,7 +200,7 @@ __global__ void __launch_bounds__(128) subpixel_halo_kernel(const ConvK p) {
 
   constexpr int CLD = BN + 4;
   float* ct = reinterpret_cast<float*>(smem);
-  store_acc_tile<CLD>(ct, acc, warp * 32, 0, lane);
+  store_acc_tile<CLD>(ct, acc, warp * 16 * MI, 0, lane);
   __syncthreads();
   Epilogue::template run<T, BM, BN, NT>(p, ct, m0, 0, 0);
 }
@@ -263,7 +266,7 @@ template <typename T, typename Epilogue>
 void dispatch_conv(const ConvK& k, cudaStream_t stream) {
   if constexpr (kTakesSubpixel<Epilogue>) {
     if (use_subpixel_halo(k, int(sizeof(T)))) {
-      subpixel_halo_kernel<T, Epilogue><<<unsigned(k.M / (kHaloRows * kHaloW)), 128, kHaloSmem, stream>>>(k);
+      subpixel_halo_kernel<T, Epilogue><<<unsigned(k.M / (kHaloRows * kHaloW)), 256, kHaloSmem, stream>>>(k);
       AE_CUDA_LAUNCH_CHECK();
       return;
     }
