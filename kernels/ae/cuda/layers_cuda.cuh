@@ -190,7 +190,8 @@ void up2_fold_output_grad(const void* dy, int ldd, int K, int images, int H, int
                           cudaStream_t stream);
 
 // Bias gradient: out[c] = Σ_rows src[row][c] for c < ncols ≤ ld (src pitch ld, any power
-// of two ≥ 8). work holds bias_grad_work_floats(ld) floats.
+// of two ≥ 8; src 16-byte aligned: rows are read as vectors of 8). work holds
+// bias_grad_work_floats(ld) floats. The order of the sums depends on (rows, ld) only.
 size_t bias_grad_work_floats(int ld);
 void bias_grad(const void* src, int64_t rows, int ld, int ncols, float* work, float* out, DType t,
                cudaStream_t stream);
