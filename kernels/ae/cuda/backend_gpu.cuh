@@ -111,10 +111,14 @@ class GpuBackend : public AeBackend {
     cudaDeviceProp prop;
     AE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     gpu_name_ = prop.name;
+    sm_count_ = prop.multiProcessorCount;
     if (prop.major < 8)
       throw std::runtime_error(std::string("--device gpu: ") + prop.name + " is too old (needs compute capability 8.0+)");
     init_kernels();
     AE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    int least_priority = 0, greatest_priority = 0;
+    AE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+    AE_CUDA_CHECK(cudaStreamCreateWithPriority(&first_stream_, cudaStreamNonBlocking, greatest_priority));
     for (int b = 0; b < Plan::kBranches; ++b) {
       AE_CUDA_CHECK(cudaStreamCreateWithFlags(&side_streams_[b], cudaStreamNonBlocking));
       AE_CUDA_CHECK(cudaEventCreateWithFlags(&join_events_[b], cudaEventDisableTiming));
@@ -174,6 +178,7 @@ class GpuBackend : public AeBackend {
       if (join_events_[b]) cudaEventDestroy(join_events_[b]);
       if (side_streams_[b]) cudaStreamDestroy(side_streams_[b]);
     }
+    if (first_stream_) cudaStreamDestroy(first_stream_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -589,6 +594,22 @@ class GpuBackend : public AeBackend {
     return st;
   }
 
+  // Where the main chain's smallest GEMM cannot fill the GPU (fewer 64-row tiles than
+  // multiprocessors: the 8×8 layers at batch 64), the main chain is captured on a stream of
+  // the greatest priority and the graph keeps each node's priority: the chain's kernels
+  // start first and the weight-gradient branches fill the room they leave. At larger batches
+  // every GEMM fills the GPU and the branches' longer work needs it instead (H100, graph
+  // replay: batch 64 −2.4 % fp32, −4.0 % bf16; batch 256 with the same priorities +2.7 /
+  // +1.4 %, so it keeps one; docs/GPU.md).
+  bool main_chain_first(int B) const {
+    int64_t grid = 0;  // the smallest row grid of a main-chain GEMM: the latent's
+    for (const LayerPlan& lp : plan_->layers) {
+      const int64_t g = lp.conv.upsample ? int64_t(lp.conv.H / 2) * (lp.conv.W / 2) : int64_t(lp.conv.H) * lp.conv.W;
+      grid = grid == 0 ? g : std::min(grid, g);
+    }
+    return (int64_t(B) * grid + 63) / 64 < sm_count_;
+  }
+
   // In a group, each layer's gradient is all-reduced on the communication stream as soon as
   // its weight-gradient kernel is done, while the backward pass goes on (bucket = layer;
   // one stream keeps the collectives in the same order on every rank).
@@ -598,7 +619,8 @@ class GpuBackend : public AeBackend {
     tune_conv_tiles(B);
     std::vector<Stage> stages = step_stages(B, G);
     cudaGraph_t graph = nullptr;
-    AE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    const cudaStream_t main = main_chain_first(B) ? first_stream_ : stream_;
+    AE_CUDA_CHECK(cudaStreamBeginCapture(main, cudaStreamCaptureModeThreadLocal));
     try {
       size_t forks = 0, reduces = 0;
       bool side_open[Plan::kBranches] = {};
@@ -607,12 +629,12 @@ class GpuBackend : public AeBackend {
         for (int b = 0; b < Plan::kBranches; ++b) {
           if (!side_open[b]) continue;
           AE_CUDA_CHECK(cudaEventRecord(join_events_[b], side_streams_[b]));
-          AE_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_events_[b], 0));
+          AE_CUDA_CHECK(cudaStreamWaitEvent(main, join_events_[b], 0));
           side_open[b] = false;
         }
         if (comm_open) {
           AE_CUDA_CHECK(cudaEventRecord(comm_join_, comm_stream_));
-          AE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_join_, 0));
+          AE_CUDA_CHECK(cudaStreamWaitEvent(main, comm_join_, 0));
           comm_open = false;
         }
       };
@@ -623,7 +645,7 @@ class GpuBackend : public AeBackend {
             AE_CUDA_CHECK(cudaEventCreateWithFlags(&fork_events_.back(), cudaEventDisableTiming));
           }
           cudaStream_t side = side_streams_[s.branch];
-          AE_CUDA_CHECK(cudaEventRecord(fork_events_[forks], stream_));
+          AE_CUDA_CHECK(cudaEventRecord(fork_events_[forks], main));
           AE_CUDA_CHECK(cudaStreamWaitEvent(side, fork_events_[forks], 0));
           ++forks;
           s.run(side);
@@ -642,17 +664,17 @@ class GpuBackend : public AeBackend {
           continue;
         }
         if (s.lane == Lane::join) join_sides();
-        s.run(stream_);
+        s.run(main);
       }
       join_sides();  // a capture must end with every forked stream joined
     } catch (...) {
-      cudaStreamEndCapture(stream_, &graph);
+      cudaStreamEndCapture(main, &graph);
       if (graph) cudaGraphDestroy(graph);
       throw;
     }
-    AE_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    AE_CUDA_CHECK(cudaStreamEndCapture(main, &graph));
     cudaGraphExec_t exec = nullptr;
-    const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+    const cudaError_t err = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
     cudaGraphDestroy(graph);
     AE_CUDA_CHECK(err);
     graphs_[{B, G}] = exec;
@@ -673,6 +695,8 @@ class GpuBackend : public AeBackend {
   std::string gpu_name_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t events_[2] = {nullptr, nullptr};
+  cudaStream_t first_stream_ = nullptr;  // the greatest priority: see main_chain_first
+  int sm_count_ = 0;
   cudaStream_t side_streams_[Plan::kBranches] = {};  // the weight-gradient branches of captured graphs
   std::vector<cudaEvent_t> fork_events_;
   cudaEvent_t join_events_[Plan::kBranches] = {};
