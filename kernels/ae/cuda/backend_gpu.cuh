@@ -602,11 +602,8 @@ class GpuBackend : public AeBackend {
   // replay: batch 64 −2.4 % fp32, −4.0 % bf16; batch 256 with the same priorities +2.7 /
   // +1.4 %, so it keeps one; docs/GPU.md).
   bool main_chain_first(int B) const {
-    int64_t grid = 0;  // the smallest row grid of a main-chain GEMM: the latent's
-    for (const LayerPlan& lp : plan_->layers) {
-      const int64_t g = lp.conv.upsample ? int64_t(lp.conv.H / 2) * (lp.conv.W / 2) : int64_t(lp.conv.H) * lp.conv.W;
-      grid = grid == 0 ? g : std::min(grid, g);
-    }
+    // the smallest row grid of a main-chain GEMM is the latent's
+    const int64_t grid = int64_t(arch_.latent_height()) * arch_.latent_width();
     return (int64_t(B) * grid + 63) / 64 < sm_count_;
   }
 

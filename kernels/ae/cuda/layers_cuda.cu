@@ -18,6 +18,7 @@ namespace ae::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using ptx::load8;
 using ptx::load_f;
 using ptx::store_f;
 
@@ -287,20 +288,13 @@ __global__ void advance_kernel(int* pos, int64_t* step, int batch) {
 constexpr int kBiasBlocks = 256;
 constexpr int kColsumUnroll = 4;
 
-// 8 consecutive values of a row (one 16-byte load in bf16, two in fp32), added into acc.
-__device__ __forceinline__ void add8(const float* p, float (&acc)[8]) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
-  acc[0] += a.x, acc[1] += a.y, acc[2] += a.z, acc[3] += a.w, acc[4] += b.x, acc[5] += b.y, acc[6] += b.z, acc[7] += b.w;
-}
-__device__ __forceinline__ void add8(const bf16* p, float (&acc)[8]) {
-  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+// 8 consecutive values of a row (ptx::load8), added into acc.
+template <typename T>
+__device__ __forceinline__ void add8(const T* p, float (&acc)[8]) {
+  float v[8];
+  load8(p, v);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
-    acc[2 * i] += f.x;
-    acc[2 * i + 1] += f.y;
-  }
+  for (int j = 0; j < 8; ++j) acc[j] += v[j];
 }
 
 // Block b sums rows [b·span, (b+1)·span) of every column into work[b][0..ld). A thread owns
