@@ -8,7 +8,9 @@
 // bf16 convolutions 1e-2.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <utility>
@@ -17,6 +19,7 @@
 #include "common/error.h"
 #include "kernels/ae/model.h"
 #include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/plan.h"
 #include "kernels/ae/cpu/layers.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/support/layer_twins.cuh"
@@ -311,6 +314,114 @@ TEST(GpuLayers, BiasGradAnyPitch) {
 }
 
 // ---- elementwise layers, fp32 exact up to rounding ----------------------------------------
+// ---- weight packing ------------------------------------------------------------------------
+// Packed element (row, col) as layers_cuda.cuh documents it, summed in the same order.
+float packed_reference(ae::cuda::PackKind kind, const std::vector<float>& w, int K, int C, int pitch, int row, int col) {
+  using ae::cuda::PackKind;
+  auto W = [&](int k, int c, int ky, int kx) { return w[(size_t(k) * C + c) * 9 + ky * 3 + kx]; };
+  const int t = col / pitch, c = col % pitch;
+  switch (kind) {
+    case PackKind::fwd3: return t < 9 && c < C ? W(row, c, t / 3, t % 3) : 0.f;
+    case PackKind::fwd_im2col: return col < 9 * C ? W(row, col % C, col / C / 3, col / C % 3) : 0.f;
+    case PackKind::bwd3: return t < 9 && c < K ? W(c, row, (8 - t) / 3, (8 - t) % 3) : 0.f;
+    case PackKind::fwd_up2_parity: {
+      if (t >= 4 || c >= C) return 0.f;
+      const int par = row / K, k = row % K, dy = par >> 1, dx = par & 1, a = t >> 1, b = t & 1;
+      // Output row 2y+dy, tap ky reads source row y + ((dy+ky−1)>>1) = y + dy + a − 1.
+      float s = 0.f;
+      for (int ky = 0; ky < 3; ++ky)
+        for (int kx = 0; kx < 3; ++kx) {
+          const int ay = ((dy + ky - 1) >> 1) + 1 - dy, ax = ((dx + kx - 1) >> 1) + 1 - dx;
+          if (ay == a && ax == b) s += W(k, c, ky, kx);
+        }
+      return s;
+    }
+    case PackKind::fwd_up2_subpixel: {
+      if (t >= 9 || c >= C) return 0.f;
+      const int par = row / K, k = row % K, dy = par >> 1, dx = par & 1;
+      float s = 0.f;
+      for (int ky = 0; ky < 3; ++ky)
+        for (int kx = 0; kx < 3; ++kx)
+          if (((dy + ky + 1) >> 1) == t / 3 && ((dx + kx + 1) >> 1) == t % 3) s += W(k, c, ky, kx);
+      return s;
+    }
+    case PackKind::bwd_down2_4x4: {
+      if (t >= 16 || c >= K) return 0.f;
+      float s = 0.f;
+      for (int dy = 0; dy < 2; ++dy)
+        for (int dx = 0; dx < 2; ++dx) {
+          const int ky = dy + 2 - (t >> 2), kx = dx + 2 - (t & 3);
+          if (ky >= 0 && ky < 3 && kx >= 0 && kx < 3) s += W(c, row, ky, kx);
+        }
+      return s;
+    }
+  }
+  return 0.f;
+}
+
+// Every packed layout against the reference, padding included (zero, never written), at
+// sizes within one block and across several (K·C > 256), in fp32 and bf16, bit for bit.
+TEST(GpuLayers, PackWeightsMatchesReference) {
+  REQUIRE_GPU();
+  using ae::cuda::PackKind;
+  std::mt19937_64 rng(5);
+  struct Case {
+    PackKind kind;
+    int K, C, taps;
+  };
+  const std::vector<Case> cases = {{PackKind::fwd3, 5, 6, 9},           {PackKind::fwd3, 40, 33, 9},
+                                   {PackKind::fwd_im2col, 7, 3, 1},     {PackKind::bwd3, 5, 6, 9},
+                                   {PackKind::bwd3, 33, 40, 9},         {PackKind::fwd_up2_parity, 5, 6, 4},
+                                   {PackKind::fwd_up2_parity, 24, 40, 4}, {PackKind::fwd_up2_subpixel, 3, 20, 9},
+                                   {PackKind::bwd_down2_4x4, 6, 5, 16}, {PackKind::bwd_down2_4x4, 40, 24, 16}};
+  for (const Case& cs : cases)
+    for (DType t : {DType::f32, DType::bf16}) {
+      const bool transposed = cs.kind == PackKind::bwd3 || cs.kind == PackKind::bwd_down2_4x4;
+      const int in = transposed ? cs.K : cs.C;  // the channels a column tap holds
+      int pitch = 8;
+      while (pitch < in) pitch *= 2;
+      const int kpad = cs.kind == PackKind::fwd_im2col ? 64 : ae::cuda::packed_kpad(cs.taps, pitch);
+      ae::cuda::PackedWeights p{cs.kind, 0, cs.K, cs.C, nullptr, kpad, pitch};
+      const auto w = normal(size_t(cs.K) * cs.C * 9, 1.f, rng);
+      auto dw = to_device(w);
+      const size_t n = size_t(p.count()), es = ae::cuda::dtype_bytes(t);
+      DeviceBuffer<char> dst(n * es);
+      AE_CUDA_CHECK(cudaMemset(dst.get(), 0, n * es));
+      p.dst = dst.get();
+      ae::cuda::PackList list;
+      list.add(p);
+      ae::cuda::pack_weights(dw.get(), list, t, 0);
+      sync();
+      std::vector<char> raw(n * es);
+      AE_CUDA_CHECK(cudaMemcpy(raw.data(), dst.get(), n * es, cudaMemcpyDeviceToHost));
+      int bad = 0;
+      for (size_t i = 0; i < n && bad < 5; ++i) {
+        const int row = int(i / size_t(kpad)), col = int(i % size_t(kpad));
+        const float ref = packed_reference(cs.kind, w, cs.K, cs.C, cs.kind == PackKind::fwd_im2col ? 1 : pitch, row, col);
+        float got;
+        if (t == DType::f32) {
+          std::memcpy(&got, raw.data() + i * 4, 4);
+        } else {
+          uint16_t h;
+          std::memcpy(&h, raw.data() + i * 2, 2);
+          const uint32_t bits = uint32_t(h) << 16;
+          std::memcpy(&got, &bits, 4);
+        }
+        // The stored operand: fp32 rounded to tf32 (to nearest, ties away), bf16 to nearest even.
+        uint32_t bits;
+        std::memcpy(&bits, &ref, 4);
+        bits = t == DType::f32 ? (bits + 0x1000u) & 0xffffe000u : (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+        float want;
+        std::memcpy(&want, &bits, 4);
+        if (got != want) {
+          ++bad;
+          ADD_FAILURE() << "kind " << int(cs.kind) << ", K " << cs.K << ", C " << cs.C << ", " << (t == DType::f32 ? "fp32" : "bf16")
+                        << ": row " << row << ", column " << col << ": " << got << " against " << want;
+        }
+      }
+    }
+}
+
 TEST(GpuLayers, ReluBackwardMatchesCpu) {
   REQUIRE_GPU();
   std::mt19937_64 rng(1);

@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile");
   using Loader = ConvStageLoader<T, BM, BN, NT, kRowPitch, false, Epilogue::kQuadRows>;
   constexpr int A_STAGE = Loader::A_BYTES, STAGE = Loader::STAGE_BYTES;
-  constexpr int CLD = BN + 4;
+  constexpr int CLD = acc_tile_ld<BN>();
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
@@ -48,9 +48,13 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   const uint32_t a_ld = uint32_t((wm * WM + (lane & 15)) * kRowPitch + (lane >> 4) * 16);
   const uint32_t b_ld = uint32_t(A_STAGE + (wn * WN + (lane & 7) + ((lane >> 4) << 3)) * kRowPitch + ((lane >> 3) & 1) * 16);
 
-  auto compute_stage = [&](uint32_t stage_addr) {
+  // The k-steps past the last tap (k ≥ taps·Cs) multiply zero-filled operands: the first
+  // layer's 28 real bf16 columns fill two of its stage's four, so two are skipped.
+  const int k_live_bytes = (p.taps << p.lcs) * int(sizeof(T));
+  auto compute_stage = [&](uint32_t stage_addr, int kt) {
 #pragma unroll
     for (int ks = 0; ks < kRowBytes / 32; ++ks) {  // four mma k-steps of 32 bytes per stage
+      if (kt * kRowBytes + ks * 32 >= k_live_bytes) break;
       uint32_t af[MI][4], bfr[NI][2];
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(af[mi], stage_addr + a_ld + mi * 16 * kRowPitch + ks * 32);
@@ -93,7 +97,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
     __syncthreads();
     if (kt + STAGES - 1 < KT) load_stage(kt + STAGES - 1, write_addr);
     cp_async_commit();
-    compute_stage(read_addr);
+    compute_stage(read_addr, kt);
     read_addr = read_addr == last_addr ? sbase : read_addr + STAGE;
     write_addr = write_addr == last_addr ? sbase : write_addr + STAGE;
   }
@@ -198,7 +202,7 @@ __global__ void __launch_bounds__(256) subpixel_halo_kernel(const ConvK p) {
   }
   cp_async_wait<0>();
 
-  constexpr int CLD = BN + 4;
+  constexpr int CLD = acc_tile_ld<BN>();
   float* ct = reinterpret_cast<float*>(smem);
   store_acc_tile<CLD>(ct, acc, warp * 16 * MI, 0, lane);
   __syncthreads();

@@ -80,14 +80,24 @@ __device__ __forceinline__ void bias8(const ConvK& p, int n, int nv, float (&b)[
 // of bank conflicts (9 16-byte units: eight consecutive rows hit eight different banks).
 constexpr int kRowBytes = 128, kRowPitch = 144, kChunksPerRow = kRowBytes / 16;
 
+// The row pitch (floats) of the epilogue's fp32 tile of BN columns. In the m16n8 layout a
+// half-warp stores rows l/4 ∈ {0..3} × column pairs 2·(l%4): with a pitch ≡ 8 or 24 (mod 32)
+// banks those four rows cover all 32 banks once, so each 8-byte store is one wavefront
+// (BN + 4 made every 4-byte store two-way conflicted). Rows stay 16-byte aligned for lds8.
+template <int BN>
+constexpr int acc_tile_ld() {
+  static_assert(BN % 16 == 0, "acc_tile_ld: BN a multiple of 16");
+  return BN + 8;
+}
+
 template <int BM, int BN, int STAGES>
 constexpr int conv_smem_bytes() {
-  return std::max(STAGES * (BM + BN) * kRowPitch, BM * (BN + 4) * 4);
+  return std::max(STAGES * (BM + BN) * kRowPitch, BM * acc_tile_ld<BN>() * 4);
 }
 
 // Writes a warp's accumulators into an fp32 tile in shared memory (row pitch CLD) with the
 // warp's sub-tile at (row0, col0): in the m16n8 layout lane l holds rows l/4 and l/4 + 8,
-// columns 2·(l%4) and 2·(l%4) + 1 of each 16×8 tile.
+// columns 2·(l%4) and 2·(l%4) + 1 of each 16×8 tile (one 8-byte store per row).
 template <int CLD, int MI, int NI>
 __device__ __forceinline__ void store_acc_tile(float* ct, const float (&acc)[MI][NI][4], int row0, int col0, int lane) {
 #pragma unroll
@@ -95,16 +105,14 @@ __device__ __forceinline__ void store_acc_tile(float* ct, const float (&acc)[MI]
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni) {
       const int r = row0 + mi * 16 + (lane >> 2), c = col0 + ni * 8 + (lane & 3) * 2;
-      ct[r * CLD + c] = acc[mi][ni][0];
-      ct[r * CLD + c + 1] = acc[mi][ni][1];
-      ct[(r + 8) * CLD + c] = acc[mi][ni][2];
-      ct[(r + 8) * CLD + c + 1] = acc[mi][ni][3];
+      *reinterpret_cast<float2*>(ct + r * CLD + c) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      *reinterpret_cast<float2*>(ct + (r + 8) * CLD + c) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
     }
 }
 
 // The epilogues, one functor per ConvEpilogue mode, a template parameter of the kernels
 // chosen once at dispatch (dispatch_epilogue). Each finishes a BM×BN tile whose fp32
-// accumulators are in shared memory (ct, row pitch BN + 4): every mode reads whole rows /
+// accumulators are in shared memory (ct, row pitch acc_tile_ld<BN>()): every mode reads whole rows /
 // 2×2 blocks and writes channel-contiguous (coalesced) NHWC output, channels N..ldo−1 as
 // zeros. par: the output parity (up2_parity), else 0. Columns n ≥ N of the tile are exact
 // zeros (their weights were zero-filled), and they are never stored as such.
@@ -119,7 +127,7 @@ __device__ __forceinline__ void store_acc_tile(float* ct, const float (&acc)[MI]
 // (v: the item's accumulators).
 template <int BM, int BN, int NT, typename Fn>
 __device__ __forceinline__ void for_each_item8(const ConvK& p, const float* ct, int m0, int n0, Fn fn) {
-  constexpr int CLD = BN + 4, C8 = BN / 8;
+  constexpr int CLD = acc_tile_ld<BN>(), C8 = BN / 8;
   for (int it = threadIdx.x; it < BM * C8; it += NT) {
     const int r = it / C8, c = (it % C8) * 8, m = m0 + r, n = n0 + c;
     if (m >= p.M || n >= p.ldo) continue;
@@ -163,7 +171,7 @@ struct SubpixelStoreEpilogue {
   static constexpr bool kQuadRows = false;
   template <typename T, int BM, int BN, int NT>
   static __device__ __forceinline__ void run(const ConvK& p, const float* ct, int m0, int n0, int) {
-    constexpr int CLD = BN + 4;
+    constexpr int CLD = acc_tile_ld<BN>();
     T* out = static_cast<T*>(p.out);
     for (int it = threadIdx.x; it < BM * BN; it += NT) {
       const int r = it / BN, c = it % BN, m = m0 + r, n = n0 + c;
@@ -187,7 +195,7 @@ struct PoolEpilogue {
   static constexpr bool kQuadRows = true;
   template <typename T, int BM, int BN, int NT>
   static __device__ __forceinline__ void run(const ConvK& p, const float* ct, int m0, int n0, int) {
-    constexpr int CLD = BN + 4, C8 = BN / 8;
+    constexpr int CLD = acc_tile_ld<BN>(), C8 = BN / 8;
     T* out = static_cast<T*>(p.out);
     const int plane = p.div_qhw.d;  // pooled pixels per image
     for (int it = threadIdx.x; it < (BM / 4) * C8; it += NT) {
@@ -298,7 +306,7 @@ struct LossEpilogue {
   static constexpr bool kQuadRows = false;
   template <typename T, int BM, int BN, int NT>
   static __device__ __forceinline__ void run(const ConvK& p, const float* ct, int m0, int n0, int par) {
-    constexpr int CLD = BN + 4;
+    constexpr int CLD = acc_tile_ld<BN>();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int oy = p.parity ? (par >> 1) : 0, ox = p.parity ? (par & 1) : 0;
     T* out = static_cast<T*>(p.out);

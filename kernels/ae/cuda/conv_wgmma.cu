@@ -26,7 +26,7 @@ constexpr int kWarpgroupRows = 64;  // rows of one wgmma (m64)
 template <int BM, int BN, int STAGES>
 constexpr int wgmma_smem_bytes() {
   // + 1,024: the dynamic shared memory is aligned up to the swizzle's atom in the kernel.
-  return std::max(STAGES * (BM + BN) * kRowBytes, BM * (BN + 4) * 4) + 1024;
+  return std::max(STAGES * (BM + BN) * kRowBytes, BM * acc_tile_ld<BN>() * 4) + 1024;
 }
 
 // D(64×N) += A·B over one k-step of 32 bytes (bf16 k16, tf32 k8).
@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
   constexpr int WGS_M = BM / kWarpgroupRows, WN = BN * WGS_M / 2;  // a warpgroup's columns
   static_assert((BM == 128 || BM == 64) && (WN == 64 || WN == 128) && STAGES >= 3, "wgmma tile");
   using Loader = ConvStageLoader<T, BM, BN, NT, kRowBytes, true, Epilogue::kQuadRows>;
-  constexpr int STAGE = Loader::STAGE_BYTES, CLD = BN + 4;
+  constexpr int STAGE = Loader::STAGE_BYTES, CLD = acc_tile_ld<BN>();
   constexpr int KSTEPS = kRowBytes / 32;
 
   extern __shared__ unsigned char smem_raw[];

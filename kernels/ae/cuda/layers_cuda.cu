@@ -33,44 +33,61 @@ constexpr int im2col_pitch_of(int C) {
   return p;
 }
 
-// One thread per pixel writes its whole row (PITCH values, 16-byte stores).
+// A thread builds one pixel's row in shared memory (the unrolled loop makes its 9·C taps'
+// offsets constants); the block then writes its pixels' rows, contiguous in `col`, as
+// consecutive 16-byte stores. Each thread storing its own row to global memory (16-byte
+// pieces one row apart in every warp-wide store) ran the fp32 matrix at 0.77 TB/s;
+// splitting the rows over threads instead cost bf16 more in per-column index arithmetic
+// than it won (docs/BENCHMARKS.md).
+constexpr int kIm2colThreads = 128;
 template <typename T, int C>
-__global__ void im2col_input_kernel(const uint8_t* __restrict__ images, const int* __restrict__ order,
-                                    const int* __restrict__ order_pos, int pixels, int H, int W, FastDivmod div_w,
-                                    FastDivmod div_hw, T* __restrict__ col) {
-  constexpr int PITCH = im2col_pitch_of(C);
-  const int pix = int(blockIdx.x * blockDim.x + threadIdx.x);
-  if (pix >= pixels) return;
-  int img, r, y, x;
-  div_hw.divmod(pix, img, r);
-  div_w.divmod(r, y, x);
-  const int idx = order ? order[(order_pos ? *order_pos : 0) + img] : img;
-  const size_t plane = size_t(H) * W;
-  const uint8_t* im = images + size_t(idx) * C * plane;
-  alignas(16) T v[PITCH];
+__global__ void __launch_bounds__(kIm2colThreads)
+    im2col_input_kernel(const uint8_t* __restrict__ images, const int* __restrict__ order,
+                        const int* __restrict__ order_pos, int pixels, int H, int W, FastDivmod div_w,
+                        FastDivmod div_hw, T* __restrict__ col) {
+  constexpr int PITCH = im2col_pitch_of(C), PIECES = PITCH * int(sizeof(T)) / 16;
+  // A row padded by 16 bytes: PIECES + 1 is odd, so eight consecutive threads' 16-byte
+  // stores of a row piece fall in eight different bank groups.
+  constexpr int SROW = (PIECES + 1) * 16;
+  static_assert(PIECES % 2 == 0, "im2col rows: an even number of 16-byte pieces");
+  __shared__ __align__(16) unsigned char rows[kIm2colThreads * SROW];
+  const int pix0 = int(blockIdx.x) * kIm2colThreads, pix = pix0 + int(threadIdx.x);
+  if (pix < pixels) {
+    int img, r, y, x;
+    div_hw.divmod(pix, img, r);
+    div_w.divmod(r, y, x);
+    const int idx = order ? order[(order_pos ? *order_pos : 0) + img] : img;
+    const size_t plane = size_t(H) * W;
+    const uint8_t* im = images + size_t(idx) * C * plane;
+    alignas(16) T v[PITCH];
 #pragma unroll
-  for (int t = 0; t < 9; ++t) {
-    const int yy = y + t / 3 - 1, xx = x + t % 3 - 1;
-    const bool in = unsigned(yy) < unsigned(H) && unsigned(xx) < unsigned(W);
+    for (int t = 0; t < 9; ++t) {
+      const int yy = y + t / 3 - 1, xx = x + t % 3 - 1;
+      const bool in = unsigned(yy) < unsigned(H) && unsigned(xx) < unsigned(W);
 #pragma unroll
-    for (int c = 0; c < C; ++c) {
-      const float f = in ? float(im[c * plane + size_t(yy) * W + xx]) * (1.f / 255.f) : 0.f;
-      store_f(&v[t * C + c], f);
+      for (int c = 0; c < C; ++c) {
+        const float f = in ? float(im[c * plane + size_t(yy) * W + xx]) * (1.f / 255.f) : 0.f;
+        store_f(&v[t * C + c], f);
+      }
     }
+    store_f(&v[9 * C], 1.f);  // the bias's column
+#pragma unroll
+    for (int j = 9 * C + 1; j < PITCH; ++j) store_f(&v[j], 0.f);
+    uint4* srow = reinterpret_cast<uint4*>(rows + threadIdx.x * SROW);
+#pragma unroll
+    for (int j = 0; j < PIECES; ++j) srow[j] = reinterpret_cast<const uint4*>(v)[j];
   }
-  store_f(&v[9 * C], 1.f);
-#pragma unroll
-  for (int j = 9 * C + 1; j < PITCH; ++j) store_f(&v[j], 0.f);
-  uint4* dst = reinterpret_cast<uint4*>(col + size_t(pix) * PITCH);
-  const uint4* s = reinterpret_cast<const uint4*>(v);
-#pragma unroll
-  for (int j = 0; j < int(PITCH * sizeof(T) / 16); ++j) dst[j] = s[j];
+  __syncthreads();
+  const int pieces = min(kIm2colThreads, pixels - pix0) * PIECES;
+  uint4* dst = reinterpret_cast<uint4*>(col + size_t(pix0) * PITCH);
+  for (int j = int(threadIdx.x); j < pieces; j += kIm2colThreads)
+    dst[j] = *reinterpret_cast<const uint4*>(rows + (j / PIECES) * SROW + (j % PIECES) * 16);
 }
 
 template <typename T, int C>
 void launch_im2col(const uint8_t* images, const int* order, const int* order_pos, int pixels, int H, int W, void* col,
                    cudaStream_t stream) {
-  im2col_input_kernel<T, C><<<blocks_for(pixels), kThreads, 0, stream>>>(
+  im2col_input_kernel<T, C><<<blocks_for(pixels, kIm2colThreads), kIm2colThreads, 0, stream>>>(
       images, order, order_pos, pixels, H, W, FastDivmod(W), FastDivmod(H * W), static_cast<T*>(col));
 }
 
@@ -120,13 +137,6 @@ __global__ void up2_fold_kernel(const T* __restrict__ dy, int ldd, int K, int64_
 }
 
 // ---- weight packing ----------------------------------------------------------------------
-__device__ __forceinline__ int64_t pack_count(const PackedWeights& p) {
-  const int rows = (p.kind == PackKind::bwd3 || p.kind == PackKind::bwd_down2_4x4) ? p.C
-                   : (p.kind == PackKind::fwd_up2_parity || p.kind == PackKind::fwd_up2_subpixel) ? 4 * p.K
-                                                                                     : p.K;
-  return int64_t(rows) * p.kpad;
-}
-
 // The 3×3 rows ky (or columns kx) that output parity d folds into 2×2 tap a:
 // d = 0: a = 0 → {0}, a = 1 → {1, 2};  d = 1: a = 0 → {0, 1}, a = 1 → {2}.
 __device__ __forceinline__ void parity_taps(int d, int a, int& lo, int& hi) {
@@ -134,71 +144,84 @@ __device__ __forceinline__ void parity_taps(int d, int a, int& lo, int& hi) {
   hi = (a == 0) ? (d == 0 ? 0 : 1) : 2;
 }
 
-// One packed element from the master weights w [K][C][3][3].
-__device__ float packed_value(const PackedWeights& p, const float* w, int row, int col) {
-  const int K = p.K, C = p.C;
-  auto W = [&](int k, int c, int ky, int kx) { return w[(size_t(k) * C + c) * 9 + ky * 3 + kx]; };
-  switch (p.kind) {
-    case PackKind::fwd3: {
-      const int t = col / p.pitch, c = col % p.pitch;
-      return (t < 9 && c < C) ? W(row, c, t / 3, t % 3) : 0.f;
-    }
-    case PackKind::fwd_im2col: {
-      if (col >= 9 * C) return 0.f;
-      const int t = col / C, c = col % C;
-      return W(row, c, t / 3, t % 3);
-    }
-    case PackKind::bwd3: {
-      const int t = col / p.pitch, k = col % p.pitch;
-      return (t < 9 && k < K) ? W(k, row, (8 - t) / 3, (8 - t) % 3) : 0.f;
-    }
-    case PackKind::fwd_up2_parity: {
-      const int par = row / K, k = row % K, t = col / p.pitch, c = col % p.pitch;
-      if (t >= 4 || c >= C) return 0.f;
-      int ylo, yhi, xlo, xhi;
-      parity_taps(par >> 1, t >> 1, ylo, yhi);
-      parity_taps(par & 1, t & 1, xlo, xhi);
-      float s = 0.f;
-      for (int ky = ylo; ky <= yhi; ++ky)
-        for (int kx = xlo; kx <= xhi; ++kx) s += W(k, c, ky, kx);
-      return s;
-    }
-    case PackKind::fwd_up2_subpixel: {
-      // Output row 2y+dy, tap ky reads upsampled row 2y+dy+ky−1 = source row y+((dy+ky−1)>>1):
-      // source tap a = ((dy+ky−1)>>1)+1 ∈ {0,1,2}.
-      const int par = row / K, k = row % K, t = col / p.pitch, c = col % p.pitch;
-      if (t >= 9 || c >= C) return 0.f;
-      const int a = t / 3, b = t % 3, dy = par >> 1, dx = par & 1;
-      float s = 0.f;
-      for (int ky = 0; ky < 3; ++ky)
-        for (int kx = 0; kx < 3; ++kx)
-          if (((dy + ky + 1) >> 1) == a && ((dx + kx + 1) >> 1) == b) s += W(k, c, ky, kx);
-      return s;
-    }
-    case PackKind::bwd_down2_4x4: {
-      const int t = col / p.pitch, k = col % p.pitch;
-      if (t >= 16 || k >= K) return 0.f;
-      const int a = t >> 2, b = t & 3;
-      float s = 0.f;
-      for (int dy = 0; dy < 2; ++dy)
-        for (int dx = 0; dx < 2; ++dx) {
-          const int ky = dy + 2 - a, kx = dx + 2 - b;
-          if (ky >= 0 && ky < 3 && kx >= 0 && kx < 3) s += W(k, row, ky, kx);
-        }
-      return s;
-    }
-  }
-  return 0.f;
-}
-
-// blockIdx.y is the item: no search through the list per element.
+// A thread loads the nine taps w[k][c][·][·] of one (k, c) and writes every element of one
+// packed matrix (blockIdx.y) that they make, in the sums' fixed order. One thread per packed
+// element, gathering its taps, spent the pack's time waiting on those scattered loads: ~2 M
+// elements, 110 instructions each (Nsight, 21 µs). Consecutive threads write consecutive
+// columns: c runs fastest for the [out][tap][in] layouts, k for the transposed ones. The
+// padding is never written: it stays as the allocation zeroed it.
 template <typename T>
 __global__ void pack_kernel(const float* __restrict__ params, PackList list) {
   const PackedWeights& p = list.item[blockIdx.y];
-  const int total = int(pack_count(p));  // < 2^31 (pack_weights checks); 32-bit division is far cheaper
-  for (int r = int(blockIdx.x * blockDim.x + threadIdx.x); r < total; r += int(gridDim.x * blockDim.x)) {
-    const int row = r / p.kpad, col = r % p.kpad;
-    store_f(static_cast<T*>(p.dst) + r, packed_value(p, params + p.weight_offset, row, col));
+  const int K = p.K, C = p.C, g = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (g >= K * C) return;  // K·C < 2^31 (pack_weights checks)
+  const bool transposed = p.kind == PackKind::bwd3 || p.kind == PackKind::bwd_down2_4x4;
+  const int k = transposed ? g % K : g / C, c = transposed ? g / K : g % C;
+  const float* src = params + p.weight_offset + (size_t(k) * C + c) * 9;
+  float w[9];
+#pragma unroll
+  for (int j = 0; j < 9; ++j) w[j] = src[j];
+  T* dst = static_cast<T*>(p.dst);
+  const size_t kp = size_t(p.kpad), pitch = size_t(p.pitch);
+  switch (p.kind) {
+    case PackKind::fwd3:
+#pragma unroll
+      for (int t = 0; t < 9; ++t) store_f(dst + k * kp + t * pitch + c, w[t]);
+      break;
+    case PackKind::fwd_im2col:
+#pragma unroll
+      for (int t = 0; t < 9; ++t) store_f(dst + k * kp + size_t(t) * C + c, w[t]);
+      break;
+    case PackKind::bwd3:
+#pragma unroll
+      for (int t = 0; t < 9; ++t) store_f(dst + c * kp + t * pitch + k, w[8 - t]);
+      break;
+    case PackKind::fwd_up2_parity:
+#pragma unroll
+      for (int par = 0; par < 4; ++par)
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          int ylo, yhi, xlo, xhi;
+          parity_taps(par >> 1, t >> 1, ylo, yhi);
+          parity_taps(par & 1, t & 1, xlo, xhi);
+          float s = 0.f;
+          for (int ky = ylo; ky <= yhi; ++ky)
+            for (int kx = xlo; kx <= xhi; ++kx) s += w[ky * 3 + kx];
+          store_f(dst + (size_t(par) * K + k) * kp + t * pitch + c, s);
+        }
+      break;
+    case PackKind::fwd_up2_subpixel:
+      // Output row 2y+dy, tap ky reads upsampled row 2y+dy+ky−1 = source row y+((dy+ky−1)>>1):
+      // source tap a = ((dy+ky−1)>>1)+1 ∈ {0,1,2}.
+#pragma unroll
+      for (int par = 0; par < 4; ++par)
+#pragma unroll
+        for (int t = 0; t < 9; ++t) {
+          const int a = t / 3, b = t % 3, dy = par >> 1, dx = par & 1;
+          float s = 0.f;
+#pragma unroll
+          for (int ky = 0; ky < 3; ++ky)
+#pragma unroll
+            for (int kx = 0; kx < 3; ++kx)
+              if (((dy + ky + 1) >> 1) == a && ((dx + kx + 1) >> 1) == b) s += w[ky * 3 + kx];
+          store_f(dst + (size_t(par) * K + k) * kp + t * pitch + c, s);
+        }
+      break;
+    case PackKind::bwd_down2_4x4:
+#pragma unroll
+      for (int t = 0; t < 16; ++t) {
+        const int a = t >> 2, b = t & 3;
+        float s = 0.f;
+#pragma unroll
+        for (int dy = 0; dy < 2; ++dy)
+#pragma unroll
+          for (int dx = 0; dx < 2; ++dx) {
+            const int ky = dy + 2 - a, kx = dx + 2 - b;
+            if (ky >= 0 && ky < 3 && kx >= 0 && kx < 3) s += w[ky * 3 + kx];
+          }
+        store_f(dst + c * kp + t * pitch + k, s);
+      }
+      break;
   }
 }
 
@@ -216,6 +239,9 @@ __device__ __forceinline__ float clipped_grad(const OptimizerDeviceState& s, flo
   return g;
 }
 
+// Nsight: with a block per 256 parameters (2,938 for the seed model) the adam kernel's
+// warps spent 46 % of their time at the barrier behind thread 0's two double pow().
+constexpr unsigned kAdamBlocks = 1024;
 __global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
   // The bias corrections (double pow, as PyTorch computes them in Python floats) once per
   // block rather than once per parameter: on the FP64 pipe they cost more than the update.
@@ -228,18 +254,20 @@ __global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
     bc2_sqrt = float(sqrt(bc2));
   }
   __syncthreads();
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= count) return;
-  float p = s.params[i];
-  float g = clipped_grad(s, o.grad_clip, i);
-  if (o.weight_decay != 0.f) g += o.weight_decay * p;
-  const float m = o.beta1 * s.m[i] + (1.f - o.beta1) * g;
-  const float v = o.beta2 * s.v[i] + (1.f - o.beta2) * g * g;
-  s.m[i] = m;
-  s.v[i] = v;
-  const float denom = sqrtf(v) / bc2_sqrt + o.eps;
-  p -= step_size * (m / denom);
-  s.params[i] = p;
+  // Grid-strided over a capped grid (adam_blocks): the per-block corrections above are
+  // the barrier every other thread waits at.
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    float p = s.params[i];
+    float g = clipped_grad(s, o.grad_clip, i);
+    if (o.weight_decay != 0.f) g += o.weight_decay * p;
+    const float m = o.beta1 * s.m[i] + (1.f - o.beta1) * g;
+    const float v = o.beta2 * s.v[i] + (1.f - o.beta2) * g * g;
+    s.m[i] = m;
+    s.v[i] = v;
+    const float denom = sqrtf(v) / bc2_sqrt + o.eps;
+    p -= step_size * (m / denom);
+    s.params[i] = p;
+  }
 }
 
 __global__ void sgd_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
@@ -389,11 +417,14 @@ void im2col_input(const uint8_t* images_u8, const int* order, const int* order_p
 }
 
 void pack_weights(const float* params, const PackList& list, DType t, cudaStream_t stream) {
-  int64_t most = 0;
-  for (int i = 0; i < list.count; ++i) most = std::max(most, list.item[i].count());
+  int64_t most = 0, groups = 0;
+  for (int i = 0; i < list.count; ++i) {
+    most = std::max(most, list.item[i].count());
+    groups = std::max(groups, int64_t(list.item[i].K) * list.item[i].C);
+  }
   if (most == 0) return;
   if (most >= (int64_t(1) << 31)) throw std::invalid_argument("pack_weights: a packed matrix is too large");
-  const dim3 grid(std::min<unsigned>(blocks_for(most), 512), unsigned(list.count));
+  const dim3 grid(blocks_for(groups), unsigned(list.count));
   if (t == DType::bf16)
     pack_kernel<bf16><<<grid, kThreads, 0, stream>>>(params, list);
   else
@@ -405,7 +436,7 @@ void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s,
   OptK o{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, cfg.momentum, cfg.grad_clip};
   const unsigned blocks = blocks_for(count);
   if (cfg.kind == "adam")
-    adam_kernel<<<blocks, kThreads, 0, stream>>>(s, count, o);
+    adam_kernel<<<std::min(blocks, kAdamBlocks), kThreads, 0, stream>>>(s, count, o);
   else if (cfg.kind == "sgd")
     sgd_kernel<<<blocks, kThreads, 0, stream>>>(s, count, o);
   else

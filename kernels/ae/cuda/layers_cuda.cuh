@@ -218,7 +218,8 @@ void im2col_input(const uint8_t* images_u8, const int* order, const int* order_p
 //                   taps of parity (dy,dx) that land on source pixel (y+a−1, x+b−1)
 //   bwd_down2_4x4  [C][kpad]: column (a·4+b)·pitch + k      = Σ over (dy,ky), (dx,kx) with
 //                   dy−ky+2 = a, dx−kx+2 = b of w[k][c][ky][kx]
-// Columns c ≥ C (k ≥ K) of every tap are zero.
+// Columns c ≥ C (k ≥ K) of every tap are zero: pack_weights writes the elements the taps
+// make and never that padding, so dst must have been zeroed once (PackedSet::allocate).
 enum class PackKind : int { fwd3 = 0, fwd_im2col = 1, bwd3 = 2, fwd_up2_parity = 3, bwd_down2_4x4 = 4, fwd_up2_subpixel = 5 };
 struct PackedWeights {
   PackKind kind = PackKind::fwd3;

@@ -178,6 +178,7 @@ struct Scratch {
 void pack_one(const float* w, PackKind kind, int K, int C, void* dst, int kpad, int pitch, DType t) {
   PackList list;
   list.add(PackedWeights{kind, 0, K, C, dst, kpad, pitch});
+  AE_CUDA_CHECK(cudaMemset(dst, 0, size_t(list.item[0].count()) * dtype_bytes(t)));  // pack_weights leaves the padding
   pack_weights(w, list, t, 0);
 }
 
