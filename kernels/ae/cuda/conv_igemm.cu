@@ -48,13 +48,9 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
   const uint32_t a_ld = uint32_t((wm * WM + (lane & 15)) * kRowPitch + (lane >> 4) * 16);
   const uint32_t b_ld = uint32_t(A_STAGE + (wn * WN + (lane & 7) + ((lane >> 4) << 3)) * kRowPitch + ((lane >> 3) & 1) * 16);
 
-  // The k-steps past the last tap (k ≥ taps·Cs) multiply zero-filled operands: the first
-  // layer's 28 real bf16 columns fill two of its stage's four, so two are skipped.
-  const int k_live_bytes = (p.taps << p.lcs) * int(sizeof(T));
-  auto compute_stage = [&](uint32_t stage_addr, int kt) {
+  auto compute_stage = [&](uint32_t stage_addr) {
 #pragma unroll
     for (int ks = 0; ks < kRowBytes / 32; ++ks) {  // four mma k-steps of 32 bytes per stage
-      if (kt * kRowBytes + ks * 32 >= k_live_bytes) break;
       uint32_t af[MI][4], bfr[NI][2];
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(af[mi], stage_addr + a_ld + mi * 16 * kRowPitch + ks * 32);
@@ -97,7 +93,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
     __syncthreads();
     if (kt + STAGES - 1 < KT) load_stage(kt + STAGES - 1, write_addr);
     cp_async_commit();
-    compute_stage(read_addr, kt);
+    compute_stage(read_addr);
     read_addr = read_addr == last_addr ? sbase : read_addr + STAGE;
     write_addr = write_addr == last_addr ? sbase : write_addr + STAGE;
   }
