@@ -154,7 +154,7 @@ template <typename T>
 __global__ void pack_kernel(const float* __restrict__ params, PackList list) {
   const PackedWeights& p = list.item[blockIdx.y];
   const int K = p.K, C = p.C, g = int(blockIdx.x * blockDim.x + threadIdx.x);
-  if (g >= K * C) return;  // K·C < 2^31 (pack_weights checks)
+  if (g >= K * C) return;  // K·C ≤ the packed matrix's size < 2^31 (pack_weights checks)
   const bool transposed = p.kind == PackKind::bwd3 || p.kind == PackKind::bwd_down2_4x4;
   const int k = transposed ? g % K : g / C, c = transposed ? g / K : g % C;
   const float* src = params + p.weight_offset + (size_t(k) * C + c) * 9;
@@ -254,7 +254,7 @@ __global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
     bc2_sqrt = float(sqrt(bc2));
   }
   __syncthreads();
-  // Grid-strided over a capped grid (adam_blocks): the per-block corrections above are
+  // Grid-strided over at most kAdamBlocks blocks: the per-block corrections above are
   // the barrier every other thread waits at.
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
     float p = s.params[i];
