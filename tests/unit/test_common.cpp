@@ -95,7 +95,7 @@ TEST(Json, EscapesAndNumbers) {
 
 TEST(Hdf5, RoundTripTypesShapesAndAttributes) {
   const cae_test::TempDir tmp("cae-unit");
-  std::string dir = tmp.path, path = dir + "/t.h5";
+  const std::string path = tmp.file("t.h5");
   std::mt19937 rng(7);
   std::vector<float> f(600);
   for (auto& v : f) v = std::uniform_real_distribution<float>(-3, 3)(rng);
@@ -141,7 +141,7 @@ TEST(Hdf5, RoundTripTypesShapesAndAttributes) {
 // (encoder_channels, input_shape) and features files their latent_shape.
 TEST(Hdf5, IntegerArrayAttributes) {
   const cae_test::TempDir tmp("cae-unit");
-  std::string dir = tmp.path, path = dir + "/ints.h5";
+  const std::string path = tmp.file("ints.h5");
   {
     cae::Hdf5Writer w(path);
     w.set_attr("/", "encoder_channels", std::vector<int64_t>{96, 48, 24});
@@ -159,15 +159,13 @@ TEST(Hdf5, IntegerArrayAttributes) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), path + ": attribute pi is not an integer");
   }
-  unlink(path.c_str());
-  rmdir(dir.c_str());
 }
 
 // The reader sandbox on its own: a good file passes, a file HDF5 cannot open is refused
 // with one line naming it.
 TEST(Hdf5Probe, PassesAGoodFileAndRefusesABadOne) {
   const cae_test::TempDir tmp("cae-unit");
-  std::string dir = tmp.path, good = dir + "/good.h5", bad = dir + "/bad.h5";
+  const std::string good = tmp.file("good.h5"), bad = tmp.file("bad.h5");
   {
     cae::Hdf5Writer w(good);
     w.write("/x", std::vector<float>{1, 2, 3});
@@ -185,14 +183,11 @@ TEST(Hdf5Probe, PassesAGoodFileAndRefusesABadOne) {
   cae::set_hdf5_metadata_probe(false);  // off: nothing is checked
   EXPECT_NO_THROW(cae::probe_hdf5_metadata(bad));
   cae::set_hdf5_metadata_probe(true);
-  unlink(good.c_str());
-  unlink(bad.c_str());
-  rmdir(dir.c_str());
 }
 
 TEST(Hdf5, NonHdf5FileIsAClearError) {
   const cae_test::TempDir tmp("cae-unit");
-  std::string dir = tmp.path, path = dir + "/junk.h5";
+  const std::string path = tmp.file("junk.h5");
   std::ofstream(path) << "not hdf5 at all";
   try {
     cae::Hdf5Reader r(path);
@@ -310,7 +305,7 @@ TEST(Progress, BarFitsTheTerminalAndShowsTheRunsEta) {
 // --record-output-as: the file's provenance then names the file the user gets.
 TEST(RunTool, RecordOutputAsNamesTheRenamedFileInTheProvenance) {
   const cae_test::TempDir tmp("cae-unit");
-  const std::string dir = tmp.path, ckpt = dir + "/.model-abc.ckpt.h5", model = dir + "/model.h5";
+  const std::string ckpt = tmp.file(".model-abc.ckpt.h5"), model = tmp.file("model.h5");
   { std::ofstream(model) << "an earlier model, replaced by the rename"; }  // a re-training: it exists
   auto run = [&](std::vector<std::string> args, std::string* params) {
     setenv("OPENBLAS_CORETYPE", "unchanged", 0);
@@ -343,8 +338,6 @@ TEST(RunTool, RecordOutputAsNamesTheRenamedFileInTheProvenance) {
   const std::string help = run({"--help"}, &params);
   EXPECT_NE(help.find("--output"), std::string::npos) << help;
   EXPECT_EQ(help.find("--record-output-as"), std::string::npos) << help;
-  unlink(model.c_str());
-  rmdir(dir.c_str());
 }
 
 TEST(Version, NoGitUnknownInTheVersionLine) {
@@ -355,7 +348,7 @@ TEST(Version, NoGitUnknownInTheVersionLine) {
 
 TEST(Hdf5, WrongFormatNamesTheToolThatWritesTheExpectedOne) {
   const cae_test::TempDir tmp("cae-unit");
-  const std::string dir = tmp.path, path = dir + "/f.h5";
+  const std::string path = tmp.file("f.h5");
   {
     cae::Hdf5Writer w(path);
     const std::vector<float> x = {1.5f, -2.0f};
@@ -370,8 +363,6 @@ TEST(Hdf5, WrongFormatNamesTheToolThatWritesTheExpectedOne) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), path + ": is an ae-features file, expected ae-model, which ae-train writes");
   }
-  unlink(path.c_str());
-  rmdir(dir.c_str());
 }
 
 }  // namespace
