@@ -69,7 +69,7 @@ void add_options(CLI::App& app, Options& opt) {
 // The features to classify, [views·n, D]: view j of row i at row i + j·n (cae::ViewSet::views()
 // order, as ae-encode writes the views and average_views reads them).
 struct Queries {
-  std::vector<float, ae::FeatureAllocator<float>> X;
+  cae::LargeVector<float> X;
   int64_t n = 0;
   svm::RowsOrigin origin;  // what the reject model is checked against
   std::string described, device;  // for the closing log line: what, and the encoder's device

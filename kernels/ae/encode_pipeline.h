@@ -57,8 +57,8 @@ class EncodePipeline {
   int64_t chunk_;
   std::vector<uint8_t> pixels_[2];  // chunk k's pixels in slot k % 2
   // The u-th (chunk, view) pair's features in slot u % 2 of two, one after the other: 64 MB
-  // for the seed model, in huge pages (features_reader.h says why).
-  std::vector<float, FeatureAllocator<float>> features_;
+  // for the seed model, in huge pages (common/large_buffer.h says why).
+  cae::LargeVector<float> features_;
   double read_seconds_ = 0, sink_seconds_ = 0;  // the I/O thread's
   std::unique_ptr<IoThread> io_;
 };

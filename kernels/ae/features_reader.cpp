@@ -1,11 +1,8 @@
 #include "kernels/ae/features_reader.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <new>
 #include <optional>
 
 #include "common/error.h"
@@ -15,16 +12,6 @@
 namespace ae {
 
 using cae::fail_file;
-
-namespace detail {
-void* map_huge_buffer(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
-  madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without THP the buffer is plain pages
-  return p;
-}
-void unmap_huge_buffer(void* p, size_t bytes) noexcept { munmap(p, bytes); }
-}  // namespace detail
 
 FeaturesReader::FeaturesReader(const std::string& path) : h5_(path) {
   plain_ = !h5_.has_attr("/", "format");

@@ -14,59 +14,21 @@
 //    No provenance, so no encoder hash: checks that need one do not apply.
 // Labels of either kind are class indices 0..K-1 of class_names.
 #pragma once
-#include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "common/hdf5_io.h"
+#include "common/large_buffer.h"
 #include "common/libsvm_data.h"
 #include "common/view_set.h"
 
 namespace ae {
 
-// The allocator of a features split's floats. resize() leaves them uninitialised, and a
-// buffer of 64 MB or more is mapped on its own and asks for transparent huge pages: on the
-// GPU hosts (VMs) first touching 1.6 GB in 4 KB pages cost 1.0 s — 15 times the parallel
-// read that fills it — and zero-filling it beforehand touched every page on one thread.
-namespace detail {
-constexpr size_t kHugePageBufferBytes = size_t(64) << 20;
-void* map_huge_buffer(size_t bytes);  // throws std::bad_alloc
-void unmap_huge_buffer(void* p, size_t bytes) noexcept;
-}  // namespace detail
-
-template <typename T>
-struct FeatureAllocator {
-  using value_type = T;
-  FeatureAllocator() = default;
-  template <typename U>
-  FeatureAllocator(const FeatureAllocator<U>&) noexcept {}
-  T* allocate(size_t n) {
-    if (n * sizeof(T) >= detail::kHugePageBufferBytes) return static_cast<T*>(detail::map_huge_buffer(n * sizeof(T)));
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, size_t n) noexcept {
-    if (n * sizeof(T) >= detail::kHugePageBufferBytes) detail::unmap_huge_buffer(p, n * sizeof(T));
-    else std::allocator<T>().deallocate(p, n);
-  }
-  template <typename U>
-  void construct(U* p) noexcept(std::is_nothrow_default_constructible<U>::value) {
-    ::new (static_cast<void*>(p)) U;  // default-initialised: no zeroing for float
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-  friend bool operator==(const FeatureAllocator&, const FeatureAllocator&) { return true; }
-  friend bool operator!=(const FeatureAllocator&, const FeatureAllocator&) { return false; }
-};
-
 struct FeatureSplit {
-  std::vector<float, FeatureAllocator<float>> X;  // [n, dim] row-major (use X.data())
+  cae::LargeVector<float> X;  // [n, dim] row-major (use X.data()); resize() leaves it uninitialised
   std::vector<int32_t> labels;  // [n]
   int64_t n = 0;
   int dim = 0;

@@ -138,17 +138,31 @@ std::vector<uint8_t> constant_feature_mask(const float* X, int64_t n, int dim, s
   return keep;
 }
 
+int64_t compaction_batch_end(int64_t r0, int64_t n, int dim, int kept) {
+  return std::min(n, std::max(r0 + 1, r0 * dim / kept));  // r1·kept ≤ r0·dim, or one row
+}
+
 int compact_features(float* X, int64_t n, int dim, const std::vector<uint8_t>& keep) {
   std::vector<int> kept;
   for (int f = 0; f < dim; ++f)
     if (keep[f]) kept.push_back(f);
   const int dk = static_cast<int>(kept.size());
-  if (dk == dim) return dim;
-  // Row r moves to offset r*dk ≤ r*dim: going forward never overwrites unread data.
-  for (int64_t r = 0; r < n; ++r) {
-    const float* src = X + r * dim;
-    float* dst = X + r * dk;
-    for (int i = 0; i < dk; ++i) dst[i] = src[kept[i]];
+  if (dk == dim || dk == 0) return dk;  // nothing to move
+  // Row r moves from offset r·dim to r·dk. Within a row, going forward never overwrites a
+  // value still to be read (dk ≤ dim, kept[i] ≥ i). Rows [r0, r1) move at once, on every
+  // core, once the rows before r0 have moved, when r1·dk ≤ r0·dim: the batch's destinations
+  // then end before its first source begins. The batches grow by dim/dk each time (about
+  // 75 of them for 50,000 rows with a tenth of the features dropped); one row at a time
+  // while r0·(dim − dk) < dk.
+  for (int64_t r0 = 0; r0 < n;) {
+    const int64_t r1 = compaction_batch_end(r0, n, dim, dk);
+#pragma omp parallel for schedule(static) if ((r1 - r0) * dim >= kMinParallelWork)
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* src = X + r * dim;
+      float* dst = X + r * dk;
+      for (int i = 0; i < dk; ++i) dst[i] = src[kept[i]];
+    }
+    r0 = r1;
   }
   return dk;
 }

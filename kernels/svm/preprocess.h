@@ -49,8 +49,12 @@ double resolve_gamma(const GammaSpec& spec, double scale_value, int dim);
 // keep[f] = 0 when column f has one value over all n rows; that value goes to *dropped_values
 // (in the order of the dropped features).
 std::vector<uint8_t> constant_feature_mask(const float* X, int64_t n, int dim, std::vector<float>* dropped_values);
-// Moves the kept columns of each row to the front, in place; returns the kept count.
+// Moves the kept columns of each row to the front, in place, on every core; returns the
+// kept count.
 int compact_features(float* X, int64_t n, int dim, const std::vector<uint8_t>& keep);
+// The end of the batch of rows compact_features moves at once after rows [0, r0) have moved
+// (kept columns of dim, 0 < kept < dim): rows that overwrite no row still to be read.
+int64_t compaction_batch_end(int64_t r0, int64_t n, int dim, int kept);
 // Σ over dropped features of (x_f − v_f)² per row (scaled, not yet compacted X).
 std::vector<double> dropped_feature_distance(const float* X, int64_t n, int dim, const std::vector<uint8_t>& keep,
                                              const std::vector<float>& dropped_values);

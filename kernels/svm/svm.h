@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "common/large_buffer.h"
+
 namespace svm {
 
 enum class KernelType { rbf, linear };
@@ -51,7 +53,7 @@ struct Model {
   int dim = 0;                           // features per vector (after masking)
   std::vector<int> classes;              // labels, ascending
   std::vector<int> n_support;            // per class
-  std::vector<float> support_vectors;    // [n_sv, dim], grouped by class
+  cae::LargeVector<float> support_vectors;  // [n_sv, dim], grouped by class
   std::vector<int64_t> support_indices;  // row in the training set of each SV
   std::vector<double> dual_coef;         // [(k-1), n_sv]
   std::vector<double> rho;               // [k(k-1)/2]

@@ -363,6 +363,52 @@ TEST(SvmScaling, StandardScalerAndGammaScale) {
   EXPECT_FLOAT_EQ(X[1], static_cast<float>(-2.0 / std::sqrt(9.5)));
 }
 
+// The in-place compaction moves rows in batches on several threads (preprocess.cpp): every
+// kept column of every row lands where an out-of-place copy puts it, for few and many
+// dropped columns, at sizes where the batches run one row at a time and in parallel; and no
+// batch writes over a row it has still to read, whatever order its threads take the rows in.
+TEST(SvmScaling, CompactFeaturesInPlaceEqualsACopy) {
+  for (const int dim : {9, 300, 8192})
+    for (const int kept : {1, dim / 2, dim * 9 / 10, dim - 1}) {
+      int64_t batches = 0;
+      for (int64_t r0 = 0, n = 60000; r0 < n; ++batches) {
+        const int64_t r1 = svm::compaction_batch_end(r0, n, dim, kept);
+        ASSERT_GT(r1, r0);
+        ASSERT_LE(r1, n);
+        // Row r1 − 1's destination ends where row r0's source begins, or before; one row alone
+        // moves forward within itself.
+        if (r1 > r0 + 1) {
+          ASSERT_LE(r1 * kept, r0 * dim) << dim << " " << kept << " " << r0;
+        }
+        r0 = r1;
+      }
+      if (kept <= dim * 9 / 10) {
+        EXPECT_LT(batches, 200) << dim << " " << kept;  // parallel work, not row by row
+      }
+    }
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-1.f, 1.f);
+  struct Case { int64_t n; int dim; int dropped; };
+  for (const Case c : {Case{3000, 300, 1}, Case{5000, 512, 51}, Case{2000, 300, 150}, Case{7, 9, 4},
+                       Case{4096, 256, 255}}) {
+    std::vector<float> X(static_cast<size_t>(c.n) * c.dim);
+    for (float& v : X) v = value(rng);
+    std::vector<uint8_t> keep(c.dim, 1);
+    std::vector<int> columns(c.dim);
+    for (int f = 0; f < c.dim; ++f) columns[f] = f;
+    std::shuffle(columns.begin(), columns.end(), rng);
+    for (int i = 0; i < c.dropped; ++i) keep[columns[i]] = 0;
+    std::vector<float> want;
+    for (int64_t r = 0; r < c.n; ++r)
+      for (int f = 0; f < c.dim; ++f)
+        if (keep[f]) want.push_back(X[static_cast<size_t>(r * c.dim + f)]);
+    const int dk = svm::compact_features(X.data(), c.n, c.dim, keep);
+    ASSERT_EQ(dk, c.dim - c.dropped);
+    X.resize(want.size());
+    EXPECT_EQ(X, want) << c.n << " rows of " << c.dim << ", " << c.dropped << " dropped";
+  }
+}
+
 // Dropping constant features and correcting afterwards equals an SVM on all features,
 // also for inputs whose dropped features are not at the training value.
 TEST(SvmScaling, DroppedFeaturesLeaveDecisionValuesUnchanged) {
