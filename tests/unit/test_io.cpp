@@ -169,6 +169,29 @@ TEST(Hdf5FastRead, LayoutsWithoutAFastPathStillRead) {
   }
 }
 
+// A block of rows over 64 MB is written in slices, each handed to the disk on its own
+// (Hdf5Writer::write_rows_raw): every row lands where one write puts it, at the start of
+// the dataset and past an offset, with a last slice shorter than the others.
+TEST(Hdf5Write, LargeBlocksGoInSlicesThatAddUpToTheBlock) {
+  TempDir tmp;
+  const uint64_t rows = 37, cols = uint64_t(1) << 20;  // 4 MB rows: slices of 16, 16, 5 rows
+  const std::vector<float> values = random_values<float>(rows * cols, 1, 1000, 6);
+  const std::string path = tmp.path + "/big.h5";
+  {
+    cae::Hdf5Writer w(path);
+    w.write("/whole", values.data(), {rows, cols});
+    w.create<float>("/parts", {rows + 3, cols});
+    w.write_rows<float>("/parts", 3, rows, values.data());
+    w.write_rows<float>("/parts", 0, 3, values.data() + 34 * cols);
+    w.close();
+  }
+  cae::Hdf5Reader r(path);
+  EXPECT_EQ(r.read<float>("/whole", {rows, cols}), values);
+  const std::vector<float> parts = r.read<float>("/parts", {rows + 3, cols});
+  EXPECT_TRUE(std::equal(values.begin() + 34 * cols, values.end(), parts.begin()));
+  EXPECT_TRUE(std::equal(values.begin(), values.end(), parts.begin() + 3 * cols));
+}
+
 // A split of 72 MB: read through the parallel pread path into a huge-page buffer.
 TEST(Hdf5FastRead, FeaturesFileRoundTripAndANaNIsNamed) {
   TempDir tmp;
