@@ -6,8 +6,11 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <functional>
+#include <future>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "common/atomic_output.h"
 #include "common/cli.h"
@@ -25,6 +28,35 @@
 
 namespace ae {
 namespace {
+
+// The checkpoint of each epoch, written on a thread of its own, one at a time and in order:
+// the next epoch trains while the last one's file (9 MB for the seed model, fsync'ed)
+// reaches the disk, instead of the GPU waiting ~16 ms an epoch for it (0.3 s of a 20-epoch
+// run). HDF5 is not thread-safe: while a write is in flight the training thread makes no
+// HDF5 call, and every path out of the run waits for it first (the destructor too).
+class CheckpointWrites {
+ public:
+  CheckpointWrites() = default;
+  CheckpointWrites(const CheckpointWrites&) = delete;
+  CheckpointWrites& operator=(const CheckpointWrites&) = delete;
+  ~CheckpointWrites() {
+    if (pending_.valid()) pending_.wait();  // unwinding: an error is already on its way
+  }
+  // Waits for the previous write (rethrowing its error), then starts `write`.
+  void start(std::function<void()> write) {
+    wait();
+    pending_ = std::async(std::launch::async, std::move(write));
+  }
+  // Waits for the write in flight, if any, and rethrows its error (the write phase's time).
+  void wait() {
+    if (!pending_.valid()) return;
+    cae::PhaseScope waiting(cae::Phase::write);
+    pending_.get();
+  }
+
+ private:
+  std::future<void> pending_;
+};
 
 // 751875 → "751,875"
 std::string with_commas(int64_t v) {
@@ -201,12 +233,18 @@ TrainResult run_training(const TrainRequest& req) {
   result.backend = backend->describe();
 
   const cae::InputFile data_input = data_hash.get().front();
-  auto save = [&](const Checkpoint& c) {
-    cae::PhaseScope writing(cae::Phase::write);
+  // On either thread: no phase of its own, and the provenance taken by the caller.
+  auto write_model = [&req](const Checkpoint& c, const cae::Provenance& provenance) {
     cae::AtomicOutput out(req.output);
-    write_checkpoint(out.temp_path(), req.output, c, cae::Provenance{"ae-model", 1, cae::options_json(), {data_input}});
+    write_checkpoint(out.temp_path(), req.output, c, provenance);
     out.commit();
   };
+  auto provenance = [&] { return cae::Provenance{"ae-model", 1, cae::options_json(), {data_input}}; };
+  auto save = [&](const Checkpoint& c) {
+    cae::PhaseScope writing(cae::Phase::write);
+    write_model(c, provenance());
+  };
+  CheckpointWrites epoch_writes;
   phase.emplace(cae::Phase::compute);  // training, and the evaluation passes of each epoch
   Trainer trainer(tc, *backend, std::move(train_split), std::move(test_split), data_input.sha256);
   start_or_resume(trainer, req);
@@ -242,7 +280,7 @@ TrainResult run_training(const TrainRequest& req) {
       [&](const Checkpoint& c, const EpochResult& r) {
         if (!result.lead) return;
         progress.clear();
-        save(c);
+        epoch_writes.start([&write_model, c, p = provenance()] { write_model(c, p); });  // a copy of c
         set_stop_message(req.output, r.epoch, r.epochs);
         const std::string val = r.monitors_val ? cae::strprintf(", val loss %.6f", r.val_loss) : "";
         cae::log_info("epoch %d/%d: train loss %.6f%s, test loss %.6f, %.1f s, %.0f img/s, lr %g", r.epoch, r.epochs,
@@ -260,6 +298,7 @@ TrainResult run_training(const TrainRequest& req) {
       },
       stop_requested);
   progress.clear();
+  epoch_writes.wait();  // the last epoch's checkpoint is the output
   result.checkpoint = trainer.checkpoint();
   result.interrupted = !finished;
   if (result.interrupted && result.lead) {

@@ -145,8 +145,9 @@ PY
   [ "$status" -eq 0 ]
   assert_report "$TMP/rep" loss.png reconstructions.png features_pca.png confusion.png per_class_accuracy.png \
     timing.png
-  # No other Python to turn to (REPORT_REEXECUTED: as if it had tried): one line, exit 1.
-  REPORT_REEXECUTED=1 run "$PYTHON" -S "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/rep2"
+  # No other Python to turn to (REPORT_REEXECUTED: every candidate already tried): one line, exit 1.
+  REPORT_REEXECUTED="$TMP/venv/bin/python3:$(command -v python3):/usr/bin/python3" \
+    PATH="$TMP/venv/bin:$PATH" run "$PYTHON" -S "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/rep2"
   [ "$status" -eq 1 ]
   [[ "$output" == "report: error: "*"has no h5py"*"python3-h5py"* ]]
   [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ]
