@@ -23,6 +23,7 @@ namespace svm {
 namespace cuda {
 
 using cae::cuda::DeviceBuffer;
+using cae::cuda::PinnedRange;
 
 namespace {
 
@@ -170,6 +171,7 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
     DeviceBuffer<int64_t> d_place;
     upload(d_place, place.data(), place.size(), s);
     d_X.resize(std::max<size_t>(static_cast<size_t>(n) * dim, 1));
+    const PinnedRange pinned(X, static_cast<size_t>(n) * dim * sizeof(float));
     const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 20) / (int64_t{dim} * int64_t{sizeof(float)}));
     DeviceBuffer<float> d_stage(static_cast<size_t>(std::max<int64_t>(std::min(chunk, n), 1)) * dim);
     for (int64_t r0 = 0; r0 < n; r0 += chunk) {
@@ -414,7 +416,11 @@ Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) 
   Blas blas(stream.get());
   const cudaStream_t s = stream.get();
   DeviceBuffer<float> d_X;
-  upload(d_X, X, static_cast<size_t>(n) * dim, s);
+  {
+    const PinnedRange pinned(X, static_cast<size_t>(n) * dim * sizeof(float));
+    upload(d_X, X, static_cast<size_t>(n) * dim, s);
+    stream.sync();
+  }
   DeviceBuffer<double> d_norms(static_cast<size_t>(n)), d_diag(static_cast<size_t>(n));
   row_squared_norms(d_X.get(), n, dim, d_norms.get(), s);
   DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
