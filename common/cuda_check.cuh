@@ -1,12 +1,15 @@
-// CUDA error checking and a small owning device buffer, shared by every CUDA layer (the
-// autoencoder's kernels and backend, the SVM's kernels) and the GPU tests: namespace
-// cae::cuda, beside the project's other common code (cae). Every CUDA call's status is checked: a failure throws
+// CUDA error checking, a small owning device buffer and page-locked host ranges for large
+// uploads, shared by every CUDA layer (the autoencoder's kernels and backend, the SVM's
+// kernels) and the GPU tests: namespace cae::cuda, beside the project's other common code
+// (cae). Every CUDA call's status is checked: a failure throws
 // std::runtime_error naming the call, so tools print one clear line and exit 1.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -97,23 +100,56 @@ class DeviceBuffer {
 // ~0.04 and ~0.03 s: svm-fit's 1.46 GB of training rows go up in 0.10 s instead of 0.17-0.20.
 // (svm-eval's support vectors went up faster too, but the tool was no shorter: it waits for
 // the model's hash; docs/BENCHMARKS.md.) Small ranges are left alone, and where locking
-// fails (a range already registered, a limit) the copies just stay pageable.
+// fails (a range already registered, a limit) the copies just stay pageable. Threads that
+// lock the same range (the ranks of a group in one process share their rows) share one
+// registration, released by the last of them: a copy the driver issued as page-locked never
+// outlives the lock.
 class PinnedRange {
  public:
   static constexpr size_t kMinBytes = size_t(64) << 20;
   PinnedRange(const void* p, size_t bytes) {
     if (bytes < kMinBytes) return;
-    if (cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault) == cudaSuccess) p_ = const_cast<void*>(p);
-    else cudaGetLastError();  // not sticky: clear it
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto& users = registry()[p];
+    if (users.count == 0) {
+      if (cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterPortable) != cudaSuccess) {
+        cudaGetLastError();  // not sticky: clear it
+        registry().erase(p);
+        return;
+      }
+      users.bytes = bytes;
+    } else if (users.bytes != bytes) {
+      return;  // another range from the same address: stay pageable
+    }
+    ++users.count;
+    p_ = p;
   }
   ~PinnedRange() {
-    if (p_) cudaHostUnregister(p_);
+    if (!p_) return;
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto it = registry().find(p_);
+    if (--it->second.count == 0) {
+      cudaHostUnregister(const_cast<void*>(p_));
+      registry().erase(it);
+    }
   }
   PinnedRange(const PinnedRange&) = delete;
   PinnedRange& operator=(const PinnedRange&) = delete;
 
  private:
-  void* p_ = nullptr;
+  struct Users {
+    size_t bytes = 0;
+    int count = 0;
+  };
+  static std::mutex& registry_mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<const void*, Users>& registry() {
+    static std::map<const void*, Users> r;
+    return r;
+  }
+  const void* p_ = nullptr;
 };
 
 }  // namespace cae::cuda

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "common/cuda_check.cuh"
 #include "common/device.h"
+#include "common/large_buffer.h"
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/cpu/kernel.h"
 #include "kernels/svm/cpu/smo.h"
@@ -184,6 +186,41 @@ void compare_with_cpu(const Case& c, uint32_t seed, const svm::ClassWeights& wei
               static_cast<long long>(cpu.n_sv()), agree, relative_difference(dec_gpu, dec_cpu));
   for (int64_t it : stats.pair_iterations) std::printf(" %lld", static_cast<long long>(it));
   std::printf("\n");
+}
+
+// svm-fit's upload page-locks the training rows (cae::cuda::PinnedRange): two locks of the
+// same range (ranks of a group as threads) share one registration that the last releases;
+// a range below the threshold is never locked; what goes up through a locked range arrives.
+TEST(SvmGpuUpload, PinnedRangesShareOneRegistrationReleasedByTheLast) {
+  REQUIRE_GPU();
+  const size_t n = (size_t(96) << 20) / sizeof(float);
+  cae::LargeVector<float> rows(n);
+  for (size_t i = 0; i < n; ++i) rows[i] = float(i % 1009) - 500.f;
+  auto registered = [&] {
+    unsigned flags = 0;
+    const bool yes = cudaHostGetFlags(&flags, rows.data()) == cudaSuccess;
+    cudaGetLastError();
+    return yes;
+  };
+  ASSERT_FALSE(registered());
+  cae::cuda::DeviceBuffer<float> d(n);
+  {
+    const cae::cuda::PinnedRange a(rows.data(), n * sizeof(float));
+    EXPECT_TRUE(registered());
+    {
+      const cae::cuda::PinnedRange b(rows.data(), n * sizeof(float));
+      ASSERT_EQ(cudaMemcpy(d.get(), rows.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    EXPECT_TRUE(registered()) << "released while another lock of the range lived";
+  }
+  EXPECT_FALSE(registered());
+  std::vector<float> back(n);
+  ASSERT_EQ(cudaMemcpy(back.data(), d.get(), n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), rows.begin()));
+  {
+    const cae::cuda::PinnedRange small(rows.data(), cae::cuda::PinnedRange::kMinBytes - 1);
+    EXPECT_FALSE(registered());
+  }
 }
 
 TEST(SvmGpu, MatchesCpuOnGeneratedProblems) {
