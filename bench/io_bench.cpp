@@ -71,7 +71,8 @@ void make_dataset(const std::string& path) {
   for (auto [split, n] : {std::pair<const char*, int64_t>{"train", 50000}, {"test", 10000}}) {
     cae::ImageSplit s;
     s.C = 3, s.H = 32, s.W = 32;
-    s.images = photo_like(n, n);
+    const std::vector<uint8_t> pixels = photo_like(n, n);
+    s.images.assign(pixels.begin(), pixels.end());
     s.labels.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) s.labels[static_cast<size_t>(i)] = uint8_t(i % 10);
     cae::write_split(w, split, s);

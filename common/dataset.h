@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/hdf5_io.h"
+#include "common/large_buffer.h"
 
 namespace cae {
 
@@ -20,7 +21,7 @@ extern const char* const kCifar10ClassNames[kCifar10Classes];
 std::vector<std::string> cifar10_class_names();
 
 struct ImageSplit {
-  std::vector<uint8_t> images;  // [n, C, H, W], CHW per image, as CIFAR stores it
+  LargeVector<uint8_t> images;  // [n, C, H, W], CHW per image, as CIFAR stores it; resize() leaves it uninitialised
   std::vector<uint8_t> labels;  // [n], each < the dataset's class count
   int C = 0, H = 0, W = 0;      // image shape
   int64_t size() const { return static_cast<int64_t>(labels.size()); }

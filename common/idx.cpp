@@ -208,7 +208,7 @@ IdxDataset read_idx_folder(const std::string& folder, int64_t train_limit, int64
       fail_file(img_file, "images of " + std::to_string(im.dims[1]) + "x" + std::to_string(im.dims[2]) +
                               " pixels: at most 65535 a side");
     out.C = 1, out.H = int(im.dims[1]), out.W = int(im.dims[2]);
-    out.images = im.data;
+    out.images.assign(im.data.begin(), im.data.end());
     out.labels.assign(lb.data.begin(), lb.data.begin() + static_cast<std::ptrdiff_t>(im.dims[0]));
   }
   return d;

@@ -38,7 +38,8 @@ TEST(GpuEncodePipeline, BackgroundSetupAndPipelineGiveTheDirectCodes) {
     cae::Hdf5Writer w(data_path);
     cae::ImageSplit s;
     s.C = 3, s.H = 32, s.W = 32;
-    s.images = synthetic_images(int(n), 23);
+    const std::vector<uint8_t> pixels = synthetic_images(int(n), 23);
+    s.images.assign(pixels.begin(), pixels.end());
     for (int64_t i = 0; i < n; ++i) s.labels.push_back(uint8_t(i % 10));
     cae::write_split(w, "train", s);
     s.images.resize(size_t(s.image_bytes()));
