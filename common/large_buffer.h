@@ -1,5 +1,6 @@
 // Large host buffers: a std::vector allocator for the gigabyte arrays of the pipeline (a
-// features split, a model's support vectors, the encoder's feature slots).
+// dataset split's images, a features split, a model's support vectors, the encoder's
+// feature slots).
 //
 // resize() leaves the elements uninitialised, and a buffer of 64 MB or more is mapped on
 // its own and asks for transparent huge pages. On the GPU hosts (VMs) first touching 1.6 GB
