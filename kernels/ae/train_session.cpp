@@ -31,8 +31,8 @@ namespace {
 
 // The checkpoint of each epoch, written on a thread of its own, one at a time and in order:
 // the next epoch trains while the last one's file (9 MB for the seed model, fsync'ed)
-// reaches the disk, instead of the GPU waiting ~16 ms an epoch for it (0.3 s of a 20-epoch
-// run). HDF5 is not thread-safe: while a write is in flight the training thread makes no
+// reaches the disk, instead of the GPU waiting ~13 ms an epoch for it (0.25-0.28 s of a
+// 20-epoch run on an H100 host, docs/BENCHMARKS.md). HDF5 is not thread-safe: while a write is in flight the training thread makes no
 // HDF5 call, and every path out of the run waits for it first (the destructor too).
 class CheckpointWrites {
  public:
