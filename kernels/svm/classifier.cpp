@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "common/error.h"
 #include "common/timer.h"
@@ -19,13 +20,14 @@ void Classifier::fit(float* X, const int32_t* y, int64_t n, int dim, const Class
 
 PreparedSet::PreparedSet(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params)
     : dim_(dim), X_(X), y_(y), n_(n) {
-  scaler_ = params.standardize ? fit_standard_scaler(X, n, dim) : identity_scaler(dim);
-  apply_scaler(scaler_, X, n, dim);
-  // gamma 'scale' is a property of the scaled matrix with all D features (docs/SVM.md), so
-  // it is taken before the constant features are dropped.
-  gamma_scale_ = gamma_scale(X, n, dim);
-  feature_mask_ = constant_feature_mask(X, n, dim, &dropped_values_);
-  kept_ = compact_features(X, n, dim, feature_mask_);
+  // gamma 'scale' is a property of the scaled matrix with all D features (docs/SVM.md): it
+  // is taken before the constant features are dropped.
+  PreparedRows rows = prepare_training_rows(X, n, dim, params.standardize);
+  scaler_ = std::move(rows.scaler);
+  gamma_scale_ = rows.gamma_scale;
+  feature_mask_ = std::move(rows.keep);
+  dropped_values_ = std::move(rows.dropped_values);
+  kept_ = rows.kept;
   if (kept_ == 0)
     cae::fail_file(params.data_name, "all " + std::to_string(dim) + " features are constant over the training rows");
 }

@@ -65,35 +65,6 @@ void apply_scaler(const Scaler& s, float* X, int64_t n, int dim) {
   }
 }
 
-double gamma_scale(const float* X, int64_t n, int dim) {
-  // numpy's X.var(): mean first, then the mean squared deviation, in double. Row sums are
-  // added in row order so the result does not depend on the thread count.
-  const int64_t total = n * dim;
-  std::vector<double> row_sum(static_cast<size_t>(n));
-#pragma omp parallel for schedule(static) if (total >= kMinParallelWork)
-  for (int64_t r = 0; r < n; ++r) {
-    double s = 0;
-    for (int f = 0; f < dim; ++f) s += X[r * dim + f];
-    row_sum[r] = s;
-  }
-  double sum = 0;
-  for (double s : row_sum) sum += s;
-  const double mean = sum / static_cast<double>(total);
-#pragma omp parallel for schedule(static) if (total >= kMinParallelWork)
-  for (int64_t r = 0; r < n; ++r) {
-    double s = 0;
-    for (int f = 0; f < dim; ++f) {
-      const double d = static_cast<double>(X[r * dim + f]) - mean;
-      s += d * d;
-    }
-    row_sum[r] = s;
-  }
-  double sq = 0;
-  for (double s : row_sum) sq += s;
-  const double var = sq / static_cast<double>(total);
-  return var != 0 ? 1.0 / (static_cast<double>(dim) * var) : 1.0;
-}
-
 GammaSpec parse_gamma_spec(const std::string& spec) {
   if (spec == "scale") return {GammaSpec::Kind::scale, 1.0};
   if (spec == "auto") return {GammaSpec::Kind::auto_dim, 1.0};
@@ -117,25 +88,6 @@ double resolve_gamma(const GammaSpec& g, double scale_value, int dim) {
     case GammaSpec::Kind::number: break;
   }
   return g.value;
-}
-
-std::vector<uint8_t> constant_feature_mask(const float* X, int64_t n, int dim, std::vector<float>* dropped_values) {
-  std::vector<uint8_t> keep(dim, 0);
-#pragma omp parallel for schedule(dynamic, 1) if (n * dim >= kMinParallelWork)
-  for (int64_t f0 = 0; f0 < dim; f0 += kColumnBlock) {
-    const int64_t f1 = std::min<int64_t>(dim, f0 + kColumnBlock);
-    for (int64_t r = 1; r < n; ++r) {
-      const float* x = X + r * dim;
-      for (int64_t f = f0; f < f1; ++f)
-        if (x[f] != X[f]) keep[f] = 1;
-    }
-  }
-  if (dropped_values) {
-    dropped_values->clear();
-    for (int f = 0; f < dim; ++f)
-      if (!keep[f]) dropped_values->push_back(n > 0 ? X[f] : 0.0f);
-  }
-  return keep;
 }
 
 int64_t compaction_batch_end(int64_t r0, int64_t n, int dim, int kept) {
@@ -165,6 +117,108 @@ int compact_features(float* X, int64_t n, int dim, const std::vector<uint8_t>& k
     r0 = r1;
   }
   return dk;
+}
+
+namespace {
+
+constexpr int kRowGroup = 4;  // rows whose sums are taken side by side
+
+// Each of kRowGroup rows' sum over its columns, in column order, of x (mu unset) or of
+// (x − mu)²: the same additions as one row at a time, but four independent chains of them,
+// so the adder's latency is not the bound. Rows past `count` repeat the last one.
+void row_group_sums(const float* X, int64_t r, int count, int dim, const double* mu, double* out) {
+  const float* x[kRowGroup];
+  for (int i = 0; i < kRowGroup; ++i) x[i] = X + (r + std::min(i, count - 1)) * dim;
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  if (mu) {
+    const double m = *mu;
+    for (int f = 0; f < dim; ++f) {
+      const double d0 = static_cast<double>(x[0][f]) - m, d1 = static_cast<double>(x[1][f]) - m;
+      const double d2 = static_cast<double>(x[2][f]) - m, d3 = static_cast<double>(x[3][f]) - m;
+      s0 += d0 * d0, s1 += d1 * d1, s2 += d2 * d2, s3 += d3 * d3;
+    }
+  } else {
+    for (int f = 0; f < dim; ++f) s0 += x[0][f], s1 += x[1][f], s2 += x[2][f], s3 += x[3][f];
+  }
+  const double s[kRowGroup] = {s0, s1, s2, s3};
+  for (int i = 0; i < count; ++i) out[i] = s[i];
+}
+
+void scale_row(const Scaler& sc, float* x, int dim) {
+  for (int f = 0; f < dim; ++f) {
+    const float centred = static_cast<float>(static_cast<double>(x[f]) - sc.mean[f]);
+    x[f] = static_cast<float>(static_cast<double>(centred) / sc.scale[f]);
+  }
+}
+
+}  // namespace
+
+PreparedRows prepare_training_rows(float* X, int64_t n, int dim, bool standardize) {
+  PreparedRows p;
+  p.scaler = standardize ? fit_standard_scaler(X, n, dim) : identity_scaler(dim);
+  p.keep.assign(static_cast<size_t>(std::max(dim, 0)), 0);
+  if (n <= 0 || dim <= 0) return p;
+  const int64_t total = n * dim;
+  // Pass 1, rows [1, n) in groups: each row scaled (apply_scaler's arithmetic) and compared
+  // with the scaled row 0 (constant_feature_mask), then the group's row sums taken
+  // (gamma_scale's first pass). Row 0 goes first: the others compare with it.
+  std::vector<double> row_sum(static_cast<size_t>(n));
+  scale_row(p.scaler, X, dim);
+  row_group_sums(X, 0, 1, dim, nullptr, row_sum.data());
+  const int64_t groups = (n - 1 + kRowGroup - 1) / kRowGroup;
+#pragma omp parallel if (total >= kMinParallelWork)
+  {
+    std::vector<uint8_t> differs(static_cast<size_t>(dim), 0);
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t r = 1 + g * kRowGroup;
+      const int count = static_cast<int>(std::min<int64_t>(kRowGroup, n - r));
+      for (int i = 0; i < count; ++i) {
+        float* x = X + (r + i) * dim;
+        scale_row(p.scaler, x, dim);
+        for (int f = 0; f < dim; ++f) differs[f] |= static_cast<uint8_t>(x[f] != X[f]);
+      }
+      row_group_sums(X, r, count, dim, nullptr, row_sum.data() + r);
+    }
+#pragma omp critical
+    for (int f = 0; f < dim; ++f) p.keep[f] |= differs[f];
+  }
+  for (int f = 0; f < dim; ++f)
+    if (!p.keep[f]) p.dropped_values.push_back(X[f]);
+  double sum = 0;
+  for (double s : row_sum) sum += s;
+  const double mean = sum / static_cast<double>(total);
+
+  // Pass 2, in compact_features' batches: each row's squared deviations from the mean over
+  // all its columns (gamma_scale's second pass), then its kept columns moved to the front.
+  // A batch's destinations end before its first row, and within a group row r's end before
+  // row r + 1 begins: no row is overwritten before it is read.
+  std::vector<int> kept;
+  for (int f = 0; f < dim; ++f)
+    if (p.keep[f]) kept.push_back(f);
+  p.kept = static_cast<int>(kept.size());
+  const bool move = p.kept != dim && p.kept != 0;
+  for (int64_t r0 = 0; r0 < n;) {
+    const int64_t r1 = move ? compaction_batch_end(r0, n, dim, p.kept) : n;
+    const int64_t batch_groups = (r1 - r0 + kRowGroup - 1) / kRowGroup;
+#pragma omp parallel for schedule(static) if ((r1 - r0) * dim >= kMinParallelWork)
+    for (int64_t g = 0; g < batch_groups; ++g) {
+      const int64_t r = r0 + g * kRowGroup;
+      const int count = static_cast<int>(std::min<int64_t>(kRowGroup, r1 - r));
+      row_group_sums(X, r, count, dim, &mean, row_sum.data() + r);
+      for (int i = 0; move && i < count; ++i) {
+        const float* src = X + (r + i) * dim;
+        float* dst = X + (r + i) * p.kept;
+        for (int k = 0; k < p.kept; ++k) dst[k] = src[kept[k]];
+      }
+    }
+    r0 = r1;
+  }
+  double sq = 0;
+  for (double s : row_sum) sq += s;
+  const double var = sq / static_cast<double>(total);
+  p.gamma_scale = var != 0 ? 1.0 / (static_cast<double>(dim) * var) : 1.0;
+  return p;
 }
 
 std::vector<double> dropped_feature_distance(const float* X, int64_t n, int dim, const std::vector<uint8_t>& keep,

@@ -2,7 +2,10 @@
 // scikit-learn's StandardScaler + SVC on all features: standardisation, gamma resolution, the
 // mask of features constant over the training set, and the correction of decision values
 // for inputs that differ from the training set in a dropped feature. svm::Classifier
-// (classifier.h) runs them in order; the tests check each against its definition.
+// (classifier.h) prepares its training rows with prepare_training_rows, which fuses the
+// steps; the tests check it against the steps one at a time (gamma_scale and the mask's
+// own definitions are in tests/support/preprocess_reference.h) and each step against its
+// definition.
 //
 // Why the details are as they are is in docs/SVM.md; in short:
 //  * scaling reproduces StandardScaler on float32 input bit for bit in intent: mean/var in
@@ -31,8 +34,6 @@ Scaler fit_standard_scaler(const float* X, int64_t n, int dim);  // sklearn's St
 Scaler identity_scaler(int dim);
 void apply_scaler(const Scaler& s, float* X, int64_t n, int dim);
 
-// 1 / (dim · Var) over all n·dim entries (1 when Var is 0), as sklearn's gamma='scale'.
-double gamma_scale(const float* X, int64_t n, int dim);
 // A --gamma spec: "scale" (value 1), "<m>x" (m times scale, m > 0: kind scale, value m),
 // "auto" (1/dim) or a number > 0 (kind number, value the number). Throws UsageError on
 // anything else, so a spec can be checked before any data is read.
@@ -42,19 +43,32 @@ struct GammaSpec {
   double value = 1.0;
 };
 GammaSpec parse_gamma_spec(const std::string& spec);
-// The spec's number from the rows' gamma_scale() (the scaled training matrix, all
+// The spec's number from the rows' gamma 'scale' (PreparedRows: the scaled training matrix, all
 // features), taken once for many specs on one matrix.
 double resolve_gamma(const GammaSpec& spec, double scale_value, int dim);
 
-// keep[f] = 0 when column f has one value over all n rows; that value goes to *dropped_values
-// (in the order of the dropped features).
-std::vector<uint8_t> constant_feature_mask(const float* X, int64_t n, int dim, std::vector<float>* dropped_values);
 // Moves the kept columns of each row to the front, in place, on every core; returns the
 // kept count.
 int compact_features(float* X, int64_t n, int dim, const std::vector<uint8_t>& keep);
 // The end of the batch of rows compact_features moves at once after rows [0, r0) have moved
 // (kept columns of dim, 0 < kept < dim): rows that overwrite no row still to be read.
 int64_t compaction_batch_end(int64_t r0, int64_t n, int dim, int kept);
+// The training rows made ready for the solver: standardised in place (or not), gamma
+// 'scale' of the scaled rows, the mask of constant features with their values, and the kept
+// columns moved to the front — the same numbers and bytes as fit_standard_scaler,
+// apply_scaler, gamma_scale, constant_feature_mask and compact_features in turn
+// (tests/support/preprocess_reference.h has the two that no tool runs alone), in two passes
+// over X after the scaler's two instead of five.
+struct PreparedRows {
+  Scaler scaler;
+  // 1 / (dim · Var) over all n·dim scaled entries (1 when Var is 0), as sklearn's
+  // gamma='scale': all dim features count, also the constant ones.
+  double gamma_scale = 1.0;
+  std::vector<uint8_t> keep;         // [dim]
+  std::vector<float> dropped_values;  // scaled row 0's value of each dropped feature
+  int kept = 0;
+};
+PreparedRows prepare_training_rows(float* X, int64_t n, int dim, bool standardize);
 // Σ over dropped features of (x_f − v_f)² per row (scaled, not yet compacted X).
 std::vector<double> dropped_feature_distance(const float* X, int64_t n, int dim, const std::vector<uint8_t>& keep,
                                              const std::vector<float>& dropped_values);

@@ -9,6 +9,7 @@
 #include "common/device.h"
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/preprocess.h"
+#include "tests/support/preprocess_reference.h"
 
 namespace svm {
 

@@ -23,6 +23,7 @@
 #include "kernels/svm/train.h"
 #include "tests/support/dense_kernel_rows.h"
 #include "tests/support/libsvm_export.h"
+#include "tests/support/preprocess_reference.h"
 #include "tests/support/svm_reference.h"
 #include "tests/support/svm_shortcuts.h"
 
@@ -406,6 +407,53 @@ TEST(SvmScaling, CompactFeaturesInPlaceEqualsACopy) {
     ASSERT_EQ(dk, c.dim - c.dropped);
     X.resize(want.size());
     EXPECT_EQ(X, want) << c.n << " rows of " << c.dim << ", " << c.dropped << " dropped";
+  }
+}
+
+// The fused preparation svm-fit runs gives the numbers and bytes of the steps it fuses, in
+// order: scaler, scaled rows, gamma 'scale', the constant-feature mask and its values, the
+// compacted rows. Constant features (a tenth, none, all but one, all), a feature whose two
+// values are one float apart far from zero, and the identity scaler.
+TEST(SvmScaling, PreparedRowsEqualTheStepsInTurn) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> value(-2.f, 3.f);
+  struct Case { int64_t n; int dim; int constant; bool standardize; };
+  for (const Case c : {Case{3000, 300, 30, true}, Case{3000, 300, 30, false}, Case{5000, 512, 0, true},
+                       Case{2000, 64, 63, true}, Case{7, 9, 4, true}, Case{1, 5, 0, true}}) {
+    std::vector<float> X(static_cast<size_t>(c.n) * c.dim);
+    for (float& v : X) v = std::round(value(rng) * 8.f) / 8.f;  // repeated values: zeros, ties
+    std::vector<int> columns(c.dim);
+    for (int f = 0; f < c.dim; ++f) columns[f] = f;
+    std::shuffle(columns.begin(), columns.end(), rng);
+    for (int i = 0; i < c.constant; ++i)
+      for (int64_t r = 0; r < c.n; ++r) X[static_cast<size_t>(r * c.dim + columns[i])] = 0.5f * float(i % 3);
+    if (c.dim > c.constant && c.n > 1) {  // a column whose two raw values differ by one float
+      const int f = columns[c.constant];
+      for (int64_t r = 0; r < c.n; ++r)
+        X[static_cast<size_t>(r * c.dim + f)] = r % 2 ? 1.0e6f : std::nextafter(1.0e6f, 2.0e6f);
+    }
+    std::vector<float> want = X;
+    const svm::Scaler scaler = c.standardize ? svm::fit_standard_scaler(want.data(), c.n, c.dim)
+                                             : svm::identity_scaler(c.dim);
+    svm::apply_scaler(scaler, want.data(), c.n, c.dim);
+    const double gamma = svm::gamma_scale(want.data(), c.n, c.dim);
+    std::vector<float> dropped;
+    const std::vector<uint8_t> keep = svm::constant_feature_mask(want.data(), c.n, c.dim, &dropped);
+    const int kept = svm::compact_features(want.data(), c.n, c.dim, keep);
+
+    const svm::PreparedRows got = svm::prepare_training_rows(X.data(), c.n, c.dim, c.standardize);
+    const std::string what = std::to_string(c.n) + " rows of " + std::to_string(c.dim);
+    EXPECT_EQ(got.scaler.mean, scaler.mean) << what;
+    EXPECT_EQ(got.scaler.scale, scaler.scale) << what;
+    EXPECT_EQ(got.gamma_scale, gamma) << what;  // the same double, not a near one
+    EXPECT_EQ(got.keep, keep) << what;
+    EXPECT_EQ(got.dropped_values, dropped) << what;
+    ASSERT_EQ(got.kept, kept) << what;
+    if (c.n > 1) {
+      EXPECT_GE(kept, c.dim - c.constant - 1) << what;
+    }
+    const size_t rows = static_cast<size_t>(c.n) * static_cast<size_t>(kept);
+    EXPECT_TRUE(std::equal(X.begin(), X.begin() + static_cast<std::ptrdiff_t>(rows), want.begin())) << what;
   }
 }
 
