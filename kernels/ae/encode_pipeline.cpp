@@ -84,19 +84,24 @@ class EncodePipeline::IoThread {
 };
 
 EncodePipeline::EncodePipeline(const cae::DatasetReader& data, Encoder& encoder, std::vector<cae::ImageView> views,
-                               int64_t chunk)
+                               int64_t chunk, int64_t read_ahead_bytes)
     : data_(data), encoder_(encoder), views_(std::move(views)), chunk_(chunk), io_(std::make_unique<IoThread>()) {
   const Architecture& a = encoder_.architecture();
-  for (std::vector<uint8_t>& slot : pixels_) slot.resize(static_cast<size_t>(chunk_ * a.image_dim()));
+  const int64_t chunk_bytes = chunk_ * a.image_dim();
+  pixel_slots_ = std::max<int64_t>(2, read_ahead_bytes / chunk_bytes);
+  // Pages are touched only by the reads that use them: a split shorter than the read-ahead
+  // costs only its own pixels.
+  pixels_.resize(static_cast<size_t>(pixel_slots_ * chunk_bytes));
   features_.resize(static_cast<size_t>(2 * chunk_ * a.latent_dim()));
 }
 
 EncodePipeline::~EncodePipeline() = default;
 
-// Two slots of pixels and two of features make the overlap: chunk k+2 is read into chunk k's
-// pixel slot once all of chunk k's views are encoded, and the (chunk, view) pair u+2 is
-// encoded into pair u's feature slot once pair u's features are written. Reads are queued
-// before writes, so the encoder waits on the disk as little as it can.
+// S slots of pixels and two of features make the overlap: the first S chunks' reads are
+// queued at once, chunk k+S is read into chunk k's pixel slot once all of chunk k's views
+// are encoded, and the (chunk, view) pair u+2 is encoded into pair u's feature slot once
+// pair u's features are written. Reads are queued before writes, so the encoder waits on the
+// disk as little as it can.
 void EncodePipeline::run(const std::string& split, int64_t first, int64_t count, const Sink& sink,
                          const std::function<void(int64_t)>& progress) {
   try {
@@ -112,8 +117,11 @@ void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t
   const int64_t chunks = (count + chunk_ - 1) / chunk_;
   const int nviews = static_cast<int>(views_.size());
   auto rows_of = [&](int64_t k) { return std::min(chunk_, count - k * chunk_); };
+  const int64_t slots = std::min(pixel_slots_, chunks);
+  const int64_t chunk_bytes = chunk_ * encoder_.architecture().image_dim();
+  auto pixels_of = [&](int64_t k) { return pixels_.data() + (k % slots) * chunk_bytes; };
   auto queue_read = [&](int64_t k) {
-    uint8_t* out = pixels_[k % 2].data();
+    uint8_t* out = pixels_of(k);
     const int64_t row = first + k * chunk_, rows = rows_of(k);
     return io_->push([this, split, row, rows, out] {
       cae::Stopwatch clock;
@@ -121,11 +129,12 @@ void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t
       read_seconds_ += clock.seconds();
     });
   };
-  uint64_t read_ticket[2] = {0, 0}, write_ticket[2] = {0, 0}, last = 0;
-  for (int64_t k = 0; k < std::min<int64_t>(2, chunks); ++k) last = read_ticket[k] = queue_read(k);
+  std::vector<uint64_t> read_ticket(static_cast<size_t>(std::max<int64_t>(slots, 1)), 0);
+  uint64_t write_ticket[2] = {0, 0}, last = 0;
+  for (int64_t k = 0; k < slots; ++k) last = read_ticket[size_t(k)] = queue_read(k);
   int64_t pair = 0;
   for (int64_t k = 0; k < chunks; ++k) {
-    const int p = static_cast<int>(k % 2);
+    const size_t p = static_cast<size_t>(k % slots);
     const int64_t row = first + k * chunk_, rows = rows_of(k);
     wait(read_ticket[p], cae::Phase::read);
     for (int v = 0; v < nviews; ++v, ++pair) {
@@ -134,9 +143,9 @@ void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t
       float* features = features_.data() + f * chunk_ * encoder_.architecture().latent_dim();
       {
         cae::PhaseScope computing(cae::Phase::compute);
-        encoder_.encode_view(pixels_[p].data(), rows, views_[static_cast<size_t>(v)], features, split, row);
+        encoder_.encode_view(pixels_of(k), rows, views_[static_cast<size_t>(v)], features, split, row);
       }
-      if (v + 1 == nviews && k + 2 < chunks) last = read_ticket[p] = queue_read(k + 2);
+      if (v + 1 == nviews && k + slots < chunks) last = read_ticket[p] = queue_read(k + slots);
       last = write_ticket[f] = io_->push([this, &sink, row, rows, v, features] {
         cae::Stopwatch clock;
         sink(row, rows, v, features);

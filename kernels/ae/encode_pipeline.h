@@ -1,10 +1,13 @@
 // ae-encode's chunk loop with its three kinds of work overlapped: while the encoder computes
-// chunk k's views on the calling thread, one I/O thread reads chunk k+1's pixels and writes
-// chunk k−1's features. One thread does all the reading and writing, in order, because
-// Debian's HDF5 must never be entered from two threads at once (docs/DECISIONS.md, "ae-encode
-// overlaps"); the calling thread may use HDF5 only between run() calls. The calling thread's
-// phases (common/phases.h) are its encoding ("compute") and its waits for the I/O thread's
-// reads ("read") and writes ("write").
+// chunk k's views on the calling thread, one I/O thread reads the pixels of the chunks ahead
+// and writes chunk k−1's features. One thread does all the reading and writing, in order,
+// because Debian's HDF5 must never be entered from two threads at once (docs/DECISIONS.md,
+// "ae-encode overlaps"); the calling thread may use HDF5 only between run() calls. The
+// reads run up to `read_ahead_bytes` of pixels ahead, so that the first ones fill the time
+// the GPU's set-up takes, when there is nothing to write yet, instead of the writes' time
+// (docs/DECISIONS.md, "ae-encode reads ahead"). The calling thread's phases
+// (common/phases.h) are its encoding ("compute") and its waits for the I/O thread's reads
+// ("read") and writes ("write").
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "common/dataset.h"
+#include "common/large_buffer.h"
 #include "common/phases.h"
 #include "common/view_set.h"
 #include "kernels/ae/encoder.h"
@@ -27,8 +31,11 @@ class EncodePipeline {
   using Sink = std::function<void(int64_t row, int64_t rows, int view, const float* features)>;
 
   // Chunks of `chunk` images of `data`, encoded by `encoder` in each of `views`; both must
-  // outlive the pipeline.
-  EncodePipeline(const cae::DatasetReader& data, Encoder& encoder, std::vector<cae::ImageView> views, int64_t chunk);
+  // outlive the pipeline. The pixels of up to `read_ahead_bytes` worth of chunks (at least
+  // two) are read ahead of the encoder.
+  static constexpr int64_t kReadAheadBytes = int64_t{192} << 20;
+  EncodePipeline(const cae::DatasetReader& data, Encoder& encoder, std::vector<cae::ImageView> views, int64_t chunk,
+                 int64_t read_ahead_bytes = kReadAheadBytes);
   ~EncodePipeline();  // stops the I/O thread, dropping what a failed run() left queued
   EncodePipeline(const EncodePipeline&) = delete;
   EncodePipeline& operator=(const EncodePipeline&) = delete;
@@ -55,7 +62,8 @@ class EncodePipeline {
   Encoder& encoder_;
   std::vector<cae::ImageView> views_;
   int64_t chunk_;
-  std::vector<uint8_t> pixels_[2];  // chunk k's pixels in slot k % 2
+  int64_t pixel_slots_;  // chunk k's pixels in slot k % pixel_slots_ of pixels_
+  cae::LargeVector<uint8_t> pixels_;
   // The u-th (chunk, view) pair's features in slot u % 2 of two, one after the other: 64 MB
   // for the seed model, in huge pages (common/large_buffer.h says why).
   cae::LargeVector<float> features_;

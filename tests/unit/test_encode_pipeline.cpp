@@ -54,14 +54,16 @@ void write_inputs(const TempDir& dir) {
   w.close();
 }
 
-// The features file of both splits in `views`: through the pipeline, or through the
-// sequential loop the pipeline replaces (the reference).
-void encode_file(const TempDir& dir, const std::string& out, const cae::ViewSet& views, bool pipelined) {
+// The features file of both splits in `views`: through the pipeline (reading up to
+// `read_ahead` bytes of pixels ahead), or through the sequential loop the pipeline replaces
+// (the reference).
+void encode_file(const TempDir& dir, const std::string& out, const cae::ViewSet& views, bool pipelined,
+                 int64_t read_ahead = ae::EncodePipeline::kReadAheadBytes) {
   cae::DatasetReader data(dir.file("data.h5"));
   ae::Encoder encoder(dir.file("model.h5"), cae::Device::cpu, 1, 3);
   ae::FeaturesWriter w(dir.file(out), out, kArch);
   const std::vector<cae::ImageView> list = views.views();
-  ae::EncodePipeline pipeline(data, encoder, list, kChunk);
+  ae::EncodePipeline pipeline(data, encoder, list, kChunk, read_ahead);
   for (const std::string split : {"train", "test"}) {
     const int64_t n = data.count(split);
     w.begin_split(split, n, views);
@@ -86,31 +88,37 @@ void encode_file(const TempDir& dir, const std::string& out, const cae::ViewSet&
   w.finish(cae::Provenance{"ae-features", 1, "{}", {}}, {"cpu", 0, 0, data.class_names()});
 }
 
+// Reading every chunk ahead at once, three chunks ahead (each pixel slot reused), and the
+// least, two.
 TEST(EncodePipeline, WritesTheSequentialLoopsFileByteForByte) {
   TempDir dir;
   write_inputs(dir);
   const cae::ViewSet views(true, 2);
   ASSERT_EQ(views.count(), 6);
   encode_file(dir, "sequential.h5", views, false);
-  encode_file(dir, "pipelined.h5", views, true);
-  cae::Hdf5Reader a(dir.file("sequential.h5")), b(dir.file("pipelined.h5"));
-  for (const std::string split : {"train", "test"}) {
-    std::vector<std::vector<float>> seen;
-    for (const cae::ImageView& view : views.views()) {
-      const std::string name = "/" + split + "/" + cae::features_dataset(view);
-      const std::vector<float> want = a.read<float>(name), got = b.read<float>(name);
-      const int64_t n = split == "train" ? kTrain : kTest;
-      ASSERT_EQ(want.size(), size_t(n * kArch.latent_dim())) << name;
-      ASSERT_EQ(got.size(), want.size()) << name;
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << name;
-      // Real codes: finite, not all zero, and each view's its own.
-      int nonzero = 0;
-      for (float x : got) nonzero += std::isfinite(x) && x != 0.f;
-      EXPECT_GT(nonzero, int(got.size() / 4)) << name;
-      for (const std::vector<float>& other : seen) EXPECT_NE(other, got) << name;
-      seen.push_back(got);
+  const int64_t chunk_bytes = kChunk * kArch.image_dim();
+  for (const int64_t read_ahead : {ae::EncodePipeline::kReadAheadBytes, 3 * chunk_bytes + 1, int64_t{0}}) {
+    SCOPED_TRACE("read ahead " + std::to_string(read_ahead) + " bytes");
+    encode_file(dir, "pipelined.h5", views, true, read_ahead);
+    cae::Hdf5Reader a(dir.file("sequential.h5")), b(dir.file("pipelined.h5"));
+    for (const std::string split : {"train", "test"}) {
+      std::vector<std::vector<float>> seen;
+      for (const cae::ImageView& view : views.views()) {
+        const std::string name = "/" + split + "/" + cae::features_dataset(view);
+        const std::vector<float> want = a.read<float>(name), got = b.read<float>(name);
+        const int64_t n = split == "train" ? kTrain : kTest;
+        ASSERT_EQ(want.size(), size_t(n * kArch.latent_dim())) << name;
+        ASSERT_EQ(got.size(), want.size()) << name;
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << name;
+        // Real codes: finite, not all zero, and each view's its own.
+        int nonzero = 0;
+        for (float x : got) nonzero += std::isfinite(x) && x != 0.f;
+        EXPECT_GT(nonzero, int(got.size() / 4)) << name;
+        for (const std::vector<float>& other : seen) EXPECT_NE(other, got) << name;
+        seen.push_back(got);
+      }
+      EXPECT_EQ(a.read<uint8_t>("/" + split + "/labels"), b.read<uint8_t>("/" + split + "/labels"));
     }
-    EXPECT_EQ(a.read<uint8_t>("/" + split + "/labels"), b.read<uint8_t>("/" + split + "/labels"));
   }
 }
 
