@@ -72,6 +72,9 @@ struct ForwardIo {
                            // group; 0: this launch's)
   float* latent = nullptr; // fp32 NCHW latent codes of the last encoder layer
   float* recon = nullptr;  // fp32 NCHW reconstruction
+  // Each convolution's timed tile (conv_tile), or the rule's (encode: a few dozen chunks of
+  // two convolutions do not win back the time timing the candidates takes).
+  bool timed_tiles = true;
 };
 
 class PinnedBuffer {
@@ -342,6 +345,7 @@ class GpuBackend : public AeBackend {
       float* lat = latent_dev_.get() + size_t(slot) * chunk * ld;
       ForwardIo io;
       io.latent = lat;
+      io.timed_tiles = false;
       forward(b, io, plan_->latent_layer, stream_);  // the encoder
       AE_CUDA_CHECK(cudaMemcpyAsync(pinned_[slot].get(), lat, sizeof(float) * size_t(b) * ld, cudaMemcpyDeviceToHost,
                                     stream_));
@@ -504,7 +508,7 @@ class GpuBackend : public AeBackend {
       a.grad_scale = float(2.0 / (double(loss_batch) * double(arch_.image_dim())));  // d(batch-mean MSE)/d(out)
       a.loss_sum = loss_.get();
     }
-    a.tile = conv_tile(lp, false, a, B, s);
+    a.tile = io.timed_tiles ? conv_tile(lp, false, a, B, s) : ConvTile::automatic;
     conv_igemm(a, dt_, s);
   }
 
