@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <memory>
 
 #include "common/cifar100.h"
@@ -25,13 +26,26 @@ bool exists(const std::string& p) {
   return stat(p.c_str(), &st) == 0;
 }
 
-// A folder input is hashed file by file (reading order), so its provenance is stable.
+// A folder input is hashed file by file (the hash of their digests in reading order), so
+// its provenance is stable. The files are hashed on every core at once: SHA-256 runs at
+// ~1 GB/s on one, and CIFAR-10's six batches are 184 MB. The first failing file, in reading
+// order, is the error.
 InputFile hash_files(const std::string& input, const std::vector<std::string>& files) {
-  Sha256 all;
-  for (const std::string& f : files) {
-    const std::string h = sha256_file(f);
-    all.update(h.data(), h.size());
+  const int64_t n = static_cast<int64_t>(files.size());
+  std::vector<std::string> digests(files.size());
+  std::vector<std::exception_ptr> failures(files.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) {
+    try {
+      digests[size_t(i)] = sha256_file(files[size_t(i)]);
+    } catch (...) {
+      failures[size_t(i)] = std::current_exception();
+    }
   }
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+  Sha256 all;
+  for (const std::string& h : digests) all.update(h.data(), h.size());
   return {input, all.hex_digest()};
 }
 
