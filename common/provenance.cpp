@@ -48,11 +48,15 @@ constexpr std::launch kHashLaunch = std::launch::async;
 #endif
 
 BackgroundHashes::BackgroundHashes(std::vector<std::string> paths)
-    : paths_(std::move(paths)), digests_(std::async(kHashLaunch, [p = paths_] {
+    : paths_(std::move(paths)), digests_(std::async(kHashLaunch, [p = paths_, cancel = cancel_] {
         std::vector<std::string> d;
-        for (const std::string& path : p) d.push_back(sha256_file(path));
+        for (const std::string& path : p) d.push_back(sha256_file(path, cancel.get()));
         return d;
       })) {}
+
+// An async future's destructor waits for its thread: once told to stop, it stops within a
+// MB. A deferred one (the sanitizer build) never runs.
+BackgroundHashes::~BackgroundHashes() { cancel_->store(true, std::memory_order_relaxed); }
 
 std::vector<InputFile> BackgroundHashes::get() {
   PhaseScope hashing(Phase::hash);

@@ -75,7 +75,7 @@ std::string cached_sha256(int fd) {
   return is_hex64(hex) ? hex : "";
 }
 
-std::string sha256_file(const std::string& path) {
+std::string sha256_file(const std::string& path, const std::atomic<bool>* cancel) {
   // Opening a FIFO blocks until something writes to it (a background hash would then hang
   // the tool's exit): only regular files are hashed.
   struct stat st{};
@@ -92,7 +92,13 @@ std::string sha256_file(const std::string& path) {
   Sha256 s;
   std::vector<char> buf(1 << 20);
   size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) s.update(buf.data(), n);
+  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) {
+    if (cancel && cancel->load(std::memory_order_relaxed)) {
+      fclose(f);
+      return "";
+    }
+    s.update(buf.data(), n);
+  }
   bool err = ferror(f);
   std::string hex;
   if (!err) hex = s.hex_digest();

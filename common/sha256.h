@@ -1,6 +1,7 @@
 // SHA-256 for the `inputs` provenance attribute, through OpenSSL's libcrypto (which uses
 // the CPU's SHA extensions: ~1.5 GB/s here, 7× a portable implementation).
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -31,7 +32,9 @@ std::string sha256_hex(const void* data, size_t len);
 // is hashed afresh; where user attributes are not supported nothing is cached.
 // docs/DECISIONS.md, "Each file hashed once".
 inline constexpr const char* kSha256Xattr = "user.cifarae.sha256";
-std::string sha256_file(const std::string& path);
+// With `cancel`, the hashing stops at the next MB read once *cancel is set, and returns ""
+// (nothing cached): a tool that fails early does not wait for gigabytes it no longer needs.
+std::string sha256_file(const std::string& path, const std::atomic<bool>* cancel = nullptr);
 // The cached digest of the open file `fd`, or "" when there is none or it is stale.
 std::string cached_sha256(int fd);
 

@@ -103,6 +103,10 @@ void add_options(CLI::App& app, Options& opt) {
 }
 
 void fit(const Options& opt, const cae::CommonOptions& common) {
+  // Hashed from the first moment: 2 GB of features take ~1.8 s at SHA-256's ~1.1 GB/s, longer
+  // than the reading and the fit, and checking the GPU (the CUDA driver's start) alone takes
+  // 0.1-0.2 s of the main thread (docs/BENCHMARKS.md).
+  cae::BackgroundHashes hashes({opt.features});
   svm::TrainPlan plan = svm::plan_from_options(opt.C, opt.gamma, opt.kernel, opt.cv, opt.tol);
   plan.views = cae::ViewSet::parse(opt.augment);
   const cae::Device device = cae::resolve_device(common.device);
@@ -138,7 +142,6 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   plan.units = preemption.units();
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
-  cae::BackgroundHashes hashes({opt.features});
   // With --augment the n images' V views in one [V·n, D] buffer (scaled in place: one copy).
   ae::FeatureRows rows = ae::read_training_rows(opt.features, opt.train_limit, plan.views);
   ae::FeatureSplit& train = rows.split;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -24,6 +25,7 @@
 #include "common/memory_limit.h"
 #include "common/proc_status.h"
 #include "common/progress.h"
+#include "common/provenance.h"
 #include "common/version.h"
 #include "common/sha256.h"
 #include "tests/support/temp_dir.h"
@@ -404,6 +406,42 @@ TEST(Sha256Cache, ADigestIsReusedUntilTheFileChanges) {
   ASSERT_EQ(setxattr(path.c_str(), cae::kSha256Xattr, "nonsense", 8, 0), 0);
   EXPECT_EQ(cae::sha256_file(path), cae::sha256_hex(bytes.data(), bytes.size()));
   std::remove(path.c_str());
+}
+
+// A cancelled hash stops and caches nothing (BackgroundHashes cancels when a tool ends
+// without asking for its digests); not cancelled, the flag changes nothing.
+TEST(Sha256Cache, ACancelledHashReturnsNothingAndCachesNothing) {
+  const std::string path = ::testing::TempDir() + "sha-cancel-" + std::to_string(getpid());
+  std::mt19937 rng(5);
+  std::string bytes(3 << 20, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
+  { std::ofstream(path, std::ios::binary) << bytes; }
+  std::atomic<bool> cancel(true);
+  EXPECT_EQ(cae::sha256_file(path, &cancel), "");
+  char value[256];
+  EXPECT_LT(getxattr(path.c_str(), cae::kSha256Xattr, value, sizeof(value)), 0) << "a cancelled digest was cached";
+  cancel = false;
+  EXPECT_EQ(cae::sha256_file(path, &cancel), cae::sha256_hex(bytes.data(), bytes.size()));
+  std::remove(path.c_str());
+}
+
+// BackgroundHashes: get() gives each input's digest in order; one destroyed without get()
+// returns (its thread stopped), also on a file still being hashed.
+TEST(Sha256Cache, BackgroundHashesGiveTheDigestsOrStopWhenDropped) {
+  const std::string a = ::testing::TempDir() + "bg-hash-a-" + std::to_string(getpid());
+  const std::string b = ::testing::TempDir() + "bg-hash-b-" + std::to_string(getpid());
+  const std::string big(64 << 20, 'x'), small = "features";
+  { std::ofstream(a, std::ios::binary) << big; }
+  { std::ofstream(b, std::ios::binary) << small; }
+  { cae::BackgroundHashes dropped({a, b}); }
+  cae::BackgroundHashes hashes({a, b});
+  const std::vector<cae::InputFile> got = hashes.get();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].name, a);
+  EXPECT_EQ(got[0].sha256, cae::sha256_hex(big.data(), big.size()));
+  EXPECT_EQ(got[1].sha256, cae::sha256_hex(small.data(), small.size()));
+  std::remove(a.c_str());
+  std::remove(b.c_str());
 }
 
 // ---- names from outside, escaped per output syntax (issue 30, class 4) ----------------------
