@@ -5,9 +5,13 @@
 #include <sys/xattr.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -60,6 +64,86 @@ bool is_hex64(const std::string& h) {
   return true;
 }
 
+// Reads a file front to back on a thread of its own into a ring of buffers, so that the copy
+// out of the page cache (~10 % of hashing a cached file: 2 GB of features in ~2.0 s instead
+// of the ~1.8 s of SHA-256 alone on the GPU hosts) runs beside the hashing, not before it.
+class ReadAhead {
+ public:
+  explicit ReadAhead(FILE* f) : f_(f) {
+    // Allocated here, and the stream unbuffered (its reads go straight into the slots): the
+    // thread allocates nothing.
+    setvbuf(f_, nullptr, _IONBF, 0);
+    for (Slot& slot : slots_) slot.bytes.resize(kSlotBytes);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~ReadAhead() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  ReadAhead(const ReadAhead&) = delete;
+  ReadAhead& operator=(const ReadAhead&) = delete;
+
+  // The next chunk of the file, valid until the next call; an empty one at the end.
+  std::pair<const char*, size_t> next() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (holding_) {  // the chunk handed out last time is done with: its slot is free again
+      ++consumed_;
+      holding_ = false;
+      changed_.notify_all();
+    }
+    changed_.wait(lock, [&] { return consumed_ < filled_ || ended_; });
+    if (consumed_ == filled_) return {nullptr, 0};
+    holding_ = true;
+    const Slot& slot = slots_[consumed_ % kSlots];
+    return {slot.bytes.data(), slot.size};
+  }
+  // Whether the file ended in a read error rather than at its end (after next() gave the end).
+  bool failed() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return failed_;
+  }
+
+ private:
+  static constexpr uint64_t kSlots = 3;
+  static constexpr size_t kSlotBytes = size_t{4} << 20;
+  struct Slot {
+    std::vector<char> bytes;
+    size_t size = 0;
+  };
+  void run() {
+    for (;;) {
+      Slot* slot;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return stop_ || filled_ - consumed_ < kSlots; });
+        if (stop_) return;
+        slot = &slots_[filled_ % kSlots];  // neither filled and waiting nor being hashed
+      }
+      const size_t n = fread(slot->bytes.data(), 1, kSlotBytes, f_);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (n > 0) slot->size = n, ++filled_;
+      if (n < kSlotBytes) {
+        failed_ = ferror(f_) != 0;
+        ended_ = true;
+        changed_.notify_all();
+        return;
+      }
+      changed_.notify_all();
+    }
+  }
+  FILE* f_;
+  Slot slots_[kSlots];
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  uint64_t filled_ = 0, consumed_ = 0;  // chunks read, chunks hashed
+  bool holding_ = false, ended_ = false, failed_ = false, stop_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 std::string cached_sha256(int fd) {
@@ -90,16 +174,19 @@ std::string sha256_file(const std::string& path, const std::atomic<bool>* cancel
   struct stat before{};
   const bool regular = fstat(fd, &before) == 0 && S_ISREG(before.st_mode);
   Sha256 s;
-  std::vector<char> buf(1 << 20);
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) {
-    if (cancel && cancel->load(std::memory_order_relaxed)) {
-      fclose(f);
-      return "";
+  bool err = false;
+  {
+    ReadAhead reader(f);
+    for (auto chunk = reader.next(); chunk.second > 0; chunk = reader.next()) {
+      if (cancel && cancel->load(std::memory_order_relaxed)) break;
+      s.update(chunk.first, chunk.second);
     }
-    s.update(buf.data(), n);
+    err = reader.failed();
+  }  // the reading thread is gone before the file is closed
+  if (cancel && cancel->load(std::memory_order_relaxed)) {
+    fclose(f);
+    return "";
   }
-  bool err = ferror(f);
   std::string hex;
   if (!err) hex = s.hex_digest();
   // Cache it for the next reader, unless the file changed while it was read. Best effort:

@@ -408,6 +408,21 @@ TEST(Sha256Cache, ADigestIsReusedUntilTheFileChanges) {
   std::remove(path.c_str());
 }
 
+// sha256_file reads ahead on a thread of its own through a ring of 4 MB slots: a file of
+// several rounds of the ring and a ragged end, one of exactly one slot, and an empty one
+// hash as their bytes do.
+TEST(Sha256Cache, FilesOfAnySizeHashAsTheirBytes) {
+  std::mt19937 rng(9);
+  for (const size_t size : {size_t{13} << 20 | 5, size_t{4} << 20, size_t{0}}) {
+    const std::string path = ::testing::TempDir() + "sha-sizes-" + std::to_string(getpid());
+    std::string bytes(size, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
+    { std::ofstream(path, std::ios::binary) << bytes; }
+    EXPECT_EQ(cae::sha256_file(path), cae::sha256_hex(bytes.data(), bytes.size())) << size << " bytes";
+    std::remove(path.c_str());
+  }
+}
+
 // A cancelled hash stops and caches nothing (BackgroundHashes cancels when a tool ends
 // without asking for its digests); not cancelled, the flag changes nothing.
 TEST(Sha256Cache, ACancelledHashReturnsNothingAndCachesNothing) {
