@@ -371,14 +371,20 @@ TEST(Hdf5, WrongFormatNamesTheToolThatWritesTheExpectedOne) {
 
 namespace {
 
+// `size` random bytes (from `seed`) written to `path`; returns them.
+std::string write_random_file(const std::string& path, size_t size, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string bytes(size, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
+  { std::ofstream(path, std::ios::binary) << bytes; }
+  return bytes;
+}
+
 // sha256_file keeps each digest in the file's extended attribute and reuses it while the
 // file's size and modification time are unchanged (issue 17: hash each file once).
 TEST(Sha256Cache, ADigestIsReusedUntilTheFileChanges) {
   const std::string path = ::testing::TempDir() + "sha-cache-" + std::to_string(getpid());
-  std::mt19937 rng(3);
-  std::string bytes(3 << 20, '\0');
-  for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
-  { std::ofstream(path, std::ios::binary) << bytes; }
+  std::string bytes = write_random_file(path, 3 << 20, 3);
   const std::string digest = cae::sha256_file(path);
   EXPECT_EQ(digest, cae::sha256_hex(bytes.data(), bytes.size()));
   char value[256];
@@ -412,12 +418,9 @@ TEST(Sha256Cache, ADigestIsReusedUntilTheFileChanges) {
 // several rounds of the ring and a ragged end, one of exactly one slot, and an empty one
 // hash as their bytes do.
 TEST(Sha256Cache, FilesOfAnySizeHashAsTheirBytes) {
-  std::mt19937 rng(9);
   for (const size_t size : {size_t{13} << 20 | 5, size_t{4} << 20, size_t{0}}) {
     const std::string path = ::testing::TempDir() + "sha-sizes-" + std::to_string(getpid());
-    std::string bytes(size, '\0');
-    for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
-    { std::ofstream(path, std::ios::binary) << bytes; }
+    const std::string bytes = write_random_file(path, size, 9);
     EXPECT_EQ(cae::sha256_file(path), cae::sha256_hex(bytes.data(), bytes.size())) << size << " bytes";
     std::remove(path.c_str());
   }
@@ -427,10 +430,7 @@ TEST(Sha256Cache, FilesOfAnySizeHashAsTheirBytes) {
 // without asking for its digests); not cancelled, the flag changes nothing.
 TEST(Sha256Cache, ACancelledHashReturnsNothingAndCachesNothing) {
   const std::string path = ::testing::TempDir() + "sha-cancel-" + std::to_string(getpid());
-  std::mt19937 rng(5);
-  std::string bytes(3 << 20, '\0');
-  for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
-  { std::ofstream(path, std::ios::binary) << bytes; }
+  const std::string bytes = write_random_file(path, 3 << 20, 5);
   std::atomic<bool> cancel(true);
   EXPECT_EQ(cae::sha256_file(path, &cancel), "");
   char value[256];
