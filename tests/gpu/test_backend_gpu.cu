@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,41 @@ TEST_P(GpuBackend, EvalLossAndReconstructionMatchCpu) {
   cpu->reconstruct(imgs.data(), n, rc.data());
   g->reconstruct(imgs.data(), n, rg.data());
   EXPECT_LT(rel_err(rg, rc), bf16() ? 2e-2 : 2e-3);
+}
+
+// Each step gathers the next step's images while it runs (docs/GPU.md, "The next batch's
+// input"): an epoch must equal its steps run one at a time, each as an epoch of its own,
+// bit for bit — over a shuffled order with a partial last batch, and again in a second
+// epoch after eval_loss has overwritten the input's buffer.
+TEST_P(GpuBackend, EpochEqualsItsStepsOneByOne) {
+  const int n = 37, batch = 16;  // 2 full batches + 5
+  const auto imgs = images(n, 61);
+  const auto params = ae::init_params(arch(), 17);
+  ae::OptimizerConfig adam;
+  auto whole = gpu(adam), stepped = gpu(adam);
+  for (auto* b : {whole.get(), stepped.get()}) {
+    b->set_params(params);
+    b->set_train_images(imgs.data(), n);
+  }
+  std::mt19937 rng(5);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<int64_t> order = iota_order(0, n);
+    std::shuffle(order.begin(), order.end(), rng);
+    const double lw = whole->train_epoch(order, batch, 1e-3f, {});
+    double sum = 0;
+    for (int first = 0; first < n; first += batch) {
+      const int b = std::min(batch, n - first);
+      const std::vector<int64_t> slice(order.begin() + first, order.begin() + first + b);
+      sum += stepped->train_epoch(slice, b, 1e-3f, {}) * b;
+    }
+    EXPECT_NEAR(lw, sum / n, 1e-9 * lw) << "epoch " << epoch;
+    EXPECT_EQ(whole->params(), stepped->params()) << "epoch " << epoch;
+    EXPECT_EQ(whole->optimizer_state().m, stepped->optimizer_state().m) << "epoch " << epoch;
+    // eval_loss builds its own batches in the input's buffer; the next epoch must not see them.
+    const double ew = whole->eval_loss(imgs.data(), n, 32), es = stepped->eval_loss(imgs.data(), n, 32);
+    EXPECT_NEAR(ew, es, 1e-9 * ew);
+  }
+  EXPECT_EQ(whole->optimizer_state().step, 6);
 }
 
 TEST_P(GpuBackend, StateRoundTripsAndPartialBatches) {

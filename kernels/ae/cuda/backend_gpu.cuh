@@ -8,11 +8,11 @@
 // plan's layers forward, then backward (weight gradient on a side branch, input gradient on
 // the main chain), then the optimizer, captured once per batch size into a CUDA graph and
 // replayed: no allocation, no host synchronisation, no per-kernel launch cost. The training
-// images stay on the GPU as uint8; the first kernel gathers the step's images through the
-// shuffled order (read on the device at *pos) and normalises them. Activations are NHWC in
-// bf16 or fp32; the master weights, the gradient and the optimizer state are fp32, and the
-// optimizer stage also refreshes the packed (and, in bf16 mode, rounded) weight copies the
-// convolutions read.
+// images stay on the GPU as uint8; a kernel gathers a step's images through the shuffled
+// order (read on the device at *pos) and normalises them, during the step before.
+// Activations are NHWC in bf16 or fp32; the master weights, the gradient and the optimizer
+// state are fp32, and the optimizer stage also refreshes the packed (and, in bf16 mode,
+// rounded) weight copies the convolutions read.
 #pragma once
 #include <omp.h>
 
@@ -143,6 +143,7 @@ class GpuBackend : public AeBackend {
     AE_CUDA_CHECK(cudaMemsetAsync(m_.get(), 0, m_.bytes(), stream_));
     AE_CUDA_CHECK(cudaMemsetAsync(v_.get(), 0, v_.bytes(), stream_));
     pos_.resize(1);
+    order_end_.resize(1);
     step_.resize(1);
     lr_.resize(1);
     loss_.resize(1);
@@ -150,6 +151,7 @@ class GpuBackend : public AeBackend {
     stop_vote_.resize(2);
     gsq_.resize(1);
     AE_CUDA_CHECK(cudaMemsetAsync(pos_.get(), 0, sizeof(int), stream_));
+    AE_CUDA_CHECK(cudaMemsetAsync(order_end_.get(), 0, sizeof(int), stream_));
     AE_CUDA_CHECK(cudaMemsetAsync(step_.get(), 0, sizeof(int64_t), stream_));
     set_lr(opt_.lr);
     packs_.allocate(*plan_, stream_);  // the packed layouts do not depend on the batch
@@ -273,6 +275,8 @@ class GpuBackend : public AeBackend {
     // Every graph this epoch needs exists before the first step runs.
     cudaGraphExec_t g_full = full > 0 ? graph_for(batch, batch * world) : nullptr;
     cudaGraphExec_t g_rest = rest > 0 ? graph_for(rest, rest_global) : nullptr;
+    // Each step gathers the next one's images (step_stages); the first step's come first.
+    if (g_full || g_rest) input_im2col(train_images_.get(), order_.get(), pos_.get(), full > 0 ? batch : rest, stream_);
     for (int64_t s = 0; s < full; ++s) {
       AE_CUDA_CHECK(cudaGraphLaunch(g_full, stream_));
       if ((on_progress || group_) && (s + 1) % kProgressEvery == 0) {
@@ -422,6 +426,8 @@ class GpuBackend : public AeBackend {
     }
     AE_CUDA_CHECK(cudaMemcpyAsync(order_.get(), order_host_.data(), sizeof(int) * order.size(), cudaMemcpyHostToDevice,
                                   stream_));
+    order_end_host_ = int(order.size());
+    AE_CUDA_CHECK(cudaMemcpyAsync(order_end_.get(), &order_end_host_, sizeof(int), cudaMemcpyHostToDevice, stream_));
     AE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // order_host_ may change on the next call
   }
 
@@ -490,9 +496,10 @@ class GpuBackend : public AeBackend {
   }
 
   // ---- the network: the plan's operations, bound to this backend's buffers ----
-  void input_im2col(const uint8_t* images, const int* order, const int* pos, int B, cudaStream_t s) {
+  void input_im2col(const uint8_t* images, const int* order, const int* pos, int B, cudaStream_t s, int ahead = 0,
+                    const int* order_end = nullptr) {
     im2col_input(images, order, pos, B, arch_.input_channels(), arch_.height(), arch_.width(), bufs_.get(plan_->col),
-                 plan_->col_pitch, dt_, s);
+                 plan_->col_pitch, dt_, s, ahead, order_end);
   }
 
   void forward_layer(const LayerPlan& lp, int B, const ForwardIo& io, cudaStream_t s) {
@@ -546,9 +553,6 @@ class GpuBackend : public AeBackend {
     }
   }
 
-  // One training step as named stages (the graph captures them in this order): the
-  // forward pass, then per layer from the last: its weight gradient (a side branch) and
-  // its input gradient (the main chain), then the optimizer.
   // The optimizer on the (all-reduced) gradient, then the packed weight copies.
   void optimizer_step(cudaStream_t s) {
     const int64_t P = arch_.param_count();
@@ -565,6 +569,14 @@ class GpuBackend : public AeBackend {
     packs_.pack(params_.get(), dt_, s);
   }
 
+  // One training step as named stages (the graph captures them in this order): the
+  // forward pass on the im2col of this step's images, then per layer from the last its
+  // weight gradient (a side branch) and its input gradient (the main chain), then the
+  // optimizer. The im2col of the next step's images (order positions *pos + B on, up to
+  // the epoch's end) is built on the first layer's branch as soon as that layer's weight
+  // gradient has read this step's, so the next step starts with its first convolution;
+  // train_epoch builds the first step's before the first replay (docs/GPU.md, "The next
+  // batch's input").
   // `G` is the global batch of a group step (B otherwise): the loss gradient is that of
   // G images' mean loss, and the gradient all-reduce completes it.
   std::vector<Stage> step_stages(int B, int G) {
@@ -575,7 +587,6 @@ class GpuBackend : public AeBackend {
     io.pos = pos_.get();
     io.with_grad = true;
     io.loss_batch = G;
-    st.push_back({"input im2col", 0, [=](cudaStream_t s) { input_im2col(io.images, io.order, io.pos, B, s); }});
     for (const LayerPlan& lp : plan_->layers)
       st.push_back({lp.forward_name, lp.flops_per_image * B, [=, &lp](cudaStream_t s) { forward_layer(lp, B, io, s); }});
     for (int l = int(plan_->layers.size()) - 1; l >= 0; --l) {
@@ -593,6 +604,10 @@ class GpuBackend : public AeBackend {
       if (lp.has_input_grad)
         st.push_back({lp.input_grad_name, lp.flops_per_image * B, [=, &lp](cudaStream_t s) { input_grad_layer(lp, B, s); }});
     }
+    const int* order_end = order_end_.get();
+    st.push_back({"input im2col", 0,
+                  [=](cudaStream_t s) { input_im2col(io.images, io.order, io.pos, B, s, B, order_end); },
+                  Lane::side, plan_->layers.front().wgrad.branch});
     st.push_back({"optimizer", 0, [=](cudaStream_t s) { optimizer_step(s); }, Lane::join});
     st.push_back({"advance", 0, [=](cudaStream_t s) { advance_step(pos_.get(), step_.get(), B, s); }});
     return st;
@@ -713,7 +728,9 @@ class GpuBackend : public AeBackend {
   int64_t n_train_ = 0;
   DeviceBuffer<int> order_;
   std::vector<int> order_host_;
-  DeviceBuffer<int> pos_;
+  int order_end_host_ = 0;
+  DeviceBuffer<int> pos_;        // the step's first position in order_
+  DeviceBuffer<int> order_end_;  // the epoch's positions in order_ (its shard's, in a group)
   DeviceBuffer<int64_t> step_;
   DeviceBuffer<float> lr_;
   float lr_host_ = 0.f;

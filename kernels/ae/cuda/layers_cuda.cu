@@ -43,20 +43,27 @@ constexpr int kIm2colThreads = 128;
 template <typename T, int C>
 __global__ void __launch_bounds__(kIm2colThreads)
     im2col_input_kernel(const uint8_t* __restrict__ images, const int* __restrict__ order,
-                        const int* __restrict__ order_pos, int pixels, int H, int W, FastDivmod div_w,
-                        FastDivmod div_hw, T* __restrict__ col) {
+                        const int* __restrict__ order_pos, int ahead, const int* __restrict__ order_end, int pixels,
+                        int H, int W, FastDivmod div_w, FastDivmod div_hw, T* __restrict__ col) {
   constexpr int PITCH = im2col_pitch_of(C), PIECES = PITCH * int(sizeof(T)) / 16;
   // A row padded by 16 bytes: PIECES + 1 is odd, so eight consecutive threads' 16-byte
   // stores of a row piece fall in eight different bank groups.
   constexpr int SROW = (PIECES + 1) * 16;
   static_assert(PIECES % 2 == 0, "im2col rows: an even number of 16-byte pieces");
   __shared__ __align__(16) unsigned char rows[kIm2colThreads * SROW];
+  const int first = (order_pos ? *order_pos : 0) + ahead;  // the batch's first order position
+  if (order_end) {  // the pixels of images at order positions before *order_end
+    const int64_t images_left = int64_t(*order_end) - first;
+    const int64_t left = images_left > 0 ? images_left * div_hw.d : 0;
+    if (left < pixels) pixels = int(left);
+  }
   const int pix0 = int(blockIdx.x) * kIm2colThreads, pix = pix0 + int(threadIdx.x);
+  if (pix0 >= pixels) return;  // the whole block
   if (pix < pixels) {
     int img, r, y, x;
     div_hw.divmod(pix, img, r);
     div_w.divmod(r, y, x);
-    const int idx = order ? order[(order_pos ? *order_pos : 0) + img] : img;
+    const int idx = order ? order[first + img] : img;
     const size_t plane = size_t(H) * W;
     const uint8_t* im = images + size_t(idx) * C * plane;
     alignas(16) T v[PITCH];
@@ -85,23 +92,23 @@ __global__ void __launch_bounds__(kIm2colThreads)
 }
 
 template <typename T, int C>
-void launch_im2col(const uint8_t* images, const int* order, const int* order_pos, int pixels, int H, int W, void* col,
-                   cudaStream_t stream) {
+void launch_im2col(const uint8_t* images, const int* order, const int* order_pos, int ahead, const int* order_end,
+                   int pixels, int H, int W, void* col, cudaStream_t stream) {
   im2col_input_kernel<T, C><<<blocks_for(pixels, kIm2colThreads), kIm2colThreads, 0, stream>>>(
-      images, order, order_pos, pixels, H, W, FastDivmod(W), FastDivmod(H * W), static_cast<T*>(col));
+      images, order, order_pos, ahead, order_end, pixels, H, W, FastDivmod(W), FastDivmod(H * W), static_cast<T*>(col));
 }
 
 template <typename T>
-void dispatch_im2col(const uint8_t* images, const int* order, const int* order_pos, int pixels, int C, int H, int W,
-                     void* col, cudaStream_t stream) {
+void dispatch_im2col(const uint8_t* images, const int* order, const int* order_pos, int ahead, const int* order_end,
+                     int pixels, int C, int H, int W, void* col, cudaStream_t stream) {
   switch (C) {
-    case 1: launch_im2col<T, 1>(images, order, order_pos, pixels, H, W, col, stream); break;
-    case 2: launch_im2col<T, 2>(images, order, order_pos, pixels, H, W, col, stream); break;
-    case 3: launch_im2col<T, 3>(images, order, order_pos, pixels, H, W, col, stream); break;
-    case 4: launch_im2col<T, 4>(images, order, order_pos, pixels, H, W, col, stream); break;
-    case 5: launch_im2col<T, 5>(images, order, order_pos, pixels, H, W, col, stream); break;
-    case 6: launch_im2col<T, 6>(images, order, order_pos, pixels, H, W, col, stream); break;
-    case 7: launch_im2col<T, 7>(images, order, order_pos, pixels, H, W, col, stream); break;
+    case 1: launch_im2col<T, 1>(images, order, order_pos, ahead, order_end, pixels, H, W, col, stream); break;
+    case 2: launch_im2col<T, 2>(images, order, order_pos, ahead, order_end, pixels, H, W, col, stream); break;
+    case 3: launch_im2col<T, 3>(images, order, order_pos, ahead, order_end, pixels, H, W, col, stream); break;
+    case 4: launch_im2col<T, 4>(images, order, order_pos, ahead, order_end, pixels, H, W, col, stream); break;
+    case 5: launch_im2col<T, 5>(images, order, order_pos, ahead, order_end, pixels, H, W, col, stream); break;
+    case 6: launch_im2col<T, 6>(images, order, order_pos, ahead, order_end, pixels, H, W, col, stream); break;
+    case 7: launch_im2col<T, 7>(images, order, order_pos, ahead, order_end, pixels, H, W, col, stream); break;
     default: throw std::invalid_argument("im2col_input: at most 7 input channels, got " + std::to_string(C));
   }
 }
@@ -401,7 +408,7 @@ int im2col_pitch(int C) {
 }
 
 void im2col_input(const uint8_t* images_u8, const int* order, const int* order_pos, int images, int C, int H, int W,
-                  void* col, int pitch, DType t, cudaStream_t stream) {
+                  void* col, int pitch, DType t, cudaStream_t stream, int ahead, const int* order_end) {
   if (pitch != im2col_pitch(C))
     throw std::invalid_argument("im2col_input: pitch " + std::to_string(pitch) + " for " + std::to_string(C) +
                                 " channels, expected " + std::to_string(im2col_pitch(C)));
@@ -410,9 +417,9 @@ void im2col_input(const uint8_t* images_u8, const int* order, const int* order_p
   const int64_t pixels = int64_t(images) * H * W;
   if (pixels >= (int64_t(1) << 31)) throw std::invalid_argument("im2col_input: too many pixels");
   if (t == DType::bf16)
-    dispatch_im2col<bf16>(images_u8, order, order_pos, int(pixels), C, H, W, col, stream);
+    dispatch_im2col<bf16>(images_u8, order, order_pos, ahead, order_end, int(pixels), C, H, W, col, stream);
   else
-    dispatch_im2col<float>(images_u8, order, order_pos, int(pixels), C, H, W, col, stream);
+    dispatch_im2col<float>(images_u8, order, order_pos, ahead, order_end, int(pixels), C, H, W, col, stream);
   AE_CUDA_LAUNCH_CHECK();
 }
 

@@ -199,13 +199,16 @@ void bias_grad(const void* src, int64_t rows, int ld, int ncols, float* work, fl
 // The first layer's input as an im2col matrix [images·H·W][pitch] from uint8 NCHW images
 // [C][H][W]: columns tap·C + c (tap = ky·3 + kx; pixels/255, zero outside the image),
 // column 9·C = 1 (so the weight-gradient GEMM yields the bias gradient), columns
-// 9·C+1..pitch−1 = 0. Image i is images_u8[order[*order_pos + i]] (order null: the i-th).
-// pitch must be im2col_pitch(C); C ≤ 7 (the matrix then fits one 64-wide stage), else
-// std::invalid_argument. The first convolution is then a 1×1 GEMM over it (point1x1,
-// Kpad 64, weights PackKind::fwd_im2col).
+// 9·C+1..pitch−1 = 0. Image i is images_u8[order[*order_pos + ahead + i]] (order null: the
+// i-th); with order_end set, the images at order positions ≥ *order_end are left out (their
+// rows keep what they held): a training step gathers the next step's batch this way
+// (docs/GPU.md, "The next batch's input"). pitch must be im2col_pitch(C); C ≤ 7 (the matrix
+// then fits one 64-wide stage), else std::invalid_argument. The first convolution is then a
+// 1×1 GEMM over it (point1x1, Kpad 64, weights PackKind::fwd_im2col).
 int im2col_pitch(int C);  // the smallest power of two ≥ max(8, 9·C + 1)
 void im2col_input(const uint8_t* images_u8, const int* order, const int* order_pos, int images, int C, int H,
-                  int W, void* col, int pitch, DType t, cudaStream_t stream);
+                  int W, void* col, int pitch, DType t, cudaStream_t stream, int ahead = 0,
+                  const int* order_end = nullptr);
 
 // Packed weight copies the convolutions read, made from the fp32 master weights (in the
 // GEMMs' element type) after every optimizer step:
