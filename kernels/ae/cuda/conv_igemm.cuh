@@ -206,20 +206,43 @@ struct PoolEpilogue {
       float best[8], b[8];
       uint32_t arg_lo = 0, arg_hi = 0;
       bias8(p, n, nv, b);
+      if (p.relu) {
+        // After the ReLU no value is NaN (fmaxf drops it): the first of the largest wins,
+        // picked with selects — the same values and picks as the general loop below, in
+        // fewer instructions (the first layer's forward is bound by their issue).
+        float v[4][8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) best[j] = -INFINITY;
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        float v[8];
-        lds8(ct + (4 * q + s) * CLD + c, v);
+        for (int s = 0; s < 4; ++s) lds8(ct + (4 * q + s) * CLD + c, v[s]);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          float x = v[j] + b[j];
-          if (p.relu) x = fmaxf(x, 0.f);
-          if (x > best[j] || isnan(x)) {
-            best[j] = x;
-            if (j < 4) arg_lo = (arg_lo & ~(0xffu << (8 * j))) | (uint32_t(s) << (8 * j));
-            else arg_hi = (arg_hi & ~(0xffu << (8 * (j - 4)))) | (uint32_t(s) << (8 * (j - 4)));
+          float m = fmaxf(v[0][j] + b[j], 0.f);
+          uint32_t a = 0;
+#pragma unroll
+          for (int s = 1; s < 4; ++s) {
+            const float x = fmaxf(v[s][j] + b[j], 0.f);
+            const bool larger = x > m;
+            m = larger ? x : m;
+            a = larger ? uint32_t(s) : a;
+          }
+          best[j] = m;
+          if (j < 4) arg_lo |= a << (8 * j);
+          else arg_hi |= a << (8 * (j - 4));
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) best[j] = -INFINITY;
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          float v[8];
+          lds8(ct + (4 * q + s) * CLD + c, v);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const float x = v[j] + b[j];
+            if (x > best[j] || isnan(x)) {
+              best[j] = x;
+              if (j < 4) arg_lo = (arg_lo & ~(0xffu << (8 * j))) | (uint32_t(s) << (8 * j));
+              else arg_hi = (arg_hi & ~(0xffu << (8 * (j - 4)))) | (uint32_t(s) << (8 * (j - 4)));
+            }
           }
         }
       }
