@@ -228,6 +228,7 @@ constexpr bool kTakesSubpixel = std::is_same_v<Epilogue, SubpixelStoreEpilogue> 
 
 // The tile rule without timing (ConvTile::automatic).
 ConvTile rule_tile(const ConvK& k, int elem_bytes) {
+  if (im2col_pool_fits(k)) return ConvTile::im2col_pool;  // the first layer: 1.5–2× the tiles below (H200)
   // A reduction of one or two stages (the first encoder layer, the output layer's input
   // gradient): no pipeline to fill, the time goes to loads and the epilogue, so 64-row
   // blocks with two stages let more of them overlap. H100, batch 256, whole step: 1.305 ms
@@ -253,6 +254,12 @@ void launch_tile(ConvTile tile, const ConvK& k, cudaStream_t stream) {
     case ConvTile::wgmma_m128n128s4:
     case ConvTile::wgmma_m128n128s3:
     case ConvTile::wgmma_m64n128s4: launch_conv_wgmma<T, Epilogue>(tile, k, stream); return;
+    case ConvTile::im2col_pool:
+      if constexpr (std::is_same_v<Epilogue, PoolEpilogue>) {
+        launch_conv_im2col_pool<T>(k, stream);
+        return;
+      }
+      break;
     case ConvTile::automatic: break;
   }
   throw std::invalid_argument("conv_igemm: no kernel for this tile");
@@ -339,6 +346,7 @@ const char* conv_tile_name(ConvTile t) {
     case ConvTile::wgmma_m128n128s4: return "wgmma 128x128/4";
     case ConvTile::wgmma_m128n128s3: return "wgmma 128x128/3";
     case ConvTile::wgmma_m64n128s4: return "wgmma 64x128/4";
+    case ConvTile::im2col_pool: return "im2col-pool";
   }
   return "?";
 }
@@ -356,6 +364,7 @@ void init_conv_kernels() {
   const bool wgmma = has_wgmma();
   allow_conv_smem_all<__nv_bfloat16>(wgmma);
   allow_conv_smem_all<float>(wgmma);
+  allow_conv_im2col_pool_smem();
 }
 }  // namespace igemm
 
@@ -447,11 +456,14 @@ void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
 }
 
 std::vector<ConvTile> conv_tile_candidates(const ConvArgs& a) {
-  if (a.images <= 0 || a.epilogue == ConvEpilogue::loss || has_fixed_kernel(make_conv_k(a))) return {};
+  if (a.images <= 0 || a.epilogue == ConvEpilogue::loss) return {};
+  const ConvK k = make_conv_k(a);
+  if (has_fixed_kernel(k)) return {};
   std::vector<ConvTile> tiles = {ConvTile::m64n128s2, ConvTile::m64n128s3, ConvTile::m128n128s3, ConvTile::m256n128s3,
                                  ConvTile::m128n256s3};
   if (has_wgmma())
     tiles.insert(tiles.end(), {ConvTile::wgmma_m128n128s4, ConvTile::wgmma_m128n128s3, ConvTile::wgmma_m64n128s4});
+  if (im2col_pool_fits(k)) tiles.push_back(ConvTile::im2col_pool);
   return tiles;
 }
 

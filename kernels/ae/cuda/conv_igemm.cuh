@@ -487,6 +487,13 @@ struct ConvStageLoader {
   }
 };
 
+// The first layer's kernel (conv_im2col_pool.cu): a 1×1 convolution over an im2col of at
+// most 64 columns, with the pool epilogue after a ReLU, into 64, 128 or 256 channels.
+bool im2col_pool_fits(const ConvK& k);
+template <typename T>
+void launch_conv_im2col_pool(const ConvK& k, cudaStream_t stream);
+void allow_conv_im2col_pool_smem();
+
 // The wgmma engine's launch (conv_wgmma.cu, compiled for sm_90a only): tile is one of the
 // ConvTile::wgmma_* tiles. Instantiated there for every element type and epilogue.
 template <typename T, typename Epilogue>

@@ -80,10 +80,12 @@ enum class ConvShape : int { same3x3 = 0, point1x1 = 1, up2_parity = 2, down2_4x
 // each output's reduction in the same order, so the choice changes the speed, never a bit
 // (tests/gpu/test_plan_gpu.cu). automatic: a fixed rule on the GEMM's size. The wgmma_*
 // tiles run on Hopper's warpgroup MMA (conv_wgmma.cu) and are candidates only on devices
-// of compute capability 9.0.
+// of compute capability 9.0. im2col_pool is the first layer's own kernel (the 1×1 GEMM on
+// the input's im2col with bias, ReLU and pool; conv_im2col_pool.cu), a candidate and the
+// rule wherever it fits.
 enum class ConvTile : int {
   automatic = 0, m64n128s2, m64n128s3, m128n128s3, m256n128s3, m128n256s3,
-  wgmma_m128n128s4, wgmma_m128n128s3, wgmma_m64n128s4,
+  wgmma_m128n128s4, wgmma_m128n128s3, wgmma_m64n128s4, im2col_pool,
 };
 // Whether the current device runs the wgmma_* tiles (compute capability 9.0: sm_90a code).
 bool has_wgmma();
