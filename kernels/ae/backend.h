@@ -55,6 +55,12 @@ class AeBackend {
   // weighted by batch size). One optimizer step per batch, at learning rate `lr`.
   virtual double train_epoch(const std::vector<int64_t>& order, int batch, float lr,
                              const StepCallback& on_progress) = 0;
+  // The optimizer steps a trainer gives one train_epoch call; a stop is honoured between
+  // calls, and the epoch's loss is summed per call, so the number is fixed per backend kind
+  // (a resumed run cuts the epoch where an uninterrupted one did). The CPU's steps take
+  // seconds: few per call keep a stop prompt. A GPU call ends in a host synchronisation,
+  // the GPU idle until the next call's first step: many per call.
+  virtual int steps_per_call() const { return 16; }
   // Mean MSE over images (no training), in batches.
   virtual double eval_loss(const uint8_t* images, int64_t n, int batch) = 0;
   // Decoder output (pixels/255 scale) for n images: [n, C, H, W].

@@ -290,9 +290,12 @@ TrainResult run_training(const TrainRequest& req) {
           cae::log_info("%s loss has not improved for %d epochs: lr %g -> %g", r.monitors_val ? "validation" : "train",
                         tc.plateau_patience + 1, r.lr, c.lr_current);
       },
-      [&](int epoch, int64_t done, int64_t total, double loss) {
-        if (result.lead) progress.training(epoch, done, total, loss);
-      },
+      // Only where a bar is drawn (rank 0 on a terminal): the GPU reads the loss back for it.
+      result.lead && cae::stderr_is_tty()
+          ? Trainer::Progress([&](int epoch, int64_t done, int64_t total, double loss) {
+              progress.training(epoch, done, total, loss);
+            })
+          : Trainer::Progress(),
       [&](int epoch, const char* split, int64_t done, int64_t total) {
         if (result.lead) progress.evaluation(epoch, split, done, total);
       },

@@ -176,13 +176,13 @@ void Trainer::take_backend_state() {
   ckpt_.optimizer = backend_.optimizer_state();
 }
 
-// Trains epoch `epoch` from ckpt_.epoch_images_done on, kStepsPerCall steps per backend
-// call, adding to the epoch's loss sum and time in ckpt_. Returns false when `stop` asked
+// Trains epoch `epoch` from ckpt_.epoch_images_done on, backend_.steps_per_call() steps per
+// backend call, adding to the epoch's loss sum and time in ckpt_. Returns false when `stop` asked
 // to stop before a call (the checkpoint then holds the position).
 bool Trainer::train_rest_of_epoch(int epoch, const std::vector<int64_t>& order, const Progress& on_progress,
                                   const StopRequested& stop) {
   const int64_t n = int64_t(order.size());
-  const int64_t per_call = int64_t(kStepsPerCall) * cfg_.batch_size * std::max(cfg_.ranks, 1);
+  const int64_t per_call = int64_t(backend_.steps_per_call()) * cfg_.batch_size * std::max(cfg_.ranks, 1);
   const float lr = static_cast<float>(ckpt_.lr_current);
   while (ckpt_.epoch_images_done < n) {
     // Asked before every call, the epoch's first included, so that a run whose epochs are
@@ -196,9 +196,14 @@ bool Trainer::train_rest_of_epoch(int epoch, const std::vector<int64_t>& order, 
     const std::vector<int64_t> part(order.begin() + first, order.begin() + first + count);
     const double loss_before = ckpt_.epoch_loss_sum;
     cae::Stopwatch clock;
-    const double mean = backend_.train_epoch(part, cfg_.batch_size, lr, [&](int64_t done, double running) {
-      if (on_progress) on_progress(epoch, first + done, n, (loss_before + running * double(done)) / double(first + done));
-    });
+    // No callback without a listener: a GPU backend reads the loss back for it (a host
+    // synchronisation) every few steps.
+    ae::StepCallback step_progress;
+    if (on_progress)
+      step_progress = [&](int64_t done, double running) {
+        on_progress(epoch, first + done, n, (loss_before + running * double(done)) / double(first + done));
+      };
+    const double mean = backend_.train_epoch(part, cfg_.batch_size, lr, step_progress);
     ckpt_.epoch_train_seconds += clock.seconds();
     ckpt_.epoch_loss_sum += mean * double(count);
     ckpt_.epoch_images_done += count;

@@ -88,13 +88,9 @@ class Trainer {
   // Called before (images_done 0) and after (images_done == images_total) each evaluation
   // pass of an epoch; `split` is "validation" or "test".
   using EvalProgress = std::function<void(int epoch, const char* split, int64_t images_done, int64_t images_total)>;
-  // Asked before every group of kStepsPerCall steps: true stops the run there.
+  // Asked before every backend call (AeBackend::steps_per_call steps): true stops the run
+  // there.
   using StopRequested = std::function<bool()>;
-
-  // Steps per backend call, between which a stop is honoured. Fixed, so a resumed run cuts
-  // the epoch where an uninterrupted one does (the epoch's loss is summed per call); few
-  // enough for a prompt stop on the CPU, enough to keep a GPU's queue full.
-  static constexpr int kStepsPerCall = 16;
 
   // `train` is the file's training split (any --train-limit applied); the validation
   // hold-out is taken from it here. Throws cae::UsageError when config.val_split leaves

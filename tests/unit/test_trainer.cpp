@@ -200,9 +200,9 @@ TEST_F(TrainerTest, StopInsideAnEpochResumesBitIdentically) {
   EXPECT_EQ(epochs_seen, 1);
   const ae::Checkpoint stopped = t.checkpoint();
   EXPECT_EQ(stopped.epochs_done, 1);
-  EXPECT_EQ(stopped.epoch_images_done, ae::Trainer::kStepsPerCall);
+  EXPECT_EQ(stopped.epoch_images_done, backend->steps_per_call());
   EXPECT_GT(stopped.epoch_loss_sum, 0.0);
-  EXPECT_EQ(stopped.optimizer.step, 20 + ae::Trainer::kStepsPerCall);
+  EXPECT_EQ(stopped.optimizer.step, 20 + backend->steps_per_call());
   EXPECT_NE(stopped.params, full.saved[0].params);  // mid-epoch weights, not epoch 1's
   EXPECT_NE(stopped.params, full.saved[1].params);
   EXPECT_EQ(stopped.sample_reconstructions.size(), stopped.sample_images.size());

@@ -252,6 +252,11 @@ class GpuBackend : public AeBackend {
     n_train_ = n;
   }
 
+  // 128 steps: 0.03–0.12 s of an H200 for the seed model; with 16, each call's order
+  // upload and closing loss read (~0.06 ms of idle GPU) cost 0.8 % of an fp32 epoch at
+  // batch 64 (docs/BENCHMARKS.md).
+  int steps_per_call() const override { return 128; }
+
   double train_epoch(const std::vector<int64_t>& order, int batch, float lr, const StepCallback& on_progress) override {
     if (n_train_ == 0) throw std::logic_error("train_epoch: set_train_images() first");
     if (batch <= 0) throw std::invalid_argument("train_epoch: batch must be positive");
