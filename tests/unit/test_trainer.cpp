@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -358,6 +359,61 @@ TEST_F(TrainerTest, EvaluationPassesReportProgress) {
                                          "2validation0/4", "2validation4/4", "2test0/6", "2test6/6"};
   EXPECT_EQ(calls, want);
   EXPECT_EQ(test_loss, train(arch, cfg).saved.back().test_loss);
+}
+
+// The CPU backend with another number of steps per call, recording what each call got.
+class CallRecorder final : public ae::AeBackend {
+ public:
+  CallRecorder(std::unique_ptr<ae::AeBackend> inner, int steps) : inner_(std::move(inner)), steps_(steps) {}
+  struct Call {
+    int64_t images;
+    bool with_callback;
+  };
+  std::vector<Call> calls;
+
+  int steps_per_call() const override { return steps_; }
+  double train_epoch(const std::vector<int64_t>& order, int batch, float lr, const ae::StepCallback& cb) override {
+    calls.push_back({int64_t(order.size()), bool(cb)});
+    return inner_->train_epoch(order, batch, lr, cb);
+  }
+  std::string describe() const override { return inner_->describe(); }
+  const Architecture& architecture() const override { return inner_->architecture(); }
+  void set_params(const std::vector<float>& p) override { inner_->set_params(p); }
+  std::vector<float> params() const override { return inner_->params(); }
+  void set_optimizer_state(const ae::OptimizerState& s) override { inner_->set_optimizer_state(s); }
+  ae::OptimizerState optimizer_state() const override { return inner_->optimizer_state(); }
+  void set_train_images(const uint8_t* images, int64_t n) override { inner_->set_train_images(images, n); }
+  double eval_loss(const uint8_t* images, int64_t n, int batch) override { return inner_->eval_loss(images, n, batch); }
+  void reconstruct(const uint8_t* images, int64_t n, float* out) override { inner_->reconstruct(images, n, out); }
+  void encode(const uint8_t* images, int64_t n, int batch, float* latent) override {
+    inner_->encode(images, n, batch, latent);
+  }
+
+ private:
+  std::unique_ptr<ae::AeBackend> inner_;
+  int steps_;
+};
+
+// An epoch goes to the backend in calls of its steps_per_call() steps (the last call the
+// rest), and a step callback only when the run has a progress listener: a GPU backend reads
+// the loss back for one.
+TEST_F(TrainerTest, CallsTakeTheBackendsStepsAndACallbackOnlyForAListener) {
+  const Architecture arch(1, 4, 4, {2});
+  const ae::TrainerConfig cfg = tiny_config(1, 0);  // 24 training images, batch 4: 6 steps
+  for (const bool listening : {false, true}) {
+    CallRecorder backend(ae::make_cpu_backend(arch, cfg.optimizer, 1), 4);
+    ae::Trainer t(cfg, backend, random_split(24, 1, 4, 4, 1), random_split(6, 1, 4, 4, 2), "sha");
+    t.start();
+    int64_t heard = 0;
+    const ae::Trainer::Progress progress = [&](int, int64_t done, int64_t, double) { heard = done; };
+    ASSERT_TRUE(
+        t.run([](const ae::Checkpoint&, const ae::EpochResult&) {}, listening ? progress : ae::Trainer::Progress()));
+    ASSERT_EQ(backend.calls.size(), 2u) << "listening " << listening;
+    EXPECT_EQ(backend.calls[0].images, 16);  // 4 steps of 4
+    EXPECT_EQ(backend.calls[1].images, 8);   // the epoch's rest
+    for (const auto& c : backend.calls) EXPECT_EQ(c.with_callback, listening);
+    EXPECT_EQ(heard, listening ? 24 : 0);
+  }
 }
 
 }  // namespace
