@@ -50,10 +50,17 @@ constexpr int smem_bytes(int ldo, int row_bytes, int elem) {
   return (ldo + kBuffers * kTileRows) * smem_pitch(row_bytes) + kWarpsM * kWarpsN * out_tile_bytes(ldo, elem);
 }
 
-// NI: each warp's 8-column mma tiles; the block's columns are 4·8·NI = ldo. At most 128
-// registers, so that two blocks share a multiprocessor (NI = 8 took 148 unbounded).
+// At most 128 registers, so that two blocks share a multiprocessor (NI = 8 took 148
+// unbounded). __maxnreg__ is CUDA 12.4's; an older nvcc builds the kernel unbounded.
+#if __CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4)
+#define AE_IM2COL_POOL_REGISTERS __maxnreg__(128)
+#else
+#define AE_IM2COL_POOL_REGISTERS __launch_bounds__(kThreads)
+#endif
+
+// NI: each warp's 8-column mma tiles; the block's columns are 4·8·NI = ldo.
 template <typename T, int NI>
-__global__ void __maxnreg__(128) conv_im2col_pool_kernel(const ConvK p, int tiles) {
+__global__ void AE_IM2COL_POOL_REGISTERS conv_im2col_pool_kernel(const ConvK p, int tiles) {
   constexpr int WN = 8 * NI, CH = 16 / int(sizeof(T)), E = int(sizeof(T));
   constexpr int VPITCH = smem_pitch(WN * E), PPITCH = smem_pitch(WN);  // the output tile's rows
   extern __shared__ __align__(128) unsigned char smem[];
@@ -196,6 +203,7 @@ __global__ void __maxnreg__(128) conv_im2col_pool_kernel(const ConvK p, int tile
   }
   cp_async_wait<0>();
 }
+#undef AE_IM2COL_POOL_REGISTERS
 
 template <typename T, int NI>
 void launch(const ConvK& k, cudaStream_t stream) {
