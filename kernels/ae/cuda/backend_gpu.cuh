@@ -431,9 +431,9 @@ class GpuBackend : public AeBackend {
     }
     AE_CUDA_CHECK(cudaMemcpyAsync(order_.get(), order_host_.data(), sizeof(int) * order.size(), cudaMemcpyHostToDevice,
                                   stream_));
-    order_end_host_ = int(order.size());
-    AE_CUDA_CHECK(cudaMemcpyAsync(order_end_.get(), &order_end_host_, sizeof(int), cudaMemcpyHostToDevice, stream_));
-    AE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // order_host_ may change on the next call
+    const int order_end = int(order.size());
+    AE_CUDA_CHECK(cudaMemcpyAsync(order_end_.get(), &order_end, sizeof(int), cudaMemcpyHostToDevice, stream_));
+    AE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // order_host_ may change on the next call (and order_end goes)
   }
 
   void set_lr(float lr) {
@@ -733,7 +733,6 @@ class GpuBackend : public AeBackend {
   int64_t n_train_ = 0;
   DeviceBuffer<int> order_;
   std::vector<int> order_host_;
-  int order_end_host_ = 0;
   DeviceBuffer<int> pos_;        // the step's first position in order_
   DeviceBuffer<int> order_end_;  // the epoch's positions in order_ (its shard's, in a group)
   DeviceBuffer<int64_t> step_;

@@ -189,6 +189,25 @@ struct SubpixelStoreEpilogue {
   }
 };
 
+// One 2×2 window of the pool after bias and ReLU: v0..v3 the window's accumulators in
+// row-major order. After fmaxf no value is NaN, so the first of the largest wins with
+// compares and selects (fewer instructions than the general loop's NaN test and byte
+// insertion; the first layer's forward is bound by their issue). Returns the pooled value,
+// its pixel (0..3) in `pick`. PoolEpilogue and conv_im2col_pool.cu pool through it.
+__device__ __forceinline__ float relu_pool4(float v0, float v1, float v2, float v3, float b, uint32_t& pick) {
+  const float v[4] = {v0, v1, v2, v3};
+  float m = fmaxf(v[0] + b, 0.f);
+  pick = 0;
+#pragma unroll
+  for (int s = 1; s < 4; ++s) {
+    const float x = fmaxf(v[s] + b, 0.f);
+    const bool larger = x > m;
+    m = larger ? x : m;
+    pick = larger ? uint32_t(s) : pick;
+  }
+  return m;
+}
+
 // 2×2 max pool of act(acc + bias) → out (H/2×W/2) + argmax; the tile's rows are in quad
 // order (the four pixels of each 2×2 block consecutive).
 struct PoolEpilogue {
@@ -206,25 +225,14 @@ struct PoolEpilogue {
       float best[8], b[8];
       uint32_t arg_lo = 0, arg_hi = 0;
       bias8(p, n, nv, b);
-      if (p.relu) {
-        // After the ReLU no value is NaN (fmaxf drops it): the first of the largest wins,
-        // picked with selects — the same values and picks as the general loop below, in
-        // fewer instructions (the first layer's forward is bound by their issue).
+      if (p.relu) {  // the same values and picks as the general loop below
         float v[4][8];
 #pragma unroll
         for (int s = 0; s < 4; ++s) lds8(ct + (4 * q + s) * CLD + c, v[s]);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          float m = fmaxf(v[0][j] + b[j], 0.f);
-          uint32_t a = 0;
-#pragma unroll
-          for (int s = 1; s < 4; ++s) {
-            const float x = fmaxf(v[s][j] + b[j], 0.f);
-            const bool larger = x > m;
-            m = larger ? x : m;
-            a = larger ? uint32_t(s) : a;
-          }
-          best[j] = m;
+          uint32_t a;
+          best[j] = relu_pool4(v[0][j], v[1][j], v[2][j], v[3][j], b[j], a);
           if (j < 4) arg_lo |= a << (8 * j);
           else arg_hi |= a << (8 * (j - 4));
         }

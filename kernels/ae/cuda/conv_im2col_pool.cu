@@ -161,16 +161,8 @@ __global__ void AE_IM2COL_POOL_REGISTERS conv_im2col_pool_kernel(const ConvK p, 
       uint32_t pick = 0;
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float m = fmaxf(acc[0][ni][e] + bias[ni][e], 0.f);
-        uint32_t a = 0;
-#pragma unroll
-        for (int s = 1; s < 4; ++s) {
-          const float x = fmaxf(acc[s >> 1][ni][2 * (s & 1) + e] + bias[ni][e], 0.f);
-          const bool larger = x > m;
-          m = larger ? x : m;
-          a = larger ? uint32_t(s) : a;
-        }
-        best[e] = m;
+        uint32_t a;
+        best[e] = relu_pool4(acc[0][ni][e], acc[0][ni][2 + e], acc[1][ni][e], acc[1][ni][2 + e], bias[ni][e], a);
         pick |= a << (8 * e);
       }
       unsigned char* v = tile_vals + g * VPITCH + (8 * ni + c0) * E;
