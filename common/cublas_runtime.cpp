@@ -44,8 +44,9 @@ Api load() {
   return a;  // the library stays loaded for the life of the process
 }
 
-std::once_flag g_started;
+std::once_flag g_started, g_preload_started;
 std::shared_future<Api> g_api;
+std::future<void> g_preload;
 
 void start() {
   std::call_once(g_started, [] { g_api = std::async(std::launch::async, load).share(); });
@@ -53,12 +54,18 @@ void start() {
 
 }  // namespace
 
-void preload() {
-  start_gpu_context();
-  start();
+void preload(int gpu) {
+  start_gpu_context(gpu);
+  // Asked wherever the device may be a GPU (--device auto too): loaded only where it is one.
+  std::call_once(g_preload_started, [] {
+    g_preload = std::async(std::launch::async, [] {
+      if (gpu_available()) start();
+    });
+  });
 }
 
 void settle() {
+  if (g_preload.valid()) g_preload.wait();
   if (g_api.valid()) g_api.wait();
 }
 
@@ -70,7 +77,7 @@ const Api& api() {
 }  // namespace cae::cublas
 #else
 namespace cae::cublas {
-void preload() {}
+void preload(int) {}
 void settle() {}
 }  // namespace cae::cublas
 #endif

@@ -34,10 +34,12 @@ const Api& api();
 
 namespace cae::cublas {
 // Starts api()'s load on a background thread and returns at once; api() then waits for it.
-// Starts the GPU's context too (start_gpu_context, common/device.h): cuBLAS's tools need it
-// as well. Call it only where the GPU path is certain, once the GPU is set (not before a tool
-// starts its ranks). Without CUDA it does nothing.
-void preload();
+// Starts GPU `gpu`'s context too (start_gpu_context, common/device.h): cuBLAS's tools need it
+// as well. Both wait for the driver's answer first and do nothing without a GPU, so a tool
+// calls it as soon as its device may be a GPU (DeviceChoice::may_use_gpu), with the GPU it
+// will use (0, or select_group_gpu's), and not before it starts its ranks. Without CUDA it
+// does nothing.
+void preload(int gpu);
 // Waits for a load that preload() started, if any. The tools call it before they return from
 // main: exit() tears down the CUDA runtime that libcublas's initialisers call into, and a
 // tool that fails on its input before it needs cuBLAS would otherwise exit while the

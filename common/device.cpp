@@ -55,12 +55,18 @@ std::string gpu_problem() {
 #endif
 }
 
+std::once_flag g_probe_started;
+std::shared_future<std::string> g_probe;  // gpu_problem()'s answer
+
+// Asks the driver on a thread of its own, once per process.
+const std::shared_future<std::string>& gpu_probe() {
+  std::call_once(g_probe_started, [] { g_probe = std::async(std::launch::async, gpu_problem).share(); });
+  return g_probe;
+}
+
 }  // namespace
 
-bool gpu_available() {
-  static const bool ok = gpu_problem().empty();
-  return ok;
-}
+bool gpu_available() { return gpu_probe().get().empty(); }
 
 int gpu_count() {
 #ifdef CIFARAE_WITH_CUDA
@@ -83,37 +89,46 @@ std::string gpu_name() {
 #endif
 }
 
-Device resolve_device(const std::string& requested) {
-  if (requested == "cpu") return Device::cpu;
-  if (requested == "gpu") {
-    std::string problem = gpu_problem();
-    if (!problem.empty()) throw std::runtime_error("--device gpu: " + problem);
-    return Device::gpu;
-  }
-  if (requested == "auto") return gpu_available() ? Device::gpu : Device::cpu;
-  throw UsageError("--device must be auto, cpu or gpu, not '" + requested + "'");
+DeviceChoice::DeviceChoice(const std::string& requested) : requested_(requested) {
+  if (requested != "auto" && requested != "cpu" && requested != "gpu")
+    throw UsageError("--device must be auto, cpu or gpu, not '" + requested + "'");
+  if (may_use_gpu()) gpu_probe();
 }
+
+DeviceChoice::DeviceChoice(Device decided) : requested_(device_name(decided)) {}
+
+Device DeviceChoice::get() const {
+  if (requested_ == "cpu") return Device::cpu;
+  const std::string& problem = gpu_probe().get();
+  if (requested_ == "auto") return problem.empty() ? Device::gpu : Device::cpu;
+  if (!problem.empty()) throw std::runtime_error("--device gpu: " + problem);
+  return Device::gpu;
+}
+
+Device resolve_device(const std::string& requested) { return DeviceChoice(requested).get(); }
 
 namespace {
 std::once_flag g_context_started;
 std::future<void> g_context;
 }  // namespace
 
-void start_gpu_context() {
+void start_gpu_context(int gpu) {
 #ifdef CIFARAE_WITH_CUDA
-  std::call_once(g_context_started, [] {
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return;
+  std::call_once(g_context_started, [gpu] {
     // cudaFree(nullptr) is the runtime's documented way to create the context and nothing else.
-    g_context = std::async(std::launch::async, [device] {
-      if (cudaSetDevice(device) == cudaSuccess) cudaFree(nullptr);
+    g_context = std::async(std::launch::async, [gpu] {
+      if (gpu_available() && cudaSetDevice(gpu) == cudaSuccess) cudaFree(nullptr);
     });
   });
+#else
+  (void)gpu;
 #endif
 }
 
 void settle_gpu_context() {
   if (g_context.valid()) g_context.wait();
+  // A probe no one waited for (a tool that failed on its input first) ends before exit too.
+  if (g_probe.valid()) g_probe.wait();
 }
 
 }  // namespace cae

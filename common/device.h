@@ -7,26 +7,49 @@ namespace cae {
 enum class Device { cpu, gpu };
 const char* device_name(Device d);
 
-// True when this build has CUDA and a usable GPU is present.
+// True when this build has CUDA and a usable GPU is present (asks the driver once, and waits
+// for an answer already being asked by a DeviceChoice).
 bool gpu_available();
 // GPUs this process can see (0 without CUDA).
 int gpu_count();
 // Name of GPU 0 (e.g. "NVIDIA H100 80GB HBM3"), or "" when none.
 std::string gpu_name();
 
-// "auto" → gpu when available, else cpu; "gpu" without one throws a clear error
-// ("this build has no CUDA support" or "no CUDA GPU found: ...").
+// A tool's --device, decided beside its first reads. "cpu" is decided at once and never
+// touches CUDA; "gpu" and "auto" ask the CUDA driver on a thread of its own from the moment
+// the choice is made: the driver's start (cuInit) takes 0.1-0.23 s on the GPU hosts, which
+// was most of a GPU tool's start-up while the main thread asked it (docs/DECISIONS.md, "The
+// driver is asked beside the first reads"). A tool makes its choice as soon as its options
+// are parsed, opens and reads its inputs, and calls get() where the device first matters.
+class DeviceChoice {
+ public:
+  explicit DeviceChoice(const std::string& requested);  // UsageError unless auto, cpu or gpu
+  DeviceChoice(Device decided);                         // NOLINT: a device already known
+  // The device. Waits for the driver's answer; "gpu" without a usable GPU throws a clear error
+  // ("this build has no CUDA support" or "no CUDA GPU found: ...").
+  Device get() const;
+  // False only where get() is certainly the CPU (--device cpu): nothing for a GPU is started.
+  bool may_use_gpu() const { return requested_ != "cpu"; }
+
+ private:
+  std::string requested_;  // "auto", "cpu" or "gpu"
+};
+
+// DeviceChoice(requested).get(): the device, asked on the calling thread.
 Device resolve_device(const std::string& requested);
 
-// Starts creating the CUDA context of the calling thread's current GPU on a background thread
-// and returns at once. A GPU tool's first CUDA call otherwise creates it (0.1–0.3 s) after the
-// inputs are read; started as soon as the GPU is chosen, it is made while they are read, and
-// the first call finds it ready (or waits for it inside the driver). Call it once the tool's
-// GPU is set (after select_group_gpu); a second call does nothing, and so does a build
-// without CUDA. Errors are left to the tool's own first CUDA call, which reports them.
-void start_gpu_context();
-// Waits for the context start_gpu_context() began, if any: run_tool calls it before a tool
-// returns, so that exit never tears the CUDA runtime down under the background thread.
+// Starts creating GPU `gpu`'s CUDA context on a background thread and returns at once: the
+// thread waits for the driver's answer (gpu_available) and makes the context only where there
+// is a GPU, so a tool may call it whenever its device may be a GPU. A GPU tool's first CUDA
+// call otherwise creates it (0.1-0.3 s) after the inputs are read; started before they are
+// read, it is made meanwhile, and the first call finds it ready (or waits for it inside the
+// driver). `gpu` is the GPU the tool will use: 0, or what select_group_gpu chose for a
+// rank of a group. A second call does nothing, and so does a build without CUDA. Errors are
+// left to the tool's own first CUDA call, which reports them.
+void start_gpu_context(int gpu);
+// Waits for the context start_gpu_context() began and for the driver's answer, if either was
+// asked for: run_tool calls it before a tool returns, so that exit never tears the CUDA
+// runtime down under a background thread.
 void settle_gpu_context();
 
 }  // namespace cae

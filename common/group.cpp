@@ -207,13 +207,14 @@ GroupRank::GroupRank(const GroupOptions& opts, const std::string& output)
   if (!exchange.lead()) set_quiet(true);
 }
 
-void select_group_gpu(int local_rank) {
+int select_group_gpu(int local_rank) {
 #ifdef CIFARAE_WITH_CUDA
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) throw std::runtime_error("--device gpu: no CUDA GPU found");
   const cudaError_t err = cudaSetDevice(local_rank % count);
   if (err != cudaSuccess)
     throw std::runtime_error("cannot use GPU " + std::to_string(local_rank % count) + ": " + cudaGetErrorString(err));
+  return local_rank % count;
 #else
   (void)local_rank;
   throw std::runtime_error("--device gpu: this build has no CUDA support (rebuild on a machine with nvcc)");

@@ -86,8 +86,9 @@ int launch_group_checked(const GroupOptions& opts, bool on_gpu, const std::strin
 
 // Makes GPU `local_rank` modulo the GPUs this process sees the current one, for a rank
 // that computes on its own GPU without NCCL (svm-fit, svm-eval, ae-encode on a group; under
-// srun with one GPU per task the task sees one). Throws without CUDA or a GPU.
-void select_group_gpu(int local_rank);
+// srun with one GPU per task the task sees one), and returns its index. Throws without CUDA
+// or a GPU.
+int select_group_gpu(int local_rank);
 
 // Bytes in, bytes out: the results a rank hands to the others. Sizes are checked against
 // the bytes actually there before anything is allocated.

@@ -83,10 +83,11 @@ void add_options(CLI::App& app, Options& opt) {
 
 void run(const Options& opt, const cae::CommonOptions& common) {
   const std::vector<std::string> splits = parse_splits(opt.splits);
-  const cae::Device device = cae::resolve_device(common.device);
+  // The CUDA driver is asked from here on, beside the reads (common/device.h).
+  const cae::DeviceChoice choice(common.device);
   if (opt.group.launch > 0) {
-    cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output,
-                              /*share_cores=*/device == cae::Device::cpu);
+    const bool on_gpu = choice.get() == cae::Device::gpu;
+    cae::launch_group_checked(opt.group, on_gpu, common.output, /*share_cores=*/!on_gpu);
     return;
   }
   // A rank of a group encodes its share of every split's batches; rank 0 writes the file.
@@ -97,13 +98,11 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   cae::DatasetReader data(opt.data);
   cae::BackgroundHashes hashes({opt.model, opt.data});  // both opened: regular files
-  if (device == cae::Device::cpu)
-    cae::record_effective("threads", std::to_string(opt.threads > 0 ? opt.threads : omp_get_max_threads()));
   phase.emplace(cae::Phase::startup);  // the weights, the device and its context
-  if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
-  // The CUDA context is made while the first chunks are read, except on a group rank, whose
-  // GPU is this thread's choice (select_group_gpu).
-  ae::Encoder encoder(opt.model, device, opt.threads, opt.batch_size, /*gpu_setup_in_background=*/!place.grouped());
+  if (place.grouped() && choice.get() == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
+  // The driver's answer and the CUDA context are awaited while the first chunks are read,
+  // except on a group rank, whose GPU is this thread's choice (select_group_gpu).
+  ae::Encoder encoder(opt.model, choice, opt.threads, opt.batch_size, /*gpu_setup_in_background=*/!place.grouped());
   const ae::Architecture& arch = encoder.architecture();
   encoder.check_input(opt.data, data.channels(), data.height(), data.width(), data.image_shape_str());
   phase.reset();
@@ -154,6 +153,8 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   const double busy = place.grouped() ? seconds : encoder.seconds();
   const double rate = busy > 0 ? double(encoded) / busy : 0.0;
   phase.reset();
+  if (choice.get() == cae::Device::cpu)
+    cae::record_effective("threads", std::to_string(opt.threads > 0 ? opt.threads : omp_get_max_threads()));
   cae::Provenance prov{"ae-features", 1, cae::options_json(), hashes.get()};
   phase.emplace(cae::Phase::write);
   w->finish(prov, {encoder.describe(), seconds, rate, data.class_names()});

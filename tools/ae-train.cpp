@@ -107,10 +107,11 @@ void emit_summary(const cae::CommonOptions& common, const ae::TrainResult& r) {
 }
 
 void run(const Options& opt, const cae::CommonOptions& common) {
-  const cae::Device device = cae::resolve_device(common.device);
+  // The CUDA driver is asked from here on, beside the read (common/device.h).
+  const cae::DeviceChoice device(common.device);
   // --gpus N: this process starts N ranks of itself on this node's GPUs and waits for them.
   if (opt.group.launch > 0) {
-    cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output, /*share_cores=*/false);
+    cae::launch_group_checked(opt.group, device.get() == cae::Device::gpu, common.output, /*share_cores=*/false);
     return;
   }
   ae::TrainRequest req;

@@ -131,10 +131,12 @@ Queries read_rows(const Options& opt, const svm::Classifier& clf, const cae::Vie
 void run(const Options& opt, const cae::CommonOptions& common) {
   if (opt.features.empty() == opt.images.empty()) throw cae::UsageError("give images, or --features FILE (not both)");
   if (opt.features.empty() && opt.model.empty()) throw cae::UsageError("images need --model (the autoencoder)");
-  const cae::Device device = cae::resolve_device(common.device);
-  if (device == cae::Device::gpu) cae::cublas::preload();  // the context and cuBLAS, while the inputs are read
+  // The CUDA driver is asked, and GPU 0's context and cuBLAS made, while the model is read.
+  const cae::DeviceChoice choice(common.device);
+  if (choice.may_use_gpu()) cae::cublas::preload(0);
   const svm::Classifier clf = svm::Classifier::load(opt.svm);
   svm::require_classifier(clf, opt.svm);
+  const cae::Device device = choice.get();
   const cae::ViewSet tta = cae::ViewSet::parse(opt.tta);  // (checked by its option)
   const int views = tta.count();
   Queries q = opt.features.empty() ? encode_images(opt, clf, device, tta) : read_rows(opt, clf, tta);

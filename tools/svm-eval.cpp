@@ -77,19 +77,21 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   // hashing it only after loading it left svm-eval waiting 0.5-0.8 s.
   cae::BackgroundHashes hashes(opt.reject.empty() ? std::vector<std::string>{opt.model, file}
                                                   : std::vector<std::string>{opt.model, file, opt.reject});
-  const cae::Device device = cae::resolve_device(common.device);
+  // The CUDA driver is asked from here on, beside the read (common/device.h).
+  const cae::DeviceChoice choice(common.device);
   if (opt.group.launch > 0) {
-    cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output, /*share_cores=*/true);
+    cae::launch_group_checked(opt.group, choice.get() == cae::Device::gpu, common.output, /*share_cores=*/true);
     return;
   }
   // A rank of a group: the decision values of its slice of the rows; rank 0 writes.
   cae::GroupRank me(opt.group, common.output);
   cae::GroupExchange& group = me.exchange;
   const bool lead = group.lead();
-  if (me.place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(me.place.local_rank);
-  if (device == cae::Device::gpu) cae::cublas::preload();  // the context and cuBLAS, while the inputs are read
+  // The GPU's context and cuBLAS are made while the inputs are read: GPU 0's, or a rank's own.
+  if (!me.place.grouped() && choice.may_use_gpu()) cae::cublas::preload(0);
+  if (me.place.grouped() && choice.get() == cae::Device::gpu)
+    cae::cublas::preload(cae::select_group_gpu(me.place.local_rank));
   svm::set_cpu_threads(opt.threads);
-  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   cae::Stopwatch clock;
   std::unique_ptr<cae::AtomicOutput> out, data_out;
   if (lead) out = std::make_unique<cae::AtomicOutput>(common.output);
@@ -122,6 +124,9 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   }
   if (n == 0) cae::fail_file(file, rows.what + " has no rows");
   const double read_s = clock.seconds();
+  phase.emplace(cae::Phase::startup);  // what is left of the driver's answer
+  const cae::Device device = choice.get();
+  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   phase.emplace(cae::Phase::compute);
 
   svm::Rejection rejection;  // of the unscaled rows, before clf scales them in place

@@ -104,42 +104,52 @@ void add_options(CLI::App& app, Options& opt) {
 
 void fit(const Options& opt, const cae::CommonOptions& common) {
   // Hashed from the first moment: 2 GB of features take ~1.8 s at SHA-256's ~1.1 GB/s, longer
-  // than the reading and the fit, and checking the GPU (the CUDA driver's start) alone takes
-  // 0.1-0.2 s of the main thread (docs/BENCHMARKS.md).
+  // than the reading and the fit (docs/BENCHMARKS.md).
   cae::BackgroundHashes hashes({opt.features});
   svm::TrainPlan plan = svm::plan_from_options(opt.C, opt.gamma, opt.kernel, opt.cv, opt.tol);
   plan.views = cae::ViewSet::parse(opt.augment);
-  const cae::Device device = cae::resolve_device(common.device);
+  // The CUDA driver is asked from here on, beside the read (common/device.h).
+  const cae::DeviceChoice choice(common.device);
   plan.probability_folds = opt.probability ? kProbabilityFolds : 0;
   svm::plan_kind(plan, opt.kind, opt.nu, opt.class_weight);
   plan.cv_scoring = svm::cv_scoring_option(opt.cv_scoring, plan.cv_folds);
   if (opt.group.launch > 0) {
-    cae::launch_group_checked(opt.group, device == cae::Device::gpu, common.output, /*share_cores=*/true);
+    cae::launch_group_checked(opt.group, choice.get() == cae::Device::gpu, common.output, /*share_cores=*/true);
     return;
   }
   // A rank of a group: its share of the pairs, cells and folds; rank 0 alone logs and writes.
   cae::GroupRank me(opt.group, common.output);
   const cae::GroupPlace& place = me.place;
   cae::GroupExchange& group = me.exchange;
-  if (place.grouped() && device == cae::Device::gpu) cae::select_group_gpu(place.local_rank);
-  if (device == cae::Device::gpu) cae::cublas::preload();  // the context and cuBLAS, while the inputs are read
+  // The GPU's context and cuBLAS are made while the inputs are read: GPU 0's, or a rank's own.
+  if (!place.grouped() && choice.may_use_gpu()) cae::cublas::preload(0);
+  if (place.grouped() && choice.get() == cae::Device::gpu) cae::cublas::preload(cae::select_group_gpu(place.local_rank));
   svm::set_cpu_threads(opt.threads);
-  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   cae::Stopwatch clock;
   // Output paths are checked now, not after the fit (rank 0 writes them; the others nothing).
   std::unique_ptr<cae::AtomicOutput> out, libsvm_out;
   if (group.lead()) out = std::make_unique<cae::AtomicOutput>(common.output);
   if (group.lead() && !opt.export_libsvm.empty()) libsvm_out = std::make_unique<cae::AtomicOutput>(opt.export_libsvm);
   // Everything the cross-validations' results depend on (not --threads, --cache-mb, --ranks).
-  const std::string settings = cae::strprintf(
-      "kernel %s, C %s, gamma %s, cv %lld, cv-seed %lld, augment %s, probability %d, class-weight %s, scale %s, "
-      "tol %.17g, train-limit %lld, device %s", opt.kernel.c_str(), opt.C.c_str(), opt.gamma.c_str(),
-      static_cast<long long>(opt.cv), static_cast<long long>(opt.cv_seed), plan.views.spec().c_str(), opt.probability,
-      opt.class_weight.c_str(), opt.scale.c_str(), opt.tol, static_cast<long long>(opt.train_limit),
-      cae::device_name(device));
-  svm::FitPreemption preemption(common.output, svm::fit_fingerprint(opt.features, settings), opt.resume,
-                                group.lead(), plan.cv_folds != 0 || opt.probability);
-  plan.units = preemption.units();
+  auto settings = [&](cae::Device device) {
+    return cae::strprintf(
+        "kernel %s, C %s, gamma %s, cv %lld, cv-seed %lld, augment %s, probability %d, class-weight %s, scale %s, "
+        "tol %.17g, train-limit %lld, device %s", opt.kernel.c_str(), opt.C.c_str(), opt.gamma.c_str(),
+        static_cast<long long>(opt.cv), static_cast<long long>(opt.cv_seed), plan.views.spec().c_str(),
+        opt.probability, opt.class_weight.c_str(), opt.scale.c_str(), opt.tol, static_cast<long long>(opt.train_limit),
+        cae::device_name(device));
+  };
+  // A fit with folds (--cv, --probability) catches SIGUSR1/SIGTERM from before its read and
+  // fingerprints its settings, the device among them, for --resume: it asks the driver first.
+  // A single fit has nothing to resume and asks it beside the read.
+  const bool has_units = plan.cv_folds != 0 || opt.probability;
+  std::optional<svm::FitPreemption> preemption;
+  auto watch_preemption = [&](cae::Device device) {
+    preemption.emplace(common.output, svm::fit_fingerprint(opt.features, settings(device)), opt.resume, group.lead(),
+                       has_units);
+    plan.units = preemption->units();
+  };
+  if (has_units) watch_preemption(choice.get());
 
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   // With --augment the n images' V views in one [V·n, D] buffer (scaled in place: one copy).
@@ -151,6 +161,10 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   const int32_t* y = train.labels.data();
   svm::check_training_labels(plan, y, n, names, opt.features);  // per image
   const double read_s = clock.seconds();
+  phase.emplace(cae::Phase::startup);  // what is left of the driver's answer
+  const cae::Device device = choice.get();
+  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
+  if (!preemption) watch_preemption(device);
   phase.emplace(cae::Phase::compute);
 
   svm::ClassifierParams& params = plan.params;
@@ -172,7 +186,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   reporter.finish();
   if (trained.interrupted) {
     group.finish();
-    preemption.stop(static_cast<int>(plan.gamma.size()) * plan.cv_folds, plan.probability_folds);
+    preemption->stop(static_cast<int>(plan.gamma.size()) * plan.cv_folds, plan.probability_folds);
   }
   if (!group.lead()) {  // its pairs are with rank 0, which writes the model
     group.finish();
@@ -183,18 +197,19 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   clf.set_augment(plan.views.spec());
   clf.set_encoder_sha256(rows.encoder_sha256);  // svm-eval and classify check theirs against it
 
-  const std::vector<cae::InputFile> inputs = hashes.get();
   phase.emplace(cae::Phase::write);
   {
     cae::Hdf5Writer w(out->temp_path(), common.output);
+    // The model first: its support vectors (1.26 GB for CIFAR-10's) go to the file while the
+    // features' hash, which only the provenance needs, finishes.
     clf.save(w);
-    cae::write_provenance(w, {"svm-model", 1, cae::options_json(), inputs});
+    cae::write_provenance(w, {"svm-model", 1, cae::options_json(), hashes.get()});
     w.close();
   }
   if (libsvm_out) svm::save_libsvm_model(*libsvm_out, clf.file());
   out->commit();
   if (libsvm_out) libsvm_out->commit();
-  preemption.finished();
+  preemption->finished();
   group.finish();
   phase.reset();
 

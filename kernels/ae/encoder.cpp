@@ -9,23 +9,30 @@
 
 namespace ae {
 
-Encoder::Encoder(const std::string& model_path, cae::Device device, int threads, int batch,
+Encoder::Encoder(const std::string& model_path, const cae::DeviceChoice& device, int threads, int batch,
                  bool gpu_setup_in_background)
-    : model_path_(model_path), model_(read_ae_params(model_path)), batch_(batch) {
-  // The weights are read here, on the caller's thread: the setup thread touches no file.
-  auto setup = [this, device, threads] {
-    std::unique_ptr<AeBackend> b = make_backend(device, model_.arch, OptimizerConfig{}, Precision::fp32, threads);
-    b->set_params(model_.params);
-    return b;
-  };
-  if (gpu_setup_in_background && device == cae::Device::gpu)
-    backend_setup_ = std::async(std::launch::async, setup);
+    : model_path_(model_path), model_(read_ae_params(model_path)), batch_(batch), threads_(threads) {
+  // The weights are read here, on the caller's thread: the setup thread touches no file, and
+  // builds only a GPU backend (a CPU one, whose threads are the caller's, is built by backend()).
+  if (gpu_setup_in_background && device.may_use_gpu())
+    backend_setup_ = std::async(std::launch::async, [this, device]() -> std::unique_ptr<AeBackend> {
+      return device.get() == cae::Device::gpu ? make(cae::Device::gpu) : nullptr;
+    });
   else
-    backend_ = setup();
+    backend_ = make(device.get());
+}
+
+std::unique_ptr<AeBackend> Encoder::make(cae::Device device) const {
+  std::unique_ptr<AeBackend> b = make_backend(device, model_.arch, OptimizerConfig{}, Precision::fp32, threads_);
+  b->set_params(model_.params);
+  return b;
 }
 
 AeBackend& Encoder::backend() const {
-  if (backend_setup_.valid()) backend_ = backend_setup_.get();
+  if (backend_setup_.valid()) {
+    backend_ = backend_setup_.get();
+    if (!backend_) backend_ = make(cae::Device::cpu);  // --device auto found no GPU
+  }
   return *backend_;
 }
 

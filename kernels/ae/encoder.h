@@ -20,11 +20,12 @@ class Encoder {
  public:
   // Reads the weights of `model_path` (an ae-model file) and sets up the backend; `batch`
   // images per encoder pass, `threads` <= 0: OpenMP's default. With `gpu_setup_in_background`
-  // a GPU backend (the CUDA context: ~0.3 s) is set up on a thread of its own while the
-  // caller goes on (reading its inputs); the first call that needs it waits for it and
-  // rethrows its failure. Only for a caller whose thread uses the default GPU: the CUDA
-  // device chosen by cudaSetDevice is the calling thread's alone.
-  Encoder(const std::string& model_path, cae::Device device, int threads, int batch,
+  // the device's answer (DeviceChoice) and a GPU backend (the CUDA context: ~0.3 s) are
+  // awaited and set up on a thread of its own while the caller goes on (reading its inputs);
+  // the first call that needs the backend waits for it and rethrows its failure. Only for a
+  // caller whose thread uses the default GPU: the CUDA device chosen by cudaSetDevice is the
+  // calling thread's alone.
+  Encoder(const std::string& model_path, const cae::DeviceChoice& device, int threads, int batch,
           bool gpu_setup_in_background = false);
   Encoder(const Encoder&) = delete;  // the setup thread holds `this`
   Encoder& operator=(const Encoder&) = delete;
@@ -48,11 +49,13 @@ class Encoder {
  private:
   void encode_checked(const uint8_t* images, int64_t n, float* codes, const std::string& what, int64_t first_row);
   AeBackend& backend() const;  // waits for a background setup
+  std::unique_ptr<AeBackend> make(cae::Device device) const;  // a backend with the model's weights
   std::string model_path_;
   ModelWeights model_;
   mutable std::future<std::unique_ptr<AeBackend>> backend_setup_;  // valid until backend() took its result
   mutable std::unique_ptr<AeBackend> backend_;
   int batch_;
+  int threads_;
   std::vector<uint8_t> view_pixels_;  // one chunk of a view's pixels
   double seconds_ = 0;
 };

@@ -198,19 +198,21 @@ TrainResult run_training(const TrainRequest& req) {
     throw cae::UsageError("--lr must be a positive finite number");
   const DataParallelGroup group = data_parallel_group(req.group, req.output);
   const bool grouped = group.world > 1 || !group.rendezvous.empty();
-  if (grouped && req.device != cae::Device::gpu) throw cae::UsageError("data-parallel training needs --device gpu");
+  if (grouped && req.device.get() != cae::Device::gpu) throw cae::UsageError("data-parallel training needs --device gpu");
   TrainResult result;
   // Rank 0 speaks for the group: it alone logs, draws progress, checkpoints and writes -o.
   result.lead = group.rank == 0;
   if (!result.lead) cae::set_quiet(true);
-  if (req.precision == Precision::bf16 && req.device == cae::Device::cpu)
-    throw cae::UsageError("--precision bf16 needs --device gpu (the CPU path computes in fp32)");
+  auto check_precision = [&req](bool on_cpu) {
+    if (req.precision == Precision::bf16 && on_cpu)
+      throw cae::UsageError("--precision bf16 needs --device gpu (the CPU path computes in fp32)");
+  };
+  check_precision(!req.device.may_use_gpu());
   const int threads = req.threads > 0 ? req.threads : omp_get_max_threads();
-  if (req.device == cae::Device::cpu) cae::record_effective("threads", std::to_string(threads));
 
-  // A single GPU's context is made while the images are read (a group's ranks choose their
-  // GPUs in the backend).
-  if (req.device == cae::Device::gpu && !grouped) cae::start_gpu_context();
+  // A single GPU's context is made, and before it the driver asked, while the images are read
+  // (a group's ranks choose their GPUs in the backend).
+  if (req.device.may_use_gpu() && !grouped) cae::start_gpu_context(0);
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   cae::DatasetReader data(req.data);
   // The dataset's sha256 (the model's provenance) on a thread of its own once the file has
@@ -221,15 +223,19 @@ TrainResult run_training(const TrainRequest& req) {
   cae::ImageSplit train_split = data.read("train", req.train_limit);
   cae::ImageSplit test_split = data.read("test");
   if (train_split.size() == 0) cae::fail_file(req.data, "has no training images");
+  phase.emplace(cae::Phase::startup);  // what is left of the driver's answer
+  const cae::Device device = req.device.get();
+  check_precision(device == cae::Device::cpu);  // --device auto without a GPU
+  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(threads));
 
   TrainerConfig tc = asked;
   tc.val_split = validation_size(req, train_split.size());
-  tc.device = cae::device_name(req.device);
+  tc.device = cae::device_name(device);
   tc.precision = precision_name(req.precision);
   tc.threads = threads;
   tc.ranks = group.world;
   tc.output_name = req.output;
-  std::unique_ptr<AeBackend> backend = make_backend(req.device, arch, tc.optimizer, req.precision, threads, group);
+  std::unique_ptr<AeBackend> backend = make_backend(device, arch, tc.optimizer, req.precision, threads, group);
   result.backend = backend->describe();
 
   const cae::InputFile data_input = data_hash.get().front();

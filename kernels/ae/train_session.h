@@ -23,7 +23,7 @@ struct TrainRequest {
   TrainerConfig trainer;
   int64_t train_limit = 0;                 // 0: all training images
   int64_t val_split = -1;                  // -1: a tenth of the training images
-  cae::Device device = cae::Device::cpu;   // resolved (no "auto")
+  cae::DeviceChoice device = cae::Device::cpu;  // asked beside the read (common/device.h)
   Precision precision = Precision::fp32;
   int threads = 0;                         // 0: OpenMP's default
   bool resume = false;
