@@ -20,7 +20,11 @@ import sys
 # archive itself is on sys.path already.
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
-from report_lib.cli import script_main  # noqa: E402
+# First, and with nothing else of the report imported: a Python without h5py or matplotlib
+# hands over to one that has them (report_lib/interpreter.py).
+from report_lib.interpreter import find_python_with_plotting  # noqa: E402
 
 if __name__ == "__main__":
-    script_main()
+    NO_PYTHON = find_python_with_plotting()
+    from report_lib.cli import script_main  # noqa: E402
+    script_main(NO_PYTHON)

@@ -11,6 +11,7 @@
   compare   report --compare: one table and plot over several run folders
   info      report --info: a text summary of any file of this toolkit
   cli       options, the order of work, the atomically replaced output folder
+  interpreter  the Python that runs the report: this one, or one with h5py and matplotlib
 
 tools/report.py is the program; `make` packs it with this package into build/bin/report.
 """
