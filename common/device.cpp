@@ -95,7 +95,7 @@ DeviceChoice::DeviceChoice(const std::string& requested) : requested_(requested)
   if (may_use_gpu()) gpu_probe();
 }
 
-DeviceChoice::DeviceChoice(Device decided) : requested_(device_name(decided)) {}
+DeviceChoice::DeviceChoice(Device device) : DeviceChoice(std::string(device_name(device))) {}
 
 Device DeviceChoice::get() const {
   if (requested_ == "cpu") return Device::cpu;

@@ -24,7 +24,7 @@ std::string gpu_name();
 class DeviceChoice {
  public:
   explicit DeviceChoice(const std::string& requested);  // UsageError unless auto, cpu or gpu
-  DeviceChoice(Device decided);                         // NOLINT: a device already known
+  DeviceChoice(Device device);  // NOLINT: --device with that device's name (cpu asks nothing)
   // The device. Waits for the driver's answer; "gpu" without a usable GPU throws a clear error
   // ("this build has no CUDA support" or "no CUDA GPU found: ...").
   Device get() const;

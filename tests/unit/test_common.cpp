@@ -13,10 +13,12 @@
 #include <stdexcept>
 #include <fstream>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "common/atomic_output.h"
 #include "common/cli.h"
+#include "common/device.h"
 #include "common/error.h"
 #include "common/escape.h"
 #include "common/hdf5_io.h"
@@ -577,3 +579,37 @@ TEST(ProcStatus, ThisProcessMapsWhatItAllocates) {
 }
 
 }  // namespace
+
+// --device as cae::DeviceChoice answers it: at once for cpu, from one driver question for
+// auto and gpu (asked beside the caller's work, the same answer on every thread).
+TEST(DeviceChoice, AnswersAsTheDriverDoes) {
+  EXPECT_THROW(cae::DeviceChoice("tpu"), cae::UsageError);
+  const cae::DeviceChoice cpu("cpu");
+  EXPECT_FALSE(cpu.may_use_gpu());
+  EXPECT_EQ(cpu.get(), cae::Device::cpu);
+  const cae::Device found = cae::gpu_available() ? cae::Device::gpu : cae::Device::cpu;
+  const cae::DeviceChoice automatic("auto"), gpu("gpu");
+  EXPECT_TRUE(automatic.may_use_gpu());
+  EXPECT_TRUE(gpu.may_use_gpu());
+  std::vector<cae::Device> seen(4, cae::Device::cpu);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seen.size(); ++i) threads.emplace_back([&, i] { seen[i] = cae::DeviceChoice("auto").get(); });
+  for (std::thread& t : threads) t.join();
+  for (const cae::Device d : seen) EXPECT_EQ(d, found);
+  EXPECT_EQ(automatic.get(), found);
+  if (found == cae::Device::gpu) {
+    EXPECT_EQ(gpu.get(), cae::Device::gpu);
+  } else {
+    try {
+      gpu.get();
+      ADD_FAILURE() << "--device gpu without a GPU was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--device gpu: ", 0), 0u) << e.what();
+    }
+  }
+  // A device given as such is --device with its name.
+  EXPECT_FALSE(cae::DeviceChoice(cae::Device::cpu).may_use_gpu());
+  if (found == cae::Device::gpu) EXPECT_EQ(cae::DeviceChoice(cae::Device::gpu).get(), cae::Device::gpu);
+  else EXPECT_THROW(cae::DeviceChoice(cae::Device::gpu).get(), std::runtime_error);
+  EXPECT_EQ(cae::resolve_device("auto"), found);
+}

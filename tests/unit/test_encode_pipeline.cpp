@@ -200,3 +200,23 @@ TEST(EncodePipeline, RethrowsAReadFailureNamingTheFile) {
 }
 
 }  // namespace
+
+// --device auto set up in the background (ae-encode's way): on a host without a GPU the
+// answer comes on the setup thread and the CPU backend is built on the caller's, and it
+// encodes as the CPU encoder does; where there is a GPU, the GPU tests compare the devices.
+TEST(Encoder, AutoInTheBackgroundWithoutAGpuEncodesAsTheCpu) {
+  if (cae::gpu_available()) GTEST_SKIP() << "this host has a GPU: --device auto is the GPU here";
+  TempDir dir;
+  write_inputs(dir);
+  cae::DatasetReader data(dir.file("data.h5"));
+  std::vector<uint8_t> pixels(size_t(kTrain * kArch.image_dim()));
+  data.read_images("train", 0, kTrain, pixels.data());
+  ae::Encoder cpu(dir.file("model.h5"), cae::Device::cpu, 1, 3);
+  ae::Encoder asked(dir.file("model.h5"), cae::DeviceChoice("auto"), 1, 3, /*gpu_setup_in_background=*/true);
+  const size_t n = size_t(kTrain * kArch.latent_dim());
+  std::vector<float> want(n), got(n);
+  cpu.encode(pixels.data(), kTrain, want.data(), nullptr, "train", 0);
+  asked.encode(pixels.data(), kTrain, got.data(), nullptr, "train", 0);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(float)), 0);
+  EXPECT_EQ(asked.describe(), cpu.describe());
+}
