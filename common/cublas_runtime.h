@@ -8,6 +8,8 @@
 // background (preload) while it reads its inputs.
 #pragma once
 
+#include "common/device.h"
+
 #ifdef CIFARAE_WITH_CUDA
 #include <cublas_v2.h>
 
@@ -35,11 +37,11 @@ const Api& api();
 namespace cae::cublas {
 // Starts api()'s load on a background thread and returns at once; api() then waits for it.
 // Starts GPU `gpu`'s context too (start_gpu_context, common/device.h): cuBLAS's tools need it
-// as well. Both wait for the driver's answer first and do nothing without a GPU, so a tool
-// calls it as soon as its device may be a GPU (DeviceChoice::may_use_gpu), with the GPU it
-// will use (0, or select_group_gpu's), and not before it starts its ranks. Without CUDA it
-// does nothing.
-void preload(int gpu);
+// as well. Called as soon as the tool's options are parsed, with the GPU it will use (0, or
+// select_group_gpu's; not before it starts its ranks): --device cpu starts nothing; gpu and
+// auto load once the driver has found a GPU (nothing without one). Without CUDA it does
+// nothing.
+void preload(const DeviceChoice& device, int gpu);
 // Waits for a load that preload() started, if any. The tools call it before they return from
 // main: exit() tears down the CUDA runtime that libcublas's initialisers call into, and a
 // tool that fails on its input before it needs cuBLAS would otherwise exit while the

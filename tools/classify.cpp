@@ -133,7 +133,7 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   if (opt.features.empty() && opt.model.empty()) throw cae::UsageError("images need --model (the autoencoder)");
   // The CUDA driver is asked, and GPU 0's context and cuBLAS made, while the model is read.
   const cae::DeviceChoice choice(common.device);
-  if (choice.may_use_gpu()) cae::cublas::preload(0);
+  cae::cublas::preload(choice, 0);
   const svm::Classifier clf = svm::Classifier::load(opt.svm);
   svm::require_classifier(clf, opt.svm);
   const cae::Device device = choice.get();

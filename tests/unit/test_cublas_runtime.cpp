@@ -23,7 +23,7 @@ TEST(CublasRuntime, BindsEveryEntryPoint) {
 }
 
 TEST(CublasRuntime, PreloadAndConcurrentCallersShareOneLoad) {
-  cae::cublas::preload(0);  // loads in the background only where the driver finds a GPU
+  cae::cublas::preload(cae::DeviceChoice("auto"), 0);  // loads in the background only where there is a GPU
   cae::cublas::settle();
   std::vector<const cae::cublas::Api*> seen(4, nullptr);
   std::vector<std::thread> threads;
