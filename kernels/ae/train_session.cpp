@@ -223,7 +223,7 @@ TrainResult run_training(const TrainRequest& req) {
   cae::ImageSplit train_split = data.read("train", req.train_limit);
   cae::ImageSplit test_split = data.read("test");
   if (train_split.size() == 0) cae::fail_file(req.data, "has no training images");
-  phase.emplace(cae::Phase::startup);  // what is left of the driver's answer
+  phase.emplace(cae::Phase::startup);  // the device: what is left of the driver's answer, the backend
   const cae::Device device = req.device.get();
   check_precision(device == cae::Device::cpu);  // --device auto without a GPU
   if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(threads));
