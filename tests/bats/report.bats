@@ -145,6 +145,13 @@ PY
   [ "$status" -eq 0 ]
   assert_report "$TMP/rep" loss.png reconstructions.png features_pca.png confusion.png per_class_accuracy.png \
     timing.png
+  # It hands over before importing the report's own modules (report_lib/interpreter.py): the
+  # first interpreter's import trace (-X importtime, not passed on) names none of them.
+  PATH="$TMP/venv/bin:$PATH" run "$PYTHON" -S -X importtime "$BIN/report" --version
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"report_lib.interpreter"* ]]
+  [[ "$output" != *"report_lib.cli"* && "$output" != *"report_lib.common"* ]]
+  [[ "$output" == *"report 0."* ]]
   # No other Python to turn to (REPORT_REEXECUTED: every candidate already tried): one line, exit 1.
   REPORT_REEXECUTED="$TMP/venv/bin/python3:$(command -v python3):/usr/bin/python3" \
     PATH="$TMP/venv/bin:$PATH" run "$PYTHON" -S "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/rep2"
