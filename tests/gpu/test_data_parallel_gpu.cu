@@ -97,8 +97,9 @@ int gpu_count() {
 // chaotic, and the group's gradient, summed in another order than one GPU's, drifted from it
 // by up to 6 % in an epoch's loss (two H200s, 2026-11-28; fp32 epoch 5: weights 1.5e-2
 // apart); at 1e-4 the epoch-5 losses agree within 3e-4 and the weights within 8e-4 (fp32) /
-// 1.3e-3 (bf16). The difference shrinks with the step size (tests/gpu/group_processes.sh):
-// rounding, not a wrong computation.
+// 1.3e-3 (bf16). The difference starts at rounding level in the first epoch and grows with
+// each epoch and with the step size (tests/gpu/group_processes.sh): rounding amplified by
+// training, not a wrong computation, which would show from the first epoch.
 void group_follows_single_gpu(int world, Precision precision) {
   constexpr float kLr = 1e-4f;
   const ae::Architecture arch = ae::Architecture::seed();
