@@ -58,9 +58,19 @@ std::string gpu_problem() {
 std::once_flag g_probe_started;
 std::shared_future<std::string> g_probe;  // gpu_problem()'s answer
 
+// A build without CUDA knows its answer: it asks on the caller's thread when the answer is
+// first wanted. A thread there would buy nothing and would widen the window in which the
+// HDF5 probe's fork() finds another thread mid-allocation (sanitizer builds, which have no
+// CUDA: common/provenance.cpp).
+#ifdef CIFARAE_WITH_CUDA
+constexpr std::launch kProbeLaunch = std::launch::async;
+#else
+constexpr std::launch kProbeLaunch = std::launch::deferred;
+#endif
+
 // Asks the driver on a thread of its own, once per process.
 const std::shared_future<std::string>& gpu_probe() {
-  std::call_once(g_probe_started, [] { g_probe = std::async(std::launch::async, gpu_problem).share(); });
+  std::call_once(g_probe_started, [] { g_probe = std::async(kProbeLaunch, gpu_problem).share(); });
   return g_probe;
 }
 
