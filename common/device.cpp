@@ -88,17 +88,6 @@ int gpu_count() {
 #endif
 }
 
-std::string gpu_name() {
-#ifdef CIFARAE_WITH_CUDA
-  if (!gpu_available()) return "";
-  cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "";
-  return prop.name;
-#else
-  return "";
-#endif
-}
-
 DeviceChoice::DeviceChoice(const std::string& requested) : requested_(requested) {
   if (requested != "auto" && requested != "cpu" && requested != "gpu")
     throw UsageError("--device must be auto, cpu or gpu, not '" + requested + "'");
@@ -114,8 +103,6 @@ Device DeviceChoice::get() const {
   if (!problem.empty()) throw std::runtime_error("--device gpu: " + problem);
   return Device::gpu;
 }
-
-Device resolve_device(const std::string& requested) { return DeviceChoice(requested).get(); }
 
 namespace {
 std::once_flag g_context_started;

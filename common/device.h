@@ -12,8 +12,6 @@ const char* device_name(Device d);
 bool gpu_available();
 // GPUs this process can see (0 without CUDA).
 int gpu_count();
-// Name of GPU 0 (e.g. "NVIDIA H100 80GB HBM3"), or "" when none.
-std::string gpu_name();
 
 // A tool's --device, decided beside its first reads. "cpu" is decided at once and never
 // touches CUDA; "gpu" and "auto" ask the CUDA driver on a thread of its own from the moment
@@ -34,9 +32,6 @@ class DeviceChoice {
  private:
   std::string requested_;  // "auto", "cpu" or "gpu"
 };
-
-// DeviceChoice(requested).get(): the device, asked on the calling thread.
-Device resolve_device(const std::string& requested);
 
 // Starts creating GPU `gpu`'s CUDA context on a background thread and returns at once: the
 // thread waits for the driver's answer (gpu_available) and makes the context only where there

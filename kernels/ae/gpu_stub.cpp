@@ -1,5 +1,5 @@
 // Without CUDA the GPU entry point exists but says clearly why it cannot run; the tools
-// normally stop earlier, in cae::resolve_device().
+// normally stop earlier, in cae::DeviceChoice::get().
 #ifndef CIFARAE_WITH_CUDA
 #include <stdexcept>
 
