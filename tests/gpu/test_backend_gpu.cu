@@ -18,6 +18,7 @@
 #include "tests/support/cpu_gradient.h"
 #include "kernels/ae/model.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/support/stepped_gpu_backend.cuh"
 
 using namespace gpu_test;
 using ae::Precision;
@@ -205,6 +206,29 @@ TEST_P(GpuBackend, EpochEqualsItsStepsOneByOne) {
     EXPECT_NEAR(ew, es, 1e-9 * ew);
   }
   EXPECT_EQ(whole->optimizer_state().step, 6);
+}
+
+// What runs once an epoch borrows the tiles timed for the full batch instead of timing its
+// own (TileChoice::borrowed): the last, smaller batch and the samples' reconstruction add
+// no tile to the table; the full batch and the evaluation chunk do. (That the tiles give the
+// same bits, EpochEqualsItsStepsOneByOne checks: its whole epoch's last batch borrows, the
+// stepped one's is timed.)
+TEST_P(GpuBackend, OnceAnEpochWorkTimesNoTile) {
+  const int n = 37, batch = 16;  // 2 full batches + 5
+  const auto imgs = images(n, 71);
+  SteppedGpuBackend g(arch(), ae::OptimizerConfig(), GetParam().precision);
+  g.set_params(ae::init_params(arch(), 19));
+  g.set_train_images(imgs.data(), n);
+  ASSERT_TRUE(std::isfinite(g.train_epoch(iota_order(0, n), batch, 1e-3f, {})));
+  const std::string after_epoch = g.conv_tiles();
+  EXPECT_NE(after_epoch.find("(batch 16)"), std::string::npos) << after_epoch;
+  EXPECT_EQ(after_epoch.find("(batch 5)"), std::string::npos) << after_epoch;
+  std::vector<float> recon(size_t(3) * size_t(arch().image_dim()));
+  g.reconstruct(imgs.data(), 3, recon.data());
+  EXPECT_EQ(g.conv_tiles(), after_epoch);
+  EXPECT_TRUE(std::all_of(recon.begin(), recon.end(), [](float v) { return std::isfinite(v); }));
+  ASSERT_TRUE(std::isfinite(g.eval_loss(imgs.data(), n, 64)));
+  EXPECT_NE(g.conv_tiles().find("(batch 37)"), std::string::npos) << g.conv_tiles();
 }
 
 TEST_P(GpuBackend, StateRoundTripsAndPartialBatches) {

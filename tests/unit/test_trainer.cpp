@@ -114,6 +114,17 @@ TEST_F(TrainerTest, TakeRowsCopiesImagesAndLabels) {
   EXPECT_TRUE(std::equal(t.image(0), t.image(0) + 8, s.image(4)));
   EXPECT_TRUE(std::equal(t.image(1), t.image(1) + 8, s.image(1)));
   EXPECT_EQ(t.labels[0], s.labels[4]);
+  // Enough rows for every thread of the parallel copy: the hold-out's two halves, row by row.
+  const cae::ImageSplit big = random_split(3000, 3, 4, 4, 9, 10);
+  const ae::SplitRows rows = ae::validation_rows(big.size(), 700);
+  for (const std::vector<int64_t>* picked : {&rows.train, &rows.val}) {
+    const cae::ImageSplit part = ae::take_rows(big, *picked);
+    ASSERT_EQ(part.size(), int64_t(picked->size()));
+    for (size_t i = 0; i < picked->size(); ++i) {
+      ASSERT_TRUE(std::equal(part.image(int64_t(i)), part.image(int64_t(i)) + 48, big.image((*picked)[i]))) << i;
+      ASSERT_EQ(part.labels[i], big.labels[size_t((*picked)[i])]) << i;
+    }
+  }
 }
 
 // ReduceLROnPlateau(factor 0.5, patience 2, threshold 1e-4 rel): the rate halves on the

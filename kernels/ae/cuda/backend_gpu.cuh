@@ -63,6 +63,15 @@ struct Stage {
 
 // Where the loss epilogue finds its targets and what the forward pass writes besides its
 // activations.
+// How a convolution's tile is chosen (conv_tile). `timed`: the fastest candidate at this
+// batch, timed once. `borrowed`: the tile timed for the nearest batch, never timed afresh —
+// for work done once an epoch (its last, smaller batch; the samples' reconstruction), where
+// timing every candidate (0.017 s for the seed model's last batch of 8 on an H200) costs
+// more than the best tile wins. `rule`: the rule's tile (encode: a few dozen chunks of two
+// convolutions do not win back the time timing the candidates takes). Every tile gives the
+// same bits (GpuPlan.EveryTileGivesTheSameBits): the choice is only about time.
+enum class TileChoice { timed, borrowed, rule };
+
 struct ForwardIo {
   const uint8_t* images = nullptr;  // uint8 NCHW; image i of the batch: images[order[*pos + i]]
   const int* order = nullptr;       // null: images[i]
@@ -72,9 +81,7 @@ struct ForwardIo {
                            // group; 0: this launch's)
   float* latent = nullptr; // fp32 NCHW latent codes of the last encoder layer
   float* recon = nullptr;  // fp32 NCHW reconstruction
-  // Each convolution's timed tile (conv_tile), or the rule's (encode: a few dozen chunks of
-  // two convolutions do not win back the time timing the candidates takes).
-  bool timed_tiles = true;
+  TileChoice tiles = TileChoice::timed;
 };
 
 class PinnedBuffer {
@@ -248,6 +255,9 @@ class GpuBackend : public AeBackend {
     drop_graphs();
     train_images_.release();
     train_images_.resize(size_t(n) * size_t(arch_.image_dim()));
+    // Page-locked while they go up (cae::cuda::PinnedRange): CIFAR-10's 138 MB of training
+    // images through the driver's pageable staging took 0.02 s of every run on an H200.
+    const cae::cuda::PinnedRange pinned(images, train_images_.bytes());
     AE_CUDA_CHECK(cudaMemcpy(train_images_.get(), images, train_images_.bytes(), cudaMemcpyHostToDevice));
     n_train_ = n;
   }
@@ -279,7 +289,7 @@ class GpuBackend : public AeBackend {
 
     // Every graph this epoch needs exists before the first step runs.
     cudaGraphExec_t g_full = full > 0 ? graph_for(batch, batch * world) : nullptr;
-    cudaGraphExec_t g_rest = rest > 0 ? graph_for(rest, rest_global) : nullptr;
+    cudaGraphExec_t g_rest = rest > 0 ? graph_for(rest, rest_global, TileChoice::borrowed) : nullptr;
     // Each step gathers the next one's images (step_stages); the first step's come first.
     if (g_full || g_rest) input_im2col(train_images_.get(), order_.get(), pos_.get(), full > 0 ? batch : rest, stream_);
     for (int64_t s = 0; s < full; ++s) {
@@ -322,6 +332,7 @@ class GpuBackend : public AeBackend {
       ForwardIo io;
       io.images = stage_.get();
       io.recon = recon_.get();
+      io.tiles = TileChoice::borrowed;  // a checkpoint's few samples, once an epoch
       forward(b, io, plan_->arch.num_convs() - 1, stream_);
       AE_CUDA_CHECK(cudaMemcpyAsync(out + off * int64_t(dim), recon_.get(), sizeof(float) * b * dim,
                                     cudaMemcpyDeviceToHost, stream_));
@@ -354,7 +365,7 @@ class GpuBackend : public AeBackend {
       float* lat = latent_dev_.get() + size_t(slot) * chunk * ld;
       ForwardIo io;
       io.latent = lat;
-      io.timed_tiles = false;
+      io.tiles = TileChoice::rule;
       forward(b, io, plan_->latent_layer, stream_);  // the encoder
       AE_CUDA_CHECK(cudaMemcpyAsync(pinned_[slot].get(), lat, sizeof(float) * size_t(b) * ld, cudaMemcpyDeviceToHost,
                                     stream_));
@@ -520,7 +531,7 @@ class GpuBackend : public AeBackend {
       a.grad_scale = float(2.0 / (double(loss_batch) * double(arch_.image_dim())));  // d(batch-mean MSE)/d(out)
       a.loss_sum = loss_.get();
     }
-    a.tile = io.timed_tiles ? conv_tile(lp, false, a, B, s) : ConvTile::automatic;
+    a.tile = conv_tile(lp, false, a, B, io.tiles, s);
     conv_igemm(a, dt_, s);
   }
 
@@ -533,28 +544,37 @@ class GpuBackend : public AeBackend {
   // Gradient w.r.t. layer lp's input, fused with the backward of whatever produced that
   // input (upsample + ReLU, or ReLU + max pool), so it lands as the gradient of the
   // previous convolution's pre-activation.
-  void input_grad_layer(const LayerPlan& lp, int B, cudaStream_t s) {
+  void input_grad_layer(const LayerPlan& lp, int B, TileChoice tiles, cudaStream_t s) {
     ConvArgs a = lp.input_grad.bind(bufs_, packs_, params_.get(), B);
-    a.tile = conv_tile(lp, true, a, B, s);
+    a.tile = conv_tile(lp, true, a, B, tiles, s);
     conv_igemm(a, dt_, s);
   }
 
-  // The tile a convolution of the step runs with at batch B: the fastest of the candidates
-  // (tune_conv_tile, on this step's own buffers, which the step then overwrites), timed at
-  // the smallest batch of B to 4·B timed before (an epoch's last, smaller batch takes the
-  // full batch's tiles: timing them again would cost more than it wins); graph_for has
-  // every one timed before its capture.
-  ConvTile conv_tile(const LayerPlan& lp, bool input_grad, const ConvArgs& a, int B, cudaStream_t s) {
-    const auto it = conv_tiles_.lower_bound({lp.index, input_grad, B});
-    if (it != conv_tiles_.end() && std::get<0>(it->first) == lp.index && std::get<1>(it->first) == input_grad &&
-        std::get<2>(it->first) <= 4 * B)
-      return it->second;
+  // The tile a convolution runs with at batch B (TileChoice). Timed: the fastest of the
+  // candidates (tune_conv_tile, on this step's own buffers, which the step then overwrites)
+  // at the smallest batch of B to 4·B timed before, else timed now at B; graph_for has every
+  // one timed before its capture. Borrowed: the tile timed at the nearest batch — the
+  // smallest larger one, else the largest smaller one —, the rule's where none was timed.
+  ConvTile conv_tile(const LayerPlan& lp, bool input_grad, const ConvArgs& a, int B, TileChoice choice, cudaStream_t s) {
+    if (choice == TileChoice::rule) return ConvTile::automatic;
+    auto same_conv = [&](std::map<TileKey, ConvTile>::const_iterator i) {
+      return i != conv_tiles_.end() && std::get<0>(i->first) == lp.index && std::get<1>(i->first) == input_grad;
+    };
+    const auto above = conv_tiles_.lower_bound({lp.index, input_grad, B});
+    if (same_conv(above) && (choice == TileChoice::borrowed || std::get<2>(above->first) <= 4 * B))
+      return above->second;
+    if (choice == TileChoice::borrowed) {
+      const auto below = above == conv_tiles_.begin() ? conv_tiles_.end() : std::prev(above);
+      return same_conv(below) ? below->second : ConvTile::automatic;
+    }
     return conv_tiles_[{lp.index, input_grad, B}] = tune_conv_tile(a, dt_, s);
   }
   void tune_conv_tiles(int B) {
     for (const LayerPlan& lp : plan_->layers) {
-      if (!lp.output) conv_tile(lp, false, lp.forward.bind(bufs_, packs_, params_.get(), B), B, stream_);
-      if (lp.has_input_grad) conv_tile(lp, true, lp.input_grad.bind(bufs_, packs_, params_.get(), B), B, stream_);
+      if (!lp.output)
+        conv_tile(lp, false, lp.forward.bind(bufs_, packs_, params_.get(), B), B, TileChoice::timed, stream_);
+      if (lp.has_input_grad)
+        conv_tile(lp, true, lp.input_grad.bind(bufs_, packs_, params_.get(), B), B, TileChoice::timed, stream_);
     }
   }
 
@@ -584,9 +604,10 @@ class GpuBackend : public AeBackend {
   // batch's input").
   // `G` is the global batch of a group step (B otherwise): the loss gradient is that of
   // G images' mean loss, and the gradient all-reduce completes it.
-  std::vector<Stage> step_stages(int B, int G) {
+  std::vector<Stage> step_stages(int B, int G, TileChoice tiles = TileChoice::timed) {
     std::vector<Stage> st;
     ForwardIo io;
+    io.tiles = tiles;
     io.images = train_images_.get();
     io.order = order_.get();
     io.pos = pos_.get();
@@ -607,7 +628,7 @@ class GpuBackend : public AeBackend {
                     },
                     Lane::side, b, lp.conv.weight_offset, lp.conv.bias_offset + lp.conv.out - lp.conv.weight_offset});
       if (lp.has_input_grad)
-        st.push_back({lp.input_grad_name, lp.flops_per_image * B, [=, &lp](cudaStream_t s) { input_grad_layer(lp, B, s); }});
+        st.push_back({lp.input_grad_name, lp.flops_per_image * B, [=, &lp](cudaStream_t s) { input_grad_layer(lp, B, tiles, s); }});
     }
     const int* order_end = order_end_.get();
     st.push_back({"input im2col", 0,
@@ -633,12 +654,13 @@ class GpuBackend : public AeBackend {
 
   // In a group, each layer's gradient is all-reduced on the communication stream as soon as
   // its weight-gradient kernel is done, while the backward pass goes on (bucket = layer;
-  // one stream keeps the collectives in the same order on every rank).
-  cudaGraphExec_t graph_for(int B, int G) {
+  // one stream keeps the collectives in the same order on every rank). `tiles`: timed for
+  // the full batch, which every step but an epoch's last runs; borrowed for that last one.
+  cudaGraphExec_t graph_for(int B, int G, TileChoice tiles = TileChoice::timed) {
     auto it = graphs_.find({B, G});
     if (it != graphs_.end()) return it->second;
-    tune_conv_tiles(B);
-    std::vector<Stage> stages = step_stages(B, G);
+    if (tiles == TileChoice::timed) tune_conv_tiles(B);
+    std::vector<Stage> stages = step_stages(B, G, tiles);
     cudaGraph_t graph = nullptr;
     const cudaStream_t main = main_chain_first(B) ? first_stream_ : stream_;
     AE_CUDA_CHECK(cudaStreamBeginCapture(main, cudaStreamCaptureModeThreadLocal));
@@ -748,7 +770,8 @@ class GpuBackend : public AeBackend {
   DeviceBuffer<float> recon_, latent_dev_;
   PinnedBuffer pinned_[2];
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch, global batch)
-  std::map<std::tuple<int, bool, int>, ConvTile> conv_tiles_;  // by (layer, input gradient, batch)
+  using TileKey = std::tuple<int, bool, int>;  // (layer, input gradient, batch)
+  std::map<TileKey, ConvTile> conv_tiles_;
 };
 
 }  // namespace ae::cuda
