@@ -98,21 +98,30 @@ PY
   [[ "$output" == *"% test accuracy; report in $WORK/run/report/index.html"* ]]
 }
 
-@test "the closing accuracy line is the same without h5dump on PATH (read by Python's h5py, PYTHON's or PATH's)" {
+@test "the closing accuracy line reads the report's summary.json, else eval.h5 by h5dump, else by Python's h5py" {
   [ "$(cat "$WORK/first.rc")" -eq 0 ] || skip "the first pipeline run failed"
-  local eval_h5="$WORK/run/eval.h5" nohdf="$WORK/path-without-h5dump" old f cmds=()
-  # A known accuracy with more digits than the line shows; eval.h5's mtime is put back
-  # (nanoseconds included) so that nothing downstream re-runs.
+  local eval_h5="$WORK/run/eval.h5" summary="$WORK/run/report/summary.json" nohdf="$WORK/path-without-h5dump" old f cmds=()
+  # A known accuracy with more digits than the line shows in eval.h5 and another in
+  # summary.json, to tell which was read; eval.h5's mtime is put back (nanoseconds included)
+  # so that nothing downstream re-runs.
   touch -r "$eval_h5" "$WORK/eval.mtime"
   old=$(h5_attr "$eval_h5" accuracy)
   "$PYTHON" -c "import h5py, sys; h5py.File(sys.argv[1], 'r+').attrs['accuracy'] = 0.618034" "$eval_h5"
   touch -r "$WORK/eval.mtime" "$eval_h5"
+  cp "$summary" "$WORK/summary.json.orig"
+  grep -q '^ "accuracy": ' "$summary"
+  sed -i 's/^ "accuracy": .*$/ "accuracy": 0.250049/' "$summary"
   # Every command of /usr/bin (which /bin links to) but h5dump.
   mkdir -p "$nohdf"
   for f in /usr/bin/*; do [ "${f##*/}" = h5dump ] || cmds+=("$f"); done
   ln -sf "${cmds[@]}" "$nohdf/"
   ! PATH="$nohdf" command -v h5dump
   : > "$WORK/run.log"
+  # summary.json: neither h5dump nor a Python is asked.
+  PATH="$nohdf" run pipeline_make pipeline PYTHON=/bin/false
+  local status_summary=$status line_summary=${lines[${#lines[@]}-1]}
+  # A report folder without one (an older report's): eval.h5 itself.
+  rm "$summary"
   run pipeline_make pipeline
   local status_h5dump=$status line_h5dump=${lines[${#lines[@]}-1]}
   PATH="$nohdf" run pipeline_make pipeline
@@ -120,10 +129,14 @@ PY
   # A PYTHON without h5py (a GPU host's h5py lives in its own environment): python3 on PATH.
   PATH="$nohdf" run pipeline_make pipeline PYTHON=/bin/false
   local status_path=$status line_path=${lines[${#lines[@]}-1]}
+  cp "$WORK/summary.json.orig" "$summary"
   "$PYTHON" -c "import h5py, sys; h5py.File(sys.argv[1], 'r+').attrs['accuracy'] = float(sys.argv[2])" "$eval_h5" "$old"
   touch -r "$WORK/eval.mtime" "$eval_h5"
   assert_stages ""
-  local expected="pipeline: 61.80 % test accuracy; report in $WORK/run/report/index.html"
+  local report="report in $WORK/run/report/index.html"
+  [ "$status_summary" -eq 0 ] && [ "$line_summary" = "pipeline: 25.00 % test accuracy; $report" ] ||
+    { echo "summary.json: $status_summary '$line_summary'"; false; }
+  local expected="pipeline: 61.80 % test accuracy; $report"
   [ "$status_h5dump" -eq 0 ] && [ "$line_h5dump" = "$expected" ] || { echo "with h5dump: $status_h5dump '$line_h5dump'"; false; }
   [ "$status_python" -eq 0 ] && [ "$line_python" = "$expected" ] || { echo "without h5dump: $status_python '$line_python'"; false; }
   [ "$status_path" -eq 0 ] && [ "$line_path" = "$expected" ] || { echo "PYTHON without h5py: $status_path '$line_path'"; false; }

@@ -75,6 +75,12 @@ cm = h5py.File(sys.argv[2], "r")["confusion"][()]
 acc = np.trace(cm) / cm.sum()
 assert abs(summary["accuracy"] - acc) < 1e-12, (summary, acc)
 assert summary["missing"] == [] and len(summary["images"]) == 6
+# summary.json beside the documents: the same, less what describes this invocation; one key
+# a line, as make pipeline's closing line reads "accuracy" with sed.
+text = open(f"{sys.argv[3]}/summary.json").read()
+kept = {k: v for k, v in summary.items() if k not in ("output", "seconds", "phases")}
+assert json.loads(text) == kept, (text, kept)
+assert f'\n "accuracy": {json.dumps(summary["accuracy"])}\n' in text, text
 # Where the time went, in the other tools' phases (common/phases.h): each a share of the total.
 phases = summary["phases"]
 assert set(phases) == {"startup", "read", "hash", "compute", "write", "other", "total"}, phases

@@ -365,11 +365,19 @@ def run(args, tmp_holder, phases):
            "stages": stages, "provenance": provenance,
            "best_marker": "validation" if "val_loss" in history else "test",
            "footer": f"Made by {version_line()} from " + ", ".join(os.path.basename(p) for p in paths.values())}
+    # What the report shows, for scripts: summary.json beside the documents and --json's line.
+    # One key per line, "accuracy" among them: `make pipeline` reads its closing line from
+    # here with sed, without a Python (pipelines/pipeline.mk).
+    summary = {"tool": TOOL, "title": title, "dataset": dataset["name"] if dataset else None,
+               "inputs": paths, "missing": [name for name, _ in missing], "images": images,
+               "features_origin": origin, "accuracy": loaded["eval"]["accuracy"] if "eval" in loaded else None}
     phases.enter("write")
     with open(os.path.join(tmp, "index.html"), "w", encoding="utf-8") as f:
         f.write(build_html(ctx))
     with open(os.path.join(tmp, "report.md"), "w", encoding="utf-8") as f:
         f.write(build_markdown(ctx))
+    with open(os.path.join(tmp, "summary.json"), "w", encoding="utf-8") as f:
+        f.write(json.dumps(summary, indent=1) + "\n")
     commit_output(tmp, args.output)
     tmp_holder.clear()
     phases.enter("other")
@@ -379,11 +387,8 @@ def run(args, tmp_holder, phases):
     log(args, f"wrote {os.path.join(args.output, 'index.html')} ({len(images)} plots, "
               f"{', '.join(sorted(loaded))}) in {time.time() - started:.1f} s")
     if args.json:
-        summary = {"tool": TOOL, "output": args.output, "inputs": paths, "title": title,
-                   "dataset": dataset["name"] if dataset else None,
-                   "missing": [name for name, _ in missing], "images": images, "features_origin": origin,
-                   "accuracy": loaded["eval"]["accuracy"] if "eval" in loaded else None,
-                   "seconds": round(time.time() - started, 3), "phases": phases.summary()}
+        summary.update({"output": args.output, "seconds": round(time.time() - started, 3),
+                        "phases": phases.summary()})
         print(json.dumps(summary), flush=True)
 
 
