@@ -153,9 +153,8 @@ class Phases:
     {"startup", "read", "hash", "compute", "write", "other", "total"} seconds for --json.
     Time is charged to the current phase; "startup" runs from the process's start
     (/proc/self/stat) to the first phase: Python and the report's own modules. The plotting
-    library is imported while the readers read and charged to "compute" (the figures'
-    work); h5py, where the parent imports it before the readers fork (fewer than 4 CPUs; with
-    more each reader imports its own), to "read"."""
+    library is imported while the readers read and charged to "compute" (the figures' work);
+    h5py, imported just before the readers are forked, to "read"."""
 
     NAMES = ("startup", "read", "hash", "compute", "write", "other")
 

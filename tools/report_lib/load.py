@@ -466,17 +466,10 @@ def data_bytes_now():
 
 def start_read(kind, path, **options):
     """Forks the child that reads one file; finish_read collects it. Several can be under
-    way at once (the report starts all of a run folder's readers together). With CPUs to
-    spare each child imports h5py itself while the parent imports the plotting library (on
-    an H200 host numpy and h5py took 0.3-0.45 s, in series with matplotlib's import when the
-    parent made them first); on fewer than parallel.SERIAL_BELOW CPUs the children's imports
-    would only compete with the parent's (the 2-core machine's report 0.1-0.4 s slower), so
-    there h5py is imported once, before the fork."""
-    if parallel.workers() < parallel.SERIAL_BELOW:
-        import h5py  # noqa: F401
+    way at once (the report starts all of a run folder's readers together)."""
+    import h5py  # noqa: F401  (imported once, before the fork)
 
-    def limits():  # in the child: h5py, then memory beyond what it holds by then, and time
-        import h5py  # noqa: F401,F811
+    def limits():  # in the child: memory beyond what it inherited, and time
         limit = data_bytes_now()
         if limit:
             resource.setrlimit(resource.RLIMIT_DATA, (limit + READ_EXTRA_MEMORY, limit + READ_EXTRA_MEMORY))
