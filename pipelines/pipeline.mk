@@ -199,7 +199,7 @@ $(eval $(call pl_stamp_rule,$(PL_EVAL_STAMP),eval))
 # Make keeps newer than eval.h5; a report folder without one (an older report) is read by
 # h5dump (hdf5-tools, make deps), which starts in milliseconds, else by a Python with h5py
 # (PYTHON, else the python3 first on PATH: a GPU host's h5py is often in its own
-# environment), which took 0.44-0.61 s on an H200 host, the pipeline's last 3 %.
+# environment), whose import took 0.44-0.61 s on an H200 host, ~3 % of the whole pipeline.
 PL_SUMMARY := $(dir $(PL_REPORT))summary.json
 pipeline: $(PL_REPORT)
 	@acc=$$(if [ -f $(call pl_q,$(PL_SUMMARY)) ]; then sed -n 's/^ "accuracy": \([-+.0-9eE]*\),\{0,1\}$$/\1/p' \

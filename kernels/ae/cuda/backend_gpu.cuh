@@ -61,8 +61,6 @@ struct Stage {
   int64_t reduce_first = 0, reduce_count = 0;
 };
 
-// Where the loss epilogue finds its targets and what the forward pass writes besides its
-// activations.
 // How a convolution's tile is chosen (conv_tile). `timed`: the fastest candidate at this
 // batch, timed once. `borrowed`: the tile timed for the nearest batch, never timed afresh —
 // for work done once an epoch (its last, smaller batch; the samples' reconstruction), where
@@ -72,6 +70,8 @@ struct Stage {
 // same bits (GpuPlan.EveryTileGivesTheSameBits): the choice is only about time.
 enum class TileChoice { timed, borrowed, rule };
 
+// Where the loss epilogue finds its targets and what the forward pass writes besides its
+// activations.
 struct ForwardIo {
   const uint8_t* images = nullptr;  // uint8 NCHW; image i of the batch: images[order[*pos + i]]
   const int* order = nullptr;       // null: images[i]
