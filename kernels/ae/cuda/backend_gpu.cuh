@@ -67,7 +67,7 @@ struct Stage {
 // timing every candidate (0.017 s for the seed model's last batch of 8 on an H200) costs
 // more than the best tile wins. `rule`: the rule's tile (encode: a few dozen chunks of two
 // convolutions do not win back the time timing the candidates takes). Every tile gives the
-// same bits (GpuPlan.EveryTileGivesTheSameBits): the choice is only about time.
+// same bits (PlanLayer.EveryTileGivesTheSameBits): the choice is only about time.
 enum class TileChoice { timed, borrowed, rule };
 
 // Where the loss epilogue finds its targets and what the forward pass writes besides its
