@@ -119,4 +119,53 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
   }
 }
 
+// How much of an epoch's evaluation passes would hide beside the next epoch's training
+// steps (docs/BENCHMARKS.md): the seed model, fp32 batch 64 (the default pipeline's), 45,000
+// training and 15,000 evaluation images (CIFAR-10's training, validation and test splits).
+// Per round: the epoch alone, eval_loss alone, the same pass on its own stream alone, then
+// that pass started just before the epoch — and whether its loss is eval_loss's.
+TEST(BenchGpu, DISABLED_EvaluationBesideTraining) {
+  REQUIRE_GPU();
+  const ae::Architecture arch(3, 32, 32, {256, 128});
+  const int n = 45000, n_eval = 15000, batch = 64, chunk = 256;
+  std::vector<uint8_t> images(size_t(n + n_eval) * size_t(arch.image_dim()));
+  std::mt19937_64 rng(1);
+  for (auto& b : images) b = uint8_t(rng() >> 56);
+  const uint8_t* eval_host = images.data() + size_t(n) * size_t(arch.image_dim());
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (ae::Precision p : {ae::Precision::fp32, ae::Precision::bf16}) {
+    SteppedGpuBackend g(arch, ae::OptimizerConfig(), p);
+    g.set_params(ae::init_params(arch, 0));
+    g.set_train_images(images.data(), n);
+    cae::cuda::DeviceBuffer<uint8_t> eval_dev(size_t(n_eval) * size_t(arch.image_dim()));
+    AE_CUDA_CHECK(cudaMemcpy(eval_dev.get(), eval_host, eval_dev.bytes(), cudaMemcpyHostToDevice));
+    g.train_epoch(order, batch, 3e-4f, {});  // warm-up: tiles, graphs, first touches
+    g.eval_loss(eval_host, n_eval, batch);
+    for (int round = 0; round < 3; ++round) {
+      double t0 = now();
+      g.train_epoch(order, batch, 3e-4f, {});
+      const double train = now() - t0;
+      t0 = now();
+      const double loss = g.eval_loss(eval_host, n_eval, batch);
+      const double eval = now() - t0;
+      t0 = now();
+      g.start_evaluation_beside(eval_dev.get(), n_eval, chunk);
+      const double loss_alone = g.finish_evaluation_beside();
+      const double beside_alone = now() - t0;
+      t0 = now();
+      g.start_evaluation_beside(eval_dev.get(), n_eval, chunk);
+      g.train_epoch(order, batch, 3e-4f, {});
+      const double loss_beside = g.finish_evaluation_beside();
+      const double both = now() - t0;
+      std::printf("BENCH beside precision=%s round=%d train=%.4f eval=%.4f beside_alone=%.4f both=%.4f "
+                  "hidden=%.0f%% same_loss=%d/%d\n",
+                  ae::precision_name(p), round, train, eval, beside_alone, both,
+                  100.0 * (train + beside_alone - both) / beside_alone, loss_alone == loss, loss_beside == loss);
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
