@@ -33,23 +33,6 @@ class SteppedGpuBackend final : public ae::cuda::GpuBackend {
   cudaStream_t stream() const { return stream_; }  // where stages and replays run
   // The tiles the step's convolutions were timed to, "layer 1 fwd 128x128/3, …".
   std::string conv_tiles() const;
-
-  // An experiment (BenchGpu.DISABLED_EvaluationBesideTraining): eval_loss's forward pass and
-  // loss over `n` images already on the device, issued on a stream of the lowest priority with
-  // activations of its own and a copy of the weights as they are now, so that the training
-  // steps issued next run beside it. Uses the tiles eval_loss timed at `chunk` (call it first).
-  void start_evaluation_beside(const uint8_t* device_images, int64_t n, int chunk);
-  double finish_evaluation_beside();  // waits; the mean loss, as eval_loss computes it
-  ~SteppedGpuBackend() override;
-
- private:
-  cudaStream_t side_stream_ = nullptr;
-  cudaEvent_t snapshot_ = nullptr;
-  ae::cuda::StepBuffers side_bufs_;
-  ae::cuda::PackedSet side_packs_;
-  cae::cuda::DeviceBuffer<float> side_params_;
-  cae::cuda::DeviceBuffer<double> side_loss_;
-  int64_t side_n_ = 0;
 };
 
 }  // namespace gpu_test
