@@ -1,6 +1,7 @@
 #include "common/cublas_runtime.h"
 
 #include "common/device.h"
+#include "common/group.h"
 
 #ifdef CIFARAE_WITH_CUDA
 #include <dlfcn.h>
@@ -84,3 +85,10 @@ void preload(const DeviceChoice&, int) {}
 void settle() {}
 }  // namespace cae::cublas
 #endif
+
+namespace cae::cublas {
+void preload(const DeviceChoice& device, const GroupPlace& place) {
+  if (!place.grouped()) preload(device, 0);
+  else if (device.get() == Device::gpu) preload(device, select_group_gpu(place.local_rank));
+}
+}  // namespace cae::cublas

@@ -10,6 +10,10 @@
 
 #include "common/device.h"
 
+namespace cae {
+struct GroupPlace;  // common/group.h
+}
+
 #ifdef CIFARAE_WITH_CUDA
 #include <cublas_v2.h>
 
@@ -42,6 +46,10 @@ namespace cae::cublas {
 // auto load once the driver has found a GPU (nothing without one). Without CUDA it does
 // nothing.
 void preload(const DeviceChoice& device, int gpu);
+// preload() for a tool that may be a rank of a group (svm-fit, svm-eval): GPU 0 outside a
+// group; on a group rank whose device is a GPU, the rank's own (select_group_gpu, which also
+// makes it current), so a rank waits for the driver's answer here.
+void preload(const DeviceChoice& device, const GroupPlace& place);
 // Waits for a load that preload() started, if any. The tools call it before they return from
 // main: exit() tears down the CUDA runtime that libcublas's initialisers call into, and a
 // tool that fails on its input before it needs cuBLAS would otherwise exit while the

@@ -88,9 +88,7 @@ void evaluate(const Options& opt, const cae::CommonOptions& common) {
   cae::GroupExchange& group = me.exchange;
   const bool lead = group.lead();
   // The GPU's context and cuBLAS are made while the inputs are read: GPU 0's, or a rank's own.
-  if (!me.place.grouped()) cae::cublas::preload(choice, 0);
-  if (me.place.grouped() && choice.get() == cae::Device::gpu)
-    cae::cublas::preload(choice, cae::select_group_gpu(me.place.local_rank));
+  cae::cublas::preload(choice, me.place);
   svm::set_cpu_threads(opt.threads);
   cae::Stopwatch clock;
   std::unique_ptr<cae::AtomicOutput> out, data_out;

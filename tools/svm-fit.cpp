@@ -122,9 +122,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   const cae::GroupPlace& place = me.place;
   cae::GroupExchange& group = me.exchange;
   // The GPU's context and cuBLAS are made while the inputs are read: GPU 0's, or a rank's own.
-  if (!place.grouped()) cae::cublas::preload(choice, 0);
-  if (place.grouped() && choice.get() == cae::Device::gpu)
-    cae::cublas::preload(choice, cae::select_group_gpu(place.local_rank));
+  cae::cublas::preload(choice, place);
   svm::set_cpu_threads(opt.threads);
   cae::Stopwatch clock;
   // Output paths are checked now, not after the fit (rank 0 writes them; the others nothing).
