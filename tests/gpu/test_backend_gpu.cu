@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <random>
@@ -229,6 +230,33 @@ TEST_P(GpuBackend, OnceAnEpochWorkTimesNoTile) {
   EXPECT_TRUE(std::all_of(recon.begin(), recon.end(), [](float v) { return std::isfinite(v); }));
   ASSERT_TRUE(std::isfinite(g.eval_loss(imgs.data(), n, 64)));
   EXPECT_NE(g.conv_tiles().find("(batch 37)"), std::string::npos) << g.conv_tiles();
+}
+
+// A kernel's shared-memory limit is raised at its first launch (igemm::allow_dynamic_smem),
+// and in a fresh process the weight-gradient kernels and the narrow layers' are first
+// launched inside the training step's graph capture. In a child process of its own (the
+// tests before this one launched them all already), the first backend's epoch must capture,
+// run and give the same parameters as a second backend's in the same process.
+TEST_P(GpuBackend, KernelsFirstLaunchedInsideACaptureRun) {
+  const int n = 37, batch = 16;
+  const auto imgs = images(n, 81);
+  const auto params = ae::init_params(arch(), 23);
+  const auto epoch_params = [&] {
+    auto g = gpu(ae::OptimizerConfig());
+    g->set_params(params);
+    g->set_train_images(imgs.data(), n);
+    const double loss = g->train_epoch(iota_order(0, n), batch, 1e-3f, {});
+    return std::isfinite(loss) ? g->params() : std::vector<float>();
+  };
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh exec, not a fork of this CUDA process
+  EXPECT_EXIT(
+      {
+        const auto first = epoch_params();
+        const bool same = !first.empty() && first == epoch_params();
+        std::fprintf(stderr, same ? "same parameters\n" : "the fresh process's epoch differs\n");
+        std::exit(same ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "same parameters");
 }
 
 TEST_P(GpuBackend, StateRoundTripsAndPartialBatches) {

@@ -124,7 +124,6 @@ class GpuBackend : public AeBackend {
     sm_count_ = prop.multiProcessorCount;
     if (prop.major < 8)
       throw std::runtime_error(std::string("--device gpu: ") + prop.name + " is too old (needs compute capability 8.0+)");
-    init_kernels();
     AE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     int least_priority = 0, greatest_priority = 0;
     AE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));

@@ -218,6 +218,7 @@ void launch_conv(const ConvK& k, cudaStream_t stream) {
   // Columns up to ldo: every epilogue but up2_subpixel's writes the channel padding too.
   dim3 grid((k.M + BM - 1) / BM, (k.cols + BN - 1) / BN, k.parity ? 4 : 1);
   if (!k.sub_k) grid.y = (std::max(k.cols, k.ldo) + BN - 1) / BN;
+  allow_dynamic_smem(conv_igemm_kernel<T, BM, BN, WM_, WN_, ST, Epilogue>, smem);
   conv_igemm_kernel<T, BM, BN, WM_, WN_, ST, Epilogue><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }
@@ -273,6 +274,7 @@ template <typename T, typename Epilogue>
 void dispatch_conv(const ConvK& k, cudaStream_t stream) {
   if constexpr (kTakesSubpixel<Epilogue>) {
     if (use_subpixel_halo(k, int(sizeof(T)))) {
+      allow_dynamic_smem(subpixel_halo_kernel<T, Epilogue>, kHaloSmem);
       subpixel_halo_kernel<T, Epilogue><<<unsigned(k.M / (kHaloRows * kHaloW)), 256, kHaloSmem, stream>>>(k);
       AE_CUDA_LAUNCH_CHECK();
       return;
@@ -302,37 +304,6 @@ void dispatch_epilogue(const ConvK& k, cudaStream_t stream) {
   throw std::invalid_argument("conv_igemm: unknown epilogue");
 }
 
-template <typename T, typename Epilogue>
-void allow_conv_smem() {
-  if constexpr (kTakesSubpixel<Epilogue>)
-    AE_CUDA_CHECK(cudaFuncSetAttribute(subpixel_halo_kernel<T, Epilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       kHaloSmem));
-  const auto allow = [](auto kernel, int bytes) {
-    AE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  };
-  allow(conv_igemm_kernel<T, 128, 16, 4, 1, 3, Epilogue>, conv_smem_bytes<128, 16, 3>());
-  allow(conv_igemm_kernel<T, 64, 128, 2, 4, 2, Epilogue>, conv_smem_bytes<64, 128, 2>());
-  allow(conv_igemm_kernel<T, 64, 128, 2, 4, 3, Epilogue>, conv_smem_bytes<64, 128, 3>());
-  allow(conv_igemm_kernel<T, 128, 128, 2, 4, 3, Epilogue>, conv_smem_bytes<128, 128, 3>());
-  allow(conv_igemm_kernel<T, 256, 128, 4, 2, 3, Epilogue>, conv_smem_bytes<256, 128, 3>());
-  allow(conv_igemm_kernel<T, 128, 256, 2, 4, 3, Epilogue>, conv_smem_bytes<128, 256, 3>());
-}
-// Every kernel of element type T, with each epilogue (and the wgmma engine's where it runs).
-template <typename T>
-void allow_conv_smem_all(bool wgmma) {
-  const auto each = [wgmma](auto epilogue) {
-    using E = decltype(epilogue);
-    allow_conv_smem<T, E>();
-    if (wgmma) allow_conv_wgmma_smem<T, E>();
-  };
-  each(StoreEpilogue{});
-  each(SubpixelStoreEpilogue{});
-  each(PoolEpilogue{});
-  each(ReluMaskEpilogue{});
-  each(UnpoolMaskEpilogue{});
-  each(LossEpilogue{});
-}
-
 }  // namespace
 
 const char* conv_tile_name(ConvTile t) {
@@ -358,15 +329,6 @@ bool has_wgmma() {
   AE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
   return major == 9 && minor == 0;
 }
-
-namespace igemm {
-void init_conv_kernels() {
-  const bool wgmma = has_wgmma();
-  allow_conv_smem_all<__nv_bfloat16>(wgmma);
-  allow_conv_smem_all<float>(wgmma);
-  allow_conv_im2col_pool_smem();
-}
-}  // namespace igemm
 
 namespace {
 
@@ -451,7 +413,6 @@ void dispatch(const ConvK& k, DType t, cudaStream_t stream) {
 
 void conv_igemm(const ConvArgs& a, DType t, cudaStream_t stream) {
   if (a.images <= 0) return;
-  init_kernels();
   dispatch(make_conv_k(a), t, stream);
 }
 
@@ -473,7 +434,6 @@ ConvTile tune_conv_tile(const ConvArgs& a, DType t, cudaStream_t stream) {
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   AE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
   if (capturing != cudaStreamCaptureStatusNone) throw std::logic_error("tune_conv_tile: the stream is capturing");
-  init_kernels();
   ConvK k = make_conv_k(a);
   const ConvTile rule = rule_tile(k, t == DType::bf16 ? 2 : 4);
   cudaEvent_t start = nullptr, stop = nullptr;

@@ -500,13 +500,10 @@ struct ConvStageLoader {
 bool im2col_pool_fits(const ConvK& k);
 template <typename T>
 void launch_conv_im2col_pool(const ConvK& k, cudaStream_t stream);
-void allow_conv_im2col_pool_smem();
 
 // The wgmma engine's launch (conv_wgmma.cu, compiled for sm_90a only): tile is one of the
 // ConvTile::wgmma_* tiles. Instantiated there for every element type and epilogue.
 template <typename T, typename Epilogue>
 void launch_conv_wgmma(ConvTile tile, const ConvK& k, cudaStream_t stream);
-template <typename T, typename Epilogue>
-void allow_conv_wgmma_smem();
 
 }  // namespace ae::cuda::igemm

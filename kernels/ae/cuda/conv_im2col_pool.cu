@@ -202,17 +202,13 @@ void launch(const ConvK& k, cudaStream_t stream) {
   const int row_bytes = (1 << k.lcs) * int(sizeof(T));
   const int smem = smem_bytes(k.ldo, row_bytes, int(sizeof(T)));
   const int tiles = (k.M / 4 + kWindowsPerTile - 1) / kWindowsPerTile;
+  // The most any layer of this NI takes: one request per kernel, not one per layer.
+  allow_dynamic_smem(conv_im2col_pool_kernel<T, NI>, smem_bytes(8 * kWarpsN * NI, kMaxRowBytes, int(sizeof(T))));
   int per_sm = 0;
   AE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_im2col_pool_kernel<T, NI>, kThreads, smem));
   const int blocks = std::min(tiles, std::max(per_sm, 1) * sm_count());
   conv_im2col_pool_kernel<T, NI><<<blocks, kThreads, smem, stream>>>(k, tiles);
   AE_CUDA_LAUNCH_CHECK();
-}
-
-template <typename T, int NI>
-void allow_smem() {
-  AE_CUDA_CHECK(cudaFuncSetAttribute(conv_im2col_pool_kernel<T, NI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     smem_bytes(8 * kWarpsN * NI, kMaxRowBytes, int(sizeof(T)))));
 }
 
 }  // namespace
@@ -234,14 +230,5 @@ void launch_conv_im2col_pool(const ConvK& k, cudaStream_t stream) {
 }
 template void launch_conv_im2col_pool<bf16>(const ConvK&, cudaStream_t);
 template void launch_conv_im2col_pool<float>(const ConvK&, cudaStream_t);
-
-void allow_conv_im2col_pool_smem() {
-  allow_smem<bf16, 2>();
-  allow_smem<bf16, 4>();
-  allow_smem<bf16, 8>();
-  allow_smem<float, 2>();
-  allow_smem<float, 4>();
-  allow_smem<float, 8>();
-}
 
 }  // namespace ae::cuda::igemm

@@ -110,6 +110,7 @@ __global__ void __launch_bounds__(256) conv_wgmma_kernel(const ConvK p) {
 template <typename T, int BM, int BN, int ST, typename Epilogue>
 void launch(const ConvK& k, cudaStream_t stream) {
   dim3 grid((k.M + BM - 1) / BM, (std::max(k.cols, k.ldo) + BN - 1) / BN, k.parity ? 4 : 1);
+  allow_dynamic_smem(conv_wgmma_kernel<T, BM, BN, ST, Epilogue>, wgmma_smem_bytes<BM, BN, ST>());
   conv_wgmma_kernel<T, BM, BN, ST, Epilogue><<<grid, 256, wgmma_smem_bytes<BM, BN, ST>(), stream>>>(k);
   AE_CUDA_LAUNCH_CHECK();
 }
@@ -127,19 +128,8 @@ void launch_conv_wgmma(ConvTile tile, const ConvK& k, cudaStream_t stream) {
   throw std::invalid_argument("conv_igemm: no warpgroup-MMA kernel for this tile");
 }
 
-template <typename T, typename Epilogue>
-void allow_conv_wgmma_smem() {
-  const auto allow = [](auto kernel, int bytes) {
-    AE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  };
-  allow(conv_wgmma_kernel<T, 128, 128, 4, Epilogue>, wgmma_smem_bytes<128, 128, 4>());
-  allow(conv_wgmma_kernel<T, 128, 128, 3, Epilogue>, wgmma_smem_bytes<128, 128, 3>());
-  allow(conv_wgmma_kernel<T, 64, 128, 4, Epilogue>, wgmma_smem_bytes<64, 128, 4>());
-}
-
-#define AE_CONV_WGMMA_INSTANTIATE(T, E)                                                  \
-  template void launch_conv_wgmma<T, E>(ConvTile, const ConvK&, cudaStream_t); \
-  template void allow_conv_wgmma_smem<T, E>();
+#define AE_CONV_WGMMA_INSTANTIATE(T, E) \
+  template void launch_conv_wgmma<T, E>(ConvTile, const ConvK&, cudaStream_t);
 #define AE_CONV_WGMMA_INSTANTIATE_ALL(T)              \
   AE_CONV_WGMMA_INSTANTIATE(T, StoreEpilogue)         \
   AE_CONV_WGMMA_INSTANTIATE(T, SubpixelStoreEpilogue) \

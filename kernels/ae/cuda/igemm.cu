@@ -8,10 +8,11 @@
 // in flight; fragments come out of shared memory with ldmatrix and feed mma.sync (bf16
 // m16n8k16 or tf32 m16n8k8, fp32 accumulators). What makes them convolutions is only
 // the address computation of each 16-byte chunk: an im2col matrix is never written.
+#include <map>
 #include <mutex>
-#include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "common/cuda_check.cuh"
 #include "kernels/ae/cuda/igemm_common.cuh"
@@ -33,18 +34,25 @@ int channel_pitch(int channels) {
   return p;
 }
 
-void init_kernels() {
-  // Kernels using more than 48 KB of shared memory must say so once per device (the
-  // attribute belongs to the device's context: ranks of a group may share a process);
-  // done here, outside any stream capture.
-  static std::mutex mu;
-  static std::set<int> done;
+namespace igemm {
+
+void allow_dynamic_smem(const void* kernel, int bytes) {
+  if (bytes <= 48 * 1024) return;  // the default limit
+  // The attribute belongs to the device's context (ranks of a group may share a process),
+  // so it is remembered per (kernel, device). Asked at a kernel's first use, so that no list
+  // of the ~150 instantiations has to be kept, nor run before a graph capture: inside one
+  // it is allowed, being no stream operation (docs/DECISIONS.md).
   int device = 0;
   AE_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> allowed;
   std::lock_guard<std::mutex> lock(mu);
-  if (!done.insert(device).second) return;
-  igemm::init_conv_kernels();
-  igemm::init_wgrad_kernels();
+  int& limit = allowed[{kernel, device}];
+  if (limit >= bytes) return;
+  AE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  limit = bytes;
 }
+
+}  // namespace igemm
 
 }  // namespace ae::cuda

@@ -29,8 +29,13 @@ __device__ __forceinline__ void zero_acc(float (&acc)[MI][NI][4]) {
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
 }
 
-// Raise the kernels' shared-memory limits (init_kernels() calls them once per process).
-void init_conv_kernels();
-void init_wgrad_kernels();
+// Lets `kernel` take up to `bytes` of dynamic shared memory on the current device (beyond
+// 48 KB a kernel must ask). Called before each launch or occupancy query; asks the driver
+// once per kernel and device.
+void allow_dynamic_smem(const void* kernel, int bytes);
+template <typename... Params>
+void allow_dynamic_smem(void (*kernel)(Params...), int bytes) {
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
+}
 
 }  // namespace ae::cuda::igemm

@@ -35,10 +35,6 @@ int ilog2_exact(int v, const char* what);
 // power of two lets the GEMMs split k = tap·pitch + c with a shift.
 int channel_pitch(int channels);
 
-// Raises the shared-memory limit of the GEMM kernels (once per process). Called by the
-// entry points below; call it yourself before capturing them into a CUDA graph.
-void init_kernels();
-
 // Every epilogue writes all ldo channels of the pixels it writes: channels N..ldo−1 as 0
 // (argmax 0).
 enum class ConvEpilogue : int {

@@ -161,10 +161,13 @@ template <typename T, int BM, int BN, int WM_, int WN_, int ST, bool UA = false>
 void launch_wgrad(const WgradK& k, int splits, cudaStream_t stream) {
   constexpr int smem = ST * WgradGeom<T, BM, BN>::STAGE;
   dim3 grid(k.Mp / BM, k.Np / BN, splits * (k.parity ? 4 : 1));
-  if (k.div_gw.log2 >= 0 && k.div_ghw.log2 >= 0)
+  if (k.div_gw.log2 >= 0 && k.div_ghw.log2 >= 0) {
+    allow_dynamic_smem(wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, true>, smem);
     wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, true><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
-  else
+  } else {
+    allow_dynamic_smem(wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, false>, smem);
     wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, false><<<grid, WM_ * WN_ * 32, smem, stream>>>(k);
+  }
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -273,38 +276,14 @@ __global__ void __launch_bounds__(kReduceThreads) wgrad_reduce_kernel(const floa
   }
 }
 
-template <typename T, int BM, int BN, int WM_, int WN_, int ST, bool UA = false>
-void allow_wgrad_smem() {
-  for (auto* kernel : {wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, true>, wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, UA, false>})
-    AE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ST * WgradGeom<T, BM, BN>::STAGE));
-}
-template <typename T>
-void allow_wgrad_smem_all() {
-  allow_wgrad_smem<T, 128, 128, 2, 4, 3>();
-  allow_wgrad_smem<T, 128, 32, 4, 1, 3>();
-  allow_wgrad_smem<T, 128, 16, 4, 1, 3>();
-  allow_wgrad_smem<T, 128, 128, 2, 4, 3, true>();
-  allow_wgrad_smem<T, 128, 32, 4, 1, 3, true>();
-  allow_wgrad_smem<T, 128, 16, 4, 1, 3, true>();
-}
-
-}  // namespace
-
-namespace igemm {
-void init_wgrad_kernels() {
-  allow_wgrad_smem_all<bf16>();
-  allow_wgrad_smem_all<float>();
-  if (has_wgmma()) allow_wgrad_wgmma_smem();
-}
-}  // namespace igemm
-
-namespace {
 // Blocks of the weight-gradient kernel that one multiprocessor holds at once.
 template <typename T, int BM, int BN, int WM_, int WN_, int ST>
 int wgrad_occupancy() {
+  constexpr int smem = ST * WgradGeom<T, BM, BN>::STAGE;
+  allow_dynamic_smem(wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, false, false>, smem);
   int n = 0;
   AE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgrad_igemm_kernel<T, BM, BN, WM_, WN_, ST, false, false>,
-                                                              WM_ * WN_ * 32, ST * WgradGeom<T, BM, BN>::STAGE));
+                                                              WM_ * WN_ * 32, smem));
   return std::max(n, 1);
 }
 template <typename T>
@@ -316,7 +295,6 @@ int wgrad_blocks_per_sm(int bn) {
 }  // namespace
 
 WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, DType t, int max_splits) {
-  init_kernels();
   WgradPlan p;
   p.bm = 128;
   p.bn = N > 32 ? 128 : N > 16 ? 32 : 16;
@@ -349,7 +327,6 @@ WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parit
 void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& plan, float* workspace, DType t,
                  cudaStream_t stream) {
   if (plan.pixels <= 0) return;
-  init_kernels();
   if (a.Cs < 8 || b.Cs < 8) throw std::invalid_argument("wgrad_igemm: channel pitch must be ≥ 8");
   if (plan.parities != 1 && plan.parities != 4) throw std::invalid_argument("wgrad_igemm: parities must be 1 or 4");
   auto op = [](const PixelMatrix& m) {

@@ -240,7 +240,6 @@ struct WgradGeom {
 // columns per tile; UNPOOLED_A as wgrad_igemm_kernel's. Launched over the same grid.
 template <bool UNPOOLED_A>
 void launch_wgrad_wgmma(const WgradK& k, int splits, cudaStream_t stream);
-void allow_wgrad_wgmma_smem();
 int wgrad_wgmma_blocks_per_sm();
 
 }  // namespace ae::cuda::igemm

@@ -120,22 +120,20 @@ __global__ void __launch_bounds__(256) wgrad_wgmma_kernel(const WgradK p) {
 template <bool UNPOOLED_A>
 void launch_wgrad_wgmma(const WgradK& k, int splits, cudaStream_t stream) {
   dim3 grid(k.Mp / kTile, k.Np / kTile, splits * (k.parity ? 4 : 1));
-  if (k.div_gw.log2 >= 0 && k.div_ghw.log2 >= 0)
+  if (k.div_gw.log2 >= 0 && k.div_ghw.log2 >= 0) {
+    allow_dynamic_smem(wgrad_wgmma_kernel<UNPOOLED_A, true>, kSmemBytes);
     wgrad_wgmma_kernel<UNPOOLED_A, true><<<grid, 256, kSmemBytes, stream>>>(k);
-  else
+  } else {
+    allow_dynamic_smem(wgrad_wgmma_kernel<UNPOOLED_A, false>, kSmemBytes);
     wgrad_wgmma_kernel<UNPOOLED_A, false><<<grid, 256, kSmemBytes, stream>>>(k);
+  }
   AE_CUDA_LAUNCH_CHECK();
 }
 template void launch_wgrad_wgmma<false>(const WgradK&, int, cudaStream_t);
 template void launch_wgrad_wgmma<true>(const WgradK&, int, cudaStream_t);
 
-void allow_wgrad_wgmma_smem() {
-  for (auto* kernel : {wgrad_wgmma_kernel<false, true>, wgrad_wgmma_kernel<false, false>, wgrad_wgmma_kernel<true, true>,
-                       wgrad_wgmma_kernel<true, false>})
-    AE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-}
-
 int wgrad_wgmma_blocks_per_sm() {
+  allow_dynamic_smem(wgrad_wgmma_kernel<false, false>, kSmemBytes);
   int n = 0;
   AE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wgrad_wgmma_kernel<false, false>, 256, kSmemBytes));
   return std::max(n, 1);
