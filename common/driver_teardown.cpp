@@ -19,6 +19,14 @@ namespace {
 // it is a file whose path starts with `prefix`. Plain system calls into stack buffers, no
 // allocation: the child below runs it in memory it shares with a process whose other
 // threads may hold the allocator's locks.
+struct DirEntry {  // struct linux_dirent64, as getdents64 lays it out
+  uint64_t ino;
+  int64_t off;
+  unsigned short reclen;
+  unsigned char type;
+  char name[1];
+};
+
 template <typename F>
 void for_each_fd(const char* prefix, F f) {
   const size_t prefix_len = std::strlen(prefix);
@@ -29,14 +37,7 @@ void for_each_fd(const char* prefix, F f) {
     const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
     if (n <= 0) break;
     for (long off = 0; off < n;) {
-      struct Entry {  // struct linux_dirent64
-        uint64_t ino;
-        int64_t off;
-        unsigned short reclen;
-        unsigned char type;
-        char name[1];
-      };
-      const Entry* e = reinterpret_cast<const Entry*>(buf + off);
+      const DirEntry* e = reinterpret_cast<const DirEntry*>(buf + off);
       off += e->reclen;
       int fd = 0;
       const char* c = e->name;
