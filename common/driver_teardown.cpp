@@ -64,7 +64,10 @@ int hold_until_parent_exits(void*) {
     if (!held) close(fd);
   });
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != g_parent) _exit(0);  // the parent went before the line above
+  // The parent went before the line above. The system call, not _exit: a call the compiler
+  // knows never returns makes AddressSanitizer check the stack, which here is not the one it
+  // knows (a false report in the sanitized tests).
+  if (getppid() != g_parent) syscall(SYS_exit_group, 0);
   for (;;) pause();
 }
 
