@@ -15,10 +15,6 @@
 namespace cae {
 namespace {
 
-// Calls f(fd, held) for each open file descriptor but the listing's own, held saying whether
-// it is a file whose path starts with `prefix`. Plain system calls into stack buffers, no
-// allocation: the child below runs it in memory it shares with a process whose other
-// threads may hold the allocator's locks.
 struct DirEntry {  // struct linux_dirent64, as getdents64 lays it out
   uint64_t ino;
   int64_t off;
@@ -27,6 +23,10 @@ struct DirEntry {  // struct linux_dirent64, as getdents64 lays it out
   char name[1];
 };
 
+// Calls f(fd, held) for each open file descriptor but the listing's own, held saying whether
+// it is a file whose path starts with `prefix`. Plain system calls into stack buffers, no
+// allocation: the child below runs it in memory it shares with a process whose other
+// threads may hold the allocator's locks.
 template <typename F>
 void for_each_fd(const char* prefix, F f) {
   const size_t prefix_len = std::strlen(prefix);

@@ -51,12 +51,12 @@ TEST(DriverTeardown, EndsWithTheStatusAndTheFilesAreReleasedAfter) {
   // The lock comes free once the child is gone too (it goes with its parent).
   const int fd = open(file.c_str(), O_RDWR | O_CLOEXEC);
   ASSERT_GE(fd, 0);
-  bool free = false;
-  for (int i = 0; i < 500 && !free; ++i) {
-    free = flock(fd, LOCK_EX | LOCK_NB) == 0;
-    if (!free) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  bool released = false;
+  for (int i = 0; i < 500 && !released; ++i) {
+    released = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_TRUE(free) << "the file is still held 5 s after the process ended";
+  EXPECT_TRUE(released) << "the file is still held 5 s after the process ended";
   close(fd);
   unlink(file.c_str());
   rmdir(prefix.c_str());
