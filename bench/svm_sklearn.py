@@ -26,9 +26,9 @@ def main():
     ap.add_argument("--eval", required=True, help="svm-eval output on the test split")
     args = ap.parse_args()
     with h5py.File(args.features, "r") as f:
-        xtr = f["/train/features"][: args.train]
+        xtr = f["/train/features"][: args.train].astype(np.float32)  # float16 files too, as the tools read them
         ytr = f["/train/labels"][: args.train]
-        xte = f["/test/features"][: args.predict]
+        xte = f["/test/features"][: args.predict].astype(np.float32)
         yte = f["/test/labels"][: args.predict]
     with h5py.File(args.eval, "r") as e:
         ours = e["/predictions"][: args.predict]

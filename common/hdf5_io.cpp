@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/hdf5_handle.h"
 #include "common/hdf5_probe.h"
+#include "common/large_buffer.h"
 
 namespace cae {
 namespace {
@@ -125,6 +126,20 @@ std::string shape_str(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
   return out + "]";
+}
+
+hid_t ieee_f16_type() {
+  // As h5py's IEEE_F16LE: sign bit 15, exponent bits 10-14 (bias 15), mantissa bits 0-9.
+  // Locked: a predefined-like type that H5Tclose leaves alone; made once, by the thread
+  // that first needs it (HDF5 is entered by one thread at a time).
+  static const hid_t type = [] {
+    const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    if (t < 0 || H5Tset_fields(t, 15, 10, 5, 0, 10) < 0 || H5Tset_size(t, 2) < 0 || H5Tset_ebias(t, 15) < 0 ||
+        H5Tlock(t) < 0)
+      throw std::runtime_error("HDF5: cannot define the float16 type");
+    return t;
+  }();
+  return type;
 }
 
 // ---- writer ------------------------------------------------------------------------------
@@ -431,8 +446,40 @@ void Hdf5Reader::check_kind(const std::string& name, hid_t want) const {
   const H5T_class_t cls = H5Tget_class(t.get());
   if (cls != H5Tget_class(want))
     fail_file(path_, name + " has dtype " + type_name(t.get()) + ", expected " +
-                         (H5Tget_class(want) == H5T_FLOAT ? "float32 or float64" : "an integer type"));
+                         (H5Tget_class(want) == H5T_FLOAT ? "float16, float32 or float64" : "an integer type"));
   shape(name);  // the claimed shape is backed by stored data
+}
+
+bool Hdf5Reader::holds_float16(const std::string& name) const {
+  Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+  if (!ds.ok()) fail_file(path_, name + " is missing");
+  Handle t(H5Dget_type(ds.get()));
+  return H5Tget_class(t.get()) == H5T_FLOAT && H5Tget_size(t.get()) == 2;
+}
+
+void Hdf5Reader::read_floats(const std::string& name, uint64_t row0, uint64_t rows, float* out) const {
+  if (!holds_float16(name)) return read_rows_converting<float>(name, row0, rows, out);
+  check_kind(name, H5T_NATIVE_FLOAT);
+  const Shape s = shape(name);
+  uint64_t per_row = 1;
+  for (size_t i = 1; i < s.size(); ++i) per_row *= s[i];
+  if (rows == 0 || per_row == 0) return;
+  if (row0 + rows > s[0]) fail_file(path_, "reading past the end of " + name);
+  {  // What ae-encode and svm-fit write: read and widened in one pass, a piece per thread.
+    Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+    const std::vector<hsize_t> dims(s.begin(), s.end());
+    if (ds.ok() && read_contiguous_parallel(ds.get(), H5Type<Half>::id(), name, dims, row0, rows, out,
+                                            /*widen_halves=*/true))
+      return;
+  }
+  // Any other layout: blocks of about 32 MB of halves, each read, then widened on every core.
+  const uint64_t block_rows = std::max<uint64_t>(1, (uint64_t{16} << 20) / per_row);
+  LargeVector<Half> halves(static_cast<size_t>(std::min(rows, block_rows) * per_row));
+  for (uint64_t r = 0; r < rows; r += block_rows) {
+    const uint64_t n = std::min(block_rows, rows - r);
+    read_raw(name, H5Type<Half>::id(), row0 + r, n, halves.data());
+    halves_to_floats(halves.data(), out + r * per_row, static_cast<size_t>(n * per_row));
+  }
 }
 
 namespace {
@@ -530,7 +577,7 @@ bool Hdf5Reader::read_chunks_parallel(hid_t ds, hid_t type, const std::string& n
 // lies inside the file.
 bool Hdf5Reader::read_contiguous_parallel(hid_t ds, hid_t type, const std::string& name,
                                           const std::vector<hsize_t>& dims, uint64_t row0, uint64_t rows,
-                                          void* out) const {
+                                          void* out, bool widen_halves) const {
   constexpr size_t kPiece = size_t(4) << 20;  // below two pieces H5Dread is as fast
   const size_t row_bytes = row_bytes_of(type, dims), bytes = rows * row_bytes;
   if (bytes < 2 * kPiece) return false;
@@ -546,18 +593,27 @@ bool Hdf5Reader::read_contiguous_parallel(hid_t ds, hid_t type, const std::strin
   if (start + bytes > file_bytes_) fail_file(path_, "cannot read " + name + " (truncated file?)");
   const int64_t pieces = static_cast<int64_t>((bytes + kPiece - 1) / kPiece);
   bool failed = false;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t p = 0; p < pieces; ++p) {
-    size_t done = static_cast<size_t>(p) * kPiece;
-    const size_t end = std::min(bytes, done + kPiece);
-    while (done < end) {
-      const ssize_t got = pread(fd, static_cast<uint8_t*>(out) + done, end - done, static_cast<off_t>(start + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        failed = true;  // EOF or I/O error: the file shrank or the disk failed
-        break;
+#pragma omp parallel
+  {
+    // Widening: each thread reads a piece of halves into its own buffer, then writes its floats.
+    std::vector<Half> halves(widen_halves ? kPiece / sizeof(Half) : 0);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t p = 0; p < pieces; ++p) {
+      const size_t first = static_cast<size_t>(p) * kPiece, end = std::min(bytes, first + kPiece);
+      size_t done = first;
+      while (done < end) {
+        uint8_t* to = widen_halves ? reinterpret_cast<uint8_t*>(halves.data()) + (done - first)
+                                   : static_cast<uint8_t*>(out) + done;
+        const ssize_t got = pread(fd, to, end - done, static_cast<off_t>(start + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+          failed = true;  // EOF or I/O error: the file shrank or the disk failed
+          break;
+        }
+        done += static_cast<size_t>(got);
       }
-      done += static_cast<size_t>(got);
+      if (widen_halves && done == end)
+        halves_to_floats(halves.data(), static_cast<float*>(out) + first / sizeof(Half), (end - first) / sizeof(Half));
     }
   }
   if (failed) fail_file(path_, "cannot read " + name + " (truncated file or I/O error)");

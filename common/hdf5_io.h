@@ -16,6 +16,7 @@
 
 // Hdf5Reader opens a file only after the metadata probe (the reader sandbox) walked it.
 #include "common/hdf5_probe.h"
+#include "common/half.h"
 
 namespace cae {
 
@@ -29,6 +30,10 @@ template <> struct H5Type<int32_t> { static hid_t id() { return H5T_NATIVE_INT32
 template <> struct H5Type<int64_t> { static hid_t id() { return H5T_NATIVE_INT64; } static const char* name() { return "int64"; } };
 template <> struct H5Type<float>   { static hid_t id() { return H5T_NATIVE_FLOAT; } static const char* name() { return "float32"; } };
 template <> struct H5Type<double>  { static hid_t id() { return H5T_NATIVE_DOUBLE; } static const char* name() { return "float64"; } };
+// IEEE binary16, little-endian, defined as h5py defines numpy's float16 (HDF5 has no
+// predefined one before 1.14.4), so that h5py reads these datasets as float16 arrays.
+hid_t ieee_f16_type();
+template <> struct H5Type<Half>    { static hid_t id() { return ieee_f16_type(); } static const char* name() { return "float16"; } };
 
 struct DatasetOptions {
   uint64_t chunk_rows = 0;  // chunk along the first axis; 0 = contiguous (no compression)
@@ -107,6 +112,11 @@ class Hdf5Reader {
   // differ (a float dataset is never read as integers).
   template <typename T>
   void read_rows_converting(const std::string& name, uint64_t row0, uint64_t rows, T* out) const;
+  // True when the dataset is stored as a 2-byte float (float16).
+  bool holds_float16(const std::string& name) const;
+  // Rows [row0, row0+rows) of a float dataset as float32: float32 as stored, float16 read a
+  // block at a time and widened (exactly) on every core, float64 as read_rows_converting.
+  void read_floats(const std::string& name, uint64_t row0, uint64_t rows, float* out) const;
   // Throws "<file>: <name> has shape X, expected Y" / "... is missing".
   Shape require(const std::string& name, const Shape& expect) const;
 
@@ -136,8 +146,9 @@ class Hdf5Reader {
   // (read_raw then calls H5Dread). Both need the stored type to equal `type` exactly.
   bool read_chunks_parallel(hid_t ds, hid_t type, const std::string& name, const std::vector<hsize_t>& dims,
                             uint64_t row0, uint64_t rows, void* out) const;
+  // widen_halves: `type` is float16 and `out` receives floats (read_floats).
   bool read_contiguous_parallel(hid_t ds, hid_t type, const std::string& name, const std::vector<hsize_t>& dims,
-                                uint64_t row0, uint64_t rows, void* out) const;
+                                uint64_t row0, uint64_t rows, void* out, bool widen_halves = false) const;
   hid_t open_attr(const std::string& obj, const std::string& key) const;
   hid_t file_ = -1;
   std::string path_;

@@ -44,6 +44,7 @@ struct Options {
   int threads = 0;
   bool flip = false;
   int shifts = 0;
+  std::string dtype = "float16";
   cae::GroupOptions group;
 };
 
@@ -78,6 +79,10 @@ void add_options(CLI::App& app, Options& opt) {
                  "left, down, up, then diagonally (docs/SVM.md); /<split>/features_shift1.. for svm-fit --augment "
                  "shift:K and svm-eval --tta shift:K")
       ->check(CLI::Range(0, cae::kMaxShifts));
+  app.add_option("--feature-dtype", opt.dtype,
+                 "How the features are stored: float16 (half the bytes; rounded to nearest) or float32 (the codes "
+                 "as computed; needed where a code exceeds float16's range, 65504)")
+      ->check(CLI::IsMember({"float16", "float32"}));
   cae::add_group_options(app, opt.group, "encodes its share of every split's batches");
 }
 
@@ -111,7 +116,8 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   std::unique_ptr<ae::FeaturesWriter> w;
   if (lead) {
     out = std::make_unique<cae::AtomicOutput>(common.output);
-    w = std::make_unique<ae::FeaturesWriter>(out->temp_path(), common.output, arch);
+    w = std::make_unique<ae::FeaturesWriter>(out->temp_path(), common.output, arch,
+                                           opt.dtype == "float32" ? ae::FeatureDtype::float32 : ae::FeatureDtype::float16);
   }
   const int64_t chunk = std::max<int64_t>(opt.batch_size, kChunkImages / opt.batch_size * opt.batch_size);
   const int64_t dim = arch.latent_dim();

@@ -14,6 +14,7 @@
 #include "common/cublas_runtime.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/half.h"
 #include "common/image_decode.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -105,6 +106,14 @@ Queries encode_images(const Options& opt, const svm::Classifier& clf, cae::Devic
   const std::vector<cae::ImageView> views = tta.views();
   for (size_t j = 0; j < views.size(); ++j)
     encoder.encode_view(pixels.data(), q.n, views[j], q.X.data() + j * q.n * latent, "input", 0);
+  // An SVM fitted on float16 features (ae-encode's default) sees the codes as that file holds them.
+  if (clf.file().features_dtype == "float16") {
+    const size_t bad = cae::round_to_half(q.X.data(), q.X.size());
+    if (bad != q.X.size())
+      cae::fail_file(opt.model, "the code of " + opt.images[static_cast<size_t>(bad / latent) % opt.images.size()] +
+                                    " is beyond float16's range (±65504), the precision " + opt.svm +
+                                    " was fitted in");
+  }
   q.origin = {opt.model, "its latent codes", static_cast<int>(latent), model_sha, clf.file().class_names};
   q.described = cae::strprintf("%lld images (%dx%dx%d", static_cast<long long>(q.n), C, H, W);
   q.device = "; " + encoder.describe();

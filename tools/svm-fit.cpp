@@ -195,6 +195,7 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   clf.set_class_names(names);
   clf.set_augment(plan.views.spec());
   clf.set_encoder_sha256(rows.encoder_sha256);  // svm-eval and classify check theirs against it
+  if (train.float16) clf.keep_float16();  // its support vectors as float16, as the features were
 
   phase.emplace(cae::Phase::write);
   {

@@ -1,15 +1,22 @@
 #include "kernels/ae/features_file.h"
 
+#include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
+#include "common/error.h"
 #include "kernels/ae/data_parallel.h"
 
 namespace ae {
 
-FeaturesWriter::FeaturesWriter(const std::string& path, const std::string& display_name, const Architecture& arch)
+const char* feature_dtype_name(FeatureDtype d) { return d == FeatureDtype::float16 ? "float16" : "float32"; }
+
+FeaturesWriter::FeaturesWriter(const std::string& path, const std::string& display_name, const Architecture& arch,
+                               FeatureDtype dtype)
     : w_(path, display_name),
       latent_shape_{arch.latent_channels(), arch.latent_height(), arch.latent_width()},
-      dim_(arch.latent_dim()) {}
+      dim_(arch.latent_dim()),
+      dtype_(dtype) {}
 
 void FeaturesWriter::begin_split(const std::string& split, int64_t n, const cae::ViewSet& views) {
   if (!split_views_.empty() && views.spec() != views_.spec())
@@ -20,13 +27,28 @@ void FeaturesWriter::begin_split(const std::string& split, int64_t n, const cae:
   paths.clear();
   for (const cae::ImageView& v : views.views()) {
     paths.push_back("/" + split + "/" + cae::features_dataset(v));
-    w_.create<float>(paths.back(), {uint64_t(n), uint64_t(dim_)});
+    if (dtype_ == FeatureDtype::float16)
+      w_.create<cae::Half>(paths.back(), {uint64_t(n), uint64_t(dim_)});
+    else
+      w_.create<float>(paths.back(), {uint64_t(n), uint64_t(dim_)});
   }
 }
 
 void FeaturesWriter::write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features,
                                 int view) {
-  w_.write_rows<float>(split_views_.at(split).at(size_t(view)), uint64_t(row0), uint64_t(rows), features);
+  const std::string& dataset = split_views_.at(split).at(size_t(view));
+  if (dtype_ == FeatureDtype::float32) return w_.write_rows<float>(dataset, uint64_t(row0), uint64_t(rows), features);
+  const size_t n = static_cast<size_t>(rows * dim_);
+  if (halves_.size() < n) halves_.resize(n);
+  const size_t bad = cae::floats_to_halves(features, halves_.data(), n);
+  if (bad != n) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", static_cast<double>(features[bad]));
+    cae::fail_file(w_.name(), dataset + " row " + std::to_string(row0 + static_cast<int64_t>(bad) / dim_) +
+                                  " feature " + std::to_string(static_cast<int64_t>(bad) % dim_) + " is " + value +
+                                  ", beyond float16's range (±65504): encode with --feature-dtype float32");
+  }
+  w_.write_rows<cae::Half>(dataset, uint64_t(row0), uint64_t(rows), halves_.data());
 }
 
 void FeaturesWriter::write_labels(const std::string& split, const std::vector<uint8_t>& labels) {

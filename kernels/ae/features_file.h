@@ -1,8 +1,9 @@
 // Writing an encoder features file (format "ae-features", docs/FORMATS.md): what ae-encode
 // produces and svm-fit / svm-eval read (kernels/ae/features_reader.h).
-//   /<split>/features  float32 [N, latent_dim]   C,H,W flatten order (PyTorch's flatten)
+//   /<split>/features  float16 [N, latent_dim]   C,H,W flatten order (PyTorch's flatten);
+//                      float32 with FeatureDtype::float32
 //   /<split>/labels    uint8   [N]
-//   /<split>/features_flip, _shift1, _shift1_flip, ... float32 [N, latent_dim]: the other
+//   /<split>/features_flip, _shift1, _shift1_flip, ... [N, latent_dim], the same type: the other
 //                      views of the images (ae-encode --flip / --shifts; cae::features_dataset)
 //   root latent_shape  int64   [c, h, w] of the encoder's latent (c·h·w = latent_dim)
 //   root views         string  the view set's spec ("none", "flip", "flip,shift:2", ...)
@@ -16,23 +17,33 @@
 
 #include "common/group.h"
 #include "common/hdf5_io.h"
+#include "common/large_buffer.h"
 #include "common/provenance.h"
 #include "common/view_set.h"
 #include "kernels/ae/model.h"
 
 namespace ae {
 
+// How the features are stored: IEEE binary16 by default — half the bytes to write, read and
+// hash, and no coarser than the codes a GPU computes (TF32 products; docs/DECISIONS.md,
+// "Features stored as float16") — or float32 (ae-encode --feature-dtype float32), for codes
+// beyond float16's range (±65504) or a user who wants the codes as computed.
+enum class FeatureDtype { float16, float32 };
+const char* feature_dtype_name(FeatureDtype d);  // "float16", "float32"
+
 class FeaturesWriter {
  public:
   // Creates `path` (normally AtomicOutput::temp_path()); messages name `display_name`.
-  FeaturesWriter(const std::string& path, const std::string& display_name, const Architecture& arch);
+  FeaturesWriter(const std::string& path, const std::string& display_name, const Architecture& arch,
+                 FeatureDtype dtype = FeatureDtype::float16);
   int64_t dim() const { return dim_; }
   // Creates a dataset [n, dim] per view of `views` (the same for every split):
   // /<split>/features, and with flip /<split>/features_flip, ... (cae::features_dataset), to
   // be filled by write_rows in any order.
   void begin_split(const std::string& split, int64_t n, const cae::ViewSet& views = {});
   // Rows [row0, row0 + rows) of view `view` (an index into views.views(): 0 the images, 1
-  // their mirrors with flip).
+  // their mirrors with flip). For float16, rounded to nearest; a code beyond float16's range
+  // fails naming the row, the feature and --feature-dtype float32.
   void write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features, int view = 0);
   void write_labels(const std::string& split, const std::vector<uint8_t>& labels);
   struct Summary {
@@ -47,6 +58,8 @@ class FeaturesWriter {
   cae::Hdf5Writer w_;
   std::vector<int64_t> latent_shape_;
   int64_t dim_;
+  FeatureDtype dtype_;
+  cae::LargeVector<cae::Half> halves_;  // write_rows' float16 rows
   cae::ViewSet views_;
   std::map<std::string, std::vector<std::string>> split_views_;  // each split's datasets, in view order
 };

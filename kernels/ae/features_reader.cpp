@@ -140,14 +140,16 @@ FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, 
   for (const std::string& dataset : datasets) h5_.read_rows_converting<float>(dataset, 0, 0, nullptr);
   s.X.resize(static_cast<size_t>(s.n) * static_cast<size_t>(d));
   for (size_t v = 0; v < datasets.size(); ++v) read_checked(datasets[v], rows, d, s.X.data() + int64_t(v) * rows * d);
+  s.float16 = std::all_of(datasets.begin(), datasets.end(),
+                          [&](const std::string& dataset) { return h5_.holds_float16(dataset); });
   return s;
 }
 
 void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int d, float* out) const {
-  // float32 as stored (the parallel fast paths); float64 converted by HDF5 a buffer at a
-  // time, so the only full-size buffer is `out`. HDF5 turns a float64 beyond float32's
-  // range into ±Inf: refused below.
-  h5_.read_rows_converting<float>(dataset, 0, static_cast<uint64_t>(rows), out);
+  // float32 as stored and float16 widened as it is read (the parallel fast paths); float64
+  // converted by HDF5 a buffer at a time, so the only full-size buffer is `out`. HDF5 turns
+  // a float64 beyond float32's range into ±Inf: refused below.
+  h5_.read_floats(dataset, 0, static_cast<uint64_t>(rows), out);
   // The first non-finite value, if any (NaN or Inf would poison every kernel value).
   const int64_t none = std::numeric_limits<int64_t>::max();
   int64_t bad = none;
@@ -163,7 +165,7 @@ void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int 
   if (bad != none)
     fail_file(path(), dataset + " row " + std::to_string(bad / d) + " feature " + std::to_string(bad % d) + " is " +
                           (std::isnan(out[bad]) ? "NaN" : "infinite") +
-                          " (features must be finite float32 values)");
+                          " (features must be finite)");
 }
 
 namespace {

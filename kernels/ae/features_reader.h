@@ -2,14 +2,14 @@
 // (docs/FORMATS.md). read_features (at the end) is the one entry point the tools call: it
 // opens any of the three formats — the two HDF5 kinds below, and libsvm text
 // (common/libsvm_data.h) — and gives the rows a tool asks for. The two HDF5 kinds:
-//  * "ae-features" (root attribute format), ae-encode's: /<split>/features [N, D] float32
-//    with any D ≥ 1, /<split>/labels [N], root class_names, and optionally the root
+//  * "ae-features" (root attribute format), ae-encode's: /<split>/features [N, D] float16
+//    (or float32) with any D ≥ 1, /<split>/labels [N], root class_names, and optionally the root
 //    attribute latent_shape [c, h, w] of the encoder that wrote them (c·h·w = D) and the
 //    features [N, D] of other views of the images (cae::ViewSet; ae-encode --flip, --shifts):
 //    /<split>/features_flip, /<split>/features_shift1, /<split>/features_shift1_flip, ...
 //    The writer is kernels/ae/features_file.h.
 //  * plain (no format attribute): what a user writes with h5py — /<split>/features [N, D]
-//    float32 or float64 (read as float32), /<split>/labels [N] of any integer type, and
+//    float16, float32 or float64 (read as float32), /<split>/labels [N] of any integer type, and
 //    optionally class_names; without it the classes are 0..max label over every split.
 //    No provenance, so no encoder hash: checks that need one do not apply.
 // Labels of either kind are class indices 0..K-1 of class_names.
@@ -32,6 +32,8 @@ struct FeatureSplit {
   std::vector<int32_t> labels;  // [n]
   int64_t n = 0;
   int dim = 0;
+  // Every row came from a float16 dataset (ae-encode's default): X holds float16 values exactly.
+  bool float16 = false;
 };
 
 class FeaturesReader {

@@ -1,11 +1,14 @@
 #include "kernels/svm/classifier.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "common/error.h"
+#include "common/half.h"
 #include "common/timer.h"
 #include "kernels/svm/group_fit.h"
 #include "kernels/svm/preprocess.h"
@@ -175,6 +178,17 @@ std::vector<double> Classifier::probabilities(const std::vector<double>& decisio
   if (!has_probability()) throw std::logic_error("probabilities: the model was fitted without --probability");
   return probabilities_from_decisions(decision_values, n, static_cast<int>(f_.model.classes.size()), f_.prob_A,
                                       f_.prob_B);
+}
+
+void Classifier::keep_float16() {
+  cae::LargeVector<float>& sv = f_.model.support_vectors;
+  const int64_t n = static_cast<int64_t>(sv.size());
+  float largest = 0;
+#pragma omp parallel for schedule(static) reduction(max : largest) if (n >= (int64_t{1} << 20))
+  for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::fabs(sv[static_cast<size_t>(i)]));
+  if (!(largest < cae::kHalfOverflow)) return;
+  cae::round_to_half(sv.data(), sv.size());
+  f_.features_dtype = "float16";
 }
 
 }  // namespace svm

@@ -112,6 +112,12 @@ class Classifier {
   // The encoder of the training features (ModelFile::encoder_sha256): recorded for the checks
   // of svm-eval and classify; "" = unknown.
   void set_encoder_sha256(std::string sha) { f_.encoder_sha256 = std::move(sha); }
+  // The training rows were float16 values (ae-encode's default storage): rounds the support
+  // vectors — scaled, so no longer float16 values — to float16, which save() then stores in
+  // half the bytes, and records it (ModelFile::features_dtype). Their rounding (half a unit in
+  // the last place: 2^-11 relative, 2^-25 near 0) is the size of the features' own. Call before predicting with the model; keeps
+  // float32 if a support vector is beyond float16's range (a z-score of n rows is at most √n).
+  void keep_float16();
 
   // Probability estimates, libsvm's -b 1 (probability.h): set_probability stores the pairs'
   // sigmoids that fit_sigmoids found ([k(k−1)/2] each, pair order; fit() clears them);

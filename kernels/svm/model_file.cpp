@@ -102,7 +102,23 @@ void write_model_file(cae::Hdf5Writer& w, const ModelFile& f) {
   w.write("/scaler/scale", f.scaler.scale);
   w.write("/svm/feature_mask", f.feature_mask);
   w.write("/svm/dropped_values", f.dropped_values);
-  w.write("/svm/support_vectors", m.support_vectors.data(), {n_sv, static_cast<uint64_t>(m.dim)});
+  if (f.features_dtype == "float16") {
+    // Exact: the Classifier rounded them to float16 values (Classifier::keep_float16) before
+    // anything predicted with them. A slice at a time, so no second copy of them is made.
+    const uint64_t D_kept = static_cast<uint64_t>(m.dim);
+    w.create<cae::Half>("/svm/support_vectors", {n_sv, D_kept});
+    const uint64_t slice = std::max<uint64_t>(1, (uint64_t{16} << 20) / std::max<uint64_t>(D_kept, 1));
+    cae::LargeVector<cae::Half> halves(static_cast<size_t>(std::min(n_sv, slice) * D_kept));
+    for (uint64_t r = 0; r < n_sv; r += slice) {
+      const uint64_t rows = std::min(slice, n_sv - r);
+      const size_t count = static_cast<size_t>(rows * D_kept);
+      if (cae::floats_to_halves(m.support_vectors.data() + r * D_kept, halves.data(), count) != count)
+        throw std::logic_error("write_model_file: a support vector is beyond float16's range");
+      w.write_rows("/svm/support_vectors", r, rows, halves.data());
+    }
+  } else {
+    w.write("/svm/support_vectors", m.support_vectors.data(), {n_sv, static_cast<uint64_t>(m.dim)});
+  }
   const uint64_t coef_rows = m.kind == SvmKind::one_class ? 1 : k - 1;
   w.write("/svm/dual_coef", m.dual_coef.data(), {coef_rows, n_sv});
   w.write("/svm/rho", m.rho);
@@ -189,7 +205,9 @@ ModelFile read_model_file(const std::string& path) {
   // Up to gigabytes: read straight into an uninitialised buffer (common/large_buffer.h).
   const cae::Shape sv_shape = h5.require("/svm/support_vectors", {static_cast<uint64_t>(n_sv), kept});
   m.support_vectors.resize(static_cast<size_t>(sv_shape[0] * sv_shape[1]));
-  h5.read_rows<float>("/svm/support_vectors", 0, sv_shape[0], m.support_vectors.data());
+  f.features_dtype = h5.holds_float16("/svm/support_vectors") ? "float16" : "float32";
+  if (f.features_dtype == "float32") h5.read_rows<float>("/svm/support_vectors", 0, sv_shape[0], m.support_vectors.data());
+  else h5.read_floats("/svm/support_vectors", 0, sv_shape[0], m.support_vectors.data());
   m.dual_coef = h5.read<double>("/svm/dual_coef", {one_class ? 1 : k - 1, static_cast<uint64_t>(n_sv)});
   m.rho = h5.read<double>("/svm/rho", {static_cast<uint64_t>(m.n_decisions())});
   m.support_indices = h5.read<int64_t>("/svm/support_indices", {static_cast<uint64_t>(n_sv)});

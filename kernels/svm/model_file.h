@@ -71,6 +71,10 @@ struct ModelFile {
   // sha256 of the autoencoder that encoded the training features (their provenance), so
   // svm-eval and classify can refuse features of another encoder; "" when unknown.
   std::string encoder_sha256;
+  // The training features' storage, "float32" or "float16" (ae-encode's default). A model
+  // fitted on float16 features keeps its support vectors as float16 values (saved so: half
+  // the bytes), and classify rounds its codes to float16 as ae-encode would have stored them.
+  std::string features_dtype = "float32";
   ModelSelection selection;
   // libsvm's -b 1 (svm-fit --probability, probability.h): each pair's sigmoid
   // P(first class | f) = 1 / (1 + exp(A f + B)), [k(k−1)/2] in pair order; empty without.

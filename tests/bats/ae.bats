@@ -208,12 +208,26 @@ PY
   "$PYTHON" - "$TMP/f.h5" "$AE_DIR/full.h5" "$AE_DIR/data.h5" <<'PY'
 import hashlib, json, sys, h5py
 f = h5py.File(sys.argv[1], "r")
-assert f.attrs["format"] == "ae-features" and f["/train/features"].dtype == "float32"
+assert f.attrs["format"] == "ae-features" and f["/train/features"].dtype == "float16"
 sha = lambda p: hashlib.sha256(open(p, "rb").read()).hexdigest()
 inputs = json.loads(f.attrs["inputs"])
 assert [i["sha256"] for i in inputs] == [sha(sys.argv[2]), sha(sys.argv[3])], inputs
 assert len(f.attrs["class_names"]) == 10 and f.attrs["images_per_second"] > 0
 PY
+  # --feature-dtype float32: the codes as computed, of which the default file holds the float16 rounding.
+  "$BIN/ae-encode" --device cpu --quiet --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" --batch-size 50 \
+    --feature-dtype float32 -o "$TMP/f32.h5"
+  "$PYTHON" - "$TMP/f.h5" "$TMP/f32.h5" <<'PY'
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+for s in ("train", "test"):
+    x16, x32 = a[f"/{s}/features"][...], b[f"/{s}/features"][...]
+    assert x16.dtype == np.float16 and x32.dtype == np.float32, (x16.dtype, x32.dtype)
+    assert np.array_equal(x32.astype(np.float16), x16), s  # numpy's rounding: to nearest, ties to even
+    assert not np.array_equal(x32, x16.astype(np.float32)), s
+PY
+  run "$BIN/ae-encode" --device cpu --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" --feature-dtype float64 -o "$TMP/x.h5"
+  [ "$status" -eq 2 ] && [ ! -e "$TMP/x.h5" ]
   # One split only.
   "$BIN/ae-encode" --device cpu --quiet --model "$AE_DIR/full.h5" --data "$AE_DIR/data.h5" --split test -o "$TMP/t.h5"
   "$PYTHON" -c "import h5py,sys; f=h5py.File(sys.argv[1]); assert list(f) == ['test'], list(f)" "$TMP/t.h5"

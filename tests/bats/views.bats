@@ -72,7 +72,7 @@ for split, n in (("train", 96), ("test", 40)):
     assert sorted(f[split].keys()) == sorted(names + ["labels"]), list(f[split].keys())
     views = {name: f[f"/{split}/{name}"][...] for name in names}
     for name, x in views.items():
-        assert x.shape == (n, 512) and x.dtype == np.float32, (name, x.shape)
+        assert x.shape == (n, 512) and x.dtype == np.float16, (name, x.shape, x.dtype)
         assert np.abs(x).max() > 0
     for a, b in itertools.combinations(names, 2):
         assert not np.array_equal(views[a], views[b]), (split, a, b)

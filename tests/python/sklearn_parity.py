@@ -88,9 +88,11 @@ def check(args):
         if isinstance(split, bytes):
             split = split.decode()
     with h5py.File(args.features, "r") as f:
-        xtr = f["/train/features"][:n_train]
+        # float32, as the tools compute: scikit-learn would keep float16 (ae-encode's default
+        # storage) and standardise in it.
+        xtr = f["/train/features"][:n_train].astype(np.float32)
         ytr = f["/train/labels"][:n_train]
-        xte = f[f"/{split}/features"][: len(pred_ours)]
+        xte = f[f"/{split}/features"][: len(pred_ours)].astype(np.float32)
 
     t0 = time.time()
     scaler = StandardScaler().fit(xtr)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/half.h"
 #include "common/provenance.h"
 #include "common/view_set.h"
 #include "kernels/ae/augment.h"
@@ -217,6 +218,7 @@ ViewsFile write_views_file(const TempDir& dir, const ViewSet& views) {
   for (int v = 0; v < views.count(); ++v) {
     f.values.emplace_back(size_t(f.n * f.dim));
     for (float& x : f.values.back()) x = normal(rng);
+    cae::round_to_half(f.values.back().data(), f.values.back().size());  // as the float16 file holds them
   }
   for (int64_t i = 0; i < f.n; ++i) f.labels.push_back(static_cast<uint8_t>(rng() % 3));
   ae::FeaturesWriter w(f.path, f.path, arch);

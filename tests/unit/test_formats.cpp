@@ -16,6 +16,7 @@
 
 #include "common/atomic_output.h"
 #include "common/error.h"
+#include "common/half.h"
 #include "common/hdf5_io.h"
 #include "common/log.h"
 #include "common/provenance.h"
@@ -378,6 +379,9 @@ ThreeFormats write_three_formats(const TempDir& dir) {
   const ae::Architecture arch(3, 8, 8, {4, 2});  // latent [2, 2, 2]: 8 features a row
   t.c = make_cloud(40, static_cast<int>(arch.latent_dim()), 3, 11);
   t.flipped = make_cloud(40, t.c.dim, 3, 12);
+  // Values a float16 file (ae-encode's default) holds exactly, so that every format gives the same rows.
+  cae::round_to_half(t.c.X.data(), t.c.X.size());
+  cae::round_to_half(t.flipped.X.data(), t.flipped.X.size());
   const std::vector<uint8_t> labels(t.c.y.begin(), t.c.y.end());
   const std::string previous_tool = cae::log_tool();
   cae::set_log_tool("ae-encode");  // the writer's created_by, which encoder_sha256 trusts
