@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -328,6 +330,39 @@ TEST(SvmGpu, EveryCFromOneKernelMatrixEqualsSeparateFits) {
   }
 }
 
+// split_tf32 (the RBF kernel matrix's operands) against its definition: hi the float with
+// the low 13 significand bits clear nearest to x (ties away from zero), lo the same of x − hi.
+TEST(SvmGpu, SplitTf32IsTheNearestTf32AndItsRemainder) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> exponent(-20, 20);
+  std::vector<float> x(1 << 20);
+  for (float& v : x) v = static_cast<float>((rng() % 2 ? 1 : -1) * std::exp2(exponent(rng)));
+  x[0] = 0.0f;
+  x[1] = 1.0f + std::ldexp(1.0f, -11);  // a tie: away from zero, to 1 + 2^-10
+  auto tf32 = [](float v) {  // the CPU twin: nearest of the two neighbours, ties away
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    uint32_t down = u & 0xffffe000u, up = down + 0x2000u;
+    float d, w;
+    std::memcpy(&d, &down, 4);
+    std::memcpy(&w, &up, 4);
+    return std::fabs(double(v) - d) < std::fabs(double(w) - v) ? d : w;
+  };
+  cae::cuda::DeviceBuffer<float> d_x(x.size()), d_lo(x.size());
+  AE_CUDA_CHECK(cudaMemcpy(d_x.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  svm::cuda::split_tf32(d_x.get(), d_lo.get(), static_cast<int64_t>(x.size()), nullptr);
+  std::vector<float> hi(x.size()), lo(x.size());
+  AE_CUDA_CHECK(cudaMemcpy(hi.data(), d_x.get(), x.size() * 4, cudaMemcpyDeviceToHost));
+  AE_CUDA_CHECK(cudaMemcpy(lo.data(), d_lo.get(), x.size() * 4, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(hi[1], 1.0f + std::ldexp(1.0f, -10));
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(hi[i], tf32(x[i])) << x[i];
+    ASSERT_EQ(lo[i], tf32(x[i] - hi[i])) << x[i];
+    ASSERT_LE(std::fabs(double(hi[i]) + lo[i] - x[i]), std::ldexp(std::fabs(double(x[i])), -21)) << x[i];
+  }
+}
+
 // decision_values_gpu against decision_values_cpu on one and the same (CPU-trained) model.
 TEST(SvmGpu, DecisionValuesMatchCpuOnTheSameModel) {
   REQUIRE_GPU();
@@ -341,6 +376,52 @@ TEST(SvmGpu, DecisionValuesMatchCpuOnTheSameModel) {
     EXPECT_LE(worst, 1e-4) << svm::kernel_name(kernel);
     EXPECT_GE(agreement(svm::vote(m, gpu.data(), pr.n_test), svm::vote(m, cpu.data(), pr.n_test)), 0.998);
   }
+}
+
+// The GPU's decision values keep true FP32 products (svm_gpu.cu, dots_rowmajor): linear
+// decision values of 8,192-d rows against a double-precision reference, next to the CPU's
+// float32 SGEMM. TF32 products would be ~2^-12 off each, ~0.02 over a dot of 8,192.
+TEST(SvmGpu, DotProductsAreAsAccurateAsFloat32s) {
+  REQUIRE_GPU();
+  const int dim = 8192, n_sv = 300, n = 200;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  svm::Model m;
+  m.kernel = svm::KernelType::linear;
+  m.dim = dim;
+  m.classes = {0, 1};
+  m.n_support = {n_sv / 2, n_sv - n_sv / 2};
+  m.support_indices.resize(n_sv);
+  m.support_vectors.resize(static_cast<size_t>(n_sv) * dim);
+  for (float& v : m.support_vectors) v = normal(rng);  // standardised, as the Classifier's rows
+  m.dual_coef.resize(n_sv);
+  for (double& a : m.dual_coef) a = normal(rng);
+  m.rho = {0.25};
+  std::vector<float> X(static_cast<size_t>(n) * dim);
+  for (float& v : X) v = normal(rng);
+  std::vector<double> exact(n);
+  for (int r = 0; r < n; ++r) {
+    double sum = 0;
+    for (int v = 0; v < n_sv; ++v) {
+      double dot = 0;
+      for (int f = 0; f < dim; ++f) dot += double(X[size_t(r) * dim + f]) * m.support_vectors[size_t(v) * dim + f];
+      sum += m.dual_coef[v] * dot;
+    }
+    exact[r] = sum - m.rho[0];
+  }
+  const std::vector<double> gpu = decisions(m, X, n, true), cpu = decisions(m, X, n, false);
+  double gpu_err = 0, cpu_err = 0, scale = 0;
+  for (int r = 0; r < n; ++r) {
+    gpu_err = std::max(gpu_err, std::abs(gpu[r] - exact[r]));
+    cpu_err = std::max(cpu_err, std::abs(cpu[r] - exact[r]));
+    scale = std::max(scale, std::abs(exact[r]));
+  }
+  // A dot of 8,192 products of ±1 is ~±90: float32's rounding of its running sum leaves
+  // ~1e-4 of error.
+  std::printf("linear decision values up to %.0f: largest error %.3g on the GPU, %.3g on the CPU\n", scale, gpu_err,
+              cpu_err);
+  EXPECT_LE(gpu_err, 10 * cpu_err);
+  EXPECT_GT(cpu_err, 0);
 }
 
 // The Classifier (what svm-fit and svm-eval run) on either device: scaler, gamma and mask are

@@ -46,7 +46,7 @@ class Blas {
   explicit Blas(cudaStream_t stream) {
     SVM_CUBLAS_CHECK(api_.create(&h_));
     SVM_CUBLAS_CHECK(api_.set_stream(h_, stream));
-    // Plain FP32 products (no TF32): the kernel values must match the CPU path's sgemm.
+    // Plain FP32 products (no TF32) unless dots_rowmajor is given split rows.
     SVM_CUBLAS_CHECK(api_.set_math_mode(h_, CUBLAS_DEFAULT_MATH));
   }
   ~Blas() { api_.destroy(h_); }
@@ -65,24 +65,54 @@ void upload(DeviceBuffer<T>& dst, const T* src, size_t count, cudaStream_t strea
   if (count) AE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src, count * sizeof(T), cudaMemcpyHostToDevice, stream));
 }
 
-// Row-major C[rows_i, cols_j] (row stride ldc) = A_i · B_jᵀ, A_i: [rows_i, dim], B_j: [cols_j, dim].
-void dots_rowmajor(cublasHandle_t h, const float* A, int64_t rows, const float* B, int64_t cols, int dim, float* C,
-                   int64_t ldc) {
-  if (rows == 0 || cols == 0) return;
-  const float one = 1.0f, zero = 0.0f;
-  // Column-major view: C(r=j, c=i) = B_j · A_i, i.e. op(B)=Bᵀ [cols x dim] times A [dim x rows].
-  SVM_CUBLAS_CHECK(cae::cublas::api().sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cols), static_cast<int>(rows), dim, &one,
-                               B, dim, A, dim, &zero, C, static_cast<int>(ldc)));
+// Rows on the device: float32 as given (lo null), or as split_tf32 leaves them, x = hi + lo
+// with both TF32 values (split_rows).
+struct Rows {
+  const float* hi;
+  const float* lo = nullptr;
+  Rows from(int64_t row, int dim) const { return {hi + row * dim, lo ? lo + row * dim : nullptr}; }
+};
+
+// Splits the rows [n, dim] of `x` in place (x becomes hi) into x and `lo` (resized to fit).
+Rows split_rows(float* x, int64_t n, int dim, DeviceBuffer<float>& lo, cudaStream_t s) {
+  const size_t count = static_cast<size_t>(n) * static_cast<size_t>(dim);
+  if (lo.size() < count) lo.resize(std::max<size_t>(count, 1));
+  split_tf32(x, lo.get(), static_cast<int64_t>(count), s);
+  return {x, lo.get()};
 }
 
-// K [n, n] (row-major, ld n) of the rows d_X: SGEMM tiles of the upper block triangle, then
+// Row-major C[rows_i, cols_j] (row stride ldc) = A_i · B_jᵀ, A_i: [rows_i, dim], B_j: [cols_j, dim].
+// Float32 rows: one SGEMM in true FP32. Split rows: three GEMMs on the TF32 tensor cores,
+// A·Bᵀ ≈ A_lo·B_hiᵀ + A_hi·B_loᵀ + A_hi·B_hiᵀ (the small terms first; the dropped A_lo·B_loᵀ
+// is ~2^-22 of a product), ~2x the SGEMM's speed on a Hopper GPU. Each product is as exact as
+// float32's, but the tensor cores add them with truncation, an error of up to ~2^-24 of the
+// running sum per 8 products that does not average out: ~1e-4 of a large dot of 8,192
+// terms where float32's rounding leaves ~1e-5 (docs/SVM_GPU.md, "Kernel matrix").
+void dots_rowmajor(cublasHandle_t h, Rows A, int64_t rows, Rows B, int64_t cols, int dim, float* C, int64_t ldc) {
+  if (rows == 0 || cols == 0) return;
+  const cae::cublas::Api& blas = cae::cublas::api();
+  const float one = 1.0f, zero = 0.0f;
+  // Column-major view: C(r=j, c=i) = B_j · A_i, i.e. op(B)=Bᵀ [cols x dim] times A [dim x rows].
+  auto gemm = [&](const float* b, const float* a, const float* beta) {
+    SVM_CUBLAS_CHECK(blas.sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cols), static_cast<int>(rows), dim, &one,
+                                b, dim, a, dim, beta, C, static_cast<int>(ldc)));
+  };
+  if (!A.lo || !B.lo) return gemm(B.hi, A.hi, &zero);
+  SVM_CUBLAS_CHECK(blas.set_math_mode(h, CUBLAS_TF32_TENSOR_OP_MATH));
+  gemm(B.hi, A.lo, &zero);
+  gemm(B.lo, A.hi, &one);
+  gemm(B.hi, A.hi, &one);
+  SVM_CUBLAS_CHECK(blas.set_math_mode(h, CUBLAS_DEFAULT_MATH));
+}
+
+// K [n, n] (row-major, ld n) of the rows X: GEMM tiles of the upper block triangle, then
 // exp and mirror; its diagonal to d_diag.
-void build_kernel_matrix(cublasHandle_t blas, const float* d_X, int64_t n, int dim, const double* d_norms,
+void build_kernel_matrix(cublasHandle_t blas, Rows X, int64_t n, int dim, const double* d_norms,
                          const FitParams& p, float* d_K, double* d_diag, cudaStream_t s) {
   constexpr int64_t kTile = 4096;  // multiple of 32 (the mirror pass's tile)
   for (int64_t i0 = 0; i0 < n; i0 += kTile)
     for (int64_t j0 = i0; j0 < n; j0 += kTile)
-      dots_rowmajor(blas, d_X + i0 * dim, std::min(kTile, n - i0), d_X + j0 * dim, std::min(kTile, n - j0), dim,
+      dots_rowmajor(blas, X.from(i0, dim), std::min(kTile, n - i0), X.from(j0, dim), std::min(kTile, n - j0), dim,
                     d_K + i0 * n + j0, n);
   symmetric_kernel_from_dots(d_K, n, n, d_norms, p.kernel, p.gamma, s);
   extract_diagonal(d_K, n, n, d_diag, s);
@@ -183,7 +213,12 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
     stream.sync();
   }
   DeviceBuffer<double> d_norms(static_cast<size_t>(n));
-  row_squared_norms(d_X.get(), n, dim, d_norms.get(), s);
+  row_squared_norms(d_X.get(), n, dim, d_norms.get(), s);  // of the rows as given, before a split
+  // An RBF kernel's dot products on the tensor cores: its values move by ~1e-4 of themselves
+  // at most (γ·|a|·|b| ~ 1 for γ = scale), which the solver's tolerance absorbs; a linear
+  // kernel's values are the dots themselves, kept in true FP32.
+  DeviceBuffer<float> d_X_lo;
+  const Rows X_rows = p.kernel == KernelType::rbf ? split_rows(d_X.get(), n, dim, d_X_lo, s) : Rows{d_X.get()};
   DeviceBuffer<double> d_alpha(static_cast<size_t>(state_total)), d_G(static_cast<size_t>(state_total));
   DeviceBuffer<uint8_t> d_status(static_cast<size_t>(state_total));
   DeviceBuffer<PairJob> d_jobs(static_cast<size_t>(pairs));
@@ -239,7 +274,7 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
     clock = cae::Stopwatch();
     DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
     DeviceBuffer<double> d_diag(static_cast<size_t>(n));
-    build_kernel_matrix(blas.get(), d_X.get(), n, dim, d_norms.get(), p, d_K.get(), d_diag.get(), s);
+    build_kernel_matrix(blas.get(), X_rows, n, dim, d_norms.get(), p, d_K.get(), d_diag.get(), s);
     stream.sync();
     st.kernel_s = clock.seconds();
 
@@ -298,8 +333,7 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
         float* M = reinterpret_cast<float*>(base);
         double* norms = reinterpret_cast<double*>(base + matrix_bytes(np));
         double* diag = norms + np;
-        const float* Xa = d_X.get() + start[a] * dim;
-        const float* Xb = d_X.get() + start[b] * dim;
+        const Rows Xa = X_rows.from(start[a], dim), Xb = X_rows.from(start[b], dim);
         // Upper block triangle of [[aa, ab], [ba, bb]]; the mirror pass fills ba.
         dots_rowmajor(blas.get(), Xa, na, Xa, na, dim, M, np);
         dots_rowmajor(blas.get(), Xa, na, Xb, nb, dim, M + na, np);
@@ -423,8 +457,9 @@ Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) 
   }
   DeviceBuffer<double> d_norms(static_cast<size_t>(n)), d_diag(static_cast<size_t>(n));
   row_squared_norms(d_X.get(), n, dim, d_norms.get(), s);
+  const Rows X_rows{d_X.get()};  // true FP32: a one-class model's multipliers all add up (docs/SVM_GPU.md)
   DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
-  build_kernel_matrix(blas.get(), d_X.get(), n, dim, d_norms.get(), p, d_K.get(), d_diag.get(), s);
+  build_kernel_matrix(blas.get(), X_rows, n, dim, d_norms.get(), p, d_K.get(), d_diag.get(), s);
 
   // libsvm's start and its gradient K·alpha (only the first ⌊νn⌋ + 1 alphas can be non-zero).
   std::vector<double> alpha = cpu::one_class_start(static_cast<int>(n), p.nu);
@@ -511,6 +546,7 @@ void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec)
   upload(d_coef, m.dual_coef.data(), m.dual_coef.size(), s);
   upload(d_rho, m.rho.data(), m.rho.size(), s);
   row_squared_norms(d_sv.get(), n_sv, dim, d_sv_norms.get(), s);
+  const Rows sv_rows{d_sv.get()};  // decision values in true FP32
 
   // Rows per block: dots (float) + kernel values (double) + input rows within ~2 GB, or a
   // quarter of free memory when less.
@@ -524,7 +560,7 @@ void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec)
     const int64_t rows = std::min(block, n - r0);
     AE_CUDA_CHECK(cudaMemcpyAsync(d_x.get(), X + r0 * dim, sizeof(float) * rows * dim, cudaMemcpyHostToDevice, s));
     row_squared_norms(d_x.get(), rows, dim, d_x_norms.get(), s);
-    dots_rowmajor(blas.get(), d_x.get(), rows, d_sv.get(), n_sv, dim, d_dots.get(), n_sv);
+    dots_rowmajor(blas.get(), Rows{d_x.get()}, rows, sv_rows, n_sv, dim, d_dots.get(), n_sv);
     kernel_from_dots(d_dots.get(), rows, n_sv, d_x_norms.get(), d_sv_norms.get(), m.kernel, m.gamma, d_kv.get(), s);
     AE_CUDA_CHECK(cudaMemsetAsync(d_T.get(), 0, sizeof(double) * rows * k * (k - 1), s));
     // T[x, c, r] = Σ_{v in class c} dual_coef[r, v] K[x, v]  (column-major: [k-1, rows], ld k(k-1)).

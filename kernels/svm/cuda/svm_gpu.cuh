@@ -62,6 +62,9 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
 
 // out[r] = |X[r,:]|² in double.
 void row_squared_norms(const float* X, int64_t n, int dim, double* out, cudaStream_t stream);
+// x[i] = its nearest TF32 value hi, lo[i] = the TF32 value nearest to the rest (x − hi): the
+// operands of the three TF32 products that give float32-accurate dot products (svm_gpu.cu, dots).
+void split_tf32(float* x, float* lo, int64_t count, cudaStream_t stream);
 // out[places[r],:] = X[r,:] for r < n.
 void scatter_rows(const float* X, const int64_t* places, int64_t n, int dim, float* out, cudaStream_t stream);
 // M [m x m], row stride ld, holds dot products in its upper triangle (row <= column). Turns

@@ -51,6 +51,19 @@ __global__ void scatter_rows_kernel(const float* __restrict__ X, const int64_t* 
   for (int f = threadIdx.x; f < dim; f += blockDim.x) dst[f] = src[f];
 }
 
+// x → (hi, lo), both TF32 values (a 10-bit significand: the low 13 bits of the float zero),
+// hi the nearest to x (ties away, as cvt.rna.tf32) and lo the nearest to x − hi (exact in
+// float). hi + lo is x to ~22 significant bits.
+__device__ __forceinline__ float round_to_tf32(float x) { return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u); }
+
+__global__ void split_tf32_kernel(float* __restrict__ x, float* __restrict__ lo, int64_t count) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = x[i], hi = round_to_tf32(v);
+    x[i] = hi;
+    lo[i] = round_to_tf32(v - hi);
+  }
+}
+
 __device__ __forceinline__ float rbf_value(double a_norm, double b_norm, float dot, double gamma) {
   const double d2 = a_norm + b_norm - 2.0 * static_cast<double>(dot);
   return static_cast<float>(exp(-gamma * fmax(d2, 0.0)));
@@ -420,6 +433,13 @@ void row_squared_norms(const float* X, int64_t n, int dim, double* out, cudaStre
   constexpr int kRowsPerBlock = 8;
   const int64_t blocks = (n + kRowsPerBlock - 1) / kRowsPerBlock;
   row_norms_kernel<<<static_cast<unsigned>(blocks), kRowsPerBlock * kWarp, 0, stream>>>(X, n, dim, out);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void split_tf32(float* x, float* lo, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  const int64_t blocks = std::min<int64_t>((count + 255) / 256, int64_t{1} << 16);
+  split_tf32_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, lo, count);
   AE_CUDA_LAUNCH_CHECK();
 }
 
