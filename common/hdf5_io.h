@@ -114,8 +114,8 @@ class Hdf5Reader {
   void read_rows_converting(const std::string& name, uint64_t row0, uint64_t rows, T* out) const;
   // True when the dataset is stored as a 2-byte float (float16).
   bool holds_float16(const std::string& name) const;
-  // Rows [row0, row0+rows) of a float dataset as float32: float32 as stored, float16 read a
-  // block at a time and widened (exactly) on every core, float64 as read_rows_converting.
+  // Rows [row0, row0+rows) of a float dataset as float32: float32 as stored, float16 widened
+  // (exactly) as every core reads its piece, float64 as read_rows_converting.
   void read_floats(const std::string& name, uint64_t row0, uint64_t rows, float* out) const;
   // Throws "<file>: <name> has shape X, expected Y" / "... is missing".
   Shape require(const std::string& name, const Shape& expect) const;

@@ -9,8 +9,6 @@
 
 namespace ae {
 
-const char* feature_dtype_name(FeatureDtype d) { return d == FeatureDtype::float16 ? "float16" : "float32"; }
-
 FeaturesWriter::FeaturesWriter(const std::string& path, const std::string& display_name, const Architecture& arch,
                                FeatureDtype dtype)
     : w_(path, display_name),
@@ -46,7 +44,9 @@ void FeaturesWriter::write_rows(const std::string& split, int64_t row0, int64_t 
     std::snprintf(value, sizeof value, "%g", static_cast<double>(features[bad]));
     cae::fail_file(w_.name(), dataset + " row " + std::to_string(row0 + static_cast<int64_t>(bad) / dim_) +
                                   " feature " + std::to_string(static_cast<int64_t>(bad) % dim_) + " is " + value +
-                                  ", beyond float16's range (±65504): encode with --feature-dtype float32");
+                                  (std::isfinite(features[bad])
+                                       ? ", beyond float16's range (±65504): encode with --feature-dtype float32"
+                                       : ", not a finite value"));
   }
   w_.write_rows<cae::Half>(dataset, uint64_t(row0), uint64_t(rows), halves_.data());
 }

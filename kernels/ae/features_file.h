@@ -29,7 +29,6 @@ namespace ae {
 // "Features stored as float16") — or float32 (ae-encode --feature-dtype float32), for codes
 // beyond float16's range (±65504) or a user who wants the codes as computed.
 enum class FeatureDtype { float16, float32 };
-const char* feature_dtype_name(FeatureDtype d);  // "float16", "float32"
 
 class FeaturesWriter {
  public:

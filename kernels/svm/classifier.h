@@ -114,9 +114,10 @@ class Classifier {
   void set_encoder_sha256(std::string sha) { f_.encoder_sha256 = std::move(sha); }
   // The training rows were float16 values (ae-encode's default storage): rounds the support
   // vectors — scaled, so no longer float16 values — to float16, which save() then stores in
-  // half the bytes, and records it (ModelFile::features_dtype). Their rounding (half a unit in
-  // the last place: 2^-11 relative, 2^-25 near 0) is the size of the features' own. Call before predicting with the model; keeps
-  // float32 if a support vector is beyond float16's range (a z-score of n rows is at most √n).
+  // half the bytes, and records it (ModelFile::features_dtype). Their rounding (half a unit
+  // in the last place: 2^-11 relative, 2^-25 near 0) is the size of the features' own. Call
+  // before predicting with the model; keeps float32 if a support vector is beyond float16's
+  // range (a z-score of n rows is at most √n).
   void keep_float16();
 
   // Probability estimates, libsvm's -b 1 (probability.h): set_probability stores the pairs'
