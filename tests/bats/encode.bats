@@ -70,3 +70,23 @@ PY
   [ "$(echo "$output" | grep -c .)" -eq 1 ]
   assert_no_output "$TMP/f.h5"
 }
+
+@test "a code beyond float16's range: the default storage fails naming --feature-dtype float32, which writes it" {
+  "$PYTHON" - "$ENC_DIR/model.h5" "$TMP/large.h5" <<'PY'
+import shutil, sys, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    for name in ("conv1", "conv2"):
+        w = f[f"/encoder/{name}/weight"]
+        w[...] = w[...] * 1e3  # codes ~1e6 times larger: finite in float32, beyond float16's 65504
+PY
+  run "$BIN/ae-encode" --device cpu --model "$TMP/large.h5" --data "$ENC_DIR/data.h5" -o "$TMP/f.h5"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"f.h5: /train/features row "*"beyond float16's range (±65504): encode with --feature-dtype float32"* ]]
+  [ "$(echo "$output" | grep -c .)" -eq 1 ]
+  assert_no_output "$TMP/f.h5"
+  "$BIN/ae-encode" --device cpu --quiet --model "$TMP/large.h5" --data "$ENC_DIR/data.h5" --feature-dtype float32 \
+    -o "$TMP/f.h5"
+  "$PYTHON" -c "import h5py,sys; x=h5py.File(sys.argv[1])['/train/features'][...]; assert x.dtype == 'float32' and x.max() > 65520, x.max()" "$TMP/f.h5"
+}
