@@ -214,11 +214,6 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
   }
   DeviceBuffer<double> d_norms(static_cast<size_t>(n));
   row_squared_norms(d_X.get(), n, dim, d_norms.get(), s);  // of the rows as given, before a split
-  // An RBF kernel's dot products on the tensor cores: its values move by ~1e-4 of themselves
-  // at most (γ·|a|·|b| ~ 1 for γ = scale), which the solver's tolerance absorbs; a linear
-  // kernel's values are the dots themselves, kept in true FP32.
-  DeviceBuffer<float> d_X_lo;
-  const Rows X_rows = p.kernel == KernelType::rbf ? split_rows(d_X.get(), n, dim, d_X_lo, s) : Rows{d_X.get()};
   DeviceBuffer<double> d_alpha(static_cast<size_t>(state_total)), d_G(static_cast<size_t>(state_total));
   DeviceBuffer<uint8_t> d_status(static_cast<size_t>(state_total));
   DeviceBuffer<PairJob> d_jobs(static_cast<size_t>(pairs));
@@ -272,6 +267,16 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
     st.mode = "whole-matrix";
     st.waves = 1;
     clock = cae::Stopwatch();
+    // An RBF kernel's dot products on the tensor cores (split rows), where the rows' low
+    // parts fit beside the matrix: its values move by ~1e-4 of themselves at most (γ·|a|·|b|
+    // ~ 1 for γ = scale), which the solver's tolerance absorbs. A linear kernel's values are
+    // the dots themselves, and the pair matrices' waves would shrink by the low parts' room:
+    // both keep true FP32.
+    const int64_t lo_bytes = n * static_cast<int64_t>(dim) * static_cast<int64_t>(sizeof(float));
+    DeviceBuffer<float> d_X_lo;
+    const Rows X_rows = p.kernel == KernelType::rbf && whole_bytes + lo_bytes <= budget
+                            ? split_rows(d_X.get(), n, dim, d_X_lo, s)
+                            : Rows{d_X.get()};
     DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
     DeviceBuffer<double> d_diag(static_cast<size_t>(n));
     build_kernel_matrix(blas.get(), X_rows, n, dim, d_norms.get(), p, d_K.get(), d_diag.get(), s);
@@ -333,7 +338,7 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
         float* M = reinterpret_cast<float*>(base);
         double* norms = reinterpret_cast<double*>(base + matrix_bytes(np));
         double* diag = norms + np;
-        const Rows Xa = X_rows.from(start[a], dim), Xb = X_rows.from(start[b], dim);
+        const Rows Xa{d_X.get() + start[a] * dim}, Xb{d_X.get() + start[b] * dim};
         // Upper block triangle of [[aa, ab], [ba, bb]]; the mirror pass fills ba.
         dots_rowmajor(blas.get(), Xa, na, Xa, na, dim, M, np);
         dots_rowmajor(blas.get(), Xa, na, Xb, nb, dim, M + na, np);
