@@ -13,8 +13,7 @@ struct Half {
 };
 static_assert(sizeof(Half) == 2, "Half is two bytes");
 
-// The largest finite binary16, and the smallest magnitude that rounds to Inf.
-inline constexpr float kHalfMax = 65504.0f;
+// The smallest magnitude that rounds to Inf (the largest finite binary16 is 65504).
 inline constexpr float kHalfOverflow = 65520.0f;
 
 uint16_t float_to_half_bits(float x);  // nearest, ties to even (NaN stays NaN, beyond range Inf)

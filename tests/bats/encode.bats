@@ -24,6 +24,18 @@ teardown() {
   rm -rf "$TMP"
 }
 
+# A copy ($1) of the suite's model with both encoder layers' weights multiplied by $2.
+scaled_encoder() {
+  "$PYTHON" - "$ENC_DIR/model.h5" "$1" "$2" <<'PY'
+import shutil, sys, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    for name in ("conv1", "conv2"):
+        w = f[f"/encoder/{name}/weight"]
+        w[...] = w[...] * float(sys.argv[3])
+PY
+}
+
 @test "ae-encode --flip: features_flip equals the features of a dataset of mirrored images, exactly" {
   run "$BIN/ae-encode" --device cpu --threads 2 --model "$ENC_DIR/model.h5" --data "$ENC_DIR/data.h5" --flip --json \
     -o "$TMP/f.h5"
@@ -55,14 +67,7 @@ PY
 }
 
 @test "ae-encode refuses a model whose features overflow to infinity, and writes nothing" {
-  "$PYTHON" - "$ENC_DIR/model.h5" "$TMP/huge.h5" <<'PY'
-import shutil, sys, h5py
-shutil.copy(sys.argv[1], sys.argv[2])
-with h5py.File(sys.argv[2], "r+") as f:
-    for name in ("conv1", "conv2"):
-        w = f[f"/encoder/{name}/weight"]
-        w[...] = w[...] * 1e25  # finite weights; their products are beyond float range
-PY
+  scaled_encoder "$TMP/huge.h5" 1e25  # finite weights; their products are beyond float range
   run "$BIN/ae-encode" --device cpu --model "$TMP/huge.h5" --data "$ENC_DIR/data.h5" -o "$TMP/f.h5"
   echo "$output"
   [ "$status" -eq 1 ]
@@ -72,14 +77,7 @@ PY
 }
 
 @test "a code beyond float16's range: the default storage fails naming --feature-dtype float32, which writes it" {
-  "$PYTHON" - "$ENC_DIR/model.h5" "$TMP/large.h5" <<'PY'
-import shutil, sys, h5py
-shutil.copy(sys.argv[1], sys.argv[2])
-with h5py.File(sys.argv[2], "r+") as f:
-    for name in ("conv1", "conv2"):
-        w = f[f"/encoder/{name}/weight"]
-        w[...] = w[...] * 1e3  # codes ~1e6 times larger: finite in float32, beyond float16's 65504
-PY
+  scaled_encoder "$TMP/large.h5" 1e3  # codes ~1e6 times larger: finite in float32, beyond float16's 65504
   run "$BIN/ae-encode" --device cpu --model "$TMP/large.h5" --data "$ENC_DIR/data.h5" -o "$TMP/f.h5"
   echo "$output"
   [ "$status" -eq 1 ]

@@ -73,10 +73,10 @@ struct Rows {
   Rows from(int64_t row, int dim) const { return {hi + row * dim, lo ? lo + row * dim : nullptr}; }
 };
 
-// Splits the rows [n, dim] of `x` in place (x becomes hi) into x and `lo` (resized to fit).
+// Splits the rows [n, dim] of `x` in place (x becomes hi) into x and `lo` (grown to fit).
 Rows split_rows(float* x, int64_t n, int dim, DeviceBuffer<float>& lo, cudaStream_t s) {
   const size_t count = static_cast<size_t>(n) * static_cast<size_t>(dim);
-  if (lo.size() < count) lo.resize(std::max<size_t>(count, 1));
+  lo.resize(std::max<size_t>(count, 1));
   split_tf32(x, lo.get(), static_cast<int64_t>(count), s);
   return {x, lo.get()};
 }
