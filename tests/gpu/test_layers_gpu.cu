@@ -282,6 +282,107 @@ std::vector<float> from_nhwc(const DeviceBuffer<char>& x, int N, int HW, int Cp,
   return to_host(d, size_t(N) * HW * Cp);
 }
 
+// The fp32 weight gradient on the tf32 warpgroup MMA (plan_wgrad's channel_major: copies
+// [channel][pixel], boxes of one image row from the tensor memory accelerator, zeros where a
+// tap falls off the image) against a double-precision sum of its definition, and the
+// mma.sync engine on the same plan against the same sum: operands exact in tf32, so only
+// the order of the fp32 sums differs. Grid heights whose stage rows straddle two images
+// (5, 7), splits that end inside a stage, the mirrored patch, tiles of 128 and 256 rows.
+struct ChannelMajorCase {
+  int a_cs, b_cs, images, gh;
+  ae::cuda::PixelMatrix::Kind b_kind;
+};
+class WgradChannelMajor : public testing::TestWithParam<ChannelMajorCase> {};
+
+TEST_P(WgradChannelMajor, MatchesItsDefinitionAndTheMmaSyncEngine) {
+  REQUIRE_GPU();
+  if (!ae::cuda::has_wgmma()) GTEST_SKIP() << "no warpgroup MMA on this GPU";
+  using ae::cuda::PixelMatrix;
+  const ChannelMajorCase c = GetParam();
+  constexpr int gw = 16;
+  const int64_t P = int64_t(c.images) * c.gh * gw;
+  std::mt19937_64 rng(11);
+  auto tf32_exact = [&](size_t n) {
+    std::vector<float> v = normal(n, 1.f, rng);
+    for (float& x : v) {
+      uint32_t u;
+      std::memcpy(&u, &x, 4);
+      u &= 0xffffe000u;  // 10 mantissa bits: the tensor cores read it exactly
+      std::memcpy(&x, &u, 4);
+    }
+    return v;
+  };
+  const std::vector<float> a = tf32_exact(size_t(P) * c.a_cs), b = tf32_exact(size_t(P) * c.b_cs);
+  auto a_dev = to_device(a), b_dev = to_device(b);
+  PixelMatrix A, B;
+  A.src = a_dev.get();
+  A.Hs = B.Hs = c.gh;
+  A.Ws = B.Ws = gw;
+  A.Cs = c.a_cs;
+  A.kind = PixelMatrix::plain;
+  B.src = b_dev.get();
+  B.Cs = c.b_cs;
+  B.kind = c.b_kind;
+
+  // out[i][j] = Σ_p A[p][i]·B[p][j], B's column j = tap·Cs + channel, in double.
+  const int M = c.a_cs, N = 9 * c.b_cs;
+  std::vector<double> ref(size_t(M) * N, 0.0);
+  for (int64_t p = 0; p < P; ++p) {
+    const int n = int(p / (c.gh * gw)), y = int(p / gw % c.gh), x = int(p % gw);
+    for (int t = 0; t < 9; ++t) {
+      int ky = t / 3, kx = t % 3;
+      if (c.b_kind == PixelMatrix::patch3_flipped) {
+        ky = 2 - ky;
+        kx = 2 - kx;
+      }
+      const int sy = y + ky - 1, sx = x + kx - 1;
+      if (sy < 0 || sy >= c.gh || sx < 0 || sx >= gw) continue;
+      const float* brow = &b[size_t((int64_t(n) * c.gh + sy) * gw + sx) * c.b_cs];
+      for (int i = 0; i < M; ++i) {
+        const double ai = a[size_t(p) * c.a_cs + i];
+        double* out = &ref[size_t(i) * N + size_t(t) * c.b_cs];
+        for (int ch = 0; ch < c.b_cs; ++ch) out[ch] += ai * brow[ch];
+      }
+    }
+  }
+  const std::vector<float> want(ref.begin(), ref.end());
+
+  auto run = [&](const ae::cuda::WgradPlan& plan) {
+    DeviceBuffer<float> ws(plan.workspace_floats());
+    ae::cuda::wgrad_igemm(A, B, plan, ws.get(), DType::f32, 0);
+    sync();
+    const std::vector<float> parts = to_host(ws, plan.partial_floats());
+    std::vector<float> sum(size_t(M) * N, 0.f);
+    for (int s = 0; s < plan.splits; ++s)
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) sum[size_t(i) * N + j] += parts[(size_t(s) * plan.Mp + i) * plan.Np + j];
+    return sum;
+  };
+  const ae::cuda::WgradPlan plan = ae::cuda::plan_wgrad(A, B, c.images, c.gh, gw, 1, DType::f32);
+  ASSERT_TRUE(plan.channel_major);
+  EXPECT_EQ(plan.bm, c.a_cs % 256 == 0 ? 256 : 128);
+  ae::cuda::WgradPlan mma_sync = plan;
+  mma_sync.channel_major = false;
+  mma_sync.bm = 128;
+  const double err = rel_err(run(plan), want), err_mma = rel_err(run(mma_sync), want);
+  std::printf("    wgrad channel-major %d x %d x %dx%dx16 (%d splits): rel err %.2e (mma.sync %.2e)\n", c.a_cs,
+              N, c.images, c.gh, plan.splits, err, err_mma);
+  EXPECT_LT(err, 1e-5);
+  EXPECT_LT(err_mma, 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, WgradChannelMajor,
+    testing::Values(ChannelMajorCase{256, 128, 8, 16, ae::cuda::PixelMatrix::patch3_flipped},  // the seed's conv2
+                    ChannelMajorCase{128, 128, 13, 7, ae::cuda::PixelMatrix::patch3},
+                    ChannelMajorCase{256, 256, 3, 5, ae::cuda::PixelMatrix::patch3},
+                    ChannelMajorCase{128, 256, 9, 16, ae::cuda::PixelMatrix::patch3_flipped}),
+    [](const testing::TestParamInfo<ChannelMajorCase>& i) {
+      const ChannelMajorCase& c = i.param;
+      return "a" + std::to_string(c.a_cs) + "_b" + std::to_string(c.b_cs) + "_" + std::to_string(c.images) + "x" +
+             std::to_string(c.gh) + (c.b_kind == ae::cuda::PixelMatrix::patch3_flipped ? "_flipped" : "");
+    });
+
 // bias_grad at pitches wider than a block and than a block's 8-column groups (4,096), with
 // fewer columns than the pitch, over one row, a few and enough rows for every block to take
 // several per thread; the same sums bit for bit when run again (a fixed order).

@@ -80,7 +80,7 @@ struct WgradOp {
   int branch = 0;         // side branch of the step graph
 
   WgradPlan gemm_plan(int images, DType t) const {
-    return plan_wgrad(a.width(), b.width(), images, grid_h, grid_w, parities, t);
+    return plan_wgrad(a, b, images, grid_h, grid_w, parities, t);
   }
   // fold, GEMM, scatter, bias: into grad (the flat fp32 gradient). workspace: gemm_plan's
   // workspace_floats(); bias_work: bias_grad_work_floats(bias_ld).

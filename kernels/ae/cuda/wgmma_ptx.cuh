@@ -37,6 +37,52 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128_mn(uint32_t smem_addr, uint
   return d;
 }
 
+// The descriptor of a K-major tf32 block in the 64-byte swizzle: rows of 64 bytes (16 tf32
+// values of the reduction), eight rows (512 bytes, the swizzle's atom) after another — the
+// layout the tensor memory accelerator writes for a box of 16 fp32 values per row in
+// CU_TENSOR_MAP_SWIZZLE_64B (wgrad_wgmma.cu's channel-major operands). Swizzle mode 2 in bits
+// 62–63; a k-step of 32 bytes inside the row advances the start address by 2.
+__device__ __forceinline__ uint64_t wgmma_desc_sw64(uint32_t smem_addr) {
+  uint64_t d = 0;
+  d |= uint64_t((smem_addr & 0x3FFFF) >> 4);
+  d |= uint64_t(1) << 16;
+  d |= uint64_t(512 >> 4) << 32;
+  d |= uint64_t(2) << 62;
+  return d;
+}
+
+// ---- the tensor memory accelerator and the barriers its copies complete ------------------
+// An mbarrier in shared memory: initialised for `count` arrivals by one thread.
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the async proxy (the copies that complete them).
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// This thread's arrival, announcing `bytes` that asynchronous copies will deliver.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Waits until the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// One box of a 4-D tensor (coordinates innermost first; outside the tensor: zeros) into
+// shared memory at dst, completing `bytes` of barrier bar's transaction count.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tensor_map, uint32_t bar, int c0, int c1, int c2,
+                                            int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
 // The first 1,024-byte boundary at or after p in shared memory: a 128-byte-swizzled block
 // must start on one (the kernels allocate 1,024 bytes more than they use).
 __device__ __forceinline__ unsigned char* align_to_swizzle_atom(unsigned char* p) {

@@ -204,6 +204,50 @@ void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream)
     launch_wgrad<T, 128, 16, 4, 1, 3>(k, plan.splits, stream);
 }
 
+// NHWC rows [P][Cs] → channel-major [Cs][P] (fp32) through a 32×32 tile in shared memory:
+// each warp reads 32 channels of a pixel and writes 32 pixels of a channel, both as 128-byte
+// lines. The copies the tf32 warpgroup-MMA weight gradient reads (channel_major_fits).
+// SHIFTED (a patch operand on a grid 16 pixels wide): three copies, [3][Cs][P], copy s holding
+// each pixel's neighbour at x + s − 1 (zero past the row's ends) — the tensor memory
+// accelerator's boxes cannot start at a pixel that is not 16-byte aligned, so the 3×3 taps'
+// column offsets are made here and only the row offsets are left to the boxes. A tile's 32
+// pixels are two whole image rows, so every neighbour is in the tile.
+constexpr int kTransposeTile = 32, kTransposeRows = 8;
+template <bool SHIFTED>
+__global__ void __launch_bounds__(kTransposeTile* kTransposeRows)
+    channel_major_kernel(const float* __restrict__ src, int64_t P, int Cs, float* __restrict__ dst) {
+  __shared__ float tile[kTransposeTile][kTransposeTile + 1];
+  const int64_t p0 = int64_t(blockIdx.x) * kTransposeTile;
+  const int c0 = int(blockIdx.y) * kTransposeTile, tx = int(threadIdx.x);
+  for (int i = int(threadIdx.y); i < kTransposeTile; i += kTransposeRows) {
+    const int64_t pix = p0 + i;
+    tile[i][tx] = pix < P ? src[pix * Cs + c0 + tx] : 0.f;
+  }
+  __syncthreads();
+  const int64_t pix = p0 + tx;
+  if (pix >= P) return;
+  for (int i = int(threadIdx.y); i < kTransposeTile; i += kTransposeRows) {
+    const int64_t c = c0 + i;
+    if constexpr (SHIFTED) {
+      const int x = tx & 15;
+      dst[c * P + pix] = x > 0 ? tile[tx - 1][i] : 0.f;
+      dst[(Cs + c) * P + pix] = tile[tx][i];
+      dst[(2 * Cs + c) * P + pix] = x < 15 ? tile[tx + 1][i] : 0.f;
+    } else {
+      dst[c * P + pix] = tile[tx][i];
+    }
+  }
+}
+
+void to_channel_major(const float* src, int64_t P, int Cs, bool shifted, float* dst, cudaStream_t stream) {
+  const dim3 grid(unsigned((P + kTransposeTile - 1) / kTransposeTile), unsigned(Cs / kTransposeTile));
+  if (shifted)
+    channel_major_kernel<true><<<grid, dim3(kTransposeTile, kTransposeRows), 0, stream>>>(src, P, Cs, dst);
+  else
+    channel_major_kernel<false><<<grid, dim3(kTransposeTile, kTransposeRows), 0, stream>>>(src, P, Cs, dst);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
 // Threads (x, y) of a block: x picks a weight (k, c, tap) (+ K for an im2col bias column),
 // y a share of the splits (z = y, y + blockDim.y, …); a weight's shares are summed in shared
 // memory. Splitting the splits keeps this kernel short when they are many (the first
@@ -292,11 +336,26 @@ int wgrad_blocks_per_sm(int bn) {
   if (bn == 128) return wgrad_occupancy<T, 128, 128, 2, 4, 3>();
   return bn == 32 ? wgrad_occupancy<T, 128, 32, 4, 1, 3>() : wgrad_occupancy<T, 128, 16, 4, 1, 3>();
 }
+// Whether the fp32 GEMM of a, b runs on the tf32 warpgroup MMA from channel-major copies
+// (WgradPlan): what wgrad_wgmma.cu's boxes can hold — one image row of 16 pixels, 128-channel
+// blocks — and a GPU with wgmma. On an H200, the seed model's encoder conv2 at fp32 batch 64:
+// docs/BENCHMARKS.md.
+bool channel_major_fits(const PixelMatrix& a, const PixelMatrix& b, int grid_w, int parities, DType t) {
+  return t == DType::f32 && parities == 1 && grid_w == 16 && a.kind == PixelMatrix::plain && !a.parity_subsample &&
+         (b.kind == PixelMatrix::patch3 || b.kind == PixelMatrix::patch3_flipped) && a.Cs % 128 == 0 &&
+         b.Cs % 128 == 0 && has_wgmma();
+}
+
 }  // namespace
 
-WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parities, DType t, int max_splits) {
+WgradPlan plan_wgrad(const PixelMatrix& a, const PixelMatrix& b, int images, int grid_h, int grid_w, int parities,
+                     DType t, int max_splits) {
+  const int M = a.width(), N = b.width();
   WgradPlan p;
-  p.bm = 128;
+  p.channel_major = channel_major_fits(a, b, grid_w, parities, t);
+  p.a_cs = a.Cs;
+  p.b_cs = b.Cs;
+  p.bm = p.channel_major && a.Cs % 256 == 0 ? 256 : 128;
   p.bn = N > 32 ? 128 : N > 16 ? 32 : 16;
   p.Mp = (M + p.bm - 1) / p.bm * p.bm;
   p.Np = (N + p.bn - 1) / p.bn * p.bn;
@@ -308,7 +367,8 @@ WgradPlan plan_wgrad(int M, int N, int images, int grid_h, int grid_w, int parit
   const int64_t kr = 64;  // a multiple of both element types' pixels per stage
   // As many splits as fill the GPU's block slots in one wave (a partial second wave would
   // leave most multiprocessors idle), each with at least 8 stages of pixels.
-  const int64_t slots = int64_t(sm_count()) * (t == DType::bf16 ? wgrad_blocks_per_sm<bf16>(p.bn)
+  const int64_t slots = int64_t(sm_count()) * (p.channel_major      ? 1  // its shared memory: one block per multiprocessor
+                                                : t == DType::bf16 ? wgrad_blocks_per_sm<bf16>(p.bn)
                                                                    : wgrad_blocks_per_sm<float>(p.bn));
   const int64_t want = std::max<int64_t>(1, slots / tiles);
   const int64_t most = std::max<int64_t>(1, p.pixels / (8 * kr));
@@ -374,6 +434,20 @@ void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& pl
   k.partial = workspace;
   k.Mp = plan.Mp;
   k.Np = plan.Np;
+  if (plan.channel_major) {
+    if (!channel_major_fits(a, b, plan.grid_w, plan.parities, t) || a.Cs != plan.a_cs || b.Cs != plan.b_cs)
+      throw std::invalid_argument("wgrad_igemm: the plan's channel-major engine does not fit these operands");
+    float* a_cm = workspace + plan.partial_floats();
+    float* b_cm = a_cm + size_t(a.Cs) * size_t(plan.pixels);
+    to_channel_major(static_cast<const float*>(a.src), plan.pixels, a.Cs, false, a_cm, stream);
+    to_channel_major(static_cast<const float*>(b.src), plan.pixels, b.Cs, true, b_cm, stream);
+    WgradTaps taps;
+    taps.images = int(plan.pixels / (int64_t(plan.grid_h) * plan.grid_w));
+    taps.b_cs = b.Cs;
+    taps.flipped = b.kind == PixelMatrix::patch3_flipped;
+    launch_wgrad_wgmma_tf32(k, taps, a_cm, a.Cs, b_cm, b.Cs, plan.bm, stream);
+    return;
+  }
   if (t == DType::bf16)
     dispatch_wgrad<bf16>(k, plan, stream);
   else

@@ -236,7 +236,7 @@ WgradScatter scatter_of(WgradScatter::Mode mode, int K, int C, int Cs) { return 
 void wgrad_twin(const PixelMatrix& A, const PixelMatrix& B, int images, int grid_h, int grid_w, int parities,
                 WgradScatter s, const void* dy_nhwc, int64_t dy_rows, int Kp, float* dw, float* db, bool accumulate,
                 DType t) {
-  const WgradPlan plan = plan_wgrad(A.width(), B.width(), images, grid_h, grid_w, parities, t);
+  const WgradPlan plan = plan_wgrad(A, B, images, grid_h, grid_w, parities, t);
   DeviceBuffer<float> work(plan.workspace_floats()), tmp_w, tmp_b, bias_work(bias_grad_work_floats(Kp));
   wgrad_igemm(A, B, plan, work.get(), t, 0);
   const int64_t nw = int64_t(s.K) * s.C * 9;
