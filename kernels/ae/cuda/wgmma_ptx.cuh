@@ -83,34 +83,6 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tensor_map
       : "memory");
 }
 
-// ---- thread-block clusters (the tf32 weight gradient's shared operand) --------------------
-// This block's rank in its cluster.
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every block of the cluster: what each wrote before is visible to all after.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// One arrival on the mbarrier at `bar`'s offset in the shared memory of cluster block `rank`.
-__device__ __forceinline__ void mbarrier_arrive_in_cluster(uint32_t bar, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-// tma_load_4d into the same offset of every block of the cluster in `mask`, completing bytes
-// on the barrier at bar's offset in each.
-__device__ __forceinline__ void tma_load_4d_multicast(uint32_t dst, const void* tensor_map, uint32_t bar, int c0,
-                                                      int c1, int c2, int c3, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(mask)
-      : "memory");
-}
-
 // The first 1,024-byte boundary at or after p in shared memory: a 128-byte-swizzled block
 // must start on one (the kernels allocate 1,024 bytes more than they use).
 __device__ __forceinline__ unsigned char* align_to_swizzle_atom(unsigned char* p) {

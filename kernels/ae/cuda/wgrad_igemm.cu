@@ -367,9 +367,9 @@ WgradPlan plan_wgrad(const PixelMatrix& a, const PixelMatrix& b, int images, int
   const int64_t kr = 64;  // a multiple of both element types' pixels per stage
   // As many splits as fill the GPU's block slots in one wave (a partial second wave would
   // leave most multiprocessors idle), each with at least 8 stages of pixels.
-  const int64_t slots = p.channel_major      ? wgrad_wgmma_tf32_slots(p.bm)
-                        : t == DType::bf16 ? int64_t(sm_count()) * wgrad_blocks_per_sm<bf16>(p.bn)
-                                           : int64_t(sm_count()) * wgrad_blocks_per_sm<float>(p.bn);
+  const int64_t slots = int64_t(sm_count()) * (p.channel_major      ? 1  // its shared memory: one block per multiprocessor
+                                                : t == DType::bf16 ? wgrad_blocks_per_sm<bf16>(p.bn)
+                                                                   : wgrad_blocks_per_sm<float>(p.bn));
   const int64_t want = std::max<int64_t>(1, slots / tiles);
   const int64_t most = std::max<int64_t>(1, p.pixels / (8 * kr));
   // max_splits: 64, an earlier cap, left the first encoder layer's 2 tiles on 128 blocks,

@@ -253,7 +253,5 @@ struct WgradTaps {
 };
 void launch_wgrad_wgmma_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, int a_cs, const float* b_cm,
                              int b_cs, int bm, cudaStream_t stream);
-// Blocks of it that the GPU runs at once (clusters of three, one block per multiprocessor).
-int wgrad_wgmma_tf32_slots(int bm);
 
 }  // namespace ae::cuda::igemm

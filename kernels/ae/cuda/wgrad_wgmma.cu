@@ -126,36 +126,29 @@ __global__ void __launch_bounds__(256) wgrad_wgmma_kernel(const WgradK p) {
 }
 
 // ---- tf32 from channel-major operands --------------------------------------------------
-constexpr int kTmaRows = 2;           // image rows of 16 pixels per stage: 32 pixels, 4 k-steps
-constexpr int kTmaRowBytes = 16 * 4;  // a channel's 16 fp32 pixels: one 64-byte swizzle row
-constexpr int kTmaBn = 128;           // B columns per tile (channels of one tap)
-constexpr int kCluster = 3;           // blocks of one split and A tile, three taps apart in B
-constexpr int kASlice = 64;           // A rows per box: a tile's slices are shared out in the cluster
+constexpr int kTmaRows = 2;                     // image rows of 16 pixels per stage: 32 pixels, 4 k-steps
+constexpr int kTmaRowBytes = 16 * 4;            // a channel's 16 fp32 pixels: one 64-byte swizzle row
+constexpr int kTmaBn = 128;                     // B columns per tile (channels of one tap)
 template <int BM>
 constexpr int tma_stage_bytes() { return kTmaRows * (BM + kTmaBn) * kTmaRowBytes; }
 template <int BM, int STAGES>
-constexpr int tma_smem_bytes() { return STAGES * tma_stage_bytes<BM>() + 2 * STAGES * 8 + 1024; }  // + barriers, alignment
+constexpr int tma_smem_bytes() { return STAGES * tma_stage_bytes<BM>() + STAGES * 8 + 1024; }  // + barriers, alignment
 
 // BM/64 warpgroups each own 64 rows of A (channels of the plain operand) × the tile's 128
-// columns of B (channels c0… of one tap). The three blocks of a cluster have the same A tile
-// and pixel range (consecutive taps of B): each copies a share of A's 64-row slices into all
-// three (multicast), which takes two thirds of A's traffic off the L2 — the kernel's bound
-// (tiles of 128 rows, more traffic per FLOP, were 14–22 % slower: docs/BENCHMARKS.md). Thread 0
-// issues the copies two stages ahead: stage kt + STAGES − 2 once every warpgroup has waited
-// for stage kt − 2's wgmma (the barrier at the top of the loop) and every block of the cluster
-// has said so (`empty`: three arrivals per use of a slot); `full` counts the stage's bytes.
+// columns of B (channels c0… of one tap). Thread 0 also issues the copies: stage kt +
+// STAGES − 2 is requested once every warpgroup has waited for stage kt − 2's wgmma (the
+// barrier at the top of the loop), so the copies run two stages ahead of the math.
 template <int BM, int STAGES>
 __global__ void __launch_bounds__(BM * 2) wgrad_wgmma_tf32_kernel(const __grid_constant__ CUtensorMap map_a,
                                                                  const __grid_constant__ CUtensorMap map_b,
                                                                  const WgradK p, const WgradTaps taps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int A_ROW = BM * kTmaRowBytes, B_ROW = kTmaBn * kTmaRowBytes, STAGE = tma_stage_bytes<BM>();
-  constexpr int AHEAD = STAGES - 2, A_SLICES = BM / kASlice;
+  constexpr int AHEAD = STAGES - 2;
   static_assert(STAGES >= 3 && (BM == 128 || BM == 256), "tile");
   extern __shared__ unsigned char smem_raw[];
   const uint32_t sbase = smem_u32(ptx::align_to_swizzle_atom(smem_raw));
-  const uint32_t full = sbase + STAGES * STAGE, empty = full + 8 * STAGES;
-  const uint32_t rank = ptx::cluster_ctarank();
+  const uint32_t bars = sbase + STAGES * STAGE;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp / 4;
   const int i0 = blockIdx.x * BM, j0 = blockIdx.y * kTmaBn;
   const int64_t p_begin = int64_t(blockIdx.z) * p.pix_per_split;
@@ -172,20 +165,15 @@ __global__ void __launch_bounds__(BM * 2) wgrad_wgmma_tf32_kernel(const __grid_c
   const int dy = ky - 1, b_row0 = kx * taps.b_cs + c0;  // copy kx holds x + kx − 1
 
   if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      ptx::mbarrier_init(full + 8 * s, 1);
-      ptx::mbarrier_init(empty + 8 * s, kCluster);
-    }
+    for (int s = 0; s < STAGES; ++s) ptx::mbarrier_init(bars + 8 * s, 1);
     ptx::fence_mbarrier_init();
   }
-  ptx::cluster_sync();  // every block's barriers exist before a copy or an arrival reaches them
+  __syncthreads();
 
   auto issue = [&](int kt) {  // thread 0: stage kt's boxes
     const int slot = kt % STAGES;
-    const uint32_t stage = sbase + slot * STAGE, bar = full + 8 * slot;
-    // The slot's previous stage has been read in every block of the cluster.
-    if (kt >= STAGES) ptx::mbarrier_wait(empty + 8 * slot, uint32_t(kt / STAGES - 1) & 1u);
-    ptx::mbarrier_arrive_expect_tx(bar, STAGE);  // all of A lands here, whoever copies it
+    const uint32_t stage = sbase + slot * STAGE, bar = bars + 8 * slot;
+    ptx::mbarrier_arrive_expect_tx(bar, STAGE);
 #pragma unroll
     for (int r = 0; r < kTmaRows; ++r) {
       // Pixel rows never straddle a split (splits are multiples of 64 pixels); a row past
@@ -196,9 +184,7 @@ __global__ void __launch_bounds__(BM * 2) wgrad_wgmma_tf32_kernel(const __grid_c
         n = int(row / p.gh);
         y = int(row - int64_t(n) * p.gh);
       }
-      for (int q = int(rank); q < A_SLICES; q += kCluster)
-        ptx::tma_load_4d_multicast(stage + r * A_ROW + q * kASlice * kTmaRowBytes, &map_a, bar, 0, y, n,
-                                   i0 + q * kASlice, uint16_t((1u << kCluster) - 1));
+      ptx::tma_load_4d(stage + r * A_ROW, &map_a, bar, 0, y, n, i0);
       ptx::tma_load_4d(stage + kTmaRows * A_ROW + r * B_ROW, &map_b, bar, 0, y + dy, n, b_row0);
     }
   };
@@ -209,13 +195,9 @@ __global__ void __launch_bounds__(BM * 2) wgrad_wgmma_tf32_kernel(const __grid_c
   if (tid == 0)
     for (int s = 0; s < AHEAD && s < KT; ++s) issue(s);
   for (int kt = 0; kt < KT; ++kt) {
-    __syncthreads();  // every warpgroup has waited for stage kt − 2's wgmma
-    if (tid == 0) {
-      if (kt >= 2)  // tell the cluster this block is done with stage kt − 2's slot
-        for (uint32_t c = 0; c < kCluster; ++c) ptx::mbarrier_arrive_in_cluster(empty + 8 * ((kt - 2) % STAGES), c);
-      if (kt + AHEAD < KT) issue(kt + AHEAD);
-    }
-    ptx::mbarrier_wait(full + 8 * (kt % STAGES), uint32_t(kt / STAGES) & 1u);
+    __syncthreads();  // every warpgroup has waited for stage kt − 2's wgmma: its slot may be refilled
+    if (tid == 0 && kt + AHEAD < KT) issue(kt + AHEAD);
+    ptx::mbarrier_wait(bars + 8 * (kt % STAGES), uint32_t(kt / STAGES) & 1u);
     const uint32_t stage = sbase + (kt % STAGES) * STAGE;
     ptx::wgmma_fence_operands(acc);
     ptx::wgmma_fence();
@@ -223,7 +205,7 @@ __global__ void __launch_bounds__(BM * 2) wgrad_wgmma_tf32_kernel(const __grid_c
     for (int r = 0; r < kTmaRows; ++r) {
       const uint64_t da = ptx::wgmma_desc_sw64(stage + r * A_ROW + wg * 64 * kTmaRowBytes);
       const uint64_t db = ptx::wgmma_desc_sw64(stage + kTmaRows * A_ROW + r * B_ROW);
-      ptx::wgmma_m64n128k8_tf32(acc, da, db);          // pixels 0–7 of the row
+      ptx::wgmma_m64n128k8_tf32(acc, da, db);  // pixels 0–7 of the row
       ptx::wgmma_m64n128k8_tf32(acc, da + 2, db + 2);  // 8–15: 32 bytes on
     }
     ptx::wgmma_commit();
@@ -232,7 +214,6 @@ __global__ void __launch_bounds__(BM * 2) wgrad_wgmma_tf32_kernel(const __grid_c
   }
   ptx::wgmma_wait<0>();
   ptx::wgmma_fence_operands(acc);
-  ptx::cluster_sync();  // no block leaves while another may still arrive on its barriers
   store_partial(p, reinterpret_cast<const float(&)[1][16][4]>(acc), i0 + wg * 64 + (warp % 4) * 16, j0, lane);
 #else
   __trap();  // never launched: plan_wgrad picks this engine on compute capability 9.0 only
@@ -275,39 +256,14 @@ CUtensorMap channel_major_map(const float* base, int gh, int images, int channel
 }
 
 template <int BM, int STAGES>
-cudaLaunchConfig_t tf32_launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute& cluster) {
-  allow_dynamic_smem(wgrad_wgmma_tf32_kernel<BM, STAGES>, tma_smem_bytes<BM, STAGES>());
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = 1;
-  cluster.val.clusterDim.y = kCluster;
-  cluster.val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(BM * 2);
-  cfg.dynamicSmemBytes = tma_smem_bytes<BM, STAGES>();
-  cfg.stream = stream;
-  cfg.attrs = &cluster;
-  cfg.numAttrs = 1;
-  return cfg;
-}
-
-template <int BM, int STAGES>
 void launch_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, int a_cs, const float* b_cm, int b_cs,
                  cudaStream_t stream) {
-  const CUtensorMap ma = channel_major_map(a_cm, k.gh, taps.images, a_cs, kASlice);
+  const CUtensorMap ma = channel_major_map(a_cm, k.gh, taps.images, a_cs, BM);
   const CUtensorMap mb = channel_major_map(b_cm, k.gh, taps.images, 3 * b_cs, kTmaBn);
-  cudaLaunchAttribute cluster{};
-  const cudaLaunchConfig_t cfg = tf32_launch_config<BM, STAGES>(dim3(k.Mp / BM, k.Np / kTmaBn, k.splits), stream, cluster);
-  AE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, wgrad_wgmma_tf32_kernel<BM, STAGES>, ma, mb, k, taps));
-}
-
-template <int BM, int STAGES>
-int tf32_slots() {
-  cudaLaunchAttribute cluster{};
-  const cudaLaunchConfig_t cfg = tf32_launch_config<BM, STAGES>(dim3(1, kCluster, 1), nullptr, cluster);
-  int clusters = 0;
-  AE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, wgrad_wgmma_tf32_kernel<BM, STAGES>, &cfg));
-  return std::max(clusters, 1) * kCluster;
+  dim3 grid(k.Mp / BM, k.Np / kTmaBn, k.splits);
+  allow_dynamic_smem(wgrad_wgmma_tf32_kernel<BM, STAGES>, tma_smem_bytes<BM, STAGES>());
+  wgrad_wgmma_tf32_kernel<BM, STAGES><<<grid, BM * 2, tma_smem_bytes<BM, STAGES>(), stream>>>(ma, mb, k, taps);
+  AE_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -321,8 +277,6 @@ void launch_wgrad_wgmma_tf32(const WgradK& k, const WgradTaps& taps, const float
   else
     launch_tf32<128, 6>(k, taps, a_cm, a_cs, b_cm, b_cs, stream);
 }
-
-int wgrad_wgmma_tf32_slots(int bm) { return bm == 256 ? tf32_slots<256, 4>() : tf32_slots<128, 6>(); }
 
 template <bool UNPOOLED_A>
 void launch_wgrad_wgmma(const WgradK& k, int splits, cudaStream_t stream) {
