@@ -286,12 +286,11 @@ std::vector<float> from_nhwc(const DeviceBuffer<char>& x, int N, int HW, int Cp,
 // [channel][pixel], boxes of one image row from the tensor memory accelerator, zeros where a
 // tap falls off the image) against a double-precision sum of its definition, and the
 // mma.sync engine on the same plan against the same sum: operands exact in tf32, so only
-// the order of the fp32 sums differs. Grids 16 and 8 pixels wide, heights whose stage rows
-// straddle two images (5, 7), splits that end inside a stage, the mirrored patch, the up2
-// layers' output parities × 2×2 patches, tiles of 128 and 256 rows.
+// the order of the fp32 sums differs. Grid heights whose stage rows straddle two images
+// (5, 7), splits that end inside a stage, the mirrored patch, tiles of 128 and 256 rows.
 struct ChannelMajorCase {
-  int a_cs, b_cs, images, gh, gw;
-  ae::cuda::PixelMatrix::Kind b_kind;  // patch2_parity: A is an output gradient of 2gh × 2gw, 4 parities
+  int a_cs, b_cs, images, gh;
+  ae::cuda::PixelMatrix::Kind b_kind;
 };
 class WgradChannelMajor : public testing::TestWithParam<ChannelMajorCase> {};
 
@@ -300,9 +299,8 @@ TEST_P(WgradChannelMajor, MatchesItsDefinitionAndTheMmaSyncEngine) {
   if (!ae::cuda::has_wgmma()) GTEST_SKIP() << "no warpgroup MMA on this GPU";
   using ae::cuda::PixelMatrix;
   const ChannelMajorCase c = GetParam();
-  const bool parity = c.b_kind == PixelMatrix::patch2_parity;
-  const int parities = parity ? 4 : 1, taps = parity ? 4 : 9;
-  const int64_t P = int64_t(c.images) * c.gh * c.gw;  // the reduction grid's pixels (per parity)
+  constexpr int gw = 16;
+  const int64_t P = int64_t(c.images) * c.gh * gw;
   std::mt19937_64 rng(11);
   auto tf32_exact = [&](size_t n) {
     std::vector<float> v = normal(n, 1.f, rng);
@@ -314,52 +312,39 @@ TEST_P(WgradChannelMajor, MatchesItsDefinitionAndTheMmaSyncEngine) {
     }
     return v;
   };
-  const std::vector<float> a = tf32_exact(size_t(P) * parities * c.a_cs), b = tf32_exact(size_t(P) * c.b_cs);
+  const std::vector<float> a = tf32_exact(size_t(P) * c.a_cs), b = tf32_exact(size_t(P) * c.b_cs);
   auto a_dev = to_device(a), b_dev = to_device(b);
   PixelMatrix A, B;
   A.src = a_dev.get();
-  A.Hs = parity ? 2 * c.gh : c.gh;
-  A.Ws = parity ? 2 * c.gw : c.gw;
+  A.Hs = B.Hs = c.gh;
+  A.Ws = B.Ws = gw;
   A.Cs = c.a_cs;
   A.kind = PixelMatrix::plain;
-  A.parity_subsample = parity;
   B.src = b_dev.get();
-  B.Hs = c.gh;
-  B.Ws = c.gw;
   B.Cs = c.b_cs;
   B.kind = c.b_kind;
 
-  // out[q][i][j] = Σ_p A_q[p][i]·B_q[p][j], p over the grid, B's column j = tap·Cs + channel.
-  const int M = c.a_cs, N = taps * c.b_cs;
-  std::vector<double> ref(size_t(parities) * M * N, 0.0);
-  for (int q = 0; q < parities; ++q)
-    for (int64_t p = 0; p < P; ++p) {
-      const int n = int(p / (c.gh * c.gw)), y = int(p / c.gw % c.gh), x = int(p % c.gw);
-      const int64_t apix = parity ? (int64_t(n) * 2 * c.gh + 2 * y + (q >> 1)) * 2 * c.gw + 2 * x + (q & 1) : p;
-      for (int t = 0; t < taps; ++t) {
-        int dy, dx;
-        if (parity) {
-          dy = (t >> 1) + (q >> 1) - 1;
-          dx = (t & 1) + (q & 1) - 1;
-        } else {
-          int ky = t / 3, kx = t % 3;
-          if (c.b_kind == PixelMatrix::patch3_flipped) {
-            ky = 2 - ky;
-            kx = 2 - kx;
-          }
-          dy = ky - 1;
-          dx = kx - 1;
-        }
-        const int sy = y + dy, sx = x + dx;
-        if (sy < 0 || sy >= c.gh || sx < 0 || sx >= c.gw) continue;
-        const float* brow = &b[size_t((int64_t(n) * c.gh + sy) * c.gw + sx) * c.b_cs];
-        for (int i = 0; i < M; ++i) {
-          const double ai = a[size_t(apix) * c.a_cs + i];
-          double* out = &ref[(size_t(q) * M + i) * N + size_t(t) * c.b_cs];
-          for (int ch = 0; ch < c.b_cs; ++ch) out[ch] += ai * brow[ch];
-        }
+  // out[i][j] = Σ_p A[p][i]·B[p][j], B's column j = tap·Cs + channel, in double.
+  const int M = c.a_cs, N = 9 * c.b_cs;
+  std::vector<double> ref(size_t(M) * N, 0.0);
+  for (int64_t p = 0; p < P; ++p) {
+    const int n = int(p / (c.gh * gw)), y = int(p / gw % c.gh), x = int(p % gw);
+    for (int t = 0; t < 9; ++t) {
+      int ky = t / 3, kx = t % 3;
+      if (c.b_kind == PixelMatrix::patch3_flipped) {
+        ky = 2 - ky;
+        kx = 2 - kx;
+      }
+      const int sy = y + ky - 1, sx = x + kx - 1;
+      if (sy < 0 || sy >= c.gh || sx < 0 || sx >= gw) continue;
+      const float* brow = &b[size_t((int64_t(n) * c.gh + sy) * gw + sx) * c.b_cs];
+      for (int i = 0; i < M; ++i) {
+        const double ai = a[size_t(p) * c.a_cs + i];
+        double* out = &ref[size_t(i) * N + size_t(t) * c.b_cs];
+        for (int ch = 0; ch < c.b_cs; ++ch) out[ch] += ai * brow[ch];
       }
     }
+  }
   const std::vector<float> want(ref.begin(), ref.end());
 
   auto run = [&](const ae::cuda::WgradPlan& plan) {
@@ -367,43 +352,35 @@ TEST_P(WgradChannelMajor, MatchesItsDefinitionAndTheMmaSyncEngine) {
     ae::cuda::wgrad_igemm(A, B, plan, ws.get(), DType::f32, 0);
     sync();
     const std::vector<float> parts = to_host(ws, plan.partial_floats());
-    std::vector<float> sum(size_t(parities) * M * N, 0.f);
-    for (int q = 0; q < parities; ++q)
-      for (int s = 0; s < plan.splits; ++s)
-        for (int i = 0; i < M; ++i)
-          for (int j = 0; j < N; ++j)
-            sum[(size_t(q) * M + i) * N + j] += parts[((size_t(q) * plan.splits + s) * plan.Mp + i) * plan.Np + j];
+    std::vector<float> sum(size_t(M) * N, 0.f);
+    for (int s = 0; s < plan.splits; ++s)
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) sum[size_t(i) * N + j] += parts[(size_t(s) * plan.Mp + i) * plan.Np + j];
     return sum;
   };
-  const ae::cuda::WgradPlan plan = ae::cuda::plan_wgrad(A, B, c.images, c.gh, c.gw, parities, DType::f32);
+  const ae::cuda::WgradPlan plan = ae::cuda::plan_wgrad(A, B, c.images, c.gh, gw, 1, DType::f32);
   ASSERT_TRUE(plan.channel_major);
   EXPECT_EQ(plan.bm, c.a_cs % 256 == 0 ? 256 : 128);
   ae::cuda::WgradPlan mma_sync = plan;
   mma_sync.channel_major = false;
   mma_sync.bm = 128;
   const double err = rel_err(run(plan), want), err_mma = rel_err(run(mma_sync), want);
-  std::printf("    wgrad channel-major %d x %d x %dx%dx%d%s (%d splits): rel err %.2e (mma.sync %.2e)\n", c.a_cs, N,
-              c.images, c.gh, c.gw, parity ? " x 4 parities" : "", plan.splits, err, err_mma);
+  std::printf("    wgrad channel-major %d x %d x %dx%dx16 (%d splits): rel err %.2e (mma.sync %.2e)\n", c.a_cs,
+              N, c.images, c.gh, plan.splits, err, err_mma);
   EXPECT_LT(err, 1e-5);
   EXPECT_LT(err_mma, 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, WgradChannelMajor,
-    testing::Values(ChannelMajorCase{256, 128, 8, 16, 16, ae::cuda::PixelMatrix::patch3_flipped},  // the seed's conv2
-                    ChannelMajorCase{128, 128, 13, 7, 16, ae::cuda::PixelMatrix::patch3},
-                    ChannelMajorCase{256, 256, 3, 5, 16, ae::cuda::PixelMatrix::patch3},
-                    ChannelMajorCase{128, 256, 9, 16, 16, ae::cuda::PixelMatrix::patch3_flipped},
-                    ChannelMajorCase{128, 128, 32, 8, 8, ae::cuda::PixelMatrix::patch3},        // the seed's dconv1
-                    ChannelMajorCase{256, 128, 24, 8, 8, ae::cuda::PixelMatrix::patch2_parity}, // the seed's dconv2
-                    ChannelMajorCase{128, 256, 11, 5, 8, ae::cuda::PixelMatrix::patch2_parity}),
+    testing::Values(ChannelMajorCase{256, 128, 8, 16, ae::cuda::PixelMatrix::patch3_flipped},  // the seed's conv2
+                    ChannelMajorCase{128, 128, 13, 7, ae::cuda::PixelMatrix::patch3},
+                    ChannelMajorCase{256, 256, 3, 5, ae::cuda::PixelMatrix::patch3},
+                    ChannelMajorCase{128, 256, 9, 16, ae::cuda::PixelMatrix::patch3_flipped}),
     [](const testing::TestParamInfo<ChannelMajorCase>& i) {
       const ChannelMajorCase& c = i.param;
-      const char* kind = c.b_kind == ae::cuda::PixelMatrix::patch3_flipped  ? "_flipped"
-                         : c.b_kind == ae::cuda::PixelMatrix::patch2_parity ? "_parity"
-                                                                            : "";
       return "a" + std::to_string(c.a_cs) + "_b" + std::to_string(c.b_cs) + "_" + std::to_string(c.images) + "x" +
-             std::to_string(c.gh) + "x" + std::to_string(c.gw) + kind;
+             std::to_string(c.gh) + (c.b_kind == ae::cuda::PixelMatrix::patch3_flipped ? "_flipped" : "");
     });
 
 // bias_grad at pitches wider than a block and than a block's 8-column groups (4,096), with

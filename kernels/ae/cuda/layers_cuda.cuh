@@ -149,11 +149,10 @@ struct PixelMatrix {
 // stream through shared memory transposed), per parity when parities = 4. Split over pixel
 // ranges; the partial sums [parities][splits][Mp][Np] go to a workspace that
 // wgrad_reduce() sums into the gradient.
-// fp32 on a Hopper GPU, a plain A × a 3×3 patch B (or an output parity × a 2×2 patch) on a
-// grid 8 or 16 pixels wide with channel pitches that are multiples of 128 (the seed model's
-// wide layers): both operands are first copied channel-major into the workspace's tail (A
-// once per parity, B three times, shifted by −1, 0, +1 pixel), and the GEMM runs on the tf32
-// warpgroup MMA (`channel_major`; docs/GPU.md, "Warpgroup MMA").
+// fp32 on a Hopper GPU, a plain A × a 3×3 patch B on a grid 16 pixels wide with channel
+// pitches that are multiples of 128 (the seed model's encoder conv2): both operands are first
+// copied channel-major into the workspace's tail (B three times, shifted by −1, 0, +1 pixel),
+// and the GEMM runs on the tf32 warpgroup MMA (`channel_major`; docs/GPU.md, "Warpgroup MMA").
 struct WgradPlan {
   int bm = 0, bn = 0, splits = 0, parities = 1, Mp = 0, Np = 0, pix_per_split = 0;
   int grid_h = 0, grid_w = 0;  // the reduction grid (any size)
@@ -162,7 +161,7 @@ struct WgradPlan {
   int a_cs = 0, b_cs = 0;      // the operands' channel pitches (the copies' rows)
   size_t partial_floats() const { return size_t(parities) * splits * Mp * Np; }
   size_t workspace_floats() const {
-    return partial_floats() + (channel_major ? size_t(parities * a_cs + 3 * b_cs) * size_t(pixels) : 0);
+    return partial_floats() + (channel_major ? size_t(a_cs + 3 * b_cs) * size_t(pixels) : 0);
   }
 };
 // max_splits caps the split count (a tuning knob for bench/, not an environment variable).

@@ -51,17 +51,6 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw64(uint32_t smem_addr) {
   return d;
 }
 
-// The same for rows of 32 bytes (8 tf32 values: one k-step) in the 32-byte swizzle: eight
-// rows to a 256-byte atom, swizzle mode 3 (a grid 8 pixels wide).
-__device__ __forceinline__ uint64_t wgmma_desc_sw32(uint32_t smem_addr) {
-  uint64_t d = 0;
-  d |= uint64_t((smem_addr & 0x3FFFF) >> 4);
-  d |= uint64_t(1) << 16;
-  d |= uint64_t(256 >> 4) << 32;
-  d |= uint64_t(3) << 62;
-  return d;
-}
-
 // ---- the tensor memory accelerator and the barriers its copies complete ------------------
 // An mbarrier in shared memory: initialised for `count` arrivals by one thread.
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {

@@ -205,65 +205,46 @@ void dispatch_wgrad(const WgradK& k, const WgradPlan& plan, cudaStream_t stream)
 }
 
 // NHWC rows [P][Cs] → channel-major [Cs][P] (fp32) through a 32×32 tile in shared memory:
-// each warp reads 32 channels of a pixel and writes 32 pixels of a channel. The copies the
-// tf32 warpgroup-MMA weight gradient reads (channel_major_fits):
-//  - plain: one copy.
-//  - shifted (a patch operand, rows of gw = 8 or 16 pixels): three copies, [3][Cs][P], copy s
-//    holding each pixel's neighbour at x + s − 1 (zero past the row's ends) — the tensor
-//    memory accelerator's boxes cannot start at a pixel that is not 16-byte aligned, so the
-//    taps' column offsets are made here and only the row offsets are left to the boxes. A
-//    tile's 32 pixels are whole image rows, so every neighbour is in the tile.
-//  - parity (an up2 layer's output gradient on a grid 2gh × 2gw, P = images·gh·gw): four
-//    copies, [4][Cs][P], copy 2·py + px holding the pixels (2y + py, 2x + px).
-enum class CopyMode { plain, shifted, parity };
+// each warp reads 32 channels of a pixel and writes 32 pixels of a channel, both as 128-byte
+// lines. The copies the tf32 warpgroup-MMA weight gradient reads (channel_major_fits).
+// SHIFTED (a patch operand on a grid 16 pixels wide): three copies, [3][Cs][P], copy s holding
+// each pixel's neighbour at x + s − 1 (zero past the row's ends) — the tensor memory
+// accelerator's boxes cannot start at a pixel that is not 16-byte aligned, so the 3×3 taps'
+// column offsets are made here and only the row offsets are left to the boxes. A tile's 32
+// pixels are two whole image rows, so every neighbour is in the tile.
 constexpr int kTransposeTile = 32, kTransposeRows = 8;
-template <CopyMode MODE>
+template <bool SHIFTED>
 __global__ void __launch_bounds__(kTransposeTile* kTransposeRows)
-    channel_major_kernel(const float* __restrict__ src, int64_t src_pixels, int Cs, int gh, int gw,
-                         float* __restrict__ dst) {
+    channel_major_kernel(const float* __restrict__ src, int64_t P, int Cs, float* __restrict__ dst) {
   __shared__ float tile[kTransposeTile][kTransposeTile + 1];
   const int64_t p0 = int64_t(blockIdx.x) * kTransposeTile;
   const int c0 = int(blockIdx.y) * kTransposeTile, tx = int(threadIdx.x);
   for (int i = int(threadIdx.y); i < kTransposeTile; i += kTransposeRows) {
     const int64_t pix = p0 + i;
-    tile[i][tx] = pix < src_pixels ? src[pix * Cs + c0 + tx] : 0.f;
+    tile[i][tx] = pix < P ? src[pix * Cs + c0 + tx] : 0.f;
   }
   __syncthreads();
   const int64_t pix = p0 + tx;
-  if (pix >= src_pixels) return;
-  const int64_t P = MODE == CopyMode::parity ? src_pixels / 4 : src_pixels;  // pixels per copy
-  int64_t at = pix;  // where this thread's pixel goes in each copy
-  int first = 0;     // parity: the copy it goes to
-  if constexpr (MODE == CopyMode::parity) {
-    const int64_t row = pix / (2 * gw);  // image · 2gh + Y
-    const int X = int(pix - row * 2 * gw), Y = int(row % (2 * gh));
-    const int64_t n = row / (2 * gh);
-    first = (Y & 1) * 2 + (X & 1);
-    at = (n * gh + Y / 2) * gw + X / 2;
-  }
+  if (pix >= P) return;
   for (int i = int(threadIdx.y); i < kTransposeTile; i += kTransposeRows) {
     const int64_t c = c0 + i;
-    if constexpr (MODE == CopyMode::shifted) {
-      const int x = tx & (gw - 1);
-      dst[c * P + at] = x > 0 ? tile[tx - 1][i] : 0.f;
-      dst[(Cs + c) * P + at] = tile[tx][i];
-      dst[(2 * Cs + c) * P + at] = x < gw - 1 ? tile[tx + 1][i] : 0.f;
+    if constexpr (SHIFTED) {
+      const int x = tx & 15;
+      dst[c * P + pix] = x > 0 ? tile[tx - 1][i] : 0.f;
+      dst[(Cs + c) * P + pix] = tile[tx][i];
+      dst[(2 * Cs + c) * P + pix] = x < 15 ? tile[tx + 1][i] : 0.f;
     } else {
-      dst[(first * Cs + c) * P + at] = tile[tx][i];
+      dst[c * P + pix] = tile[tx][i];
     }
   }
 }
 
-// src: NHWC of src_pixels pixels (parity: images·2gh·2gw), Cs channels (a multiple of 32).
-void to_channel_major(CopyMode mode, const float* src, int64_t src_pixels, int Cs, int gh, int gw, float* dst,
-                      cudaStream_t stream) {
-  const dim3 grid(unsigned((src_pixels + kTransposeTile - 1) / kTransposeTile), unsigned(Cs / kTransposeTile));
-  const dim3 block(kTransposeTile, kTransposeRows);
-  switch (mode) {
-    case CopyMode::plain: channel_major_kernel<CopyMode::plain><<<grid, block, 0, stream>>>(src, src_pixels, Cs, gh, gw, dst); break;
-    case CopyMode::shifted: channel_major_kernel<CopyMode::shifted><<<grid, block, 0, stream>>>(src, src_pixels, Cs, gh, gw, dst); break;
-    case CopyMode::parity: channel_major_kernel<CopyMode::parity><<<grid, block, 0, stream>>>(src, src_pixels, Cs, gh, gw, dst); break;
-  }
+void to_channel_major(const float* src, int64_t P, int Cs, bool shifted, float* dst, cudaStream_t stream) {
+  const dim3 grid(unsigned((P + kTransposeTile - 1) / kTransposeTile), unsigned(Cs / kTransposeTile));
+  if (shifted)
+    channel_major_kernel<true><<<grid, dim3(kTransposeTile, kTransposeRows), 0, stream>>>(src, P, Cs, dst);
+  else
+    channel_major_kernel<false><<<grid, dim3(kTransposeTile, kTransposeRows), 0, stream>>>(src, P, Cs, dst);
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -356,17 +337,13 @@ int wgrad_blocks_per_sm(int bn) {
   return bn == 32 ? wgrad_occupancy<T, 128, 32, 4, 1, 3>() : wgrad_occupancy<T, 128, 16, 4, 1, 3>();
 }
 // Whether the fp32 GEMM of a, b runs on the tf32 warpgroup MMA from channel-major copies
-// (WgradPlan): what wgrad_wgmma.cu's boxes can hold — image rows of 8 or 16 pixels, 128-channel
-// blocks, a plain × 3×3 patch or an output parity × 2×2 patch — on a GPU with wgmma. On an
-// H200 that is the seed model's encoder conv2 and decoder conv1 and conv2 (docs/BENCHMARKS.md).
+// (WgradPlan): what wgrad_wgmma.cu's boxes can hold — one image row of 16 pixels, 128-channel
+// blocks — and a GPU with wgmma. On an H200, the seed model's encoder conv2 at fp32 batch 64:
+// docs/BENCHMARKS.md.
 bool channel_major_fits(const PixelMatrix& a, const PixelMatrix& b, int grid_w, int parities, DType t) {
-  if (t != DType::f32 || (grid_w != 8 && grid_w != 16) || a.kind != PixelMatrix::plain || a.Cs % 128 != 0 ||
-      b.Cs % 128 != 0)
-    return false;
-  const bool fits = parities == 1 ? !a.parity_subsample &&
-                                        (b.kind == PixelMatrix::patch3 || b.kind == PixelMatrix::patch3_flipped)
-                                  : parities == 4 && a.parity_subsample && b.kind == PixelMatrix::patch2_parity;
-  return fits && has_wgmma();
+  return t == DType::f32 && parities == 1 && grid_w == 16 && a.kind == PixelMatrix::plain && !a.parity_subsample &&
+         (b.kind == PixelMatrix::patch3 || b.kind == PixelMatrix::patch3_flipped) && a.Cs % 128 == 0 &&
+         b.Cs % 128 == 0 && has_wgmma();
 }
 
 }  // namespace
@@ -461,17 +438,14 @@ void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& pl
     if (!channel_major_fits(a, b, plan.grid_w, plan.parities, t) || a.Cs != plan.a_cs || b.Cs != plan.b_cs)
       throw std::invalid_argument("wgrad_igemm: the plan's channel-major engine does not fit these operands");
     float* a_cm = workspace + plan.partial_floats();
-    float* b_cm = a_cm + size_t(plan.parities) * a.Cs * size_t(plan.pixels);
-    const int gh = plan.grid_h, gw = plan.grid_w;
-    to_channel_major(plan.parities == 4 ? CopyMode::parity : CopyMode::plain, static_cast<const float*>(a.src),
-                     plan.parities * plan.pixels, a.Cs, gh, gw, a_cm, stream);
-    to_channel_major(CopyMode::shifted, static_cast<const float*>(b.src), plan.pixels, b.Cs, gh, gw, b_cm, stream);
+    float* b_cm = a_cm + size_t(a.Cs) * size_t(plan.pixels);
+    to_channel_major(static_cast<const float*>(a.src), plan.pixels, a.Cs, false, a_cm, stream);
+    to_channel_major(static_cast<const float*>(b.src), plan.pixels, b.Cs, true, b_cm, stream);
     WgradTaps taps;
-    taps.images = int(plan.pixels / (int64_t(gh) * gw));
-    taps.a_cs = a.Cs;
+    taps.images = int(plan.pixels / (int64_t(plan.grid_h) * plan.grid_w));
     taps.b_cs = b.Cs;
-    taps.b_kind = b.kind;
-    launch_wgrad_wgmma_tf32(k, taps, a_cm, b_cm, plan.bm, stream);
+    taps.flipped = b.kind == PixelMatrix::patch3_flipped;
+    launch_wgrad_wgmma_tf32(k, taps, a_cm, a.Cs, b_cm, b.Cs, plan.bm, stream);
     return;
   }
   if (t == DType::bf16)

@@ -7,13 +7,12 @@
 //    columns × 64 pixel rows in the 128-byte swizzle.
 //  - tf32 (the fp32 path): wgmma has no MN-major tf32 form, so the operands come from
 //    channel-major copies ([channel][pixel], wgrad_igemm.cu makes them), whose rows are the
-//    reduction: the tensor memory accelerator copies each image row of 16 (or 8) pixels as
-//    a box of 16 × 128 or 256 channels in the 64-byte (32-byte) swizzle. A box cannot start
-//    at an unaligned pixel, so the patch operand's copy comes three times, shifted by the
-//    taps' column offsets; the row offsets are the boxes' (zeros above and below the image).
-//    For a plain operand × a 3×3 patch, or an output parity × a 2×2 patch (the up2 layers),
-//    on grids 16 or 8 pixels wide (channel_major_fits, wgrad_igemm.cu); the others stay on
-//    mma.sync.
+//    reduction: the tensor memory accelerator copies each image row of 16 pixels as a box
+//    of 16 × 128 or 256 channels in the 64-byte swizzle. A box cannot start at an unaligned
+//    pixel, so the patch operand's copy comes three times, shifted by the taps' column
+//    offsets; the row offsets are the boxes' (zeros above and below the image). For a plain
+//    operand × a 3×3 patch on a grid 16 pixels wide (the seed model's encoder conv2); the
+//    others stay on mma.sync.
 //
 // Compiled for sm_90a alone (the Makefile's WGMMA_ARCH), offered on compute capability 9.0.
 #include <cuda.h>  // CUtensorMap and its encoder's types (the driver is reached through the runtime)
@@ -127,63 +126,45 @@ __global__ void __launch_bounds__(256) wgrad_wgmma_kernel(const WgradK p) {
 }
 
 // ---- tf32 from channel-major operands --------------------------------------------------
-constexpr int kTmaPixels = 32;  // pixels per stage (2 image rows of 16 or 4 of 8): four k-steps
-constexpr int kTmaBn = 128;     // B columns per tile (channels of one tap)
+constexpr int kTmaRows = 2;                     // image rows of 16 pixels per stage: 32 pixels, 4 k-steps
+constexpr int kTmaRowBytes = 16 * 4;            // a channel's 16 fp32 pixels: one 64-byte swizzle row
+constexpr int kTmaBn = 128;                     // B columns per tile (channels of one tap)
 template <int BM>
-constexpr int tma_stage_bytes() { return kTmaPixels * (BM + kTmaBn) * 4; }
+constexpr int tma_stage_bytes() { return kTmaRows * (BM + kTmaBn) * kTmaRowBytes; }
 template <int BM, int STAGES>
 constexpr int tma_smem_bytes() { return STAGES * tma_stage_bytes<BM>() + STAGES * 8 + 1024; }  // + barriers, alignment
 
-// A K-major block of rows of GW pixels (GW · 4 bytes: the swizzle of that width).
-template <int GW>
-__device__ __forceinline__ uint64_t row_block_desc(uint32_t smem_addr) {
-  if constexpr (GW == 16) return ptx::wgmma_desc_sw64(smem_addr);
-  else return ptx::wgmma_desc_sw32(smem_addr);
-}
-
 // BM/64 warpgroups each own 64 rows of A (channels of the plain operand) × the tile's 128
-// columns of B (channels c0… of one tap), over one split of the pixels of one output parity
-// (blockIdx.z: parity · splits + split, as the mma.sync kernel). A stage is one box per image
-// row and operand: GW pixels × BM or 128 channels. Thread 0 also issues the copies: stage kt +
+// columns of B (channels c0… of one tap). Thread 0 also issues the copies: stage kt +
 // STAGES − 2 is requested once every warpgroup has waited for stage kt − 2's wgmma (the
 // barrier at the top of the loop), so the copies run two stages ahead of the math. Tiles of
 // 256 rows wherever A has them: with 128 the seed's conv2 was 14–22 % slower (more bytes from
 // the L2 per FLOP; docs/BENCHMARKS.md), as were clusters of three blocks sharing A's copies.
-template <int BM, int STAGES, int GW>
+template <int BM, int STAGES>
 __global__ void __launch_bounds__(BM * 2) wgrad_wgmma_tf32_kernel(const __grid_constant__ CUtensorMap map_a,
                                                                  const __grid_constant__ CUtensorMap map_b,
                                                                  const WgradK p, const WgradTaps taps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int ROWS = kTmaPixels / GW, RB = GW * 4;  // image rows per stage, bytes per row of a channel
-  constexpr int A_ROW = BM * RB, B_ROW = kTmaBn * RB, STAGE = tma_stage_bytes<BM>();
+  constexpr int A_ROW = BM * kTmaRowBytes, B_ROW = kTmaBn * kTmaRowBytes, STAGE = tma_stage_bytes<BM>();
   constexpr int AHEAD = STAGES - 2;
-  static_assert(STAGES >= 3 && (BM == 128 || BM == 256) && (GW == 8 || GW == 16), "tile");
+  static_assert(STAGES >= 3 && (BM == 128 || BM == 256), "tile");
   extern __shared__ unsigned char smem_raw[];
   const uint32_t sbase = smem_u32(ptx::align_to_swizzle_atom(smem_raw));
   const uint32_t bars = sbase + STAGES * STAGE;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp / 4;
   const int i0 = blockIdx.x * BM, j0 = blockIdx.y * kTmaBn;
-  const int split = int(blockIdx.z) % p.splits, par = p.parity ? int(blockIdx.z) / p.splits : 0;
-  const int64_t p_begin = int64_t(split) * p.pix_per_split;
+  const int64_t p_begin = int64_t(blockIdx.z) * p.pix_per_split;
   const int64_t p_end = p_begin + p.pix_per_split < p.P ? p_begin + p.pix_per_split : p.P;
-  const int KT = p_end > p_begin ? int((p_end - p_begin + kTmaPixels - 1) / kTmaPixels) : 0;
-  // The tile's tap (as chunk_col decodes a patch column), its offset (dy, dx) and its first
-  // channel in the copy shifted by dx; A's rows in the copy of this parity.
+  const int KT = p_end > p_begin ? int((p_end - p_begin + 16 * kTmaRows - 1) / (16 * kTmaRows)) : 0;
+  // The tile's tap (as chunk_col decodes a patch column) and its first channel, in the copy
+  // shifted by the tap's column offset.
   const int tap = j0 / taps.b_cs, c0 = j0 - tap * taps.b_cs;
-  int dy, dx;
-  if (taps.b_kind == PixelMatrix::patch2_parity) {
-    dy = (tap >> 1) + (par >> 1) - 1;
-    dx = (tap & 1) + (par & 1) - 1;
-  } else {
-    int ky = tap / 3, kx = tap % 3;
-    if (taps.b_kind == PixelMatrix::patch3_flipped) {
-      ky = 2 - ky;
-      kx = 2 - kx;
-    }
-    dy = ky - 1;
-    dx = kx - 1;
+  int ky = tap / 3, kx = tap % 3;
+  if (taps.flipped) {
+    ky = 2 - ky;
+    kx = 2 - kx;
   }
-  const int b_row0 = (dx + 1) * taps.b_cs + c0, a_row0 = par * taps.a_cs + i0;  // copy s holds x + s − 1
+  const int dy = ky - 1, b_row0 = kx * taps.b_cs + c0;  // copy kx holds x + kx − 1
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) ptx::mbarrier_init(bars + 8 * s, 1);
@@ -196,17 +177,17 @@ __global__ void __launch_bounds__(BM * 2) wgrad_wgmma_tf32_kernel(const __grid_c
     const uint32_t stage = sbase + slot * STAGE, bar = bars + 8 * slot;
     ptx::mbarrier_arrive_expect_tx(bar, STAGE);
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      // Image rows never straddle a split (splits are multiples of 64 pixels); a row past
+    for (int r = 0; r < kTmaRows; ++r) {
+      // Pixel rows never straddle a split (splits are multiples of 64 pixels); a row past
       // this split's end is asked at image `images`, outside the tensor: zeros.
-      const int64_t row = (p_begin + int64_t(kt) * kTmaPixels) / GW + r;
+      const int64_t row = (p_begin + int64_t(kt) * 16 * kTmaRows) / 16 + r;
       int n = taps.images, y = 0;
-      if (row * GW < p_end) {
+      if (row * 16 < p_end) {
         n = int(row / p.gh);
         y = int(row - int64_t(n) * p.gh);
       }
-      ptx::tma_load_4d(stage + r * A_ROW, &map_a, bar, 0, y, n, a_row0);
-      ptx::tma_load_4d(stage + ROWS * A_ROW + r * B_ROW, &map_b, bar, 0, y + dy, n, b_row0);
+      ptx::tma_load_4d(stage + r * A_ROW, &map_a, bar, 0, y, n, i0);
+      ptx::tma_load_4d(stage + kTmaRows * A_ROW + r * B_ROW, &map_b, bar, 0, y + dy, n, b_row0);
     }
   };
 
@@ -223,11 +204,11 @@ __global__ void __launch_bounds__(BM * 2) wgrad_wgmma_tf32_kernel(const __grid_c
     ptx::wgmma_fence_operands(acc);
     ptx::wgmma_fence();
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      const uint64_t da = row_block_desc<GW>(stage + r * A_ROW + wg * 64 * RB);
-      const uint64_t db = row_block_desc<GW>(stage + ROWS * A_ROW + r * B_ROW);
-#pragma unroll
-      for (int ks = 0; ks < GW / 8; ++ks) ptx::wgmma_m64n128k8_tf32(acc, da + 2 * ks, db + 2 * ks);  // 8 pixels, 32 bytes
+    for (int r = 0; r < kTmaRows; ++r) {
+      const uint64_t da = ptx::wgmma_desc_sw64(stage + r * A_ROW + wg * 64 * kTmaRowBytes);
+      const uint64_t db = ptx::wgmma_desc_sw64(stage + kTmaRows * A_ROW + r * B_ROW);
+      ptx::wgmma_m64n128k8_tf32(acc, da, db);  // pixels 0–7 of the row
+      ptx::wgmma_m64n128k8_tf32(acc, da + 2, db + 2);  // 8–15: 32 bytes on
     }
     ptx::wgmma_commit();
     ptx::wgmma_wait<1>();
@@ -258,49 +239,45 @@ EncodeTiled encode_tiled() {
   return fn;
 }
 
-// A channel-major operand [channels][images][gh][gw] (fp32) as a 4-D tensor, boxes of one
-// image row × box_rows channels in the swizzle of the row's width (64 or 32 bytes).
-CUtensorMap channel_major_map(const float* base, int gw, int gh, int images, int channels, int box_rows) {
+// A channel-major operand [channels][images][gh][16] (fp32) as a 4-D tensor, boxes of one
+// image row × box_rows channels in the 64-byte swizzle.
+CUtensorMap channel_major_map(const float* base, int gh, int images, int channels, int box_rows) {
   CUtensorMap m{};
-  const cuuint64_t row = cuuint64_t(gw) * 4;
-  const cuuint64_t dims[4] = {cuuint64_t(gw), cuuint64_t(gh), cuuint64_t(images), cuuint64_t(channels)};
-  const cuuint64_t strides[3] = {row, row * gh, row * gh * images};
-  const cuuint32_t box[4] = {cuuint32_t(gw), 1, 1, cuuint32_t(box_rows)};
+  const cuuint64_t dims[4] = {16, cuuint64_t(gh), cuuint64_t(images), cuuint64_t(channels)};
+  const cuuint64_t strides[3] = {kTmaRowBytes, cuuint64_t(kTmaRowBytes) * gh, cuuint64_t(kTmaRowBytes) * gh * images};
+  const cuuint32_t box[4] = {16, 1, 1, cuuint32_t(box_rows)};
   const cuuint32_t unit[4] = {1, 1, 1, 1};
   const CUresult r = encode_tiled()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, const_cast<float*>(base), dims, strides,
-                                    box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                    gw == 16 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B,
+                                    box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("wgrad_igemm: cuTensorMapEncodeTiled failed (" + std::to_string(int(r)) + ") for " +
                              std::to_string(channels) + " channels of " + std::to_string(images) + "×" +
-                             std::to_string(gh) + "×" + std::to_string(gw));
+                             std::to_string(gh) + "×16");
   return m;
 }
 
-template <int BM, int STAGES, int GW>
-void launch_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, const float* b_cm, cudaStream_t stream) {
-  const int parities = k.parity ? 4 : 1;
-  const CUtensorMap ma = channel_major_map(a_cm, GW, k.gh, taps.images, parities * taps.a_cs, BM);
-  const CUtensorMap mb = channel_major_map(b_cm, GW, k.gh, taps.images, 3 * taps.b_cs, kTmaBn);
-  dim3 grid(k.Mp / BM, k.Np / kTmaBn, k.splits * parities);
-  allow_dynamic_smem(wgrad_wgmma_tf32_kernel<BM, STAGES, GW>, tma_smem_bytes<BM, STAGES>());
-  wgrad_wgmma_tf32_kernel<BM, STAGES, GW><<<grid, BM * 2, tma_smem_bytes<BM, STAGES>(), stream>>>(ma, mb, k, taps);
+template <int BM, int STAGES>
+void launch_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, int a_cs, const float* b_cm, int b_cs,
+                 cudaStream_t stream) {
+  const CUtensorMap ma = channel_major_map(a_cm, k.gh, taps.images, a_cs, BM);
+  const CUtensorMap mb = channel_major_map(b_cm, k.gh, taps.images, 3 * b_cs, kTmaBn);
+  dim3 grid(k.Mp / BM, k.Np / kTmaBn, k.splits);
+  allow_dynamic_smem(wgrad_wgmma_tf32_kernel<BM, STAGES>, tma_smem_bytes<BM, STAGES>());
+  wgrad_wgmma_tf32_kernel<BM, STAGES><<<grid, BM * 2, tma_smem_bytes<BM, STAGES>(), stream>>>(ma, mb, k, taps);
   AE_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-void launch_wgrad_wgmma_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, const float* b_cm, int bm,
-                             cudaStream_t stream) {
-  const int taps_n = taps.b_kind == PixelMatrix::patch2_parity ? 4 : 9;
-  if ((k.gw != 8 && k.gw != 16) || taps.a_cs % bm != 0 || taps.b_cs % kTmaBn != 0 || k.Np != taps_n * taps.b_cs ||
-      k.Mp != taps.a_cs)
-    throw std::invalid_argument("wgrad_igemm: the channel-major tf32 engine needs a grid 8 or 16 wide and pitches of 128");
-  if (k.gw == 16)
-    bm == 256 ? launch_tf32<256, 4, 16>(k, taps, a_cm, b_cm, stream) : launch_tf32<128, 6, 16>(k, taps, a_cm, b_cm, stream);
+void launch_wgrad_wgmma_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, int a_cs, const float* b_cm,
+                             int b_cs, int bm, cudaStream_t stream) {
+  if (k.gw != 16 || a_cs % bm != 0 || b_cs % kTmaBn != 0 || k.Np != 9 * b_cs || k.Mp != a_cs)
+    throw std::invalid_argument("wgrad_igemm: the channel-major tf32 engine needs a grid 16 wide and pitches of 128");
+  if (bm == 256)
+    launch_tf32<256, 4>(k, taps, a_cm, a_cs, b_cm, b_cs, stream);
   else
-    bm == 256 ? launch_tf32<256, 4, 8>(k, taps, a_cm, b_cm, stream) : launch_tf32<128, 6, 8>(k, taps, a_cm, b_cm, stream);
+    launch_tf32<128, 6>(k, taps, a_cm, a_cs, b_cm, b_cs, stream);
 }
 
 template <bool UNPOOLED_A>
