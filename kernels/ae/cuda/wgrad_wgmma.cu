@@ -231,7 +231,11 @@ EncodeTiled encode_tiled() {
   static const EncodeTiled fn = [] {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
     AE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
+#else  // toolkits 12.0–12.4: the one form they have
+    AE_CUDA_CHECK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &found));
+#endif
     if (!f || found != cudaDriverEntryPointSuccess)
       throw std::runtime_error("the CUDA driver offers no cuTensorMapEncodeTiled");
     return reinterpret_cast<EncodeTiled>(f);
