@@ -8,48 +8,39 @@
 
 namespace ae::cuda::ptx {
 
-// The descriptor of a K-major operand block in the 128-byte swizzle: rows of 128 bytes
-// (64 bf16 / 32 tf32 values of the reduction), eight rows (1,024 bytes, the swizzle's atom)
-// after another. Fields in 16-byte units: start address (bits 0–13), leading-dimension
-// offset (16–29; unused by a K-major swizzled block whose k-step fits in one row: 1),
-// stride between 8-row groups (32–45), swizzle mode (62–63: 1 = 128-byte). A k-step of 32
-// bytes inside the row advances the start address by 2; the block must be 1,024-aligned.
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr) {
-  uint64_t d = 0;
-  d |= uint64_t((smem_addr & 0x3FFFF) >> 4);
-  d |= uint64_t(1) << 16;
-  d |= uint64_t(1024 >> 4) << 32;
-  d |= uint64_t(1) << 62;
-  return d;
-}
-
-// The descriptor of an MN-major operand block in the 128-byte swizzle: rows of the
-// reduction (k), each 128 bytes of 64 bf16 values along M or N, eight rows to an atom of
-// 1,024 bytes; the atoms of the next 64 values along M/N lie lbo_bytes further (the
-// leading-dimension offset), the next eight k rows 1,024 bytes further (the stride). A
-// k-step of 16 rows advances the start address by 2,048 bytes (128 in 16-byte units).
-__device__ __forceinline__ uint64_t wgmma_desc_sw128_mn(uint32_t smem_addr, uint32_t lbo_bytes) {
+// A shared-memory matrix descriptor. Fields in 16-byte units: start address (bits 0–13),
+// leading-dimension offset (16–29), stride between 8-row groups (32–45), swizzle mode
+// (62–63: 1 = 128-byte, 2 = 64-byte). The block must start on its swizzle's atom.
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes,
+                                               uint32_t swizzle_mode) {
   uint64_t d = 0;
   d |= uint64_t((smem_addr & 0x3FFFF) >> 4);
   d |= uint64_t((lbo_bytes >> 4) & 0x3FFF) << 16;
-  d |= uint64_t(1024 >> 4) << 32;
-  d |= uint64_t(1) << 62;
+  d |= uint64_t((sbo_bytes >> 4) & 0x3FFF) << 32;
+  d |= uint64_t(swizzle_mode) << 62;
   return d;
 }
 
-// The descriptor of a K-major tf32 block in the 64-byte swizzle: rows of 64 bytes (16 tf32
-// values of the reduction), eight rows (512 bytes, the swizzle's atom) after another — the
-// layout the tensor memory accelerator writes for a box of 16 fp32 values per row in
-// CU_TENSOR_MAP_SWIZZLE_64B (wgrad_wgmma.cu's channel-major operands). Swizzle mode 2 in bits
-// 62–63; a k-step of 32 bytes inside the row advances the start address by 2.
-__device__ __forceinline__ uint64_t wgmma_desc_sw64(uint32_t smem_addr) {
-  uint64_t d = 0;
-  d |= uint64_t((smem_addr & 0x3FFFF) >> 4);
-  d |= uint64_t(1) << 16;
-  d |= uint64_t(512 >> 4) << 32;
-  d |= uint64_t(2) << 62;
-  return d;
+// A K-major operand block in the 128-byte swizzle: rows of 128 bytes (64 bf16 / 32 tf32
+// values of the reduction), eight rows (1,024 bytes, the swizzle's atom) after another; the
+// leading-dimension offset is unused by a K-major swizzled block whose k-step fits in one row
+// (1). A k-step of 32 bytes inside the row advances the start address by 2.
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr) { return wgmma_desc(smem_addr, 16, 1024, 1); }
+
+// An MN-major operand block in the 128-byte swizzle: rows of the reduction (k), each 128
+// bytes of 64 bf16 values along M or N, eight rows to an atom of 1,024 bytes; the atoms of the
+// next 64 values along M/N lie lbo_bytes further (the leading-dimension offset), the next
+// eight k rows 1,024 bytes further (the stride). A k-step of 16 rows advances the start
+// address by 2,048 bytes (128 in 16-byte units).
+__device__ __forceinline__ uint64_t wgmma_desc_sw128_mn(uint32_t smem_addr, uint32_t lbo_bytes) {
+  return wgmma_desc(smem_addr, lbo_bytes, 1024, 1);
 }
+
+// A K-major tf32 block in the 64-byte swizzle: rows of 64 bytes (16 tf32 values of the
+// reduction), eight rows (512 bytes, the atom) after another — the layout the tensor memory
+// accelerator writes for a box of 16 fp32 values per row in CU_TENSOR_MAP_SWIZZLE_64B
+// (wgrad_wgmma.cu's channel-major operands). A k-step of 32 bytes advances the start by 2.
+__device__ __forceinline__ uint64_t wgmma_desc_sw64(uint32_t smem_addr) { return wgmma_desc(smem_addr, 16, 512, 2); }
 
 // ---- the tensor memory accelerator and the barriers its copies complete ------------------
 // An mbarrier in shared memory: initialised for `count` arrivals by one thread.

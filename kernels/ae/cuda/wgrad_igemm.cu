@@ -443,9 +443,10 @@ void wgrad_igemm(const PixelMatrix& a, const PixelMatrix& b, const WgradPlan& pl
     to_channel_major(static_cast<const float*>(b.src), plan.pixels, b.Cs, true, b_cm, stream);
     WgradTaps taps;
     taps.images = int(plan.pixels / (int64_t(plan.grid_h) * plan.grid_w));
+    taps.a_cs = a.Cs;
     taps.b_cs = b.Cs;
     taps.flipped = b.kind == PixelMatrix::patch3_flipped;
-    launch_wgrad_wgmma_tf32(k, taps, a_cm, a.Cs, b_cm, b.Cs, plan.bm, stream);
+    launch_wgrad_wgmma_tf32(k, taps, a_cm, b_cm, plan.bm, stream);
     return;
   }
   if (t == DType::bf16)

@@ -243,15 +243,16 @@ void launch_wgrad_wgmma(const WgradK& k, int splits, cudaStream_t stream);
 int wgrad_wgmma_blocks_per_sm();
 
 // The tf32 weight gradient from channel-major copies (wgrad_wgmma.cu, sm_90a; docs/GPU.md):
-// A plain, B a 3×3 patch of a grid 16 pixels wide. a_cm: [a_cs][images·gh·16], b_cm:
-// [3][b_cs][images·gh·16], copy s shifted by s − 1 pixels (wgrad_igemm makes both); tiles of bm (128 or 256) rows × 128 columns, one block per
-// multiprocessor, over WgradK's grid and splits into its workspace.
+// A plain, B a 3×3 patch of a grid 16 pixels wide. a_cm: [a_cs][images·gh·16]; b_cm:
+// [3][b_cs][images·gh·16], copy s shifted by s − 1 pixels (wgrad_igemm makes both). Tiles of
+// bm (128 or 256) rows × 128 columns, one block per multiprocessor, over WgradK's grid and
+// splits into its workspace.
 struct WgradTaps {
   int images = 0;
-  int b_cs = 0;          // B's channel pitch: column j is tap j / b_cs, channel j % b_cs
-  bool flipped = false;  // B is patch3_flipped
+  int a_cs = 0, b_cs = 0;  // the pitches; B's column j is tap j / b_cs, channel j % b_cs
+  bool flipped = false;    // B is patch3_flipped
 };
-void launch_wgrad_wgmma_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, int a_cs, const float* b_cm,
-                             int b_cs, int bm, cudaStream_t stream);
+void launch_wgrad_wgmma_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, const float* b_cm, int bm,
+                             cudaStream_t stream);
 
 }  // namespace ae::cuda::igemm

@@ -263,10 +263,9 @@ CUtensorMap channel_major_map(const float* base, int gh, int images, int channel
 }
 
 template <int BM, int STAGES>
-void launch_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, int a_cs, const float* b_cm, int b_cs,
-                 cudaStream_t stream) {
-  const CUtensorMap ma = channel_major_map(a_cm, k.gh, taps.images, a_cs, BM);
-  const CUtensorMap mb = channel_major_map(b_cm, k.gh, taps.images, 3 * b_cs, kTmaBn);
+void launch_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, const float* b_cm, cudaStream_t stream) {
+  const CUtensorMap ma = channel_major_map(a_cm, k.gh, taps.images, taps.a_cs, BM);
+  const CUtensorMap mb = channel_major_map(b_cm, k.gh, taps.images, 3 * taps.b_cs, kTmaBn);
   dim3 grid(k.Mp / BM, k.Np / kTmaBn, k.splits);
   allow_dynamic_smem(wgrad_wgmma_tf32_kernel<BM, STAGES>, tma_smem_bytes<BM, STAGES>());
   wgrad_wgmma_tf32_kernel<BM, STAGES><<<grid, BM * 2, tma_smem_bytes<BM, STAGES>(), stream>>>(ma, mb, k, taps);
@@ -275,14 +274,14 @@ void launch_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, int 
 
 }  // namespace
 
-void launch_wgrad_wgmma_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, int a_cs, const float* b_cm,
-                             int b_cs, int bm, cudaStream_t stream) {
-  if (k.gw != 16 || a_cs % bm != 0 || b_cs % kTmaBn != 0 || k.Np != 9 * b_cs || k.Mp != a_cs)
+void launch_wgrad_wgmma_tf32(const WgradK& k, const WgradTaps& taps, const float* a_cm, const float* b_cm, int bm,
+                             cudaStream_t stream) {
+  if (k.gw != 16 || taps.a_cs % bm != 0 || taps.b_cs % kTmaBn != 0 || k.Np != 9 * taps.b_cs || k.Mp != taps.a_cs)
     throw std::invalid_argument("wgrad_igemm: the channel-major tf32 engine needs a grid 16 wide and pitches of 128");
   if (bm == 256)
-    launch_tf32<256, 4>(k, taps, a_cm, a_cs, b_cm, b_cs, stream);
+    launch_tf32<256, 4>(k, taps, a_cm, b_cm, stream);
   else
-    launch_tf32<128, 6>(k, taps, a_cm, a_cs, b_cm, b_cs, stream);
+    launch_tf32<128, 6>(k, taps, a_cm, b_cm, stream);
 }
 
 template <bool UNPOOLED_A>
