@@ -329,60 +329,6 @@ PY
   [ -z "$(ls -a "$TMP" | grep -F '.rep.tmp-' || true)" ]
 }
 
-# From SERIAL_BELOW (4) CPUs one child imports h5py and forks the readers, beside the
-# report's import of matplotlib (load.read_all); a 2-core machine runs that path only as if
-# it had more CPUs (tests/helpers/report_as_if.py).
-as_if() { "$PYTHON" "$REPO_ROOT/tests/helpers/report_as_if.py" "$@"; }
-
-@test "read by one child (4+ CPUs) or by the report (fewer): the same report, the same errors, no reader left" {
-  local dir
-  make_dataset "$TMP/cifar10.h5" 100 50
-  dir=$(run_on_dataset "$TMP/cifar10.h5")
-  for cpus in 2 8; do
-    run as_if "$cpus" "$BIN/report" --run-dir "$dir" -o "$TMP/rep-$cpus" --json --quiet
-    [ "$status" -eq 0 ]
-    assert_titled "$TMP/rep-$cpus" "CIFAR-10: autoencoder features → SVM" \
-      "CIFAR-10, 100 train + 50 test images, 3×32×32, 10 classes, from $(cifar_fixture)" "$output"
-  done
-  cmp "$TMP/rep-2/report.md" "$TMP/rep-8/report.md"
-  cmp "$TMP/rep-2/index.html" "$TMP/rep-8/index.html"
-  [ "$(cd "$TMP/rep-2" && ls)" = "$(cd "$TMP/rep-8" && ls)" ]
-  # A dataset file that cannot be read is a note either way; a damaged eval.h5 the error.
-  echo "garbage" > "$TMP/cifar10.h5"
-  for cpus in 2 8; do
-    run as_if "$cpus" "$BIN/report" --run-dir "$dir" -o "$TMP/rep-bad-$cpus" --quiet
-    [ "$status" -eq 0 ]
-    grep -q "the dataset file is not readable ($TMP/cifar10.h5: not a readable HDF5 file" "$TMP/rep-bad-$cpus/report.md"
-  done
-  echo "garbage" > "$dir/eval.h5"
-  for cpus in 2 8; do
-    run as_if "$cpus" "$BIN/report" --run-dir "$dir" -o "$TMP/rep-err-$cpus"
-    assert_error 1 "^report: error: $dir/eval.h5: not a readable HDF5 file"
-    assert_no_output "$TMP/rep-err-$cpus"
-  done
-  # Stopped while it reads (a features file whose 2-D view takes a while: 2,500 × 8,192),
-  # the reading child and its readers stop with it.
-  local f
-  f=$(damaged features "import numpy as np
-x = np.random.default_rng(5).normal(0, 1, (2500, 8192)).astype(np.float32)
-del F['test/features'], F['test/labels']
-F['test/features'] = x
-F['test/labels'] = (np.arange(2500) % 10).astype(np.uint8)")
-  local pattern="report_as_if.py 8 $BIN/report --features $f"
-  "$PYTHON" "$REPO_ROOT/tests/helpers/report_as_if.py" 8 "$BIN/report" --features "$f" -o "$TMP/rep-term" -q &
-  local pid=$! rc=0 i
-  for i in $(seq 1 500); do  # until a reader runs: a grandchild of the report
-    [ -n "$(pgrep -P "$pid" | xargs -r -n1 pgrep -P)" ] && break
-    sleep 0.01
-  done
-  kill -TERM "$pid"
-  wait "$pid" || rc=$?
-  [ "$rc" -eq 143 ]
-  run pgrep -af "$pattern"
-  [ "$status" -ne 0 ] || { echo "left running: $output" >&2; return 1; }
-  assert_no_output "$TMP/rep-term"
-}
-
 # A model of another architecture (root attributes input_shape/encoder_channels): grayscale
 # 1×28×28 samples, encoder 64,32, and a validation loss beside train and test.
 @test "a grayscale 1x28x28 model with encoder 64,32 and a validation loss: its plots and its architecture" {

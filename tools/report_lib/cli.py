@@ -15,7 +15,7 @@ from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, Phases, ReportEr
                      score_words, version_line, warn)
 from .dataset import dataset_path_recorded, from_dataset_file, guessed, header_line, title_name
 from .escape import visible
-from .load import features_origin, read_all
+from .load import features_origin, finish_read, read_all, start_read
 from .parallel import BackgroundHash, ChildFailed, kill_all, run_parallel
 from .render import build_html, build_markdown, lineage, stage_rows, summary_cards
 
@@ -136,22 +136,23 @@ def dataset_of(loaded):
     return name if name and os.path.isfile(name) else None
 
 
-def dataset_to_read(loaded):
-    """The run's image-dataset file, read after the run folder's files (read_all's
-    follow-up): ("dataset", its path), or None when it is not where it was recorded."""
+def start_dataset_read(loaded):
+    """Starts reading the run's image-dataset file in its sandboxed child, so that it reads
+    while the figures are drawn (describe_run_dataset collects it). → the reader, or None
+    when the file is not where it was recorded."""
     path = dataset_path_recorded(loaded)
-    return ("dataset", path) if path and os.path.isfile(path) else None
+    return start_read("dataset", path) if path and os.path.isfile(path) else None
 
 
-def describe_run_dataset(read, loaded, class_names, notes):
-    """The dataset in a reader's words (report_lib.dataset), from the dataset file when it
-    was read (`read`: read_all's follow-up — the file's contents, the ReportError reading it
-    raised, or None), else guessed from its recorded name and the class names; None when
-    unknown."""
-    if isinstance(read, ReportError):
-        notes.append(f"the dataset file is not readable ({read}): its name is guessed")
-    elif read is not None:
-        return from_dataset_file(read)
+def describe_run_dataset(reader, loaded, class_names, notes):
+    """The dataset in a reader's words (report_lib.dataset), read from the dataset file when
+    it is here (reader: start_dataset_read's), else guessed from its recorded name and the
+    class names; None when unknown."""
+    if reader is not None:
+        try:
+            return from_dataset_file(finish_read(reader))
+        except ReportError as err:
+            notes.append(f"the dataset file is not readable ({err}): its name is guessed")
     return guessed(dataset_path_recorded(loaded), class_names)
 
 
@@ -237,7 +238,7 @@ def run(args, tmp_holder, phases):
         phases.enter("compute")
         setup_matplotlib()
         phases.enter("read")
-    loaded, _, dataset_read = read_all(paths, meanwhile=import_matplotlib, follow_up=dataset_to_read)
+    loaded, _ = read_all(paths, meanwhile=import_matplotlib)
     phases.enter("other")
     needed = referenced_kinds(loaded, paths)
     for kind in [k for k in hashes if k not in needed]:
@@ -259,6 +260,7 @@ def run(args, tmp_holder, phases):
             class_names = [str(n) for n in names]
             break
 
+    dataset_reader = start_dataset_read(loaded)
     phases.enter("compute")
     drawn = run_parallel(plot_jobs(loaded, paths, class_names, tmp, origin))
     phases.enter("other")
@@ -344,7 +346,7 @@ def run(args, tmp_holder, phases):
 
     history = loaded.get("model", {}).get("history", {})
     source = args.run_dir or ", ".join(paths.values())
-    dataset = describe_run_dataset(dataset_read, loaded, class_names, notes)
+    dataset = describe_run_dataset(dataset_reader, loaded, class_names, notes)
     what = "features → SVM" if without_autoencoder else "autoencoder features → SVM"
     title = args.title if args.title_given else \
         (f"{title_name(dataset)}: {what}" if dataset else what[:1].upper() + what[1:])

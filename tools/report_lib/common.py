@@ -39,10 +39,6 @@ class ReportError(Exception):
 
     def __init__(self, path, problem):
         super().__init__(f"{path}: {problem}")
-        self.path, self.problem = path, problem
-
-    def __reduce__(self):  # pickled whole: the reading child sends its errors (load.read_all)
-        return (ReportError, (self.path, self.problem))
 
 
 class UsageError(Exception):

@@ -505,85 +505,28 @@ def finish_read(reader):
     return value
 
 
-def _finish_all(readers):
-    """Collects start_read's readers in order → ({kind: value}, the first ReportError or None);
-    interrupted, it kills the readers not yet collected."""
-    loaded, failure = {}, None
+def read_all(paths, meanwhile=None):
+    """{kind: path} → ({kind: what its loader returned}, what meanwhile() returned): the files
+    are read in parallel children while the parent runs meanwhile (the report imports
+    matplotlib). The first failing file (in the order given) is the error; every child is reaped."""
+    readers = [start_read(kind, path) for kind, path in paths.items()]
+    loaded, failure, other = {}, None, None
     try:
+        other = meanwhile() if meanwhile else None
         while readers:
             reader = readers.pop(0)
             try:
                 loaded[reader[0]] = finish_read(reader)
             except ReportError as err:
                 failure = failure or err
-    except BaseException:
+    except BaseException:  # interrupted: the readers not yet collected go too
         for _kind, _path, pid, rfd in readers:
             parallel.kill(pid)
             os.close(rfd)
         raise
-    return loaded, failure
-
-
-def _follow(loaded, follow_up):
-    """The follow-up file's loader value, or the ReportError reading it raised, or None."""
-    target = follow_up(loaded) if follow_up else None
-    if target is None:
-        return None
-    try:
-        return read_in_child(*target)
-    except ReportError as err:
-        return err
-
-
-def _read_here(paths, follow_up):
-    """In the reading child: h5py imported once, every file read in its own sandboxed child."""
-    loaded, failure = _finish_all([start_read(kind, path) for kind, path in paths.items()])
-    return loaded, failure, (_follow(loaded, follow_up) if failure is None else None)
-
-
-def read_all(paths, meanwhile=None, follow_up=None):
-    """{kind: path} → ({kind: what its loader returned}, what meanwhile() returned, the
-    follow-up): every file is read in a sandboxed child of its own while the report runs
-    meanwhile (it imports matplotlib). follow_up(loaded) may name one more (kind, path), read
-    once the others are (the run's image-dataset file, which they name); its loader's value or
-    the ReportError it raised is returned, not raised. The first failing file of `paths` (in
-    the order given) is the error; every child is reaped.
-
-    With SERIAL_BELOW CPUs or more, one child of the report imports h5py (numpy: 0.3 s in a GPU
-    host's virtual environment) and forks the readers, beside the report's own import of
-    matplotlib instead of before it. It leads a process group, so that a report that stops
-    kills the readers with it. Fewer CPUs: the report imports h5py and forks the readers
-    itself, as two imports side by side would only share the cores."""
-    if parallel.workers() < parallel.SERIAL_BELOW:
-        readers = [start_read(kind, path) for kind, path in paths.items()]
-        try:
-            other = meanwhile() if meanwhile else None
-        except BaseException:  # interrupted: the readers go too
-            for _kind, _path, pid, rfd in readers:
-                parallel.kill(pid)
-                os.close(rfd)
-            raise
-        loaded, failure = _finish_all(readers)
-        extra = _follow(loaded, follow_up) if failure is None else None
-    else:
-        pid, rfd = parallel.fork_child(lambda: _read_here(paths, follow_up), own_group=True)
-        try:
-            other = meanwhile() if meanwhile else None
-        except BaseException:
-            parallel.kill(pid)
-            os.close(rfd)
-            raise
-        status, payload = parallel.collect(pid, rfd)
-        if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            raise KeyboardInterrupt(os.WTERMSIG(status))
-        result = parallel.answer(status, payload)
-        if result is None or result[0] != "ok":
-            why = result[1] if result else "it stopped without an answer"
-            raise ReportError(", ".join(paths.values()), f"cannot read them: {why}")
-        loaded, failure, extra = result[1]
     if failure is not None:
         raise failure
-    return loaded, other, extra
+    return loaded, other
 
 
 def read_in_child(kind, path, **options):

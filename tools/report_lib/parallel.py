@@ -14,20 +14,17 @@ import select
 import signal
 
 _running = set()  # pids of the children not yet waited for
-_leaders = set()  # those of them that lead a process group of their own (fork_child's own_group)
 
 
 class ChildFailed(Exception):
     """A job raised in its child, or its child died: the message says which job and why."""
 
 
-def fork_child(work, prepare=None, error_text=None, own_group=False):
+def fork_child(work, prepare=None, error_text=None):
     """Forks a child that runs prepare() (its limits: rlimits, an alarm), then work(), and
     sends back ("ok", value) or ("error", text), text being error_text(exception) or
     "<type>: <message>". → (pid, read end of the pipe). The one way the report forks: its
-    figures, its hashes, its sandboxed file readers (load.start_read) and the child that
-    forks those (load.read_all). own_group: a child that forks children of its own leads a
-    process group, so that kill() stops its children with it."""
+    figures, its hashes and its sandboxed file readers (load.start_read)."""
     rfd, wfd = os.pipe()
     # A child's garbage collector would walk (and so copy, page by page) every object the
     # parent holds; frozen, they are left alone, and the child's short life needs no GC.
@@ -36,11 +33,7 @@ def fork_child(work, prepare=None, error_text=None, own_group=False):
     if pid == 0:  # the child: never returns
         code = 0
         try:
-            if own_group:
-                os.setpgid(0, 0)
             gc.disable()
-            _running.clear()  # the parent's children are not this one's to kill
-            _leaders.clear()
             os.close(rfd)
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGALRM):
                 signal.signal(sig, signal.SIG_DFL)
@@ -58,12 +51,6 @@ def fork_child(work, prepare=None, error_text=None, own_group=False):
             os._exit(code)
     os.close(wfd)
     _running.add(pid)
-    if own_group:
-        _leaders.add(pid)
-        try:
-            os.setpgid(pid, pid)  # here too: the group exists before fork_child returns, whoever runs first
-        except OSError:
-            pass  # the child made it already, or is gone
     return pid, rfd
 
 
@@ -78,7 +65,6 @@ def collect(pid, rfd):
         kill(pid)
         raise
     _running.discard(pid)
-    _leaders.discard(pid)
     return status, payload
 
 
@@ -243,15 +229,11 @@ class BackgroundHash:
 
 def kill(pid):
     try:
-        if pid in _leaders:
-            os.killpg(pid, signal.SIGKILL)  # its children too
-        else:
-            os.kill(pid, signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     except OSError:
         pass
     _running.discard(pid)
-    _leaders.discard(pid)
 
 
 def kill_all():
