@@ -54,8 +54,10 @@ void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::s
 }
 
 Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& plan, cae::Device device,
-              const TrainProgress& progress) {
+              const TrainProgress& progress, const PreparedSet* prepared) {
   if (plan.C.empty() || plan.gamma.empty()) throw std::invalid_argument("train: empty C or gamma list");
+  if (prepared && (plan.cv_folds != 0 || plan.probability_folds != 0))
+    throw std::invalid_argument("train: rows prepared once serve a single fit, not folds");
   if (plan.cv_folds == 0 && (plan.C.size() > 1 || plan.gamma.size() > 1))
     throw std::invalid_argument("train: several C or gamma values need cross-validation to choose");
   ClassifierParams params = plan.params;
@@ -84,7 +86,10 @@ Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& p
     out.interrupted = plan.units && plan.units->probability.stopped;
     if (out.interrupted) return out;
   }
-  out.classifier.fit(X, y, n, dim, params, device, progress.fit);
+  if (prepared)
+    out.classifier = prepared->fit(params, device, progress.fit);
+  else
+    out.classifier.fit(X, y, n, dim, params, device, progress.fit);
   out.probability_seconds = sigmoids.seconds;
   if (!selection.empty()) out.classifier.set_model_selection(std::move(selection));
   // A group's other ranks have no sigmoids (rank 0 fits them) and write no model.

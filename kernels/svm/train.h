@@ -68,11 +68,13 @@ struct Trained {
   bool interrupted = false;
 };
 
-// X [n, dim]: scratch, as for Classifier::fit; y: n labels. std::invalid_argument when the
-// lists and cv_folds disagree; otherwise what Classifier::fit, cross_validate and
-// fit_sigmoids throw.
+// X [n, dim]: scratch, as for Classifier::fit; y: n labels. `prepared`, when given: X already
+// scaled and masked by a PreparedSet of plan.params, which a plan without cross-validation or
+// sigmoids may bring (svm-fit prepares its rows while the GPU starts up). std::invalid_argument
+// when the lists and cv_folds disagree, or `prepared` comes with folds; otherwise what
+// Classifier::fit, cross_validate and fit_sigmoids throw.
 Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& plan, cae::Device device,
-              const TrainProgress& progress = {});
+              const TrainProgress& progress = {}, const PreparedSet* prepared = nullptr);
 
 // The training labels before any work: fails naming `data_name` when they hold fewer than two
 // classes; warns naming the classes of class_names that they lack (the model can never

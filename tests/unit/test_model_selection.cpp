@@ -897,3 +897,29 @@ TEST(SvmGrid, CrossValidationWithMirrorsHoldsOutWholeImages) {
     EXPECT_EQ(s.cv_accuracy[c], static_cast<double>(right_total) / images);  // over the images
   }
 }
+
+// svm-fit prepares a single fit's rows before it waits for the GPU (svm::train's `prepared`):
+// the same model as train preparing them itself; folds refuse rows prepared once.
+TEST(Train, RowsPreparedBeforeTheFitGiveTheSameModel) {
+  const Data d = make_data(120, 6, 3, 21, 1.5);
+  svm::TrainPlan plan;
+  plan.C = {3.0};
+  plan.gamma = {"scale"};
+  plan.params.standardize = true;
+  std::vector<float> X1 = d.X, X2 = d.X;
+  const svm::Classifier itself = svm::train(X1.data(), d.y.data(), d.n, d.dim, plan, cae::Device::cpu).classifier;
+  const svm::PreparedSet prepared(X2.data(), d.y.data(), d.n, d.dim, plan.params);
+  const svm::Classifier given =
+      svm::train(X2.data(), d.y.data(), d.n, d.dim, plan, cae::Device::cpu, {}, &prepared).classifier;
+  EXPECT_GT(itself.model().n_sv(), 0);
+  EXPECT_EQ(given.model().support_vectors, itself.model().support_vectors);
+  EXPECT_EQ(given.model().dual_coef, itself.model().dual_coef);
+  EXPECT_EQ(given.model().rho, itself.model().rho);
+  EXPECT_EQ(given.model().gamma, itself.model().gamma);
+  EXPECT_EQ(given.file().scaler.mean, itself.file().scaler.mean);
+  EXPECT_EQ(X2, X1);  // scaled and compacted alike
+  plan.C = {1.0, 3.0};
+  plan.cv_folds = 3;
+  EXPECT_THROW(svm::train(X2.data(), d.y.data(), d.n, d.dim, plan, cae::Device::cpu, {}, &prepared),
+               std::invalid_argument);
+}
