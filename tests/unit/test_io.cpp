@@ -12,7 +12,6 @@
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/hdf5_io.h"
@@ -191,49 +190,6 @@ TEST(Hdf5Write, LargeBlocksGoInSlicesThatAddUpToTheBlock) {
   const std::vector<float> parts = r.read<float>("/parts", {rows + 3, cols});
   EXPECT_TRUE(std::equal(values.begin() + 34 * cols, values.end(), parts.begin()));
   EXPECT_TRUE(std::equal(values.begin(), values.end(), parts.begin() + 3 * cols));
-}
-
-// FileRows (Hdf5Writer::create_file_rows): rows written with pwrite from two threads, in no
-// particular order, while the writer itself writes another dataset through HDF5 — read back
-// by the reader (its parallel pread path and H5Dread alike) as written; a range past the end
-// and a 0-row dataset.
-TEST(Hdf5Write, FileRowsFromOtherThreadsBesideTheWritersOwnCalls) {
-  TempDir tmp;
-  const uint64_t rows = 3000, cols = 1000;  // 12 MB of floats: over the reader's fast-path minimum
-  const std::vector<float> values = random_values<float>(rows * cols, 1, 1000, 7);
-  const std::vector<int32_t> labels = random_values<int32_t>(rows, 0, 9, 8);
-  const std::string path = tmp.path + "/rows.h5";
-  {
-    cae::Hdf5Writer w(path, "rows.h5");
-    const cae::FileRows features = w.create_file_rows<float>("/split/features", {rows, cols});
-    const cae::FileRows none = w.create_file_rows<cae::Half>("/split/empty", {0, cols});
-    EXPECT_EQ(features.rows(), rows);
-    EXPECT_EQ(features.row_bytes(), cols * sizeof(float));
-    auto write_every_other = [&](uint64_t first) {  // blocks of 100 rows, last first
-      for (int64_t b = int64_t(rows / 100) - 1 - int64_t(first); b >= 0; b -= 2)
-        features.write(uint64_t(b) * 100, 100, values.data() + uint64_t(b) * 100 * cols);
-    };
-    std::thread even(write_every_other, 0), odd(write_every_other, 1);
-    w.write("/split/labels", labels);
-    w.set_attr("/", "format", "test");
-    even.join();
-    odd.join();
-    try {
-      features.write(rows - 5, 6, values.data());
-      FAIL() << "a row past the end was written";
-    } catch (const std::runtime_error& e) {
-      EXPECT_EQ(std::string(e.what()), "rows.h5: row range past the end of /split/features");
-    }
-    none.write(0, 0, nullptr);
-    w.close();
-  }
-  cae::Hdf5Reader r(path);
-  EXPECT_EQ(r.read<float>("/split/features", {rows, cols}), values);
-  std::vector<float> middle(7 * cols);
-  r.read_rows<float>("/split/features", 1501, 7, middle.data());  // under the fast path's size: H5Dread
-  EXPECT_TRUE(std::equal(middle.begin(), middle.end(), values.begin() + 1501 * cols));
-  EXPECT_EQ(r.read<int32_t>("/split/labels", {rows}), labels);
-  EXPECT_EQ(r.shape("/split/empty"), (cae::Shape{0, cols}));
 }
 
 // A split of 72 MB: read through the parallel pread path into a huge-page buffer.
