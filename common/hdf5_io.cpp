@@ -144,25 +144,21 @@ hid_t ieee_f16_type() {
 
 // ---- writer ------------------------------------------------------------------------------
 Hdf5Writer::Hdf5Writer(const std::string& path, const std::string& display_name)
-    : path_(path), display_(display_name.empty() ? path : display_name) {
+    : display_(display_name.empty() ? path : display_name) {
   file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file_ < 0) fail_file(display_, "cannot create HDF5 file (check that the folder exists and is writable)");
 }
 
 Hdf5Writer::~Hdf5Writer() {
-  if (rows_fd_ >= 0) ::close(rows_fd_);
   if (file_ >= 0) H5Fclose(file_);
 }
 
 void Hdf5Writer::close() {
   if (file_ < 0) return;
-  // FileRows' writes reached the page cache when write() returned: only the descriptor goes.
-  const bool rows_closed = rows_fd_ < 0 || ::close(rows_fd_) == 0;
-  rows_fd_ = -1;
   herr_t flush = H5Fflush(file_, H5F_SCOPE_GLOBAL);
   herr_t st = H5Fclose(file_);
   file_ = -1;
-  if (flush < 0 || st < 0 || !rows_closed) fail_file(display_, "write failed (disk full or file size limit?)");
+  if (flush < 0 || st < 0) fail_file(display_, "write failed (disk full or file size limit?)");
 }
 
 void Hdf5Writer::ensure_parent_groups(const std::string& name) {
@@ -194,57 +190,6 @@ void Hdf5Writer::create_raw(const std::string& name, hid_t type, const Shape& sh
   }
   Handle ds(H5Dcreate2(file_, name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
   if (!ds.ok()) fail_file(display_, "cannot create dataset " + name);
-}
-
-// Allocated now (H5D_ALLOC_TIME_EARLY), so that H5Dget_offset knows where the rows go, and
-// never filled: every row is written once through FileRows, and a fill would write the whole
-// dataset twice. HDF5 never touches the range afterwards: a contiguous dataset's sieve buffer
-// is its own and serves only its own H5Dwrite/H5Dread calls, and this one gets none.
-FileRows Hdf5Writer::create_file_rows_raw(const std::string& name, hid_t type, const Shape& shape) {
-  if (file_ < 0) fail_file(display_, "file already closed");
-  if (shape.empty()) throw std::invalid_argument("Hdf5Writer::create_file_rows: a dataset of rows has a shape");
-  ensure_parent_groups(name);
-  std::vector<hsize_t> dims(shape.begin(), shape.end());
-  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
-  if (H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS) < 0 || H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY) < 0 ||
-      H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER) < 0)
-    fail_file(display_, "cannot set up dataset " + name);
-  Handle ds(H5Dcreate2(file_, name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
-  if (!ds.ok()) fail_file(display_, "cannot create dataset " + name + " (disk full or file size limit?)");
-  FileRows rows;
-  rows.row_bytes_ = row_bytes_of(type, dims);
-  rows.rows_ = dims[0];
-  rows.display_ = display_;
-  rows.name_ = name;
-  if (rows.rows_ == 0 || rows.row_bytes_ == 0) return rows;  // nothing to write, nothing allocated
-  const haddr_t offset = H5Dget_offset(ds.get());
-  if (offset == HADDR_UNDEF) fail_file(display_, "cannot allocate dataset " + name + " (disk full?)");
-  if (rows_fd_ < 0) {
-    rows_fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-    if (rows_fd_ < 0) fail_file(display_, "cannot open it for writing (" + std::string(std::strerror(errno)) + ")");
-  }
-  rows.fd_ = rows_fd_;
-  rows.offset_ = offset;
-  return rows;
-}
-
-void FileRows::write(uint64_t row0, uint64_t rows, const void* data) const {
-  if (row0 > rows_ || rows > rows_ - row0) fail_file(display_, "row range past the end of " + name_);
-  const size_t bytes = rows * row_bytes_;
-  const uint64_t start = offset_ + row0 * row_bytes_;
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t put = pwrite(fd_, static_cast<const uint8_t*>(data) + done, bytes - done,
-                               static_cast<off_t>(start + done));
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) fail_file(display_, "cannot write " + name_ + " (disk full or file size limit?)");
-    done += static_cast<size_t>(put);
-  }
-  // As start_writeback: the disk starts on these pages now, not at the commit's fsync.
-  constexpr size_t kMinBytes = size_t(8) << 20;
-  if (bytes >= kMinBytes) sync_file_range(fd_, static_cast<off_t>(start), static_cast<off_t>(bytes),
-                                          SYNC_FILE_RANGE_WRITE);
 }
 
 namespace {

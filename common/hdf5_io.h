@@ -35,28 +35,6 @@ template <> struct H5Type<double>  { static hid_t id() { return H5T_NATIVE_DOUBL
 hid_t ieee_f16_type();
 template <> struct H5Type<Half>    { static hid_t id() { return ieee_f16_type(); } static const char* name() { return "float16"; } };
 
-// The rows of a contiguous dataset as the byte range of the file they occupy
-// (Hdf5Writer::create_file_rows), written with pwrite, not through HDF5: from any thread,
-// while the writer's own HDF5 calls run on another (the library must never be entered from
-// two threads at once). ae-encode writes its features so on a thread of their own, beside the
-// HDF5 reads of the images (docs/DECISIONS.md, "Features written beside the reads").
-class FileRows {
- public:
-  FileRows() = default;
-  // Rows [row0, row0 + rows) from `data` (rows × row_bytes() bytes); throws naming the file
-  // and the dataset when the disk refuses them.
-  void write(uint64_t row0, uint64_t rows, const void* data) const;
-  uint64_t rows() const { return rows_; }
-  size_t row_bytes() const { return row_bytes_; }
-
- private:
-  friend class Hdf5Writer;
-  int fd_ = -1;  // the writer's descriptor of the file, open until it closes
-  uint64_t offset_ = 0, rows_ = 0;
-  size_t row_bytes_ = 0;
-  std::string display_, name_;
-};
-
 struct DatasetOptions {
   uint64_t chunk_rows = 0;  // chunk along the first axis; 0 = contiguous (no compression)
   int deflate = 0;          // 0..9, needs chunk_rows > 0 (whole-chunk writes compress in parallel)
@@ -85,12 +63,6 @@ class Hdf5Writer {
   void create(const std::string& name, const Shape& shape, DatasetOptions opt = {});
   template <typename T>
   void write_rows(const std::string& name, uint64_t row0, uint64_t rows, const T* data);
-  // A contiguous dataset of the full shape whose space is allocated in the file now (never
-  // filled), to be written through the returned FileRows, which stay valid until close().
-  template <typename T>
-  FileRows create_file_rows(const std::string& name, const Shape& shape) {
-    return create_file_rows_raw(name, H5Type<T>::id(), shape);
-  }
 
   // Attributes on a group or dataset ("/" for the root).
   void set_attr(const std::string& obj, const std::string& key, const std::string& value);
@@ -108,13 +80,11 @@ class Hdf5Writer {
   void ensure_parent_groups(const std::string& name);
   void create_raw(const std::string& name, hid_t type, const Shape& shape, DatasetOptions opt);
   void write_rows_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, const void* data);
-  FileRows create_file_rows_raw(const std::string& name, hid_t type, const Shape& shape);
   void start_writeback(size_t bytes_written);
   bool write_chunks_parallel(hid_t ds, hid_t type, const std::vector<hsize_t>& dims, uint64_t row0, uint64_t rows,
                              const void* data);
   hid_t file_ = -1;
-  std::string path_, display_;
-  int rows_fd_ = -1;  // FileRows' descriptor (write-only), opened by the first create_file_rows
+  std::string display_;
 };
 
 class Hdf5Reader {

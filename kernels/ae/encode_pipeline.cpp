@@ -85,12 +85,7 @@ class EncodePipeline::IoThread {
 
 EncodePipeline::EncodePipeline(const cae::DatasetReader& data, Encoder& encoder, std::vector<cae::ImageView> views,
                                int64_t chunk, int64_t read_ahead_bytes)
-    : data_(data),
-      encoder_(encoder),
-      views_(std::move(views)),
-      chunk_(chunk),
-      reads_(std::make_unique<IoThread>()),
-      writes_(std::make_unique<IoThread>()) {
+    : data_(data), encoder_(encoder), views_(std::move(views)), chunk_(chunk), io_(std::make_unique<IoThread>()) {
   const Architecture& a = encoder_.architecture();
   const int64_t chunk_bytes = chunk_ * a.image_dim();
   pixel_slots_ = std::max<int64_t>(2, read_ahead_bytes / chunk_bytes);
@@ -105,16 +100,14 @@ EncodePipeline::~EncodePipeline() = default;
 // S slots of pixels and two of features make the overlap: the first S chunks' reads are
 // queued at once, chunk k+S is read into chunk k's pixel slot once all of chunk k's views
 // are encoded, and the (chunk, view) pair u+2 is encoded into pair u's feature slot once
-// pair u's features are written. Reads and writes have a thread each, so neither waits for
-// the other: the features of the seed model are 5.3 times the pixels' bytes, and the disk
-// takes them at its own pace (docs/DECISIONS.md, "Features written beside the reads").
+// pair u's features are written. Reads are queued before writes, so the encoder waits on the
+// disk as little as it can.
 void EncodePipeline::run(const std::string& split, int64_t first, int64_t count, const Sink& sink,
                          const std::function<void(int64_t)>& progress) {
   try {
     run_chunks(split, first, count, sink, progress);
   } catch (...) {
-    reads_->drop();  // their queued tasks hold `sink` and the buffers
-    writes_->drop();
+    io_->drop();  // its queued tasks hold `sink` and the buffers
     throw;
   }
 }
@@ -130,30 +123,30 @@ void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t
   auto queue_read = [&](int64_t k) {
     uint8_t* out = pixels_of(k);
     const int64_t row = first + k * chunk_, rows = rows_of(k);
-    return reads_->push([this, split, row, rows, out] {
+    return io_->push([this, split, row, rows, out] {
       cae::Stopwatch clock;
       data_.read_images(split, row, rows, out);
       read_seconds_ += clock.seconds();
     });
   };
   std::vector<uint64_t> read_ticket(static_cast<size_t>(std::max<int64_t>(slots, 1)), 0);
-  uint64_t write_ticket[2] = {0, 0}, last_write = 0;
-  for (int64_t k = 0; k < slots; ++k) read_ticket[size_t(k)] = queue_read(k);
+  uint64_t write_ticket[2] = {0, 0}, last = 0;
+  for (int64_t k = 0; k < slots; ++k) last = read_ticket[size_t(k)] = queue_read(k);
   int64_t pair = 0;
   for (int64_t k = 0; k < chunks; ++k) {
     const size_t p = static_cast<size_t>(k % slots);
     const int64_t row = first + k * chunk_, rows = rows_of(k);
-    wait(*reads_, read_ticket[p], cae::Phase::read);
+    wait(read_ticket[p], cae::Phase::read);
     for (int v = 0; v < nviews; ++v, ++pair) {
       const int f = static_cast<int>(pair % 2);
-      wait(*writes_, write_ticket[f], cae::Phase::write);
+      wait(write_ticket[f], cae::Phase::write);
       float* features = features_.data() + f * chunk_ * encoder_.architecture().latent_dim();
       {
         cae::PhaseScope computing(cae::Phase::compute);
         encoder_.encode_view(pixels_of(k), rows, views_[static_cast<size_t>(v)], features, split, row);
       }
-      if (v + 1 == nviews && k + slots < chunks) read_ticket[p] = queue_read(k + slots);
-      last_write = write_ticket[f] = writes_->push([this, &sink, row, rows, v, features] {
+      if (v + 1 == nviews && k + slots < chunks) last = read_ticket[p] = queue_read(k + slots);
+      last = write_ticket[f] = io_->push([this, &sink, row, rows, v, features] {
         cae::Stopwatch clock;
         sink(row, rows, v, features);
         sink_seconds_ += clock.seconds();
@@ -161,12 +154,12 @@ void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t
     }
     if (progress) progress(k * chunk_ + rows);
   }
-  wait(*writes_, last_write, cae::Phase::write);
+  wait(last, cae::Phase::write);
 }
 
-void EncodePipeline::wait(IoThread& io, uint64_t ticket, cae::Phase phase) {
+void EncodePipeline::wait(uint64_t ticket, cae::Phase phase) {
   cae::PhaseScope waiting(phase);
-  io.wait(ticket);
+  io_->wait(ticket);
 }
 
 }  // namespace ae

@@ -1,13 +1,13 @@
 // ae-encode's chunk loop with its three kinds of work overlapped: while the encoder computes
-// chunk k's views on the calling thread, one thread reads the pixels of the chunks ahead and
-// another hands chunk k−1's features to the sink, each in order. Only the reading thread
-// enters HDF5, because Debian's HDF5 must never be entered from two threads at once
-// (docs/DECISIONS.md, "ae-encode overlaps"): the sink must not (FeaturesWriter::write_rows
-// writes its rows with pwrite: "Features written beside the reads"), and the calling thread
-// may use HDF5 only between run() calls. The reads run up to `read_ahead_bytes` of pixels
-// ahead, so that the first ones fill the time the GPU's set-up takes (docs/DECISIONS.md,
-// "ae-encode reads ahead"). The calling thread's phases (common/phases.h) are its encoding
-// ("compute") and its waits for the reads ("read") and the writes ("write").
+// chunk k's views on the calling thread, one I/O thread reads the pixels of the chunks ahead
+// and writes chunk k−1's features. One thread does all the reading and writing, in order,
+// because Debian's HDF5 must never be entered from two threads at once (docs/DECISIONS.md,
+// "ae-encode overlaps"); the calling thread may use HDF5 only between run() calls. The
+// reads run up to `read_ahead_bytes` of pixels ahead, so that the first ones fill the time
+// the GPU's set-up takes, when there is nothing to write yet, instead of the writes' time
+// (docs/DECISIONS.md, "ae-encode reads ahead"). The calling thread's phases
+// (common/phases.h) are its encoding ("compute") and its waits for the I/O thread's reads
+// ("read") and writes ("write").
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -27,8 +27,7 @@ namespace ae {
 class EncodePipeline {
  public:
   // Receives the features [rows, latent_dim] of view `view` (an index into the views) of
-  // rows [row, row + rows) of the split: on the writing thread, in row order, then view
-  // order; it must not enter HDF5 (the reading thread does, meanwhile).
+  // rows [row, row + rows) of the split: on the I/O thread, in row order, then view order.
   using Sink = std::function<void(int64_t row, int64_t rows, int view, const float* features)>;
 
   // Chunks of `chunk` images of `data`, encoded by `encoder` in each of `views`; both must
@@ -47,16 +46,16 @@ class EncodePipeline {
   // feature, a full disk) is rethrown here and ends the run.
   void run(const std::string& split, int64_t first, int64_t count, const Sink& sink,
            const std::function<void(int64_t done)>& progress = {});
-  // The two I/O threads' time so far in reading pixels and in the sink (overlapped with the
-  // encoding: what the run would take without them). Between runs only.
+  // The I/O thread's time so far in reading pixels and in the sink (overlapped with the
+  // encoding: what the run would take without it). Between runs only.
   double read_seconds() const { return read_seconds_; }
   double sink_seconds() const { return sink_seconds_; }
 
  private:
   class IoThread;
-  // Waits for task `ticket` of `io`, the time charged to `phase` (this thread's phases: what
-  // it waited for).
-  void wait(IoThread& io, uint64_t ticket, cae::Phase phase);
+  // Waits for the I/O thread's task `ticket`, the time charged to `phase` (this thread's
+  // phases: what it waited for).
+  void wait(uint64_t ticket, cae::Phase phase);
   void run_chunks(const std::string& split, int64_t first, int64_t count, const Sink& sink,
                   const std::function<void(int64_t done)>& progress);
   const cae::DatasetReader& data_;
@@ -68,8 +67,8 @@ class EncodePipeline {
   // The u-th (chunk, view) pair's features in slot u % 2 of two, one after the other: 64 MB
   // for the seed model, in huge pages (common/large_buffer.h says why).
   cae::LargeVector<float> features_;
-  double read_seconds_ = 0, sink_seconds_ = 0;  // the reading and the writing thread's
-  std::unique_ptr<IoThread> reads_, writes_;
+  double read_seconds_ = 0, sink_seconds_ = 0;  // the I/O thread's
+  std::unique_ptr<IoThread> io_;
 };
 
 }  // namespace ae

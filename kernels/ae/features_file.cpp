@@ -21,21 +21,21 @@ void FeaturesWriter::begin_split(const std::string& split, int64_t n, const cae:
     throw std::invalid_argument("FeaturesWriter: every split has the same views (" + views_.spec() + "), not " +
                                 views.spec());
   views_ = views;
-  std::vector<Dataset>& datasets = split_views_[split];
-  datasets.clear();
+  std::vector<std::string>& paths = split_views_[split];
+  paths.clear();
   for (const cae::ImageView& v : views.views()) {
-    const std::string path = "/" + split + "/" + cae::features_dataset(v);
-    const cae::Shape shape{uint64_t(n), uint64_t(dim_)};
-    datasets.push_back({path, dtype_ == FeatureDtype::float16 ? w_.create_file_rows<cae::Half>(path, shape)
-                                                              : w_.create_file_rows<float>(path, shape)});
+    paths.push_back("/" + split + "/" + cae::features_dataset(v));
+    if (dtype_ == FeatureDtype::float16)
+      w_.create<cae::Half>(paths.back(), {uint64_t(n), uint64_t(dim_)});
+    else
+      w_.create<float>(paths.back(), {uint64_t(n), uint64_t(dim_)});
   }
 }
 
 void FeaturesWriter::write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features,
                                 int view) {
-  const Dataset& d = split_views_.at(split).at(size_t(view));
-  const std::string& dataset = d.path;
-  if (dtype_ == FeatureDtype::float32) return d.rows.write(uint64_t(row0), uint64_t(rows), features);
+  const std::string& dataset = split_views_.at(split).at(size_t(view));
+  if (dtype_ == FeatureDtype::float32) return w_.write_rows<float>(dataset, uint64_t(row0), uint64_t(rows), features);
   const size_t n = static_cast<size_t>(rows * dim_);
   if (halves_.size() < n) halves_.resize(n);
   const size_t bad = cae::floats_to_halves(features, halves_.data(), n);
@@ -48,7 +48,7 @@ void FeaturesWriter::write_rows(const std::string& split, int64_t row0, int64_t 
                                        ? ", beyond float16's range (±65504): encode with --feature-dtype float32"
                                        : ", not a finite value"));
   }
-  d.rows.write(uint64_t(row0), uint64_t(rows), halves_.data());
+  w_.write_rows<cae::Half>(dataset, uint64_t(row0), uint64_t(rows), halves_.data());
 }
 
 void FeaturesWriter::write_labels(const std::string& split, const std::vector<uint8_t>& labels) {

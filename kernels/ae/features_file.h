@@ -42,8 +42,7 @@ class FeaturesWriter {
   void begin_split(const std::string& split, int64_t n, const cae::ViewSet& views = {});
   // Rows [row0, row0 + rows) of view `view` (an index into views.views(): 0 the images, 1
   // their mirrors with flip). For float16, rounded to nearest; a code beyond float16's range
-  // fails naming the row, the feature and --feature-dtype float32. It never enters HDF5
-  // (cae::FileRows): it may run on one thread while another uses HDF5, one call at a time.
+  // fails naming the row, the feature and --feature-dtype float32.
   void write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features, int view = 0);
   void write_labels(const std::string& split, const std::vector<uint8_t>& labels);
   struct Summary {
@@ -61,11 +60,7 @@ class FeaturesWriter {
   FeatureDtype dtype_;
   cae::LargeVector<cae::Half> halves_;  // write_rows' float16 rows
   cae::ViewSet views_;
-  struct Dataset {
-    std::string path;
-    cae::FileRows rows;
-  };
-  std::map<std::string, std::vector<Dataset>> split_views_;  // each split's datasets, in view order
+  std::map<std::string, std::vector<std::string>> split_views_;  // each split's datasets, in view order
 };
 
 // ae-encode on a group: every rank but 0 sends the features of its share of `split`
