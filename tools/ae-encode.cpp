@@ -124,6 +124,9 @@ void run(const Options& opt, const cae::CommonOptions& common) {
   const cae::ViewSet views(opt.flip, opt.shifts);
   // Reads and writes on a thread of its own while this one encodes.
   ae::EncodePipeline pipeline(data, encoder, views.views(), chunk);
+  // float16 features are rounded by the encoder, not by the writer: one process writing them
+  // all. A group's ranks send float32 codes to rank 0, which rounds them as it writes.
+  const bool halves = lead && !place.grouped() && w->dtype() == ae::FeatureDtype::float16;
   cae::Stopwatch clock;
   int64_t total = 0;
   for (const std::string& split : splits) {
@@ -139,7 +142,21 @@ void run(const Options& opt, const cae::CommonOptions& common) {
         kept[size_t(v)].insert(kept[size_t(v)].end(), features, features + rows * dim);
     };
     cae::ProgressBar bar("encode " + split, mine.count, "img");
-    pipeline.run(split, mine.first, mine.count, sink, [&](int64_t done) { bar.update(done); });
+    auto progress = [&](int64_t done) { bar.update(done); };
+    if (halves) {
+      // Rounded where they are computed (on the GPU: before they cross the bus), written as they come.
+      try {
+        pipeline.run(split, mine.first, mine.count,
+                     ae::EncodePipeline::HalfSink([&](int64_t row, int64_t rows, int v, const cae::Half* features) {
+                       w->write_rows(split, row, rows, features, v);
+                     }),
+                     progress);
+      } catch (const ae::CodeBeyondHalf& beyond) {
+        w->fail_not_half(split, beyond.view, beyond.row, beyond.feature, beyond.value);
+      }
+    } else {
+      pipeline.run(split, mine.first, mine.count, ae::EncodePipeline::Sink(sink), progress);
+    }
     bar.finish();
     if (place.grouped()) ae::gather_rank_features(group, w.get(), split, n, opt.batch_size, kept);
     if (lead) {

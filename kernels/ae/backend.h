@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/device.h"
+#include "common/half.h"
 #include "kernels/ae/model.h"
 
 namespace ae {
@@ -35,6 +36,16 @@ const char* precision_name(Precision p);
 // Called during an epoch so the tool can draw progress. GPU backends call it only every
 // few steps: reading the loss back is a host synchronisation.
 using StepCallback = std::function<void(int64_t images_done, double running_mean_loss)>;
+
+// A code that float16 cannot hold (encode_halves): its index in the [n, latent_dim] codes and
+// its value as computed — in the first chunk that has one, its first code that is not finite
+// if there is one (a diverged model, whatever the storage), else its first beyond ±65504;
+// index -1: every code fits.
+struct HalfFault {
+  int64_t index = -1;
+  float value = 0;
+  explicit operator bool() const { return index >= 0; }
+};
 
 // Images are uint8 [n, C, H, W] of the backend's architecture, normalised as pixels/255.
 class AeBackend {
@@ -67,6 +78,12 @@ class AeBackend {
   virtual void reconstruct(const uint8_t* images, int64_t n, float* out) = 0;
   // Latent codes [n, latent_dim], C,H,W order.
   virtual void encode(const uint8_t* images, int64_t n, int batch, float* latent) = 0;
+  // encode()'s codes rounded to float16 (nearest, ties to even), as a features file stores
+  // them, with the first code float16 cannot hold (not finite, or beyond ±65504) found on the
+  // way; the codes after it are unspecified. This one encodes into floats a chunk at a time
+  // and rounds them on the host; the GPU backend rounds and checks on the GPU, so its codes
+  // cross the bus and the host once, as halves.
+  virtual HalfFault encode_halves(const uint8_t* images, int64_t n, int batch, cae::Half* latent);
   // True when `flag` is true on any rank of this backend's data-parallel group, so that
   // every rank stops at the same step when only some received a signal. A collective: in
   // a group every rank calls it at the same points. One process: `flag` itself.

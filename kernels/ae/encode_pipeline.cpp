@@ -6,6 +6,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "common/phases.h"
 #include "common/timer.h"
@@ -105,15 +106,27 @@ EncodePipeline::~EncodePipeline() = default;
 void EncodePipeline::run(const std::string& split, int64_t first, int64_t count, const Sink& sink,
                          const std::function<void(int64_t)>& progress) {
   try {
-    run_chunks(split, first, count, sink, progress);
+    run_chunks<float>(split, first, count, sink, progress);
   } catch (...) {
     io_->drop();  // its queued tasks hold `sink` and the buffers
     throw;
   }
 }
 
-void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t count, const Sink& sink,
+void EncodePipeline::run(const std::string& split, int64_t first, int64_t count, const HalfSink& sink,
+                         const std::function<void(int64_t)>& progress) {
+  try {
+    run_chunks<cae::Half>(split, first, count, sink, progress);
+  } catch (...) {
+    io_->drop();
+    throw;
+  }
+}
+
+template <typename Code, typename SinkOf>
+void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t count, const SinkOf& sink,
                                 const std::function<void(int64_t)>& progress) {
+  static_assert(sizeof(Code) <= sizeof(float), "a slot holds chunk × latent_dim floats");
   const int64_t chunks = (count + chunk_ - 1) / chunk_;
   const int nviews = static_cast<int>(views_.size());
   auto rows_of = [&](int64_t k) { return std::min(chunk_, count - k * chunk_); };
@@ -140,10 +153,20 @@ void EncodePipeline::run_chunks(const std::string& split, int64_t first, int64_t
     for (int v = 0; v < nviews; ++v, ++pair) {
       const int f = static_cast<int>(pair % 2);
       wait(write_ticket[f], cae::Phase::write);
-      float* features = features_.data() + f * chunk_ * encoder_.architecture().latent_dim();
+      Code* features = reinterpret_cast<Code*>(features_.data() + f * chunk_ * encoder_.architecture().latent_dim());
       {
         cae::PhaseScope computing(cae::Phase::compute);
-        encoder_.encode_view(pixels_of(k), rows, views_[static_cast<size_t>(v)], features, split, row);
+        const cae::ImageView& view = views_[static_cast<size_t>(v)];
+        if constexpr (std::is_same_v<Code, cae::Half>) {
+          try {
+            encoder_.encode_view_halves(pixels_of(k), rows, view, features, split, row);
+          } catch (CodeBeyondHalf& beyond) {
+            beyond.view = v;
+            throw;
+          }
+        } else {
+          encoder_.encode_view(pixels_of(k), rows, view, features, split, row);
+        }
       }
       if (v + 1 == nviews && k + slots < chunks) last = read_ticket[p] = queue_read(k + slots);
       last = write_ticket[f] = io_->push([this, &sink, row, rows, v, features] {

@@ -29,6 +29,9 @@ class EncodePipeline {
   // Receives the features [rows, latent_dim] of view `view` (an index into the views) of
   // rows [row, row + rows) of the split: on the I/O thread, in row order, then view order.
   using Sink = std::function<void(int64_t row, int64_t rows, int view, const float* features)>;
+  // The same, the features rounded to float16 as a features file stores them (on the GPU,
+  // before they leave it: Encoder::encode_view_halves).
+  using HalfSink = std::function<void(int64_t row, int64_t rows, int view, const cae::Half* features)>;
 
   // Chunks of `chunk` images of `data`, encoded by `encoder` in each of `views`; both must
   // outlive the pipeline. The pixels of up to `read_ahead_bytes` worth of chunks (at least
@@ -46,6 +49,10 @@ class EncodePipeline {
   // feature, a full disk) is rethrown here and ends the run.
   void run(const std::string& split, int64_t first, int64_t count, const Sink& sink,
            const std::function<void(int64_t done)>& progress = {});
+  // run() of float16 features. A finite code beyond float16's range ends it with
+  // CodeBeyondHalf, its view set.
+  void run(const std::string& split, int64_t first, int64_t count, const HalfSink& sink,
+           const std::function<void(int64_t done)>& progress = {});
   // The I/O thread's time so far in reading pixels and in the sink (overlapped with the
   // encoding: what the run would take without it). Between runs only.
   double read_seconds() const { return read_seconds_; }
@@ -56,7 +63,8 @@ class EncodePipeline {
   // Waits for the I/O thread's task `ticket`, the time charged to `phase` (this thread's
   // phases: what it waited for).
   void wait(uint64_t ticket, cae::Phase phase);
-  void run_chunks(const std::string& split, int64_t first, int64_t count, const Sink& sink,
+  template <typename Code, typename SinkOf>
+  void run_chunks(const std::string& split, int64_t first, int64_t count, const SinkOf& sink,
                   const std::function<void(int64_t done)>& progress);
   const cae::DatasetReader& data_;
   Encoder& encoder_;
@@ -65,7 +73,8 @@ class EncodePipeline {
   int64_t pixel_slots_;  // chunk k's pixels in slot k % pixel_slots_ of pixels_
   cae::LargeVector<uint8_t> pixels_;
   // The u-th (chunk, view) pair's features in slot u % 2 of two, one after the other: 64 MB
-  // for the seed model, in huge pages (common/large_buffer.h says why).
+  // for the seed model, in huge pages (common/large_buffer.h says why); float16 features use
+  // the first half of each slot.
   cae::LargeVector<float> features_;
   double read_seconds_ = 0, sink_seconds_ = 0;  // the I/O thread's
   std::unique_ptr<IoThread> io_;

@@ -50,13 +50,44 @@ void Encoder::encode(const uint8_t* images, int64_t n, float* codes, float* mirr
   if (mirrored_codes) encode_view(images, n, cae::ImageView{0, true}, mirrored_codes, what, first_row);
 }
 
-void Encoder::encode_view(const uint8_t* images, int64_t n, const cae::ImageView& view, float* codes,
-                          const std::string& what, int64_t first_row) {
-  if (view == cae::ImageView{}) return encode_checked(images, n, codes, what, first_row);
+const uint8_t* Encoder::view_of(const uint8_t* images, int64_t n, const cae::ImageView& view) {
+  if (view == cae::ImageView{}) return images;
   const Architecture& a = model_.arch;
   view_pixels_.resize(static_cast<size_t>(n * a.image_dim()));
   make_view(images, n, a.input_channels(), a.height(), a.width(), view, view_pixels_.data());
-  encode_checked(view_pixels_.data(), n, codes, cae::view_label(view) + " " + what, first_row);
+  return view_pixels_.data();
+}
+
+void Encoder::encode_view(const uint8_t* images, int64_t n, const cae::ImageView& view, float* codes,
+                          const std::string& what, int64_t first_row) {
+  const std::string label = view == cae::ImageView{} ? what : cae::view_label(view) + " " + what;
+  encode_checked(view_of(images, n, view), n, codes, label, first_row);
+}
+
+CodeBeyondHalf::CodeBeyondHalf(int64_t row_, int64_t feature_, float value_)
+    : std::runtime_error("row " + std::to_string(row_) + " feature " + std::to_string(feature_) +
+                         " is beyond float16's range (±65504)"),
+      row(row_),
+      feature(feature_),
+      value(value_) {}
+
+void Encoder::encode_view_halves(const uint8_t* images, int64_t n, const cae::ImageView& view, cae::Half* codes,
+                                 const std::string& what, int64_t first_row) {
+  const std::string label = view == cae::ImageView{} ? what : cae::view_label(view) + " " + what;
+  const uint8_t* pixels = view_of(images, n, view);
+  cae::Stopwatch clock;
+  const HalfFault fault = backend().encode_halves(pixels, n, batch_, codes);
+  seconds_ += clock.seconds();
+  if (!fault) return;
+  const int64_t dim = model_.arch.latent_dim();
+  if (!std::isfinite(fault.value)) fail_non_finite(label, first_row + fault.index / dim, fault.index % dim);
+  throw CodeBeyondHalf(first_row + fault.index / dim, fault.index % dim, fault.value);
+}
+
+void Encoder::fail_non_finite(const std::string& what, int64_t row, int64_t feature) const {
+  cae::fail_file(model_path_, "its encoder gives a non-finite feature (" + what + " image " + std::to_string(row) +
+                                  ", feature " + std::to_string(feature) +
+                                  "): the weights overflow on these images; retrain (a smaller --lr) or check the model");
 }
 
 void Encoder::encode_checked(const uint8_t* images, int64_t n, float* codes, const std::string& what,
@@ -69,10 +100,7 @@ void Encoder::encode_checked(const uint8_t* images, int64_t n, float* codes, con
 #pragma omp parallel for schedule(static) reduction(min : bad)
   for (int64_t i = 0; i < count; ++i)
     if (!std::isfinite(codes[i])) bad = std::min(bad, i);
-  if (bad < count)
-    cae::fail_file(model_path_, "its encoder gives a non-finite feature (" + what + " image " +
-                                    std::to_string(first_row + bad / dim) + ", feature " + std::to_string(bad % dim) +
-                                    "): the weights overflow on these images; retrain (a smaller --lr) or check the model");
+  if (bad < count) fail_non_finite(what, first_row + bad / dim, bad % dim);
 }
 
 }  // namespace ae

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,16 @@
 #include "kernels/ae/checkpoint.h"
 
 namespace ae {
+
+// A finite code beyond float16's range (±65504), found by Encoder::encode_view_halves: the
+// image's row, the feature and the value; EncodePipeline adds the view (an index into its
+// views), and ae-encode names its file and dataset and asks for --feature-dtype float32.
+struct CodeBeyondHalf : std::runtime_error {
+  CodeBeyondHalf(int64_t row, int64_t feature, float value);
+  int64_t row, feature;
+  float value;
+  int view = 0;
+};
 
 class Encoder {
  public:
@@ -44,10 +55,18 @@ class Encoder {
   // make_view, a chunk at a time); the identity view is encode() without mirrors.
   void encode_view(const uint8_t* images, int64_t n, const cae::ImageView& view, float* codes, const std::string& what,
                    int64_t first_row);
+  // encode_view() with the codes as a features file stores them, rounded to float16 (on the
+  // GPU as they come out of the encoder: AeBackend::encode_halves). A code that is not finite
+  // fails as encode_view's do; one beyond float16's range throws CodeBeyondHalf.
+  void encode_view_halves(const uint8_t* images, int64_t n, const cae::ImageView& view, cae::Half* codes,
+                          const std::string& what, int64_t first_row);
   double seconds() const { return seconds_; }  // inside the backend so far
 
  private:
   void encode_checked(const uint8_t* images, int64_t n, float* codes, const std::string& what, int64_t first_row);
+  // The pixels of `view` of n images: `images` itself for the identity view, else view_pixels_.
+  const uint8_t* view_of(const uint8_t* images, int64_t n, const cae::ImageView& view);
+  [[noreturn]] void fail_non_finite(const std::string& what, int64_t row, int64_t feature) const;
   AeBackend& backend() const;  // waits for a background setup
   std::unique_ptr<AeBackend> make(cae::Device device) const;  // a backend with the model's weights
   std::string model_path_;

@@ -39,16 +39,28 @@ void FeaturesWriter::write_rows(const std::string& split, int64_t row0, int64_t 
   const size_t n = static_cast<size_t>(rows * dim_);
   if (halves_.size() < n) halves_.resize(n);
   const size_t bad = cae::floats_to_halves(features, halves_.data(), n);
-  if (bad != n) {
-    char value[32];
-    std::snprintf(value, sizeof value, "%g", static_cast<double>(features[bad]));
-    cae::fail_file(w_.name(), dataset + " row " + std::to_string(row0 + static_cast<int64_t>(bad) / dim_) +
-                                  " feature " + std::to_string(static_cast<int64_t>(bad) % dim_) + " is " + value +
-                                  (std::isfinite(features[bad])
-                                       ? ", beyond float16's range (±65504): encode with --feature-dtype float32"
-                                       : ", not a finite value"));
-  }
+  if (bad != n)
+    fail_not_half(split, view, row0 + static_cast<int64_t>(bad) / dim_, static_cast<int64_t>(bad) % dim_,
+                  features[bad]);
   w_.write_rows<cae::Half>(dataset, uint64_t(row0), uint64_t(rows), halves_.data());
+}
+
+void FeaturesWriter::write_rows(const std::string& split, int64_t row0, int64_t rows, const cae::Half* features,
+                                int view) {
+  if (dtype_ != FeatureDtype::float16)
+    throw std::invalid_argument("FeaturesWriter: float16 rows for a float32 features file");
+  w_.write_rows<cae::Half>(split_views_.at(split).at(size_t(view)), uint64_t(row0), uint64_t(rows), features);
+}
+
+void FeaturesWriter::fail_not_half(const std::string& split, int view, int64_t row, int64_t feature,
+                                   float value) const {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", static_cast<double>(value));
+  cae::fail_file(w_.name(), split_views_.at(split).at(size_t(view)) + " row " + std::to_string(row) + " feature " +
+                                std::to_string(feature) + " is " + text +
+                                (std::isfinite(value)
+                                     ? ", beyond float16's range (±65504): encode with --feature-dtype float32"
+                                     : ", not a finite value"));
 }
 
 void FeaturesWriter::write_labels(const std::string& split, const std::vector<uint8_t>& labels) {

@@ -44,6 +44,13 @@ class FeaturesWriter {
   // their mirrors with flip). For float16, rounded to nearest; a code beyond float16's range
   // fails naming the row, the feature and --feature-dtype float32.
   void write_rows(const std::string& split, int64_t row0, int64_t rows, const float* features, int view = 0);
+  // Rows already rounded to float16 (EncodePipeline's HalfSink), for a float16 file.
+  void write_rows(const std::string& split, int64_t row0, int64_t rows, const cae::Half* features, int view = 0);
+  // Fails naming the file, view `view`'s dataset of `split`, the row and the feature of a code
+  // float16 cannot hold (beyond its range: --feature-dtype float32; or not finite).
+  [[noreturn]] void fail_not_half(const std::string& split, int view, int64_t row, int64_t feature,
+                                  float value) const;
+  FeatureDtype dtype() const { return dtype_; }
   void write_labels(const std::string& split, const std::vector<uint8_t>& labels);
   struct Summary {
     std::string device;

@@ -378,6 +378,75 @@ class GpuBackend : public AeBackend {
     drain();
   }
 
+  // encode() with the codes rounded to float16 on the GPU as they come out of the encoder
+  // (codes_to_halves, which also finds the first one float16 cannot hold): half the bytes
+  // cross the bus and the host, once, and nothing on the host rounds or checks them. Stops at
+  // the first chunk with such a code and returns it.
+  HalfFault encode_halves(const uint8_t* images, int64_t n, int batch, cae::Half* latent) override {
+    static_assert(sizeof(cae::Half) == sizeof(uint16_t), "cae::Half is binary16's bits");
+    if (n <= 0) return {};
+    const int chunk = int(std::min<int64_t>(n, std::max(batch, kEncodeChunk)));
+    const size_t ld = size_t(arch_.latent_dim());
+    ensure_capacity(chunk);
+    latent_dev_.resize(2 * size_t(chunk) * ld);
+    halves_dev_.resize(2 * size_t(chunk) * ld);
+    first_bad_dev_.resize(4);
+    const size_t halves_bytes = sizeof(uint16_t) * size_t(chunk) * ld;
+    // Each slot: the chunk's first non-finite and first out-of-range index (16 bytes), then its halves.
+    constexpr size_t kHeader = 2 * sizeof(unsigned long long);
+    pinned_[0].resize(kHeader + halves_bytes);
+    pinned_[1].resize(kHeader + halves_bytes);
+    auto first_bad_of = [&](int slot) { return static_cast<const unsigned long long*>(pinned_[slot].get()); };
+    auto halves_of = [&](int slot) {
+      return reinterpret_cast<const cae::Half*>(static_cast<const uint8_t*>(pinned_[slot].get()) + kHeader);
+    };
+    int64_t pending_off = -1;
+    int pending_n = 0, pending_slot = 0;
+    HalfFault fault;
+    auto drain = [&]() {
+      if (pending_off < 0) return;
+      AE_CUDA_CHECK(cudaEventSynchronize(events_[pending_slot]));
+      const unsigned long long* first_bad = first_bad_of(pending_slot);
+      const unsigned long long bad = first_bad[0] != ~0ull ? first_bad[0] : first_bad[1];
+      if (bad != ~0ull) {  // its codes are still in the slot: the chunk after it fills the other one
+        float value = 0;
+        AE_CUDA_CHECK(cudaMemcpyAsync(&value, latent_dev_.get() + size_t(pending_slot) * chunk * ld + bad,
+                                      sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        AE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        fault = {pending_off * int64_t(ld) + int64_t(bad), value};
+      } else {
+        parallel_copy(latent + pending_off * int64_t(ld), halves_of(pending_slot), size_t(pending_n) * ld);
+      }
+      pending_off = -1;
+    };
+    int slot = 0;
+    for_chunks(images, n, chunk, [&](int b, int64_t off) {
+      if (fault) return;  // nothing more is encoded after a bad code
+      float* lat = latent_dev_.get() + size_t(slot) * chunk * ld;
+      uint16_t* halves = halves_dev_.get() + size_t(slot) * chunk * ld;
+      ForwardIo io;
+      io.latent = lat;
+      io.tiles = TileChoice::rule;
+      forward(b, io, plan_->latent_layer, stream_);  // the encoder
+      unsigned long long* first_bad = first_bad_dev_.get() + 2 * slot;
+      AE_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, kHeader, stream_));
+      codes_to_halves(lat, halves, int64_t(b) * int64_t(ld), first_bad, stream_);
+      void* dst = pinned_[slot].get();
+      AE_CUDA_CHECK(cudaMemcpyAsync(dst, first_bad, kHeader, cudaMemcpyDeviceToHost, stream_));
+      AE_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + kHeader, halves, sizeof(uint16_t) * size_t(b) * ld,
+                                    cudaMemcpyDeviceToHost, stream_));
+      AE_CUDA_CHECK(cudaEventRecord(events_[slot], stream_));
+      drain();  // the previous chunk, while this one runs
+      pending_off = off;
+      pending_n = b;
+      pending_slot = slot;
+      slot ^= 1;
+    });
+    if (!fault) drain();
+    AE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no copy into the pinned slots outlives the call
+    return fault;
+  }
+
  protected:
   // Protected, not private: the step profiler (tests/gpu/support/stepped_gpu_backend.cuh)
   // derives from this class to issue one step stage by stage; the backend holds no
@@ -500,13 +569,14 @@ class GpuBackend : public AeBackend {
     return b;
   }
 
-  static void parallel_copy(float* dst, const float* src, size_t count) {
-    const size_t piece = size_t(1) << 18;  // 1 MiB of floats
+  template <typename T>
+  static void parallel_copy(T* dst, const T* src, size_t count) {
+    const size_t piece = (size_t(1) << 20) / sizeof(T);  // 1 MiB
     const int64_t pieces = int64_t((count + piece - 1) / piece);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < pieces; ++i) {
       const size_t b = size_t(i) * piece, e = std::min(count, b + piece);
-      std::memcpy(dst + b, src + b, (e - b) * sizeof(float));
+      std::memcpy(dst + b, src + b, (e - b) * sizeof(T));
     }
   }
 
@@ -767,6 +837,8 @@ class GpuBackend : public AeBackend {
   DeviceBuffer<float> wgrad_ws_[Plan::kBranches], bias_ws_[Plan::kBranches];  // one per side branch
   DeviceBuffer<uint8_t> stage_;
   DeviceBuffer<float> recon_, latent_dev_;
+  DeviceBuffer<uint16_t> halves_dev_;                // encode_halves' two slots of float16 codes
+  DeviceBuffer<unsigned long long> first_bad_dev_;  // and each slot's first bad codes (codes_to_halves)
   PinnedBuffer pinned_[2];
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch, global batch)
   using TileKey = std::tuple<int, bool, int>;  // (layer, input gradient, batch)

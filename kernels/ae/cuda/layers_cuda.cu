@@ -2,6 +2,7 @@
 // packing, bias gradients, optimizers. (The CPU twins on device pointers, which only the
 // tests call, are tests/gpu/support/layer_twins.cuh.)
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -314,6 +315,16 @@ __global__ void sumsq_kernel(const float* __restrict__ x, int64_t count, double*
   block_sum_atomic_add(local, out);
 }
 
+__global__ void codes_to_halves_kernel(const float* __restrict__ codes, uint16_t* __restrict__ out, int64_t count,
+                                       unsigned long long* first_bad) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    const float x = codes[i];
+    const uint16_t h = __half_as_ushort(__float2half_rn(x));
+    out[i] = h;
+    if ((h & 0x7c00u) == 0x7c00u) atomicMin(first_bad + (isfinite(x) ? 1 : 0), static_cast<unsigned long long>(i));
+  }
+}
+
 __global__ void advance_kernel(int* pos, int64_t* step, int batch) {
   *pos += batch;
   *step += 1;
@@ -454,6 +465,14 @@ void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s,
 void grad_sumsq_compute(const float* grad, int64_t count, double* out, cudaStream_t stream) {
   AE_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double), stream));
   sumsq_kernel<<<std::min<unsigned>(blocks_for(count), 264), kThreads, 0, stream>>>(grad, count, out);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void codes_to_halves(const float* codes, uint16_t* out, int64_t count, unsigned long long* first_bad,
+                     cudaStream_t stream) {
+  if (count <= 0) return;
+  codes_to_halves_kernel<<<std::min<unsigned>(blocks_for(count), 4096), kThreads, 0, stream>>>(codes, out, count,
+                                                                                               first_bad);
   AE_CUDA_LAUNCH_CHECK();
 }
 

@@ -272,5 +272,11 @@ void optimizer_update(const OptimizerConfig& cfg, const OptimizerDeviceState& s,
 void grad_sumsq_compute(const float* grad, int64_t count, double* out, cudaStream_t stream);
 // *pos += batch; *step += 1 (the last kernel of a training step).
 void advance_step(int* pos, int64_t* step, int batch, cudaStream_t stream);
+// ae-encode's codes as a features file stores them: out[i] = codes[i] rounded to float16
+// (IEEE binary16 bits; nearest, ties to even, as the host's cae::floats_to_halves), and
+// first_bad[0] lowered to the least i whose code is not finite, first_bad[1] to the least i
+// whose finite code is beyond float16's range (±Inf once rounded). The caller sets both to ~0.
+void codes_to_halves(const float* codes, uint16_t* out, int64_t count, unsigned long long* first_bad,
+                     cudaStream_t stream);
 
 }  // namespace ae::cuda
