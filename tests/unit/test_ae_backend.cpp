@@ -6,6 +6,7 @@
 // tests/bats/ae.bats.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -505,6 +506,68 @@ TEST(Encoder, RefusesNonFiniteCodesNamingTheImage) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("model.h5: its encoder gives a non-finite feature (test image 11, feature"),
               std::string::npos)
+        << e.what();
+  }
+}
+
+// The CPU's encode_halves (AeBackend's own, a chunk at a time) and Encoder::encode_view_halves:
+// the codes rounded as floats_to_halves rounds encode()'s; a finite code beyond ±65504 is
+// CodeBeyondHalf naming the first; a non-finite code is the model's error even where a finite
+// one beyond the range comes first in its chunk.
+TEST(Encoder, HalfCodesAreTheRoundedCodesAndTheirFirstBadOneIsNamed) {
+  const Architecture arch(1, 4, 4, {2});
+  const cae_test::TempDir dir("cae-encoder-halves");
+  const int n = 5;
+  const std::vector<uint8_t> images = random_images(arch, n, 8);
+  const size_t count = size_t(n) * size_t(arch.latent_dim());
+  {
+    ae::Encoder encoder(write_model(dir, arch, ae::init_params(arch, 2)), cae::Device::cpu, 1, 2);
+    std::vector<float> codes(count);
+    std::vector<cae::Half> want(count), got(count);
+    encoder.encode(images.data(), n, codes.data(), nullptr, "test", 0);
+    ASSERT_EQ(cae::floats_to_halves(codes.data(), want.data(), count), count);
+    encoder.encode_view_halves(images.data(), n, {}, got.data(), "test", 0);
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i].bits, want[i].bits) << i;
+  }
+  // Every weight 1e5 times its size: finite codes, some beyond float16's range.
+  std::vector<float> params = ae::init_params(arch, 2);
+  for (float& p : params) p *= 1e5f;
+  ae::Encoder large(write_model(dir, arch, params), cae::Device::cpu, 1, 2);
+  std::vector<float> codes(count);
+  large.encode(images.data(), n, codes.data(), nullptr, "test", 0);
+  std::vector<cae::Half> halves(count);
+  const size_t first = cae::floats_to_halves(codes.data(), halves.data(), count);
+  ASSERT_LT(first, count);
+  try {
+    large.encode_view_halves(images.data(), n, {}, halves.data(), "test", 7);
+    ADD_FAILURE() << "a code beyond float16's range was rounded";
+  } catch (const ae::CodeBeyondHalf& e) {
+    EXPECT_EQ(e.row, 7 + int64_t(first) / arch.latent_dim());
+    EXPECT_EQ(e.feature, int64_t(first) % arch.latent_dim());
+    EXPECT_EQ(e.value, codes[first]);
+  }
+  // Image 1 overflows float32 in every code; image 0's codes are finite but beyond the range.
+  for (int64_t i = 0; i < arch.conv(0).weight_count(); ++i) params[size_t(arch.conv(0).weight_offset + i)] = 3e38f;
+  std::vector<uint8_t> two(size_t(2 * arch.image_dim()), uint8_t(1));
+  std::fill(two.begin() + arch.image_dim(), two.end(), uint8_t(255));
+  ae::Encoder diverged(write_model(dir, arch, params), cae::Device::cpu, 1, 2);
+  {
+    std::vector<float> raw(size_t(2 * arch.latent_dim()));
+    try {
+      diverged.encode(two.data(), 1, raw.data(), nullptr, "test", 10);  // image 0 alone: finite
+    } catch (const std::runtime_error& e) {
+      FAIL() << "image 0's codes should be finite: " << e.what();
+    }
+    ASSERT_TRUE(std::any_of(raw.begin(), raw.begin() + arch.latent_dim(),
+                            [](float x) { return std::fabs(x) >= cae::kHalfOverflow; }));
+  }
+  try {
+    diverged.encode_view_halves(two.data(), 2, {}, halves.data(), "test", 10);
+    ADD_FAILURE() << "a non-finite code was rounded";
+  } catch (const ae::CodeBeyondHalf& e) {
+    ADD_FAILURE() << "a non-finite code was called beyond float16's range: " << e.what();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("its encoder gives a non-finite feature (test image 11,"), std::string::npos)
         << e.what();
   }
 }
