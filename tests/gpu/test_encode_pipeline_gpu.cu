@@ -25,32 +25,47 @@
 
 using namespace gpu_test;
 
+namespace {
+
+// A seed model whose every weight and bias is `scale` times init_params(7)'s, written to `path`:
+// the encoder's codes grow ~scale² (both layers' ReLU outputs scale with their weights).
+void write_scaled_model(const std::string& path, float scale) {
+  ae::Checkpoint c;
+  c.arch = ae::Architecture::seed();
+  c.params = ae::init_params(c.arch, 7);
+  for (float& p : c.params) p *= scale;
+  c.optimizer_kind = "adam";
+  ae::write_checkpoint(path, path, c, cae::Provenance{"ae-model", 1, "{}", {}});
+}
+
+// An image-dataset file of n synthetic 3×32×32 training images (`seed`'s) and a one-image test
+// split, as ae-encode reads.
+void write_synthetic_dataset(const std::string& path, int64_t n, uint64_t seed) {
+  cae::Hdf5Writer w(path);
+  cae::ImageSplit s;
+  s.C = 3, s.H = 32, s.W = 32;
+  const std::vector<uint8_t> pixels = synthetic_images(int(n), seed);
+  s.images.assign(pixels.begin(), pixels.end());
+  for (int64_t i = 0; i < n; ++i) s.labels.push_back(uint8_t(i % 10));
+  cae::write_split(w, "train", s);
+  s.images.resize(size_t(s.image_bytes()));
+  s.labels.resize(1);
+  cae::write_split(w, "test", s);
+  cae::write_class_names(w, cae::cifar10_class_names());
+  cae::write_provenance(w, cae::Provenance{cae::kDatasetFormat, 1, "{}", {}});
+  w.close();
+}
+
+}  // namespace
+
 TEST(GpuEncodePipeline, BackgroundSetupAndPipelineGiveTheDirectCodes) {
   REQUIRE_GPU();
   const ae::Architecture arch = ae::Architecture::seed();
   char tmpl[] = "/tmp/cae-encode-pipeline-gpu-XXXXXX";
   const std::string dir = mkdtemp(tmpl), model = dir + "/model.h5", data_path = dir + "/data.h5";
-  ae::Checkpoint c;
-  c.arch = arch;
-  c.params = ae::init_params(arch, 7);
-  c.optimizer_kind = "adam";
-  ae::write_checkpoint(model, model, c, cae::Provenance{"ae-model", 1, "{}", {}});
+  write_scaled_model(model, 1.0f);
   const int64_t n = 2500, chunk = 1024;  // chunks of 1,024, 1,024 and 452
-  {
-    cae::Hdf5Writer w(data_path);
-    cae::ImageSplit s;
-    s.C = 3, s.H = 32, s.W = 32;
-    const std::vector<uint8_t> pixels = synthetic_images(int(n), 23);
-    s.images.assign(pixels.begin(), pixels.end());
-    for (int64_t i = 0; i < n; ++i) s.labels.push_back(uint8_t(i % 10));
-    cae::write_split(w, "train", s);
-    s.images.resize(size_t(s.image_bytes()));
-    s.labels.resize(1);
-    cae::write_split(w, "test", s);
-    cae::write_class_names(w, cae::cifar10_class_names());
-    cae::write_provenance(w, cae::Provenance{cae::kDatasetFormat, 1, "{}", {}});
-    w.close();
-  }
+  write_synthetic_dataset(data_path, n, 23);
   cae::DatasetReader data(data_path);
   std::vector<uint8_t> images(size_t(n * data.image_bytes()));
   data.read_images("train", 0, n, images.data());
@@ -83,21 +98,6 @@ TEST(GpuEncodePipeline, BackgroundSetupAndPipelineGiveTheDirectCodes) {
   (void)!std::system(("rm -rf '" + dir + "'").c_str());
 }
 
-namespace {
-
-// A seed model whose every weight and bias is `scale` times init_params(7)'s, written to `path`:
-// the encoder's codes grow ~scale² (both layers' ReLU outputs scale with their weights).
-void write_scaled_model(const std::string& path, float scale) {
-  ae::Checkpoint c;
-  c.arch = ae::Architecture::seed();
-  c.params = ae::init_params(c.arch, 7);
-  for (float& p : c.params) p *= scale;
-  c.optimizer_kind = "adam";
-  ae::write_checkpoint(path, path, c, cae::Provenance{"ae-model", 1, "{}", {}});
-}
-
-}  // namespace
-
 // Encoder::encode_view_halves on the GPU (codes_to_halves, then the halves alone cross the
 // bus): the host's rounding of the GPU's float codes, bit for bit, over three chunks and two
 // views, through the pipeline's HalfSink too; a finite code beyond ±65504 is CodeBeyondHalf
@@ -110,21 +110,7 @@ TEST(GpuEncodePipeline, HalvesAreTheGpuCodesRoundedAndTheFirstBadCodeIsNamed) {
   const std::string dir = mkdtemp(tmpl), model = dir + "/model.h5", data_path = dir + "/data.h5";
   write_scaled_model(model, 1.0f);
   const int64_t n = 2500;
-  {
-    cae::Hdf5Writer w(data_path);
-    cae::ImageSplit s;
-    s.C = 3, s.H = 32, s.W = 32;
-    const std::vector<uint8_t> pixels = synthetic_images(int(n), 29);
-    s.images.assign(pixels.begin(), pixels.end());
-    for (int64_t i = 0; i < n; ++i) s.labels.push_back(uint8_t(i % 10));
-    cae::write_split(w, "train", s);
-    s.images.resize(size_t(s.image_bytes()));
-    s.labels.resize(1);
-    cae::write_split(w, "test", s);
-    cae::write_class_names(w, cae::cifar10_class_names());
-    cae::write_provenance(w, cae::Provenance{cae::kDatasetFormat, 1, "{}", {}});
-    w.close();
-  }
+  write_synthetic_dataset(data_path, n, 29);
   cae::DatasetReader data(data_path);
   std::vector<uint8_t> images(size_t(n * data.image_bytes()));
   data.read_images("train", 0, n, images.data());
