@@ -342,40 +342,17 @@ class GpuBackend : public AeBackend {
   // Chunks of images go up, through the encoder, and come back through two pinned
   // buffers: while the GPU encodes chunk c, the host copies chunk c−1 into `latent`.
   void encode(const uint8_t* images, int64_t n, int batch, float* latent) override {
-    if (n <= 0) return;
-    const int chunk = int(std::min<int64_t>(n, std::max(batch, kEncodeChunk)));
     const size_t ld = size_t(arch_.latent_dim());
-    ensure_capacity(chunk);
-    latent_dev_.resize(2 * size_t(chunk) * ld);
-    const size_t chunk_bytes = sizeof(float) * size_t(chunk) * ld;
-    pinned_[0].resize(chunk_bytes);
-    pinned_[1].resize(chunk_bytes);
-    int64_t pending_off = -1;
-    int pending_n = 0, pending_slot = 0;
-    auto drain = [&]() {
-      if (pending_off < 0) return;
-      AE_CUDA_CHECK(cudaEventSynchronize(events_[pending_slot]));
-      parallel_copy(latent + pending_off * int64_t(ld), static_cast<const float*>(pinned_[pending_slot].get()),
-                    size_t(pending_n) * ld);
-      pending_off = -1;
-    };
-    int slot = 0;
-    for_chunks(images, n, chunk, [&](int b, int64_t off) {
-      float* lat = latent_dev_.get() + size_t(slot) * chunk * ld;
-      ForwardIo io;
-      io.latent = lat;
-      io.tiles = TileChoice::rule;
-      forward(b, io, plan_->latent_layer, stream_);  // the encoder
-      AE_CUDA_CHECK(cudaMemcpyAsync(pinned_[slot].get(), lat, sizeof(float) * size_t(b) * ld, cudaMemcpyDeviceToHost,
-                                    stream_));
-      AE_CUDA_CHECK(cudaEventRecord(events_[slot], stream_));
-      drain();  // the previous chunk, while this one runs
-      pending_off = off;
-      pending_n = b;
-      pending_slot = slot;
-      slot ^= 1;
-    });
-    drain();
+    encode_chunks(
+        images, n, batch, sizeof(float) * size_t(encode_chunk(n, batch)) * ld,
+        [&](int slot, const float* codes, int b) {
+          AE_CUDA_CHECK(cudaMemcpyAsync(pinned_[slot].get(), codes, sizeof(float) * size_t(b) * ld,
+                                        cudaMemcpyDeviceToHost, stream_));
+        },
+        [&](int slot, int64_t off, int b, const float*) {
+          parallel_copy(latent + off * int64_t(ld), static_cast<const float*>(pinned_[slot].get()), size_t(b) * ld);
+          return true;
+        });
   }
 
   // encode() with the codes rounded to float16 on the GPU as they come out of the encoder
@@ -384,66 +361,39 @@ class GpuBackend : public AeBackend {
   // the first chunk with such a code and returns it.
   HalfFault encode_halves(const uint8_t* images, int64_t n, int batch, cae::Half* latent) override {
     static_assert(sizeof(cae::Half) == sizeof(uint16_t), "cae::Half is binary16's bits");
-    if (n <= 0) return {};
-    const int chunk = int(std::min<int64_t>(n, std::max(batch, kEncodeChunk)));
     const size_t ld = size_t(arch_.latent_dim());
-    ensure_capacity(chunk);
-    latent_dev_.resize(2 * size_t(chunk) * ld);
+    const int chunk = encode_chunk(n, batch);
     halves_dev_.resize(2 * size_t(chunk) * ld);
     first_bad_dev_.resize(4);
-    const size_t halves_bytes = sizeof(uint16_t) * size_t(chunk) * ld;
     // Each slot: the chunk's first non-finite and first out-of-range index (16 bytes), then its halves.
     constexpr size_t kHeader = 2 * sizeof(unsigned long long);
-    pinned_[0].resize(kHeader + halves_bytes);
-    pinned_[1].resize(kHeader + halves_bytes);
-    auto first_bad_of = [&](int slot) { return static_cast<const unsigned long long*>(pinned_[slot].get()); };
-    auto halves_of = [&](int slot) {
-      return reinterpret_cast<const cae::Half*>(static_cast<const uint8_t*>(pinned_[slot].get()) + kHeader);
-    };
-    int64_t pending_off = -1;
-    int pending_n = 0, pending_slot = 0;
     HalfFault fault;
-    auto drain = [&]() {
-      if (pending_off < 0) return;
-      AE_CUDA_CHECK(cudaEventSynchronize(events_[pending_slot]));
-      const unsigned long long* first_bad = first_bad_of(pending_slot);
-      const unsigned long long bad = first_bad[0] != ~0ull ? first_bad[0] : first_bad[1];
-      if (bad != ~0ull) {  // its codes are still in the slot: the chunk after it fills the other one
-        float value = 0;
-        AE_CUDA_CHECK(cudaMemcpyAsync(&value, latent_dev_.get() + size_t(pending_slot) * chunk * ld + bad,
-                                      sizeof(float), cudaMemcpyDeviceToHost, stream_));
-        AE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        fault = {pending_off * int64_t(ld) + int64_t(bad), value};
-      } else {
-        parallel_copy(latent + pending_off * int64_t(ld), halves_of(pending_slot), size_t(pending_n) * ld);
-      }
-      pending_off = -1;
-    };
-    int slot = 0;
-    for_chunks(images, n, chunk, [&](int b, int64_t off) {
-      if (fault) return;  // nothing more is encoded after a bad code
-      float* lat = latent_dev_.get() + size_t(slot) * chunk * ld;
-      uint16_t* halves = halves_dev_.get() + size_t(slot) * chunk * ld;
-      ForwardIo io;
-      io.latent = lat;
-      io.tiles = TileChoice::rule;
-      forward(b, io, plan_->latent_layer, stream_);  // the encoder
-      unsigned long long* first_bad = first_bad_dev_.get() + 2 * slot;
-      AE_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, kHeader, stream_));
-      codes_to_halves(lat, halves, int64_t(b) * int64_t(ld), first_bad, stream_);
-      void* dst = pinned_[slot].get();
-      AE_CUDA_CHECK(cudaMemcpyAsync(dst, first_bad, kHeader, cudaMemcpyDeviceToHost, stream_));
-      AE_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + kHeader, halves, sizeof(uint16_t) * size_t(b) * ld,
-                                    cudaMemcpyDeviceToHost, stream_));
-      AE_CUDA_CHECK(cudaEventRecord(events_[slot], stream_));
-      drain();  // the previous chunk, while this one runs
-      pending_off = off;
-      pending_n = b;
-      pending_slot = slot;
-      slot ^= 1;
-    });
-    if (!fault) drain();
-    AE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no copy into the pinned slots outlives the call
+    encode_chunks(
+        images, n, batch, kHeader + sizeof(uint16_t) * size_t(chunk) * ld,
+        [&](int slot, const float* codes, int b) {
+          uint16_t* halves = halves_dev_.get() + size_t(slot) * chunk * ld;
+          unsigned long long* first_bad = first_bad_dev_.get() + 2 * slot;
+          AE_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, kHeader, stream_));
+          codes_to_halves(codes, halves, int64_t(b) * int64_t(ld), first_bad, stream_);
+          uint8_t* dst = static_cast<uint8_t*>(pinned_[slot].get());
+          AE_CUDA_CHECK(cudaMemcpyAsync(dst, first_bad, kHeader, cudaMemcpyDeviceToHost, stream_));
+          AE_CUDA_CHECK(cudaMemcpyAsync(dst + kHeader, halves, sizeof(uint16_t) * size_t(b) * ld,
+                                        cudaMemcpyDeviceToHost, stream_));
+        },
+        [&](int slot, int64_t off, int b, const float* codes) {
+          const uint8_t* src = static_cast<const uint8_t*>(pinned_[slot].get());
+          const unsigned long long* first_bad = reinterpret_cast<const unsigned long long*>(src);
+          const unsigned long long bad = first_bad[0] != ~0ull ? first_bad[0] : first_bad[1];
+          if (bad == ~0ull) {
+            parallel_copy(latent + off * int64_t(ld), reinterpret_cast<const cae::Half*>(src + kHeader), size_t(b) * ld);
+            return true;
+          }
+          float value = 0;  // the chunk's codes are still in its slot: the next chunk fills the other one
+          AE_CUDA_CHECK(cudaMemcpyAsync(&value, codes + bad, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+          AE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+          fault = {off * int64_t(ld) + int64_t(bad), value};
+          return false;
+        });
     return fault;
   }
 
@@ -460,6 +410,55 @@ class GpuBackend : public AeBackend {
     plan_ = std::make_unique<Plan>(make_plan(arch_, batch, dt_));
     bufs_.allocate(*plan_, batch, stream_);
     cap_ = batch;
+  }
+
+  // Images per encoder chunk: `batch`, at least kEncodeChunk, at most n.
+  static int encode_chunk(int64_t n, int batch) {
+    return int(std::min<int64_t>(std::max<int64_t>(n, 1), std::max(batch, kEncodeChunk)));
+  }
+
+  // The encoder over chunks of images, two chunks in flight: chunk c runs through the
+  // encoder into its slot of latent_dev_, then send(slot, codes, b) enqueues the copies of
+  // what the host needs into pinned_[slot] (slot_bytes each); meanwhile the host waits
+  // for chunk c−1 and hands it to take(slot, first image, b, its codes on the device), which
+  // returns false to stop: no later chunk is encoded (the codes it was given stay intact).
+  // Returns with the stream idle: no copy into the pinned slots outlives the call.
+  template <typename Send, typename Take>
+  void encode_chunks(const uint8_t* images, int64_t n, int batch, size_t slot_bytes, Send send, Take take) {
+    if (n <= 0) return;
+    const int chunk = encode_chunk(n, batch);
+    const size_t ld = size_t(arch_.latent_dim());
+    ensure_capacity(chunk);
+    latent_dev_.resize(2 * size_t(chunk) * ld);
+    pinned_[0].resize(slot_bytes);
+    pinned_[1].resize(slot_bytes);
+    auto codes_of = [&](int slot) { return latent_dev_.get() + size_t(slot) * chunk * ld; };
+    int64_t pending_off = -1;
+    int pending_n = 0, pending_slot = 0;
+    bool go_on = true;
+    auto take_pending = [&]() {
+      if (pending_off < 0) return;
+      AE_CUDA_CHECK(cudaEventSynchronize(events_[pending_slot]));
+      go_on = take(pending_slot, pending_off, pending_n, codes_of(pending_slot));
+      pending_off = -1;
+    };
+    int slot = 0;
+    for_chunks(images, n, chunk, [&](int b, int64_t off) {
+      if (!go_on) return;
+      ForwardIo io;
+      io.latent = codes_of(slot);
+      io.tiles = TileChoice::rule;
+      forward(b, io, plan_->latent_layer, stream_);  // the encoder
+      send(slot, codes_of(slot), b);
+      AE_CUDA_CHECK(cudaEventRecord(events_[slot], stream_));
+      take_pending();  // the previous chunk, while this one runs
+      pending_off = off;
+      pending_n = b;
+      pending_slot = slot;
+      slot ^= 1;
+    });
+    if (go_on) take_pending();
+    AE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
   // Each side branch's weight-gradient workspace, large enough for every gradient of the
