@@ -139,22 +139,42 @@ __global__ void __launch_bounds__(256) subpixel_halo_kernel(const ConvK p) {
   const T* wgt = static_cast<const T*>(p.weights);
   const int Cs = 1 << p.lcs, KT = Cs / KE;
 
+  // Each thread copies one 16-byte chunk `ch` of every 32nd shared row from `row0` on: of
+  // the halo's pixels (A) and of the nine taps' weight rows (B, row = tap·16 + n). Where
+  // each of its rows comes from is the same for every stage but for the channel offset, so
+  // it is worked out once here (−1: a zero row, outside the map or past the columns).
+  constexpr int kRowsPerPass = NT / kChunksPerRow;
+  constexpr int kWeightRows = 9 * BN;
+  constexpr int kHaloIt = (kHaloPix + kRowsPerPass - 1) / kRowsPerPass;
+  constexpr int kWeightIt = (kWeightRows + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert(NT % kChunksPerRow == 0, "whole rows per pass");
+  const int ch = tid % kChunksPerRow, row0 = tid / kChunksPerRow;
+  const T* img_src = src + size_t(img) * p.Hs * kHaloW * Cs + ch * CH;
+  int halo_at[kHaloIt], weight_at[kWeightIt];
+#pragma unroll
+  for (int j = 0; j < kHaloIt; ++j) {
+    const int hp = row0 + j * kRowsPerPass, y = y0 - 1 + hp / HC, x = hp % HC - 1;
+    const bool ok = hp < kHaloPix && unsigned(y) < unsigned(p.Hs) && unsigned(x) < unsigned(kHaloW);
+    halo_at[j] = ok ? (y * kHaloW + x) * Cs : -1;
+  }
+#pragma unroll
+  for (int j = 0; j < kWeightIt; ++j) {
+    const int row = row0 + j * kRowsPerPass, t = row / BN, n = row % BN;
+    weight_at[j] = row < kWeightRows && n < p.cols ? n * int(p.Kpad) + t * Cs + ch * CH : -1;
+  }
+  const uint32_t chunk_at = uint32_t(row0 * kRowPitch + ch * 16);
   auto load_stage = [&](int kt, uint32_t st) {
     const int c0 = kt * KE;
-    for (int i = tid; i < kHaloPix * kChunksPerRow; i += NT) {
-      const int hp = i / kChunksPerRow, ch = i % kChunksPerRow;
-      const int y = y0 - 1 + hp / HC, x = hp % HC - 1;
-      const bool ok = unsigned(y) < unsigned(p.Hs) && unsigned(x) < unsigned(kHaloW);
-      const T* g = ok ? src + ((size_t(img) * p.Hs + y) * kHaloW + x) * Cs + c0 + ch * CH : src;
-      cp_async16(st + hp * kRowPitch + ch * 16, g, ok);
-    }
-    for (int i = tid; i < 9 * BN * kChunksPerRow; i += NT) {
-      const int row = i / kChunksPerRow, ch = i % kChunksPerRow;  // row = tap·16 + n
-      const int t = row / BN, n = row % BN;
-      const bool ok = n < p.cols;
-      const T* g = ok ? wgt + size_t(n) * p.Kpad + t * Cs + c0 + ch * CH : wgt;
-      cp_async16(st + kHaloAStage + row * kRowPitch + ch * 16, g, ok);
-    }
+#pragma unroll
+    for (int j = 0; j < kHaloIt; ++j)
+      if (j < kHaloIt - 1 || row0 + j * kRowsPerPass < kHaloPix)
+        cp_async16(st + chunk_at + j * kRowsPerPass * kRowPitch, halo_at[j] >= 0 ? img_src + halo_at[j] + c0 : src,
+                   halo_at[j] >= 0);
+#pragma unroll
+    for (int j = 0; j < kWeightIt; ++j)
+      if (j < kWeightIt - 1 || row0 + j * kRowsPerPass < kWeightRows)
+        cp_async16(st + kHaloAStage + chunk_at + j * kRowsPerPass * kRowPitch,
+                   weight_at[j] >= 0 ? wgt + weight_at[j] + c0 : wgt, weight_at[j] >= 0);
   };
 
   float acc[MI][NI][4];
