@@ -30,9 +30,6 @@ D1 = 8 * 8 * 128             # dconv1 out
 D2 = 16 * 16 * 256           # dconv2 out (upsampled ×2)
 OUT = 32 * 32 * 8            # reconstruction gradient, 3 channels at pitch 8
 PARAMS = 751875
-# Parameters of each layer (weights, then bias): a layer's update ("conv2 update") moves them.
-LAYER_PARAMS = {"conv1": 3 * 256 * 9 + 256, "conv2": 256 * 128 * 9 + 128, "dconv1": 128 * 128 * 9 + 128,
-                "dconv2": 128 * 256 * 9 + 256, "dconv3": 256 * 3 * 9 + 3}
 
 
 # The profile counts a stage's FLOPs as the seeds do (a direct 3×3 at the output's full
@@ -105,11 +102,8 @@ def main():
             continue
         e = 2 if block[1] == "bf16" else 4
         per = stage_bytes(name, e)
-        # the update: weights, gradient, two moments read and written, the packed copy
         if name == "optimizer":
-            per_total = PARAMS * 4 * 7
-        elif name.endswith(" update") and name[:-7] in LAYER_PARAMS:
-            per_total = LAYER_PARAMS[name[:-7]] * 4 * 7
+            per_total = PARAMS * 4 * 7  # weights, gradient, two moments read and written, the packed copy
         elif per is not None:
             per_total = per * block[2]
         else:

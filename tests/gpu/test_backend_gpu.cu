@@ -209,38 +209,6 @@ TEST_P(GpuBackend, EpochEqualsItsStepsOneByOne) {
   EXPECT_EQ(whole->optimizer_state().step, 6);
 }
 
-// Each layer is updated as soon as its gradient is complete and its input gradient has read
-// the old weights (Lane::update), beside the rest of the backward pass. With clipping the
-// step updates every layer at once after the backward pass instead; a clip no gradient
-// reaches leaves every gradient as it is, so both must give the same bits: the same
-// arithmetic, element by element, on the same gradients — which they are only if no update
-// overtook a kernel still reading that layer's weights.
-TEST_P(GpuBackend, LayerUpdatesEqualOneUpdateAfterTheBackwardPass) {
-  const int n = 53, batch = 16;  // 3 full batches + 5
-  const auto imgs = images(n, 71);
-  const auto params = ae::init_params(arch(), 23);
-  ae::OptimizerConfig by_layer, at_once;
-  at_once.grad_clip = 1e30f;
-  auto a = gpu(by_layer), b = gpu(at_once);
-  for (auto* g : {a.get(), b.get()}) {
-    g->set_params(params);
-    g->set_train_images(imgs.data(), n);
-  }
-  std::mt19937 rng(9);
-  for (int epoch = 0; epoch < 3; ++epoch) {
-    std::vector<int64_t> order = iota_order(0, n);
-    std::shuffle(order.begin(), order.end(), rng);
-    const double la = a->train_epoch(order, batch, 1e-3f, {}), lb = b->train_epoch(order, batch, 1e-3f, {});
-    EXPECT_EQ(la, lb) << "epoch " << epoch;
-    const auto sa = a->optimizer_state(), sb = b->optimizer_state();
-    EXPECT_EQ(a->params(), b->params()) << "epoch " << epoch;
-    EXPECT_EQ(sa.m, sb.m) << "epoch " << epoch;
-    EXPECT_EQ(sa.v, sb.v) << "epoch " << epoch;
-    EXPECT_EQ(sa.step, sb.step) << "epoch " << epoch;
-  }
-  EXPECT_NE(a->params(), params) << "the steps should have moved the weights";
-}
-
 // What runs once an epoch borrows the tiles timed for the full batch instead of timing its
 // own (TileChoice::borrowed): the last, smaller batch and the samples' reconstruction add
 // no tile to the table; the full batch and the evaluation chunk do. (That the tiles give the

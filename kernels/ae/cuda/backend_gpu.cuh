@@ -46,21 +46,16 @@ constexpr int kProgressEvery = 50;  // steps between loss read-backs when a call
 // Which stream of the captured graph a stage runs on. The weight gradients form side
 // branches: each one needs only what the forward pass and the previous input gradient wrote,
 // and nothing on the main chain reads what it writes, so the graph lets it run beside the
-// next input-gradient kernel instead of after it. A layer's update (the optimizer on its
-// parameters, then its packed copies) runs on a stream of its own as soon as the layer's
-// gradient is complete and the main chain has issued the layer's input gradient, its last
-// reader of the old weights: beside the rest of the backward pass, not after it.
-enum class Lane { main, side, update, join };
+// next input-gradient kernel instead of after it.
+enum class Lane { main, side, join };
 
 struct Stage {
   std::string name;
   double flops;  // useful floating-point operations (padding not counted)
   std::function<void(cudaStream_t)> run;
   Lane lane = Lane::main;  // side: forks from everything issued on main so far;
-                           // update: waits for main so far and for the layer's gradient;
                            // join: main first waits for every side branch
-  int branch = 0;          // side, update: which side stream computes the layer's gradient
-                           // (the plan's WgradOp::branch)
+  int branch = 0;          // side: which side stream (the plan's WgradOp::branch)
   // side, in a data-parallel group: the parameters whose gradient this stage completes,
   // all-reduced right after it on the communication stream (one bucket per layer).
   int64_t reduce_first = 0, reduce_count = 0;
@@ -137,8 +132,6 @@ class GpuBackend : public AeBackend {
       AE_CUDA_CHECK(cudaStreamCreateWithFlags(&side_streams_[b], cudaStreamNonBlocking));
       AE_CUDA_CHECK(cudaEventCreateWithFlags(&join_events_[b], cudaEventDisableTiming));
     }
-    AE_CUDA_CHECK(cudaStreamCreateWithFlags(&update_stream_, cudaStreamNonBlocking));
-    AE_CUDA_CHECK(cudaEventCreateWithFlags(&update_join_, cudaEventDisableTiming));
     for (auto& e : events_) AE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     if (group) {
       group_ = std::make_unique<NcclGroup>(group->rank, group->world, group->rendezvous, group->timeout_seconds);
@@ -192,8 +185,6 @@ class GpuBackend : public AeBackend {
       if (e) cudaEventDestroy(e);
     for (auto& e : fork_events_) cudaEventDestroy(e);
     for (auto& e : reduce_events_) cudaEventDestroy(e);
-    if (update_join_) cudaEventDestroy(update_join_);
-    if (update_stream_) cudaStreamDestroy(update_stream_);
     for (int b = 0; b < Plan::kBranches; ++b) {
       if (join_events_[b]) cudaEventDestroy(join_events_[b]);
       if (side_streams_[b]) cudaStreamDestroy(side_streams_[b]);
@@ -655,40 +646,26 @@ class GpuBackend : public AeBackend {
     }
   }
 
-  // The optimizer on the whole (all-reduced) gradient, then every packed weight copy: the
-  // step's update where clipping needs the whole gradient's norm first.
+  // The optimizer on the (all-reduced) gradient, then the packed weight copies.
   void optimizer_step(cudaStream_t s) {
     const int64_t P = arch_.param_count();
-    if (opt_.grad_clip > 0.f) grad_sumsq_compute(grad_.get(), P, gsq_.get(), s);
-    optimizer_update(opt_, optimizer_state_from(0), P, s);
-    packs_.pack(params_.get(), dt_, s);
-  }
-  // One layer's update: the optimizer on its parameters [first, first + count) (weights, then
-  // bias), then its packed weight copies. Element by element what optimizer_step does.
-  void layer_update(const LayerPlan& lp, int64_t first, int64_t count, cudaStream_t s) {
-    optimizer_update(opt_, optimizer_state_from(first), count, s);
-    packs_.pack_layer(lp.conv.weight_offset, params_.get(), dt_, s);
-  }
-  OptimizerDeviceState optimizer_state_from(int64_t first) {
     OptimizerDeviceState o;
-    o.params = params_.get() + first;
-    o.grad = grad_.get() + first;
-    o.m = m_.get() + first;
-    o.v = v_.get() + first;
+    o.params = params_.get();
+    o.grad = grad_.get();
+    o.m = m_.get();
+    o.v = v_.get();
     o.step_counter = step_.get();
     o.lr = lr_.get();
     o.grad_sumsq = gsq_.get();
-    return o;
+    if (opt_.grad_clip > 0.f) grad_sumsq_compute(grad_.get(), P, gsq_.get(), s);
+    optimizer_update(opt_, o, P, s);
+    packs_.pack(params_.get(), dt_, s);
   }
-  // Whether each layer is updated as soon as its gradient is complete (Lane::update) rather
-  // than all at once after the backward pass: always, but where clipping needs the norm of
-  // the whole gradient before any update.
-  bool updates_by_layer() const { return !(opt_.grad_clip > 0.f); }
 
   // One training step as named stages (the graph captures them in this order): the
   // forward pass on the im2col of this step's images, then per layer from the last its
-  // weight gradient (a side branch), its input gradient (the main chain) and its update
-  // (the update stream; or, with clipping, every layer's after the backward pass). The im2col of the next step's images (order positions *pos + B on, up to
+  // weight gradient (a side branch) and its input gradient (the main chain), then the
+  // optimizer. The im2col of the next step's images (order positions *pos + B on, up to
   // the epoch's end) is built on the first layer's branch as soon as that layer's weight
   // gradient has read this step's, so the next step starts with its first convolution;
   // train_epoch builds the first step's before the first replay (docs/GPU.md, "The next
@@ -712,27 +689,21 @@ class GpuBackend : public AeBackend {
       const int b = lp.wgrad.branch;
       if (wp.workspace_floats() > wgrad_ws_[b].size())
         throw std::logic_error("GpuBackend: weight-gradient workspace too small (ensure_workspaces first)");
-      // The layer's parameters: its weights, then its bias.
-      const int64_t first = lp.conv.weight_offset, count = lp.conv.bias_offset + lp.conv.out - first;
       // The weight gradients of one branch share its workspaces, so they stay in order there.
       st.push_back({lp.wgrad_name, lp.flops_per_image * B,
                     [=, &lp](cudaStream_t s) {
                       lp.wgrad.run(bufs_, B, grad_.get(), wp, wgrad_ws_[b].get(), bias_ws_[b].get(), dt_, s);
                     },
-                    Lane::side, b, first, count});
+                    Lane::side, b, lp.conv.weight_offset, lp.conv.bias_offset + lp.conv.out - lp.conv.weight_offset});
       if (lp.has_input_grad)
         st.push_back({lp.input_grad_name, lp.flops_per_image * B, [=, &lp](cudaStream_t s) { input_grad_layer(lp, B, tiles, s); }});
-      if (updates_by_layer())
-        st.push_back({lp.update_name, 0, [=, &lp](cudaStream_t s) { layer_update(lp, first, count, s); }, Lane::update, b});
     }
     const int* order_end = order_end_.get();
     st.push_back({"input im2col", 0,
                   [=](cudaStream_t s) { input_im2col(io.images, io.order, io.pos, B, s, B, order_end); },
                   Lane::side, plan_->layers.front().wgrad.branch});
-    if (!updates_by_layer())
-      st.push_back({"optimizer", 0, [=](cudaStream_t s) { optimizer_step(s); }, Lane::join});
-    // After every update (they read the step counter it moves), as the next step's forward is.
-    st.push_back({"advance", 0, [=](cudaStream_t s) { advance_step(pos_.get(), step_.get(), B, s); }, Lane::join});
+    st.push_back({"optimizer", 0, [=](cudaStream_t s) { optimizer_step(s); }, Lane::join});
+    st.push_back({"advance", 0, [=](cudaStream_t s) { advance_step(pos_.get(), step_.get(), B, s); }});
     return st;
   }
 
@@ -764,19 +735,7 @@ class GpuBackend : public AeBackend {
     try {
       size_t forks = 0, reduces = 0;
       bool side_open[Plan::kBranches] = {};
-      bool comm_open = false, update_open = false;
-      auto next_fork_event = [&] {
-        if (forks == fork_events_.size()) {
-          fork_events_.emplace_back();
-          AE_CUDA_CHECK(cudaEventCreateWithFlags(&fork_events_.back(), cudaEventDisableTiming));
-        }
-        return fork_events_[forks++];
-      };
-      auto wait_for = [&](cudaStream_t waiter, cudaStream_t done) {  // waiter: after all issued on done
-        const cudaEvent_t e = next_fork_event();
-        AE_CUDA_CHECK(cudaEventRecord(e, done));
-        AE_CUDA_CHECK(cudaStreamWaitEvent(waiter, e, 0));
-      };
+      bool comm_open = false;
       auto join_sides = [&] {  // main waits for everything issued on the side branches
         for (int b = 0; b < Plan::kBranches; ++b) {
           if (!side_open[b]) continue;
@@ -789,26 +748,17 @@ class GpuBackend : public AeBackend {
           AE_CUDA_CHECK(cudaStreamWaitEvent(main, comm_join_, 0));
           comm_open = false;
         }
-        if (update_open) {
-          AE_CUDA_CHECK(cudaEventRecord(update_join_, update_stream_));
-          AE_CUDA_CHECK(cudaStreamWaitEvent(main, update_join_, 0));
-          update_open = false;
-        }
       };
       for (auto& s : stages) {
-        if (s.lane == Lane::update) {
-          // After the main chain's last reader of the layer's weights, and after its gradient:
-          // the weight-gradient branch's kernel, or in a group the all-reduce that follows it
-          // (the communication stream has issued nothing of a later layer yet).
-          wait_for(update_stream_, main);
-          wait_for(update_stream_, group_ ? comm_stream_ : side_streams_[s.branch]);
-          s.run(update_stream_);
-          update_open = true;
-          continue;
-        }
         if (s.lane == Lane::side) {
+          if (forks == fork_events_.size()) {
+            fork_events_.emplace_back();
+            AE_CUDA_CHECK(cudaEventCreateWithFlags(&fork_events_.back(), cudaEventDisableTiming));
+          }
           cudaStream_t side = side_streams_[s.branch];
-          wait_for(side, main);
+          AE_CUDA_CHECK(cudaEventRecord(fork_events_[forks], main));
+          AE_CUDA_CHECK(cudaStreamWaitEvent(side, fork_events_[forks], 0));
+          ++forks;
           s.run(side);
           side_open[s.branch] = true;
           if (group_ && s.reduce_count > 0) {
@@ -865,8 +815,6 @@ class GpuBackend : public AeBackend {
   std::unique_ptr<NcclGroup> group_;
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t comm_join_ = nullptr;
-  cudaStream_t update_stream_ = nullptr;  // the layers' updates in captured graphs
-  cudaEvent_t update_join_ = nullptr;
   std::vector<cudaEvent_t> reduce_events_;
 
   DeviceBuffer<float> params_, grad_, m_, v_;

@@ -279,7 +279,6 @@ Plan make_plan(const Architecture& arch, int batch, DType dtype) {
       w.scatter.Cs = pi;
     }
     lp.wgrad_name = c.name + " wgrad" + how + " +bias";
-    lp.update_name = c.name + " update";
     plan.layers.push_back(lp);
   }
 
@@ -366,7 +365,6 @@ void PackedSet::allocate(const Plan& plan, cudaStream_t stream) {
   AE_CUDA_CHECK(cudaMemsetAsync(storage_.get(), 0, total, stream));  // the padding stays zero
   ptrs_.clear();
   lists_.clear();
-  by_layer_.clear();
   size_t off = 0;
   for (const PackedWeights& spec : plan.packs) {
     PackedWeights p = spec;
@@ -375,17 +373,11 @@ void PackedSet::allocate(const Plan& plan, cudaStream_t stream) {
     ptrs_.push_back(p.dst);
     if (lists_.empty() || lists_.back().count == PackList::kMax) lists_.emplace_back();
     lists_.back().add(p);
-    by_layer_[p.weight_offset].add(p);
   }
 }
 
 void PackedSet::pack(const float* params, DType t, cudaStream_t stream) const {
   for (const PackList& list : lists_) pack_weights(params, list, t, stream);
-}
-
-void PackedSet::pack_layer(int64_t weight_offset, const float* params, DType t, cudaStream_t stream) const {
-  const auto it = by_layer_.find(weight_offset);
-  if (it != by_layer_.end()) pack_weights(params, it->second, t, stream);
 }
 
 }  // namespace ae::cuda

@@ -25,7 +25,6 @@
 //                   on one of two side branches of the step graph.
 #pragma once
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,7 +98,7 @@ struct LayerPlan {
   ConvOp input_grad;
   WgradOp wgrad;
   double flops_per_image = 0;  // of the forward convolution (and of each backward GEMM)
-  std::string forward_name, input_grad_name, wgrad_name, update_name;  // stage names for the profile
+  std::string forward_name, input_grad_name, wgrad_name;  // stage names for the profile
 };
 
 struct Plan {
@@ -151,20 +150,17 @@ class StepBuffers {
   int images_ = 0;
 };
 
-// The packed weight copies of a plan, refreshed from the fp32 master params by pack() (all
-// of them) or pack_layer() (those of one layer's weights, after that layer's update).
+// The packed weight copies of a plan, refreshed from the fp32 master params by pack().
 class PackedSet {
  public:
   void allocate(const Plan& plan, cudaStream_t stream);
   void pack(const float* params, DType t, cudaStream_t stream) const;
-  void pack_layer(int64_t weight_offset, const float* params, DType t, cudaStream_t stream) const;
   void* get(int id) const { return id < 0 ? nullptr : ptrs_.at(size_t(id)); }
 
  private:
   cae::cuda::DeviceBuffer<char> storage_;
   std::vector<void*> ptrs_;
   std::vector<PackList> lists_;  // PackList holds at most PackList::kMax items
-  std::map<int64_t, PackList> by_layer_;  // the packs of each layer, by its weight offset
 };
 
 }  // namespace ae::cuda
