@@ -2,24 +2,25 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
+#include <memory>
 
 namespace ae {
 
 HalfFault AeBackend::encode_halves(const uint8_t* images, int64_t n, int batch, cae::Half* latent) {
   const int64_t dim = architecture().latent_dim(), image_dim = architecture().image_dim();
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n, std::max(batch, 1024)));
-  std::vector<float> codes(static_cast<size_t>(chunk * dim));
+  // Not zero-filled: encode() writes every code before it is read.
+  const std::unique_ptr<float[]> codes(new float[static_cast<size_t>(chunk * dim)]);
   for (int64_t first = 0; first < n; first += chunk) {
     const int64_t rows = std::min(chunk, n - first);
-    encode(images + first * image_dim, rows, batch, codes.data());
+    encode(images + first * image_dim, rows, batch, codes.get());
     const size_t count = static_cast<size_t>(rows * dim);
-    size_t bad = cae::floats_to_halves(codes.data(), latent + first * dim, count);
+    size_t bad = cae::floats_to_halves(codes.get(), latent + first * dim, count);
     if (bad == count) continue;
     // A code that is not finite lies at `bad` or after it (floats_to_halves stops at either).
-    const float* nonfinite = std::find_if(codes.data() + bad, codes.data() + count,
+    const float* nonfinite = std::find_if(codes.get() + bad, codes.get() + count,
                                           [](float x) { return !std::isfinite(x); });
-    if (nonfinite != codes.data() + count) bad = static_cast<size_t>(nonfinite - codes.data());
+    if (nonfinite != codes.get() + count) bad = static_cast<size_t>(nonfinite - codes.get());
     return {first * dim + static_cast<int64_t>(bad), codes[bad]};
   }
   return {};

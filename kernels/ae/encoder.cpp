@@ -58,10 +58,14 @@ const uint8_t* Encoder::view_of(const uint8_t* images, int64_t n, const cae::Ima
   return view_pixels_.data();
 }
 
+// What an error names the images by: "test", or with their view, "flipped test".
+static std::string view_what(const cae::ImageView& view, const std::string& what) {
+  return view == cae::ImageView{} ? what : cae::view_label(view) + " " + what;
+}
+
 void Encoder::encode_view(const uint8_t* images, int64_t n, const cae::ImageView& view, float* codes,
                           const std::string& what, int64_t first_row) {
-  const std::string label = view == cae::ImageView{} ? what : cae::view_label(view) + " " + what;
-  encode_checked(view_of(images, n, view), n, codes, label, first_row);
+  encode_checked(view_of(images, n, view), n, codes, view_what(view, what), first_row);
 }
 
 CodeBeyondHalf::CodeBeyondHalf(int64_t row_, int64_t feature_, float value_)
@@ -73,14 +77,13 @@ CodeBeyondHalf::CodeBeyondHalf(int64_t row_, int64_t feature_, float value_)
 
 void Encoder::encode_view_halves(const uint8_t* images, int64_t n, const cae::ImageView& view, cae::Half* codes,
                                  const std::string& what, int64_t first_row) {
-  const std::string label = view == cae::ImageView{} ? what : cae::view_label(view) + " " + what;
   const uint8_t* pixels = view_of(images, n, view);
   cae::Stopwatch clock;
   const HalfFault fault = backend().encode_halves(pixels, n, batch_, codes);
   seconds_ += clock.seconds();
   if (!fault) return;
   const int64_t dim = model_.arch.latent_dim();
-  if (!std::isfinite(fault.value)) fail_non_finite(label, first_row + fault.index / dim, fault.index % dim);
+  if (!std::isfinite(fault.value)) fail_non_finite(view_what(view, what), first_row + fault.index / dim, fault.index % dim);
   throw CodeBeyondHalf(first_row + fault.index / dim, fault.index % dim, fault.value);
 }
 
