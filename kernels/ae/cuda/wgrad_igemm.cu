@@ -365,13 +365,19 @@ WgradPlan plan_wgrad(const PixelMatrix& a, const PixelMatrix& b, int images, int
   p.pixels = int64_t(images) * grid_h * grid_w;
   const int tiles = (p.Mp / p.bm) * (p.Np / p.bn) * parities;
   const int64_t kr = 64;  // a multiple of both element types' pixels per stage
+  // The pixels of one of the kernel's stages: 128 bytes of each operand row (fp32 32, bf16
+  // 64) in wgrad_igemm_kernel, 64 in the channel-major tf32 kernel (wgrad_wgmma.cu).
+  const int64_t stage_pixels = p.channel_major ? 64 : 128 / int64_t(dtype_bytes(t));
   // As many splits as fill the GPU's block slots in one wave (a partial second wave would
-  // leave most multiprocessors idle), each with at least 8 stages of pixels.
+  // leave most multiprocessors idle), each with at least 8 of the kernel's stages. (Eight
+  // stages of 64 pixels for fp32 too, i.e. sixteen of its stages, left the fp32 weight
+  // gradients of the output and 8×8 layers on 64–72 blocks: H200, fp32 batch 64, graph
+  // replay 0.4181–0.4191 → 0.4111–0.4129 ms with 8 stages; 4 were slower in bf16.)
   const int64_t slots = int64_t(sm_count()) * (p.channel_major      ? 1  // its shared memory: one block per multiprocessor
                                                 : t == DType::bf16 ? wgrad_blocks_per_sm<bf16>(p.bn)
                                                                    : wgrad_blocks_per_sm<float>(p.bn));
   const int64_t want = std::max<int64_t>(1, slots / tiles);
-  const int64_t most = std::max<int64_t>(1, p.pixels / (8 * kr));
+  const int64_t most = std::max<int64_t>(1, p.pixels / (8 * stage_pixels));
   // max_splits: 64, an earlier cap, left the first encoder layer's 2 tiles on 128 blocks,
   // under one per multiprocessor; 256 is the default.
   if (max_splits < 1) throw std::invalid_argument("plan_wgrad: max_splits must be ≥ 1");
