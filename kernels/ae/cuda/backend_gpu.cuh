@@ -361,6 +361,7 @@ class GpuBackend : public AeBackend {
   // the first chunk with such a code and returns it.
   HalfFault encode_halves(const uint8_t* images, int64_t n, int batch, cae::Half* latent) override {
     static_assert(sizeof(cae::Half) == sizeof(uint16_t), "cae::Half is binary16's bits");
+    if (n <= 0) return {};
     const size_t ld = size_t(arch_.latent_dim());
     const int chunk = encode_chunk(n, batch);
     halves_dev_.resize(2 * size_t(chunk) * ld);
