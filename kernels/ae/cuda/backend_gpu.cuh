@@ -343,8 +343,9 @@ class GpuBackend : public AeBackend {
   // buffers: while the GPU encodes chunk c, the host copies chunk c−1 into `latent`.
   void encode(const uint8_t* images, int64_t n, int batch, float* latent) override {
     const size_t ld = size_t(arch_.latent_dim());
+    const int chunk = encode_chunk(n, batch);
     encode_chunks(
-        images, n, batch, sizeof(float) * size_t(encode_chunk(n, batch)) * ld,
+        images, n, chunk, sizeof(float) * size_t(chunk) * ld,
         [&](int slot, const float* codes, int b) {
           AE_CUDA_CHECK(cudaMemcpyAsync(pinned_[slot].get(), codes, sizeof(float) * size_t(b) * ld,
                                         cudaMemcpyDeviceToHost, stream_));
@@ -370,7 +371,7 @@ class GpuBackend : public AeBackend {
     constexpr size_t kHeader = 2 * sizeof(unsigned long long);
     HalfFault fault;
     encode_chunks(
-        images, n, batch, kHeader + sizeof(uint16_t) * size_t(chunk) * ld,
+        images, n, chunk, kHeader + sizeof(uint16_t) * size_t(chunk) * ld,
         [&](int slot, const float* codes, int b) {
           uint16_t* halves = halves_dev_.get() + size_t(slot) * chunk * ld;
           unsigned long long* first_bad = first_bad_dev_.get() + 2 * slot;
@@ -418,16 +419,15 @@ class GpuBackend : public AeBackend {
     return int(std::min<int64_t>(std::max<int64_t>(n, 1), std::max(batch, kEncodeChunk)));
   }
 
-  // The encoder over chunks of images, two chunks in flight: chunk c runs through the
-  // encoder into its slot of latent_dev_, then send(slot, codes, b) enqueues the copies of
+  // The encoder over chunks of `chunk` images (encode_chunk), two in flight: chunk c runs
+  // through the encoder into its slot of latent_dev_, then send(slot, codes, b) enqueues the copies of
   // what the host needs into pinned_[slot] (slot_bytes each); meanwhile the host waits
   // for chunk c−1 and hands it to take(slot, first image, b, its codes on the device), which
   // returns false to stop: no later chunk is encoded (the codes it was given stay intact).
   // Returns with the stream idle: no copy into the pinned slots outlives the call.
   template <typename Send, typename Take>
-  void encode_chunks(const uint8_t* images, int64_t n, int batch, size_t slot_bytes, Send send, Take take) {
+  void encode_chunks(const uint8_t* images, int64_t n, int chunk, size_t slot_bytes, Send send, Take take) {
     if (n <= 0) return;
-    const int chunk = encode_chunk(n, batch);
     const size_t ld = size_t(arch_.latent_dim());
     ensure_capacity(chunk);
     latent_dev_.resize(2 * size_t(chunk) * ld);
