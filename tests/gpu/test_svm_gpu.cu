@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -364,6 +365,54 @@ TEST(SvmGpu, SplitTf32IsTheNearestTf32AndItsRemainder) {
 }
 
 // decision_values_gpu against decision_values_cpu on one and the same (CPU-trained) model.
+// Rows on the device are device_row_stride(dim) floats apart, a multiple of 32, with zeros past
+// the features (the GEMMs run over them): scatter_rows writes the zeros over whatever the
+// buffer held, and row_squared_norms sums only a row's own features — the CPU's norms to the
+// bit on rows whose stride is not their length.
+TEST(SvmGpu, PaddedRowsHoldZerosPastTheirFeatures) {
+  REQUIRE_GPU();
+  EXPECT_EQ(svm::cuda::device_row_stride(1), 32);
+  EXPECT_EQ(svm::cuda::device_row_stride(32), 32);
+  EXPECT_EQ(svm::cuda::device_row_stride(7209), 7232);
+  const int dim = 37;
+  const int64_t n = 300, ld = svm::cuda::device_row_stride(dim);
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> X(static_cast<size_t>(n) * dim);
+  for (float& v : X) v = normal(rng);
+  std::vector<int64_t> places(static_cast<size_t>(n));
+  std::iota(places.begin(), places.end(), int64_t{0});
+  std::shuffle(places.begin(), places.end(), rng);
+  cae::cuda::DeviceBuffer<float> d_X(X.size()), d_out(static_cast<size_t>(n * ld));
+  cae::cuda::DeviceBuffer<int64_t> d_places(places.size());
+  cae::cuda::DeviceBuffer<double> d_norms(static_cast<size_t>(n));
+  AE_CUDA_CHECK(cudaMemcpy(d_X.get(), X.data(), X.size() * 4, cudaMemcpyHostToDevice));
+  AE_CUDA_CHECK(cudaMemcpy(d_places.get(), places.data(), places.size() * 8, cudaMemcpyHostToDevice));
+  AE_CUDA_CHECK(cudaMemset(d_out.get(), 0xff, static_cast<size_t>(n * ld) * 4));  // NaNs
+  svm::cuda::scatter_rows(d_X.get(), d_places.get(), n, dim, ld, d_out.get(), nullptr);
+  svm::cuda::row_squared_norms(d_out.get(), n, dim, ld, d_norms.get(), nullptr);
+  std::vector<float> out(static_cast<size_t>(n * ld));
+  std::vector<double> norms(static_cast<size_t>(n)), cpu_norms(static_cast<size_t>(n));
+  AE_CUDA_CHECK(cudaMemcpy(out.data(), d_out.get(), out.size() * 4, cudaMemcpyDeviceToHost));
+  AE_CUDA_CHECK(cudaMemcpy(norms.data(), d_norms.get(), norms.size() * 8, cudaMemcpyDeviceToHost));
+  for (int64_t r = 0; r < n; ++r) {
+    const float* row = out.data() + places[static_cast<size_t>(r)] * ld;
+    for (int f = 0; f < dim; ++f) ASSERT_EQ(row[f], X[static_cast<size_t>(r * dim + f)]) << r << " " << f;
+    for (int64_t f = dim; f < ld; ++f) ASSERT_EQ(row[f], 0.0f) << r << " " << f;
+  }
+  // Row norms of the placed rows, in the lanes' order: lane l sums features l, l + 32, ...;
+  // then the lanes pairwise as the kernel's shuffle tree does.
+  for (int64_t p = 0; p < n; ++p) {
+    const float* row = out.data() + p * ld;
+    double lane[32] = {};
+    for (int f = 0; f < dim; ++f) lane[f % 32] += double(row[f]) * double(row[f]);
+    for (int off = 16; off > 0; off >>= 1)
+      for (int l = 0; l < off; ++l) lane[l] += lane[l + off];
+    cpu_norms[static_cast<size_t>(p)] = lane[0];
+  }
+  for (int64_t p = 0; p < n; ++p) ASSERT_EQ(norms[static_cast<size_t>(p)], cpu_norms[static_cast<size_t>(p)]) << p;
+}
+
 TEST(SvmGpu, DecisionValuesMatchCpuOnTheSameModel) {
   REQUIRE_GPU();
   for (svm::KernelType kernel : {svm::KernelType::rbf, svm::KernelType::linear}) {

@@ -65,37 +65,52 @@ void upload(DeviceBuffer<T>& dst, const T* src, size_t count, cudaStream_t strea
   if (count) AE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src, count * sizeof(T), cudaMemcpyHostToDevice, stream));
 }
 
-// Rows on the device: float32 as given (lo null), or as split_tf32 leaves them, x = hi + lo
-// with both TF32 values (split_rows).
-struct Rows {
-  const float* hi;
-  const float* lo = nullptr;
-  Rows from(int64_t row, int dim) const { return {hi + row * dim, lo ? lo + row * dim : nullptr}; }
-};
-
-// Splits the rows [n, dim] of `x` in place (x becomes hi) into x and `lo` (grown to fit).
-Rows split_rows(float* x, int64_t n, int dim, DeviceBuffer<float>& lo, cudaStream_t s) {
-  const size_t count = static_cast<size_t>(n) * static_cast<size_t>(dim);
-  lo.resize(std::max<size_t>(count, 1));
-  split_tf32(x, lo.get(), static_cast<int64_t>(count), s);
-  return {x, lo.get()};
+// Host rows [n, dim] (dense) to dst as [n, ld] (device_row_stride), the columns past dim zero.
+void upload_rows(float* dst, const float* src, int64_t n, int dim, int64_t ld, cudaStream_t s) {
+  if (n <= 0) return;
+  const size_t width = static_cast<size_t>(dim) * sizeof(float), pitch = static_cast<size_t>(ld) * sizeof(float);
+  if (ld > dim)
+    AE_CUDA_CHECK(cudaMemset2DAsync(dst + dim, pitch, 0, pitch - width, static_cast<size_t>(n), s));
+  AE_CUDA_CHECK(cudaMemcpy2DAsync(dst, pitch, src, width, width, static_cast<size_t>(n), cudaMemcpyHostToDevice, s));
 }
 
-// Row-major C[rows_i, cols_j] (row stride ldc) = A_i · B_jᵀ, A_i: [rows_i, dim], B_j: [cols_j, dim].
-// Float32 rows: one SGEMM in true FP32. Split rows: three GEMMs on the TF32 tensor cores,
+// Rows on the device, ld floats apart (device_row_stride: the columns past the features are
+// zero): float32 as given (lo null), or as split_tf32 leaves them, x = hi + lo with both TF32
+// values (split_rows).
+struct Rows {
+  const float* hi;
+  const float* lo;
+  int64_t ld;
+  Rows from(int64_t row) const { return {hi + row * ld, lo ? lo + row * ld : nullptr, ld}; }
+};
+
+// Splits the rows [n, ld] of `x` in place (x becomes hi) into x and `lo` (grown to fit); the
+// zero columns stay zero in both.
+Rows split_rows(float* x, int64_t n, int64_t ld, DeviceBuffer<float>& lo, cudaStream_t s) {
+  const size_t count = static_cast<size_t>(n) * static_cast<size_t>(ld);
+  lo.resize(std::max<size_t>(count, 1));
+  split_tf32(x, lo.get(), static_cast<int64_t>(count), s);
+  return {x, lo.get(), ld};
+}
+
+// Row-major C[rows_i, cols_j] (row stride ldc) = A_i · B_jᵀ, A_i: [rows_i, ld], B_j: [cols_j, ld],
+// over all ld columns: the zero ones add exact zeros, and a depth that is a multiple of 32
+// keeps cuBLAS on its aligned kernels. Float32 rows: one SGEMM in true FP32. Split rows: three GEMMs on the TF32 tensor cores,
 // A·Bᵀ ≈ A_lo·B_hiᵀ + A_hi·B_loᵀ + A_hi·B_hiᵀ (the small terms first; the dropped A_lo·B_loᵀ
 // is ~2^-22 of a product), ~2x the SGEMM's speed on a Hopper GPU. Each product is as exact as
 // float32's, but the tensor cores add them with truncation, an error of up to ~2^-24 of the
 // running sum per 8 products that does not average out: ~1e-4 of a large dot of 8,192
 // terms where float32's rounding leaves ~1e-5 (docs/SVM_GPU.md, "Kernel matrix").
-void dots_rowmajor(cublasHandle_t h, Rows A, int64_t rows, Rows B, int64_t cols, int dim, float* C, int64_t ldc) {
+void dots_rowmajor(cublasHandle_t h, Rows A, int64_t rows, Rows B, int64_t cols, float* C, int64_t ldc) {
   if (rows == 0 || cols == 0) return;
+  if (A.ld != B.ld) throw std::invalid_argument("dots_rowmajor: rows of different strides");
+  const int depth = static_cast<int>(A.ld);
   const cae::cublas::Api& blas = cae::cublas::api();
   const float one = 1.0f, zero = 0.0f;
-  // Column-major view: C(r=j, c=i) = B_j · A_i, i.e. op(B)=Bᵀ [cols x dim] times A [dim x rows].
+  // Column-major view: C(r=j, c=i) = B_j · A_i, i.e. op(B)=Bᵀ [cols x ld] times A [ld x rows].
   auto gemm = [&](const float* b, const float* a, const float* beta) {
-    SVM_CUBLAS_CHECK(blas.sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cols), static_cast<int>(rows), dim, &one,
-                                b, dim, a, dim, beta, C, static_cast<int>(ldc)));
+    SVM_CUBLAS_CHECK(blas.sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cols), static_cast<int>(rows), depth, &one,
+                                b, depth, a, depth, beta, C, static_cast<int>(ldc)));
   };
   if (!A.lo || !B.lo) return gemm(B.hi, A.hi, &zero);
   SVM_CUBLAS_CHECK(blas.set_math_mode(h, CUBLAS_TF32_TENSOR_OP_MATH));
@@ -107,13 +122,13 @@ void dots_rowmajor(cublasHandle_t h, Rows A, int64_t rows, Rows B, int64_t cols,
 
 // K [n, n] (row-major, ld n) of the rows X: GEMM tiles of the upper block triangle, then
 // exp and mirror; its diagonal to d_diag.
-void build_kernel_matrix(cublasHandle_t blas, Rows X, int64_t n, int dim, const double* d_norms,
-                         const FitParams& p, float* d_K, double* d_diag, cudaStream_t s) {
+void build_kernel_matrix(cublasHandle_t blas, Rows X, int64_t n, const double* d_norms, const FitParams& p,
+                         float* d_K, double* d_diag, cudaStream_t s) {
   constexpr int64_t kTile = 4096;  // multiple of 32 (the mirror pass's tile)
   for (int64_t i0 = 0; i0 < n; i0 += kTile)
     for (int64_t j0 = i0; j0 < n; j0 += kTile)
-      dots_rowmajor(blas, X.from(i0, dim), std::min(kTile, n - i0), X.from(j0, dim), std::min(kTile, n - j0), dim,
-                    d_K + i0 * n + j0, n);
+      dots_rowmajor(blas, X.from(i0), std::min(kTile, n - i0), X.from(j0), std::min(kTile, n - j0), d_K + i0 * n + j0,
+                    n);
   symmetric_kernel_from_dots(d_K, n, n, d_norms, p.kernel, p.gamma, s);
   extract_diagonal(d_K, n, n, d_diag, s);
 }
@@ -191,16 +206,17 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
   st.setup_s = clock.seconds();
 
   // ---- data on the device, sorted by class: the rows go up in chunks of ≤ 256 MB through a
-  // staging buffer and are scattered to their class-sorted places, so the device never holds
-  // X twice (300,000 rows of a 16,384-d code are 19.7 GB) ----
+  // staging buffer and are scattered to their class-sorted places, ld floats apart, so the
+  // device never holds X twice (300,000 rows of a 16,384-d code are 19.7 GB) ----
   clock = cae::Stopwatch();
+  const int64_t ld = device_row_stride(dim);
   DeviceBuffer<float> d_X;
   {
     std::vector<int64_t> place(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) place[static_cast<size_t>(order[static_cast<size_t>(i)])] = i;
     DeviceBuffer<int64_t> d_place;
     upload(d_place, place.data(), place.size(), s);
-    d_X.resize(std::max<size_t>(static_cast<size_t>(n) * dim, 1));
+    d_X.resize(std::max<size_t>(static_cast<size_t>(n * ld), 1));
     const PinnedRange pinned(X, static_cast<size_t>(n) * dim * sizeof(float));
     const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 20) / (int64_t{dim} * int64_t{sizeof(float)}));
     DeviceBuffer<float> d_stage(static_cast<size_t>(std::max<int64_t>(std::min(chunk, n), 1)) * dim);
@@ -208,12 +224,12 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
       const int64_t rows = std::min(chunk, n - r0);
       AE_CUDA_CHECK(cudaMemcpyAsync(d_stage.get(), X + r0 * dim, static_cast<size_t>(rows) * dim * sizeof(float),
                                     cudaMemcpyHostToDevice, s));
-      scatter_rows(d_stage.get(), d_place.get() + r0, rows, dim, d_X.get(), s);
+      scatter_rows(d_stage.get(), d_place.get() + r0, rows, dim, ld, d_X.get(), s);
     }
     stream.sync();
   }
   DeviceBuffer<double> d_norms(static_cast<size_t>(n));
-  row_squared_norms(d_X.get(), n, dim, d_norms.get(), s);  // of the rows as given, before a split
+  row_squared_norms(d_X.get(), n, dim, ld, d_norms.get(), s);  // of the rows as given, before a split
   DeviceBuffer<double> d_alpha(static_cast<size_t>(state_total)), d_G(static_cast<size_t>(state_total));
   DeviceBuffer<uint8_t> d_status(static_cast<size_t>(state_total));
   DeviceBuffer<PairJob> d_jobs(static_cast<size_t>(pairs));
@@ -272,14 +288,14 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
     // ~ 1 for γ = scale), which the solver's tolerance absorbs. A linear kernel's values are
     // the dots themselves, and the pair matrices' waves would shrink by the low parts' room:
     // both keep true FP32.
-    const int64_t lo_bytes = n * static_cast<int64_t>(dim) * static_cast<int64_t>(sizeof(float));
+    const int64_t lo_bytes = n * ld * static_cast<int64_t>(sizeof(float));
     DeviceBuffer<float> d_X_lo;
     const Rows X_rows = p.kernel == KernelType::rbf && whole_bytes + lo_bytes <= budget
-                            ? split_rows(d_X.get(), n, dim, d_X_lo, s)
-                            : Rows{d_X.get()};
+                            ? split_rows(d_X.get(), n, ld, d_X_lo, s)
+                            : Rows{d_X.get(), nullptr, ld};
     DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
     DeviceBuffer<double> d_diag(static_cast<size_t>(n));
-    build_kernel_matrix(blas.get(), X_rows, n, dim, d_norms.get(), p, d_K.get(), d_diag.get(), s);
+    build_kernel_matrix(blas.get(), X_rows, n, d_norms.get(), p, d_K.get(), d_diag.get(), s);
     stream.sync();
     st.kernel_s = clock.seconds();
 
@@ -338,11 +354,11 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
         float* M = reinterpret_cast<float*>(base);
         double* norms = reinterpret_cast<double*>(base + matrix_bytes(np));
         double* diag = norms + np;
-        const Rows Xa{d_X.get() + start[a] * dim}, Xb{d_X.get() + start[b] * dim};
+        const Rows X_rows{d_X.get(), nullptr, ld}, Xa = X_rows.from(start[a]), Xb = X_rows.from(start[b]);
         // Upper block triangle of [[aa, ab], [ba, bb]]; the mirror pass fills ba.
-        dots_rowmajor(blas.get(), Xa, na, Xa, na, dim, M, np);
-        dots_rowmajor(blas.get(), Xa, na, Xb, nb, dim, M + na, np);
-        dots_rowmajor(blas.get(), Xb, nb, Xb, nb, dim, M + na * np + na, np);
+        dots_rowmajor(blas.get(), Xa, na, Xa, na, M, np);
+        dots_rowmajor(blas.get(), Xa, na, Xb, nb, M + na, np);
+        dots_rowmajor(blas.get(), Xb, nb, Xb, nb, M + na * np + na, np);
         AE_CUDA_CHECK(cudaMemcpyAsync(norms, d_norms.get() + start[a], sizeof(double) * na, cudaMemcpyDeviceToDevice, s));
         AE_CUDA_CHECK(
             cudaMemcpyAsync(norms + na, d_norms.get() + start[b], sizeof(double) * nb, cudaMemcpyDeviceToDevice, s));
@@ -454,17 +470,18 @@ Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) 
   Stream stream;
   Blas blas(stream.get());
   const cudaStream_t s = stream.get();
-  DeviceBuffer<float> d_X;
+  const int64_t ld = device_row_stride(dim);
+  DeviceBuffer<float> d_X(static_cast<size_t>(std::max<int64_t>(n * ld, 1)));
   {
     const PinnedRange pinned(X, static_cast<size_t>(n) * dim * sizeof(float));
-    upload(d_X, X, static_cast<size_t>(n) * dim, s);
+    upload_rows(d_X.get(), X, n, dim, ld, s);
     stream.sync();
   }
   DeviceBuffer<double> d_norms(static_cast<size_t>(n)), d_diag(static_cast<size_t>(n));
-  row_squared_norms(d_X.get(), n, dim, d_norms.get(), s);
-  const Rows X_rows{d_X.get()};  // true FP32: a one-class model's multipliers all add up (docs/SVM_GPU.md)
+  row_squared_norms(d_X.get(), n, dim, ld, d_norms.get(), s);
+  const Rows X_rows{d_X.get(), nullptr, ld};  // true FP32: a one-class model's multipliers all add up (docs/SVM_GPU.md)
   DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
-  build_kernel_matrix(blas.get(), X_rows, n, dim, d_norms.get(), p, d_K.get(), d_diag.get(), s);
+  build_kernel_matrix(blas.get(), X_rows, n, d_norms.get(), p, d_K.get(), d_diag.get(), s);
 
   // libsvm's start and its gradient K·alpha (only the first ⌊νn⌋ + 1 alphas can be non-zero).
   std::vector<double> alpha = cpu::one_class_start(static_cast<int>(n), p.nu);
@@ -552,27 +569,28 @@ void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec)
   Stream stream;
   Blas blas(stream.get());
   const cudaStream_t s = stream.get();
-  DeviceBuffer<float> d_sv;
-  upload(d_sv, m.support_vectors.data(), m.support_vectors.size(), s);
+  const int64_t ld = device_row_stride(dim);
+  DeviceBuffer<float> d_sv(static_cast<size_t>(n_sv * ld));
+  upload_rows(d_sv.get(), m.support_vectors.data(), n_sv, dim, ld, s);
   DeviceBuffer<double> d_coef, d_rho, d_sv_norms(static_cast<size_t>(n_sv));
   upload(d_coef, m.dual_coef.data(), m.dual_coef.size(), s);
   upload(d_rho, m.rho.data(), m.rho.size(), s);
-  row_squared_norms(d_sv.get(), n_sv, dim, d_sv_norms.get(), s);
-  const Rows sv_rows{d_sv.get()};  // decision values in true FP32
+  row_squared_norms(d_sv.get(), n_sv, dim, ld, d_sv_norms.get(), s);
+  const Rows sv_rows{d_sv.get(), nullptr, ld};  // decision values in true FP32
 
   // Rows per block: dots (float) + kernel values (double) + input rows within ~2 GB, or a
   // quarter of free memory when less.
-  const int64_t per_row = n_sv * 12 + static_cast<int64_t>(dim) * 4 + static_cast<int64_t>(k) * k * 8 + pairs * 8 + 8;
+  const int64_t per_row = n_sv * 12 + ld * 4 + static_cast<int64_t>(k) * k * 8 + pairs * 8 + 8;
   const int64_t budget = std::min<int64_t>(int64_t{2} << 30, std::max<int64_t>(free_device_bytes() / 4, per_row));
   const int64_t block = std::clamp<int64_t>(budget / per_row, 1, n);
-  DeviceBuffer<float> d_x(static_cast<size_t>(block * dim)), d_dots(static_cast<size_t>(block * n_sv));
+  DeviceBuffer<float> d_x(static_cast<size_t>(block * ld)), d_dots(static_cast<size_t>(block * n_sv));
   DeviceBuffer<double> d_x_norms(static_cast<size_t>(block)), d_kv(static_cast<size_t>(block * n_sv)),
       d_T(static_cast<size_t>(block * k * (k - 1))), d_dec(static_cast<size_t>(block * pairs));
   for (int64_t r0 = 0; r0 < n; r0 += block) {
     const int64_t rows = std::min(block, n - r0);
-    AE_CUDA_CHECK(cudaMemcpyAsync(d_x.get(), X + r0 * dim, sizeof(float) * rows * dim, cudaMemcpyHostToDevice, s));
-    row_squared_norms(d_x.get(), rows, dim, d_x_norms.get(), s);
-    dots_rowmajor(blas.get(), Rows{d_x.get()}, rows, sv_rows, n_sv, dim, d_dots.get(), n_sv);
+    upload_rows(d_x.get(), X + r0 * dim, rows, dim, ld, s);
+    row_squared_norms(d_x.get(), rows, dim, ld, d_x_norms.get(), s);
+    dots_rowmajor(blas.get(), Rows{d_x.get(), nullptr, ld}, rows, sv_rows, n_sv, d_dots.get(), n_sv);
     kernel_from_dots(d_dots.get(), rows, n_sv, d_x_norms.get(), d_sv_norms.get(), m.kernel, m.gamma, d_kv.get(), s);
     AE_CUDA_CHECK(cudaMemsetAsync(d_T.get(), 0, sizeof(double) * rows * k * (k - 1), s));
     // T[x, c, r] = Σ_{v in class c} dual_coef[r, v] K[x, v]  (column-major: [k-1, rows], ld k(k-1)).

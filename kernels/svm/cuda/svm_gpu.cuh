@@ -60,13 +60,21 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
 
 // ---- device kernels (launchers; all asynchronous on `stream`) ---------------------------------
 
-// out[r] = |X[r,:]|² in double.
-void row_squared_norms(const float* X, int64_t n, int dim, double* out, cudaStream_t stream);
+// The row stride of rows on the device: dim rounded up to 32 floats (128 bytes), the columns
+// past dim zero. cuBLAS's tensor-core GEMMs need rows that start on 16-byte boundaries; with
+// an odd stride it falls back to kernels 2x slower (CIFAR-10's 7,209 kept features: the
+// kernel matrix 0.59 s against 0.29 s for 7,296, docs/SVM_GPU.md). The zero columns add
+// exact zeros to every dot product and norm.
+int64_t device_row_stride(int dim);
+
+// out[r] = |X[r, :dim]|² in double; rows ld floats apart.
+void row_squared_norms(const float* X, int64_t n, int dim, int64_t ld, double* out, cudaStream_t stream);
 // x[i] = its nearest TF32 value hi, lo[i] = the TF32 value nearest to the rest (x − hi): the
 // operands of the three TF32 products that give float32-accurate dot products (svm_gpu.cu, dots).
 void split_tf32(float* x, float* lo, int64_t count, cudaStream_t stream);
-// out[places[r],:] = X[r,:] for r < n.
-void scatter_rows(const float* X, const int64_t* places, int64_t n, int dim, float* out, cudaStream_t stream);
+// out[places[r], :dim] = X[r, :] for r < n (X dense, [n, dim]), and out[places[r], dim:ld] = 0.
+void scatter_rows(const float* X, const int64_t* places, int64_t n, int dim, int64_t ld, float* out,
+                  cudaStream_t stream);
 // M [m x m], row stride ld, holds dot products in its upper triangle (row <= column). Turns
 // them into kernel values (rbf: exp(-gamma * max(0, |a|² + |b|² - 2 a.b)) in double, stored
 // as float; diagonal exactly 1) and mirrors them into the lower triangle.

@@ -29,11 +29,12 @@ __host__ __device__ inline size_t state_bytes(int64_t n) {
 
 // ---- rows, norms, kernel values -------------------------------------------------------------
 
-__global__ void row_norms_kernel(const float* __restrict__ X, int64_t n, int dim, double* __restrict__ out) {
+__global__ void row_norms_kernel(const float* __restrict__ X, int64_t n, int dim, int64_t ld,
+                                 double* __restrict__ out) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= n) return;
-  const float* x = X + row * dim;
+  const float* x = X + row * ld;
   double s = 0;
   for (int f = lane; f < dim; f += kWarp) {
     const double v = x[f];
@@ -44,11 +45,11 @@ __global__ void row_norms_kernel(const float* __restrict__ X, int64_t n, int dim
 }
 
 __global__ void scatter_rows_kernel(const float* __restrict__ X, const int64_t* __restrict__ places, int dim,
-                                    float* __restrict__ out) {
+                                    int64_t ld, float* __restrict__ out) {
   const int64_t r = blockIdx.x;
   const float* src = X + r * dim;
-  float* dst = out + places[r] * dim;
-  for (int f = threadIdx.x; f < dim; f += blockDim.x) dst[f] = src[f];
+  float* dst = out + places[r] * ld;
+  for (int64_t f = threadIdx.x; f < ld; f += blockDim.x) dst[f] = f < dim ? src[f] : 0.0f;
 }
 
 // x → (hi, lo), both TF32 values (a 10-bit significand: the low 13 bits of the float zero),
@@ -428,11 +429,16 @@ int grid_for(int64_t total, int threads) {
 }
 }  // namespace
 
-void row_squared_norms(const float* X, int64_t n, int dim, double* out, cudaStream_t stream) {
+int64_t device_row_stride(int dim) {
+  constexpr int64_t kFloats = 32;
+  return (static_cast<int64_t>(dim) + kFloats - 1) / kFloats * kFloats;
+}
+
+void row_squared_norms(const float* X, int64_t n, int dim, int64_t ld, double* out, cudaStream_t stream) {
   if (n == 0) return;
   constexpr int kRowsPerBlock = 8;
   const int64_t blocks = (n + kRowsPerBlock - 1) / kRowsPerBlock;
-  row_norms_kernel<<<static_cast<unsigned>(blocks), kRowsPerBlock * kWarp, 0, stream>>>(X, n, dim, out);
+  row_norms_kernel<<<static_cast<unsigned>(blocks), kRowsPerBlock * kWarp, 0, stream>>>(X, n, dim, ld, out);
   AE_CUDA_LAUNCH_CHECK();
 }
 
@@ -443,9 +449,11 @@ void split_tf32(float* x, float* lo, int64_t count, cudaStream_t stream) {
   AE_CUDA_LAUNCH_CHECK();
 }
 
-void scatter_rows(const float* X, const int64_t* places, int64_t n, int dim, float* out, cudaStream_t stream) {
+void scatter_rows(const float* X, const int64_t* places, int64_t n, int dim, int64_t ld, float* out,
+                  cudaStream_t stream) {
   if (n == 0) return;
-  scatter_rows_kernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(X, places, dim, out);
+  if (ld < dim) throw std::invalid_argument("scatter_rows: a row stride shorter than the row");
+  scatter_rows_kernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(X, places, dim, ld, out);
   AE_CUDA_LAUNCH_CHECK();
 }
 
