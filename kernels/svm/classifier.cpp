@@ -25,14 +25,36 @@ PreparedSet::PreparedSet(float* X, const int32_t* y, int64_t n, int dim, const C
     : dim_(dim), X_(X), y_(y), n_(n) {
   // gamma 'scale' is a property of the scaled matrix with all D features (docs/SVM.md): it
   // is taken before the constant features are dropped.
-  PreparedRows rows = prepare_training_rows(X, n, dim, params.standardize);
+  take(prepare_training_rows(X, n, dim, params.standardize), params);
+}
+
+Scaler scaler_for(const float* X, int64_t n, int dim, const ClassifierParams& params) {
+  return params.standardize ? fit_standard_scaler(X, n, dim) : identity_scaler(dim);
+}
+
+PreparedSet::PreparedSet(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
+                         Scaler scaler, cae::Device device)
+    : dim_(dim), X_(X), y_(y), n_(n) {
+  if (device == cae::Device::gpu && params.kind == SvmKind::c_svc && !params.group && n > 0 && dim > 0) {
+    PreparedRows rows;
+    gpu_rows_ = prepare_training_rows_gpu(X, y, n, dim, scaler, rows);
+    if (gpu_rows_) {
+      host_rows_prepared_ = false;
+      take(std::move(rows), params);
+      return;
+    }
+  }
+  take(prepare_training_rows(X, n, dim, std::move(scaler)), params);
+}
+
+void PreparedSet::take(PreparedRows rows, const ClassifierParams& params) {
   scaler_ = std::move(rows.scaler);
   gamma_scale_ = rows.gamma_scale;
   feature_mask_ = std::move(rows.keep);
   dropped_values_ = std::move(rows.dropped_values);
   kept_ = rows.kept;
   if (kept_ == 0)
-    cae::fail_file(params.data_name, "all " + std::to_string(dim) + " features are constant over the training rows");
+    cae::fail_file(params.data_name, "all " + std::to_string(dim_) + " features are constant over the training rows");
 }
 
 Classifier PreparedSet::describe(const ClassifierParams& params, cae::Device device) const {
@@ -62,11 +84,20 @@ FitParams Classifier::fit_params(const ClassifierParams& params) const {
 }
 
 Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, const FitProgress& progress) const {
+  if (!host_rows_prepared_ && !(gpu_rows_ && device == cae::Device::gpu && params.kind == SvmKind::c_svc && !params.group))
+    throw std::logic_error("PreparedSet: rows prepared on the GPU serve one GPU fit of one process");
   Classifier c = describe(params, device);
   const FitParams p = c.fit_params(params);
   if (progress.ready) progress.ready(c);
   cae::Stopwatch clock;
-  if (params.kind == SvmKind::one_class) {
+  if (gpu_rows_) {
+    const std::shared_ptr<DeviceRows> rows = std::move(gpu_rows_);  // spent by the fit
+    PreparedRows prepared;
+    prepared.scaler = scaler_;
+    prepared.keep = feature_mask_;
+    prepared.kept = kept_;
+    c.f_.model = fit_gpu_prepared(*rows, X_, y_, n_, dim_, prepared, p, progress.pair);
+  } else if (params.kind == SvmKind::one_class) {
     if (params.group) throw std::invalid_argument("svm: a one-class fit runs in one process");
     c.f_.model = device == cae::Device::gpu ? fit_one_class_gpu(X_, n_, kept_, p) : fit_one_class_cpu(X_, n_, kept_, p);
   } else if (params.group)
@@ -82,6 +113,7 @@ std::vector<Classifier> PreparedSet::fit_each_C(const ClassifierParams& params, 
                                                 cae::Device device) const {
   std::vector<Classifier> out;
   out.reserve(Cs.size());
+  if (!host_rows_prepared_) throw std::logic_error("PreparedSet: rows prepared on the GPU serve one fit");
   const bool one_matrix = device == cae::Device::gpu && Cs.size() >= 2;
   for (double C : Cs) {
     ClassifierParams p = params;

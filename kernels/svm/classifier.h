@@ -15,12 +15,14 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/device.h"
 #include "common/hdf5_io.h"
 #include "kernels/svm/model_file.h"
+#include "kernels/svm/preprocess.h"
 #include "kernels/svm/svm.h"
 
 namespace cae {
@@ -51,6 +53,10 @@ struct ClassifierParams {
 };
 
 class Classifier;
+
+// The scaler a PreparedSet of these params fits on X [n, dim]: StandardScaler's, or the
+// identity for params.standardize false.
+Scaler scaler_for(const float* X, int64_t n, int dim, const ClassifierParams& params);
 
 // Query rows scaled and compacted in place as a PreparedSet's training rows were, with their
 // squared distance in the dropped features (the exact correction of the decision values).
@@ -160,6 +166,12 @@ class PreparedSet {
   // data_name matter). X and y are kept by pointer: they must outlive the set. Throws
   // std::runtime_error("<data_name>: ...") when every feature is constant.
   PreparedSet(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params);
+  // The same for a fit on `device`, with the scaler already fitted on X (scaler_for): a GPU
+  // fit of one process (c-svc, no group) prepares the rows on the GPU
+  // (prepare_training_rows_gpu), where they stay for its one fit, and leaves X as it is;
+  // otherwise, or when the GPU lacks the room, as above.
+  PreparedSet(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params, Scaler scaler,
+              cae::Device device);
   // A Classifier of params' C, gamma and weights on these rows (read only); progress as for
   // Classifier::fit.
   Classifier fit(const ClassifierParams& params, cae::Device device, const FitProgress& progress = {}) const;
@@ -178,6 +190,10 @@ class PreparedSet {
   std::vector<float> dropped_values_;  // the scaled value of each dropped feature
   double gamma_scale_ = 0;             // gamma 'scale' of the scaled rows, all dim features
   int dim_ = 0, kept_ = 0;
+  // Rows prepared on the GPU (X_ then holds the raw rows), until the one fit they serve.
+  mutable std::shared_ptr<DeviceRows> gpu_rows_;
+  bool host_rows_prepared_ = true;
+  void take(PreparedRows rows, const ClassifierParams& params);
   const float* X_;
   const int32_t* y_;
   int64_t n_;

@@ -36,14 +36,15 @@ Scaler fit_standard_scaler(const float* X, int64_t n, int dim) {
       for (int64_t f = 0; f < w; ++f) {
         const double d = static_cast<double>(x[f]) - sum[f];
         corr[f] += d;
-        sq[f] += d * d;
+        sq[f] = std::fma(d, d, sq[f]);
       }
     }
     for (int64_t f = 0; f < w; ++f) {
       const double mean = sum[f];
       const double var = (sq[f] - corr[f] * corr[f] / dn) / dn;
       // sklearn's test for a feature indistinguishable from a constant one: scale 1 then.
-      const double bound = dn * eps * var + (dn * mean * eps) * (dn * mean * eps);
+      const double t = dn * mean * eps;
+      const double bound = std::fma(dn * eps, var, t * t);
       s.mean[f0 + f] = mean;
       s.scale[f0 + f] = var <= bound ? 1.0 : std::sqrt(var);
     }
@@ -135,7 +136,7 @@ void row_group_sums(const float* X, int64_t r, int count, int dim, const double*
     for (int f = 0; f < dim; ++f) {
       const double d0 = static_cast<double>(x[0][f]) - m, d1 = static_cast<double>(x[1][f]) - m;
       const double d2 = static_cast<double>(x[2][f]) - m, d3 = static_cast<double>(x[3][f]) - m;
-      s0 += d0 * d0, s1 += d1 * d1, s2 += d2 * d2, s3 += d3 * d3;
+      s0 = std::fma(d0, d0, s0), s1 = std::fma(d1, d1, s1), s2 = std::fma(d2, d2, s2), s3 = std::fma(d3, d3, s3);
     }
   } else {
     for (int f = 0; f < dim; ++f) s0 += x[0][f], s1 += x[1][f], s2 += x[2][f], s3 += x[3][f];
@@ -154,8 +155,12 @@ void scale_row(const Scaler& sc, float* x, int dim) {
 }  // namespace
 
 PreparedRows prepare_training_rows(float* X, int64_t n, int dim, bool standardize) {
+  return prepare_training_rows(X, n, dim, standardize ? fit_standard_scaler(X, n, dim) : identity_scaler(dim));
+}
+
+PreparedRows prepare_training_rows(float* X, int64_t n, int dim, Scaler scaler) {
   PreparedRows p;
-  p.scaler = standardize ? fit_standard_scaler(X, n, dim) : identity_scaler(dim);
+  p.scaler = std::move(scaler);
   p.keep.assign(static_cast<size_t>(std::max(dim, 0)), 0);
   if (n <= 0 || dim <= 0) return p;
   const int64_t total = n * dim;
@@ -219,6 +224,25 @@ PreparedRows prepare_training_rows(float* X, int64_t n, int dim, bool standardiz
   const double var = sq / static_cast<double>(total);
   p.gamma_scale = var != 0 ? 1.0 / (static_cast<double>(dim) * var) : 1.0;
   return p;
+}
+
+void scaled_kept_rows(const PreparedRows& prepared, const float* X, int dim, const int64_t* rows, int64_t count,
+                      float* out) {
+  std::vector<int> kept;
+  for (int f = 0; f < dim; ++f)
+    if (prepared.keep[f]) kept.push_back(f);
+  const Scaler& sc = prepared.scaler;
+  const int dk = static_cast<int>(kept.size());
+#pragma omp parallel for schedule(static) if (count * dk >= kMinParallelWork)
+  for (int64_t v = 0; v < count; ++v) {
+    const float* x = X + rows[v] * dim;
+    float* o = out + v * dk;
+    for (int i = 0; i < dk; ++i) {  // scale_row's arithmetic
+      const int f = kept[i];
+      const float centred = static_cast<float>(static_cast<double>(x[f]) - sc.mean[f]);
+      o[i] = static_cast<float>(static_cast<double>(centred) / sc.scale[f]);
+    }
+  }
 }
 
 std::vector<double> dropped_feature_distance(const float* X, int64_t n, int dim, const std::vector<uint8_t>& keep,

@@ -11,6 +11,8 @@
 //  * scaling reproduces StandardScaler on float32 input bit for bit in intent: mean/var in
 //    double (corrected two-pass), scale 1 for (near-)constant features by sklearn's own
 //    test, x' = f32(f32(x − mean) / scale);
+//  * every multiply-add of these sums is a written-out fused one (std::fma), the same with
+//    any compiler's contraction and on the GPU (prepare_training_rows_gpu's twin kernels);
 //  * gamma 'scale' = 1 / (D · Var(X')) over all N·D entries of the scaled matrix, D counting
 //    every feature (also the constant ones), which is exactly SVC's number on that matrix;
 //  * features constant over the scaled training set are dropped before the kernel: they
@@ -20,6 +22,7 @@
 //    (correct_for_dropped_features), so predictions equal an SVM on all D features.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,6 +72,27 @@ struct PreparedRows {
   int kept = 0;
 };
 PreparedRows prepare_training_rows(float* X, int64_t n, int dim, bool standardize);
+// The same with the scaler already fitted on X (fit_standard_scaler, or identity_scaler):
+// svm-fit fits it while the GPU's driver starts.
+PreparedRows prepare_training_rows(float* X, int64_t n, int dim, Scaler scaler);
+struct DeviceRows;  // rows on the GPU (kernels/svm/cuda/svm_gpu.cuh)
+// The rest of it on the GPU, for a GPU fit, leaving X as it is: the rows go up once, and
+// `out` gets what prepare_training_rows(X, n, dim, scaler) returns — gamma, mask, dropped
+// values, kept count — bit for bit (each row's sums in the CPU's order). The scaled,
+// compacted rows stay on the device, sorted by class for the solver (fit_gpu_prepared). Null,
+// with `out` untouched, when the device lacks the room for the rows twice (then prepare on
+// the host).
+std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float* X, const int32_t* y, int64_t n, int dim,
+                                                     const Scaler& scaler, PreparedRows& out);
+// Rows rows[0..count) of X [·, dim] as prepare_training_rows leaves them — scaled, then
+// their kept columns — into out [count, kept]: a GPU-prepared fit's support vectors.
+void scaled_kept_rows(const PreparedRows& prepared, const float* X, int dim, const int64_t* rows, int64_t count,
+                      float* out);
+// fit_gpu on rows prepare_training_rows_gpu left on the device, which it spends (one fit):
+// the same model as fit_gpu on the rows prepare_training_rows makes of X. X: the raw rows
+// [n, raw_dim] the support vectors are made from (scaled_kept_rows).
+Model fit_gpu_prepared(DeviceRows& rows, const float* X, const int32_t* y, int64_t n, int raw_dim,
+                       const PreparedRows& prepared, const FitParams& p, const PairCallback& cb);
 // Σ over dropped features of (x_f − v_f)² per row (scaled, not yet compacted X).
 std::vector<double> dropped_feature_distance(const float* X, int64_t n, int dim, const std::vector<uint8_t>& keep,
                                              const std::vector<float>& dropped_values);

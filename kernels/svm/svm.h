@@ -135,6 +135,10 @@ std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float* X, const int
 // otherwise). X, y, n, dim, p as given to the solves.
 Model assemble_model(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
                      std::vector<PairSolution> solutions);
+// assemble_model without the support vectors' rows (support_vectors left empty): for a
+// caller that makes them itself (fit_gpu_prepared, from rows the host never scaled).
+Model assemble_model_layout(const int32_t* y, int64_t n, int dim, const FitParams& p,
+                            std::vector<PairSolution> solutions);
 
 // threads > 0: the threads of the CPU solver and predictions (OpenMP's and OpenBLAS's
 // pools); svm-fit --threads, and each rank of a group its share of the cores.

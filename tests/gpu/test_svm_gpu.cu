@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -24,6 +25,7 @@
 #include "kernels/svm/cpu/smo.h"
 #include "kernels/svm/cuda/svm_gpu.cuh"
 #include "kernels/svm/model_selection.h"
+#include "kernels/svm/preprocess.h"
 #include "kernels/svm/svm.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/dense_kernel_rows.h"
@@ -513,6 +515,118 @@ TEST(SvmGpu, ClassifierOnGpuMatchesCpu) {
   for (size_t i = 0; i < dec_gpu.size(); ++i)
     worst = std::max(worst, std::abs(dec_gpu[i] - dec_cpu_of_gpu_model[i]) / (1 + std::abs(dec_cpu_of_gpu_model[i])));
   EXPECT_LE(worst, 1e-4);
+}
+
+// Rows like an encoder's codes for the preparation tests: non-negative, many exact zeros, a
+// scale per column, constant columns (one all zero, one all 1.5) and one column constant but
+// for a single row; dim spans several of the row passes' 256-column tiles.
+std::vector<float> code_like_rows(int64_t n, int dim, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> X(static_cast<size_t>(n) * dim);
+  for (int64_t r = 0; r < n; ++r)
+    for (int f = 0; f < dim; ++f) {
+      const float v = u(rng);
+      X[static_cast<size_t>(r * dim + f)] = v < 0.3f ? 0.0f : v * static_cast<float>(1 + f % 7) * 3.0f;
+    }
+  for (int64_t r = 0; r < n; ++r) {
+    X[static_cast<size_t>(r * dim + 3)] = 0.0f;
+    X[static_cast<size_t>(r * dim + 300)] = 1.5f;
+    X[static_cast<size_t>(r * dim + 301)] = r == n / 2 ? 2.0f : 1.5f;
+  }
+  return X;
+}
+
+// prepare_training_rows_gpu (with the host's scaler, as svm-fit fits it) against
+// prepare_training_rows: every number bit for bit, and the
+// rows it leaves on the device equal to the host's scaled, compacted rows in their
+// class-sorted places; X itself left as it was.
+TEST(SvmGpu, RowsPreparedOnTheDeviceEqualTheHosts) {
+  REQUIRE_GPU();
+  const int64_t n = 1000;  // not a multiple of the passes' 32-row tiles
+  const int dim = 600;     // three column tiles, the last partial
+  const std::vector<float> X = code_like_rows(n, dim, 7);
+  std::vector<int32_t> y(static_cast<size_t>(n));
+  std::mt19937 rng(3);
+  for (int32_t& label : y) label = static_cast<int32_t>(rng() % 4) * 3;  // classes 0, 3, 6, 9
+  for (bool standardize : {true, false}) {
+    std::vector<float> host = X;
+    const svm::PreparedRows want = svm::prepare_training_rows(host.data(), n, dim, standardize);
+    const svm::Scaler scaler = standardize ? svm::fit_standard_scaler(X.data(), n, dim) : svm::identity_scaler(dim);
+    svm::PreparedRows got;
+    const std::shared_ptr<svm::DeviceRows> rows = svm::prepare_training_rows_gpu(X.data(), y.data(), n, dim, scaler, got);
+    ASSERT_TRUE(rows);
+    EXPECT_EQ(got.scaler.mean, want.scaler.mean) << standardize;
+    EXPECT_EQ(got.scaler.scale, want.scaler.scale) << standardize;
+    EXPECT_EQ(got.gamma_scale, want.gamma_scale) << standardize;
+    EXPECT_EQ(got.keep, want.keep) << standardize;
+    EXPECT_EQ(got.dropped_values, want.dropped_values) << standardize;
+    ASSERT_EQ(got.kept, want.kept) << standardize;
+    EXPECT_EQ(got.kept, dim - 2);  // 3 and 300 dropped; 301 differs in one row
+    ASSERT_EQ(rows->n, n);
+    ASSERT_EQ(rows->dim, got.kept);
+    ASSERT_EQ(rows->ld, svm::cuda::device_row_stride(got.kept));
+    std::vector<float> device(static_cast<size_t>(n * rows->ld));
+    AE_CUDA_CHECK(cudaMemcpy(device.data(), rows->X.get(), device.size() * 4, cudaMemcpyDeviceToHost));
+    const std::vector<int64_t> place = svm::cuda::class_sorted_places(y.data(), n);
+    for (int64_t r = 0; r < n; ++r) {
+      const float* d = device.data() + place[static_cast<size_t>(r)] * rows->ld;
+      for (int i = 0; i < got.kept; ++i) ASSERT_EQ(d[i], host[static_cast<size_t>(r * got.kept + i)]) << r << " " << i;
+      for (int64_t i = got.kept; i < rows->ld; ++i) ASSERT_EQ(d[i], 0.0f);
+    }
+    // scaled_kept_rows makes the same rows from X: a GPU-prepared fit's support vectors.
+    const std::vector<int64_t> some = {0, 17, n / 2, n - 1};
+    std::vector<float> made(some.size() * static_cast<size_t>(got.kept));
+    svm::scaled_kept_rows(got, X.data(), dim, some.data(), static_cast<int64_t>(some.size()), made.data());
+    for (size_t v = 0; v < some.size(); ++v)
+      for (int i = 0; i < got.kept; ++i)
+        ASSERT_EQ(made[v * got.kept + i], host[static_cast<size_t>(some[v] * got.kept + i)]);
+  }
+  // The places: classes ascending, each class's rows in training order.
+  const std::vector<int32_t> labels = {5, 2, 5, 9, 2};
+  EXPECT_EQ(svm::cuda::class_sorted_places(labels.data(), 5), (std::vector<int64_t>{2, 0, 3, 4, 1}));
+}
+
+// svm-fit's single GPU fit (PreparedSet on the GPU device) against the same fit on rows the
+// host prepared: one model, bit for bit — the same rows reach the same solver. Its rows
+// serve that one fit.
+TEST(SvmGpu, FitOnRowsPreparedOnTheDeviceEqualsTheHostPreparedFit) {
+  REQUIRE_GPU();
+  const int64_t n = 900;
+  const int dim = 300;
+  const std::vector<float> X = code_like_rows(n, dim, 11);
+  std::vector<int32_t> y(static_cast<size_t>(n));
+  // Labels that follow the rows a little, so the problem has structure.
+  for (int64_t r = 0; r < n; ++r) {
+    double s = 0;
+    for (int f = 10; f < 40; ++f) s += X[static_cast<size_t>(r * dim + f)];
+    y[static_cast<size_t>(r)] = static_cast<int32_t>(r % 3 == 0 ? (r / 3) % 3 : static_cast<int64_t>(s) % 3);
+  }
+  svm::ClassifierParams params;
+  params.C = 10;
+  params.log_summary = false;
+  std::vector<float> a = X, b = X;
+  const svm::PreparedSet on_host(a.data(), y.data(), n, dim, params);
+  const svm::PreparedSet on_device(b.data(), y.data(), n, dim, params, svm::scaler_for(b.data(), n, dim, params),
+                                   cae::Device::gpu);
+  EXPECT_EQ(b, X);  // left as read
+  const svm::Classifier want = on_host.fit(params, cae::Device::gpu);
+  const svm::Classifier got = on_device.fit(params, cae::Device::gpu);
+  EXPECT_EQ(got.file().scaler.mean, want.file().scaler.mean);
+  EXPECT_EQ(got.file().scaler.scale, want.file().scaler.scale);
+  EXPECT_EQ(got.file().feature_mask, want.file().feature_mask);
+  EXPECT_EQ(got.file().dropped_values, want.file().dropped_values);
+  EXPECT_EQ(got.resolved_gamma(), want.resolved_gamma());
+  const svm::Model &gm = got.model(), &wm = want.model();
+  EXPECT_GT(wm.n_sv(), 0);
+  EXPECT_EQ(gm.support_indices, wm.support_indices);
+  EXPECT_EQ(gm.n_support, wm.n_support);
+  EXPECT_EQ(gm.rho, wm.rho);
+  EXPECT_EQ(gm.dual_coef, wm.dual_coef);
+  ASSERT_EQ(gm.support_vectors.size(), wm.support_vectors.size());
+  EXPECT_TRUE(std::equal(gm.support_vectors.begin(), gm.support_vectors.end(), wm.support_vectors.begin()));
+  EXPECT_THROW(on_device.fit(params, cae::Device::gpu), std::logic_error);
+  EXPECT_THROW(on_device.fit_each_C(params, {1.0, 10.0}, cae::Device::gpu), std::logic_error);
 }
 
 // svm-fit --cv on the GPU: the same folds, the same per-fold gammas, and a table whose every

@@ -918,6 +918,17 @@ TEST(Train, RowsPreparedBeforeTheFitGiveTheSameModel) {
   EXPECT_EQ(given.model().gamma, itself.model().gamma);
   EXPECT_EQ(given.file().scaler.mean, itself.file().scaler.mean);
   EXPECT_EQ(X2, X1);  // scaled and compacted alike
+  // svm-fit's way: the scaler fitted first (while the driver starts), then the set for the
+  // device; on the CPU the same preparation, so the same model.
+  std::vector<float> X3 = d.X;
+  const svm::PreparedSet with_scaler(X3.data(), d.y.data(), d.n, d.dim, plan.params,
+                                     svm::scaler_for(X3.data(), d.n, d.dim, plan.params), cae::Device::cpu);
+  const svm::Classifier third =
+      svm::train(X3.data(), d.y.data(), d.n, d.dim, plan, cae::Device::cpu, {}, &with_scaler).classifier;
+  EXPECT_EQ(third.model().support_vectors, itself.model().support_vectors);
+  EXPECT_EQ(third.model().dual_coef, itself.model().dual_coef);
+  EXPECT_EQ(third.file().scaler.scale, itself.file().scaler.scale);
+  EXPECT_EQ(X3, X1);
   plan.C = {1.0, 3.0};
   plan.cv_folds = 3;
   EXPECT_THROW(svm::train(X2.data(), d.y.data(), d.n, d.dim, plan, cae::Device::cpu, {}, &prepared),

@@ -432,6 +432,7 @@ TEST(SvmScaling, PreparedRowsEqualTheStepsInTurn) {
       for (int64_t r = 0; r < c.n; ++r)
         X[static_cast<size_t>(r * c.dim + f)] = r % 2 ? 1.0e6f : std::nextafter(1.0e6f, 2.0e6f);
     }
+    const std::vector<float> raw = X;
     std::vector<float> want = X;
     const svm::Scaler scaler = c.standardize ? svm::fit_standard_scaler(want.data(), c.n, c.dim)
                                              : svm::identity_scaler(c.dim);
@@ -454,6 +455,18 @@ TEST(SvmScaling, PreparedRowsEqualTheStepsInTurn) {
     }
     const size_t rows = static_cast<size_t>(c.n) * static_cast<size_t>(kept);
     EXPECT_TRUE(std::equal(X.begin(), X.begin() + static_cast<std::ptrdiff_t>(rows), want.begin())) << what;
+    // scaled_kept_rows (a GPU-prepared fit's support vectors) makes the same rows from the
+    // raw ones, any of them in any order.
+    if (kept > 0) {
+      const std::vector<int64_t> some = {c.n - 1, 0, c.n / 2, c.n - 1};
+      std::vector<float> made(some.size() * static_cast<size_t>(kept));
+      svm::scaled_kept_rows(got, raw.data(), c.dim, some.data(), static_cast<int64_t>(some.size()), made.data());
+      for (size_t v = 0; v < some.size(); ++v)
+        EXPECT_TRUE(std::equal(made.begin() + static_cast<std::ptrdiff_t>(v * kept),
+                               made.begin() + static_cast<std::ptrdiff_t>((v + 1) * kept),
+                               want.begin() + static_cast<std::ptrdiff_t>(some[v] * kept)))
+            << what << ", row " << some[v];
+    }
   }
 }
 

@@ -327,6 +327,17 @@ std::vector<PairSolution> solve_pairs_cpu(const float* X, const int32_t* y, int6
 
 Model assemble_model(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
                      std::vector<PairSolution> solutions) {
+  Model m = assemble_model_layout(y, n, dim, p, std::move(solutions));
+  const int64_t n_sv = m.n_sv();
+  m.support_vectors.resize(static_cast<size_t>(n_sv * dim));
+#pragma omp parallel for schedule(static) if (n_sv * dim >= cpu::kMinParallelWork)
+  for (int64_t v = 0; v < n_sv; ++v)
+    std::memcpy(m.support_vectors.data() + v * dim, X + m.support_indices[v] * dim, sizeof(float) * static_cast<size_t>(dim));
+  return m;
+}
+
+Model assemble_model_layout(const int32_t* y, int64_t n, int dim, const FitParams& p,
+                            std::vector<PairSolution> solutions) {
   std::vector<std::vector<int64_t>> members;
   Model m = begin_fit(y, n, dim, p, members);
   const int k = static_cast<int>(m.classes.size());
@@ -372,10 +383,6 @@ Model assemble_model(const float* X, const int32_t* y, int64_t n, int dim, const
         ++m.n_support[c];
       }
   const int64_t n_sv = m.n_sv();
-  m.support_vectors.resize(static_cast<size_t>(n_sv * dim));
-#pragma omp parallel for schedule(static) if (n_sv * dim >= cpu::kMinParallelWork)
-  for (int64_t v = 0; v < n_sv; ++v)
-    std::memcpy(m.support_vectors.data() + v * dim, X + m.support_indices[v] * dim, sizeof(float) * static_cast<size_t>(dim));
   m.dual_coef.assign(static_cast<size_t>((k - 1) * n_sv), 0.0);
   pair = 0;
   for (int a = 0; a < k; ++a)

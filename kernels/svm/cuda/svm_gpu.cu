@@ -9,6 +9,7 @@
 // minus rho.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -146,7 +147,42 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
   return std::move(fit_each_C(X, y, n, dim, p, {p.C}, cb, options, stats).front());
 }
 
+std::vector<int64_t> class_sorted_places(const int32_t* y, int64_t n) {
+  std::vector<int32_t> classes(y, y + n);
+  std::sort(classes.begin(), classes.end());
+  classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+  std::vector<int64_t> next(classes.size() + 1, 0), place(static_cast<size_t>(n));
+  auto class_of = [&](int32_t label) { return std::lower_bound(classes.begin(), classes.end(), label) - classes.begin(); };
+  for (int64_t r = 0; r < n; ++r) ++next[static_cast<size_t>(class_of(y[r]) + 1)];
+  for (size_t c = 1; c < next.size(); ++c) next[c] += next[c - 1];  // class c's first place
+  for (int64_t r = 0; r < n; ++r) place[static_cast<size_t>(r)] = next[static_cast<size_t>(class_of(y[r]))]++;
+  return place;
+}
+
 namespace {
+
+// Host rows [n, dim] on the device sorted by class (class_sorted_places), ld floats apart:
+// they go up in chunks of ≤ 256 MB through a staging buffer and are scattered to their
+// places, so the device never holds X twice (300,000 rows of a 16,384-d code are 19.7 GB).
+void upload_sorted_rows(const float* X, const int32_t* y, int64_t n, int dim, DeviceRows& rows, cudaStream_t s) {
+  rows.n = n;
+  rows.dim = dim;
+  rows.ld = device_row_stride(dim);
+  const std::vector<int64_t> place = class_sorted_places(y, n);
+  DeviceBuffer<int64_t> d_place;
+  upload(d_place, place.data(), place.size(), s);
+  rows.X.resize(std::max<size_t>(static_cast<size_t>(n * rows.ld), 1));
+  const PinnedRange pinned(X, static_cast<size_t>(n) * dim * sizeof(float));
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 20) / (int64_t{dim} * int64_t{sizeof(float)}));
+  DeviceBuffer<float> d_stage(static_cast<size_t>(std::max<int64_t>(std::min(chunk, n), 1)) * dim);
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int64_t count = std::min(chunk, n - r0);
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_stage.get(), X + r0 * dim, static_cast<size_t>(count) * dim * sizeof(float),
+                                  cudaMemcpyHostToDevice, s));
+    scatter_rows(d_stage.get(), d_place.get() + r0, count, dim, rows.ld, rows.X.get(), s);
+  }
+  AE_CUDA_CHECK(cudaStreamSynchronize(s));
+}
 
 // What the solves leave: per C, each solved pair's result and alphas (pair_* list the solved
 // pairs, options.pairs or every pair).
@@ -160,22 +196,22 @@ struct Solved {
 };
 
 // The kernel matrix does not depend on C: it is built once (or once per wave) and every C
-// of `Cs` solves on it, each from alpha = 0 as a plain fit would.
-Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+// of `Cs` solves on it, each from alpha = 0 as a plain fit would. The rows are X's, uploaded
+// here, or `prepared` (the same rows, already on the device; its split for the tensor cores
+// leaves them spent).
+Solved solve_each_C(const float* X, DeviceRows* prepared, const int32_t* y, int64_t n, int dim, const FitParams& p,
                     const std::vector<double>& Cs, const PairCallback& cb, const FitOptions& options, FitStats& st) {
   if (Cs.empty()) throw std::invalid_argument("svm: no C to fit");
+  if (prepared && (prepared->n != n || prepared->dim != dim))
+    throw std::invalid_argument("svm: prepared rows of another shape than the fit's");
   st = FitStats{};
 
   std::vector<std::vector<int64_t>> members;
   Model m = begin_fit(y, n, dim, p, members);
   const int k = static_cast<int>(m.classes.size());
-  // Rows sorted by class (stable): class c occupies [start[c], start[c+1]).
-  std::vector<int64_t> start(k + 1, 0), order;
-  order.reserve(static_cast<size_t>(n));
-  for (int c = 0; c < k; ++c) {
-    start[c + 1] = start[c] + static_cast<int64_t>(members[c].size());
-    order.insert(order.end(), members[c].begin(), members[c].end());
-  }
+  // Rows sorted by class (stable, class_sorted_places): class c occupies [start[c], start[c+1]).
+  std::vector<int64_t> start(k + 1, 0);
+  for (int c = 0; c < k; ++c) start[c + 1] = start[c] + static_cast<int64_t>(members[c].size());
 
   const int all_pairs = k * (k - 1) / 2;
   std::vector<int> pair_index = options.pairs;  // the solved pairs, in libsvm's pair order numbers
@@ -205,29 +241,13 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
   const cudaStream_t s = stream.get();
   st.setup_s = clock.seconds();
 
-  // ---- data on the device, sorted by class: the rows go up in chunks of ≤ 256 MB through a
-  // staging buffer and are scattered to their class-sorted places, ld floats apart, so the
-  // device never holds X twice (300,000 rows of a 16,384-d code are 19.7 GB) ----
+  // ---- data on the device, sorted by class (class c occupies [start[c], start[c+1])) ----
   clock = cae::Stopwatch();
-  const int64_t ld = device_row_stride(dim);
-  DeviceBuffer<float> d_X;
-  {
-    std::vector<int64_t> place(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) place[static_cast<size_t>(order[static_cast<size_t>(i)])] = i;
-    DeviceBuffer<int64_t> d_place;
-    upload(d_place, place.data(), place.size(), s);
-    d_X.resize(std::max<size_t>(static_cast<size_t>(n * ld), 1));
-    const PinnedRange pinned(X, static_cast<size_t>(n) * dim * sizeof(float));
-    const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 20) / (int64_t{dim} * int64_t{sizeof(float)}));
-    DeviceBuffer<float> d_stage(static_cast<size_t>(std::max<int64_t>(std::min(chunk, n), 1)) * dim);
-    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-      const int64_t rows = std::min(chunk, n - r0);
-      AE_CUDA_CHECK(cudaMemcpyAsync(d_stage.get(), X + r0 * dim, static_cast<size_t>(rows) * dim * sizeof(float),
-                                    cudaMemcpyHostToDevice, s));
-      scatter_rows(d_stage.get(), d_place.get() + r0, rows, dim, ld, d_X.get(), s);
-    }
-    stream.sync();
-  }
+  DeviceRows uploaded;
+  if (!prepared) upload_sorted_rows(X, y, n, dim, uploaded, s);
+  DeviceRows& rows = prepared ? *prepared : uploaded;
+  DeviceBuffer<float>& d_X = rows.X;
+  const int64_t ld = rows.ld;
   DeviceBuffer<double> d_norms(static_cast<size_t>(n));
   row_squared_norms(d_X.get(), n, dim, ld, d_norms.get(), s);  // of the rows as given, before a split
   DeviceBuffer<double> d_alpha(static_cast<size_t>(state_total)), d_G(static_cast<size_t>(state_total));
@@ -235,7 +255,7 @@ Solved solve_each_C(const float* X, const int32_t* y, int64_t n, int dim, const 
   DeviceBuffer<PairJob> d_jobs(static_cast<size_t>(pairs));
   DeviceBuffer<PairResult> d_results(static_cast<size_t>(pairs));
   stream.sync();
-  st.upload_s = clock.seconds();
+  st.upload_s = clock.seconds() + (prepared ? prepared->seconds : 0.0);
 
   const bool unit_diag = p.kernel == KernelType::rbf;
   size_t smem = 0;
@@ -414,14 +434,19 @@ std::vector<PairSolution> solutions_of(const Solved& sv, size_t c) {
 
 }  // namespace
 
-std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
-                              const std::vector<double>& Cs, const PairCallback& cb, const FitOptions& options,
-                              FitStats* stats) {
+namespace {
+
+// fit_each_C on X (uploaded here) or on `prepared` rows; `assemble` turns each C's solutions
+// into a model (assemble_model, or the layout and rows of a GPU-prepared fit).
+using Assemble = std::function<Model(std::vector<PairSolution>)>;
+std::vector<Model> fit_models(const float* X, DeviceRows* prepared, const int32_t* y, int64_t n, int dim,
+                              const FitParams& p, const std::vector<double>& Cs, const PairCallback& cb,
+                              const FitOptions& options, FitStats* stats, const Assemble& assemble) {
   if (!options.pairs.empty()) throw std::invalid_argument("fit_each_C: a whole fit solves every pair");
   cae::Stopwatch total_clock;
   FitStats local_stats;
   FitStats& st = stats ? *stats : local_stats;
-  Solved sv = solve_each_C(X, y, n, dim, p, Cs, cb, options, st);
+  Solved sv = solve_each_C(X, prepared, y, n, dim, p, Cs, cb, options, st);
   const int pairs = static_cast<int>(sv.pair_index.size());
   cae::Stopwatch clock;
   std::vector<Model> models;
@@ -438,7 +463,7 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
                       sv.m.classes[sv.pair_b[q]], p.tol);
       }
     }
-    models.push_back(assemble_model(X, y, n, dim, p, solutions_of(sv, c)));
+    models.push_back(assemble(solutions_of(sv, c)));
   }
   st.assemble_s = clock.seconds();
   st.total_s = total_clock.seconds();
@@ -447,13 +472,36 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
     const int64_t most_iterations = *std::max_element(st.pair_iterations.begin(), st.pair_iterations.end());
     int64_t iterations = 0;
     for (int64_t it : st.pair_iterations) iterations += it;
-    cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, upload %.2f s, kernel matrix %.2f s, "
+    cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, %s %.2f s, kernel matrix %.2f s, "
                   "SMO %.2f s (%lld iterations, at most %lld in a pair), model %.2f s; %lld support vectors",
-                  st.mode.c_str(), pairs, st.waves, st.setup_s, st.upload_s, st.kernel_s, st.smo_s,
+                  st.mode.c_str(), pairs, st.waves, st.setup_s, prepared ? "rows prepared" : "upload", st.upload_s,
+                  st.kernel_s, st.smo_s,
                   static_cast<long long>(iterations), static_cast<long long>(most_iterations), st.assemble_s,
                   static_cast<long long>(last.n_sv()));
   }
   return models;
+}
+
+}  // namespace
+
+std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
+                              const std::vector<double>& Cs, const PairCallback& cb, const FitOptions& options,
+                              FitStats* stats) {
+  return fit_models(X, nullptr, y, n, dim, p, Cs, cb, options, stats,
+                    [&](std::vector<PairSolution> sols) { return assemble_model(X, y, n, dim, p, std::move(sols)); });
+}
+
+Model fit_prepared(DeviceRows& rows, const float* X, const int32_t* y, int64_t n, int raw_dim,
+                   const PreparedRows& prepared, const FitParams& p, const PairCallback& cb, const FitOptions& options,
+                   FitStats* stats) {
+  if (rows.dim != prepared.kept) throw std::invalid_argument("fit_gpu_prepared: rows of another preparation");
+  const Assemble assemble = [&](std::vector<PairSolution> sols) {
+    Model m = assemble_model_layout(y, n, rows.dim, p, std::move(sols));
+    m.support_vectors.resize(static_cast<size_t>(m.n_sv() * rows.dim));
+    scaled_kept_rows(prepared, X, raw_dim, m.support_indices.data(), m.n_sv(), m.support_vectors.data());
+    return m;
+  };
+  return std::move(fit_models(nullptr, &rows, y, n, rows.dim, p, {p.C}, cb, options, stats, assemble).front());
 }
 
 }  // namespace cuda
@@ -522,6 +570,11 @@ Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) 
   return m;
 }
 
+Model fit_gpu_prepared(DeviceRows& rows, const float* X, const int32_t* y, int64_t n, int raw_dim,
+                       const PreparedRows& prepared, const FitParams& p, const PairCallback& cb) {
+  return cuda::fit_prepared(rows, X, y, n, raw_dim, prepared, p, cb, cuda::FitOptions{}, nullptr);
+}
+
 Model fit_gpu(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb) {
   return cuda::fit(X, y, n, dim, p, cb, cuda::FitOptions{}, nullptr);
 }
@@ -539,7 +592,7 @@ std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float* X, const int
   cuda::FitOptions options;
   options.pairs = pairs;
   cuda::FitStats st;
-  const cuda::Solved sv = cuda::solve_each_C(X, y, n, dim, p, Cs, cb, options, st);
+  const cuda::Solved sv = cuda::solve_each_C(X, nullptr, y, n, dim, p, Cs, cb, options, st);
   for (size_t c = 0; c < Cs.size(); ++c) out[c] = solutions_of(sv, c);
   if (p.log_summary)
     cae::log_info("svm (gpu, %s): %zu of the pairs in %d wave(s): kernel matrix %.2f s, SMO %.2f s", st.mode.c_str(),

@@ -12,11 +12,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <future>
 #include <string>
 #include <vector>
 
 #include "common/cublas_runtime.h"
 #include "common/cuda_check.cuh"
+#include "kernels/svm/preprocess.h"
 #include "kernels/svm/svm.h"
 
 namespace svm::cuda {
@@ -40,6 +42,27 @@ struct FitOptions {
   std::vector<int> pairs;
 };
 
+}  // namespace svm::cuda
+
+namespace svm {
+// Rows on the device sorted by class (class_sorted_places), ld = device_row_stride(dim)
+// floats apart, the columns past dim zero: what the solver reads. preprocess.h names it.
+struct DeviceRows {
+  cae::cuda::DeviceBuffer<float> X;  // [n, ld]
+  int64_t n = 0;
+  int dim = 0;
+  int64_t ld = 0;
+  double seconds = 0;  // what preparing them took (prepare_training_rows_gpu), for the fit's log
+  std::future<void> unlocked;  // the host rows' page lock, released beside the GPU's work
+};
+}  // namespace svm
+
+namespace svm::cuda {
+
+// Where row r of y goes when the rows are sorted by class: classes ascending, each class's
+// rows in training order (begin_fit's members, one after another).
+std::vector<int64_t> class_sorted_places(const int32_t* y, int64_t n);
+
 struct FitStats {
   std::string mode;            // "whole-matrix" or "pair-matrices"
   int waves = 0;               // kernel-matrix rounds (1 in whole-matrix mode)
@@ -52,6 +75,12 @@ struct FitStats {
 
 Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb,
           const FitOptions& options, FitStats* stats);
+// fit() on rows prepare_training_rows_gpu left on the device (their split for the tensor
+// cores spends them: one fit); the support vectors come from the raw host rows X [n, raw_dim]
+// through `prepared` (scaled_kept_rows).
+Model fit_prepared(DeviceRows& rows, const float* X, const int32_t* y, int64_t n, int raw_dim,
+                   const PreparedRows& prepared, const FitParams& p, const PairCallback& cb, const FitOptions& options,
+                   FitStats* stats);
 // One model per C of `Cs` from one kernel matrix (p.C is ignored); `stats` describes the
 // kernel matrix once and the solves of all C together (pair lists: the last C's).
 std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,
@@ -72,6 +101,19 @@ void row_squared_norms(const float* X, int64_t n, int dim, int64_t ld, double* o
 // x[i] = its nearest TF32 value hi, lo[i] = the TF32 value nearest to the rest (x − hi): the
 // operands of the three TF32 products that give float32-accurate dot products (svm_gpu.cu, dots).
 void split_tf32(float* x, float* lo, int64_t count, cudaStream_t stream);
+// ---- prepare_training_rows on the device (prepare_gpu.cu; each the CPU's arithmetic, sums
+// in its order) ----
+// X [n, dim] scaled in place as apply_scaler does; differs[f] = 1 where a row's scaled value
+// differs from scaled_row0[f] (differs zeroed by the caller); row_sum[r] = Σ_f X'[r, f] in
+// column order.
+void scale_rows(float* X, int64_t n, int dim, const double* mean, const double* scale, const float* scaled_row0,
+                uint8_t* differs, double* row_sum, cudaStream_t stream);
+// row_sum[r] = Σ_f (X[r, f] − mean)² in column order, in double.
+void squared_deviation_sums(const float* X, int64_t n, int dim, double mean, double* row_sum, cudaStream_t stream);
+// out[places[r], i] = X[r, kept[i]] for i < count (X dense, [n, dim]), 0 for count ≤ i < ld.
+void compact_rows(const float* X, const int64_t* places, int64_t n, int dim, const int* kept, int count, int64_t ld,
+                  float* out, cudaStream_t stream);
+
 // out[places[r], :dim] = X[r, :] for r < n (X dense, [n, dim]), and out[places[r], dim:ld] = 0.
 void scatter_rows(const float* X, const int64_t* places, int64_t n, int dim, int64_t ld, float* out,
                   cudaStream_t stream);
