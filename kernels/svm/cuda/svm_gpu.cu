@@ -96,12 +96,13 @@ Rows split_rows(float* x, int64_t n, int64_t ld, DeviceBuffer<float>& lo, cudaSt
 
 // Row-major C[rows_i, cols_j] (row stride ldc) = A_i · B_jᵀ, A_i: [rows_i, ld], B_j: [cols_j, ld],
 // over all ld columns: the zero ones add exact zeros, and a depth that is a multiple of 32
-// keeps cuBLAS on its aligned kernels. Float32 rows: one SGEMM in true FP32. Split rows: three GEMMs on the TF32 tensor cores,
-// A·Bᵀ ≈ A_lo·B_hiᵀ + A_hi·B_loᵀ + A_hi·B_hiᵀ (the small terms first; the dropped A_lo·B_loᵀ
-// is ~2^-22 of a product), ~2x the SGEMM's speed on a Hopper GPU. Each product is as exact as
-// float32's, but the tensor cores add them with truncation, an error of up to ~2^-24 of the
-// running sum per 8 products that does not average out: ~1e-4 of a large dot of 8,192
-// terms where float32's rounding leaves ~1e-5 (docs/SVM_GPU.md, "Kernel matrix").
+// keeps cuBLAS on its aligned kernels. Float32 rows: one SGEMM in true FP32. Split rows: three
+// GEMMs on the TF32 tensor cores, A·Bᵀ ≈ A_lo·B_hiᵀ + A_hi·B_loᵀ + A_hi·B_hiᵀ (the small terms
+// first; the dropped A_lo·B_loᵀ is ~2^-22 of a product), ~2x the SGEMM's speed on a Hopper GPU.
+// Each product is as exact as float32's, but the tensor cores add them with truncation, an
+// error of up to ~2^-24 of the running sum per 8 products that does not average out: ~1e-4 of
+// a large dot of 8,192 terms where float32's rounding leaves ~1e-5 (docs/SVM_GPU.md, "Kernel
+// matrix").
 void dots_rowmajor(cublasHandle_t h, Rows A, int64_t rows, Rows B, int64_t cols, float* C, int64_t ldc) {
   if (rows == 0 || cols == 0) return;
   if (A.ld != B.ld) throw std::invalid_argument("dots_rowmajor: rows of different strides");
@@ -432,10 +433,6 @@ std::vector<PairSolution> solutions_of(const Solved& sv, size_t c) {
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // fit_each_C on X (uploaded here) or on `prepared` rows; `assemble` turns each C's solutions
 // into a model (assemble_model, or the layout and rows of a GPU-prepared fit).
 using Assemble = std::function<Model(std::vector<PairSolution>)>;
@@ -475,9 +472,8 @@ std::vector<Model> fit_models(const float* X, DeviceRows* prepared, const int32_
     cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, %s %.2f s, kernel matrix %.2f s, "
                   "SMO %.2f s (%lld iterations, at most %lld in a pair), model %.2f s; %lld support vectors",
                   st.mode.c_str(), pairs, st.waves, st.setup_s, prepared ? "rows prepared" : "upload", st.upload_s,
-                  st.kernel_s, st.smo_s,
-                  static_cast<long long>(iterations), static_cast<long long>(most_iterations), st.assemble_s,
-                  static_cast<long long>(last.n_sv()));
+                  st.kernel_s, st.smo_s, static_cast<long long>(iterations), static_cast<long long>(most_iterations),
+                  st.assemble_s, static_cast<long long>(last.n_sv()));
   }
   return models;
 }
@@ -527,7 +523,8 @@ Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) 
   }
   DeviceBuffer<double> d_norms(static_cast<size_t>(n)), d_diag(static_cast<size_t>(n));
   row_squared_norms(d_X.get(), n, dim, ld, d_norms.get(), s);
-  const Rows X_rows{d_X.get(), nullptr, ld};  // true FP32: a one-class model's multipliers all add up (docs/SVM_GPU.md)
+  // True FP32: a one-class model's multipliers all add up (docs/SVM_GPU.md).
+  const Rows X_rows{d_X.get(), nullptr, ld};
   DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
   build_kernel_matrix(blas.get(), X_rows, n, d_norms.get(), p, d_K.get(), d_diag.get(), s);
 
