@@ -68,9 +68,10 @@ struct Trained {
   bool interrupted = false;
 };
 
-// X [n, dim]: scratch, as for Classifier::fit; y: n labels. `prepared`, when given: X already
-// scaled and masked by a PreparedSet of plan.params, which a plan without cross-validation or
-// sigmoids may bring (svm-fit prepares its rows while the GPU starts up). std::invalid_argument
+// X [n, dim]: scratch, as for Classifier::fit; y: n labels. `prepared`, when given: a
+// PreparedSet of plan.params on X (X scaled and masked by it, or, for a GPU fit, its rows
+// prepared on the GPU), which a plan without cross-validation or sigmoids may bring (svm-fit
+// fits the scaler while the GPU starts up). std::invalid_argument
 // when the lists and cv_folds disagree, or `prepared` comes with folds; otherwise what
 // Classifier::fit, cross_validate and fit_sigmoids throw.
 Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& plan, cae::Device device,
