@@ -190,9 +190,7 @@ PreparedRows prepare_training_rows(float* X, int64_t n, int dim, Scaler scaler) 
   }
   for (int f = 0; f < dim; ++f)
     if (!p.keep[f]) p.dropped_values.push_back(X[f]);
-  double sum = 0;
-  for (double s : row_sum) sum += s;
-  const double mean = sum / static_cast<double>(total);
+  const double mean = mean_of_row_sums(row_sum, dim);
 
   // Pass 2, in compact_features' batches: each row's squared deviations from the mean over
   // all its columns (gamma_scale's second pass), then its kept columns moved to the front.
@@ -219,11 +217,21 @@ PreparedRows prepare_training_rows(float* X, int64_t n, int dim, Scaler scaler) 
     }
     r0 = r1;
   }
-  double sq = 0;
-  for (double s : row_sum) sq += s;
-  const double var = sq / static_cast<double>(total);
-  p.gamma_scale = var != 0 ? 1.0 / (static_cast<double>(dim) * var) : 1.0;
+  p.gamma_scale = gamma_scale_of_row_sums(row_sum, dim);
   return p;
+}
+
+double mean_of_row_sums(const std::vector<double>& row_sum, int dim) {
+  double sum = 0;
+  for (double s : row_sum) sum += s;
+  return sum / static_cast<double>(static_cast<int64_t>(row_sum.size()) * dim);
+}
+
+double gamma_scale_of_row_sums(const std::vector<double>& squared_row_sum, int dim) {
+  double sq = 0;
+  for (double s : squared_row_sum) sq += s;
+  const double var = sq / static_cast<double>(static_cast<int64_t>(squared_row_sum.size()) * dim);
+  return var != 0 ? 1.0 / (static_cast<double>(dim) * var) : 1.0;
 }
 
 void scaled_kept_rows(const PreparedRows& prepared, const float* X, int dim, const int64_t* rows, int64_t count,

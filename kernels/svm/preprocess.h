@@ -72,6 +72,11 @@ struct PreparedRows {
   int kept = 0;
 };
 PreparedRows prepare_training_rows(float* X, int64_t n, int dim, bool standardize);
+// Its totals over the rows' sums (n of them), added in row order — also the GPU twin's: the
+// mean of the n·dim scaled entries from each row's sum, and gamma 'scale' from each row's
+// sum of squared deviations from that mean.
+double mean_of_row_sums(const std::vector<double>& row_sum, int dim);
+double gamma_scale_of_row_sums(const std::vector<double>& squared_row_sum, int dim);
 // The same with the scaler already fitted on X (fit_standard_scaler, or identity_scaler):
 // svm-fit fits it while the GPU's driver starts.
 PreparedRows prepare_training_rows(float* X, int64_t n, int dim, Scaler scaler);

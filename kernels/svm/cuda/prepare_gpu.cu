@@ -8,7 +8,8 @@
 // Every number that comes back is the CPU's bit for bit: each row's sums add its columns in
 // order (a thread per row, over a tile in shared memory), each operation is spelled out as
 // the CPU's (its multiply-adds are std::fma, so no compiler's contraction can differ), and
-// the totals over the rows are added on the host by the CPU's own loops.
+// the totals over the rows are the CPU's own functions (mean_of_row_sums,
+// gamma_scale_of_row_sums) on the host.
 #include <algorithm>
 #include <future>
 #include <memory>
@@ -136,19 +137,12 @@ std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float* X, const int3
     throw std::invalid_argument("prepare_training_rows_gpu: a scaler of another width");
   const int64_t raw_bytes = n * dim * static_cast<int64_t>(sizeof(float));
   const int64_t rows_bytes = n * device_row_stride(dim) * static_cast<int64_t>(sizeof(float));
-  size_t free_b = 0, total_b = 0;
-  AE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const int64_t reserve = int64_t{768} << 20;  // as the fit keeps for cuBLAS and slack
-  if (raw_bytes + rows_bytes + reserve > static_cast<int64_t>(free_b)) return nullptr;
+  if (raw_bytes + rows_bytes + kDeviceReserveBytes > free_device_bytes()) return nullptr;
 
   cae::Stopwatch clock;
-  cudaStream_t s = nullptr;
-  AE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
-  } guard{s};
-  auto sync = [&] { AE_CUDA_CHECK(cudaStreamSynchronize(s)); };
+  const Stream stream;
+  const cudaStream_t s = stream.get();
+  auto sync = [&] { stream.sync(); };
   auto rows = std::make_shared<DeviceRows>();
 
   // The raw rows go up page-locked; the lock is released on another thread while the GPU
@@ -166,15 +160,10 @@ std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float* X, const int3
   DeviceBuffer<double> d_mean(static_cast<size_t>(dim)), d_scale(static_cast<size_t>(dim));
   AE_CUDA_CHECK(cudaMemcpyAsync(d_mean.get(), p.scaler.mean.data(), sizeof(double) * dim, cudaMemcpyHostToDevice, s));
   AE_CUDA_CHECK(cudaMemcpyAsync(d_scale.get(), p.scaler.scale.data(), sizeof(double) * dim, cudaMemcpyHostToDevice, s));
-  // Row 0 scaled on the host (scaled_kept_rows with every column kept: apply_scaler's
-  // arithmetic): the value every row is compared with, and the dropped features' values.
-  std::vector<float> row0(static_cast<size_t>(dim));
-  {
-    PreparedRows all = p;
-    all.keep.assign(static_cast<size_t>(dim), 1);
-    const int64_t first = 0;
-    scaled_kept_rows(all, X, dim, &first, 1, row0.data());
-  }
+  // Row 0 scaled on the host: the value every row is compared with, and the dropped
+  // features' values.
+  std::vector<float> row0(X, X + dim);
+  apply_scaler(p.scaler, row0.data(), 1, dim);
   DeviceBuffer<float> d_row0(static_cast<size_t>(dim));
   DeviceBuffer<uint8_t> d_differs(static_cast<size_t>(dim));
   DeviceBuffer<double> d_row_sum(static_cast<size_t>(n));
@@ -185,11 +174,7 @@ std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float* X, const int3
   download(row_sum, d_row_sum.get(), static_cast<size_t>(n), s);
   download(p.keep, d_differs.get(), static_cast<size_t>(dim), s);
   sync();
-  // The totals as prepare_training_rows adds them: row by row, in order.
-  const int64_t total = n * dim;
-  double sum = 0;
-  for (double v : row_sum) sum += v;
-  const double mean = sum / static_cast<double>(total);
+  const double mean = mean_of_row_sums(row_sum, dim);
   squared_deviation_sums(d_raw.get(), n, dim, mean, d_row_sum.get(), s);
   download(row_sum, d_row_sum.get(), static_cast<size_t>(n), s);
 
@@ -211,10 +196,7 @@ std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float* X, const int3
     compact_rows(d_raw.get(), d_place.get(), n, dim, d_kept.get(), p.kept, rows->ld, rows->X.get(), s);
   }
   sync();
-  double sq = 0;
-  for (double v : row_sum) sq += v;
-  const double var = sq / static_cast<double>(total);
-  p.gamma_scale = var != 0 ? 1.0 / (static_cast<double>(dim) * var) : 1.0;
+  p.gamma_scale = gamma_scale_of_row_sums(row_sum, dim);
   out = std::move(p);
   rows->seconds = clock.seconds();
   return rows;

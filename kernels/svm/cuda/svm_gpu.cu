@@ -28,20 +28,7 @@ using cae::cuda::PinnedRange;
 
 namespace {
 
-// Owning wrappers so that an exception anywhere frees everything.
-class Stream {
- public:
-  Stream() { AE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return s_; }
-  void sync() const { AE_CUDA_CHECK(cudaStreamSynchronize(s_)); }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
-
+// An owning wrapper (and Stream, svm_gpu.cuh) so that an exception anywhere frees everything.
 class Blas {
  public:
   explicit Blas(cudaStream_t stream) {
@@ -133,12 +120,6 @@ void build_kernel_matrix(cublasHandle_t blas, Rows X, int64_t n, const double* d
                     n);
   symmetric_kernel_from_dots(d_K, n, n, d_norms, p.kernel, p.gamma, s);
   extract_diagonal(d_K, n, n, d_diag, s);
-}
-
-int64_t free_device_bytes() {
-  size_t free_b = 0, total_b = 0;
-  AE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  return static_cast<int64_t>(free_b);
 }
 
 }  // namespace
@@ -265,7 +246,7 @@ Solved solve_each_C(const float* X, DeviceRows* prepared, const int32_t* y, int6
     for (int q = 0; q < pairs; ++q) largest = std::max(largest, pair_offset[q + 1] - pair_offset[q]);
     smem = std::min(smo_state_bytes(largest), smo_max_shared_bytes());
   }
-  const int64_t reserve = int64_t{768} << 20;  // cuBLAS workspace and slack
+  const int64_t reserve = kDeviceReserveBytes;
   const int64_t budget =
       options.kernel_bytes_limit >= 0 ? options.kernel_bytes_limit : std::max<int64_t>(free_device_bytes() - reserve, 0);
   const int64_t whole_bytes = n * n * static_cast<int64_t>(sizeof(float)) + n * static_cast<int64_t>(sizeof(double));
@@ -507,8 +488,7 @@ Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) 
   Model m = begin_one_class_fit(n, dim, p);
   cae::Stopwatch clock;
   const int64_t matrix_bytes = n * n * static_cast<int64_t>(sizeof(float));
-  const int64_t reserve = int64_t{768} << 20;  // cuBLAS workspace and slack, as the pair fit keeps
-  if (matrix_bytes > free_device_bytes() - reserve)
+  if (matrix_bytes > free_device_bytes() - kDeviceReserveBytes)
     throw std::runtime_error("svm gpu: the one-class fit needs " + std::to_string(matrix_bytes >> 20) +
                              " MB of GPU memory for its kernel matrix (use --device cpu)");
   Stream stream;

@@ -59,6 +59,29 @@ struct DeviceRows {
 
 namespace svm::cuda {
 
+// An owning CUDA stream (non-blocking), so that an exception anywhere frees it.
+class Stream {
+ public:
+  Stream() { AE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(s_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+  void sync() const { AE_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// What the device has free now, and what the SVM's allocations leave of it for cuBLAS's
+// workspace and slack.
+inline int64_t free_device_bytes() {
+  size_t free_b = 0, total_b = 0;
+  AE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return static_cast<int64_t>(free_b);
+}
+constexpr int64_t kDeviceReserveBytes = int64_t{768} << 20;
+
 // Where row r of y goes when the rows are sorted by class: classes ascending, each class's
 // rows in training order (begin_fit's members, one after another).
 std::vector<int64_t> class_sorted_places(const int32_t* y, int64_t n);
