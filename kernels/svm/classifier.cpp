@@ -48,25 +48,21 @@ PreparedSet::PreparedSet(float* X, const int32_t* y, int64_t n, int dim, const C
 }
 
 void PreparedSet::take(PreparedRows rows, const ClassifierParams& params) {
-  scaler_ = std::move(rows.scaler);
-  gamma_scale_ = rows.gamma_scale;
-  feature_mask_ = std::move(rows.keep);
-  dropped_values_ = std::move(rows.dropped_values);
-  kept_ = rows.kept;
-  if (kept_ == 0)
+  rows_ = std::move(rows);
+  if (rows_.kept == 0)
     cae::fail_file(params.data_name, "all " + std::to_string(dim_) + " features are constant over the training rows");
 }
 
 Classifier PreparedSet::describe(const ClassifierParams& params, cae::Device device) const {
   Classifier c;
   ModelFile& f = c.f_;
-  f.scaler = scaler_;
-  f.feature_mask = feature_mask_;
-  f.dropped_values = dropped_values_;
-  c.resolved_gamma_ = resolve_gamma(parse_gamma_spec(params.gamma), gamma_scale_, dim_);
+  f.scaler = rows_.scaler;
+  f.feature_mask = rows_.keep;
+  f.dropped_values = rows_.dropped_values;
+  c.resolved_gamma_ = resolve_gamma(parse_gamma_spec(params.gamma), rows_.gamma_scale, dim_);
   f.model.kind = params.kind;
   f.model.kernel = params.kernel;
-  f.model.dim = kept_;
+  f.model.dim = rows_.kept;
   if (params.kind == SvmKind::one_class) f.nu = params.nu;
   f.gamma_spec = params.gamma;
   f.C = params.C;
@@ -84,7 +80,8 @@ FitParams Classifier::fit_params(const ClassifierParams& params) const {
 }
 
 Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, const FitProgress& progress) const {
-  if (!host_rows_prepared_ && !(gpu_rows_ && device == cae::Device::gpu && params.kind == SvmKind::c_svc && !params.group))
+  const bool gpu_fit_of_one_process = device == cae::Device::gpu && params.kind == SvmKind::c_svc && !params.group;
+  if (!host_rows_prepared_ && !(gpu_rows_ && gpu_fit_of_one_process))
     throw std::logic_error("PreparedSet: rows prepared on the GPU serve one GPU fit of one process");
   Classifier c = describe(params, device);
   const FitParams p = c.fit_params(params);
@@ -92,19 +89,16 @@ Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, 
   cae::Stopwatch clock;
   if (gpu_rows_) {
     const std::shared_ptr<DeviceRows> rows = std::move(gpu_rows_);  // spent by the fit
-    PreparedRows prepared;
-    prepared.scaler = scaler_;
-    prepared.keep = feature_mask_;
-    prepared.kept = kept_;
-    c.f_.model = fit_gpu_prepared(*rows, X_, y_, n_, dim_, prepared, p, progress.pair);
+    c.f_.model = fit_gpu_prepared(*rows, X_, y_, n_, dim_, rows_, p, progress.pair);
   } else if (params.kind == SvmKind::one_class) {
     if (params.group) throw std::invalid_argument("svm: a one-class fit runs in one process");
-    c.f_.model = device == cae::Device::gpu ? fit_one_class_gpu(X_, n_, kept_, p) : fit_one_class_cpu(X_, n_, kept_, p);
+    c.f_.model = device == cae::Device::gpu ? fit_one_class_gpu(X_, n_, rows_.kept, p)
+                                            : fit_one_class_cpu(X_, n_, rows_.kept, p);
   } else if (params.group)
-    c.f_.model = fit_on_group(X_, y_, n_, kept_, p, device, *params.group, progress.pair);
+    c.f_.model = fit_on_group(X_, y_, n_, rows_.kept, p, device, *params.group, progress.pair);
   else
-    c.f_.model = device == cae::Device::gpu ? fit_gpu(X_, y_, n_, kept_, p, progress.pair)
-                                            : fit_cpu(X_, y_, n_, kept_, p, progress.pair);
+    c.f_.model = device == cae::Device::gpu ? fit_gpu(X_, y_, n_, rows_.kept, p, progress.pair)
+                                            : fit_cpu(X_, y_, n_, rows_.kept, p, progress.pair);
   c.f_.fit_seconds = clock.seconds();
   return c;
 }
@@ -123,7 +117,7 @@ std::vector<Classifier> PreparedSet::fit_each_C(const ClassifierParams& params, 
   if (!one_matrix) return out;
   const FitParams fp = out.front().fit_params(params);
   cae::Stopwatch clock;
-  std::vector<Model> models = fit_gpu_each_C(X_, y_, n_, kept_, fp, Cs);
+  std::vector<Model> models = fit_gpu_each_C(X_, y_, n_, rows_.kept, fp, Cs);
   const double seconds = clock.seconds() / double(Cs.size());
   for (size_t c = 0; c < Cs.size(); ++c) {
     out[c].f_.model = std::move(models[c]);
@@ -133,13 +127,13 @@ std::vector<Classifier> PreparedSet::fit_each_C(const ClassifierParams& params, 
 }
 
 PreparedQueries PreparedSet::prepare_queries(float* X, int64_t n) const {
-  apply_scaler(scaler_, X, n, dim_);
+  apply_scaler(rows_.scaler, X, n, dim_);
   PreparedQueries q;
   q.X = X;
   q.n = n;
   // The distances in the dropped features are taken before compact_features overwrites them.
-  q.dropped_distance = dropped_feature_distance(X, n, dim_, feature_mask_, dropped_values_);
-  compact_features(X, n, dim_, feature_mask_);
+  q.dropped_distance = dropped_feature_distance(X, n, dim_, rows_.keep, rows_.dropped_values);
+  compact_features(X, n, dim_, rows_.keep);
   return q;
 }
 

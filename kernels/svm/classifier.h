@@ -181,15 +181,12 @@ class PreparedSet {
                                      cae::Device device) const;
   // Query rows [n, dim], scaled and compacted in place for any model fitted on this set.
   PreparedQueries prepare_queries(float* X, int64_t n) const;
-  int kept() const { return kept_; }
+  int kept() const { return rows_.kept; }
 
  private:
   Classifier describe(const ClassifierParams& params, cae::Device device) const;  // a fit's fields before solving
-  Scaler scaler_;
-  std::vector<uint8_t> feature_mask_;  // [dim]
-  std::vector<float> dropped_values_;  // the scaled value of each dropped feature
-  double gamma_scale_ = 0;             // gamma 'scale' of the scaled rows, all dim features
-  int dim_ = 0, kept_ = 0;
+  PreparedRows rows_;  // scaler, gamma 'scale', mask, dropped values, kept count
+  int dim_ = 0;
   // Rows prepared on the GPU (X_ then holds the raw rows), until the one fit they serve.
   mutable std::shared_ptr<DeviceRows> gpu_rows_;
   bool host_rows_prepared_ = true;

@@ -191,7 +191,8 @@ std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float* X, const int3
     const std::vector<int64_t> place = class_sorted_places(y, n);
     DeviceBuffer<int64_t> d_place(place.size());
     DeviceBuffer<int> d_kept(kept.size());
-    AE_CUDA_CHECK(cudaMemcpyAsync(d_place.get(), place.data(), sizeof(int64_t) * place.size(), cudaMemcpyHostToDevice, s));
+    AE_CUDA_CHECK(
+        cudaMemcpyAsync(d_place.get(), place.data(), sizeof(int64_t) * place.size(), cudaMemcpyHostToDevice, s));
     AE_CUDA_CHECK(cudaMemcpyAsync(d_kept.get(), kept.data(), sizeof(int) * kept.size(), cudaMemcpyHostToDevice, s));
     compact_rows(d_raw.get(), d_place.get(), n, dim, d_kept.get(), p.kept, rows->ld, rows->X.get(), s);
   }
