@@ -235,8 +235,13 @@ TEST(SvmGpu, MatchesCpuOnGeneratedProblems) {
       {"5 classes C10", {0, 1, 2, 3, 4}, {160, 220, 130, 200, 190}, 48, 0.25, 10.0, svm::KernelType::rbf},
       {"2 classes C100", {3, 8}, {170, 140}, 16, 0.3, 100.0, svm::KernelType::rbf},
       {"linear", {0, 1, 2}, {120, 150, 100}, 20, 0.3, 0.5, svm::KernelType::linear},
-      // One pair of 5,000: several load rounds per thread in the solver.
       {"large pair", {0, 1}, {2600, 2400}, 32, 0.2, 10.0, svm::KernelType::rbf},
+      // A pair of 11,000: two load rounds per thread in the solver (a round is 10,240), the
+      // state on chip.
+      {"two rounds", {0, 1}, {5700, 5300}, 16, 0.2, 10.0, svm::KernelType::rbf},
+      // A pair of 13,800 whose state does not fit on chip beside two that do: the solver's
+      // mixed instantiation, over two rounds in global memory.
+      {"on and off chip", {0, 1, 2}, {7000, 6800, 300}, 16, 0.2, 10.0, svm::KernelType::rbf},
   };
   uint32_t seed = 11;
   for (const Case& c : cases) compare_with_cpu(c, seed++);

@@ -240,12 +240,9 @@ Solved solve_each_C(const float* X, DeviceRows* prepared, const int32_t* y, int6
   st.upload_s = clock.seconds() + (prepared ? prepared->seconds : 0.0);
 
   const bool unit_diag = p.kernel == KernelType::rbf;
-  size_t smem = 0;
-  if (!options.state_in_global_memory) {
-    int64_t largest = 0;
-    for (int q = 0; q < pairs; ++q) largest = std::max(largest, pair_offset[q + 1] - pair_offset[q]);
-    smem = std::min(smo_state_bytes(largest), smo_max_shared_bytes());
-  }
+  int64_t largest = 0;
+  for (int q = 0; q < pairs; ++q) largest = std::max(largest, pair_offset[q + 1] - pair_offset[q]);
+  const size_t smem = options.state_in_global_memory ? 0 : std::min(smo_state_bytes(largest), smo_max_shared_bytes());
   const int64_t reserve = kDeviceReserveBytes;
   const int64_t budget =
       options.kernel_bytes_limit >= 0 ? options.kernel_bytes_limit : std::max<int64_t>(free_device_bytes() - reserve, 0);
@@ -261,7 +258,7 @@ Solved solve_each_C(const float* X, DeviceRows* prepared, const int32_t* y, int6
   auto solve_for_each_C = [&](int q0, int q1) {
     const int wave = q1 - q0;
     for (size_t c = 0; c < nC; ++c) {
-      solve_pairs(d_jobs.get(), wave, d_results.get(), Cs[c], p.tol, 0, unit_diag, smem, s);
+      solve_pairs(d_jobs.get(), wave, d_results.get(), Cs[c], p.tol, 0, unit_diag, smem, largest, s);
       AE_CUDA_CHECK(cudaMemcpyAsync(results[c].data() + q0, d_results.get(), sizeof(PairResult) * wave,
                                     cudaMemcpyDeviceToHost, s));
       const int64_t a0 = pair_offset[q0], a1 = pair_offset[q1];
@@ -533,7 +530,7 @@ Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) 
   DeviceBuffer<PairResult> d_result(1);
   const size_t smem = std::min(smo_state_bytes(n), smo_max_shared_bytes());
   // The bound of every alpha is 1: C = 1 with weight 1.
-  solve_pairs(d_job.get(), 1, d_result.get(), 1.0, p.tol, 0, p.kernel == KernelType::rbf, smem, s);
+  solve_pairs(d_job.get(), 1, d_result.get(), 1.0, p.tol, 0, p.kernel == KernelType::rbf, smem, n, s);
   PairResult result;
   AE_CUDA_CHECK(cudaMemcpyAsync(&result, d_result.get(), sizeof(PairResult), cudaMemcpyDeviceToHost, s));
   AE_CUDA_CHECK(cudaMemcpyAsync(alpha.data(), d_alpha.get(), sizeof(double) * n, cudaMemcpyDeviceToHost, s));

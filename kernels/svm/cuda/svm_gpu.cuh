@@ -188,10 +188,10 @@ struct PairResult {
 // Shared memory one block needs to keep the state of a pair of n samples on chip.
 size_t smo_state_bytes(int64_t n);
 // Runs every job of `jobs` (device array) in its own block; results to `results` (device).
-// smem_bytes: dynamic shared memory per block (0: all state in global memory); max_iter <= 0:
-// the CPU solver's limit, max(10^7, 100 n).
+// smem_bytes: dynamic shared memory per block (0: all state in global memory); largest_pair:
+// the most samples a job has; max_iter <= 0: the CPU solver's limit, max(10^7, 100 n).
 void solve_pairs(const PairJob* jobs, int n_jobs, PairResult* results, double C, double tol, long long max_iter,
-                 bool unit_diagonal, size_t smem_bytes, cudaStream_t stream);
+                 bool unit_diagonal, size_t smem_bytes, int64_t largest_pair, cudaStream_t stream);
 // The largest dynamic shared memory solve_pairs may be given on this device.
 size_t smo_max_shared_bytes();
 

@@ -150,9 +150,12 @@ __global__ void combine_decisions_kernel(const double* __restrict__ T, int64_t r
 // ---- the SMO solver ------------------------------------------------------------------------
 
 constexpr int kSmoThreads = 512;
-// Kernel values per thread whose loads are issued together (8,192 samples a round; two
-// CIFAR-10 classes take two rounds). 16 is the most that fits in registers without spills.
-constexpr int kUnroll = 16;
+// Kernel values per thread and row whose loads are issued together. A round covers 10,240
+// samples, so a pair of two CIFAR-10 classes (10,000) takes one, and the row K_i loaded to
+// choose j is still in registers for the update, which then loads only K_j. Measured on an
+// H200 (docs/BENCHMARKS.md): 20 beats 16 (two rounds, K_i loaded twice), 24 and 32 (one
+// round, but more of the block's registers spilled).
+constexpr int kUnroll = 20;
 constexpr uint8_t kPositive = 1, kAtLower = 2, kAtUpper = 4;
 
 __device__ __forceinline__ bool in_up(uint8_t s) { return (s & kPositive) ? !(s & kAtUpper) : !(s & kAtLower); }
@@ -227,29 +230,26 @@ __device__ double block_sum(double v, double* scratch) {
   return r;
 }
 
-// One unrolled round of kernel values from rows Ki and Kj: this thread's samples
-// t = base + u·B, u < kUnroll (those below n).
+// One unrolled round of kernel values from row Kr: this thread's samples t = base + u·B,
+// u < kUnroll (those below n).
 template <typename Map>
-__device__ __forceinline__ void load_two_rows(const float* __restrict__ Ki, const float* __restrict__ Kj, int base,
-                                              int B, int n, const Map& map, float (&ki)[kUnroll],
-                                              float (&kj)[kUnroll]) {
+__device__ __forceinline__ void load_round(const float* __restrict__ Kr, int base, int B, int n, const Map& map,
+                                           float (&k)[kUnroll]) {
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const int t = base + u * B;
-    if (t < n) {
-      const int64_t c = map(t);
-      ki[u] = __ldg(Ki + c);
-      kj[u] = __ldg(Kj + c);
-    }
+    if (t < n) k[u] = __ldg(Kr + map(t));
   }
 }
 
 // One block solves one pair. Thread `tid` owns samples t = tid + k*blockDim. The gradient,
 // alpha and a flag byte per sample live in shared memory when the pair fits (17 bytes a
 // sample: up to ~13,000 samples on Hopper), else in the job's global arrays (same code,
-// through generic pointers). Each pass first issues the loads of its kernel values (the
-// only global traffic), then works on shared memory.
-template <bool kUnitDiagonal>
+// through generic pointers). kAllOnChip: every job's state fits, known at compile time, so
+// the state is addressed as shared memory (generic loads are slower). Each pass first
+// issues the loads of its kernel values (the only global traffic), then works on shared
+// memory.
+template <bool kUnitDiagonal, bool kAllOnChip>
 __global__ void __launch_bounds__(kSmoThreads, 1)
     smo_kernel(const PairJob* __restrict__ jobs, PairResult* __restrict__ results, double C, double tol,
                long long max_iter, size_t smem_bytes) {
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
   const int na = job.na, n = job.na + job.nb;
   // Each class's bound: libsvm's weighted C (C · 1 is C exactly, so unweighted fits are unchanged).
   const double Cp = C * job.weight_a, Cn = C * job.weight_b;
-  const bool state_on_chip = state_bytes(n) <= smem_bytes;
+  const bool state_on_chip = kAllOnChip || state_bytes(n) <= smem_bytes;
   double* G = state_on_chip ? reinterpret_cast<double*>(smem) : job.G;
   double* alpha = state_on_chip ? reinterpret_cast<double*>(smem) + n : job.alpha;
   uint8_t* st = state_on_chip ? smem + static_cast<size_t>(n) * 2 * sizeof(double) : job.status;
@@ -300,14 +300,12 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
     const float* __restrict__ Ki = K + map(i) * job.ld;
     const double Kii = diag(i);
 
-    // j: the best second-order decrease over I_low; aux = max over I_low of y_t G_t.
+    // j: the best second-order decrease over I_low; aux = max over I_low of y_t G_t. The
+    // rounds run upwards; the last one's K_i values stay in ki for the update pass.
+    const int round_span = B * kUnroll, last_base = tid + (n - 1) / round_span * round_span;
     p = no_pick();
-    for (int base = tid; base < n; base += B * kUnroll) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int t = base + u * B;
-        if (t < n) ki[u] = __ldg(Ki + map(t));
-      }
+    for (int base = tid; base < n; base += round_span) {
+      load_round(Ki, base, B, n, map, ki);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * B;
@@ -339,9 +337,9 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
     ++iter;
     const float* __restrict__ Kj = K + map(j) * job.ld;
 
-    // The update pass's first round of kernel values, requested before the serial step so
-    // that their latency overlaps it.
-    load_two_rows(Ki, Kj, tid, B, n, map, ki, kj);
+    // The update pass's first round (the j-pass's last) needs only K_j, requested before the
+    // serial step so that its latency overlaps it.
+    load_round(Kj, last_base, B, n, map, kj);
 
     if (tid == 0) {
       // The two-variable step, clipped variable by variable exactly as the CPU solver.
@@ -362,10 +360,14 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
     __syncthreads();
     const double ci = s_ci, cj = s_cj;
 
-    // G_t += y_t (ci K_it + cj K_jt), fused with the next pick of i.
+    // G_t += y_t (ci K_it + cj K_jt), fused with the next pick of i (whose ties do not
+    // depend on the order, so the rounds may run downwards).
     p = no_pick();
-    for (int base = tid; base < n; base += B * kUnroll) {
-      if (base != tid) load_two_rows(Ki, Kj, base, B, n, map, ki, kj);
+    for (int base = last_base; base >= 0; base -= round_span) {
+      if (base != last_base) {
+        load_round(Ki, base, B, n, map, ki);
+        load_round(Kj, base, B, n, map, kj);
+      }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * B;
@@ -501,24 +503,25 @@ size_t smo_max_shared_bytes() {
   AE_CUDA_CHECK(cudaGetDevice(&device));
   AE_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   cudaFuncAttributes attr{};
-  AE_CUDA_CHECK(cudaFuncGetAttributes(&attr, smo_kernel<true>));
+  AE_CUDA_CHECK(cudaFuncGetAttributes(&attr, smo_kernel<true, false>));
   const size_t static_bytes = attr.sharedSizeBytes;
   const size_t reserve = 1024;
   return static_cast<size_t>(optin) > static_bytes + reserve ? static_cast<size_t>(optin) - static_bytes - reserve : 0;
 }
 
 void solve_pairs(const PairJob* jobs, int n_jobs, PairResult* results, double C, double tol, long long max_iter,
-                 bool unit_diagonal, size_t smem_bytes, cudaStream_t stream) {
+                 bool unit_diagonal, size_t smem_bytes, int64_t largest_pair, cudaStream_t stream) {
   if (n_jobs == 0) return;
   auto launch = [&](auto kernel) {
     AE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
     kernel<<<n_jobs, kSmoThreads, smem_bytes, stream>>>(jobs, results, C, tol, max_iter, smem_bytes);
     AE_CUDA_LAUNCH_CHECK();
   };
+  const bool on_chip = smem_bytes >= state_bytes(largest_pair);
   if (unit_diagonal)
-    launch(smo_kernel<true>);
+    on_chip ? launch(smo_kernel<true, true>) : launch(smo_kernel<true, false>);
   else
-    launch(smo_kernel<false>);
+    on_chip ? launch(smo_kernel<false, true>) : launch(smo_kernel<false, false>);
 }
 
 }  // namespace svm::cuda
