@@ -95,10 +95,15 @@ int64_t compaction_batch_end(int64_t r0, int64_t n, int dim, int kept) {
   return std::min(n, std::max(r0 + 1, r0 * dim / kept));  // r1·kept ≤ r0·dim, or one row
 }
 
-int compact_features(float* X, int64_t n, int dim, const std::vector<uint8_t>& keep) {
+std::vector<int> kept_columns(const std::vector<uint8_t>& keep) {
   std::vector<int> kept;
-  for (int f = 0; f < dim; ++f)
-    if (keep[f]) kept.push_back(f);
+  for (size_t f = 0; f < keep.size(); ++f)
+    if (keep[f]) kept.push_back(static_cast<int>(f));
+  return kept;
+}
+
+int compact_features(float* X, int64_t n, int dim, const std::vector<uint8_t>& keep) {
+  const std::vector<int> kept = kept_columns(keep);
   const int dk = static_cast<int>(kept.size());
   if (dk == dim || dk == 0) return dk;  // nothing to move
   // Row r moves from offset r·dim to r·dk. Within a row, going forward never overwrites a
@@ -196,9 +201,7 @@ PreparedRows prepare_training_rows(float* X, int64_t n, int dim, Scaler scaler) 
   // all its columns (gamma_scale's second pass), then its kept columns moved to the front.
   // A batch's destinations end before its first row, and within a group row r's end before
   // row r + 1 begins: no row is overwritten before it is read.
-  std::vector<int> kept;
-  for (int f = 0; f < dim; ++f)
-    if (p.keep[f]) kept.push_back(f);
+  const std::vector<int> kept = kept_columns(p.keep);
   p.kept = static_cast<int>(kept.size());
   const bool move = p.kept != dim && p.kept != 0;
   for (int64_t r0 = 0; r0 < n;) {
@@ -236,9 +239,7 @@ double gamma_scale_of_row_sums(const std::vector<double>& squared_row_sum, int d
 
 void scaled_kept_rows(const PreparedRows& prepared, const float* X, int dim, const int64_t* rows, int64_t count,
                       float* out) {
-  std::vector<int> kept;
-  for (int f = 0; f < dim; ++f)
-    if (prepared.keep[f]) kept.push_back(f);
+  const std::vector<int> kept = kept_columns(prepared.keep);
   const Scaler& sc = prepared.scaler;
   const int dk = static_cast<int>(kept.size());
 #pragma omp parallel for schedule(static) if (count * dk >= kMinParallelWork)

@@ -50,6 +50,8 @@ GammaSpec parse_gamma_spec(const std::string& spec);
 // features), taken once for many specs on one matrix.
 double resolve_gamma(const GammaSpec& spec, double scale_value, int dim);
 
+// The indices of the features a mask keeps, ascending.
+std::vector<int> kept_columns(const std::vector<uint8_t>& keep);
 // Moves the kept columns of each row to the front, in place, on every core; returns the
 // kept count.
 int compact_features(float* X, int64_t n, int dim, const std::vector<uint8_t>& keep);

@@ -360,6 +360,9 @@ TEST(SvmScaling, StandardScalerAndGammaScale) {
   auto keep = svm::constant_feature_mask(X.data(), 4, 3, &dropped);
   EXPECT_EQ(keep, (std::vector<uint8_t>{1, 0, 0}));
   EXPECT_EQ(dropped, (std::vector<float>{0.0f, 0.0f}));
+  EXPECT_EQ(svm::kept_columns(keep), (std::vector<int>{0}));
+  EXPECT_EQ(svm::kept_columns({0, 1, 1, 0, 1}), (std::vector<int>{1, 2, 4}));
+  EXPECT_TRUE(svm::kept_columns({0, 0}).empty());
   EXPECT_EQ(svm::compact_features(X.data(), 4, 3, keep), 1);
   EXPECT_FLOAT_EQ(X[1], static_cast<float>(-2.0 / std::sqrt(9.5)));
 }

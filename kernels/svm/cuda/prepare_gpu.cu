@@ -178,10 +178,9 @@ std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float* X, const int3
   squared_deviation_sums(d_raw.get(), n, dim, mean, d_row_sum.get(), s);
   download(row_sum, d_row_sum.get(), static_cast<size_t>(n), s);
 
-  std::vector<int> kept;
+  const std::vector<int> kept = kept_columns(p.keep);
   for (int f = 0; f < dim; ++f)
-    if (p.keep[f]) kept.push_back(f);
-    else p.dropped_values.push_back(row0[static_cast<size_t>(f)]);
+    if (!p.keep[f]) p.dropped_values.push_back(row0[static_cast<size_t>(f)]);
   p.kept = static_cast<int>(kept.size());
   rows->n = n;
   rows->dim = p.kept;
