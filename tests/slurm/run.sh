@@ -138,6 +138,10 @@ AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
+# A test cluster answers at once: the main loop every second (default 60 s) and backfill
+# every second (default 30 s), so a requeued job starts when cred_expire ends and a job
+# whose dependency is met starts without waiting for the next periodic pass.
+SchedulerParameters=sched_interval=1,bf_interval=1
 ReturnToService=2
 SlurmctldPidFile=$SLURM_TMP/run/slurmctld.pid
 SlurmdPidFile=$SLURM_TMP/run/slurmd.pid
