@@ -41,8 +41,10 @@
 # "rerun me" from a failure (make itself reports every failed recipe as status 2). Each
 # rule removes its mark when it starts.
 
+# This folder (pipelines/), for its helper scripts; taken before the include below.
+PL_HERE := $(dir $(lastword $(MAKEFILE_LIST)))
 # The dataset and its defaults first: what it sets, the ?= below leave alone.
-include $(dir $(lastword $(MAKEFILE_LIST)))datasets.mk
+include $(PL_HERE)datasets.mk
 
 DEVICE      ?= auto
 # The SVM stages' device (fit, eval): DEVICE unless set (a chain that trains on a GPU may
@@ -70,6 +72,9 @@ TRAIN_FLAGS  ?=
 ENCODE_FLAGS ?=
 FIT_FLAGS    ?=
 EVAL_FLAGS   ?=
+# The CUDA driver's library, which pipelines/hold-cuda-driver.py initialises for `make
+# pipeline` (below, "The CUDA driver held").
+CUDA_DRIVER_LIB ?= libcuda.so.1
 # PRESET=accurate: the best combination of the accuracy levers measured in docs/RESULTS.md
 # (chosen on the SVM's cross-validated accuracy, never on the test split): every training
 # image trains the autoencoder (no hold-out; the schedule reads the training loss), several
@@ -220,6 +225,23 @@ report: $(PL_REPORT)
 pipeline-clean:
 	rm -rf $(RUN_DIR)
 
+# ---- the CUDA driver held ----------------------------------------------------------------
+# A process's first cuInit takes 0.1-0.2 s on a GPU host while no other process has the
+# driver initialised, ~0.01 s while one has (docs/DECISIONS.md, "The CUDA driver held through
+# the pipeline"). For `make pipeline` with a stage that may use a GPU, a helper initialises
+# it beside the first stage and holds it, without a context or any GPU memory, until this
+# make ends (it watches make's pid, $$PPID of the recipe's shell): each GPU tool after it
+# starts 0.1-0.2 s sooner. Without Python, the driver or a GPU it does nothing.
+ifneq ($(filter pipeline,$(MAKECMDGOALS)),)
+ifneq ($(strip $(DEVICE)) $(strip $(SVM_DEVICE)),cpu cpu)
+PL_HOLD_DRIVER := pl-hold-cuda-driver
+endif
+endif
+.PHONY: pl-hold-cuda-driver
+pl-hold-cuda-driver:
+	@if command -v $(call pl_q,$(PYTHON)) >/dev/null 2>&1; then $(call pl_q,$(PYTHON)) \
+	  $(call pl_q,$(PL_HERE)hold-cuda-driver.py) "$$PPID" $(call pl_q,$(CUDA_DRIVER_LIB)) </dev/null >/dev/null 2>&1 & fi
+
 # ---- data --------------------------------------------------------------------------------
 # A value single-quoted for the shell: user strings (paths, flags) are data, never code.
 pl_q = '$(subst ','\'',$(1))'
@@ -252,7 +274,7 @@ $(CIFAR10_TGZ):
 	@mkdir -p $(@D)
 	@$(call pl_download,$(CIFAR10_URL),$@,md5,md5sum "$$part",$(CIFAR10_MD5),CIFAR10_DIR)
 
-$(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS_STAMP)
+$(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS_STAMP) $(PL_HOLD_DRIVER)
 	@if [ "$(DATASET)" = cifar10 ] && [ -n $(call pl_q,$(strip $(CIFAR10_DIR))) ] && [ ! -e $(call pl_q,$(CIFAR10_DIR)) ]; then \
 	  echo "data: CIFAR10_DIR="$(call pl_q,$(CIFAR10_DIR))": no such folder (unset it to download the official archive)" >&2; exit 1; fi
 	@if [ ! -e $(call pl_q,$(PL_SOURCE)) ] && [ "$(DATASET)" != cifar10 ]; then \

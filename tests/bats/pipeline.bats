@@ -98,6 +98,58 @@ PY
   [[ "$output" == *"% test accuracy; report in $WORK/run/report/index.html"* ]]
 }
 
+@test "make pipeline holds the CUDA driver while it runs if a stage may use a GPU; not with DEVICE=cpu, not for one stage" {
+  [ "$(cat "$WORK/first.rc")" -eq 0 ] || skip "the first pipeline run failed"
+  command -v cc > /dev/null || skip "no C compiler for the stand-in driver"
+  # A stand-in driver library whose cuInit appends the calling process's pid to $CUINIT_PIDS.
+  local dir="$WORK/standin-driver" pid
+  mkdir -p "$dir"
+  cat > "$dir/driver.c" <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int cuInit(unsigned flags) {
+  FILE* out = fopen(getenv("CUINIT_PIDS"), "a");
+  if (out) { fprintf(out, "%d\n", (int)getpid()); fclose(out); }
+  return flags != 0;
+}
+EOF
+  cc -shared -fPIC -o "$dir/libdriver.so" "$dir/driver.c"
+  export CUINIT_PIDS="$dir/cuinit.pids"
+  # The report's RUN prefix notes whether the helper (the first pid) holds the driver then.
+  cat > "$dir/check-held" <<'EOF'
+#!/bin/bash
+for _ in $(seq 50); do [ -s "$CUINIT_PIDS" ] && break; sleep 0.1; done
+pid=$(head -1 "$CUINIT_PIDS" 2>/dev/null)
+[ -n "$pid" ] && kill -0 "$pid" 2> /dev/null && echo "$pid" >> "$(dirname "$0")/held"
+exec "$@"
+EOF
+  chmod +x "$dir/check-held"
+  local run_prefix="$dir/check-held env PIPELINE_MARKER=1 $WORK/logrun"
+
+  # DEVICE=cpu (this file's setting), and a single stage with DEVICE=auto: no helper.
+  touch "$WORK/run/eval.h5"
+  run pipeline_make pipeline CUDA_DRIVER_LIB="$dir/libdriver.so"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  touch "$WORK/run/eval.h5"
+  run pipeline_make report DEVICE=auto CUDA_DRIVER_LIB="$dir/libdriver.so"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  sleep 0.5
+  [ ! -e "$CUINIT_PIDS" ]
+
+  # The whole chain with DEVICE=auto: one helper, holding while the report runs, gone with make.
+  touch "$WORK/run/eval.h5"
+  : > "$WORK/run.log"
+  run pipeline_make pipeline DEVICE=auto CUDA_DRIVER_LIB="$dir/libdriver.so" RUN="$run_prefix"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  assert_stages "report"
+  [ "$(wc -l < "$CUINIT_PIDS")" -eq 1 ]
+  pid=$(cat "$CUINIT_PIDS")
+  [ "$(cat "$dir/held" 2> /dev/null)" = "$pid" ] || { echo "the helper $pid was not holding while the report ran"; false; }
+  for _ in $(seq 50); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+  ! kill -0 "$pid" 2> /dev/null || { echo "the helper $pid outlived make"; false; }
+}
+
 @test "the closing accuracy line reads the report's summary.json, else eval.h5 by h5dump, else by Python's h5py" {
   [ "$(cat "$WORK/first.rc")" -eq 0 ] || skip "the first pipeline run failed"
   local eval_h5="$WORK/run/eval.h5" summary="$WORK/run/report/summary.json" nohdf="$WORK/path-without-h5dump" old f cmds=()
