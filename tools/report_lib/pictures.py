@@ -15,9 +15,8 @@ import os
 
 import numpy as np
 
-from .common import TOOL, VERSION
 from .escape import plot_text
-from .plots import PNG_OPTIONS, new_figure
+from .plots import new_figure, write_png
 
 MISTAKES = 16      # at most this many mistakes
 COLUMNS = 8
@@ -95,8 +94,7 @@ def draw_grid(sections, picked, pred, labels, name, out_png):
         ax.text(x, y_text, text, color=color, fontsize=size, fontweight=weight, ha=align, va="bottom",
                 linespacing=1.1)
     os.makedirs(os.path.dirname(os.path.abspath(out_png)), exist_ok=True)
-    # Every text is inside the picture: no tight box, one draw.
-    fig.savefig(out_png, facecolor="white", metadata={"Software": f"{TOOL} {VERSION}"}, pil_kwargs=PNG_OPTIONS)
+    write_png(fig, out_png)  # every text is inside the picture: no tight box, one draw
 
 
 def draw_examples(dataset_path, eval_path, out_png):

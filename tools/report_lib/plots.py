@@ -44,15 +44,16 @@ def subplots(*grid, figsize, **options):
     return fig, fig.subplots(*grid, **options)
 
 
-# zlib's fastest level for the PNGs: the default (6) took 0.02-0.07 s more of each figure's
-# child, the report's critical path, for files only 15-25 % smaller (docs/DECISIONS.md, "The
-# report's PNGs at zlib level 1").
-PNG_OPTIONS = {"compress_level": 1}
+def write_png(fig, path, **options):
+    """Every figure's PNG: on white, tagged with the tool, at zlib's fastest level — the
+    default (6) took 0.02-0.07 s more of each figure's child, the report's critical path, for
+    files only 15-25 % smaller (docs/DECISIONS.md, "The report's PNGs at zlib level 1")."""
+    fig.savefig(path, facecolor="white", metadata={"Software": f"{TOOL} {VERSION}"},
+                pil_kwargs={"compress_level": 1}, **options)
 
 
 def save(fig, folder, name):
-    fig.savefig(os.path.join(folder, name), bbox_inches="tight", facecolor="white",
-                metadata={"Software": f"{TOOL} {VERSION}"}, pil_kwargs=PNG_OPTIONS)
+    write_png(fig, os.path.join(folder, name), bbox_inches="tight")
     return name
 
 
