@@ -242,6 +242,22 @@ pl-hold-cuda-driver:
 	@if command -v $(call pl_q,$(PYTHON)) >/dev/null 2>&1; then $(call pl_q,$(PYTHON)) \
 	  $(call pl_q,$(PL_HERE)hold-cuda-driver.py) "$$PPID" $(call pl_q,$(CUDA_DRIVER_LIB)) </dev/null >/dev/null 2>&1 & fi
 
+# ---- the report served -------------------------------------------------------------------
+# Most of the report's own time on a GPU host is importing numpy, h5py and matplotlib
+# (docs/DECISIONS.md, "The report served by a process that imported its libraries first").
+# For `make pipeline`, `report --serve` starts beside the first stage, imports them and waits
+# on an abstract UNIX socket with a random name until make ends (its pid, as above); the
+# report stage's `report` finds it through REPORT_SERVER (in that command's environment
+# only) and has it run the report (tools/report_lib/server.py), or runs it itself when the
+# server is not there or not the same program and environment.
+ifneq ($(filter pipeline,$(MAKECMDGOALS)),)
+PL_REPORT_SERVER := pl-report-server
+pl_report_socket := cae-report-$(shell od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+endif
+.PHONY: pl-report-server
+pl-report-server: | $(BIN)/report
+	@$(BIN)/report --serve $(call pl_q,$(pl_report_socket)) "$$PPID" </dev/null >/dev/null 2>&1 &
+
 # ---- data --------------------------------------------------------------------------------
 # A value single-quoted for the shell: user strings (paths, flags) are data, never code.
 pl_q = '$(subst ','\'',$(1))'
@@ -274,7 +290,7 @@ $(CIFAR10_TGZ):
 	@mkdir -p $(@D)
 	@$(call pl_download,$(CIFAR10_URL),$@,md5,md5sum "$$part",$(CIFAR10_MD5),CIFAR10_DIR)
 
-$(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS_STAMP) $(PL_HOLD_DRIVER)
+$(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS_STAMP) $(PL_HOLD_DRIVER) $(PL_REPORT_SERVER)
 	@if [ "$(DATASET)" = cifar10 ] && [ -n $(call pl_q,$(strip $(CIFAR10_DIR))) ] && [ ! -e $(call pl_q,$(CIFAR10_DIR)) ]; then \
 	  echo "data: CIFAR10_DIR="$(call pl_q,$(CIFAR10_DIR))": no such folder (unset it to download the official archive)" >&2; exit 1; fi
 	@if [ ! -e $(call pl_q,$(PL_SOURCE)) ] && [ "$(DATASET)" != cifar10 ]; then \
@@ -321,5 +337,9 @@ $(PL_EVAL): $(PL_SVM) $(PL_FEATURES) $(PL_EVAL_STAMP) | $(BIN)/svm-eval $(DEPS_S
 	  --device $(call pl_q,$(SVM_DEVICE)) $(call pl_words,$(EVAL_FLAGS)) -o $(call pl_q,$@)
 
 # The report is cheap, so a new report.py does re-render it (a real prerequisite).
+# Printed as any other stage; run with the report server's name in its environment when
+# there is one (below).
+PL_REPORT_RUN = $(call pl_words,$(RUN)) $(BIN)/report --run-dir $(call pl_q,$(RUN_DIR)) -o $(call pl_q,$(RUN_DIR)/report)
 $(PL_REPORT): $(PL_MODEL) $(PL_FEATURES) $(PL_SVM) $(PL_EVAL) $(BIN)/report | $(DEPS_STAMP)
-	$(call pl_words,$(RUN)) $(BIN)/report --run-dir $(call pl_q,$(RUN_DIR)) -o $(call pl_q,$(RUN_DIR)/report)
+	@printf '%s\n' $(call pl_q,$(strip $(PL_REPORT_RUN)))
+	@$(if $(PL_REPORT_SERVER),REPORT_SERVER=$(call pl_q,$(pl_report_socket)) )$(PL_REPORT_RUN)

@@ -150,6 +150,58 @@ EOF
   ! kill -0 "$pid" 2> /dev/null || { echo "the helper $pid outlived make"; false; }
 }
 
+@test "make pipeline's report is served by a process started beside the first stage; a declined one ends with make" {
+  [ "$(cat "$WORK/first.rc")" -eq 0 ] || skip "the first pipeline run failed"
+  local dir="$WORK/served" name
+  mkdir -p "$dir"
+  # The RUN prefix notes REPORT_SERVER for every other tool; for the report, the servers of
+  # that name before it runs and which of them are still alive 10 s (SERVED_WAIT tenths)
+  # after it ended (make still runs then).
+  cat > "$dir/check-served" <<'EOF'
+#!/bin/bash
+here=$(dirname "$0")
+case " $* " in
+  *"/bin/report "*)
+    echo "$REPORT_SERVER" > "$here/name"
+    pgrep -f -- "--serve $REPORT_SERVER " > "$here/before"
+    "$@"; rc=$?
+    for pid in $(cat "$here/before"); do
+      for _ in $(seq "${SERVED_WAIT:-100}"); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+      kill -0 "$pid" 2> /dev/null && echo "$pid"
+    done > "$here/alive"
+    exit $rc ;;
+  *) echo "${REPORT_SERVER:-unset}" >> "$here/other-stages"; exec "$@" ;;
+esac
+EOF
+  chmod +x "$dir/check-served"
+
+  # Served: one server by the report's name, ended once the report was done; the other
+  # stages never see the name.
+  rm -f "$WORK/run/svm.h5"
+  : > "$WORK/run.log"
+  run pipeline_make pipeline RUN="$dir/check-served $WORK/logrun"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  assert_stages "svm-fit svm-eval report"
+  name=$(cat "$dir/name")
+  [[ "$name" == cae-report-* ]]
+  [ "$(wc -l < "$dir/before")" -eq 1 ] || { echo "servers named $name before the report: $(cat "$dir/before")"; false; }
+  [ ! -s "$dir/alive" ] || { echo "the server $(cat "$dir/alive") did not serve the report"; false; }
+  [ "$(sort -u "$dir/other-stages")" = unset ]
+  [ -s "$WORK/run/report/index.html" ]
+
+  # Declined (the prefix gives the report another environment): the report runs by itself,
+  # the server waits on and ends with make.
+  touch "$WORK/run/eval.h5"
+  : > "$WORK/run.log"
+  run pipeline_make pipeline RUN="env SERVED_WAIT=20 $dir/check-served $WORK/logrun"
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  assert_stages "report"
+  name=$(cat "$dir/name")
+  [ "$(wc -l < "$dir/before")" -eq 1 ] && [ "$(cat "$dir/alive")" = "$(cat "$dir/before")" ]
+  for _ in $(seq 100); do pgrep -f -- "--serve $name " > /dev/null || break; sleep 0.1; done
+  ! pgrep -f -- "--serve $name " || { echo "the server outlived make"; false; }
+}
+
 @test "the closing accuracy line reads the report's summary.json, else eval.h5 by h5dump, else by Python's h5py" {
   [ "$(cat "$WORK/first.rc")" -eq 0 ] || skip "the first pipeline run failed"
   local eval_h5="$WORK/run/eval.h5" summary="$WORK/run/report/summary.json" nohdf="$WORK/path-without-h5dump" old f cmds=()

@@ -392,8 +392,10 @@ def run(args, tmp_holder, phases):
         print(json.dumps(summary), flush=True)
 
 
-def main(argv):
-    phases = Phases()
+def main(argv, started=None):
+    """The report's work for arguments `argv` → exit status. `started`: when the process that
+    was asked started (CLOCK_BOOTTIME), for a report served by another (server.py)."""
+    phases = Phases(started)
     args = parse_args(argv)
     tmp_holder = []
 

@@ -8,9 +8,16 @@ import sys
 
 from .escape import visible
 
-# The plots need no BLAS threads; fewer threads also keep the forked readers simple.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+def apply_environment_defaults():
+    """The plots need no BLAS threads; fewer threads also keep the forked readers simple.
+    Set before numpy loads (here, at import) and again by a served report (server.py), which
+    takes on its asker's environment."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+apply_environment_defaults()
 
 TOOL = "report"
 VERSION = "0.1.0"
@@ -154,24 +161,18 @@ class Phases:
     Time is charged to the current phase; "startup" runs from the process's start
     (/proc/self/stat) to the first phase: Python and the report's own modules. The plotting
     library is imported while the readers read and charged to "compute" (the figures' work);
-    h5py, imported just before the readers are forked, to "read"."""
+    h5py, imported just before the readers are forked, to "read". A served report (server.py)
+    counts from `start`, the start of the process that asked for it."""
 
     NAMES = ("startup", "read", "hash", "compute", "write", "other")
 
-    def __init__(self):
+    def __init__(self, start=None):
         import time
+        from .server import process_start
         self._now = lambda: time.clock_gettime(time.CLOCK_BOOTTIME)
-        self.start = self._process_start()
+        self.start = start if start is not None else (process_start() or self._now())
         self.last, self.current = self.start, "startup"
         self.spent = dict.fromkeys(self.NAMES, 0.0)
-
-    def _process_start(self):
-        try:
-            with open("/proc/self/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
-        except (OSError, IndexError, ValueError):
-            return self._now()
 
     def enter(self, phase):
         """Charges the time since the last switch to the current phase; `phase` is current now."""
