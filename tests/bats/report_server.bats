@@ -139,6 +139,29 @@ PY
   [ "$(cat "$TMP/err")" = "report: error: the report server ended without an exit status" ]
 }
 
+@test "a peer that connects and says nothing holds the server 5 s at most" {
+  start_server
+  # Connects as soon as the server listens, then says nothing for a minute.
+  "$PYTHON" -c 'import socket, sys, time
+for _ in range(300):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect("\0" + sys.argv[1])
+        break
+    except OSError:
+        s.close()
+        time.sleep(0.05)
+open(sys.argv[2], "w").close()
+time.sleep(60)' "$NAME" "$TMP/connected" &
+  local silent=$! _
+  for _ in $(seq 200); do [ -e "$TMP/connected" ] && break; sleep 0.05; done
+  [ -e "$TMP/connected" ]
+  run env REPORT_SERVER="$NAME" "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/out"
+  kill "$silent"
+  [ "$status" -eq 0 ] && [ -s "$TMP/out/index.html" ]
+  ends "$SERVER" || { echo "the report ran by itself"; false; }
+}
+
 @test "another environment, no server by that name, a server gone: the report runs by itself; an idle server ends with its process" {
   start_server
   # A variable the server's libraries did not see as they loaded: declined.

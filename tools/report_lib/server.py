@@ -35,6 +35,8 @@ ACCEPTED, DECLINED = b"A", b"D"
 _LENGTH = struct.Struct("!I")
 _STATUS = struct.Struct("!i")
 _MAX_REQUEST = 16 << 20  # argv and environment: far below, and a bound on what is read
+ANSWER_SECONDS = 60.0  # the longest the asking report waits to be accepted or declined
+REQUEST_SECONDS = 5.0  # the longest the server waits for a request once connected
 
 
 def _address(name):
@@ -114,9 +116,13 @@ def hand_over(name):
             handlers[sig] = signal.signal(sig, pass_on)
         # fds 0-2 closed in this process (a bad cron line) make this fail: the report runs here.
         socket.send_fds(sock, [_LENGTH.pack(len(request)) + request], [0, 1, 2, cwd])
+        # The answer comes once the server has imported its libraries (1-3 s after make
+        # started it); a server stuck for a minute is given up on.
+        sock.settimeout(ANSWER_SECONDS)
         accepted = sock.recv(1) == ACCEPTED
         if not accepted:
             return None
+        sock.settimeout(None)
         status = _recv_exactly(sock, _STATUS.size)
     except OSError:
         if accepted:
@@ -144,15 +150,41 @@ def _comparable(environ):
     return {k: v for k, v in environ.items() if k not in VOLATILE_ENV}
 
 
-def _watch(pid):
-    """A pidfd of `pid` (readable once it has ended), -1 if it has ended already, None where
-    pidfds are missing (then the server waits for one request however long make runs)."""
-    try:
-        return os.pidfd_open(pid)
-    except ProcessLookupError:
-        return -1
-    except (AttributeError, OSError):
-        return None
+class _Watch:
+    """Whether process `pid` (make) has ended: a pidfd, readable once it has (opened first, so
+    that a pid reused later is never mistaken for it), or where pidfds are missing (Python <
+    3.9, Linux < 5.3) a look every 0.2 s."""
+    POLL_SECONDS = 0.2
+
+    def __init__(self, pid):
+        self.pid, self.fd, self.gone = pid, None, False
+        try:
+            self.fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self.gone = True
+        except (AttributeError, OSError):
+            pass
+
+    def wait(self, fds):
+        """→ the fds of `fds` that are ready, or None once the process has ended."""
+        import select
+        while True:
+            if self.gone:
+                return None
+            watched = [self.fd] if self.fd is not None else []
+            ready, _, _ = select.select(list(fds) + watched, [], [],
+                                        None if self.fd is not None else self.POLL_SECONDS)
+            if self.fd is not None and self.fd in ready:
+                self.gone = True
+            elif self.fd is None:
+                try:
+                    os.kill(self.pid, 0)
+                except ProcessLookupError:
+                    self.gone = True
+                except PermissionError:
+                    pass  # alive, another user's
+            if ready and not self.gone:
+                return ready
 
 
 def _import_libraries():
@@ -242,8 +274,8 @@ def serve(name, pid):
         os.setsid()
     except OSError:
         pass  # already a group leader: started by hand
-    watched = _watch(pid)
-    if watched == -1:
+    make = _Watch(pid)
+    if make.gone:
         return 0
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     try:
@@ -254,36 +286,33 @@ def serve(name, pid):
     # Imported while make runs; a request that comes meanwhile waits in the backlog. An import
     # that fails ends the server: the asking report then runs by itself and says why. A make
     # that ends meanwhile (nothing to do, a failed stage) ends the server at once.
-    import select
     import threading
     imported_r, imported_w = os.pipe()
 
     def end_if_make_ends():  # while importing only: no thread is left when a report forks
-        ready, _, _ = select.select([watched, imported_r], [], [])
-        if imported_r not in ready:
+        if make.wait([imported_r]) is None:
             os._exit(0)
     watcher = threading.Thread(target=end_if_make_ends, daemon=True)
-    if watched is not None:
-        watcher.start()
+    watcher.start()
     try:
         _import_libraries()
     except Exception:  # noqa: BLE001
         return 0
     os.write(imported_w, b"x")
-    if watched is not None:
-        watcher.join()
+    watcher.join()
     os.close(imported_r)
     os.close(imported_w)
     while True:
-        ready, _, _ = select.select([listener] + ([watched] if watched is not None else []), [], [])
-        if watched in ready:
+        if make.wait([listener]) is None:
             return 0
         conn, _ = listener.accept()
         try:
             if _peer(conn)[1] != os.getuid():
                 conn.close()
                 continue
+            conn.settimeout(REQUEST_SECONDS)  # a peer that connects and says nothing
             received = _receive_request(conn)
+            conn.settimeout(None)
         except OSError:
             conn.close()
             continue
