@@ -563,6 +563,18 @@ PY
   run "$BIN/report" --features "$f" -o "$TMP/rep2" -q
   [ "$status" -eq 0 ]
   cmp "$TMP/rep/features_pca.png" "$TMP/rep2/features_pca.png"
+  # The contiguous block's rows are read from the file's bytes; a chunked, compressed copy's
+  # by HDF5's own selection: the same rows, the same picture.
+  cp "$f" "$TMP/chunked.h5"
+  "$PYTHON" -c "import h5py, sys
+F = h5py.File(sys.argv[1], 'r+')
+x = F['test/features'][()]
+assert F['test/features'].chunks is None
+del F['test/features']
+F.create_dataset('test/features', data=x, chunks=(64, 8192), compression='gzip', compression_opts=1)" "$TMP/chunked.h5"
+  run "$BIN/report" --features "$TMP/chunked.h5" -o "$TMP/rep3" -q
+  [ "$status" -eq 0 ]
+  cmp "$TMP/rep/features_pca.png" "$TMP/rep3/features_pca.png"
 }
 
 # report --info (issue 19): every kind of file, what it is and what it was made from.
