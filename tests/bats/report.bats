@@ -577,6 +577,55 @@ F.create_dataset('test/features', data=x, chunks=(64, 8192), compression='gzip',
   cmp "$TMP/rep/features_pca.png" "$TMP/rep3/features_pca.png"
 }
 
+@test "figures in parallel children: the features' 2-D view drawn once its reader answers, failures after every child is collected" {
+  # Forced to the parallel path (this machine may have fewer CPUs than parallel.SERIAL_BELOW).
+  "$PYTHON" - "$BIN/report" "$RUNS/full" "$TMP" <<'PY'
+import os, sys, time
+sys.path.insert(0, sys.argv[1])  # the built report is a zip archive: its report_lib imports from it
+from report_lib import cli, parallel
+run, tmp = sys.argv[2], sys.argv[3]
+
+# run_parallel's `later`: a job made once its fd is readable, run ahead of those not started.
+r, w = os.pipe()
+order = []
+def make_job():
+    os.read(r, 1)
+    order.append("made")
+    return "late", lambda: "late ran"
+jobs = [("a", lambda: time.sleep(0.3) or "a ran"), ("b", lambda: "b ran")]
+os.write(w, b"x")
+for limit in (8, 1):
+    order.clear()
+    got = parallel.run_parallel(jobs, limit=limit, later=[(r, make_job)])
+    assert got == {"a": "a ran", "b": "b ran", "late": "late ran"}, got
+    assert order == ["made"]
+    os.write(w, b"x")
+
+# A make_job that raises: raised once the children already started have ended.
+def broken():
+    raise cli.ReportError("x.h5", "damaged")
+try:
+    parallel.run_parallel([("slow", lambda: time.sleep(0.5) or 1)], limit=8, later=[(r, broken)])
+    raise AssertionError("no error")
+except cli.ReportError as err:
+    assert str(err) == "x.h5: damaged", err
+assert not parallel._running, parallel._running
+
+# The whole report with its figures in parallel children: the same pictures as drawn in turn.
+parallel.workers = lambda: 8
+assert cli.main(["--run-dir", run, "-o", f"{tmp}/parallel", "-q"]) == 0
+parallel.workers = lambda: 1
+assert cli.main(["--run-dir", run, "-o", f"{tmp}/serial", "-q"]) == 0
+names = sorted(os.listdir(f"{tmp}/serial"))
+assert names == sorted(os.listdir(f"{tmp}/parallel")) and "features_pca.png" in names, names
+for name in names:
+    if name.endswith(".png"):
+        assert open(f"{tmp}/serial/{name}", "rb").read() == open(f"{tmp}/parallel/{name}", "rb").read(), name
+md = open(f"{tmp}/parallel/report.md").read()
+assert "the two components explain" in md, md
+PY
+}
+
 # report --info (issue 19): every kind of file, what it is and what it was made from.
 @test "--info: each kind of file, its shapes, attributes and the chain of files it came from" {
   make_dataset "$TMP/cifar10.h5" 30 20

@@ -205,16 +205,30 @@ def plot_jobs(loaded, paths, class_names, tmp, origin=None):
         jobs.append(("confusion", lambda: plot_confusion(ev, tmp)))
         jobs.append(("per_class", lambda: plot_per_class(ev, tmp)))
         jobs.append(("reliability", lambda: plot_reliability(ev, tmp)))  # eval.h5 with /probabilities
-    if loaded.get("features", {}).get("pca") is not None:
-        names = loaded["features"]["attrs"].get("class_names")
-        names = [str(n) for n in names] if isinstance(names, list) and names else class_names
-        jobs.append(("features_pca", lambda: plot_features_pca(loaded["features"]["pca"], names, tmp)))
     grid = loaded.get("svm", {}).get("grid")
     if grid is not None:
         jobs.append(("cv_grid", lambda: plot_cv_grid(grid, tmp)))
     stages = stage_rows(loaded, origin)
     jobs.append(("timing", lambda: plot_timing(stages, tmp)))
     return jobs
+
+
+def features_view_job(reader, loaded, class_names, tmp):
+    """The features' 2-D view as run_parallel's `later` job: (fd, make_job). Its reader
+    (load.load_features_view, the slowest) was started with the others and is collected
+    only when it answers, while the other figures are drawn; its answer goes into
+    loaded["features"] ("pca" and its notes), as if read with the rest. A damaged file
+    fails the report as any input does (ReportError)."""
+    def make_job():
+        from .plots import plot_features_pca
+        view = finish_read(reader)
+        features = loaded["features"]
+        features["pca"] = view["pca"]
+        features["notes"].extend(view["notes"])
+        names = features["attrs"].get("class_names")
+        names = [str(n) for n in names] if isinstance(names, list) and names else class_names
+        return "features_pca", lambda: plot_features_pca(view["pca"], names, tmp)
+    return reader[3], make_job
 
 
 # The order of the pictures in --json's "images" (the documents place each in its section).
@@ -238,6 +252,9 @@ def run(args, tmp_holder, phases):
         phases.enter("compute")
         setup_matplotlib()
         phases.enter("read")
+    # The 2-D view of the features takes longest to read: its own reader, whose figure is
+    # drawn once it answers, while the other figures are drawn (features_view_job).
+    view_reader = start_read("features_view", paths["features"]) if "features" in paths else None
     loaded, _ = read_all(paths, meanwhile=import_matplotlib)
     phases.enter("other")
     needed = referenced_kinds(loaded, paths)
@@ -262,7 +279,8 @@ def run(args, tmp_holder, phases):
 
     dataset_reader = start_dataset_read(loaded)
     phases.enter("compute")
-    drawn = run_parallel(plot_jobs(loaded, paths, class_names, tmp, origin))
+    drawn = run_parallel(plot_jobs(loaded, paths, class_names, tmp, origin),
+                         later=[features_view_job(view_reader, loaded, class_names, tmp)] if view_reader else [])
     phases.enter("other")
     examples_caption, examples_note = drawn.pop("examples", ("", None))
     if examples_caption:

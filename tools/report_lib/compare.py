@@ -47,7 +47,7 @@ def load_run(folder):
         path = os.path.join(folder, filename)
         if os.path.exists(path):
             # The comparison needs the features' shapes, not their 2-D view.
-            loaded[kind] = read_in_child(kind, path, **({"pca": False} if kind == "features" else {}))
+            loaded[kind] = read_in_child(kind, path)
     return loaded
 
 

@@ -183,22 +183,45 @@ def is_hdf5(path):
         return None
 
 
-def load_features(path, pca=True):
-    """Shapes and attributes; with pca, also the 2-D view of the test features (features_pca)."""
+def open_features(path):
+    """The features file, checked: HDF5, an ae-features or plain features file."""
     if os.path.isfile(path) and is_hdf5(path) is False:
         raise ReportError(path, "is not HDF5 (libsvm text?): the report reads HDF5 features only; leave --features "
                                 "out, svm.h5 and eval.h5 hold the rest")
-    with open_checked(path, "ae-features", allow_plain=True) as f:
-        splits = {}
-        for split in ("train", "test"):
-            shape = dataset_shape(f, f"{split}/features")
-            if shape is not None:
-                if len(shape) != 2:
-                    raise ReportError(path, f"/{split}/features has shape {list(shape)}, expected [N,D]")
-                splits[split] = shape
-        out = {"attrs": common_attrs(f), "splits": splits, "notes": []}
-        split = "test" if "test" in splits else "train" if "train" in splits else None
-        if pca and split is not None:
+    return open_checked(path, "ae-features", allow_plain=True)
+
+
+def features_splits(f, path):
+    """{split: [N, D]} of the file's /train/features and /test/features."""
+    splits = {}
+    for split in ("train", "test"):
+        shape = dataset_shape(f, f"{split}/features")
+        if shape is not None:
+            if len(shape) != 2:
+                raise ReportError(path, f"/{split}/features has shape {list(shape)}, expected [N,D]")
+            splits[split] = shape
+    return splits
+
+
+def viewed_split(splits):
+    """The split the 2-D view shows: the test features, else the training ones, else None."""
+    return "test" if "test" in splits else "train" if "train" in splits else None
+
+
+def load_features(path):
+    """Shapes and attributes (the 2-D view is a reader of its own: load_features_view)."""
+    with open_features(path) as f:
+        return {"attrs": common_attrs(f), "splits": features_splits(f, path), "notes": []}
+
+
+def load_features_view(path):
+    """The 2-D view of the features (features_pca), read apart from the rest of the file
+    because it takes longest: the report draws its other figures meanwhile.
+    → {"pca": features_pca's answer, "notes": [...]}."""
+    with open_features(path) as f:
+        out = {"pca": None, "notes": []}
+        split = viewed_split(features_splits(f, path))
+        if split is not None:
             out["pca"] = features_pca(f, path, split, out["notes"])
         return out
 
@@ -300,7 +323,7 @@ def features_origin(loaded):
             return "libsvm"
         if hdf5:
             try:
-                recorded = read_in_child("features", name, pca=False)
+                recorded = read_in_child("features", name)
             except ReportError:
                 return None
             return "autoencoder" if recorded["attrs"].get("format") == "ae-features" else "plain"
@@ -458,8 +481,8 @@ def load_dataset(path):
         return out
 
 
-LOADERS = {"model": load_model, "features": load_features, "svm": load_svm, "eval": load_eval,
-           "dataset": load_dataset}
+LOADERS = {"model": load_model, "features": load_features, "features_view": load_features_view, "svm": load_svm,
+           "eval": load_eval, "dataset": load_dataset}
 
 # libhdf5 trusts a file's metadata: a damaged global heap makes it read out of bounds
 # (SIGSEGV) or allocate gigabytes (docs/RELIABILITY.md). So each file is read in a forked

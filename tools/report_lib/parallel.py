@@ -104,34 +104,52 @@ def workers():
 SERIAL_BELOW = 4  # CPUs: with fewer, run_parallel runs the jobs in this process
 
 
-def run_parallel(jobs, limit=None):
+def run_parallel(jobs, limit=None, later=()):
     """Runs each (name, callable) of jobs in its own child, at most `limit` at once (default:
-    the CPUs; fewer than SERIAL_BELOW: all here, in turn), and returns {name: value}. The first failure raises ChildFailed after the
-    children already started are collected (none is left behind)."""
+    the CPUs; fewer than SERIAL_BELOW: all here, in turn), and returns {name: value}.
+    `later`: (fd, make_job) pairs, a job that waits for something under way (a reader's
+    answer): once fd is readable, make_job() → the (name, callable) to run, ahead of the jobs
+    not yet started. The first failure (ChildFailed, or what make_job raised) is raised after
+    the children already started are collected (none is left behind)."""
     limit = limit or workers()
     if limit < SERIAL_BELOW:
         # On a machine of 2–3 CPUs the children's page faults (each copies what it touches
         # of the parent) cost more than the overlap gains: measured on 2 cores, 3 s of system
         # time against 1 s. There the figures are drawn one after another, here.
         results = {}
-        for name, work in jobs:
+
+        def each_job():  # the waiting ones last: what they wait for is under way meanwhile
+            yield from jobs
+            for _fd, make_job in later:
+                yield make_job()
+        for name, work in each_job():
             try:
                 results[name] = work()
             except Exception as err:  # noqa: BLE001  (the same error as from a child)
                 raise ChildFailed(f"{name}: {type(err).__name__}: {err}") from None
         return results
     pending = list(jobs)
+    waiting = dict(later)  # fd → make_job
     active = {}  # read fd → [name, pid, bytes so far]
     results, failure = {}, None
-    while pending or active:
+    while pending or active or waiting:
         while pending and len(active) < limit and failure is None:
             name, work = pending.pop(0)
             pid, rfd = fork_child(work)
             active[rfd] = [name, pid, bytearray()]
-        if not active:
+        if not active and not waiting:
             break
-        ready, _, _ = select.select(list(active), [], [])
-        for fd in ready:
+        ready, _, _ = select.select(list(active) + list(waiting), [], [])
+        for fd in [fd for fd in ready if fd in waiting]:
+            make_job = waiting.pop(fd)
+            try:
+                job = make_job()
+            except Exception as err:  # noqa: BLE001  (raised once the children are collected)
+                failure = failure or err
+                continue
+            if failure is None:
+                pending.insert(0, job)
+        for fd in [fd for fd in ready if fd in active]:
             chunk = os.read(fd, 1 << 16)
             if chunk:
                 active[fd][2] += chunk
