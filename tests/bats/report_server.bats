@@ -28,13 +28,20 @@ teardown() {
   rm -rf "$TMP"
 }
 
-# Starts `report --serve` on a fresh name, watching a sleep: sets NAME, SERVER and WATCHED.
+# Starts `report --serve` on a fresh name, watching a sleep, and waits until it listens:
+# sets NAME, SERVER and WATCHED.
 start_server() {
   NAME="cae-report-test-$$-$RANDOM$RANDOM"
   sleep 600 &
   WATCHED=$!
   "$BIN/report" --serve "$NAME" "$WATCHED" < /dev/null > /dev/null 2>&1 &
   SERVER=$!
+  # Listening (its abstract socket is in /proc/net/unix) before a report asks: one that asks
+  # sooner finds no server and runs by itself, as it should.
+  local _
+  for _ in $(seq 300); do grep -q " @$NAME\$" /proc/net/unix && return 0; sleep 0.1; done
+  echo "the server never listened"
+  return 1
 }
 
 # Succeeds once process $1 has ended (within 10 s).

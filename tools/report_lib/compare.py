@@ -46,7 +46,7 @@ def load_run(folder):
     for kind, filename, _fmt, _stage, _lost in KINDS:
         path = os.path.join(folder, filename)
         if os.path.exists(path):
-            # The comparison needs the features' shapes, not their 2-D view.
+            # The features' shapes and attributes: their 2-D view is another reader's.
             loaded[kind] = read_in_child(kind, path)
     return loaded
 

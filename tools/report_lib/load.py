@@ -273,8 +273,8 @@ def features_pca(f, path, split, notes):
 def sampled_rows(ds, path, rows):
     """ds[rows] for sorted row numbers. ae-encode writes each split's features as one
     contiguous block: those rows are copied straight from the file's bytes (mapped read-only),
-    0.2-0.3 s sooner for 2,000 rows of 8,192 than an HDF5 selection of as many row ranges,
-    which builds and walks one hyperslab per row. Chunked, filtered or external data, or a
+    0.02 s of CPU for 2,000 rows of 8,192 on the 2-core development machine against 0.14 s
+    for an HDF5 selection of as many row ranges. Chunked, filtered or external data, or a
     block the file is too short to hold, is left to HDF5 (which names what is wrong)."""
     import numpy as np
     offset = ds.id.get_offset() if ds.chunks is None and not ds.external else None

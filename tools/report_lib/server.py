@@ -124,7 +124,7 @@ def hand_over(name):
             return None
         sock.settimeout(None)
         status = _recv_exactly(sock, _STATUS.size)
-    except OSError:
+    except (OSError, AttributeError):  # AttributeError: a Python before 3.9, without send_fds
         if accepted:
             status = None
         else:
