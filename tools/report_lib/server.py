@@ -113,7 +113,8 @@ def hand_over(name):
                               "identity": program_identity(program)}).encode()
         cwd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            handlers[sig] = signal.signal(sig, pass_on)
+            if signal.getsignal(sig) != signal.SIG_IGN:  # ignored here: ignored for the report too
+                handlers[sig] = signal.signal(sig, pass_on)
         # fds 0-2 closed in this process (a bad cron line) make this fail: the report runs here.
         socket.send_fds(sock, [_LENGTH.pack(len(request)) + request], [0, 1, 2, cwd])
         # The answer comes once the server has imported its libraries (1-3 s after make
@@ -269,11 +270,14 @@ def serve(name, pid):
         own_identity = program_identity(own_program)
     except OSError:
         return 0
-    # Make's terminal signals reach the report through the asking process, once each.
+    # Make's terminal signals reach the report through the asking process, once each. A
+    # shell starts a background job with SIGINT ignored, and Python keeps it so: the asker's
+    # Ctrl-C must interrupt the served report as it would have interrupted the report.
     try:
         os.setsid()
     except OSError:
         pass  # already a group leader: started by hand
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     make = _Watch(pid)
     if make.gone:
         return 0
