@@ -51,11 +51,11 @@ ends() {
   return 1
 }
 
-# Succeeds once the server runs a report: it has forked the report's file readers (30 s at
-# most: its imports on a loaded machine come first).
+# Succeeds once the server runs the report whose stderr is the file $1: it has taken that
+# report's streams (30 s at most: its imports on a loaded machine come first).
 serving() {
   local _
-  for _ in $(seq 300); do pgrep -P "$SERVER" > /dev/null && return 0; sleep 0.1; done
+  for _ in $(seq 300); do [ "$(readlink "/proc/$SERVER/fd/2")" = "$1" ] && return 0; sleep 0.1; done
   return 1
 }
 
@@ -116,7 +116,7 @@ PY
 }
 
 @test "SIGTERM or SIGINT to the asking report interrupts the served one: 143 or 130, no report, nothing left behind" {
-  # A features file that is a FIFO nobody writes: its reader waits until the signal.
+  # A features file that is a FIFO nobody writes: the report waits on it until the signal.
   cp "$RUNS/full/model.h5" "$TMP/"
   mkfifo "$TMP/features.h5"
   local sig expected client
@@ -127,7 +127,7 @@ PY
     (exec env REPORT_SERVER="$NAME" "$BIN/report" --model "$TMP/model.h5" --features "$TMP/features.h5" \
       -o "$TMP/out" 2> "$TMP/err") &
     client=$!
-    serving || { echo "the server never started the report"; false; }
+    serving "$TMP/err" || { echo "SIG$sig: the server never took the report"; false; }
     kill -"$sig" "$client"
     wait "$client" && status=0 || status=$?
     expected=$([ "$sig" = TERM ] && echo 143 || echo 130)
@@ -146,7 +146,7 @@ PY
   REPORT_SERVER="$NAME" "$BIN/report" --model "$TMP/model.h5" --features "$TMP/features.h5" -o "$TMP/out" \
     2> "$TMP/err" &
   local client=$!
-  serving || { echo "the server never started the report"; false; }
+  serving "$TMP/err" || { echo "the server never took the report"; false; }
   kill -KILL "$SERVER"
   wait "$client" && status=0 || status=$?
   [ "$status" -eq 1 ]

@@ -242,13 +242,24 @@ def _adopt(request, fds):
     sys.stdout.reconfigure(line_buffering=os.isatty(1))
 
 
-def _run_report(request):
-    """The report as `report` runs it (cli.script_main), → its exit status."""
+def _interrupt(signum, _frame):
+    raise KeyboardInterrupt(signum)
+
+
+def _run_report(request, fds):
+    """Becomes the asking process (_adopt) and runs the report as `report` runs it
+    (cli.script_main), → its exit status. A signal passed on before the report has set its
+    own handlers ends it as an interrupted report, not as a killed server."""
     from .cli import main
+    from .common import TOOL
     try:
+        _adopt(request, fds)
         status = main(sys.argv[1:], started=request.get("started"))
     except SystemExit as done:  # argparse's usage errors, --help, --version
         status = done.code
+    except KeyboardInterrupt as interrupt:  # before cli.main's own handling began
+        print(f"{TOOL}: interrupted; no report written", file=sys.stderr)
+        status = 128 + int(interrupt.args[0] if interrupt.args else signal.SIGINT)
     except BaseException:  # noqa: BLE001  (a bug: its traceback, as an unserved report would print it)
         import traceback
         traceback.print_exc()
@@ -335,6 +346,9 @@ def serve(name, pid):
                 pass
             conn.close()
             continue
+        # From here a signal the asker passes on is the report's (cli.main sets the same).
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _interrupt)
         try:
             conn.sendall(ACCEPTED)
         except OSError:  # the asking process is gone
@@ -343,8 +357,7 @@ def serve(name, pid):
             conn.close()
             continue
         listener.close()
-        _adopt(request, fds)
-        status = _run_report(request)
+        status = _run_report(request, fds)
         # Late signals are no longer the report's; the streams go back to /dev/null so that
         # whoever reads the asking process's output sees its end when that process exits.
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
