@@ -23,8 +23,7 @@ setup() {
 
 teardown() {
   [ -n "$WATCHED" ] && kill "$WATCHED" 2> /dev/null
-  [ -n "$NAME" ] && pkill -f -- "--serve $NAME " 2> /dev/null
-  true
+  [ -n "$NAME" ] && pkill -f -- "--serve $NAME " 2> /dev/null  # and a report it still runs
   rm -rf "$TMP"
 }
 
@@ -100,7 +99,7 @@ PY
 }
 
 @test "a served report's usage errors, runtime errors, --help and --version come back as they would" {
-  local args expected
+  local args
   for args in "--run-dir" "--run-dir $TMP/nothing-here" "--help" "--version" "--info $RUNS/full/svm.h5"; do
     start_server
     # shellcheck disable=SC2086  # the words of $args, on purpose
