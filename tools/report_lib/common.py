@@ -155,6 +155,17 @@ def sha256_file(path, cache={}):
     return cache[path]
 
 
+def process_start(pid="self"):
+    """When process `pid` started, in seconds of CLOCK_BOOTTIME (/proc/PID/stat's field 22),
+    or None. A served report (server.py) counts its start-up from its asker's start."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class Phases:
     """Where the report's wall time goes, in the other tools' terms (common/phases.h):
     {"startup", "read", "hash", "compute", "write", "other", "total"} seconds for --json.
@@ -168,7 +179,6 @@ class Phases:
 
     def __init__(self, start=None):
         import time
-        from .server import process_start
         self._now = lambda: time.clock_gettime(time.CLOCK_BOOTTIME)
         self.start = start if start is not None else (process_start() or self._now())
         self.last, self.current = self.start, "startup"

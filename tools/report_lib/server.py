@@ -9,8 +9,8 @@ imported its libraries first"). For `make pipeline`, make starts
 
 in the background with PID = make's pid; it imports them while the other stages run and waits
 on the abstract UNIX socket NAME. The report stage runs `report` with REPORT_SERVER=NAME in its
-environment: that process (hand_over) sends its arguments, environment, umask, start time
-and its standard streams and working folder (as file descriptors), and the server runs the
+environment: that process (hand_over) sends its arguments, environment and umask with its
+standard streams and working folder (as file descriptors), and the server runs the
 report there, as that process would have, then sends back the exit status, which the first
 process exits with. Signals it receives (SIGINT, SIGTERM, SIGHUP) are passed on.
 
@@ -56,17 +56,6 @@ def program_identity(path):
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
 
 
-def process_start():
-    """This process's start, in seconds of CLOCK_BOOTTIME (/proc/self/stat's field 22), or
-    None. The served report counts its start-up from the asking process's start."""
-    try:
-        with open("/proc/self/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def _recv_exactly(sock, n):
     data = b""
     while len(data) < n:
@@ -108,8 +97,7 @@ def hand_over(name):
         umask = os.umask(0o022)
         os.umask(umask)
         program = os.path.realpath(sys.argv[0])
-        request = json.dumps({"argv": sys.argv, "environ": dict(os.environ), "umask": umask,
-                              "started": process_start(), "program": program,
+        request = json.dumps({"argv": sys.argv, "environ": dict(os.environ), "umask": umask, "program": program,
                               "identity": program_identity(program)}).encode()
         cwd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -246,15 +234,17 @@ def _interrupt(signum, _frame):
     raise KeyboardInterrupt(signum)
 
 
-def _run_report(request, fds):
+def _run_report(request, fds, asker_pid):
     """Becomes the asking process (_adopt) and runs the report as `report` runs it
-    (cli.script_main), → its exit status. A signal passed on before the report has set its
-    own handlers ends it as an interrupted report, not as a killed server."""
+    (cli.script_main), → its exit status; its start-up counts from the asker's start. A
+    signal passed on before the report has set its own handlers ends it as an interrupted
+    report, not as a killed server."""
     from .cli import main
-    from .common import TOOL
+    from .common import TOOL, process_start
+    started = process_start(asker_pid)  # before the asker can end
     try:
         _adopt(request, fds)
-        status = main(sys.argv[1:], started=request.get("started"))
+        status = main(sys.argv[1:], started=started)
     except SystemExit as done:  # argparse's usage errors, --help, --version
         status = done.code
     except KeyboardInterrupt as interrupt:  # before cli.main's own handling began
@@ -322,7 +312,8 @@ def serve(name, pid):
             return 0
         conn, _ = listener.accept()
         try:
-            if _peer(conn)[1] != os.getuid():
+            asker_pid, asker_uid = _peer(conn)
+            if asker_uid != os.getuid():
                 conn.close()
                 continue
             conn.settimeout(REQUEST_SECONDS)  # a peer that connects and says nothing
@@ -357,7 +348,7 @@ def serve(name, pid):
             conn.close()
             continue
         listener.close()
-        status = _run_report(request, fds)
+        status = _run_report(request, fds, asker_pid)
         # Late signals are no longer the report's; the streams go back to /dev/null so that
         # whoever reads the asking process's output sees its end when that process exits.
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
