@@ -146,8 +146,7 @@ EOF
   [ "$(wc -l < "$CUINIT_PIDS")" -eq 1 ]
   pid=$(cat "$CUINIT_PIDS")
   [ "$(cat "$dir/held" 2> /dev/null)" = "$pid" ] || { echo "the helper $pid was not holding while the report ran"; false; }
-  for _ in $(seq 50); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
-  ! kill -0 "$pid" 2> /dev/null || { echo "the helper $pid outlived make"; false; }
+  process_ends "$pid" 50 || { echo "the helper $pid outlived make"; false; }
 }
 
 @test "make pipeline's report is served by a process started beside the first stage; a declined one ends with make" {
@@ -196,10 +195,9 @@ EOF
   run pipeline_make pipeline RUN="env SERVED_WAIT=20 $dir/check-served $WORK/logrun"
   [ "$status" -eq 0 ] || { echo "$output"; false; }
   assert_stages "report"
-  name=$(cat "$dir/name")
+  [ "$(cat "$dir/name")" != "$name" ]  # each make draws a name of its own
   [ "$(wc -l < "$dir/before")" -eq 1 ] && [ "$(cat "$dir/alive")" = "$(cat "$dir/before")" ]
-  for _ in $(seq 100); do pgrep -f -- "--serve $name " > /dev/null || break; sleep 0.1; done
-  ! pgrep -f -- "--serve $name " || { echo "the server outlived make"; false; }
+  process_ends "$(cat "$dir/before")" || { echo "the server outlived make"; false; }
 }
 
 @test "the closing accuracy line reads the report's summary.json, else eval.h5 by h5dump, else by Python's h5py" {

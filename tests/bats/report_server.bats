@@ -43,13 +43,6 @@ start_server() {
   return 1
 }
 
-# Succeeds once process $1 has ended (within 10 s).
-ends() {
-  local _
-  for _ in $(seq 100); do kill -0 "$1" 2> /dev/null || return 0; sleep 0.1; done
-  return 1
-}
-
 # Succeeds once the server runs the report whose stderr is the file $1: it has taken that
 # report's streams (30 s at most: its imports on a loaded machine come first).
 serving() {
@@ -69,7 +62,7 @@ undated() {
   # Relative paths from another folder than the server's, and a umask of its own.
   (cd "$TMP" && umask 027 && REPORT_SERVER="$NAME" "$BIN/report" --run-dir run -o out-served --json \
     > served.out 2> served.err; echo $? > served.rc)
-  ends "$SERVER" || { echo "the server is still waiting: the report ran by itself"; false; }
+  process_ends "$SERVER" || { echo "the server is still waiting: the report ran by itself"; false; }
   (cd "$TMP" && umask 027 && "$BIN/report" --run-dir run -o out-plain --json > plain.out 2> plain.err; echo $? > plain.rc)
   [ "$(cat "$TMP/served.rc")" -eq 0 ] && [ "$(cat "$TMP/plain.rc")" -eq 0 ]
   # stderr: "report: wrote out-served/index.html (N plots, …) in S s", as the plain run's.
@@ -104,7 +97,7 @@ PY
     start_server
     # shellcheck disable=SC2086  # the words of $args, on purpose
     run env REPORT_SERVER="$NAME" "$BIN/report" $args
-    ends "$SERVER" || { echo "report $args ran by itself"; false; }
+    process_ends "$SERVER" || { echo "report $args ran by itself"; false; }
     local served_status=$status served_output=$output
     # shellcheck disable=SC2086
     run "$BIN/report" $args
@@ -132,7 +125,7 @@ PY
     expected=$([ "$sig" = TERM ] && echo 143 || echo 130)
     [ "$status" -eq "$expected" ] || { cat "$TMP/err"; echo "SIG$sig: status $status"; false; }
     grep -qx "report: interrupted; no report written" "$TMP/err"
-    ends "$SERVER"
+    process_ends "$SERVER"
     [ ! -e "$TMP/out" ] && [ -z "$(find "$TMP" -name '.out.tmp-*')" ]
     kill "$WATCHED"
   done
@@ -172,7 +165,7 @@ time.sleep(60)' "$NAME" "$TMP/connected" &
   run env REPORT_SERVER="$NAME" "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/out"
   kill "$silent"
   [ "$status" -eq 0 ] && [ -s "$TMP/out/index.html" ]
-  ends "$SERVER" || { echo "the report ran by itself"; false; }
+  process_ends "$SERVER" || { echo "the report ran by itself"; false; }
 }
 
 @test "another environment, no server by that name, a server gone: the report runs by itself; an idle server ends with its process" {
@@ -187,7 +180,7 @@ time.sleep(60)' "$NAME" "$TMP/connected" &
   [ "$status" -eq 0 ] && [ -s "$TMP/b/index.html" ]
   # The watched process ends: so does the idle server, and the name is free again.
   kill "$WATCHED"
-  ends "$SERVER"
+  process_ends "$SERVER"
   run env REPORT_SERVER="$NAME" "$BIN/report" --run-dir "$RUNS/full" -o "$TMP/c"
   [ "$status" -eq 0 ] && [ -s "$TMP/c/index.html" ]
   # --serve's own usage.
