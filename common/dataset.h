@@ -58,7 +58,8 @@ class DatasetReader {
   std::vector<std::string> class_names_;
 };
 
-// Writes one split (images chunked along N, deflate-compressed) into an open writer.
+// Writes one split into an open writer: images chunked along N and deflated where that
+// shrinks them by a tenth or more, otherwise contiguous (docs/FORMATS.md).
 // Throws std::invalid_argument unless s.images holds s.size() images of s.C×s.H×s.W.
 void write_split(Hdf5Writer& w, const std::string& split, const ImageSplit& s);
 // The root attributes of a dataset file besides provenance (class_names). The provenance's

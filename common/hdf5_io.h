@@ -40,6 +40,12 @@ struct DatasetOptions {
   int deflate = 0;          // 0..9, needs chunk_rows > 0 (whole-chunk writes compress in parallel)
 };
 
+// The share of their bytes that up to `samples` pieces of `piece_bytes`, spread evenly over
+// `data`, keep when deflated at `level` by the writer's compressor (pieces compressed in
+// parallel; 1 for no data or no compressor): what deciding whether deflate pays costs a few pieces, not the
+// whole array.
+double deflated_share(const void* data, size_t bytes, size_t piece_bytes, int level, int samples = 8);
+
 class Hdf5Writer {
  public:
   // Creates (truncates) `path`. Tools pass AtomicOutput::temp_path() here and name the

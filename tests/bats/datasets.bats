@@ -76,6 +76,39 @@ PY
   check_h5 "$TMP/lim.h5" idx 50 7
 }
 
+@test "images deflate shrinks by less than a tenth (noise) are stored contiguous, dark ones deflated; both read back exactly and feed the encoder" {
+  "$PYTHON" - "$TMP" <<'PY'
+import os, struct, sys
+import numpy as np
+rng = np.random.default_rng(5)
+for kind in ("noise", "dark"):
+    os.makedirs(f"{sys.argv[1]}/{kind}")
+    for stem, n in (("train", 600), ("t10k", 200)):
+        x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+        if kind == "dark":
+            x[rng.random(x.shape) < 0.9] = 0
+        y = rng.integers(0, 10, n, dtype=np.uint8)
+        for name, a in ((f"{stem}-images-idx3-ubyte", x), (f"{stem}-labels-idx1-ubyte", y)):
+            with open(f"{sys.argv[1]}/{kind}/{name}", "wb") as f:
+                f.write(struct.pack(">BBBB", 0, 0, 8, a.ndim) + b"".join(struct.pack(">I", d) for d in a.shape) + a.tobytes())
+PY
+  for kind in noise dark; do "$BIN/cifar-convert" -q --input "$TMP/$kind" -o "$TMP/$kind.h5"; done
+  "$PYTHON" - "$TMP" <<'PY'
+import sys
+import h5py, numpy as np
+for kind, chunked in (("noise", False), ("dark", True)):
+    f = h5py.File(f"{sys.argv[1]}/{kind}.h5", "r")
+    for split, stem in (("train", "train"), ("test", "t10k")):
+        d = f[f"{split}/images"]
+        assert (d.chunks is not None) == chunked and (d.compression == "gzip") == chunked, (kind, split, d.chunks, d.compression)
+        raw = open(f"{sys.argv[1]}/{kind}/{stem}-images-idx3-ubyte", "rb").read()[16:]
+        assert (d[:] == np.frombuffer(raw, np.uint8).reshape(-1, 1, 28, 28)).all(), (kind, split)
+PY
+  "$BIN/ae-train" -q --data "$TMP/noise.h5" --epochs 1 --batch-size 64 --encoder-channels 8,4 --device cpu -o "$TMP/m.h5"
+  "$BIN/ae-encode" -q --model "$TMP/m.h5" --data "$TMP/noise.h5" --device cpu -o "$TMP/f.h5"
+  "$PYTHON" -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r'); assert f['train/features'].shape[0] == 600 and f['test/features'].shape[0] == 200" "$TMP/f.h5"
+}
+
 @test "CIFAR-100 fine and coarse labels, folder and .tar.gz, names from the meta files" {
   "$PYTHON" "$GEN" cifar100 "$TMP" --tar "$TMP/c100.tar.gz"
   "$BIN/cifar-convert" -q --input "$TMP/cifar-100-binary" -o "$TMP/fine.h5"
@@ -247,6 +280,8 @@ assert f.attrs['skipped_images'] == 2" "$TMP/s.h5"
 import sys, h5py
 f = h5py.File(sys.argv[1], "r")
 assert f["train/images"].shape == (60000, 1, 28, 28) and f["test/images"].shape == (10000, 1, 28, 28)
+# Dark backgrounds: deflate shrinks these images by a third, so they are stored deflated.
+assert f["train/images"].compression == "gzip" and f["test/images"].compression == "gzip"
 names = [str(n) for n in f.attrs["class_names"]]
 assert "Ankle boot" in names and names[0] == "T-shirt/top" and len(names) == 10
 assert f.attrs["source_dataset"] == "fashion-mnist"

@@ -255,7 +255,8 @@ def features_pca(f, path, split, notes):
     if keep.sum() < 3:
         notes.append(f"{name}: fewer than 3 of the sampled /{split}/features rows are finite: no 2-D view")
         return None
-    x, labels = x[keep], (labels[keep] if labels is not None else None)
+    if not keep.all():  # a copy of 65 MB only when some row is not finite
+        x, labels = x[keep], (labels[keep] if labels is not None else None)
     x -= x.mean(axis=0)
     total = float(np.square(x, dtype=np.float64).sum())
     if total <= 0:
