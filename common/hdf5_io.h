@@ -41,9 +41,9 @@ struct DatasetOptions {
 };
 
 // The share of their bytes that up to `samples` pieces of `piece_bytes`, spread evenly over
-// `data`, keep when deflated at `level` by the writer's compressor (pieces compressed in
-// parallel; 1 for no data or no compressor): what deciding whether deflate pays costs a few pieces, not the
-// whole array.
+// `data`, keep when deflated at `level` by the writer's compressor: whether deflate pays,
+// for the price of a few pieces, not the whole array. The pieces are compressed in
+// parallel; 1 for no data or no compressor.
 double deflated_share(const void* data, size_t bytes, size_t piece_bytes, int level, int samples = 8);
 
 class Hdf5Writer {
