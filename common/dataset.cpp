@@ -123,10 +123,11 @@ void write_split(Hdf5Writer& w, const std::string& split, const ImageSplit& s) {
   // do): CIFAR-10's photos keep 0.94 of theirs, and for 6 % of the disk every reader would
   // inflate every image (docs/DECISIONS.md, "Image datasets deflated only where it pays").
   const uint64_t chunk = std::max<uint64_t>(1, (uint64_t(256) * kCifarImageBytes) / uint64_t(s.image_bytes()));
-  const size_t chunk_bytes = static_cast<size_t>(chunk * s.image_bytes());
-  const bool deflate_pays = deflated_share(s.images.data(), s.images.size(), chunk_bytes, 1) <= 0.9;
+  const DatasetOptions deflated{chunk, 1};  // the sample is judged at the level the write uses
+  const bool deflate_pays =
+      deflated_share(s.images.data(), s.images.size(), static_cast<size_t>(chunk * s.image_bytes()), deflated.deflate) <= 0.9;
   w.write("/" + split + "/images", s.images.data(), {n, uint64_t(s.C), uint64_t(s.H), uint64_t(s.W)},
-          deflate_pays ? DatasetOptions{chunk, 1} : DatasetOptions{});
+          deflate_pays ? deflated : DatasetOptions{});
   w.write("/" + split + "/labels", s.labels.data(), {n}, {4096, 1});
 }
 
