@@ -484,6 +484,11 @@ bool Hdf5Reader::holds_float16(const std::string& name) const {
   return H5Tget_class(t.get()) == H5T_FLOAT && H5Tget_size(t.get()) == 2;
 }
 
+void Hdf5Reader::read_halves(const std::string& name, uint64_t row0, uint64_t rows, Half* out) const {
+  if (!holds_float16(name)) check_type(name, H5Type<Half>::id(), H5Type<Half>::name());  // says what it holds
+  if (rows) read_raw(name, H5Type<Half>::id(), row0, rows, out);
+}
+
 void Hdf5Reader::read_floats(const std::string& name, uint64_t row0, uint64_t rows, float* out) const {
   if (!holds_float16(name)) return read_rows_converting<float>(name, row0, rows, out);
   check_kind(name, H5T_NATIVE_FLOAT);

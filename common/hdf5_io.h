@@ -123,6 +123,9 @@ class Hdf5Reader {
   // Rows [row0, row0+rows) of a float dataset as float32: float32 as stored, float16 widened
   // (exactly) as every core reads its piece, float64 as read_rows_converting.
   void read_floats(const std::string& name, uint64_t row0, uint64_t rows, float* out) const;
+  // Rows of a float16 dataset (holds_float16) as halves, on every core for the layouts the
+  // toolkit writes; another byte order is converted by HDF5.
+  void read_halves(const std::string& name, uint64_t row0, uint64_t rows, Half* out) const;
   // Throws "<file>: <name> has shape X, expected Y" / "... is missing".
   Shape require(const std::string& name, const Shape& expect) const;
 

@@ -150,9 +150,17 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   };
   if (has_units) watch_preemption(choice.get());
 
+  // A single fit prepares its rows once (PreparedSet); its scaler (two passes over the rows)
+  // is fitted while the CUDA driver starts and the GPU's context is made, which a GPU fit
+  // waits for anyway. Folds prepare their own.
+  const bool single_fit = plan.cv_folds == 0 && plan.probability_folds == 0;
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   // With --augment the n images' V views in one [V·n, D] buffer (scaled in place: one copy).
-  ae::FeatureRows rows = ae::read_training_rows(opt.features, opt.train_limit, plan.views);
+  // A single fit that may run on the GPU keeps float16 rows as they are stored: a GPU fit
+  // uploads them so (0.82 GB for CIFAR-10's, not 1.64) and widens them there; a CPU fit
+  // widens them here.
+  ae::FeatureRows rows =
+      ae::read_training_rows(opt.features, opt.train_limit, plan.views, single_fit && choice.may_use_gpu());
   ae::FeatureSplit& train = rows.split;
   const int64_t n = rows.n;
   const int D = train.dim;
@@ -163,13 +171,12 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   svm::ClassifierParams& params = plan.params;
   params.standardize = opt.scale == "standard";
   params.data_name = opt.features;
-  // A single fit prepares its rows once (PreparedSet); its scaler (two passes over the rows,
-  // 0.1-0.15 s for CIFAR-10's 1.6 GB) is fitted while the driver starts. Folds prepare their own.
-  const bool single_fit = plan.cv_folds == 0 && plan.probability_folds == 0;
+  const bool halves = !train.X16.empty();
   std::optional<svm::Scaler> scaler;
   if (single_fit) {
     phase.emplace(cae::Phase::compute);
-    scaler = svm::scaler_for(train.X.data(), train.n, D, params);
+    scaler = halves ? svm::scaler_for(train.X16.data(), train.n, D, params)
+                    : svm::scaler_for(train.X.data(), train.n, D, params);
   }
   phase.emplace(cae::Phase::startup);  // what is left of the driver's answer
   const cae::Device device = choice.get();
@@ -179,9 +186,9 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
 
   params.class_weight = svm::resolve_class_weights(opt.class_weight, y, n, names);  // per image
   params.class_weight_spec = opt.class_weight;
-  params.cache_mb = opt.cache_mb ? opt.cache_mb
-                                 : svm::default_cache_mb(cae::usable_memory_bytes(), train.X.size() * sizeof(float),
-                                                         place.world);
+  const uint64_t rows_bytes = static_cast<uint64_t>(train.n) * static_cast<uint64_t>(D) * sizeof(float);
+  params.cache_mb =
+      opt.cache_mb ? opt.cache_mb : svm::default_cache_mb(cae::usable_memory_bytes(), rows_bytes, place.world);
   cae::record_effective("cache-mb", std::to_string(params.cache_mb));
   params.group = place.grouped() ? &group : nullptr;
   plan.seed = static_cast<uint64_t>(opt.cv_seed);
@@ -190,8 +197,11 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
                   place.source.c_str(), plan.cv_folds ? ", cross-validation cells" : "", common.output.c_str());
   // The rest of the preparation on the GPU for a GPU fit: the raw rows go up and stay there
   // for the solver (the host's other two passes took 0.15-0.2 s, the GPU's take milliseconds).
+  // float16 rows go up as they are and are widened there; elsewhere they are widened here.
   std::optional<svm::PreparedSet> prepared;
-  if (single_fit) prepared.emplace(train.X.data(), y, train.n, D, params, std::move(*scaler), device);
+  if (halves) prepared = svm::PreparedSet::on_gpu(train.X16.data(), y, train.n, D, params, *scaler, device);
+  if (halves && !prepared) train.widen();  // the CPU's fit, or a GPU without the room for them
+  if (single_fit && !prepared) prepared.emplace(train.X.data(), y, train.n, D, params, std::move(*scaler), device);
   svm::TrainReporter reporter(plan, y, n, D, place.world, device);
   svm::Trained trained =
       svm::train(train.X.data(), y, train.n, D, plan, device, reporter.progress(), prepared ? &*prepared : nullptr);

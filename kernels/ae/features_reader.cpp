@@ -113,7 +113,8 @@ FeatureSplit FeaturesReader::read(const std::string& split, int64_t rows) const 
   return read_views(split, rows, cae::ViewSet());
 }
 
-FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, const cae::ViewSet& views) const {
+FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, const cae::ViewSet& views,
+                                        bool keep_float16) const {
   const std::string lab = "/" + split + "/labels";
   const int64_t n_all = count(split);
   const int d = dim(split);
@@ -138,12 +139,33 @@ FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, 
     for (int64_t label : labels) s.labels.push_back(static_cast<int32_t>(label));
   // dtype and stored data checked before sizing the buffer
   for (const std::string& dataset : datasets) h5_.read_rows_converting<float>(dataset, 0, 0, nullptr);
-  s.X.resize(static_cast<size_t>(s.n) * static_cast<size_t>(d));
-  for (size_t v = 0; v < datasets.size(); ++v) read_checked(datasets[v], rows, d, s.X.data() + int64_t(v) * rows * d);
   s.float16 = std::all_of(datasets.begin(), datasets.end(),
                           [&](const std::string& dataset) { return h5_.holds_float16(dataset); });
+  const size_t values = static_cast<size_t>(s.n) * static_cast<size_t>(d);
+  if (keep_float16 && s.float16) {
+    s.X16.resize(values);
+    for (size_t v = 0; v < datasets.size(); ++v)
+      read_checked(datasets[v], rows, d, s.X16.data() + int64_t(v) * rows * d);
+    return s;
+  }
+  s.X.resize(values);
+  for (size_t v = 0; v < datasets.size(); ++v) read_checked(datasets[v], rows, d, s.X.data() + int64_t(v) * rows * d);
   return s;
 }
+
+void FeatureSplit::widen() {
+  if (X16.empty()) return;
+  X.resize(X16.size());
+  cae::halves_to_floats(X16.data(), X.data(), X16.size());
+  cae::LargeVector<cae::Half>().swap(X16);
+}
+
+namespace {
+[[noreturn]] void fail_not_finite(const std::string& path, const std::string& dataset, int64_t at, int d, bool nan) {
+  fail_file(path, dataset + " row " + std::to_string(at / d) + " feature " + std::to_string(at % d) + " is " +
+                      (nan ? "NaN" : "infinite") + " (features must be finite)");
+}
+}  // namespace
 
 void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int d, float* out) const {
   // float32 as stored and float16 widened as it is read (the parallel fast paths); float64
@@ -162,10 +184,24 @@ void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int 
         break;
       }
   }
-  if (bad != none)
-    fail_file(path(), dataset + " row " + std::to_string(bad / d) + " feature " + std::to_string(bad % d) + " is " +
-                          (std::isnan(out[bad]) ? "NaN" : "infinite") +
-                          " (features must be finite)");
+  if (bad != none) fail_not_finite(path(), dataset, bad, d, std::isnan(out[bad]));
+}
+
+void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int d, cae::Half* out) const {
+  h5_.read_halves(dataset, 0, static_cast<uint64_t>(rows), out);
+  // A binary16 whose exponent bits are all ones is Inf (mantissa 0) or NaN.
+  const int64_t none = std::numeric_limits<int64_t>::max();
+  int64_t bad = none;
+#pragma omp parallel for schedule(static) reduction(min : bad) if (rows * d >= (int64_t{1} << 18))
+  for (int64_t r = 0; r < rows; ++r) {
+    const cae::Half* x = out + r * d;
+    for (int f = 0; f < d; ++f)
+      if ((x[f].bits & 0x7c00u) == 0x7c00u) {
+        bad = std::min(bad, r * d + f);
+        break;
+      }
+  }
+  if (bad != none) fail_not_finite(path(), dataset, bad, d, (out[bad].bits & 0x3ffu) != 0);
 }
 
 namespace {
@@ -213,7 +249,7 @@ FeatureRows read_features(const std::string& path, const FeatureRequest& request
   warn_beyond_limit(path, request, rows.available);
   rows.n = limit > 0 ? std::min(limit, rows.available) : rows.available;
   reader.require_views(split, request.views, request.views_option);
-  if (rows.n > 0) rows.split = reader.read_views(split, rows.n, request.views);
+  if (rows.n > 0) rows.split = reader.read_views(split, rows.n, request.views, request.keep_float16);
   rows.split.dim = reader.dim(split);
   rows.class_names = reader.class_names();
   rows.encoder_sha256 = reader.encoder_sha256();
@@ -221,8 +257,10 @@ FeatureRows read_features(const std::string& path, const FeatureRequest& request
   return rows;
 }
 
-FeatureRows read_training_rows(const std::string& path, int64_t limit, const cae::ViewSet& views) {
+FeatureRows read_training_rows(const std::string& path, int64_t limit, const cae::ViewSet& views,
+                               bool keep_float16) {
   FeatureRequest request;
+  request.keep_float16 = keep_float16;
   request.limit = limit;
   request.limit_option = "--train-limit";
   request.ask_views(views, "--augment");

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/half.h"
 #include "common/hdf5_io.h"
 #include "common/large_buffer.h"
 #include "common/libsvm_data.h"
@@ -29,11 +30,17 @@ namespace ae {
 
 struct FeatureSplit {
   cae::LargeVector<float> X;  // [n, dim] row-major (use X.data()); resize() leaves it uninitialised
+  // The rows as a float16 file stores them, [n, dim], when the reader was asked to keep them
+  // (FeatureRequest::keep_float16); X is empty then. Half the bytes of X: a GPU fit uploads
+  // them and widens them there (svm-fit), or widen() makes X of them.
+  cae::LargeVector<cae::Half> X16;
   std::vector<int32_t> labels;  // [n]
   int64_t n = 0;
   int dim = 0;
   // Every row came from a float16 dataset (ae-encode's default): X holds float16 values exactly.
   bool float16 = false;
+  // X from X16 (exact), on every core; X16 is freed. Does nothing when X16 is empty.
+  void widen();
 };
 
 class FeaturesReader {
@@ -65,7 +72,9 @@ class FeaturesReader {
   // [views.count()·rows, D], the `rows` images' view j at rows j·rows.. (views.views() order:
   // with "flip", row i + rows is the mirror of row i), labels repeated — the training set of
   // svm-fit --augment, with no copy of the views' blocks. Checks as read(), for every view.
-  FeatureSplit read_views(const std::string& split, int64_t rows, const cae::ViewSet& views) const;
+  // keep_float16: when every view's dataset is float16, the rows stay halves (FeatureSplit::X16).
+  FeatureSplit read_views(const std::string& split, int64_t rows, const cae::ViewSet& views,
+                          bool keep_float16 = false) const;
   // The first view of `views` whose dataset the split lacks; nullopt when it has them all.
   std::optional<cae::ImageView> missing_view(const std::string& split, const cae::ViewSet& views) const;
   // Fails "<file>: /<split>/features_shift2 is missing: <option> needs the features of the
@@ -74,6 +83,7 @@ class FeaturesReader {
 
  private:
   void read_checked(const std::string& dataset, int64_t rows, int dim, float* out) const;
+  void read_checked(const std::string& dataset, int64_t rows, int dim, cae::Half* out) const;
   std::vector<int64_t> read_labels(const std::string& split, int64_t rows) const;
 
   cae::Hdf5Reader h5_;
@@ -104,6 +114,8 @@ struct FeatureRequest {
   // for training rows (the file's own labels, ascending).
   std::vector<std::string> model_classes;
   int model_dim = 0;
+  // float16 rows of an HDF5 file stay halves (FeatureSplit::X16) instead of being widened to X.
+  bool keep_float16 = false;
 };
 
 enum class FeaturesFormat { ae_features, plain, libsvm_text };
@@ -127,7 +139,9 @@ FeatureRows read_features(const std::string& path, const FeatureRequest& request
 
 // svm-fit's training rows: every row of libsvm text or the first `limit` of /train (0: all;
 // more than there are: all, with a warning naming --train-limit), with the images' `views`
-// (--augment, named so in the messages) in one [views.count()·n, D] buffer.
-FeatureRows read_training_rows(const std::string& path, int64_t limit, const cae::ViewSet& views);
+// (--augment, named so in the messages) in one [views.count()·n, D] buffer; float16 rows kept
+// as halves with keep_float16.
+FeatureRows read_training_rows(const std::string& path, int64_t limit, const cae::ViewSet& views,
+                               bool keep_float16 = false);
 
 }  // namespace ae

@@ -22,29 +22,44 @@ void Classifier::fit(float* X, const int32_t* y, int64_t n, int dim, const Class
 }
 
 PreparedSet::PreparedSet(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params)
-    : dim_(dim), X_(X), y_(y), n_(n) {
+    : PreparedSet(RawRows(X), y, n, dim) {
   // gamma 'scale' is a property of the scaled matrix with all D features (docs/SVM.md): it
   // is taken before the constant features are dropped.
   take(prepare_training_rows(X, n, dim, params.standardize), params);
 }
 
-Scaler scaler_for(const float* X, int64_t n, int dim, const ClassifierParams& params) {
+Scaler scaler_for(RawRows X, int64_t n, int dim, const ClassifierParams& params) {
   return params.standardize ? fit_standard_scaler(X, n, dim) : identity_scaler(dim);
+}
+
+bool PreparedSet::prepared_on_gpu(const ClassifierParams& params, cae::Device device) {
+  return device == cae::Device::gpu && params.kind == SvmKind::c_svc && !params.group;
+}
+
+bool PreparedSet::prepare_on_gpu(const Scaler& scaler, const ClassifierParams& params) {
+  if (n_ <= 0 || dim_ <= 0) return false;
+  PreparedRows rows;
+  gpu_rows_ = prepare_training_rows_gpu(raw_, y_, n_, dim_, scaler, rows);
+  if (!gpu_rows_) return false;
+  host_rows_prepared_ = false;
+  take(std::move(rows), params);
+  return true;
 }
 
 PreparedSet::PreparedSet(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params,
                          Scaler scaler, cae::Device device)
-    : dim_(dim), X_(X), y_(y), n_(n) {
-  if (device == cae::Device::gpu && params.kind == SvmKind::c_svc && !params.group && n > 0 && dim > 0) {
-    PreparedRows rows;
-    gpu_rows_ = prepare_training_rows_gpu(X, y, n, dim, scaler, rows);
-    if (gpu_rows_) {
-      host_rows_prepared_ = false;
-      take(std::move(rows), params);
-      return;
-    }
-  }
+    : PreparedSet(RawRows(X), y, n, dim) {
+  if (prepared_on_gpu(params, device) && prepare_on_gpu(scaler, params)) return;
   take(prepare_training_rows(X, n, dim, std::move(scaler)), params);
+}
+
+std::optional<PreparedSet> PreparedSet::on_gpu(const cae::Half* X16, const int32_t* y, int64_t n, int dim,
+                                               const ClassifierParams& params, const Scaler& scaler,
+                                               cae::Device device) {
+  if (!prepared_on_gpu(params, device)) return std::nullopt;
+  PreparedSet set(RawRows(X16), y, n, dim);
+  if (!set.prepare_on_gpu(scaler, params)) return std::nullopt;
+  return set;
 }
 
 void PreparedSet::take(PreparedRows rows, const ClassifierParams& params) {
@@ -80,8 +95,7 @@ FitParams Classifier::fit_params(const ClassifierParams& params) const {
 }
 
 Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, const FitProgress& progress) const {
-  const bool gpu_fit_of_one_process = device == cae::Device::gpu && params.kind == SvmKind::c_svc && !params.group;
-  if (!host_rows_prepared_ && !(gpu_rows_ && gpu_fit_of_one_process))
+  if (!host_rows_prepared_ && !(gpu_rows_ && prepared_on_gpu(params, device)))
     throw std::logic_error("PreparedSet: rows prepared on the GPU serve one GPU fit of one process");
   Classifier c = describe(params, device);
   const FitParams p = c.fit_params(params);
@@ -89,7 +103,7 @@ Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, 
   cae::Stopwatch clock;
   if (gpu_rows_) {
     const std::shared_ptr<DeviceRows> rows = std::move(gpu_rows_);  // spent by the fit
-    c.f_.model = fit_gpu_prepared(*rows, X_, y_, n_, dim_, rows_, p, progress.pair);
+    c.f_.model = fit_gpu_prepared(*rows, raw_, y_, n_, dim_, rows_, p, progress.pair);
   } else if (params.kind == SvmKind::one_class) {
     if (params.group) throw std::invalid_argument("svm: a one-class fit runs in one process");
     c.f_.model = device == cae::Device::gpu ? fit_one_class_gpu(X_, n_, rows_.kept, p)

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,7 +57,7 @@ class Classifier;
 
 // The scaler a PreparedSet of these params fits on X [n, dim]: StandardScaler's, or the
 // identity for params.standardize false.
-Scaler scaler_for(const float* X, int64_t n, int dim, const ClassifierParams& params);
+Scaler scaler_for(RawRows X, int64_t n, int dim, const ClassifierParams& params);
 
 // Query rows scaled and compacted in place as a PreparedSet's training rows were, with their
 // squared distance in the dropped features (the exact correction of the decision values).
@@ -172,6 +173,13 @@ class PreparedSet {
   // otherwise, or when the GPU lacks the room, as above.
   PreparedSet(float* X, const int32_t* y, int64_t n, int dim, const ClassifierParams& params, Scaler scaler,
               cae::Device device);
+  // The same GPU preparation for float16 rows X16 [n, dim] (a features file's,
+  // ae::FeatureSplit::X16) with the scaler fitted on them: they go up in half the bytes and
+  // are widened on the GPU — the same set as of their floats. Empty where the GPU does not
+  // prepare them (another device or kind, a group, a GPU without the room): the caller then
+  // widens them and takes the constructor above.
+  static std::optional<PreparedSet> on_gpu(const cae::Half* X16, const int32_t* y, int64_t n, int dim,
+                                           const ClassifierParams& params, const Scaler& scaler, cae::Device device);
   // A Classifier of params' C, gamma and weights on these rows (read only); progress as for
   // Classifier::fit.
   Classifier fit(const ClassifierParams& params, cae::Device device, const FitProgress& progress = {}) const;
@@ -184,14 +192,20 @@ class PreparedSet {
   int kept() const { return rows_.kept; }
 
  private:
+  PreparedSet(RawRows X, const int32_t* y, int64_t n, int dim) : dim_(dim), X_(X.f32), raw_(X), y_(y), n_(n) {}
+  // Whether a fit of these params on `device` is one the GPU prepares its rows for.
+  static bool prepared_on_gpu(const ClassifierParams& params, cae::Device device);
+  // Takes the rows prepare_training_rows_gpu made of raw_, or false when the GPU lacks the room.
+  bool prepare_on_gpu(const Scaler& scaler, const ClassifierParams& params);
   Classifier describe(const ClassifierParams& params, cae::Device device) const;  // a fit's fields before solving
   PreparedRows rows_;  // scaler, gamma 'scale', mask, dropped values, kept count
   int dim_ = 0;
-  // Rows prepared on the GPU (X_ then holds the raw rows), until the one fit they serve.
+  // Rows prepared on the GPU (raw_ then holds the raw rows), until the one fit they serve.
   mutable std::shared_ptr<DeviceRows> gpu_rows_;
   bool host_rows_prepared_ = true;
   void take(PreparedRows rows, const ClassifierParams& params);
-  const float* X_;
+  const float* X_;  // the prepared rows of a host preparation, [n, kept]
+  RawRows raw_;     // the rows as given: the support vectors of a GPU-prepared fit
   const int32_t* y_;
   int64_t n_;
 };

@@ -24,11 +24,11 @@ std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float*, const int32
 }
 void decision_values_gpu(const Model&, const float*, int64_t, double*) { no_cuda(); }
 Model fit_one_class_gpu(const float*, int64_t, int, const FitParams&) { no_cuda(); }
-std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float*, const int32_t*, int64_t, int, const Scaler&,
+std::shared_ptr<DeviceRows> prepare_training_rows_gpu(RawRows, const int32_t*, int64_t, int, const Scaler&,
                                                      PreparedRows&) {
   no_cuda();
 }
-Model fit_gpu_prepared(DeviceRows&, const float*, const int32_t*, int64_t, int, const PreparedRows&, const FitParams&,
+Model fit_gpu_prepared(DeviceRows&, RawRows, const int32_t*, int64_t, int, const PreparedRows&, const FitParams&,
                        const PairCallback&) {
   no_cuda();
 }

@@ -15,7 +15,19 @@ constexpr int64_t kColumnBlock = 256;  // columns per task: long contiguous read
 constexpr int64_t kMinParallelWork = int64_t{1} << 18;  // below this a loop stays on one thread
 }
 
-Scaler fit_standard_scaler(const float* X, int64_t n, int dim) {
+namespace {
+// Row r's columns [f0, f0 + w) (w ≤ kColumnBlock) as floats: in the rows themselves, or their
+// halves widened into `buf`.
+inline const float* row_columns(const float* X, int64_t r, int dim, int64_t f0, int64_t, float*) {
+  return X + r * dim + f0;
+}
+inline const float* row_columns(const cae::Half* X, int64_t r, int dim, int64_t f0, int64_t w, float* buf) {
+  cae::halves_to_floats(X + r * dim + f0, buf, static_cast<size_t>(w));
+  return buf;
+}
+
+template <typename T>
+Scaler fit_standard_scaler_of(const T* X, int64_t n, int dim) {
   Scaler s;
   s.mean.assign(dim, 0.0);
   s.scale.assign(dim, 1.0);
@@ -25,14 +37,15 @@ Scaler fit_standard_scaler(const float* X, int64_t n, int dim) {
   for (int64_t f0 = 0; f0 < dim; f0 += kColumnBlock) {
     const int64_t f1 = std::min<int64_t>(dim, f0 + kColumnBlock), w = f1 - f0;
     std::vector<double> sum(w, 0.0), corr(w, 0.0), sq(w, 0.0);
+    float widened[kColumnBlock];
     for (int64_t r = 0; r < n; ++r) {
-      const float* x = X + r * dim + f0;
+      const float* x = row_columns(X, r, dim, f0, w, widened);
       for (int64_t f = 0; f < w; ++f) sum[f] += x[f];
     }
     for (int64_t f = 0; f < w; ++f) sum[f] /= dn;  // now the mean
     // Corrected two-pass variance (Chan, Golub & LeVeque), as sklearn computes it.
     for (int64_t r = 0; r < n; ++r) {
-      const float* x = X + r * dim + f0;
+      const float* x = row_columns(X, r, dim, f0, w, widened);
       for (int64_t f = 0; f < w; ++f) {
         const double d = static_cast<double>(x[f]) - sum[f];
         corr[f] += d;
@@ -50,6 +63,11 @@ Scaler fit_standard_scaler(const float* X, int64_t n, int dim) {
     }
   }
   return s;
+}
+}  // namespace
+
+Scaler fit_standard_scaler(RawRows X, int64_t n, int dim) {
+  return X.f16 ? fit_standard_scaler_of(X.f16, n, dim) : fit_standard_scaler_of(X.f32, n, dim);
 }
 
 Scaler identity_scaler(int dim) { return Scaler{std::vector<double>(dim, 0.0), std::vector<double>(dim, 1.0)}; }
@@ -237,19 +255,24 @@ double gamma_scale_of_row_sums(const std::vector<double>& squared_row_sum, int d
   return var != 0 ? 1.0 / (static_cast<double>(dim) * var) : 1.0;
 }
 
-void scaled_kept_rows(const PreparedRows& prepared, const float* X, int dim, const int64_t* rows, int64_t count,
+void scaled_kept_rows(const PreparedRows& prepared, RawRows X, int dim, const int64_t* rows, int64_t count,
                       float* out) {
   const std::vector<int> kept = kept_columns(prepared.keep);
   const Scaler& sc = prepared.scaler;
   const int dk = static_cast<int>(kept.size());
-#pragma omp parallel for schedule(static) if (count * dk >= kMinParallelWork)
-  for (int64_t v = 0; v < count; ++v) {
-    const float* x = X + rows[v] * dim;
-    float* o = out + v * dk;
-    for (int i = 0; i < dk; ++i) {  // scale_row's arithmetic
-      const int f = kept[i];
-      const float centred = static_cast<float>(static_cast<double>(x[f]) - sc.mean[f]);
-      o[i] = static_cast<float>(static_cast<double>(centred) / sc.scale[f]);
+#pragma omp parallel if (count * dk >= kMinParallelWork)
+  {
+    std::vector<float> widened(X.f16 ? static_cast<size_t>(dim) : 0);  // a float16 row, widened
+#pragma omp for schedule(static)
+    for (int64_t v = 0; v < count; ++v) {
+      const float* x = X.f32 ? X.f32 + rows[v] * dim : widened.data();
+      if (X.f16) cae::halves_to_floats(X.f16 + rows[v] * dim, widened.data(), static_cast<size_t>(dim));
+      float* o = out + v * dk;
+      for (int i = 0; i < dk; ++i) {  // scale_row's arithmetic
+        const int f = kept[i];
+        const float centred = static_cast<float>(static_cast<double>(x[f]) - sc.mean[f]);
+        o[i] = static_cast<float>(static_cast<double>(centred) / sc.scale[f]);
+      }
     }
   }
 }

@@ -26,14 +26,26 @@
 #include <string>
 #include <vector>
 
+#include "common/half.h"
 #include "kernels/svm/svm.h"
 
 namespace svm {
 
+// Unscaled training rows [n, dim] as the host holds them: float32, or float16 as a features
+// file stores them (ae::FeatureSplit::X16), which a GPU fit uploads in half the bytes and
+// widens on the device. Widening is exact, so either gives the same numbers.
+struct RawRows {
+  RawRows(const float* x) : f32(x) {}       // NOLINT(google-explicit-constructor): any float rows
+  RawRows(const cae::Half* x) : f16(x) {}   // NOLINT(google-explicit-constructor)
+  const float* f32 = nullptr;
+  const cae::Half* f16 = nullptr;
+};
+
 struct Scaler {
   std::vector<double> mean, scale;  // [D]
 };
-Scaler fit_standard_scaler(const float* X, int64_t n, int dim);  // sklearn's StandardScaler
+// sklearn's StandardScaler; the same numbers for float16 rows as for their floats.
+Scaler fit_standard_scaler(RawRows X, int64_t n, int dim);
 Scaler identity_scaler(int dim);
 void apply_scaler(const Scaler& s, float* X, int64_t n, int dim);
 
@@ -89,16 +101,17 @@ struct DeviceRows;  // rows on the GPU (kernels/svm/cuda/svm_gpu.cuh)
 // compacted rows stay on the device, sorted by class for the solver (fit_gpu_prepared). Null,
 // with `out` untouched, when the device lacks the room for the rows twice (then prepare on
 // the host).
-std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float* X, const int32_t* y, int64_t n, int dim,
+// float16 rows go up as they are and are widened on the device, with the same results.
+std::shared_ptr<DeviceRows> prepare_training_rows_gpu(RawRows X, const int32_t* y, int64_t n, int dim,
                                                      const Scaler& scaler, PreparedRows& out);
 // Rows rows[0..count) of X [·, dim] as prepare_training_rows leaves them — scaled, then
 // their kept columns — into out [count, kept]: a GPU-prepared fit's support vectors.
-void scaled_kept_rows(const PreparedRows& prepared, const float* X, int dim, const int64_t* rows, int64_t count,
+void scaled_kept_rows(const PreparedRows& prepared, RawRows X, int dim, const int64_t* rows, int64_t count,
                       float* out);
 // fit_gpu on rows prepare_training_rows_gpu left on the device, which it spends (one fit):
 // the same model as fit_gpu on the rows prepare_training_rows makes of X. X: the raw rows
 // [n, raw_dim] the support vectors are made from (scaled_kept_rows).
-Model fit_gpu_prepared(DeviceRows& rows, const float* X, const int32_t* y, int64_t n, int raw_dim,
+Model fit_gpu_prepared(DeviceRows& rows, RawRows X, const int32_t* y, int64_t n, int raw_dim,
                        const PreparedRows& prepared, const FitParams& p, const PairCallback& cb);
 // Σ over dropped features of (x_f − v_f)² per row (scaled, not yet compacted X).
 std::vector<double> dropped_feature_distance(const float* X, int64_t n, int dim, const std::vector<uint8_t>& keep,

@@ -209,6 +209,14 @@ PY
   run "$BIN/svm-eval" --model "$SVM_DIR/svm.h5" --features "$TMP/inf.h5" -o "$TMP/eval.h5"
   assert_error 1 "inf.h5: /test/features row 5 feature 100 is infinite"
   assert_no_output "$TMP/eval.h5"
+  # float16 rows, which a single fit keeps as stored
+  features_variant "$TMP/nan16.h5" 'xtr = xtr.astype(np.float16); xtr[7, 3] = np.nan'
+  run "$BIN/svm-fit" --features "$TMP/nan16.h5" -o "$TMP/svm.h5"
+  assert_error 1 "nan16.h5: /train/features row 7 feature 3 is NaN"
+  features_variant "$TMP/inf16.h5" 'xtr = xtr.astype(np.float16); xtr[9, 500] = np.inf'
+  run "$BIN/svm-fit" --features "$TMP/inf16.h5" -o "$TMP/svm.h5"
+  assert_error 1 "inf16.h5: /train/features row 9 feature 500 is infinite"
+  assert_no_output "$TMP/svm.h5"
 }
 
 @test "bad input: a single class" {

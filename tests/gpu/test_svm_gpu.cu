@@ -12,6 +12,7 @@
 #include <cstring>
 #include <numeric>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include "common/cuda_check.cuh"
 #include "common/device.h"
+#include "common/half.h"
 #include "common/large_buffer.h"
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/cpu/kernel.h"
@@ -632,6 +634,90 @@ TEST(SvmGpu, FitOnRowsPreparedOnTheDeviceEqualsTheHostPreparedFit) {
   EXPECT_TRUE(std::equal(gm.support_vectors.begin(), gm.support_vectors.end(), wm.support_vectors.begin()));
   EXPECT_THROW(on_device.fit(params, cae::Device::gpu), std::logic_error);
   EXPECT_THROW(on_device.fit_each_C(params, {1.0, 10.0}, cae::Device::gpu), std::logic_error);
+}
+
+// The device's widening of rows that went up as float16: every binary16 bit pattern (and a
+// tail past the last group of eight) to the host's exact float, NaN to NaN.
+TEST(SvmGpu, HalvesWidenOnTheDeviceAsOnTheHost) {
+  REQUIRE_GPU();
+  const size_t count = 65536 + 5;
+  std::vector<cae::Half> halves(count);
+  for (size_t i = 0; i < count; ++i) halves[i].bits = static_cast<uint16_t>((i * 40503u) & 0xffffu);
+  cae::cuda::DeviceBuffer<cae::Half> d_in(count);
+  cae::cuda::DeviceBuffer<float> d_out(count);
+  AE_CUDA_CHECK(cudaMemcpy(d_in.get(), halves.data(), count * sizeof(cae::Half), cudaMemcpyHostToDevice));
+  svm::cuda::widen_halves(d_in.get(), d_out.get(), static_cast<int64_t>(count), nullptr);
+  std::vector<float> got(count);
+  AE_CUDA_CHECK(cudaMemcpy(got.data(), d_out.get(), count * sizeof(float), cudaMemcpyDeviceToHost));
+  size_t seen_nan = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const float want = cae::half_bits_to_float(halves[i].bits);
+    if (std::isnan(want)) {
+      ++seen_nan;
+      ASSERT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      uint32_t a, b;
+      std::memcpy(&a, &want, 4);
+      std::memcpy(&b, &got[i], 4);
+      ASSERT_EQ(a, b) << "bits 0x" << std::hex << halves[i].bits;  // -0 stays -0, subnormals exact
+    }
+  }
+  EXPECT_EQ(seen_nan, size_t{2046});  // every NaN pattern once (40503 is odd: a permutation), none in the tail
+}
+
+// svm-fit's single GPU fit of float16 features (PreparedSet::on_gpu: the halves go up and are
+// widened there) against the fit on their floats prepared by the host: one model, bit for
+// bit. Rows whose count of values is not a multiple of eight (the widening's tail).
+TEST(SvmGpu, FitOnFloat16RowsWidenedOnTheDeviceEqualsTheFloatFit) {
+  REQUIRE_GPU();
+  const int64_t n = 901;
+  const int dim = 303;
+  const std::vector<float> raw = code_like_rows(n, dim, 13);
+  std::vector<cae::Half> X16(raw.size());
+  ASSERT_EQ(cae::floats_to_halves(raw.data(), X16.data(), raw.size()), raw.size());
+  std::vector<float> X(raw.size());  // what a reader that widens gives
+  cae::halves_to_floats(X16.data(), X.data(), X.size());
+  std::vector<int32_t> y(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    double s = 0;
+    for (int f = 10; f < 40; ++f) s += X[static_cast<size_t>(r * dim + f)];
+    y[static_cast<size_t>(r)] = static_cast<int32_t>(r % 3 == 0 ? (r / 3) % 3 : static_cast<int64_t>(s) % 3);
+  }
+  for (bool standardize : {true, false}) {
+    svm::ClassifierParams params;
+    params.C = 10;
+    params.standardize = standardize;
+    params.log_summary = false;
+    const svm::Scaler scaler = svm::scaler_for(X16.data(), n, dim, params);
+    const svm::Scaler of_floats = svm::scaler_for(X.data(), n, dim, params);
+    EXPECT_EQ(scaler.mean, of_floats.mean);
+    EXPECT_EQ(scaler.scale, of_floats.scale);
+    std::vector<float> a = X;
+    const svm::PreparedSet on_host(a.data(), y.data(), n, dim, params);
+    std::optional<svm::PreparedSet> on_device =
+        svm::PreparedSet::on_gpu(X16.data(), y.data(), n, dim, params, scaler, cae::Device::gpu);
+    ASSERT_TRUE(on_device);
+    const svm::Classifier want = on_host.fit(params, cae::Device::gpu);
+    const svm::Classifier got = on_device->fit(params, cae::Device::gpu);
+    EXPECT_EQ(got.file().scaler.mean, want.file().scaler.mean);
+    EXPECT_EQ(got.file().scaler.scale, want.file().scaler.scale);
+    EXPECT_EQ(got.file().feature_mask, want.file().feature_mask);
+    EXPECT_EQ(got.file().dropped_values, want.file().dropped_values);
+    EXPECT_EQ(got.resolved_gamma(), want.resolved_gamma());
+    const svm::Model &gm = got.model(), &wm = want.model();
+    EXPECT_GT(wm.n_sv(), 0);
+    EXPECT_EQ(gm.support_indices, wm.support_indices);
+    EXPECT_EQ(gm.rho, wm.rho);
+    EXPECT_EQ(gm.dual_coef, wm.dual_coef);
+    ASSERT_EQ(gm.support_vectors.size(), wm.support_vectors.size());
+    EXPECT_TRUE(std::equal(gm.support_vectors.begin(), gm.support_vectors.end(), wm.support_vectors.begin()));
+  }
+  // Fits the GPU does not prepare rows for: the caller widens them.
+  svm::ClassifierParams params;
+  const svm::Scaler scaler = svm::scaler_for(X16.data(), n, dim, params);
+  EXPECT_FALSE(svm::PreparedSet::on_gpu(X16.data(), y.data(), n, dim, params, scaler, cae::Device::cpu));
+  params.kind = svm::SvmKind::one_class;
+  EXPECT_FALSE(svm::PreparedSet::on_gpu(X16.data(), y.data(), n, dim, params, scaler, cae::Device::gpu));
 }
 
 // svm-fit --cv on the GPU: the same folds, the same per-fold gammas, and a table whose every

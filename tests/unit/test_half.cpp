@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -18,6 +19,7 @@
 #include "kernels/ae/features_reader.h"
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/model_file.h"
+#include "kernels/svm/preprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -170,6 +172,98 @@ TEST(Hdf5Half, FeaturesAreStoredAsH5pysFloat16AndReadBackAsTheirRounding) {
   EXPECT_FALSE(full.float16);
   EXPECT_TRUE(std::equal(full.X.begin(), full.X.end(), x.begin()));
   EXPECT_EQ(full.X.size(), static_cast<size_t>(600 * 8192));
+}
+
+// svm-fit's single fit keeps float16 rows as stored (FeatureRequest::keep_float16): the same
+// values as the widening read, in half the bytes; widen() makes the widening read's floats.
+TEST(Hdf5Half, Float16RowsKeptAsStoredAreTheWideningReadsValues) {
+  TempDir tmp;
+  const std::string f16 = tmp.file("f16.h5"), f32 = tmp.file("f32.h5");
+  write_features(f16, 1100, ae::FeatureDtype::float16, 2);
+  write_features(f32, 300, ae::FeatureDtype::float32, 2);
+  const ae::FeatureRows widened = ae::read_training_rows(f16, 700, cae::ViewSet());
+  ae::FeatureRows kept = ae::read_training_rows(f16, 700, cae::ViewSet(), /*keep_float16=*/true);
+  ASSERT_EQ(widened.split.X.size(), static_cast<size_t>(700 * 8192));
+  EXPECT_TRUE(kept.split.X.empty());
+  ASSERT_EQ(kept.split.X16.size(), widened.split.X.size());
+  EXPECT_TRUE(kept.split.float16);
+  EXPECT_EQ(kept.split.labels, widened.split.labels);
+  EXPECT_EQ(kept.split.n, 700);
+  for (size_t i = 0; i < widened.split.X.size(); ++i)
+    ASSERT_EQ(cae::half_bits_to_float(kept.split.X16[i].bits), widened.split.X[i]) << i;
+  kept.split.widen();
+  EXPECT_TRUE(kept.split.X16.empty());
+  EXPECT_TRUE(std::equal(kept.split.X.begin(), kept.split.X.end(), widened.split.X.begin()));
+  // float32 rows are read as floats whatever is asked.
+  const ae::FeatureRows full = ae::read_training_rows(f32, 0, cae::ViewSet(), true);
+  EXPECT_TRUE(full.split.X16.empty());
+  EXPECT_EQ(full.split.X.size(), static_cast<size_t>(300 * 8192));
+  EXPECT_FALSE(full.split.float16);
+}
+
+// A NaN or Inf in float16 rows kept as stored is named as the widening read names it.
+TEST(Hdf5Half, ANonFiniteFeatureKeptAsFloat16IsNamedAsWhenWidened) {
+  TempDir tmp;
+  const int64_t n = 40;
+  const int dim = 6;
+  for (const uint16_t bad : {uint16_t{0x7e00}, uint16_t{0xfc00}, uint16_t{0x7c01}}) {  // NaN, -Inf, a signalling NaN
+    std::vector<cae::Half> x(static_cast<size_t>(n * dim));
+    for (size_t i = 0; i < x.size(); ++i) x[i].bits = cae::float_to_half_bits(0.25f * float(i % 9));
+    x[static_cast<size_t>(31 * dim + 4)].bits = bad;
+    x[static_cast<size_t>(35 * dim + 1)].bits = 0x7c00;  // a later one is not the one named
+    const std::string path = tmp.file("bad" + std::to_string(bad) + ".h5");
+    {
+      cae::Hdf5Writer w(path);
+      w.write("/train/features", x.data(), {static_cast<uint64_t>(n), static_cast<uint64_t>(dim)});
+      w.write("/train/labels", std::vector<int64_t>(static_cast<size_t>(n), 1));
+      w.close();
+    }
+    std::string widened_error, kept_error;
+    try {
+      ae::read_training_rows(path, 0, cae::ViewSet());
+    } catch (const std::runtime_error& e) {
+      widened_error = e.what();
+    }
+    try {
+      ae::read_training_rows(path, 0, cae::ViewSet(), /*keep_float16=*/true);
+    } catch (const std::runtime_error& e) {
+      kept_error = e.what();
+    }
+    EXPECT_EQ(kept_error, widened_error);
+    EXPECT_EQ(kept_error, path + ": /train/features row 31 feature 4 is " + (bad == 0xfc00 ? "infinite" : "NaN") +
+                              " (features must be finite)");
+  }
+}
+
+// The scaler and a GPU-prepared fit's support vectors made from float16 rows are those of
+// their floats, bit for bit.
+TEST(Hdf5Half, TheScalerAndSupportVectorsOfFloat16RowsAreThoseOfTheirFloats) {
+  const int64_t n = 1500;
+  const int dim = 700;  // three column blocks of the scaler, the last partial
+  std::mt19937 rng(5);
+  std::lognormal_distribution<float> code(0.0f, 1.5f);
+  std::vector<float> X(static_cast<size_t>(n * dim));
+  for (float& v : X) v = rng() % 3 == 0 ? 0.0f : code(rng);
+  for (int64_t r = 0; r < n; ++r) X[static_cast<size_t>(r * dim + 9)] = 2.0f;  // a constant feature
+  std::vector<cae::Half> X16(X.size());
+  ASSERT_EQ(cae::floats_to_halves(X.data(), X16.data(), X.size()), X.size());
+  cae::halves_to_floats(X16.data(), X.data(), X.size());
+  const svm::Scaler want = svm::fit_standard_scaler(X.data(), n, dim);
+  const svm::Scaler got = svm::fit_standard_scaler(X16.data(), n, dim);
+  EXPECT_EQ(got.mean, want.mean);
+  EXPECT_EQ(got.scale, want.scale);
+  std::vector<float> scaled = X;
+  const svm::PreparedRows prepared = svm::prepare_training_rows(scaled.data(), n, dim, want);
+  ASSERT_EQ(prepared.kept, dim - 1);
+  const std::vector<int64_t> some = {n - 1, 0, 77, n / 2};
+  std::vector<float> from_floats(some.size() * static_cast<size_t>(prepared.kept)), from_halves(from_floats.size());
+  svm::scaled_kept_rows(prepared, X.data(), dim, some.data(), 4, from_floats.data());
+  svm::scaled_kept_rows(prepared, X16.data(), dim, some.data(), 4, from_halves.data());
+  EXPECT_EQ(from_halves, from_floats);
+  for (size_t v = 0; v < some.size(); ++v)
+    EXPECT_TRUE(std::equal(from_halves.begin() + static_cast<std::ptrdiff_t>(v * prepared.kept),
+                           from_halves.begin() + static_cast<std::ptrdiff_t>((v + 1) * prepared.kept),
+                           scaled.begin() + static_cast<std::ptrdiff_t>(some[v] * prepared.kept)));
 }
 
 TEST(Hdf5Half, ACodeBeyondFloat16sRangeNamesItsRowAndTheOption) {

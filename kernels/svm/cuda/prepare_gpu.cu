@@ -15,6 +15,9 @@
 #include <memory>
 #include <stdexcept>
 
+#include <cuda_fp16.h>
+
+#include "common/half.h"
 #include "common/timer.h"
 #include "kernels/svm/cuda/svm_gpu.cuh"
 #include "kernels/svm/preprocess.h"
@@ -85,6 +88,25 @@ __global__ void __launch_bounds__(kThreads) row_pass_kernel(float* __restrict__ 
   if (c < rows) row_sum[r0 + c] = running;
 }
 
+// float16 rows widened to floats (exact), eight values per thread and step.
+__global__ void widen_halves_kernel(const uint4* __restrict__ in, float4* __restrict__ out, int64_t groups) {
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint4 h = in[g];
+    const __half2* pair = reinterpret_cast<const __half2*>(&h);
+    const float2 a = __half22float2(pair[0]), b = __half22float2(pair[1]);
+    const float2 c = __half22float2(pair[2]), d = __half22float2(pair[3]);
+    out[2 * g] = make_float4(a.x, a.y, b.x, b.y);
+    out[2 * g + 1] = make_float4(c.x, c.y, d.x, d.y);
+  }
+}
+
+__global__ void widen_halves_tail_kernel(const __half* __restrict__ in, float* __restrict__ out, int64_t begin,
+                                         int64_t end) {
+  const int64_t i = begin + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < end) out[i] = __half2float(in[i]);
+}
+
 __global__ void compact_rows_kernel(const float* __restrict__ X, const int64_t* __restrict__ places, int dim,
                                     const int* __restrict__ kept, int count, int64_t ld, float* __restrict__ out) {
   const int64_t r = blockIdx.x;
@@ -118,6 +140,21 @@ void squared_deviation_sums(const float* X, int64_t n, int dim, double mean, dou
   AE_CUDA_LAUNCH_CHECK();
 }
 
+void widen_halves(const cae::Half* in, float* out, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  const int64_t groups = count / 8;  // DeviceBuffer's allocations are 256-byte aligned
+  if (groups > 0) {
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((groups + kThreads - 1) / kThreads, 65536));
+    widen_halves_kernel<<<blocks, kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(in),
+                                                         reinterpret_cast<float4*>(out), groups);
+    AE_CUDA_LAUNCH_CHECK();
+  }
+  if (groups * 8 < count) {
+    widen_halves_tail_kernel<<<1, 8, 0, stream>>>(reinterpret_cast<const __half*>(in), out, groups * 8, count);
+    AE_CUDA_LAUNCH_CHECK();
+  }
+}
+
 void compact_rows(const float* X, const int64_t* places, int64_t n, int dim, const int* kept, int count, int64_t ld,
                   float* out, cudaStream_t stream) {
   if (n <= 0) return;
@@ -128,16 +165,19 @@ void compact_rows(const float* X, const int64_t* places, int64_t n, int dim, con
 
 }  // namespace cuda
 
-std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float* X, const int32_t* y, int64_t n, int dim,
+std::shared_ptr<DeviceRows> prepare_training_rows_gpu(RawRows X, const int32_t* y, int64_t n, int dim,
                                                      const Scaler& scaler, PreparedRows& out) {
   using namespace cuda;
   using cae::cuda::DeviceBuffer;
   if (n <= 0 || dim <= 0) throw std::invalid_argument("prepare_training_rows_gpu: no rows");
   if (scaler.mean.size() != static_cast<size_t>(dim) || scaler.scale.size() != static_cast<size_t>(dim))
     throw std::invalid_argument("prepare_training_rows_gpu: a scaler of another width");
-  const int64_t raw_bytes = n * dim * static_cast<int64_t>(sizeof(float));
+  const size_t values = static_cast<size_t>(n) * static_cast<size_t>(dim);
+  const int64_t raw_bytes = static_cast<int64_t>(values * sizeof(float));
+  // float16 rows arrive in a buffer of their own, freed once widened, before the rows' buffer.
+  const int64_t arriving_bytes = X.f16 ? static_cast<int64_t>(values * sizeof(cae::Half)) : 0;
   const int64_t rows_bytes = n * device_row_stride(dim) * static_cast<int64_t>(sizeof(float));
-  if (raw_bytes + rows_bytes + kDeviceReserveBytes > free_device_bytes()) return nullptr;
+  if (raw_bytes + std::max(arriving_bytes, rows_bytes) + kDeviceReserveBytes > free_device_bytes()) return nullptr;
 
   cae::Stopwatch clock;
   const Stream stream;
@@ -145,13 +185,23 @@ std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float* X, const int3
   auto sync = [&] { stream.sync(); };
   auto rows = std::make_shared<DeviceRows>();
 
-  // The raw rows go up page-locked; the lock is released on another thread while the GPU
-  // works (unlocking CIFAR-10's 1.6 GB takes 0.03 s), joined when the rows are spent.
-  DeviceBuffer<float> d_raw(static_cast<size_t>(n) * dim);
+  // The raw rows go up page-locked, float16 in half the bytes (then widened here); the lock
+  // is released on another thread while the GPU works (unlocking CIFAR-10's 1.6 GB takes
+  // 0.03 s), joined when the rows are spent.
+  DeviceBuffer<float> d_raw(values);
   {
-    auto pinned = std::make_unique<cae::cuda::PinnedRange>(X, static_cast<size_t>(raw_bytes));
-    AE_CUDA_CHECK(cudaMemcpyAsync(d_raw.get(), X, static_cast<size_t>(raw_bytes), cudaMemcpyHostToDevice, s));
-    sync();
+    const void* host = X.f16 ? static_cast<const void*>(X.f16) : static_cast<const void*>(X.f32);
+    const size_t bytes = X.f16 ? static_cast<size_t>(arriving_bytes) : static_cast<size_t>(raw_bytes);
+    auto pinned = std::make_unique<cae::cuda::PinnedRange>(host, bytes);
+    if (X.f16) {
+      DeviceBuffer<cae::Half> d_halves(values);
+      AE_CUDA_CHECK(cudaMemcpyAsync(d_halves.get(), host, bytes, cudaMemcpyHostToDevice, s));
+      widen_halves(d_halves.get(), d_raw.get(), static_cast<int64_t>(values), s);
+      sync();
+    } else {
+      AE_CUDA_CHECK(cudaMemcpyAsync(d_raw.get(), host, bytes, cudaMemcpyHostToDevice, s));
+      sync();
+    }
     rows->unlocked = std::async(std::launch::async, [lock = std::move(pinned)]() mutable { lock.reset(); });
   }
   PreparedRows p;
@@ -162,7 +212,9 @@ std::shared_ptr<DeviceRows> prepare_training_rows_gpu(const float* X, const int3
   AE_CUDA_CHECK(cudaMemcpyAsync(d_scale.get(), p.scaler.scale.data(), sizeof(double) * dim, cudaMemcpyHostToDevice, s));
   // Row 0 scaled on the host: the value every row is compared with, and the dropped
   // features' values.
-  std::vector<float> row0(X, X + dim);
+  std::vector<float> row0(static_cast<size_t>(dim));
+  if (X.f16) cae::halves_to_floats(X.f16, row0.data(), static_cast<size_t>(dim));
+  else std::copy(X.f32, X.f32 + dim, row0.begin());
   apply_scaler(p.scaler, row0.data(), 1, dim);
   DeviceBuffer<float> d_row0(static_cast<size_t>(dim));
   DeviceBuffer<uint8_t> d_differs(static_cast<size_t>(dim));

@@ -465,7 +465,7 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
                     [&](std::vector<PairSolution> sols) { return assemble_model(X, y, n, dim, p, std::move(sols)); });
 }
 
-Model fit_prepared(DeviceRows& rows, const float* X, const int32_t* y, int64_t n, int raw_dim,
+Model fit_prepared(DeviceRows& rows, RawRows X, const int32_t* y, int64_t n, int raw_dim,
                    const PreparedRows& prepared, const FitParams& p, const PairCallback& cb, const FitOptions& options,
                    FitStats* stats) {
   if (rows.dim != prepared.kept) throw std::invalid_argument("fit_gpu_prepared: rows of another preparation");
@@ -544,7 +544,7 @@ Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) 
   return m;
 }
 
-Model fit_gpu_prepared(DeviceRows& rows, const float* X, const int32_t* y, int64_t n, int raw_dim,
+Model fit_gpu_prepared(DeviceRows& rows, RawRows X, const int32_t* y, int64_t n, int raw_dim,
                        const PreparedRows& prepared, const FitParams& p, const PairCallback& cb) {
   return cuda::fit_prepared(rows, X, y, n, raw_dim, prepared, p, cb, cuda::FitOptions{}, nullptr);
 }

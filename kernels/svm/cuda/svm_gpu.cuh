@@ -101,7 +101,7 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
 // fit() on rows prepare_training_rows_gpu left on the device (their split for the tensor
 // cores spends them: one fit); the support vectors come from the raw host rows X [n, raw_dim]
 // through `prepared` (scaled_kept_rows).
-Model fit_prepared(DeviceRows& rows, const float* X, const int32_t* y, int64_t n, int raw_dim,
+Model fit_prepared(DeviceRows& rows, RawRows X, const int32_t* y, int64_t n, int raw_dim,
                    const PreparedRows& prepared, const FitParams& p, const PairCallback& cb, const FitOptions& options,
                    FitStats* stats);
 // One model per C of `Cs` from one kernel matrix (p.C is ignored); `stats` describes the
@@ -133,6 +133,8 @@ void scale_rows(float* X, int64_t n, int dim, const double* mean, const double* 
                 uint8_t* differs, double* row_sum, cudaStream_t stream);
 // row_sum[r] = Σ_f (X[r, f] − mean)² in column order, in double.
 void squared_deviation_sums(const float* X, int64_t n, int dim, double mean, double* row_sum, cudaStream_t stream);
+// out[i] = the float of in[i] (float16), i < count: rows that went up as halves.
+void widen_halves(const cae::Half* in, float* out, int64_t count, cudaStream_t stream);
 // out[places[r], i] = X[r, kept[i]] for i < count (X dense, [n, dim]), 0 for count ≤ i < ld.
 void compact_rows(const float* X, const int64_t* places, int64_t n, int dim, const int* kept, int count, int64_t ld,
                   float* out, cudaStream_t stream);
