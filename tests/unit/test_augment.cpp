@@ -270,6 +270,13 @@ TEST(FeaturesViews, ReadViewsGivesEachViewsBlockInOrderWithTheLabelsRepeated) {
   EXPECT_EQ(training.split.n, 4 * f.n);
   EXPECT_TRUE(std::equal(training.split.X.begin() + 2 * f.n * f.dim, training.split.X.begin() + 3 * f.n * f.dim,
                          f.values[index_in(written, {1, false})].begin()));
+  // Kept as float16 (a single GPU fit): the same blocks, as halves.
+  ae::FeatureRows halves = ae::read_training_rows(f.path, 0, ViewSet(true, 1), /*keep_float16=*/true);
+  EXPECT_TRUE(halves.split.X.empty());
+  ASSERT_EQ(halves.split.X16.size(), training.split.X.size());
+  EXPECT_EQ(halves.split.labels, training.split.labels);
+  halves.split.widen();
+  EXPECT_TRUE(std::equal(halves.split.X.begin(), halves.split.X.end(), training.split.X.begin()));
 }
 
 TEST(FeaturesViews, AViewTheFileLacksIsRefusedNamingTheDatasetAndTheEncode) {
