@@ -149,7 +149,7 @@ void start_or_resume(Trainer& trainer, const TrainRequest& req) {
 class RunProgress {
  public:
   RunProgress(const Trainer& t, int epochs)
-      : epochs_(epochs), first_epoch_(t.epochs_done() + 1),
+      : epochs_(epochs), first_epoch_(t.checkpoint().epochs_done + 1),
         run_images_((epochs - first_epoch_ + 1) * t.train_count()) {}
   void training(int epoch, int64_t done, int64_t total, double loss) {
     if (!bar_ || bar_epoch_ != epoch) {
@@ -238,39 +238,31 @@ TrainResult run_training(const TrainRequest& req) {
   std::unique_ptr<AeBackend> backend = make_backend(device, arch, tc.optimizer, req.precision, threads, group);
   result.backend = backend->describe();
 
-  // The dataset's digest is waited for only where it is recorded (the provenance, the
-  // checkpoint: at the first epoch's end) or a --resume checks it, not before the training
-  // starts (it took 0.15 s, longer than the GPU's set-up, and was ae-train's start-up).
-  std::optional<cae::InputFile> data_input;
-  auto dataset_input = [&]() -> const cae::InputFile& {
-    if (!data_input) data_input = data_hash.get().front();
-    return *data_input;
-  };
+  const cae::InputFile data_input = data_hash.get().front();
   // On either thread: no phase of its own, and the provenance taken by the caller.
   auto write_model = [&req](const Checkpoint& c, const cae::Provenance& provenance) {
     cae::AtomicOutput out(req.output);
     write_checkpoint(out.temp_path(), req.output, c, provenance);
     out.commit();
   };
-  auto provenance = [&] { return cae::Provenance{"ae-model", 1, cae::options_json(), {dataset_input()}}; };
+  auto provenance = [&] { return cae::Provenance{"ae-model", 1, cae::options_json(), {data_input}}; };
   auto save = [&](const Checkpoint& c) {
     cae::PhaseScope writing(cae::Phase::write);
     write_model(c, provenance());
   };
   CheckpointWrites epoch_writes;
   phase.emplace(cae::Phase::compute);  // training, and the evaluation passes of each epoch
-  Trainer trainer(tc, *backend, std::move(train_split), std::move(test_split),
-                  Trainer::DataDigest([&] { return dataset_input().sha256; }));
+  Trainer trainer(tc, *backend, std::move(train_split), std::move(test_split), data_input.sha256);
   start_or_resume(trainer, req);
 
   cae::log_info("autoencoder %s: %s parameters", arch.describe().c_str(), with_commas(arch.param_count()).c_str());
   cae::log_info("%s training, %s validation and %s test images; batch %d, %s, lr %g; %s",
                 with_commas(trainer.train_count()).c_str(), with_commas(trainer.val_count()).c_str(),
                 with_commas(trainer.test_count()).c_str(), tc.batch_size, tc.optimizer.kind.c_str(),
-                trainer.current_lr(), result.backend.c_str());
+                trainer.checkpoint().lr_current, result.backend.c_str());
   if (trainer.finished()) {
     cae::log_info("%s already has %lld of %d epochs: nothing to do", req.output.c_str(),
-                  static_cast<long long>(trainer.epochs_done()), tc.epochs);
+                  static_cast<long long>(trainer.checkpoint().epochs_done), tc.epochs);
     result.checkpoint = trainer.checkpoint();
     return result;
   }
@@ -285,7 +277,7 @@ TrainResult run_training(const TrainRequest& req) {
     return result;
   }
 
-  if (result.lead) set_stop_message(req.output, int(trainer.epochs_done()), tc.epochs);
+  if (result.lead) set_stop_message(req.output, int(trainer.checkpoint().epochs_done), tc.epochs);
   cae::StopSignals stop_signals;
   const auto stop_requested = [&] { return stop_signals.requested(); };
   RunProgress progress(trainer, tc.epochs);

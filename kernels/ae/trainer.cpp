@@ -82,12 +82,7 @@ void pick_samples(const cae::ImageSplit& test, Checkpoint& c) {
 
 Trainer::Trainer(TrainerConfig config, AeBackend& backend, cae::ImageSplit train, cae::ImageSplit test,
                  std::string data_sha256)
-    : Trainer(std::move(config), backend, std::move(train), std::move(test),
-              DataDigest([sha = std::move(data_sha256)] { return sha; })) {}
-
-Trainer::Trainer(TrainerConfig config, AeBackend& backend, cae::ImageSplit train, cae::ImageSplit test,
-                 DataDigest data_sha256)
-    : cfg_(std::move(config)), backend_(backend), test_(std::move(test)), data_digest_(std::move(data_sha256)) {
+    : cfg_(std::move(config)), backend_(backend), test_(std::move(test)), data_sha256_(std::move(data_sha256)) {
   const Architecture& arch = backend_.architecture();
   for (const cae::ImageSplit* s : {&train, &test_})
     if (s->C != arch.input_channels() || s->H != arch.height() || s->W != arch.width())
@@ -118,22 +113,13 @@ void Trainer::start() {
   ckpt_.plateau_best = std::numeric_limits<double>::infinity();
   ckpt_.train_count = train_.size();
   ckpt_.val_count = val_.size();
-  set_run_fields();  // the dataset's digest is recorded where the checkpoint is handed out
-}
-
-const std::string& Trainer::data_sha256() {
-  if (!data_sha256_) data_sha256_ = data_digest_();
-  return *data_sha256_;
-}
-
-const Checkpoint& Trainer::checkpoint() {
-  record_data_sha256();
-  return ckpt_;
+  ckpt_.data_sha256 = data_sha256_;
+  set_run_fields();
 }
 
 // --resume only continues a run with the same data and the options that shape its
 // trajectory; anything else would silently produce a model nobody asked for.
-void Trainer::check_resumable(const Checkpoint& c) {
+void Trainer::check_resumable(const Checkpoint& c) const {
   const std::string& file = cfg_.output_name;
   auto mismatch = [&](const std::string& was, const std::string& now) {
     throw cae::UsageError(file + ": cannot --resume: it was trained with " + was + ", this run has " + now +
@@ -142,8 +128,8 @@ void Trainer::check_resumable(const Checkpoint& c) {
   auto num = [](const char* what, int64_t v) { return std::string(what) + " " + std::to_string(v); };
   if (c.arch != backend_.architecture())
     mismatch("the architecture " + c.arch.describe(), backend_.architecture().describe());
-  if (c.data_sha256 != data_sha256())
-    mismatch("a dataset of sha256 " + c.data_sha256.substr(0, 12) + "…", "one of sha256 " + data_sha256().substr(0, 12) + "…");
+  if (c.data_sha256 != data_sha256_)
+    mismatch("a dataset of sha256 " + c.data_sha256.substr(0, 12) + "…", "one of sha256 " + data_sha256_.substr(0, 12) + "…");
   if (c.val_count != val_.size()) mismatch(num("--val-split", c.val_count), num("--val-split", val_.size()));
   if (c.train_count != train_.size())
     mismatch(std::to_string(c.train_count) + " training images", std::to_string(train_.size()));
@@ -287,7 +273,6 @@ bool Trainer::run(const EpochDone& on_epoch, const Progress& on_progress, const 
     r.monitors_val = val_.size() > 0;
     r.lr_reduced = plateau_step(r.monitors_val ? r.val_loss : r.train_loss, cfg_.plateau_factor, cfg_.plateau_patience, ckpt_);
     reconstruct_samples();
-    record_data_sha256();
     on_epoch(ckpt_, r);
   }
   return true;

@@ -2,7 +2,7 @@
 // per epoch, the ReduceLROnPlateau schedule on the validation loss, resume checks, the
 // divergence stop, and a Checkpoint after every epoch handed to the caller to save.
 //
-//   ae::Trainer trainer(config, *backend, train_split, test_split, data_sha256);  // or a function giving it
+//   ae::Trainer trainer(config, *backend, train_split, test_split, data_sha256);
 //   trainer.start();                      // or trainer.resume(ae::read_checkpoint(path));
 //   if (!trainer.run(save_and_log, draw_progress, nullptr, stop_requested)) save(trainer.checkpoint());
 //
@@ -16,7 +16,6 @@
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,19 +92,10 @@ class Trainer {
   // there.
   using StopRequested = std::function<bool()>;
 
-  // The dataset file's sha256, asked for only where it is needed — by resume()'s check, and
-  // where a checkpoint records it (on_epoch's, checkpoint()) — and at most once: ae-train
-  // hashes the file on a thread of its own while the trainer sets up and trains its first
-  // epoch (CIFAR-10's 184 MB take ~0.15 s, longer than the GPU's set-up).
-  using DataDigest = std::function<std::string()>;
-
   // `train` is the file's training split (any --train-limit applied); the validation
   // hold-out is taken from it here. Throws cae::UsageError when config.val_split leaves
   // no training image, and std::invalid_argument when the images are not the backend's shape.
   // Both splits are taken by value: pass them with std::move to avoid a copy.
-  Trainer(TrainerConfig config, AeBackend& backend, cae::ImageSplit train, cae::ImageSplit test,
-          DataDigest data_sha256);
-  // The same with the digest already known.
   Trainer(TrainerConfig config, AeBackend& backend, cae::ImageSplit train, cae::ImageSplit test,
           std::string data_sha256);
 
@@ -127,10 +117,7 @@ class Trainer {
   // Recomputes the sample reconstructions with the backend's current weights.
   void reconstruct_samples();
 
-  // The run's state, with the dataset's digest (waited for here the first time).
-  const Checkpoint& checkpoint();
-  int64_t epochs_done() const { return ckpt_.epochs_done; }
-  double current_lr() const { return ckpt_.lr_current; }
+  const Checkpoint& checkpoint() const { return ckpt_; }
   const TrainerConfig& config() const { return cfg_; }
   int64_t train_count() const { return train_.size(); }
   int64_t val_count() const { return val_.size(); }
@@ -141,14 +128,11 @@ class Trainer {
   bool train_rest_of_epoch(int epoch, const std::vector<int64_t>& order, const Progress& on_progress,
                            const StopRequested& stop);
   void take_backend_state();
-  void check_resumable(const Checkpoint& c);
-  const std::string& data_sha256();  // asks data_digest_ the first time
-  void record_data_sha256() { ckpt_.data_sha256 = data_sha256(); }
+  void check_resumable(const Checkpoint& c) const;
   TrainerConfig cfg_;
   AeBackend& backend_;
   cae::ImageSplit train_, val_, test_;
-  DataDigest data_digest_;
-  std::optional<std::string> data_sha256_;
+  std::string data_sha256_;
   Checkpoint ckpt_;
 };
 

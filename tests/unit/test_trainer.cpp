@@ -236,51 +236,6 @@ TEST_F(TrainerTest, StopInsideAnEpochResumesBitIdentically) {
   }
 }
 
-// The dataset's digest is asked for once, and only where it is needed: not to start and
-// train (ae-train hashes the file meanwhile), but before the first checkpoint leaves the
-// trainer, which records it; a resume asks at once and refuses a checkpoint of other data.
-TEST_F(TrainerTest, TheDatasetDigestIsAskedForOnlyWhereACheckpointRecordsIt) {
-  const Architecture arch(1, 4, 4, {2});
-  auto backend = ae::make_cpu_backend(arch, ae::OptimizerConfig{}, 1);
-  int asked = 0;
-  std::vector<int> asked_at_epoch;
-  ae::Trainer t(tiny_config(2, 4), *backend, random_split(24, 1, 4, 4, 1), random_split(6, 1, 4, 4, 2),
-                ae::Trainer::DataDigest([&] { return ++asked, std::string("d1g35t"); }));
-  t.start();
-  EXPECT_EQ(t.epochs_done(), 0);
-  EXPECT_EQ(asked, 0);
-  std::vector<ae::Checkpoint> saved;
-  ASSERT_TRUE(t.run([&](const ae::Checkpoint& c, const ae::EpochResult&) {
-    saved.push_back(c);
-    asked_at_epoch.push_back(asked);
-  }));
-  EXPECT_EQ(asked_at_epoch, (std::vector<int>{1, 1}));
-  ASSERT_EQ(saved.size(), 2u);
-  for (const ae::Checkpoint& c : saved) EXPECT_EQ(c.data_sha256, "d1g35t");
-  EXPECT_EQ(t.checkpoint().data_sha256, "d1g35t");
-  EXPECT_EQ(asked, 1);
-  // --epochs 0: the initial weights, handed out through checkpoint().
-  auto fresh = ae::make_cpu_backend(arch, ae::OptimizerConfig{}, 1);
-  ae::Trainer initial(tiny_config(0, 4), *fresh, random_split(24, 1, 4, 4, 1), random_split(6, 1, 4, 4, 2), "e");
-  initial.start();
-  EXPECT_EQ(initial.checkpoint().data_sha256, "e");
-  // A resume compares the digest before anything else.
-  ae::Checkpoint first = saved[0];
-  for (const std::string digest : {"d1g35t", "other"}) {
-    auto again = ae::make_cpu_backend(arch, ae::OptimizerConfig{}, 1);
-    int resumed_asked = 0;
-    ae::Trainer r(tiny_config(2, 4), *again, random_split(24, 1, 4, 4, 1), random_split(6, 1, 4, 4, 2),
-                  ae::Trainer::DataDigest([&] { return ++resumed_asked, digest; }));
-    if (digest == "other") {
-      EXPECT_THROW(r.resume(first), cae::UsageError);
-    } else {
-      r.resume(first);
-      EXPECT_EQ(r.epochs_done(), 1);
-    }
-    EXPECT_EQ(resumed_asked, 1) << digest;
-  }
-}
-
 // Epochs of one call each (20 images, 5 steps): a stop asked during an epoch takes effect at
 // the next epoch's start, with the finished epoch's state; during the last epoch, the run
 // simply finishes.
