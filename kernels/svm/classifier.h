@@ -204,7 +204,7 @@ class PreparedSet {
   mutable std::shared_ptr<DeviceRows> gpu_rows_;
   bool host_rows_prepared_ = true;
   void take(PreparedRows rows, const ClassifierParams& params);
-  const float* X_;  // the prepared rows of a host preparation, [n, kept]
+  const float* X_;  // float rows as given; a host preparation leaves them scaled and compacted, [n, kept]
   RawRows raw_;     // the rows as given: the support vectors of a GPU-prepared fit
   const int32_t* y_;
   int64_t n_;
