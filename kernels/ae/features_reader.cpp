@@ -161,9 +161,31 @@ void FeatureSplit::widen() {
 }
 
 namespace {
-[[noreturn]] void fail_not_finite(const std::string& path, const std::string& dataset, int64_t at, int d, bool nan) {
-  fail_file(path, dataset + " row " + std::to_string(at / d) + " feature " + std::to_string(at % d) + " is " +
-                      (nan ? "NaN" : "infinite") + " (features must be finite)");
+// Whether a value is NaN or infinite, and which: floats, and binary16 by its bits (an
+// all-ones exponent is Inf with a zero mantissa, NaN otherwise).
+bool not_finite(float x) { return !std::isfinite(x); }
+bool is_nan(float x) { return std::isnan(x); }
+bool not_finite(cae::Half x) { return (x.bits & 0x7c00u) == 0x7c00u; }
+bool is_nan(cae::Half x) { return not_finite(x) && (x.bits & 0x3ffu) != 0; }
+
+// Fails "<path>: <dataset> row R feature F is NaN|infinite" at the first non-finite value of
+// rows [rows, d] (NaN or Inf would poison every kernel value).
+template <typename T>
+void require_finite(const std::string& path, const std::string& dataset, const T* x, int64_t rows, int d) {
+  const int64_t none = std::numeric_limits<int64_t>::max();
+  int64_t bad = none;
+#pragma omp parallel for schedule(static) reduction(min : bad) if (rows * d >= (int64_t{1} << 18))
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = x + r * d;
+    for (int f = 0; f < d; ++f)
+      if (not_finite(row[f])) {
+        bad = std::min(bad, r * d + f);
+        break;
+      }
+  }
+  if (bad != none)
+    fail_file(path, dataset + " row " + std::to_string(bad / d) + " feature " + std::to_string(bad % d) + " is " +
+                        (is_nan(x[bad]) ? "NaN" : "infinite") + " (features must be finite)");
 }
 }  // namespace
 
@@ -172,36 +194,12 @@ void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int 
   // converted by HDF5 a buffer at a time, so the only full-size buffer is `out`. HDF5 turns
   // a float64 beyond float32's range into ±Inf: refused below.
   h5_.read_floats(dataset, 0, static_cast<uint64_t>(rows), out);
-  // The first non-finite value, if any (NaN or Inf would poison every kernel value).
-  const int64_t none = std::numeric_limits<int64_t>::max();
-  int64_t bad = none;
-#pragma omp parallel for schedule(static) reduction(min : bad) if (rows * d >= (int64_t{1} << 18))
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x = out + r * d;
-    for (int f = 0; f < d; ++f)
-      if (!std::isfinite(x[f])) {
-        bad = std::min(bad, r * d + f);
-        break;
-      }
-  }
-  if (bad != none) fail_not_finite(path(), dataset, bad, d, std::isnan(out[bad]));
+  require_finite(path(), dataset, out, rows, d);
 }
 
 void FeaturesReader::read_checked(const std::string& dataset, int64_t rows, int d, cae::Half* out) const {
   h5_.read_halves(dataset, 0, static_cast<uint64_t>(rows), out);
-  // A binary16 whose exponent bits are all ones is Inf (mantissa 0) or NaN.
-  const int64_t none = std::numeric_limits<int64_t>::max();
-  int64_t bad = none;
-#pragma omp parallel for schedule(static) reduction(min : bad) if (rows * d >= (int64_t{1} << 18))
-  for (int64_t r = 0; r < rows; ++r) {
-    const cae::Half* x = out + r * d;
-    for (int f = 0; f < d; ++f)
-      if ((x[f].bits & 0x7c00u) == 0x7c00u) {
-        bad = std::min(bad, r * d + f);
-        break;
-      }
-  }
-  if (bad != none) fail_not_finite(path(), dataset, bad, d, (out[bad].bits & 0x3ffu) != 0);
+  require_finite(path(), dataset, out, rows, d);
 }
 
 namespace {

@@ -544,6 +544,34 @@ std::vector<float> code_like_rows(int64_t n, int dim, uint32_t seed) {
   return X;
 }
 
+// Labels that follow the rows a little (classes 0-2), so a fit on them has structure.
+std::vector<int32_t> labels_following(const std::vector<float>& X, int64_t n, int dim) {
+  std::vector<int32_t> y(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    double s = 0;
+    for (int f = 10; f < 40; ++f) s += X[static_cast<size_t>(r * dim + f)];
+    y[static_cast<size_t>(r)] = static_cast<int32_t>(r % 3 == 0 ? (r / 3) % 3 : static_cast<int64_t>(s) % 3);
+  }
+  return y;
+}
+
+// Two fits that must be one model bit for bit: scaler, mask, gamma, support vectors, duals.
+void expect_same_classifier(const svm::Classifier& got, const svm::Classifier& want) {
+  EXPECT_EQ(got.file().scaler.mean, want.file().scaler.mean);
+  EXPECT_EQ(got.file().scaler.scale, want.file().scaler.scale);
+  EXPECT_EQ(got.file().feature_mask, want.file().feature_mask);
+  EXPECT_EQ(got.file().dropped_values, want.file().dropped_values);
+  EXPECT_EQ(got.resolved_gamma(), want.resolved_gamma());
+  const svm::Model &gm = got.model(), &wm = want.model();
+  EXPECT_GT(wm.n_sv(), 0);
+  EXPECT_EQ(gm.support_indices, wm.support_indices);
+  EXPECT_EQ(gm.n_support, wm.n_support);
+  EXPECT_EQ(gm.rho, wm.rho);
+  EXPECT_EQ(gm.dual_coef, wm.dual_coef);
+  ASSERT_EQ(gm.support_vectors.size(), wm.support_vectors.size());
+  EXPECT_TRUE(std::equal(gm.support_vectors.begin(), gm.support_vectors.end(), wm.support_vectors.begin()));
+}
+
 // prepare_training_rows_gpu (with the host's scaler, as svm-fit fits it) against
 // prepare_training_rows: every number bit for bit, and the
 // rows it leaves on the device equal to the host's scaled, compacted rows in their
@@ -602,13 +630,7 @@ TEST(SvmGpu, FitOnRowsPreparedOnTheDeviceEqualsTheHostPreparedFit) {
   const int64_t n = 900;
   const int dim = 300;
   const std::vector<float> X = code_like_rows(n, dim, 11);
-  std::vector<int32_t> y(static_cast<size_t>(n));
-  // Labels that follow the rows a little, so the problem has structure.
-  for (int64_t r = 0; r < n; ++r) {
-    double s = 0;
-    for (int f = 10; f < 40; ++f) s += X[static_cast<size_t>(r * dim + f)];
-    y[static_cast<size_t>(r)] = static_cast<int32_t>(r % 3 == 0 ? (r / 3) % 3 : static_cast<int64_t>(s) % 3);
-  }
+  const std::vector<int32_t> y = labels_following(X, n, dim);
   svm::ClassifierParams params;
   params.C = 10;
   params.log_summary = false;
@@ -619,19 +641,7 @@ TEST(SvmGpu, FitOnRowsPreparedOnTheDeviceEqualsTheHostPreparedFit) {
   EXPECT_EQ(b, X);  // left as read
   const svm::Classifier want = on_host.fit(params, cae::Device::gpu);
   const svm::Classifier got = on_device.fit(params, cae::Device::gpu);
-  EXPECT_EQ(got.file().scaler.mean, want.file().scaler.mean);
-  EXPECT_EQ(got.file().scaler.scale, want.file().scaler.scale);
-  EXPECT_EQ(got.file().feature_mask, want.file().feature_mask);
-  EXPECT_EQ(got.file().dropped_values, want.file().dropped_values);
-  EXPECT_EQ(got.resolved_gamma(), want.resolved_gamma());
-  const svm::Model &gm = got.model(), &wm = want.model();
-  EXPECT_GT(wm.n_sv(), 0);
-  EXPECT_EQ(gm.support_indices, wm.support_indices);
-  EXPECT_EQ(gm.n_support, wm.n_support);
-  EXPECT_EQ(gm.rho, wm.rho);
-  EXPECT_EQ(gm.dual_coef, wm.dual_coef);
-  ASSERT_EQ(gm.support_vectors.size(), wm.support_vectors.size());
-  EXPECT_TRUE(std::equal(gm.support_vectors.begin(), gm.support_vectors.end(), wm.support_vectors.begin()));
+  expect_same_classifier(got, want);
   EXPECT_THROW(on_device.fit(params, cae::Device::gpu), std::logic_error);
   EXPECT_THROW(on_device.fit_each_C(params, {1.0, 10.0}, cae::Device::gpu), std::logic_error);
 }
@@ -677,12 +687,7 @@ TEST(SvmGpu, FitOnFloat16RowsWidenedOnTheDeviceEqualsTheFloatFit) {
   ASSERT_EQ(cae::floats_to_halves(raw.data(), X16.data(), raw.size()), raw.size());
   std::vector<float> X(raw.size());  // what a reader that widens gives
   cae::halves_to_floats(X16.data(), X.data(), X.size());
-  std::vector<int32_t> y(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) {
-    double s = 0;
-    for (int f = 10; f < 40; ++f) s += X[static_cast<size_t>(r * dim + f)];
-    y[static_cast<size_t>(r)] = static_cast<int32_t>(r % 3 == 0 ? (r / 3) % 3 : static_cast<int64_t>(s) % 3);
-  }
+  const std::vector<int32_t> y = labels_following(X, n, dim);
   for (bool standardize : {true, false}) {
     svm::ClassifierParams params;
     params.C = 10;
@@ -699,18 +704,7 @@ TEST(SvmGpu, FitOnFloat16RowsWidenedOnTheDeviceEqualsTheFloatFit) {
     ASSERT_TRUE(on_device);
     const svm::Classifier want = on_host.fit(params, cae::Device::gpu);
     const svm::Classifier got = on_device->fit(params, cae::Device::gpu);
-    EXPECT_EQ(got.file().scaler.mean, want.file().scaler.mean);
-    EXPECT_EQ(got.file().scaler.scale, want.file().scaler.scale);
-    EXPECT_EQ(got.file().feature_mask, want.file().feature_mask);
-    EXPECT_EQ(got.file().dropped_values, want.file().dropped_values);
-    EXPECT_EQ(got.resolved_gamma(), want.resolved_gamma());
-    const svm::Model &gm = got.model(), &wm = want.model();
-    EXPECT_GT(wm.n_sv(), 0);
-    EXPECT_EQ(gm.support_indices, wm.support_indices);
-    EXPECT_EQ(gm.rho, wm.rho);
-    EXPECT_EQ(gm.dual_coef, wm.dual_coef);
-    ASSERT_EQ(gm.support_vectors.size(), wm.support_vectors.size());
-    EXPECT_TRUE(std::equal(gm.support_vectors.begin(), gm.support_vectors.end(), wm.support_vectors.begin()));
+    expect_same_classifier(got, want);
   }
   // Fits the GPU does not prepare rows for: the caller widens them.
   svm::ClassifierParams params;
