@@ -34,6 +34,9 @@ class DenseKernelRows : public svm::cpu::KernelRows {
     return DenseKernelRows(std::move(m), n);
   }
 
+  // A matrix [n, n] given whole (row-major).
+  static DenseKernelRows from_matrix(std::vector<float> m, int n) { return DenseKernelRows(std::move(m), n); }
+
   const float* row(int t) override { return m_.data() + static_cast<size_t>(t) * n_; }
   double diag(int t) const override { return m_[static_cast<size_t>(t) * n_ + t]; }
 

@@ -3,13 +3,14 @@
 // order, exactly as libsvm builds it; then libsvm's model layout.
 //
 // Kernel storage per pair, within --cache-mb:
-//   dense   — the whole pair matrix [[K_aa, K_ab], [K_ba, K_bb]] in memory: K_ab is one
-//             sgemm, the diagonal blocks K_cc come from a per-class cache (one ssyrk per
-//             class for the whole fit, while the budget holds them) or are computed in place.
-//   rows    — when the pair matrix does not fit: an LRU cache of kernel rows, each row one
-//             sgemv over the pair's samples (slow, like stock libsvm; a fallback only, said
-//             in a warning). svm-fit's default budget is half the memory left
-//             (default_cache_mb), so on a machine with the room the pairs stay dense.
+//   dense       — the whole pair matrix [[K_aa, K_ab], [K_ba, K_bb]] in memory: K_ab is one
+//                 sgemm, the diagonal blocks K_cc come from a per-class cache (one ssyrk per
+//                 class for the whole fit, while the budget holds them) or are computed in place.
+//   working set — when the pair matrix does not fit: the working-set solver (working_set.h)
+//                 over an LRU cache of kernel rows, the budget less the working set's own rows;
+//                 each round's missing rows one sgemm. svm-fit's default budget is half the
+//                 memory left (default_cache_mb), so on a machine with the room the pairs stay
+//                 dense, which computes each kernel value once.
 #include <cblas.h>
 
 #include <algorithm>
@@ -17,31 +18,16 @@
 #include <cstring>
 #include <list>
 #include <map>
-#include <mutex>
 #include <stdexcept>
 
 #include "common/log.h"
 #include "common/timer.h"
 #include "kernels/svm/cpu/kernel.h"
 #include "kernels/svm/cpu/smo.h"
+#include "kernels/svm/cpu/working_set.h"
 #include "kernels/svm/svm.h"
 
 namespace svm {
-
-namespace {
-// Said once per process (a cross-validation may fall back in every fold): the fallback is
-// correct but computes each kernel row as the solver asks for it, often 10-20x slower.
-void warn_rows_on_demand(int64_t rows, int64_t budget_bytes) {
-  static std::once_flag said;
-  std::call_once(said, [&] {
-    const long long need_mb = (rows * rows * static_cast<int64_t>(sizeof(float)) >> 20) + 1;
-    cae::log_warn("svm: a kernel matrix of %lld rows needs %lld MB, more than --cache-mb %lld: its rows are "
-                  "computed as the solver asks for them, many times slower (give --cache-mb %lld or more where "
-                  "the memory is there)",
-                  static_cast<long long>(rows), need_mb, static_cast<long long>(budget_bytes >> 20), need_mb);
-  });
-}
-}  // namespace
 
 const char* kernel_name(KernelType k) { return k == KernelType::linear ? "linear" : "rbf"; }
 
@@ -73,46 +59,13 @@ class DenseRows : public KernelRows {
   int n_;
 };
 
-// Rows computed on demand from the samples, least recently used evicted first.
-class CachedRows : public KernelRows {
- public:
-  CachedRows(const KernelSpec& spec, const float* X, const double* norms, int n, int dim, int64_t budget_bytes)
-      : spec_(spec), X_(X), norms_(norms), n_(n), dim_(dim) {
-    int64_t row_bytes = static_cast<int64_t>(n) * static_cast<int64_t>(sizeof(float));
-    capacity_ = static_cast<int>(std::clamp<int64_t>(budget_bytes / row_bytes, 2, n));
-    store_.resize(static_cast<size_t>(capacity_) * n);
-    slot_of_.assign(n, -1);
-    owner_.assign(capacity_, -1);
-    stamp_.assign(capacity_, 0);
-  }
-  const float* row(int t) override {
-    ++clock_;
-    int s = slot_of_[t];
-    if (s < 0) {
-      s = static_cast<int>(std::min_element(stamp_.begin(), stamp_.end()) - stamp_.begin());
-      if (owner_[s] >= 0) slot_of_[owner_[s]] = -1;
-      owner_[s] = t;
-      slot_of_[t] = s;
-      kernel_block(spec_, X_ + static_cast<int64_t>(t) * dim_, 1, norms_ + t, X_, n_, norms_, dim_, slot(s), n_);
-      ++computed_;
-    }
-    stamp_[s] = clock_;
-    return slot(s);
-  }
-  double diag(int t) const override { return spec_.type == KernelType::rbf ? 1.0 : norms_[t]; }
-  int64_t rows_computed() const { return computed_; }
-
- private:
-  float* slot(int s) { return store_.data() + static_cast<int64_t>(s) * n_; }
-  KernelSpec spec_;
-  const float* X_;
-  const double* norms_;
-  int n_, dim_, capacity_;
-  std::vector<float> store_;
-  std::vector<int> slot_of_, owner_;
-  std::vector<int64_t> stamp_;
-  int64_t clock_ = 0, computed_ = 0;
-};
+// The working-set solver within `budget` bytes of kernel values: its q rows of n, the rest
+// the cache (at least the q rows, whatever the budget).
+WorkingSetOptions working_set_options(int64_t budget, int64_t n) {
+  WorkingSetOptions o;
+  o.cache_bytes = std::max<int64_t>(0, budget - std::min<int64_t>(o.working_set_size, n) * n * 4);
+  return o;
+}
 
 // Samples of one class gathered contiguously, with their squared norms.
 struct ClassData {
@@ -243,7 +196,7 @@ std::vector<PairSolution> solve_pairs_cpu(const float* X, const int32_t* y, int6
   ClassData da, db;
   double kernel_s = 0, solve_s = 0;
   int64_t iterations = 0;
-  int dense_pairs = 0;
+  int dense_pairs = 0, working_set_pairs = 0;
   for (int pair : wanted) {
     const int a = pair_a[pair], b = pair_b[pair];
     // libsvm's weighted C: the product C · w (C · 1 == C, so unweighted fits are unchanged).
@@ -288,22 +241,22 @@ std::vector<PairSolution> solve_pairs_cpu(const float* X, const int32_t* y, int6
         r = solve_binary(rows, ys.data(), static_cast<int>(np), Cp, Cn, p.tol);
         solve_s += t_solve.seconds();
       } else {
-        // The pair's samples side by side, then rows on demand.
+        // The pair's samples side by side, their kernel rows computed as working sets need them.
         std::vector<float> Xp(static_cast<size_t>(np * dim));
         std::vector<double> np_norms(static_cast<size_t>(np));
         std::memcpy(Xp.data(), da.X.data(), sizeof(float) * static_cast<size_t>(na * dim));
         std::memcpy(Xp.data() + na * dim, db.X.data(), sizeof(float) * static_cast<size_t>(nb * dim));
         std::copy(da.norms.begin(), da.norms.end(), np_norms.begin());
         std::copy(db.norms.begin(), db.norms.end(), np_norms.begin() + na);
-        warn_rows_on_demand(np, budget);
         diag_cache.shrink_to(0);
         pair_matrix.clear();
         pair_matrix.shrink_to_fit();
         kernel_s += t_kernel.seconds();
         cae::Stopwatch t_solve;
-        CachedRows rows(spec, Xp.data(), np_norms.data(), static_cast<int>(np), dim, budget);
-        r = solve_binary(rows, ys.data(), static_cast<int>(np), Cp, Cn, p.tol);
+        PointKernelRows rows(spec, Xp.data(), np_norms.data(), static_cast<int>(np), dim);
+        r = solve_binary_working_set(rows, ys.data(), Cp, Cn, p.tol, working_set_options(budget, np));
         solve_s += t_solve.seconds();
+        ++working_set_pairs;
       }
       if (r.hit_iteration_limit)
         cae::log_warn("svm: pair (%d,%d) reached the iteration limit before tol %g", m.classes[a], m.classes[b], p.tol);
@@ -319,9 +272,9 @@ std::vector<PairSolution> solve_pairs_cpu(const float* X, const int32_t* y, int6
     }
   }
   if (p.log_summary)
-    cae::log_info("svm: %zu pairs (%d with the whole kernel matrix in memory): kernel blocks %.1f s, SMO %.1f s, "
-                  "%lld iterations",
-                  wanted.size(), dense_pairs, kernel_s, solve_s, static_cast<long long>(iterations));
+    cae::log_info("svm: %zu pairs (%d with the whole kernel matrix in memory, %d by working sets within --cache-mb): "
+                  "kernel blocks %.1f s, SMO %.1f s, %lld iterations",
+                  wanted.size(), dense_pairs, working_set_pairs, kernel_s, solve_s, static_cast<long long>(iterations));
   return out;
 }
 
@@ -454,9 +407,10 @@ Model fit_one_class_cpu(const float* X, int64_t n, int dim, const FitParams& p) 
     DenseRows rows(M.data(), static_cast<int>(n));
     r = solve_one_class(rows, static_cast<int>(n), p.nu, p.tol);
   } else {
-    warn_rows_on_demand(n, budget);
-    CachedRows rows(spec, X, norms.data(), static_cast<int>(n), dim, budget);
-    r = solve_one_class(rows, static_cast<int>(n), p.nu, p.tol);
+    PointKernelRows rows(spec, X, norms.data(), static_cast<int>(n), dim);
+    const std::vector<int8_t> ones(static_cast<size_t>(n), int8_t{1});
+    r = solve_dual_working_set(rows, ones.data(), 1.0, 1.0, p.tol, 0.0, one_class_start(static_cast<int>(n), p.nu),
+                               working_set_options(budget, n));
   }
   if (r.hit_iteration_limit) cae::log_warn("svm: the one-class fit reached the iteration limit before tol %g", p.tol);
   set_one_class_solution(m, X, r.alpha, r.rho);

@@ -32,21 +32,23 @@ namespace svm::cpu {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
 
 // The dual  min ½ aᵀQa + linear·eᵀa  over the box and yᵀa = const, from a feasible start
 // `alpha` (its yᵀa is the constant kept): C-SVC is linear = −1 from a = 0, the one-class
 // problem linear = 0 from libsvm's start. The gradient of the start is Q·alpha + linear.
 BinaryResult solve_dual(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, double tol, double linear,
-                        std::vector<double> alpha) {
+                        std::vector<double> alpha, const double* G_start, int64_t max_iter) {
   BinaryResult res;
   std::vector<double> G(n, linear), Kdiag(n), ys(n), Cs(n);
+  if (G_start) G.assign(G_start, G_start + n);
   std::vector<uint8_t> in_up(n), in_low(n);
   for (int t = 0; t < n; ++t) {
     Kdiag[t] = K.diag(t);
     ys[t] = y[t] > 0 ? 1.0 : -1.0;
     Cs[t] = y[t] > 0 ? Cp : Cn;
   }
-  for (int s = 0; s < n; ++s) {
+  for (int s = 0; s < n && !G_start; ++s) {
     if (alpha[s] == 0) continue;
     const float* Ks = K.row(s);
     for (int t = 0; t < n; ++t) G[t] += ys[t] * ys[s] * alpha[s] * static_cast<double>(Ks[t]);
@@ -67,7 +69,7 @@ BinaryResult solve_dual(KernelRows& K, const int8_t* y, int n, double Cp, double
       i = t;
     }
 
-  const int64_t max_iter = std::max<int64_t>(10000000, n > INT_MAX / 100 ? INT_MAX : 100LL * n);
+  if (max_iter <= 0) max_iter = std::max<int64_t>(10000000, n > INT_MAX / 100 ? INT_MAX : 100LL * n);
   int64_t iter = 0;
   while (i >= 0) {
     const float* Ki = K.row(i);
@@ -120,32 +122,35 @@ BinaryResult solve_dual(KernelRows& K, const int8_t* y, int n, double Cp, double
     i = next_i;
   }
 
-  // rho: the mean of y_t G_t over free vectors (each equals rho at the optimum); without
-  // free vectors the midpoint of the interval the bounded ones leave for it.
-  double ub = kInf, lb = -kInf, free_sum = 0;
-  int64_t n_free = 0;
-  for (int t = 0; t < n; ++t) {
-    const double yG = ys[t] * G[t];
-    const bool at_upper = alpha[t] >= Cs[t], at_lower = alpha[t] <= 0;
-    if (at_upper) {
-      if (ys[t] < 0) ub = std::min(ub, yG); else lb = std::max(lb, yG);
-    } else if (at_lower) {
-      if (ys[t] > 0) ub = std::min(ub, yG); else lb = std::max(lb, yG);
-    } else {
-      ++n_free;
-      free_sum += yG;
-    }
-  }
-  res.rho = n_free > 0 ? free_sum / static_cast<double>(n_free) : (ub + lb) / 2;
-  double obj = 0;
-  for (int t = 0; t < n; ++t) obj += alpha[t] * (G[t] + linear);
-  res.objective = obj / 2;
+  finish_dual(y, n, Cp, Cn, linear, G.data(), alpha.data(), res);
   res.iterations = iter;
   res.alpha = std::move(alpha);
   return res;
 }
 
-}  // namespace
+void finish_dual(const int8_t* y, int n, double Cp, double Cn, double linear, const double* G, const double* alpha,
+                 BinaryResult& res) {
+  // rho: the mean of y_t G_t over free vectors (each equals rho at the optimum); without
+  // free vectors the midpoint of the interval the bounded ones leave for it.
+  double ub = kInf, lb = -kInf, free_sum = 0, obj = 0;
+  int64_t n_free = 0;
+  for (int t = 0; t < n; ++t) {
+    const double ys = y[t] > 0 ? 1.0 : -1.0, C = y[t] > 0 ? Cp : Cn;
+    const double yG = ys * G[t];
+    const bool at_upper = alpha[t] >= C, at_lower = alpha[t] <= 0;
+    if (at_upper) {
+      if (ys < 0) ub = std::min(ub, yG); else lb = std::max(lb, yG);
+    } else if (at_lower) {
+      if (ys > 0) ub = std::min(ub, yG); else lb = std::max(lb, yG);
+    } else {
+      ++n_free;
+      free_sum += yG;
+    }
+    obj += alpha[t] * (G[t] + linear);
+  }
+  res.rho = n_free > 0 ? free_sum / static_cast<double>(n_free) : (ub + lb) / 2;
+  res.objective = obj / 2;
+}
 
 BinaryResult solve_binary(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, double tol) {
   return solve_dual(K, y, n, Cp, Cn, tol, -1.0, std::vector<double>(static_cast<size_t>(n), 0.0));

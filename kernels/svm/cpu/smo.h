@@ -45,4 +45,15 @@ BinaryResult solve_one_class(KernelRows& K, int n, double nu, double tol);
 // libsvm's starting point: a_t = 1 for t < ⌊νn⌋, a_⌊νn⌋ = νn − ⌊νn⌋, the rest 0.
 std::vector<double> one_class_start(int n, double nu);
 
+// The dual both solvers above are, from any feasible point: min ½ aᵀQa + linear·eᵀa over
+// 0 ≤ a_t ≤ C_t with yᵀa fixed at yᵀ·alpha. G_start: the gradient Q·alpha + linear at the
+// start (null: computed from K). max_iter ≤ 0: max(10⁷, 100 n). The working-set solver
+// (working_set.h) solves its subproblems with it, each from the gradient the whole problem has.
+BinaryResult solve_dual(KernelRows& K, const int8_t* y, int n, double Cp, double Cn, double tol, double linear,
+                        std::vector<double> alpha, const double* G_start = nullptr, int64_t max_iter = 0);
+// rho and the objective of a solution from its gradient G (res.rho, res.objective): rho the
+// mean of y_t G_t over the free multipliers, else the midpoint the bounded ones leave.
+void finish_dual(const int8_t* y, int n, double Cp, double Cn, double linear, const double* G, const double* alpha,
+                 BinaryResult& res);
+
 }  // namespace svm::cpu

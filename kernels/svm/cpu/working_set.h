@@ -1,0 +1,97 @@
+// The working-set decomposition of the dual smo.h solves, for binary problems whose kernel
+// matrix is not held (Osuna, Freund & Girosi 1997; Joachims 1999; the design of ThunderSVM's
+// and cuML's GPU solvers). The problem is the same:
+//
+//   min_a  ½ aᵀQa + linear·eᵀa   s.t.  0 ≤ a_t ≤ C_t,  yᵀa = const,   Q_ts = y_t y_s K(x_t, x_s)
+//
+// with G = Qa + linear·e its gradient, and I_up, I_low, m(a), M(a) as in smo.cpp. A round:
+//
+//   1. stop when m(a) − M(a) < tol — SMO's own test, over all n variables, so the optimum is
+//      SMO's to within tol (the iterates take another path);
+//   2. the working set B, |B| = q (working_set_size): the q/2 variables of I_up with the
+//      largest −y_t G_t, then those of I_low with the largest y_t G_t not already taken, until
+//      q (either side fills what the other lacks). Each violation is rounded to float and ties
+//      go to the smaller index: the GPU's sort orders exactly so (cuda/working_set_gpu.cu);
+//   3. the kernel rows K(B, ·): from an LRU cache of rows, the missing ones computed
+//      together (one GEMM);
+//   4. the subproblem over a_B with the other multipliers fixed — the same dual over B with
+//      Q_BB and the gradient G_B the whole problem has — solved by SMO (solve_dual) to a gap
+//      of max(tol, kInnerGapShare · gap), at most kInnerIterationsPerVariable · q steps;
+//   5. G_t += y_t Σ_{s ∈ B} y_s Δa_s K(x_s, x_t) for every t, in the order of B (the same
+//      sums whatever the cache held).
+//
+// Memory: the rows the problem's source reads plus q + cache rows of n floats; nothing of
+// size n². The values of a kernel row do not depend on which rows were computed with it (a
+// test holds BLAS to that), so the solution is the same, bit for bit, for every cache size.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/svm/cpu/kernel.h"
+#include "kernels/svm/cpu/smo.h"
+
+namespace svm::cpu {
+
+// A round's share of the gap its subproblem closes, and its SMO steps per variable at most
+// (ThunderSVM's local tolerance rule; the step limit keeps one round from chasing a
+// subproblem the next selection would have changed).
+constexpr double kInnerGapShare = 0.1;
+constexpr int kInnerIterationsPerVariable = 8;
+
+// The kernel rows of one binary problem, computed on request.
+class KernelRowSource {
+ public:
+  virtual ~KernelRowSource() = default;
+  virtual int size() const = 0;  // n
+  // out[r * n + s] = K(x_rows[r], x_s) for r < count, s < n.
+  virtual void compute(const int* rows, int count, float* out) = 0;
+  virtual double diag(int t) const = 0;  // K(x_t, x_t)
+};
+
+// The rows of points X [n, dim] (row-major) under `kernel`, by kernel_block: the requested
+// rows gathered, then sgemms against all n.
+class PointKernelRows : public KernelRowSource {
+ public:
+  PointKernelRows(const KernelSpec& kernel, const float* X, const double* norms, int n, int dim)
+      : kernel_(kernel), X_(X), norms_(norms), n_(n), dim_(dim) {}
+  int size() const override { return n_; }
+  void compute(const int* rows, int count, float* out) override;
+  double diag(int t) const override { return kernel_.type == KernelType::rbf ? 1.0 : norms_[t]; }
+  static constexpr int kRowBatch = 32;
+
+ private:
+  KernelSpec kernel_;
+  const float* X_;
+  const double* norms_;
+  int n_, dim_;
+  std::vector<float> gathered_, padded_;
+  std::vector<double> gathered_norms_;
+};
+
+struct WorkingSetOptions {
+  int working_set_size = 1024;  // q; a problem of fewer variables takes them all
+  int64_t cache_bytes = 0;      // kernel rows kept between rounds, beyond the working set's own q rows
+};
+
+struct WorkingSetStats {
+  int64_t rounds = 0;
+  int64_t rows_computed = 0;  // kernel rows computed, cache misses included
+};
+
+// C-SVC: linear −1 from alpha 0 (solve_binary's problem); one-class: linear 0 from
+// one_class_start with y all +1 (solve_one_class's). The start's gradient is computed from
+// the rows of its non-zero multipliers.
+BinaryResult solve_dual_working_set(KernelRowSource& K, const int8_t* y, double Cp, double Cn, double tol,
+                                    double linear, std::vector<double> alpha, const WorkingSetOptions& options,
+                                    WorkingSetStats* stats = nullptr);
+inline BinaryResult solve_binary_working_set(KernelRowSource& K, const int8_t* y, double Cp, double Cn, double tol,
+                                             const WorkingSetOptions& options, WorkingSetStats* stats = nullptr) {
+  return solve_dual_working_set(K, y, Cp, Cn, tol, -1.0, std::vector<double>(static_cast<size_t>(K.size()), 0.0),
+                                options, stats);
+}
+
+// Step 2 of a round (exposed for the tests and the GPU's check): the working set, ascending.
+std::vector<int> select_working_set(const int8_t* y, const double* G, const double* alpha, const double* Cs, int n,
+                                    int q);
+
+}  // namespace svm::cpu
