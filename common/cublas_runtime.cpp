@@ -42,6 +42,7 @@ Api load() {
   bind(lib, "cublasGetStatusString", a.status_string);
   bind(lib, "cublasSgemm_v2", a.sgemm);
   bind(lib, "cublasDgemm_v2", a.dgemm);
+  bind(lib, "cublasGemmEx", a.gemm_ex);
   return a;  // the library stays loaded for the life of the process
 }
 

@@ -29,6 +29,10 @@ struct Api {
   decltype(&::cublasGetStatusString) status_string;
   decltype(&::cublasSgemm_v2) sgemm;
   decltype(&::cublasDgemm_v2) dgemm;
+  // cublasGemmEx's C signature (C++ also sees an overload taking cudaDataType as the compute type).
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
 };
 
 // The library, loaded once (thread-safe). Throws std::runtime_error naming the library and

@@ -94,6 +94,27 @@ class DeviceBuffer {
   size_t count_ = 0;
 };
 
+// Page-locked host memory of `count` T (cudaMallocHost), for small arrays copied every round
+// of a loop: each copy is one transfer, and an asynchronous one.
+template <typename T>
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(size_t count) {
+    if (count == 0) return;
+    AE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
+  }
+  ~PinnedBuffer() {
+    if (ptr_) cudaFreeHost(ptr_);
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  T* get() const { return ptr_; }
+  T& operator[](size_t i) const { return ptr_[i]; }
+
+ private:
+  T* ptr_ = nullptr;
+};
+
 // Page-locks a large host range while it is copied to the device: the copies then run at the
 // bus's speed (55 GB/s on an H100 host) instead of through the driver's pageable staging
 // (7-8 GB/s), and locking and unlocking a gigabyte of huge pages (cae::LargeVector) cost

@@ -25,7 +25,9 @@
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/cpu/kernel.h"
 #include "kernels/svm/cpu/smo.h"
+#include "kernels/svm/cpu/working_set.h"
 #include "kernels/svm/cuda/svm_gpu.cuh"
+#include "kernels/svm/cuda/working_set_gpu.cuh"
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/preprocess.h"
 #include "kernels/svm/svm.h"
@@ -285,6 +287,7 @@ TEST(SvmGpu, StoragePathsAgree) {
   const svm::Model whole = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, {}, &whole_stats);
   svm::cuda::FitOptions pair_opt;
   pair_opt.kernel_bytes_limit = 2 << 20;  // the whole matrix (2.6 MB) does not fit; ~2 pairs do
+  pair_opt.path = svm::cuda::FitOptions::Path::pair_matrices;
   int calls = 0, last = 0;
   const svm::Model paired = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p,
                                           [&](int done, int total) {
@@ -323,6 +326,7 @@ TEST(SvmGpu, EveryCFromOneKernelMatrixEqualsSeparateFits) {
   const std::vector<double> Cs = {0.5, 10.0, 3.0};
   svm::cuda::FitOptions pair_opt;
   pair_opt.kernel_bytes_limit = 2 << 20;  // pair matrices in waves
+  pair_opt.path = svm::cuda::FitOptions::Path::pair_matrices;
   for (const svm::cuda::FitOptions& opt : {svm::cuda::FitOptions{}, pair_opt}) {
     svm::cuda::FitStats stats;
     const std::vector<svm::Model> each =
@@ -731,6 +735,200 @@ TEST(SvmGpu, CrossValidationTableMatchesCpu) {
   EXPECT_EQ(gpu.gamma_resolved, cpu.gamma_resolved);  // gamma comes from the host's scaling
   for (size_t i = 0; i < cpu.cv_accuracy.size(); ++i) EXPECT_NEAR(gpu.cv_accuracy[i], cpu.cv_accuracy[i], 3.0 / pr.n) << i;
   EXPECT_GT(cpu.best_accuracy(), 0.5);  // the clusters overlap but are far from chance (1/3)
+}
+
+// ---- the working-set solver (kernels/svm/cuda/working_set_gpu.cu) ---------------------------
+
+// The selection on the device is the CPU's select_working_set, member for member, on random
+// states with every kind of variable (at either bound, free; each side short or long), also
+// over several key blocks and with ties.
+TEST(SvmWorkingSetGpu, SelectionEqualsTheCpus) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  for (const auto& [n, na, q] : {std::tuple<int, int, int>{6, 3, 2}, {300, 120, 64}, {5000, 2600, 1024},
+                                {9000, 100, 1024}, {2100, 2050, 512}, {700, 350, 1024}}) {
+    const double Cp = 2.0, Cn = 0.5;
+    std::vector<double> alpha(n), G(n), Cs(n);
+    std::vector<int8_t> y(n);
+    std::uniform_real_distribution<double> u(0, 1);
+    for (int t = 0; t < n; ++t) {
+      y[t] = t < na ? 1 : -1;
+      Cs[t] = t < na ? Cp : Cn;
+      const double r = u(rng);
+      alpha[t] = r < 0.3 ? 0 : r < 0.6 ? Cs[t] : Cs[t] * u(rng);
+      // Coarse values give ties (equal floats), which go to the smaller index.
+      G[t] = std::round((u(rng) * 4 - 2) * 64) / 64;
+    }
+    cae::cuda::DeviceBuffer<double> d_alpha(n), d_G(n);
+    ASSERT_EQ(cudaMemcpy(d_alpha.get(), alpha.data(), sizeof(double) * n, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_G.get(), G.data(), sizeof(double) * n, cudaMemcpyHostToDevice), cudaSuccess);
+    // Without a kept half, and with the last round's fresh variables kept (in their order).
+    std::vector<int> kept;
+    for (int t = n - 1; t >= 0 && static_cast<int>(kept.size()) < std::min(q, n) / 2; t -= 3) kept.push_back(t);
+    for (const std::vector<int>& k : {std::vector<int>{}, kept}) {
+      const auto gpu = svm::cuda::select_working_set_gpu(d_alpha.get(), d_G.get(), n, na, Cp, Cn, q, k, nullptr);
+      std::vector<int> fresh;
+      const auto cpu = svm::cpu::select_working_set(y.data(), G.data(), alpha.data(), Cs.data(), n, q, k, &fresh);
+      EXPECT_EQ(gpu.ws, cpu) << "n " << n << " q " << q << " kept " << k.size();
+      EXPECT_EQ(gpu.fresh, fresh) << "n " << n << " q " << q << " kept " << k.size();
+      for (int t : k) EXPECT_TRUE(std::binary_search(cpu.begin(), cpu.end(), t));
+    }
+    const auto gpu = svm::cuda::select_working_set_gpu(d_alpha.get(), d_G.get(), n, na, Cp, Cn, q, {}, nullptr);
+    double up = -INFINITY, low = -INFINITY;
+    for (int t = 0; t < n; ++t) {
+      const bool pos = t < na, below = alpha[t] < Cs[t], above = alpha[t] > 0;
+      const double yG = pos ? G[t] : -G[t];
+      if (pos ? below : above) up = std::max(up, -yG);
+      if (pos ? above : below) low = std::max(low, yG);
+    }
+    EXPECT_EQ(gpu.m_up, up);
+    EXPECT_EQ(gpu.m_low, low);
+  }
+}
+
+// Rows to float16 as the host rounds them (nearest, ties to even), overflow flagged; norms of
+// the halves in double.
+TEST(SvmWorkingSetGpu, HalfRowsAndTheirNormsAreTheHosts) {
+  REQUIRE_GPU();
+  const int n = 37, dim = 70, ld = 96;
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  std::vector<float> X(static_cast<size_t>(n) * ld, 0.f);
+  for (int r = 0; r < n; ++r)
+    for (int f = 0; f < dim; ++f) X[static_cast<size_t>(r) * ld + f] = normal(rng) * (f % 7 == 0 ? 1e-3f : 1.f);
+  cae::cuda::DeviceBuffer<float> d_X(X.size());
+  cae::cuda::DeviceBuffer<__half> d_H(X.size());
+  cae::cuda::DeviceBuffer<int> d_over(1);
+  cae::cuda::DeviceBuffer<double> d_norms(n);
+  ASSERT_EQ(cudaMemcpy(d_X.get(), X.data(), sizeof(float) * X.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d_over.get(), 0, sizeof(int)), cudaSuccess);
+  svm::cuda::rows_to_half(d_X.get(), static_cast<int64_t>(X.size()), d_H.get(), d_over.get(), nullptr);
+  svm::cuda::half_row_squared_norms(d_H.get(), n, dim, ld, d_norms.get(), nullptr);
+  std::vector<uint16_t> H(X.size());
+  std::vector<double> norms(n);
+  int over = -1;
+  ASSERT_EQ(cudaMemcpy(H.data(), d_H.get(), 2 * H.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(norms.data(), d_norms.get(), sizeof(double) * n, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(&over, d_over.get(), sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(over, 0);
+  for (size_t i = 0; i < X.size(); ++i) ASSERT_EQ(H[i], cae::float_to_half_bits(X[i])) << i;
+  for (int r = 0; r < n; ++r) {
+    double s = 0;
+    for (int f = 0; f < dim; ++f) {
+      const double v = cae::half_bits_to_float(H[static_cast<size_t>(r) * ld + f]);
+      s += v * v;
+    }
+    EXPECT_NEAR(norms[r], s, 1e-12 * s);
+  }
+  X[5] = 70000.f;
+  ASSERT_EQ(cudaMemcpy(d_X.get(), X.data(), sizeof(float) * X.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  svm::cuda::rows_to_half(d_X.get(), static_cast<int64_t>(X.size()), d_H.get(), d_over.get(), nullptr);
+  ASSERT_EQ(cudaMemcpy(&over, d_over.get(), sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(over, 1);
+}
+
+namespace {
+// pr with its rows rounded to float16: the problem the float16 working sets solve exactly.
+Problem rounded_to_half(Problem pr) {
+  for (float& v : pr.X) v = cae::half_bits_to_float(cae::float_to_half_bits(v));
+  return pr;
+}
+
+svm::cuda::FitOptions working_sets(bool float32 = false, int lanes = 0, int q = 1024, int64_t limit = -1) {
+  svm::cuda::FitOptions o;
+  o.path = svm::cuda::FitOptions::Path::working_set;
+  o.working_set_float32 = float32;
+  o.working_set_lanes = lanes;
+  o.working_set_size = q;
+  o.kernel_bytes_limit = limit;
+  return o;
+}
+}  // namespace
+
+// Working sets against the CPU's whole-matrix model: optimal under the kernel values of the
+// rows they compute from (float32, or the float16 rounding), the same predictions, support
+// vectors within 2 %; over pairs larger and smaller than the working set, class weights, a
+// linear kernel, one lane and many.
+TEST(SvmWorkingSetGpu, FitMatchesCpu) {
+  REQUIRE_GPU();
+  struct WsCase {
+    Case c;
+    int lanes, q;
+    svm::ClassWeights weights;
+  };
+  const std::vector<WsCase> cases = {
+      {{"ws 4 classes", {0, 1, 2, 3}, {400, 650, 500, 550}, 24, 0.3, 10.0, svm::KernelType::rbf}, 0, 1024, {}},
+      {{"ws pair > q", {0, 1}, {2600, 2400}, 32, 0.2, 10.0, svm::KernelType::rbf}, 0, 256, {}},
+      {{"ws one lane", {0, 1, 2}, {900, 700, 800}, 20, 0.3, 1.0, svm::KernelType::rbf}, 1, 128, {}},
+      {{"ws weights", {0, 1, 2}, {300, 200, 400}, 16, 0.5, 1.0, svm::KernelType::rbf}, 2, 64, {{0, 4.0}, {2, 0.25}}},
+      {{"ws linear", {0, 1, 2}, {300, 250, 200}, 20, 0.3, 0.5, svm::KernelType::linear}, 0, 128, {}},
+  };
+  uint32_t seed = 61;
+  for (const WsCase& wc : cases) {
+    SCOPED_TRACE(wc.c.name);
+    const Problem pr = make_problem(wc.c.labels, wc.c.sizes, wc.c.dim, wc.c.spread, 1500, seed++);
+    svm::FitParams p = params(wc.c.C, pr.gamma, wc.c.kernel);
+    p.class_weight = wc.weights;
+    const svm::Model cpu = svm::fit_cpu(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr);
+    const std::vector<double> dec_cpu = decisions(cpu, pr.X_test, pr.n_test, false);
+    for (bool float32 : {false, true}) {
+      svm::cuda::FitStats stats;
+      const svm::Model gpu = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr,
+                                            working_sets(float32, wc.lanes, wc.q), &stats);
+      EXPECT_EQ(stats.mode, "working-set");
+      EXPECT_EQ(stats.working_set_half, !float32);
+      EXPECT_EQ(stats.pairs_hit_limit, 0);
+      EXPECT_LE(std::abs(gpu.n_sv() - cpu.n_sv()), std::max<int64_t>(2, cpu.n_sv() / 50))
+          << "float32 " << float32 << ": gpu " << gpu.n_sv() << ", cpu " << cpu.n_sv();
+      const std::vector<double> dec_gpu = decisions(gpu, pr.X_test, pr.n_test, true);
+      const double agree = agreement(svm::vote(gpu, dec_gpu.data(), pr.n_test), svm::vote(cpu, dec_cpu.data(), pr.n_test));
+      EXPECT_GE(agree, 0.99) << "float32 " << float32;
+      expect_pairs_optimal(gpu, float32 ? pr : rounded_to_half(pr), wc.c.C, 10 * p.tol, wc.weights);
+      std::printf("[ %-14s] %s rows: sv gpu %lld cpu %lld, agreement %.4f, %s\n", wc.c.name,
+                  float32 ? "float32" : "float16", static_cast<long long>(gpu.n_sv()),
+                  static_cast<long long>(cpu.n_sv()), agree, stats.detail.c_str());
+    }
+  }
+}
+
+// A cache of only the working set's rows (every round recomputes what it chose) against one
+// that holds every row: the same optimum, and fewer rows computed with the larger cache.
+TEST(SvmWorkingSetGpu, ACacheOfOnlyTheWorkingSetGivesTheSameModel) {
+  REQUIRE_GPU();
+  const Problem pr = make_problem({0, 1}, {3000, 2800}, 24, 0.25, 1000, 71);
+  const svm::FitParams p = params(10.0, pr.gamma);
+  svm::cuda::FitStats small_stats, large_stats;
+  svm::cuda::FitOptions only_the_set = working_sets(false, 1, 256);
+  only_the_set.working_set_cache_rows = 256;
+  const svm::Model small =
+      svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, only_the_set, &small_stats);
+  const svm::Model large =
+      svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, working_sets(false, 1, 256), &large_stats);
+  EXPECT_GT(small_stats.working_set_rows, large_stats.working_set_rows);
+  EXPECT_LE(large_stats.working_set_rows, pr.n);
+  EXPECT_LE(std::abs(small.n_sv() - large.n_sv()), std::max<int64_t>(2, large.n_sv() / 100));
+  const std::vector<double> a = decisions(small, pr.X_test, pr.n_test, true), b = decisions(large, pr.X_test, pr.n_test, true);
+  EXPECT_GE(agreement(svm::vote(small, a.data(), pr.n_test), svm::vote(large, b.data(), pr.n_test)), 0.995);
+  expect_pairs_optimal(small, rounded_to_half(pr), 10.0, 10 * p.tol);
+  std::printf("cache of the working set: %s\nwhole cache: %s\n", small_stats.detail.c_str(), large_stats.detail.c_str());
+}
+
+// Automatic: the whole matrix where it fits, else working sets (nothing refused); both the
+// same model.
+TEST(SvmWorkingSetGpu, AutomaticChoosesWorkingSetsWhenTheMatrixDoesNotFit) {
+  REQUIRE_GPU();
+  const Problem pr = make_problem({0, 1, 2, 3}, {1400, 1600, 1500, 1500}, 30, 0.3, 800, 73);
+  const svm::FitParams p = params(10.0, pr.gamma);
+  svm::cuda::FitStats whole_stats, ws_stats;
+  const svm::Model whole = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, {}, &whole_stats);
+  svm::cuda::FitOptions tight;
+  tight.kernel_bytes_limit = 64 << 20;  // the whole matrix is 144 MB; a lane of 1,024 x 3,000 ~30 MB
+  const svm::Model ws = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, tight, &ws_stats);
+  EXPECT_EQ(whole_stats.mode, "whole-matrix");
+  EXPECT_EQ(ws_stats.mode, "working-set");
+  const std::vector<double> a = decisions(whole, pr.X_test, pr.n_test, true), b = decisions(ws, pr.X_test, pr.n_test, true);
+  EXPECT_GE(agreement(svm::vote(whole, a.data(), pr.n_test), svm::vote(ws, b.data(), pr.n_test)), 0.99);
+  EXPECT_LE(std::abs(whole.n_sv() - ws.n_sv()), std::max<int64_t>(2, whole.n_sv() / 50));
 }
 
 TEST(SvmGpu, RejectsBadInput) {

@@ -93,6 +93,11 @@ TEST(SvmWorkingSet, SelectionTakesTheLargestViolatorsOfEachSide) {
             (std::vector<int>{2, 5}));
   EXPECT_EQ(svm::cpu::select_working_set(y.data(), G.data(), alpha.data(), Cs.data(), 6, 4),
             (std::vector<int>{0, 1, 2, 5}));
+  // Kept variables come first; the fresh ones fill the rest, half from I_up.
+  std::vector<int> fresh;
+  EXPECT_EQ(svm::cpu::select_working_set(y.data(), G.data(), alpha.data(), Cs.data(), 6, 4, {3, 4}, &fresh),
+            (std::vector<int>{2, 3, 4, 5}));
+  EXPECT_EQ(fresh, (std::vector<int>{5, 2}));
   // q = 6: the rest of each list in order, every variable once.
   EXPECT_EQ(svm::cpu::select_working_set(y.data(), G.data(), alpha.data(), Cs.data(), 6, 6),
             (std::vector<int>{0, 1, 2, 3, 4, 5}));
@@ -160,7 +165,7 @@ TEST(SvmWorkingSet, TheSameModelForAnyCacheSize) {
   EXPECT_EQ(none.rho, all.rho);
   EXPECT_EQ(none.iterations, all.iterations);
   EXPECT_EQ(none_st.rounds, all_st.rounds);
-  EXPECT_GT(none_st.rows_computed, 10 * all_st.rows_computed);  // most rounds' rows recomputed
+  EXPECT_GT(none_st.rows_computed, 3 * all_st.rows_computed);  // most rounds' rows recomputed
   EXPECT_LE(all_st.rows_computed, 900);                          // each row at most once
 }
 

@@ -2,6 +2,8 @@
 // and a gradient update, over an LRU cache of kernel rows.
 #include "kernels/svm/cpu/working_set.h"
 
+#include "kernels/svm/row_cache.h"
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -39,53 +41,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Kernel rows by variable, least recently used evicted first (a list threaded through the
-// slots). Rows used in the current round are touched before any row is added, and the
-// capacity is at least q, so a round never evicts one of its own rows.
-class RowCache {
- public:
-  RowCache(int n, int64_t capacity) : n_(n), capacity_(static_cast<int>(capacity)) {
-    store_.resize(static_cast<size_t>(capacity_) * n_);
-    slot_of_.assign(n, -1);
-    owner_.assign(capacity_, -1);
-    prev_.assign(capacity_, -1);
-    next_.assign(capacity_, -1);
-    for (int s = 0; s < capacity_; ++s) push_front(s);  // all free; any order
-  }
-  float* row(int slot) { return store_.data() + static_cast<int64_t>(slot) * n_; }
-  int slot_of(int t) const { return slot_of_[t]; }
-  void touch(int slot) {
-    unlink(slot);
-    push_front(slot);
-  }
-  // A slot for t (which has none), taken from the least recently used row.
-  int take_for(int t) {
-    const int s = tail_;
-    if (owner_[s] >= 0) slot_of_[owner_[s]] = -1;
-    owner_[s] = t;
-    slot_of_[t] = s;
-    touch(s);
-    return s;
-  }
-
- private:
-  void unlink(int s) {
-    (prev_[s] >= 0 ? next_[prev_[s]] : head_) = next_[s];
-    (next_[s] >= 0 ? prev_[next_[s]] : tail_) = prev_[s];
-    prev_[s] = next_[s] = -1;
-  }
-  void push_front(int s) {
-    prev_[s] = -1;
-    next_[s] = head_;
-    (head_ >= 0 ? prev_[head_] : tail_) = s;
-    head_ = s;
-  }
-  int n_, capacity_;
-  std::vector<float> store_;
-  std::vector<int> slot_of_, owner_, prev_, next_;
-  int head_ = -1, tail_ = -1;
-};
-
 // The subproblem's rows: Q_BB's kernel values [q, q], held by the round.
 class SubmatrixRows : public KernelRows {
  public:
@@ -114,7 +69,7 @@ void sort_top(std::vector<Candidate>& c, size_t count) {
 }  // namespace
 
 std::vector<int> select_working_set(const int8_t* y, const double* G, const double* alpha, const double* Cs, int n,
-                                    int q) {
+                                    int q, const std::vector<int>& kept, std::vector<int>* fresh) {
   q = std::min(q, n);
   std::vector<Candidate> up, low;
   for (int t = 0; t < n; ++t) {
@@ -123,18 +78,24 @@ std::vector<int> select_working_set(const int8_t* y, const double* G, const doub
     if (positive ? below : above) up.push_back({static_cast<float>(-yG), t});
     if (positive ? above : below) low.push_back({static_cast<float>(yG), t});
   }
-  sort_top(up, static_cast<size_t>(q));
-  sort_top(low, static_cast<size_t>(q));
+  // At least two fresh, so the largest violator of each side is always in the set (the
+  // subproblem's gap is then the problem's, and every round takes a step).
+  const size_t k = std::min(kept.size(), static_cast<size_t>(std::max(0, std::min(q / 2, q - 2))));
+  sort_top(up, static_cast<size_t>(q) + k);  // enough to skip every kept one
+  sort_top(low, static_cast<size_t>(q) + k);
   std::vector<uint8_t> chosen(static_cast<size_t>(n), 0);
-  std::vector<int> ws;
+  std::vector<int> ws(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(k));
   ws.reserve(static_cast<size_t>(q));
-  const size_t half = static_cast<size_t>(q / 2);
+  for (int t : ws) chosen[t] = 1;
+  const size_t up_share = k + (static_cast<size_t>(q) - k) / 2, all = static_cast<size_t>(q);
   size_t u = 0;
-  for (; u < up.size() && ws.size() < half; ++u) chosen[up[u].t] = 1, ws.push_back(up[u].t);
-  for (size_t l = 0; l < low.size() && ws.size() < static_cast<size_t>(q); ++l)
-    if (!chosen[low[l].t]) chosen[low[l].t] = 1, ws.push_back(low[l].t);
-  for (; u < up.size() && ws.size() < static_cast<size_t>(q); ++u)
+  for (; u < up.size() && ws.size() < up_share; ++u)
     if (!chosen[up[u].t]) chosen[up[u].t] = 1, ws.push_back(up[u].t);
+  for (size_t l = 0; l < low.size() && ws.size() < all; ++l)
+    if (!chosen[low[l].t]) chosen[low[l].t] = 1, ws.push_back(low[l].t);
+  for (; u < up.size() && ws.size() < all; ++u)
+    if (!chosen[up[u].t]) chosen[up[u].t] = 1, ws.push_back(up[u].t);
+  if (fresh) fresh->assign(ws.begin() + static_cast<std::ptrdiff_t>(k), ws.end());
   std::sort(ws.begin(), ws.end());
   return ws;
 }
@@ -148,7 +109,9 @@ BinaryResult solve_dual_working_set(KernelRowSource& K, const int8_t* y, double 
   std::vector<double> G(static_cast<size_t>(n), linear), Cs(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t) Cs[t] = y[t] > 0 ? Cp : Cn;
   const int64_t row_bytes = static_cast<int64_t>(n) * static_cast<int64_t>(sizeof(float));
-  RowCache cache(n, std::min<int64_t>(n, q + std::max<int64_t>(options.cache_bytes, 0) / row_bytes));
+  RowSlots cache(n, static_cast<int>(std::min<int64_t>(n, q + std::max<int64_t>(options.cache_bytes, 0) / row_bytes)));
+  std::vector<float> store(static_cast<size_t>(cache.capacity()) * n);
+  const auto row_at = [&](int slot) { return store.data() + static_cast<int64_t>(slot) * n; };
 
   // G_t += y_t Σ_s y_s Δa_s K(s, t) over rows[r] (the kernel rows of vars[r]), for every t:
   // t's sum runs over r in order, tile by tile of t, so it is the same whatever the threads.
@@ -182,13 +145,13 @@ BinaryResult solve_dual_working_set(KernelRowSource& K, const int8_t* y, double 
       K.compute(missing.data(), static_cast<int>(missing.size()), fresh.data());
       st.rows_computed += static_cast<int64_t>(missing.size());
       for (size_t r = 0; r < missing.size(); ++r) {
-        float* dst = cache.row(cache.take_for(missing[r]));
+        float* dst = row_at(cache.take_for(missing[r]));
         std::memcpy(dst, fresh.data() + r * static_cast<size_t>(n), static_cast<size_t>(row_bytes));
         // The diagonal as the source states it (rbf: exactly 1), as the dense path stores it.
         dst[missing[r]] = static_cast<float>(K.diag(missing[r]));
       }
     }
-    for (size_t r = 0; r < vars.size(); ++r) rows[r] = cache.row(cache.slot_of(vars[r]));
+    for (size_t r = 0; r < vars.size(); ++r) rows[r] = row_at(cache.slot_of(vars[r]));
     return rows;
   };
 
@@ -211,6 +174,7 @@ BinaryResult solve_dual_working_set(KernelRowSource& K, const int8_t* y, double 
   int64_t iter = 0;
   BinaryResult res;
   std::vector<float> Kbb;
+  std::vector<int> kept, fresh_set;
   std::vector<int8_t> yB;
   std::vector<double> aB, GB;
   for (;;) {
@@ -227,7 +191,10 @@ BinaryResult solve_dual_working_set(KernelRowSource& K, const int8_t* y, double 
       res.hit_iteration_limit = true;
       break;
     }
-    const std::vector<int> B = select_working_set(y, G.data(), alpha.data(), Cs.data(), n, q);
+    // Half the set carries over: the variables the last round chose anew stay for this one
+    // (ThunderSVM's rule), so a round does not undo the last; q/2 come fresh.
+    const std::vector<int> B = select_working_set(y, G.data(), alpha.data(), Cs.data(), n, q, kept, &fresh_set);
+    kept = fresh_set;
     const int b = static_cast<int>(B.size());
     const std::vector<const float*> rows = rows_of(B);
     Kbb.resize(static_cast<size_t>(b) * b);
@@ -242,11 +209,14 @@ BinaryResult solve_dual_working_set(KernelRowSource& K, const int8_t* y, double 
     }
     SubmatrixRows sub(Kbb.data(), b);
     const BinaryResult inner =
-        solve_dual(sub, yB.data(), b, Cp, Cn, std::max(tol, kInnerGapShare * gap), linear, aB, GB.data(),
-                   std::min<int64_t>(static_cast<int64_t>(kInnerIterationsPerVariable) * b, max_iter - iter));
+        solve_dual(sub, yB.data(), b, Cp, Cn, std::max(tol, options.inner_gap_share * gap), linear, aB, GB.data(),
+                   std::min<int64_t>(static_cast<int64_t>(options.inner_steps_per_variable) * b, max_iter - iter));
     ++st.rounds;
     iter += inner.iterations;
-    if (inner.iterations == 0) break;  // no step possible: the gap is the subproblem's, and it is below its tolerance
+    if (inner.iterations == 0) {  // cannot happen (the set holds both largest violators); said, never silent
+      res.hit_iteration_limit = true;
+      break;
+    }
 
     std::vector<const float*> moved;
     coef.clear();

@@ -8,15 +8,18 @@
 //
 //   1. stop when m(a) − M(a) < tol — SMO's own test, over all n variables, so the optimum is
 //      SMO's to within tol (the iterates take another path);
-//   2. the working set B, |B| = q (working_set_size): the q/2 variables of I_up with the
-//      largest −y_t G_t, then those of I_low with the largest y_t G_t not already taken, until
-//      q (either side fills what the other lacks). Each violation is rounded to float and ties
-//      go to the smaller index: the GPU's sort orders exactly so (cuda/working_set_gpu.cu);
+//   2. the working set B, |B| = q (working_set_size): the variables the last round chose
+//      fresh stay (at most q/2 and q − 2: ThunderSVM's rule, without which rounds undo each
+//      other),
+//      and the rest come fresh — half of them from I_up with the largest −y_t G_t, then
+//      those of I_low with the largest y_t G_t not already taken, until q (either side fills
+//      what the other lacks). Each violation is rounded to float and ties go to the smaller
+//      index: the GPU's sort orders exactly so (cuda/working_set_gpu.cu);
 //   3. the kernel rows K(B, ·): from an LRU cache of rows, the missing ones computed
 //      together (one GEMM);
 //   4. the subproblem over a_B with the other multipliers fixed — the same dual over B with
 //      Q_BB and the gradient G_B the whole problem has — solved by SMO (solve_dual) to a gap
-//      of max(tol, kInnerGapShare · gap), at most kInnerIterationsPerVariable · q steps;
+//      of max(tol, share · gap), at most a number of steps per variable (WorkingSetOptions);
 //   5. G_t += y_t Σ_{s ∈ B} y_s Δa_s K(x_s, x_t) for every t, in the order of B (the same
 //      sums whatever the cache held).
 //
@@ -32,11 +35,10 @@
 
 namespace svm::cpu {
 
-// A round's share of the gap its subproblem closes, and its SMO steps per variable at most
-// (ThunderSVM's local tolerance rule; the step limit keeps one round from chasing a
-// subproblem the next selection would have changed).
+
+// The subproblem's stopping rule (WorkingSetOptions), the same on both devices.
 constexpr double kInnerGapShare = 0.1;
-constexpr int kInnerIterationsPerVariable = 8;
+constexpr int kInnerStepsPerVariable = 8;
 
 // The kernel rows of one binary problem, computed on request.
 class KernelRowSource {
@@ -71,6 +73,10 @@ class PointKernelRows : public KernelRowSource {
 struct WorkingSetOptions {
   int working_set_size = 1024;  // q; a problem of fewer variables takes them all
   int64_t cache_bytes = 0;      // kernel rows kept between rounds, beyond the working set's own q rows
+  // A round's subproblem stops at a gap of max(tol, inner_gap_share · the round's gap) or
+  // after inner_steps_per_variable · q SMO steps (docs/SVM.md, "Working sets": measured).
+  double inner_gap_share = kInnerGapShare;
+  int inner_steps_per_variable = kInnerStepsPerVariable;
 };
 
 struct WorkingSetStats {
@@ -91,7 +97,9 @@ inline BinaryResult solve_binary_working_set(KernelRowSource& K, const int8_t* y
 }
 
 // Step 2 of a round (exposed for the tests and the GPU's check): the working set, ascending.
+// `kept` (distinct; the first min(q/2, q − 2) of them) come first; the rest are taken fresh — half from
+// I_up, then I_low, then I_up again — and listed in `fresh` in the order taken.
 std::vector<int> select_working_set(const int8_t* y, const double* G, const double* alpha, const double* Cs, int n,
-                                    int q);
+                                    int q, const std::vector<int>& kept = {}, std::vector<int>* fresh = nullptr);
 
 }  // namespace svm::cpu

@@ -18,6 +18,7 @@
 #include "common/timer.h"
 #include "kernels/svm/cpu/smo.h"
 #include "kernels/svm/cuda/svm_gpu.cuh"
+#include "kernels/svm/cuda/working_set_gpu.cuh"
 #include "kernels/svm/svm.h"
 
 namespace svm {
@@ -277,7 +278,89 @@ Solved solve_each_C(const float* X, DeviceRows* prepared, const int32_t* y, int6
     job.status = d_status.get() + pair_offset[q];
   };
 
-  if (whole_bytes <= budget) {
+  // The path (docs/SVM_GPU.md, "Which path"): the whole matrix where it fits, which computes
+  // each kernel value once for every pair; else working sets, which compute only the rows
+  // the solver visits and hold no pair's matrix.
+  using Path = FitOptions::Path;
+  Path path = options.path;
+  if (path == Path::automatic) path = whole_bytes <= budget ? Path::whole_matrix : Path::working_set;
+
+  if (path == Path::working_set) {
+    st.mode = "working-set";
+    st.waves = 1;
+    clock = cae::Stopwatch();
+    // The rows as float16 for the tensor cores (docs/SVM_GPU.md, "Kernel values in working
+    // sets"), their norms from the rounded values so every distance is that of the rows the
+    // GEMM sees; where a value exceeds float16's range, float32 rows in true FP32.
+    DeviceBuffer<__half> d_X16;
+    DeviceBuffer<double> d_norms16;
+    bool half = !options.working_set_float32;
+    if (half) {
+      DeviceBuffer<int> d_overflow(1);
+      AE_CUDA_CHECK(cudaMemsetAsync(d_overflow.get(), 0, sizeof(int), s));
+      d_X16.resize(static_cast<size_t>(std::max<int64_t>(n * ld, 1)));
+      rows_to_half(d_X.get(), n * ld, d_X16.get(), d_overflow.get(), s);
+      int overflow = 0;
+      AE_CUDA_CHECK(cudaMemcpyAsync(&overflow, d_overflow.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
+      stream.sync();
+      if (overflow) {
+        half = false;
+        d_X16.release();
+      } else {
+        d_norms16.resize(static_cast<size_t>(n));
+        half_row_squared_norms(d_X16.get(), n, dim, ld, d_norms16.get(), s);
+        stream.sync();
+        d_X.release();  // the float rows are spent, as the TF32 split spends them
+      }
+    }
+    st.kernel_s = clock.seconds();
+    st.working_set_half = half;
+    WorkingSetRows ws_rows;
+    ws_rows.X16 = half ? d_X16.get() : nullptr;
+    ws_rows.X32 = half ? nullptr : d_X.get();
+    ws_rows.ld = ld;
+    ws_rows.norms = half ? d_norms16.get() : d_norms.get();
+    WorkingSetConfig config;
+    config.working_set_size = options.working_set_size;
+    config.lanes = options.working_set_lanes;
+    config.cache_rows = options.working_set_cache_rows;
+    config.tol = p.tol;
+    config.kernel = p.kernel;
+    config.gamma = p.gamma;
+    clock = cae::Stopwatch();
+    WorkingSetTotals totals;
+    for (size_t c = 0; c < nC; ++c) {
+      std::vector<WorkingSetPair> ws_pairs(static_cast<size_t>(pairs));
+      for (int q = 0; q < pairs; ++q) {
+        const int a = pair_a[q], b = pair_b[q];
+        WorkingSetPair& wp = ws_pairs[q];
+        wp.start_a = start[a];
+        wp.start_b = start[b];
+        wp.na = static_cast<int>(start[a + 1] - start[a]);
+        wp.nb = static_cast<int>(start[b + 1] - start[b]);
+        wp.Cp = Cs[c] * class_weight(p.class_weight, m.classes[a]);
+        wp.Cn = Cs[c] * class_weight(p.class_weight, m.classes[b]);
+      }
+      config.budget_bytes = options.kernel_bytes_limit >= 0
+                                ? std::min(options.kernel_bytes_limit, free_device_bytes() - reserve)
+                                : std::max<int64_t>(free_device_bytes() - reserve, 0);
+      const std::vector<WorkingSetOutcome> solved = solve_working_sets(
+          blas.get(), ws_rows, ws_pairs, config, s, [&](int k) { if (cb && c + 1 == nC) cb(k, pairs); }, &totals);
+      for (int q = 0; q < pairs; ++q) {
+        results[c][q] = solved[q].result;
+        std::copy(solved[q].alpha.begin(), solved[q].alpha.end(), alpha_all[c].begin() + pair_offset[q]);
+      }
+    }
+    st.smo_s = clock.seconds();
+    st.working_set_rounds = totals.rounds;
+    st.working_set_rows = totals.rows_computed;
+    char detail[160];
+    std::snprintf(detail, sizeof(detail), "%s rows, %d lanes of %lld cached rows, %lld rounds, %lld kernel rows",
+                  half ? "float16" : "float32", totals.lanes, static_cast<long long>(totals.cache_rows_per_lane),
+                  static_cast<long long>(totals.rounds), static_cast<long long>(totals.rows_computed));
+    st.detail = detail;
+  } else if (path == Path::whole_matrix) {
+    if (whole_bytes > budget) throw std::runtime_error("svm gpu: the whole kernel matrix does not fit");
     // ---- the whole matrix: K[i, j] over the class-sorted rows ----
     st.mode = "whole-matrix";
     st.waves = 1;
@@ -447,11 +530,18 @@ std::vector<Model> fit_models(const float* X, DeviceRows* prepared, const int32_
     const int64_t most_iterations = *std::max_element(st.pair_iterations.begin(), st.pair_iterations.end());
     int64_t iterations = 0;
     for (int64_t it : st.pair_iterations) iterations += it;
-    cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, %s %.2f s, kernel matrix %.2f s, "
-                  "SMO %.2f s (%lld iterations, at most %lld in a pair), model %.2f s; %lld support vectors",
-                  st.mode.c_str(), pairs, st.waves, st.setup_s, prepared ? "rows prepared" : "upload", st.upload_s,
-                  st.kernel_s, st.smo_s, static_cast<long long>(iterations), static_cast<long long>(most_iterations),
-                  st.assemble_s, static_cast<long long>(last.n_sv()));
+    if (st.mode == "working-set")
+      cae::log_info("svm (gpu, working sets: %s): %d pairs: setup %.2f s, %s %.2f s, rows made %.2f s, "
+                    "solve %.2f s (%lld SMO steps, at most %lld in a pair), model %.2f s; %lld support vectors",
+                    st.detail.c_str(), pairs, st.setup_s, prepared ? "rows prepared" : "upload", st.upload_s,
+                    st.kernel_s, st.smo_s, static_cast<long long>(iterations), static_cast<long long>(most_iterations),
+                    st.assemble_s, static_cast<long long>(last.n_sv()));
+    else
+      cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, %s %.2f s, kernel matrix %.2f s, "
+                    "SMO %.2f s (%lld iterations, at most %lld in a pair), model %.2f s; %lld support vectors",
+                    st.mode.c_str(), pairs, st.waves, st.setup_s, prepared ? "rows prepared" : "upload", st.upload_s,
+                    st.kernel_s, st.smo_s, static_cast<long long>(iterations), static_cast<long long>(most_iterations),
+                    st.assemble_s, static_cast<long long>(last.n_sv()));
   }
   return models;
 }

@@ -40,6 +40,14 @@ struct FitOptions {
   bool state_in_global_memory = false;
   // The pairs to solve (libsvm's pair order numbers), for solve_pairs_gpu; empty: every pair.
   std::vector<int> pairs;
+  // How the kernel values are held: automatic chooses (svm_gpu.cu, solve_each_C); the others
+  // force one path, for the tests and the benchmarks that compare them.
+  enum class Path { automatic, whole_matrix, pair_matrices, working_set };
+  Path path = Path::automatic;
+  int working_set_lanes = 0;          // 0: as the memory allows (working_set_gpu.cuh)
+  int working_set_size = 1024;
+  int64_t working_set_cache_rows = 0;  // > 0: at most this many cached rows a lane (tests)
+  bool working_set_float32 = false;   // float32 rows instead of float16 (the precision benchmark)
 };
 
 }  // namespace svm::cuda
@@ -87,13 +95,16 @@ constexpr int64_t kDeviceReserveBytes = int64_t{768} << 20;
 std::vector<int64_t> class_sorted_places(const int32_t* y, int64_t n);
 
 struct FitStats {
-  std::string mode;            // "whole-matrix" or "pair-matrices"
+  std::string mode;            // "whole-matrix", "pair-matrices" or "working-set"
+  std::string detail;          // working-set: the rows' type, lanes, rounds, rows computed
   int waves = 0;               // kernel-matrix rounds (1 in whole-matrix mode)
   // setup: CUDA context, stream and cuBLAS handle; assemble: the libsvm layout on the host.
   double setup_s = 0, upload_s = 0, kernel_s = 0, smo_s = 0, assemble_s = 0, total_s = 0;
   std::vector<int64_t> pair_iterations;
   std::vector<double> pair_objective;  // dual objective ½aᵀQa − eᵀa of each pair
   int pairs_hit_limit = 0;
+  int64_t working_set_rounds = 0, working_set_rows = 0;
+  bool working_set_half = false;
 };
 
 Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb,
@@ -177,6 +188,10 @@ struct PairJob {
   // be `G` itself.
   const double* G_start = nullptr;
   double linear = -1;  // the dual's linear term, for the objective: −1 (C-SVC), 0 (one-class)
+  // > 0: this job's stopping gap and step limit instead of the launch's (a working set's
+  // subproblem, cuda/working_set_gpu.cu).
+  double tol = 0;
+  long long max_iter = 0;
 };
 
 struct PairResult {

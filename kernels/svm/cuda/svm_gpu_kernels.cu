@@ -292,7 +292,10 @@ __global__ void __launch_bounds__(kSmoThreads, 1)
   double Gmax = r.key;
 
   // As the CPU solver: at most max(10^7, 100 n) iterations unless the caller sets a limit.
-  const long long limit = max_iter > 0 ? max_iter : max(10000000LL, n > INT_MAX / 100 ? INT_MAX : 100LL * n);
+  const long long limit = job.max_iter > 0 ? job.max_iter
+                          : max_iter > 0   ? max_iter
+                                           : max(10000000LL, n > INT_MAX / 100 ? INT_MAX : 100LL * n);
+  if (job.tol > 0) tol = job.tol;
   long long iter = 0;
   int hit_limit = 0;
   float ki[kUnroll], kj[kUnroll];

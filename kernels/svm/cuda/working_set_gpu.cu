@@ -1,0 +1,849 @@
+// The working-set solver on the GPU (working_set_gpu.cuh; the rounds as
+// kernels/svm/cpu/working_set.h states them, step for step).
+#include "kernels/svm/cuda/working_set_gpu.cuh"
+
+#include <cub/cub.cuh>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "common/log.h"
+#include "kernels/svm/cpu/working_set.h"
+#include "kernels/svm/row_cache.h"
+
+namespace svm::cuda {
+
+using cae::cuda::DeviceBuffer;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kMaxWorkingSet = 1024;  // a subproblem's variables: one select block's threads
+constexpr int kSelectThreads = 1024;
+constexpr int kKeyThreads = 256, kKeysPerThread = 8, kKeysPerBlock = kKeyThreads * kKeysPerThread;
+constexpr int kUpdateThreads = 256, kUpdatePerThread = 4, kUpdatePerBlock = kUpdateThreads * kUpdatePerThread;
+// The sort key of a variable: [segment: 8 bits][violation, descending: 32 bits][index: 24
+// bits], so one ascending radix sort orders every lane's two lists at once, each by its
+// violation rounded to float, largest first, ties to the smaller index (the CPU's rule).
+constexpr int kIndexBits = 24, kMaxLanes = 128;
+constexpr int64_t kMaxPairRows = int64_t{1} << kIndexBits;
+
+// What the host reads back of a lane each round, one copy for all lanes.
+struct Readback {
+  int ws[kMaxWorkingSet];
+  int count;
+  double gap[2];  // m(a), −M(a)
+};
+
+// Every lane's device state for one round (uploaded each round; pointers into the lanes'
+// buffers).
+struct Lane {
+  int n = 0, na = 0;
+  double Cp = 1, Cn = 1;
+  double* alpha = nullptr;  // [n]
+  double* G = nullptr;      // [n]
+  uint8_t* chosen = nullptr;  // [n], zero between rounds
+  int64_t key_offset = 0;     // up keys at key_offset, low keys at key_offset + n
+  int* ws = nullptr;          // [q]
+  int* ws_count = nullptr;    // [1]
+  double* gap = nullptr;      // [2]: m(a), −M(a)
+  int q = 0;                  // the working set's size for this pair: min(q, n)
+  const int* kept = nullptr;  // [1 + q]: count, then the variables the last round chose fresh
+  int* fresh = nullptr;       // [1 + q]: this round's, likewise (the next round's kept)
+  // After the host has read the working set back:
+  int count = 0;              // its size
+  const int* ws_slot = nullptr;  // [count]: each row's cache slot
+  float* cache = nullptr;        // [capacity, n]
+  float* Kws = nullptr;          // [count, count]
+  double* alpha_ws = nullptr;    // [count]: in and out of the subproblem
+  double* alpha_old = nullptr;   // [count]
+  double* G_ws = nullptr;        // [count]
+  double* diag_ws = nullptr;     // [count]
+};
+
+struct Larger {
+  __device__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+struct Smaller {
+  __device__ double operator()(double a, double b) const { return fmin(a, b); }
+};
+
+__device__ __forceinline__ uint32_t descending_bits(float f) {
+  if (f == 0.0f) f = 0.0f;  // −0 ties with +0, as in the CPU's comparison
+  uint32_t u = __float_as_uint(f);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // ascending order of u = ascending f
+  return ~u;
+}
+__device__ __forceinline__ uint64_t sort_key(int segment, float violation, int t) {
+  return (static_cast<uint64_t>(segment) << 56) | (static_cast<uint64_t>(descending_bits(violation)) << kIndexBits) |
+         static_cast<uint64_t>(t);
+}
+__device__ __forceinline__ bool key_is_member(uint64_t key) {
+  return static_cast<uint32_t>(key >> kIndexBits) != descending_bits(-INFINITY);
+}
+__device__ __forceinline__ int key_index(uint64_t key) { return static_cast<int>(key & ((1u << kIndexBits) - 1)); }
+
+// ---- conversions ---------------------------------------------------------------------------
+
+__global__ void rows_to_half_kernel(const float* __restrict__ x, int64_t count, __half* __restrict__ out,
+                                    int* overflow) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
+    const __half h = __float2half_rn(x[i]);
+    if (__hisinf(h)) *overflow = 1;
+    out[i] = h;
+  }
+}
+
+__global__ void half_row_norms_kernel(const __half* __restrict__ X, int64_t n, int dim, int64_t ld,
+                                      double* __restrict__ out) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;
+  const __half* x = X + row * ld;
+  double s = 0;
+  for (int f = lane; f < dim; f += 32) {
+    const double v = __half2float(x[f]);
+    s += v * v;
+  }
+  for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+  if (lane == 0) out[row] = s;
+}
+
+// ---- step 1 and 2: violations, their order, the working set ---------------------------------
+
+__global__ void init_lane_kernel(double* alpha, double* G, int n) {
+  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < n; t += gridDim.x * blockDim.x) {
+    alpha[t] = 0;
+    G[t] = -1;
+  }
+}
+
+// Block (chunk, lane): the keys of kKeysPerBlock variables and their largest violations, exact
+// in double, to partial[lane][chunk].
+__global__ void __launch_bounds__(kKeyThreads) violation_keys_kernel(const Lane* __restrict__ lanes,
+                                                                     uint64_t* __restrict__ keys, double* partial_up,
+                                                                     double* partial_low, int chunks) {
+  using Reduce = cub::BlockReduce<double, kKeyThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  const int l = blockIdx.y;
+  const Lane L = lanes[l];
+  double up_max = -kInf, low_max = -kInf;
+  const int t0 = blockIdx.x * kKeysPerBlock;
+  for (int k = 0; k < kKeysPerThread; ++k) {
+    const int t = t0 + k * kKeyThreads + threadIdx.x;
+    if (t >= L.n) break;
+    const bool positive = t < L.na;
+    const double a = L.alpha[t], C = positive ? L.Cp : L.Cn, yG = positive ? L.G[t] : -L.G[t];
+    const bool up = positive ? a < C : a > 0, low = positive ? a > 0 : a < C;
+    if (up) up_max = fmax(up_max, -yG);
+    if (low) low_max = fmax(low_max, yG);
+    keys[L.key_offset + t] = sort_key(2 * l, up ? __double2float_rn(-yG) : -INFINITY, t);
+    keys[L.key_offset + L.n + t] = sort_key(2 * l + 1, low ? __double2float_rn(yG) : -INFINITY, t);
+  }
+  up_max = Reduce(temp).Reduce(up_max, Larger());
+  __syncthreads();
+  low_max = Reduce(temp).Reduce(low_max, Larger());
+  if (threadIdx.x == 0) {
+    partial_up[l * chunks + blockIdx.x] = up_max;
+    partial_low[l * chunks + blockIdx.x] = low_max;
+  }
+}
+
+// One block per lane: the working set from its two sorted lists, as select_working_set takes
+// it — the first q/2 of I_up, then I_low's not yet taken, then I_up's again — ascending.
+__global__ void __launch_bounds__(kSelectThreads) select_kernel(const Lane* __restrict__ lanes,
+                                                                const uint64_t* __restrict__ sorted,
+                                                                const double* partial_up, const double* partial_low,
+                                                                int chunks) {
+  using Scan = cub::BlockScan<int, kSelectThreads>;
+  using Reduce = cub::BlockReduce<double, kSelectThreads>;
+  using Sort = cub::BlockRadixSort<int, kSelectThreads, 1>;
+  __shared__ union {
+    typename Scan::TempStorage scan;
+    typename Reduce::TempStorage reduce;
+    typename Sort::TempStorage sort;
+  } temp;
+  __shared__ int ws[kMaxWorkingSet];
+  __shared__ int s_taken;
+  const Lane L = lanes[blockIdx.x];
+  const int tid = threadIdx.x;
+
+  double up = -kInf, low = -kInf;
+  for (int c = tid; c < chunks; c += kSelectThreads) {
+    up = fmax(up, partial_up[blockIdx.x * chunks + c]);
+    low = fmax(low, partial_low[blockIdx.x * chunks + c]);
+  }
+  up = Reduce(temp.reduce).Reduce(up, Larger());
+  __syncthreads();
+  low = Reduce(temp.reduce).Reduce(low, Larger());
+  if (tid == 0) {
+    L.gap[0] = up;
+    L.gap[1] = low;
+  }
+  __syncthreads();
+
+  const uint64_t* up_list = sorted + L.key_offset;
+  const uint64_t* low_list = up_list + L.n;
+  // Each list's members come first (a non-member's key sorts after every member's).
+  __shared__ int s_members[2];
+  if (tid < 2) {
+    const uint64_t* list = tid == 0 ? up_list : low_list;
+    int lo = 0, hi = L.n;  // the first non-member
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (key_is_member(list[mid])) lo = mid + 1; else hi = mid;
+    }
+    s_members[tid] = lo;
+  }
+  __syncthreads();
+  int count = 0;
+  // Takes members of `list` from position `from` on, skipping chosen ones, until `limit` are
+  // in the set or the members end; returns the position after the last one taken.
+  auto take = [&](const uint64_t* list, int members, int from, int limit) {
+    int at = from;
+    while (count < limit && at < members) {
+      const int i = at + tid;
+      const int t = i < members ? key_index(list[i]) : -1;
+      const int wanted = t >= 0 && !L.chosen[t] ? 1 : 0;
+      int place = 0, wanted_total = 0;
+      Scan(temp.scan).ExclusiveSum(wanted, place, wanted_total);
+      const int room = limit - count;
+      if (wanted && place < room) {
+        ws[count + place] = t;
+        L.chosen[t] = 1;
+      }
+      if (wanted && place == room - 1) s_taken = i + 1;
+      __syncthreads();
+      if (wanted_total >= room) {
+        at = s_taken;
+        count = limit;
+      } else {
+        count += wanted_total;
+        at = min(at + kSelectThreads, members);
+      }
+      __syncthreads();
+    }
+    return at;
+  };
+  // The last round's fresh variables stay (at most q/2), then the fresh ones of this round.
+  // At least two fresh: both sides' largest violators are in the set (cpu/working_set.cpp).
+  const int kept = min(L.kept ? L.kept[0] : 0, min(L.q / 2, L.q - 2));
+  for (int r = tid; r < kept; r += kSelectThreads) {
+    ws[r] = L.kept[1 + r];
+    L.chosen[ws[r]] = 1;
+  }
+  count = kept;
+  __syncthreads();
+  const int up_next = take(up_list, s_members[0], 0, kept + (L.q - kept) / 2);
+  take(low_list, s_members[1], 0, L.q);
+  take(up_list, s_members[0], up_next, L.q);
+  if (L.fresh) {
+    for (int r = kept + tid; r < count; r += kSelectThreads) L.fresh[1 + r - kept] = ws[r];
+    if (tid == 0) L.fresh[0] = count - kept;
+  }
+
+  // Clear the marks and sort the set ascending.
+  int item[1] = {INT_MAX};
+  if (tid < count) {
+    item[0] = ws[tid];
+    L.chosen[item[0]] = 0;
+  }
+  Sort(temp.sort).Sort(item);
+  if (tid < count) L.ws[tid] = item[0];
+  if (tid == 0) *L.ws_count = count;
+}
+
+// ---- step 3: the rows the cache lacks --------------------------------------------------------
+
+template <typename T>
+__global__ void gather_rows_kernel(const T* __restrict__ X, int64_t ld, const int64_t* __restrict__ rows,
+                                   T* __restrict__ out) {
+  const T* src = X + rows[blockIdx.x] * ld;
+  T* dst = out + static_cast<int64_t>(blockIdx.x) * ld;
+  for (int64_t f = threadIdx.x; f < ld; f += blockDim.x) dst[f] = src[f];
+}
+
+// Row r of dots [m, n] (its variable self[r], its row rows[r] of X) to cache slot slots[r]:
+// the kernel values as the CPU's kernel_block makes them, the diagonal as the source states it.
+__global__ void kernel_rows_kernel(const float* __restrict__ dots, int n, int na, int64_t start_a, int64_t start_b,
+                                   const double* __restrict__ norms, const int64_t* __restrict__ rows,
+                                   const int* __restrict__ self, const int* __restrict__ slots, int rbf, double gamma,
+                                   float* __restrict__ cache) {
+  const int r = blockIdx.x;
+  const double row_norm = norms[rows[r]];
+  const float* d = dots + static_cast<int64_t>(r) * n;
+  float* out = cache + static_cast<int64_t>(slots[r]) * n;
+  const int me = self[r];
+  for (int t = threadIdx.x; t < n; t += blockDim.x) {
+    float v = d[t];
+    if (rbf) {
+      const double col_norm = norms[t < na ? start_a + t : start_b + (t - na)];
+      v = static_cast<float>(exp(-gamma * fmax(row_norm + col_norm - 2.0 * static_cast<double>(v), 0.0)));
+    }
+    if (t == me) v = rbf ? 1.0f : static_cast<float>(row_norm);
+    out[t] = v;
+  }
+}
+
+// ---- step 4: the subproblems -----------------------------------------------------------------
+
+// Block (r, lane): row r of Q_BB's kernel values, and variable r's multiplier, gradient and
+// K(x, x).
+__global__ void subproblem_kernel(const Lane* __restrict__ lanes) {
+  const Lane L = lanes[blockIdx.y];
+  const int r = blockIdx.x;
+  if (r >= L.count) return;
+  const float* row = L.cache + static_cast<int64_t>(L.ws_slot[r]) * L.n;
+  float* out = L.Kws + static_cast<int64_t>(r) * L.count;
+  for (int c = threadIdx.x; c < L.count; c += blockDim.x) out[c] = row[L.ws[c]];
+  if (threadIdx.x == 0) {
+    const int t = L.ws[r];
+    L.alpha_ws[r] = L.alpha_old[r] = L.alpha[t];
+    L.G_ws[r] = L.G[t];
+    L.diag_ws[r] = row[t];
+  }
+}
+
+// ---- step 5: the gradient --------------------------------------------------------------------
+
+// Block (tile, lane): G_t += y_t Σ_r y_r Δa_r K(r, t) over the rows whose multiplier moved, in
+// the order of B; tile 0 also writes the new multipliers back.
+__global__ void __launch_bounds__(kUpdateThreads) gradient_update_kernel(const Lane* __restrict__ lanes) {
+  using Scan = cub::BlockScan<int, kUpdateThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ double coef[kMaxWorkingSet];
+  __shared__ const float* row_of[kMaxWorkingSet];
+  __shared__ int moved;
+  const Lane L = lanes[blockIdx.y];
+  const int t0 = blockIdx.x * kUpdatePerBlock;
+  if (t0 >= L.n) return;
+  if (threadIdx.x == 0) moved = 0;
+  __syncthreads();
+  for (int r0 = 0; r0 < L.count; r0 += kUpdateThreads) {
+    const int r = r0 + threadIdx.x;
+    double delta = 0;
+    if (r < L.count) delta = L.alpha_ws[r] - L.alpha_old[r];
+    const int flag = delta != 0 ? 1 : 0;
+    int place = 0, total = 0;
+    Scan(scan).ExclusiveSum(flag, place, total);
+    if (flag) {
+      const int t = L.ws[r];
+      coef[moved + place] = t < L.na ? delta : -delta;
+      row_of[moved + place] = L.cache + static_cast<int64_t>(L.ws_slot[r]) * L.n;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) moved += total;
+    __syncthreads();
+  }
+  if (blockIdx.x == 0)
+    for (int r = threadIdx.x; r < L.count; r += kUpdateThreads) L.alpha[L.ws[r]] = L.alpha_ws[r];
+  const int k = moved;
+  for (int e = 0; e < kUpdatePerThread; ++e) {
+    const int t = t0 + e * kUpdateThreads + threadIdx.x;
+    if (t >= L.n) break;
+    double acc = 0;
+    for (int r = 0; r < k; ++r) acc = fma(coef[r], static_cast<double>(row_of[r][t]), acc);
+    L.G[t] += t < L.na ? acc : -acc;
+  }
+}
+
+// ---- the end: rho and the objective (cpu::finish_dual) --------------------------------------
+
+__global__ void __launch_bounds__(kSelectThreads) finish_kernel(const Lane* __restrict__ lanes,
+                                                                PairResult* __restrict__ results) {
+  using Reduce = cub::BlockReduce<double, kSelectThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  const Lane L = lanes[blockIdx.x];
+  double ub = kInf, lb = -kInf, free_sum = 0, free_count = 0, obj = 0;
+  for (int t = threadIdx.x; t < L.n; t += blockDim.x) {
+    const bool positive = t < L.na;
+    const double a = L.alpha[t], C = positive ? L.Cp : L.Cn, yG = positive ? L.G[t] : -L.G[t];
+    if (a >= C) {
+      if (!positive) ub = fmin(ub, yG); else lb = fmax(lb, yG);
+    } else if (a <= 0) {
+      if (positive) ub = fmin(ub, yG); else lb = fmax(lb, yG);
+    } else {
+      free_sum += yG;
+      free_count += 1;
+    }
+    obj += a * (L.G[t] - 1.0);
+  }
+  ub = Reduce(temp).Reduce(ub, Smaller());
+  __syncthreads();
+  lb = Reduce(temp).Reduce(lb, Larger());
+  __syncthreads();
+  free_sum = Reduce(temp).Sum(free_sum);
+  __syncthreads();
+  free_count = Reduce(temp).Sum(free_count);
+  __syncthreads();
+  obj = Reduce(temp).Sum(obj);
+  if (threadIdx.x == 0) {
+    PairResult& res = results[blockIdx.x];
+    res.rho = free_count > 0 ? free_sum / free_count : (ub + lb) / 2;
+    res.objective = obj / 2;
+    res.n_free = static_cast<int>(free_count);
+  }
+}
+
+// ---- the host side ---------------------------------------------------------------------------
+
+template <typename T>
+T* carve(unsigned char*& at, int64_t count) {
+  T* p = reinterpret_cast<T*>(at);
+  at += (count * static_cast<int64_t>(sizeof(T)) + 255) / 256 * 256;
+  return p;
+}
+int64_t carved(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// One lane's buffers, carved from one allocation.
+struct LaneMemory {
+  double *alpha, *G, *alpha_ws, *alpha_old, *G_ws, *diag_ws, *gap;
+  uint8_t *chosen, *status;
+  int *ws, *ws_count, *ws_slot, *fresh[2];
+  float *Kws, *cache;
+  int64_t cache_bytes;
+};
+int64_t lane_fixed_bytes(int64_t n_max, int64_t q) {
+  return 2 * carved(n_max * 8) + 4 * carved(q * 8) + carved(n_max) + carved(q) + 2 * carved((q + 1) * 4) +
+         carved(q * q * 4);
+}
+
+// The subproblems' GEMM: dots[r, c] (row-major, ldc) = A_r · B_c over ld columns, for rows
+// A [rows, ld] and B [cols, ld] of float16 (float32 accumulation on the tensor cores) or
+// float32 (true FP32: the math mode is cuBLAS's default).
+void row_dots(cublasHandle_t h, const void* A, const void* B, bool half, int64_t rows, int64_t cols, int64_t ld,
+              float* C, int64_t ldc) {
+  if (rows == 0 || cols == 0) return;
+  const float one = 1.0f, zero = 0.0f;
+  const cudaDataType_t type = half ? CUDA_R_16F : CUDA_R_32F;
+  SVM_CUBLAS_CHECK(cae::cublas::api().gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cols),
+                                              static_cast<int>(rows), static_cast<int>(ld), &one, B, type,
+                                              static_cast<int>(ld), A, type, static_cast<int>(ld), &zero, C,
+                                              CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F,
+                                              CUBLAS_GEMM_DEFAULT));
+}
+
+// What one round asks of the host for a lane, and what it keeps between rounds.
+struct LaneHost {
+  int pair = -1;  // -1: idle
+  int n = 0, na = 0;
+  std::unique_ptr<RowSlots> slots;
+  int64_t capacity = 0;
+  long long iterations = 0, max_iter = 0;
+  int64_t rounds = 0, rows_computed = 0;
+  bool hit_limit = false, stalled = false;
+  int parity = 0;  // which of the lane's two fresh lists is this round's kept one
+};
+
+}  // namespace
+
+void rows_to_half(const float* x, int64_t count, __half* out, int* overflow, cudaStream_t stream) {
+  if (count <= 0) return;
+  const int64_t blocks = std::min<int64_t>((count + 255) / 256, int64_t{1} << 16);
+  rows_to_half_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, count, out, overflow);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+void half_row_squared_norms(const __half* X, int64_t n, int dim, int64_t ld, double* out, cudaStream_t stream) {
+  if (n == 0) return;
+  half_row_norms_kernel<<<static_cast<unsigned>((n + 7) / 8), 256, 0, stream>>>(X, n, dim, ld, out);
+  AE_CUDA_LAUNCH_CHECK();
+}
+
+std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const WorkingSetRows& rows,
+                                                  const std::vector<WorkingSetPair>& pairs,
+                                                  const WorkingSetConfig& config, cudaStream_t s,
+                                                  const std::function<void(int)>& on_pair_done,
+                                                  WorkingSetTotals* totals) {
+  const int P = static_cast<int>(pairs.size());
+  std::vector<WorkingSetOutcome> out(static_cast<size_t>(P));
+  if (P == 0) return out;
+  const int q_max = std::clamp(config.working_set_size, 2, kMaxWorkingSet);
+  const bool half = rows.X16 != nullptr;
+  const void* X = half ? static_cast<const void*>(rows.X16) : static_cast<const void*>(rows.X32);
+  const int64_t elem = half ? 2 : 4, ld = rows.ld;
+  int64_t n_max = 0;
+  for (const auto& p : pairs) n_max = std::max<int64_t>(n_max, int64_t{p.na} + p.nb);
+  if (n_max >= kMaxPairRows)
+    throw std::runtime_error("svm gpu: a class pair of " + std::to_string(n_max) + " rows; the working-set solver "
+                             "takes pairs of up to " + std::to_string(kMaxPairRows - 1));
+
+  // ---- memory: shared staging, then per lane its state and a row cache of at least q rows ----
+  const int64_t q_rows = std::min<int64_t>(q_max, n_max);
+  const int chunks_max = static_cast<int>((n_max + kKeysPerBlock - 1) / kKeysPerBlock);
+  const int64_t staging = carved(q_rows * n_max * 4) + carved(q_rows * ld * elem) + carved(q_rows * 8) +
+                          3 * carved(q_rows * 4);
+  const int64_t min_cache = q_rows * n_max * 4, whole_pair = n_max * n_max * 4;
+  const int64_t fixed_lane = lane_fixed_bytes(n_max, q_rows);
+  // The sort's keys (in and out) and its scratch, for every lane's two lists.
+  auto sort_bytes = [&](int lanes) {
+    size_t temp = 0;
+    const int64_t keys = 2 * n_max * lanes;
+    AE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, temp, static_cast<const uint64_t*>(nullptr),
+                                                 static_cast<uint64_t*>(nullptr), keys, 0, 64, s));
+    return 2 * carved(keys * 8) + carved(static_cast<int64_t>(temp)) + 2 * carved(int64_t{chunks_max} * lanes * 8) +
+           carved(lanes * static_cast<int64_t>(sizeof(Lane))) + carved(lanes * static_cast<int64_t>(sizeof(PairJob))) +
+           carved(lanes * static_cast<int64_t>(sizeof(PairResult))) +
+           carved(lanes * static_cast<int64_t>(sizeof(Readback))) + carved(int64_t{lanes} * kMaxWorkingSet * 4);
+  };
+  const int64_t budget = config.budget_bytes;
+  // Lanes: as many pairs side by side as leave each a cache of the smaller of its whole
+  // matrix and kCacheWorkingSets working sets' rows (docs/SVM_GPU.md, "Working sets").
+  constexpr int64_t kCacheWorkingSets = 8;
+  const int64_t want_lane = fixed_lane + std::max(min_cache, std::min(whole_pair, kCacheWorkingSets * min_cache));
+  int lanes = config.lanes > 0 ? config.lanes
+                               : static_cast<int>(std::clamp<int64_t>((budget - staging) / want_lane, 1, kMaxLanes));
+  lanes = std::min({lanes, P, kMaxLanes});
+  while (lanes > 1 && staging + sort_bytes(lanes) + lanes * (fixed_lane + min_cache) > budget) --lanes;
+  int64_t cache_per_lane = std::min(whole_pair, (budget - staging - sort_bytes(lanes)) / lanes - fixed_lane);
+  if (config.cache_rows > 0) cache_per_lane = std::min(cache_per_lane, std::max(config.cache_rows, q_rows) * n_max * 4);
+  cache_per_lane = cache_per_lane / 256 * 256;
+  if (cache_per_lane < min_cache)
+    throw std::runtime_error("svm gpu: the working-set solver needs " +
+                             std::to_string((staging + sort_bytes(1) + fixed_lane + min_cache) >> 20) +
+                             " MB of GPU memory for a class pair of " + std::to_string(n_max) + " rows beside the rows, " +
+                             std::to_string(std::max<int64_t>(budget, 0) >> 20) + " MB are free");
+
+  DeviceBuffer<unsigned char> arena(static_cast<size_t>(staging + sort_bytes(lanes) +
+                                                        lanes * (fixed_lane + cache_per_lane)));
+  unsigned char* at = arena.get();
+  float* d_dots = carve<float>(at, q_rows * n_max);
+  unsigned char* d_gathered = carve<unsigned char>(at, q_rows * ld * elem);
+  int64_t* d_rows = carve<int64_t>(at, q_rows);
+  int* d_self = carve<int>(at, q_rows);
+  int* d_new_slots = carve<int>(at, q_rows);
+  carve<int>(at, q_rows);  // spare, kept for alignment of what follows
+  const int64_t key_capacity = 2 * n_max * lanes;
+  uint64_t* d_keys = carve<uint64_t>(at, key_capacity);
+  uint64_t* d_sorted = carve<uint64_t>(at, key_capacity);
+  size_t sort_temp = 0;
+  AE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, sort_temp, d_keys, d_sorted, key_capacity, 0, 64, s));
+  unsigned char* d_sort_temp = carve<unsigned char>(at, static_cast<int64_t>(sort_temp));
+  double* d_partial_up = carve<double>(at, int64_t{chunks_max} * lanes);
+  double* d_partial_low = carve<double>(at, int64_t{chunks_max} * lanes);
+  Lane* d_lanes = carve<Lane>(at, lanes);
+  PairJob* d_jobs = carve<PairJob>(at, lanes);
+  PairResult* d_results = carve<PairResult>(at, lanes);
+  Readback* d_readback = carve<Readback>(at, lanes);
+  int* d_slots = carve<int>(at, int64_t{lanes} * kMaxWorkingSet);
+  std::vector<LaneMemory> mem(static_cast<size_t>(lanes));
+  const int64_t q = q_rows;
+  for (int l = 0; l < lanes; ++l) {
+    LaneMemory& m = mem[l];
+    m.ws = d_readback[l].ws;
+    m.ws_count = &d_readback[l].count;
+    m.gap = d_readback[l].gap;
+    m.ws_slot = d_slots + static_cast<int64_t>(l) * kMaxWorkingSet;
+    m.alpha = carve<double>(at, n_max);
+    m.G = carve<double>(at, n_max);
+    m.alpha_ws = carve<double>(at, q);
+    m.alpha_old = carve<double>(at, q);
+    m.G_ws = carve<double>(at, q);
+    m.diag_ws = carve<double>(at, q);
+    m.chosen = carve<uint8_t>(at, n_max);
+    m.status = carve<uint8_t>(at, q);
+    m.fresh[0] = carve<int>(at, q + 1);
+    m.fresh[1] = carve<int>(at, q + 1);
+    m.Kws = carve<float>(at, q * q);
+    m.cache = carve<float>(at, cache_per_lane / 4);
+    m.cache_bytes = cache_per_lane;
+    AE_CUDA_CHECK(cudaMemsetAsync(m.chosen, 0, static_cast<size_t>(n_max), s));
+  }
+  if (totals) {
+    totals->lanes = lanes;
+    totals->cache_rows_per_lane = cache_per_lane / (n_max * 4);
+  }
+
+  // Host mirrors, page-locked so the per-round copies are single transfers.
+  cae::cuda::PinnedBuffer<Readback> readback(static_cast<size_t>(lanes));
+  cae::cuda::PinnedBuffer<Lane> lane_args(static_cast<size_t>(lanes)), finish_args(static_cast<size_t>(lanes));
+  cae::cuda::PinnedBuffer<PairJob> job_args(static_cast<size_t>(lanes));
+  cae::cuda::PinnedBuffer<PairResult> result_args(static_cast<size_t>(lanes));
+  cae::cuda::PinnedBuffer<int> slot_args(static_cast<size_t>(lanes) * kMaxWorkingSet);
+  // Each lane's part of a round's requests apart, so no lane's copy waits for another's.
+  const size_t request = static_cast<size_t>(lanes) * static_cast<size_t>(q_rows);
+  cae::cuda::PinnedBuffer<int64_t> row_args(request);
+  cae::cuda::PinnedBuffer<int> self_args(request), new_slot_args(request);
+
+  std::vector<LaneHost> host(static_cast<size_t>(lanes));
+  int next_pair = 0, done = 0;
+  // Pairs start largest first, so the last to finish are short ones.
+  std::vector<int> order(static_cast<size_t>(P));
+  for (int p = 0; p < P; ++p) order[p] = p;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return int64_t{pairs[a].na} + pairs[a].nb > int64_t{pairs[b].na} + pairs[b].nb;
+  });
+  auto start_pair = [&](int l) {
+    LaneHost& h = host[l];
+    h = LaneHost{};
+    if (next_pair >= P) return;
+    h.pair = order[next_pair++];
+    const WorkingSetPair& pr = pairs[h.pair];
+    h.n = pr.na + pr.nb;
+    h.na = pr.na;
+    h.capacity = std::min<int64_t>(h.n, mem[l].cache_bytes / (int64_t{h.n} * 4));
+    h.slots = std::make_unique<RowSlots>(h.n, static_cast<int>(h.capacity));
+    h.max_iter = std::max<long long>(10000000LL, h.n > INT_MAX / 100 ? INT_MAX : 100LL * h.n);
+    init_lane_kernel<<<static_cast<unsigned>(std::min<int64_t>((h.n + 255) / 256, 4096)), 256, 0, s>>>(
+        mem[l].alpha, mem[l].G, h.n);
+    AE_CUDA_LAUNCH_CHECK();
+    AE_CUDA_CHECK(cudaMemsetAsync(mem[l].fresh[0], 0, sizeof(int), s));  // nothing kept in the first round
+  };
+  for (int l = 0; l < lanes; ++l) start_pair(l);
+
+  const int rbf = config.kernel == KernelType::rbf ? 1 : 0;
+  std::vector<int> active;
+  for (;;) {
+    active.clear();
+    for (int l = 0; l < lanes; ++l)
+      if (host[l].pair >= 0) active.push_back(l);
+    if (active.empty()) break;
+    const int A = static_cast<int>(active.size());
+    // ---- steps 1-2 for every active lane ----
+    int64_t key_total = 0;
+    int chunks = 0;
+    for (int a = 0; a < A; ++a) {
+      const int l = active[a];
+      const LaneHost& h = host[l];
+      const WorkingSetPair& pr = pairs[h.pair];
+      Lane& L = lane_args[a];
+      L = Lane{};
+      L.n = h.n;
+      L.na = h.na;
+      L.Cp = pr.Cp;
+      L.Cn = pr.Cn;
+      L.alpha = mem[l].alpha;
+      L.G = mem[l].G;
+      L.chosen = mem[l].chosen;
+      L.key_offset = key_total;
+      L.ws = mem[l].ws;
+      L.ws_count = mem[l].ws_count;
+      L.gap = mem[l].gap;
+      L.q = std::min(q_max, h.n);
+      L.kept = mem[l].fresh[h.parity];
+      L.fresh = mem[l].fresh[1 - h.parity];
+      host[l].parity = 1 - h.parity;
+      key_total += 2 * int64_t{h.n};
+      chunks = std::max(chunks, (h.n + kKeysPerBlock - 1) / kKeysPerBlock);
+    }
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_lanes, lane_args.get(), sizeof(Lane) * A, cudaMemcpyHostToDevice, s));
+    violation_keys_kernel<<<dim3(chunks, A), kKeyThreads, 0, s>>>(d_lanes, d_keys, d_partial_up, d_partial_low, chunks);
+    AE_CUDA_LAUNCH_CHECK();
+    size_t temp = sort_temp;
+    AE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(d_sort_temp, temp, d_keys, d_sorted, key_total, 0, 64, s));
+    select_kernel<<<A, kSelectThreads, 0, s>>>(d_lanes, d_sorted, d_partial_up, d_partial_low, chunks);
+    AE_CUDA_LAUNCH_CHECK();
+    AE_CUDA_CHECK(cudaMemcpyAsync(readback.get(), d_readback, sizeof(Readback) * lanes, cudaMemcpyDeviceToHost, s));
+    AE_CUDA_CHECK(cudaStreamSynchronize(s));
+
+    // ---- the host: stop or go on; the cache's slots; the rows to compute ----
+    std::vector<int> solving;  // indices into active
+    std::vector<int> finished;
+    for (int a = 0; a < A; ++a) {
+      LaneHost& h = host[active[a]];
+      const Readback& rb = readback[active[a]];
+      const double gap = rb.gap[0] + rb.gap[1];
+      // Stalled: the last subproblem could take no step (its gap was below its tolerance).
+      if (!(gap >= config.tol) || rb.count < 2 || h.iterations >= h.max_iter || h.stalled) {
+        h.hit_limit = gap >= config.tol && (h.iterations >= h.max_iter || h.stalled);
+        finished.push_back(a);
+        continue;
+      }
+      solving.push_back(a);
+    }
+    // Finished lanes: rho and the objective over their variables, then their multipliers.
+    if (!finished.empty()) {
+      for (size_t f = 0; f < finished.size(); ++f) finish_args[f] = lane_args[finished[f]];
+      const int F = static_cast<int>(finished.size());
+      AE_CUDA_CHECK(cudaMemcpyAsync(d_lanes, finish_args.get(), sizeof(Lane) * F, cudaMemcpyHostToDevice, s));
+      finish_kernel<<<F, kSelectThreads, 0, s>>>(d_lanes, d_results);
+      AE_CUDA_LAUNCH_CHECK();
+      AE_CUDA_CHECK(cudaMemcpyAsync(result_args.get(), d_results, sizeof(PairResult) * F, cudaMemcpyDeviceToHost, s));
+      for (int f = 0; f < F; ++f) {
+        const int l = active[finished[f]];
+        WorkingSetOutcome& o = out[host[l].pair];
+        o.alpha.resize(static_cast<size_t>(host[l].n));
+        AE_CUDA_CHECK(cudaMemcpyAsync(o.alpha.data(), mem[l].alpha, sizeof(double) * host[l].n,
+                                      cudaMemcpyDeviceToHost, s));
+      }
+      AE_CUDA_CHECK(cudaStreamSynchronize(s));
+      for (int f = 0; f < F; ++f) {
+        const int l = active[finished[f]];
+        LaneHost& h = host[l];
+        WorkingSetOutcome& o = out[h.pair];
+        o.result = result_args[f];
+        o.result.iterations = h.iterations;
+        o.result.hit_iteration_limit = h.hit_limit ? 1 : 0;
+        o.rounds = h.rounds;
+        o.rows_computed = h.rows_computed;
+        if (totals) {
+          totals->rounds += h.rounds;
+          totals->rows_computed += h.rows_computed;
+        }
+        if (on_pair_done) on_pair_done(++done);
+        start_pair(l);  // its first round is the next
+      }
+    }
+    if (solving.empty()) continue;
+
+    // ---- steps 3-5 for the lanes that go on ----
+    const int S = static_cast<int>(solving.size());
+    for (int k = 0; k < S; ++k) {
+      const int a = solving[k], l = active[a];
+      LaneHost& h = host[l];
+      const WorkingSetPair& pr = pairs[h.pair];
+      const Readback& rb = readback[active[a]];
+      RowSlots& slots = *h.slots;
+      int missing = 0;
+      int64_t* lane_rows = row_args.get() + static_cast<size_t>(k) * q_rows;
+      int* lane_self = self_args.get() + static_cast<size_t>(k) * q_rows;
+      int* lane_new = new_slot_args.get() + static_cast<size_t>(k) * q_rows;
+      for (int r = 0; r < rb.count; ++r) {
+        const int t = rb.ws[r];
+        if (slots.slot_of(t) >= 0) slots.touch(slots.slot_of(t));
+      }
+      for (int r = 0; r < rb.count; ++r) {
+        const int t = rb.ws[r];
+        if (slots.slot_of(t) < 0) {
+          lane_new[missing] = slots.take_for(t);
+          lane_self[missing] = t;
+          lane_rows[missing] = t < h.na ? pr.start_a + t : pr.start_b + (t - h.na);
+          ++missing;
+        }
+        slot_args[static_cast<size_t>(l) * kMaxWorkingSet + r] = slots.slot_of(t);
+      }
+      if (missing > 0) {
+        // Staging is shared: these copies and kernels run in stream order, one lane after another.
+        AE_CUDA_CHECK(cudaMemcpyAsync(d_rows, lane_rows, sizeof(int64_t) * missing, cudaMemcpyHostToDevice, s));
+        AE_CUDA_CHECK(cudaMemcpyAsync(d_self, lane_self, sizeof(int) * missing, cudaMemcpyHostToDevice, s));
+        AE_CUDA_CHECK(cudaMemcpyAsync(d_new_slots, lane_new, sizeof(int) * missing, cudaMemcpyHostToDevice, s));
+        if (half)
+          gather_rows_kernel<<<missing, 256, 0, s>>>(rows.X16, ld, d_rows, reinterpret_cast<__half*>(d_gathered));
+        else
+          gather_rows_kernel<<<missing, 256, 0, s>>>(rows.X32, ld, d_rows, reinterpret_cast<float*>(d_gathered));
+        AE_CUDA_LAUNCH_CHECK();
+        const unsigned char* Xa = static_cast<const unsigned char*>(X) + pr.start_a * ld * elem;
+        const unsigned char* Xb = static_cast<const unsigned char*>(X) + pr.start_b * ld * elem;
+        row_dots(blas, d_gathered, Xa, half, missing, h.na, ld, d_dots, h.n);
+        row_dots(blas, d_gathered, Xb, half, missing, h.n - h.na, ld, d_dots + h.na, h.n);
+        kernel_rows_kernel<<<missing, 256, 0, s>>>(d_dots, h.n, h.na, pr.start_a, pr.start_b, rows.norms, d_rows, d_self,
+                                                   d_new_slots, rbf, config.gamma, mem[l].cache);
+        AE_CUDA_LAUNCH_CHECK();
+        h.rows_computed += missing;
+      }
+      Lane& L = lane_args[k];
+      L = lane_args[a];
+      L.count = rb.count;
+      L.ws_slot = mem[l].ws_slot;
+      L.cache = mem[l].cache;
+      L.Kws = mem[l].Kws;
+      L.alpha_ws = mem[l].alpha_ws;
+      L.alpha_old = mem[l].alpha_old;
+      L.G_ws = mem[l].G_ws;
+      L.diag_ws = mem[l].diag_ws;
+      int positives = 0;
+      while (positives < rb.count && rb.ws[positives] < h.na) ++positives;
+      PairJob& job = job_args[k];
+      job = PairJob{};
+      job.K = mem[l].Kws;
+      job.ld = rb.count;
+      job.diag = mem[l].diag_ws;
+      job.off_a = 0;
+      job.off_b = positives;
+      job.na = positives;
+      job.nb = rb.count - positives;
+      job.weight_a = pr.Cp;  // the launch's C is 1
+      job.weight_b = pr.Cn;
+      job.alpha = mem[l].alpha_ws;
+      job.G = mem[l].G_ws;
+      job.status = mem[l].status;
+      job.G_start = mem[l].G_ws;
+      job.linear = -1;
+      job.tol = std::max(config.tol, config.inner_gap_share * (rb.gap[0] + rb.gap[1]));
+      job.max_iter = std::min<long long>(static_cast<long long>(config.inner_steps_per_variable) * rb.count,
+                                         h.max_iter - h.iterations);
+      ++h.rounds;
+    }
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_slots, slot_args.get(), sizeof(int) * lanes * kMaxWorkingSet,
+                                  cudaMemcpyHostToDevice, s));
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_lanes, lane_args.get(), sizeof(Lane) * S, cudaMemcpyHostToDevice, s));
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_jobs, job_args.get(), sizeof(PairJob) * S, cudaMemcpyHostToDevice, s));
+    subproblem_kernel<<<dim3(static_cast<unsigned>(q_rows), S), 256, 0, s>>>(d_lanes);
+    AE_CUDA_LAUNCH_CHECK();
+    solve_pairs(d_jobs, S, d_results, 1.0, config.tol, 0, rbf != 0, smo_state_bytes(q_rows), q_rows, s);
+    const int tiles = static_cast<int>((n_max + kUpdatePerBlock - 1) / kUpdatePerBlock);
+    gradient_update_kernel<<<dim3(tiles, S), kUpdateThreads, 0, s>>>(d_lanes);
+    AE_CUDA_LAUNCH_CHECK();
+    AE_CUDA_CHECK(cudaMemcpyAsync(result_args.get(), d_results, sizeof(PairResult) * S, cudaMemcpyDeviceToHost, s));
+    AE_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (int k = 0; k < S; ++k) {
+      LaneHost& h = host[active[solving[k]]];
+      h.iterations += result_args[k].iterations;
+      h.stalled = result_args[k].iterations == 0;
+    }
+  }
+  return out;
+}
+
+SelectedWorkingSet select_working_set_gpu(const double* d_alpha, const double* d_G, int n, int na, double Cp,
+                                          double Cn, int q, const std::vector<int>& kept, cudaStream_t s) {
+  if (n >= kMaxPairRows || q < 2 || q > kMaxWorkingSet) throw std::invalid_argument("select_working_set_gpu: sizes");
+  const int chunks = (n + kKeysPerBlock - 1) / kKeysPerBlock;
+  DeviceBuffer<uint64_t> keys(2 * static_cast<size_t>(n)), sorted(2 * static_cast<size_t>(n));
+  DeviceBuffer<double> partial_up(static_cast<size_t>(chunks)), partial_low(static_cast<size_t>(chunks)), gap(2);
+  DeviceBuffer<uint8_t> chosen(static_cast<size_t>(n));
+  DeviceBuffer<int> ws(kMaxWorkingSet), count(1);
+  AE_CUDA_CHECK(cudaMemsetAsync(chosen.get(), 0, static_cast<size_t>(n), s));
+  Lane L;
+  L.n = n;
+  L.na = na;
+  L.Cp = Cp;
+  L.Cn = Cn;
+  L.alpha = const_cast<double*>(d_alpha);
+  L.G = const_cast<double*>(d_G);
+  L.chosen = chosen.get();
+  L.ws = ws.get();
+  L.ws_count = count.get();
+  L.gap = gap.get();
+  L.q = std::min(q, n);
+  std::vector<int> kept_list(1, static_cast<int>(kept.size()));
+  kept_list.insert(kept_list.end(), kept.begin(), kept.end());
+  DeviceBuffer<int> d_kept(kept_list.size()), d_fresh(static_cast<size_t>(q) + 1);
+  AE_CUDA_CHECK(cudaMemcpyAsync(d_kept.get(), kept_list.data(), sizeof(int) * kept_list.size(), cudaMemcpyHostToDevice, s));
+  L.kept = d_kept.get();
+  L.fresh = d_fresh.get();
+  DeviceBuffer<Lane> d_lane(1);
+  AE_CUDA_CHECK(cudaMemcpyAsync(d_lane.get(), &L, sizeof(Lane), cudaMemcpyHostToDevice, s));
+  violation_keys_kernel<<<dim3(chunks, 1), kKeyThreads, 0, s>>>(d_lane.get(), keys.get(), partial_up.get(),
+                                                                partial_low.get(), chunks);
+  AE_CUDA_LAUNCH_CHECK();
+  size_t temp_bytes = 0;
+  AE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, temp_bytes, keys.get(), sorted.get(), 2 * int64_t{n}, 0, 64, s));
+  DeviceBuffer<unsigned char> temp(std::max<size_t>(temp_bytes, 1));
+  AE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(temp.get(), temp_bytes, keys.get(), sorted.get(), 2 * int64_t{n}, 0, 64, s));
+  select_kernel<<<1, kSelectThreads, 0, s>>>(d_lane.get(), sorted.get(), partial_up.get(), partial_low.get(), chunks);
+  AE_CUDA_LAUNCH_CHECK();
+  SelectedWorkingSet out;
+  int c = 0;
+  double g[2];
+  std::vector<int> all(kMaxWorkingSet);
+  AE_CUDA_CHECK(cudaMemcpyAsync(&c, count.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
+  AE_CUDA_CHECK(cudaMemcpyAsync(g, gap.get(), sizeof(g), cudaMemcpyDeviceToHost, s));
+  AE_CUDA_CHECK(cudaMemcpyAsync(all.data(), ws.get(), sizeof(int) * kMaxWorkingSet, cudaMemcpyDeviceToHost, s));
+  AE_CUDA_CHECK(cudaStreamSynchronize(s));
+  out.ws.assign(all.begin(), all.begin() + c);
+  int fresh_count = 0;
+  AE_CUDA_CHECK(cudaMemcpy(&fresh_count, d_fresh.get(), sizeof(int), cudaMemcpyDeviceToHost));
+  out.fresh.resize(static_cast<size_t>(fresh_count));
+  if (fresh_count)
+    AE_CUDA_CHECK(cudaMemcpy(out.fresh.data(), d_fresh.get() + 1, sizeof(int) * fresh_count, cudaMemcpyDeviceToHost));
+  out.m_up = g[0];
+  out.m_low = g[1];
+  return out;
+}
+
+}  // namespace svm::cuda

@@ -1,0 +1,92 @@
+// The working-set solver on the GPU (kernels/svm/cpu/working_set.h states the rounds; this
+// is the same algorithm): for class pairs whose matrix is not held. Design in
+// docs/SVM_GPU.md, "Working sets".
+//
+// Several pairs run side by side, one *lane* each: a round is a handful of launches for all
+// the lanes at once — the violations of every lane's variables as sort keys, one radix sort,
+// a block per lane that takes its working set — then, per lane, the rows the cache lacks
+// (one gather and two tensor-core GEMMs against the pair's rows), and for all lanes together
+// the subproblems (the SMO kernel of svm_gpu_kernels.cu, one block each, every subproblem on
+// chip) and the gradient update. The host keeps each lane's row cache (svm::RowSlots) between
+// the working set it reads back and the rows it asks for.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "kernels/svm/cpu/working_set.h"
+#include "kernels/svm/cuda/svm_gpu.cuh"
+
+namespace svm::cuda {
+
+// The rows the kernel values come from, class-sorted, ld elements apart: float16 (the
+// cheapest that holds the model: docs/SVM_GPU.md) or, where a value does not fit float16,
+// float32 in true FP32. norms: |x|² of the rows as stored, in double.
+struct WorkingSetRows {
+  const __half* X16 = nullptr;
+  const float* X32 = nullptr;
+  int64_t ld = 0;
+  const double* norms = nullptr;
+};
+
+// One binary problem: class a's rows [start_a, start_a + na) (+1), then class b's (−1).
+struct WorkingSetPair {
+  int64_t start_a = 0, start_b = 0;
+  int na = 0, nb = 0;
+  double Cp = 1, Cn = 1;
+};
+
+struct WorkingSetConfig {
+  int working_set_size = 1024;  // q (at most 1024: a subproblem is one block's on-chip state)
+  int lanes = 0;                // pairs side by side; 0: as many as the memory gives room for
+  int64_t budget_bytes = 0;     // device memory for everything the solver allocates
+  double tol = 1e-3;
+  double inner_gap_share = cpu::kInnerGapShare;  // the subproblems' stopping rule (cpu/working_set.h)
+  int inner_steps_per_variable = cpu::kInnerStepsPerVariable;
+  int64_t cache_rows = 0;                        // > 0: at most this many cached rows a lane (tests)
+  KernelType kernel = KernelType::rbf;
+  double gamma = 0;
+};
+
+struct WorkingSetOutcome {
+  std::vector<double> alpha;  // [na + nb]
+  PairResult result{};
+  int64_t rounds = 0, rows_computed = 0;
+};
+
+struct WorkingSetTotals {
+  int lanes = 0;
+  int64_t cache_rows_per_lane = 0;  // for the largest pair
+  int64_t rounds = 0, rows_computed = 0;
+};
+
+// Solves every pair; on_pair_done(k) after each (k pairs done so far).
+std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const WorkingSetRows& rows,
+                                                  const std::vector<WorkingSetPair>& pairs,
+                                                  const WorkingSetConfig& config, cudaStream_t stream,
+                                                  const std::function<void(int)>& on_pair_done,
+                                                  WorkingSetTotals* totals);
+
+// ---- pieces, for the tests against their CPU twins ------------------------------------------
+
+// out[i] = the float16 nearest x[i] (count values); *overflow = 1 when some |x| rounds past
+// float16's range (out then unusable).
+void rows_to_half(const float* x, int64_t count, __half* out, int* overflow, cudaStream_t stream);
+// out[r] = |X[r, :dim]|² in double of float16 rows ld apart.
+void half_row_squared_norms(const __half* X, int64_t n, int dim, int64_t ld, double* out, cudaStream_t stream);
+
+// select_working_set (cpu/working_set.h) for one problem of n variables on the device: y is
+// +1 for t < na, −1 after. Returns the working set, ascending, its fresh part in the order
+// taken, and m(a), −M(a).
+struct SelectedWorkingSet {
+  std::vector<int> ws, fresh;
+  double m_up = 0, m_low = 0;
+};
+SelectedWorkingSet select_working_set_gpu(const double* d_alpha, const double* d_G, int n, int na, double Cp,
+                                          double Cn, int q, const std::vector<int>& kept, cudaStream_t stream);
+
+}  // namespace svm::cuda
