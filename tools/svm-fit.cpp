@@ -85,8 +85,10 @@ void add_options(CLI::App& app, Options& opt) {
   app.add_option("--scale", opt.scale, "Feature standardisation (mean/std of the training rows)")
       ->check(CLI::IsMember({"standard", "none"}));
   app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");
-  cae::default_means(app.add_option("--cache-mb", opt.cache_mb, "Memory for the CPU's kernel values, MB (a class "
-                                    "pair's matrix beyond it is computed row by row, many times slower)")
+  cae::default_means(app.add_option("--cache-mb", opt.cache_mb, "Host memory for the CPU's kernel values, MB: a class "
+                                    "pair's whole matrix where it fits, else the working-set solver's cached kernel "
+                                    "rows, at least its 1,024 rows of the pair (the GPU keeps its kernel values in "
+                                    "its own memory, as much as is free)")
                          ->check(CLI::PositiveNumber),
                      "half the memory left after the training rows, shared by a group's ranks");
   cae::default_means(app.add_option("--train-limit", opt.train_limit,

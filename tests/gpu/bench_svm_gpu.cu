@@ -6,8 +6,8 @@
 // agreement with the first path's. Prints lines "BENCH path=... ".
 // Bench-only settings (environment; production code reads none):
 //   SVM_BENCH_ROWS (200000)  SVM_BENCH_DIM (2048)  SVM_BENCH_TEST (5000)  SVM_BENCH_C (10)
-//   SVM_BENCH_PATHS (working-set,pair-matrices): any of whole-matrix, pair-matrices,
-//     working-set, working-set-fp32, working-set-lanes=N
+//   SVM_BENCH_PATHS (whole-matrix,working-set): any of whole-matrix, working-set,
+//     working-set-fp32, working-set-lanes=N, working-set-q=N
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -117,7 +117,7 @@ TEST(BenchSvmGpu, DISABLED_StoragePaths) {
   const int dim = static_cast<int>(env_int("SVM_BENCH_DIM", 2048));
   const double C = static_cast<double>(env_int("SVM_BENCH_C", 10));
   const char* paths_env = std::getenv("SVM_BENCH_PATHS");
-  const std::string paths = paths_env && *paths_env ? paths_env : "working-set,pair-matrices";
+  const std::string paths = paths_env && *paths_env ? paths_env : "whole-matrix,working-set";
   auto t0 = std::chrono::steady_clock::now();
   Data train = make_rows(n, dim, 1), test = make_rows(n_test, dim, 2);
   standardise(train, test, dim);
@@ -136,7 +136,6 @@ TEST(BenchSvmGpu, DISABLED_StoragePaths) {
     svm::cuda::FitOptions o;
     using Path = svm::cuda::FitOptions::Path;
     if (path == "whole-matrix") o.path = Path::whole_matrix;
-    else if (path == "pair-matrices") o.path = Path::pair_matrices;
     else if (path.rfind("working-set", 0) == 0) {
       o.path = Path::working_set;
       o.working_set_float32 = path == "working-set-fp32";

@@ -277,8 +277,8 @@ TEST(SvmGpu, ClassWeightsMatchCpu) {
   EXPECT_LE(largest, 4.0 * c.C);
 }
 
-// The solver's three storage paths run the same arithmetic on (almost) the same kernel
-// values, so their models agree closely.
+// The whole matrix, working sets (in lanes over rounds of pairs) and the whole matrix with the
+// solver's state in global memory: the same optimum, so their models agree closely.
 TEST(SvmGpu, StoragePathsAgree) {
   REQUIRE_GPU();
   const Problem pr = make_problem({0, 1, 2, 3}, {140, 260, 190, 210}, 30, 0.3, 800, 21);
@@ -286,8 +286,8 @@ TEST(SvmGpu, StoragePathsAgree) {
   svm::cuda::FitStats whole_stats, pair_stats, global_stats;
   const svm::Model whole = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, {}, &whole_stats);
   svm::cuda::FitOptions pair_opt;
-  pair_opt.kernel_bytes_limit = 2 << 20;  // the whole matrix (2.6 MB) does not fit; ~2 pairs do
-  pair_opt.path = svm::cuda::FitOptions::Path::pair_matrices;
+  pair_opt.path = svm::cuda::FitOptions::Path::working_set;
+  pair_opt.working_set_lanes = 2;  // three rounds of lanes over the 6 pairs
   int calls = 0, last = 0;
   const svm::Model paired = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p,
                                           [&](int done, int total) {
@@ -300,8 +300,7 @@ TEST(SvmGpu, StoragePathsAgree) {
   global_opt.state_in_global_memory = true;
   const svm::Model global = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, global_opt, &global_stats);
   EXPECT_EQ(whole_stats.mode, "whole-matrix");
-  EXPECT_EQ(pair_stats.mode, "pair-matrices");
-  EXPECT_GT(pair_stats.waves, 1);
+  EXPECT_EQ(pair_stats.mode, "working-set");
   EXPECT_EQ(calls, 6);
   EXPECT_EQ(last, 6);
   const std::vector<double> ref = decisions(whole, pr.X_test, pr.n_test, true);
@@ -319,14 +318,13 @@ TEST(SvmGpu, StoragePathsAgree) {
 }
 
 // One kernel matrix for several C (cross-validation's path) gives exactly the models of
-// separate fits, in both storage modes.
+// separate fits; working sets solve each C alone, as a separate fit does.
 TEST(SvmGpu, EveryCFromOneKernelMatrixEqualsSeparateFits) {
   REQUIRE_GPU();
   const Problem pr = make_problem({0, 1, 2, 3}, {140, 260, 190, 210}, 30, 0.3, 800, 23);
   const std::vector<double> Cs = {0.5, 10.0, 3.0};
   svm::cuda::FitOptions pair_opt;
-  pair_opt.kernel_bytes_limit = 2 << 20;  // pair matrices in waves
-  pair_opt.path = svm::cuda::FitOptions::Path::pair_matrices;
+  pair_opt.path = svm::cuda::FitOptions::Path::working_set;
   for (const svm::cuda::FitOptions& opt : {svm::cuda::FitOptions{}, pair_opt}) {
     svm::cuda::FitStats stats;
     const std::vector<svm::Model> each =

@@ -278,12 +278,13 @@ Solved solve_each_C(const float* X, DeviceRows* prepared, const int32_t* y, int6
     job.status = d_status.get() + pair_offset[q];
   };
 
-  // The path (docs/SVM_GPU.md, "Which path"): the whole matrix where it fits, which computes
-  // each kernel value once for every pair; else working sets, which compute only the rows
-  // the solver visits and hold no pair's matrix.
+  // The path (docs/SVM_GPU.md, "Which path"): the whole matrix for a problem as small as
+  // CIFAR-10's 50,000 rows, where it fits, and working sets otherwise — they compute only the
+  // rows the solver visits and hold no pair's matrix, and won from 100,000 rows on.
   using Path = FitOptions::Path;
   Path path = options.path;
-  if (path == Path::automatic) path = whole_bytes <= budget ? Path::whole_matrix : Path::working_set;
+  if (path == Path::automatic)
+    path = whole_bytes <= budget && n <= kWholeMatrixMaxRows ? Path::whole_matrix : Path::working_set;
 
   if (path == Path::working_set) {
     st.mode = "working-set";
@@ -359,7 +360,7 @@ Solved solve_each_C(const float* X, DeviceRows* prepared, const int32_t* y, int6
                   half ? "float16" : "float32", totals.lanes, static_cast<long long>(totals.cache_rows_per_lane),
                   static_cast<long long>(totals.rounds), static_cast<long long>(totals.rows_computed));
     st.detail = detail;
-  } else if (path == Path::whole_matrix) {
+  } else {
     if (whole_bytes > budget) throw std::runtime_error("svm gpu: the whole kernel matrix does not fit");
     // ---- the whole matrix: K[i, j] over the class-sorted rows ----
     st.mode = "whole-matrix";
@@ -368,8 +369,7 @@ Solved solve_each_C(const float* X, DeviceRows* prepared, const int32_t* y, int6
     // An RBF kernel's dot products on the tensor cores (split rows), where the rows' low
     // parts fit beside the matrix: its values move by ~1e-4 of themselves at most (γ·|a|·|b|
     // ~ 1 for γ = scale), which the solver's tolerance absorbs. A linear kernel's values are
-    // the dots themselves, and the pair matrices' waves would shrink by the low parts' room:
-    // both keep true FP32.
+    // the dots themselves: it keeps true FP32.
     const int64_t lo_bytes = n * ld * static_cast<int64_t>(sizeof(float));
     DeviceBuffer<float> d_X_lo;
     const Rows X_rows = p.kernel == KernelType::rbf && whole_bytes + lo_bytes <= budget
@@ -396,75 +396,6 @@ Solved solve_each_C(const float* X, DeviceRows* prepared, const int32_t* y, int6
     st.smo_s = clock.seconds();
     if (cb)
       for (int q = 0; q < pairs; ++q) cb(q + 1, pairs);
-  } else {
-    // ---- pair matrices, as many at a time as the budget holds ----
-    st.mode = "pair-matrices";
-    auto matrix_bytes = [](int64_t np) { return (np * np * static_cast<int64_t>(sizeof(float)) + 255) / 256 * 256; };
-    auto pair_bytes = [&](int q) {  // matrix, norms, diagonal
-      const int64_t np = pair_offset[q + 1] - pair_offset[q];
-      return matrix_bytes(np) + 2 * np * static_cast<int64_t>(sizeof(double));
-    };
-    int64_t largest = 0;
-    for (int q = 0; q < pairs; ++q) largest = std::max(largest, pair_bytes(q));
-    if (largest > budget) {
-      const bool explicit_limit = options.kernel_bytes_limit >= 0;
-      if (!explicit_limit || largest > std::max<int64_t>(free_device_bytes() - reserve, 0))
-        throw std::runtime_error("svm gpu: the largest one-vs-one pair needs " +
-                                 std::to_string(largest >> 20) + " MB of GPU memory for its kernel matrix, " +
-                                 std::to_string(std::max<int64_t>(budget, 0) >> 20) +
-                                 " MB are available (use --device cpu)");
-    }
-    const int64_t arena_bytes = std::max(budget, largest);
-    DeviceBuffer<unsigned char> d_arena(static_cast<size_t>(arena_bytes));
-    int done = 0;
-    for (int q0 = 0; q0 < pairs;) {
-      // Wave: pairs q0..q1-1 laid out one after another in the arena.
-      int q1 = q0;
-      int64_t used = 0;
-      std::vector<int64_t> at;
-      while (q1 < pairs && (q1 == q0 || used + pair_bytes(q1) <= arena_bytes)) {
-        at.push_back(used);
-        used += (pair_bytes(q1) + 255) / 256 * 256;
-        ++q1;
-      }
-      ++st.waves;
-      clock = cae::Stopwatch();
-      for (int q = q0; q < q1; ++q) {
-        const int a = pair_a[q], b = pair_b[q];
-        const int64_t na = start[a + 1] - start[a], nb = start[b + 1] - start[b], np = na + nb;
-        unsigned char* base = d_arena.get() + at[q - q0];
-        float* M = reinterpret_cast<float*>(base);
-        double* norms = reinterpret_cast<double*>(base + matrix_bytes(np));
-        double* diag = norms + np;
-        const Rows X_rows{d_X.get(), nullptr, ld}, Xa = X_rows.from(start[a]), Xb = X_rows.from(start[b]);
-        // Upper block triangle of [[aa, ab], [ba, bb]]; the mirror pass fills ba.
-        dots_rowmajor(blas.get(), Xa, na, Xa, na, M, np);
-        dots_rowmajor(blas.get(), Xa, na, Xb, nb, M + na, np);
-        dots_rowmajor(blas.get(), Xb, nb, Xb, nb, M + na * np + na, np);
-        AE_CUDA_CHECK(cudaMemcpyAsync(norms, d_norms.get() + start[a], sizeof(double) * na, cudaMemcpyDeviceToDevice, s));
-        AE_CUDA_CHECK(
-            cudaMemcpyAsync(norms + na, d_norms.get() + start[b], sizeof(double) * nb, cudaMemcpyDeviceToDevice, s));
-        symmetric_kernel_from_dots(M, np, np, norms, p.kernel, p.gamma, s);
-        extract_diagonal(M, np, np, diag, s);
-        PairJob& job = jobs[q];
-        job.K = M;
-        job.ld = np;
-        job.diag = diag;
-        job.off_a = 0;
-        job.off_b = na;
-        job_state(q, job);
-      }
-      stream.sync();
-      st.kernel_s += clock.seconds();
-      clock = cae::Stopwatch();
-      const int wave = q1 - q0;
-      AE_CUDA_CHECK(cudaMemcpyAsync(d_jobs.get(), jobs.data() + q0, sizeof(PairJob) * wave, cudaMemcpyHostToDevice, s));
-      solve_for_each_C(q0, q1);
-      st.smo_s += clock.seconds();
-      for (int q = q0; q < q1; ++q)
-        if (cb) cb(++done, pairs);
-      q0 = q1;
-    }
   }
 
   Solved out;

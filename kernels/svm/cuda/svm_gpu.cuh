@@ -5,8 +5,8 @@
 // is built with cuBLAS SGEMM (upper block triangle) plus one pass that applies the rbf
 // exponential and mirrors the lower triangle, and then every one-vs-one pair runs libsvm's
 // SMO (second-order working-set selection, no shrinking) in its own persistent thread block,
-// all pairs in one launch. When the whole matrix does not fit, pairs run in waves, each
-// pair with its own [n_pair x n_pair] matrix.
+// all pairs in one launch. Larger problems, or where the whole matrix does not fit, go to
+// the working-set solver (working_set_gpu.cuh), which holds no pair's matrix.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -34,7 +34,8 @@ namespace svm::cuda {
 
 // ---- the host driver's knobs (tests use them to reach every path on small problems) ----------
 struct FitOptions {
-  // Bytes the kernel matrices may take; < 0: what the device has free, less a reserve.
+  // Bytes the kernel values may take (the whole matrix, or everything the working sets
+  // allocate); < 0: what the device has free, less a reserve.
   int64_t kernel_bytes_limit = -1;
   // Keep the solver's gradient and flags in global memory even when shared memory holds them.
   bool state_in_global_memory = false;
@@ -42,7 +43,7 @@ struct FitOptions {
   std::vector<int> pairs;
   // How the kernel values are held: automatic chooses (svm_gpu.cu, solve_each_C); the others
   // force one path, for the tests and the benchmarks that compare them.
-  enum class Path { automatic, whole_matrix, pair_matrices, working_set };
+  enum class Path { automatic, whole_matrix, working_set };
   Path path = Path::automatic;
   int working_set_lanes = 0;          // 0: as the memory allows (working_set_gpu.cuh)
   int working_set_size = 1024;
@@ -81,6 +82,11 @@ class Stream {
   cudaStream_t s_ = nullptr;
 };
 
+// The most rows the automatic choice gives the whole matrix (docs/DECISIONS.md, "The GPU
+// SVM's working sets"): working sets were as fast at 50,000 x 8,192 and twice as fast at
+// 100,000 x 1,024.
+constexpr int64_t kWholeMatrixMaxRows = 65536;
+
 // What the device has free now, and what the SVM's allocations leave of it for cuBLAS's
 // workspace and slack.
 inline int64_t free_device_bytes() {
@@ -95,9 +101,9 @@ constexpr int64_t kDeviceReserveBytes = int64_t{768} << 20;
 std::vector<int64_t> class_sorted_places(const int32_t* y, int64_t n);
 
 struct FitStats {
-  std::string mode;            // "whole-matrix", "pair-matrices" or "working-set"
+  std::string mode;            // "whole-matrix" or "working-set"
   std::string detail;          // working-set: the rows' type, lanes, rounds, rows computed
-  int waves = 0;               // kernel-matrix rounds (1 in whole-matrix mode)
+  int waves = 0;               // kernel-matrix rounds (1)
   // setup: CUDA context, stream and cuBLAS handle; assemble: the libsvm layout on the host.
   double setup_s = 0, upload_s = 0, kernel_s = 0, smo_s = 0, assemble_s = 0, total_s = 0;
   std::vector<int64_t> pair_iterations;
