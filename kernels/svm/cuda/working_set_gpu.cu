@@ -501,13 +501,13 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
   while (lanes > 1 && staging + sort_bytes(lanes) + lanes * (fixed_lane + min_cache) > budget) --lanes;
   int64_t cache_per_lane = std::min(whole_pair, (budget - staging - sort_bytes(lanes)) / lanes - fixed_lane);
   if (config.cache_rows > 0) cache_per_lane = std::min(cache_per_lane, std::max(config.cache_rows, q_rows) * n_max * 4);
-  cache_per_lane = cache_per_lane / 256 * 256;
   if (cache_per_lane < min_cache)
     throw std::runtime_error("svm gpu: the working-set solver needs " +
                              std::to_string((staging + sort_bytes(1) + fixed_lane + min_cache) >> 20) +
                              " MB of GPU memory for a class pair of " + std::to_string(n_max) + " rows beside the rows, " +
                              std::to_string(std::max<int64_t>(budget, 0) >> 20) + " MB are free");
 
+  cache_per_lane = carved(cache_per_lane);  // whole 256-byte blocks, as carve lays them out
   DeviceBuffer<unsigned char> arena(static_cast<size_t>(staging + sort_bytes(lanes) +
                                                         lanes * (fixed_lane + cache_per_lane)));
   unsigned char* at = arena.get();
