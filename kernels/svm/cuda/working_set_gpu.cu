@@ -476,7 +476,7 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
   const int64_t q_rows = std::min<int64_t>(q_max, n_max);
   const int chunks_max = static_cast<int>((n_max + kKeysPerBlock - 1) / kKeysPerBlock);
   const int64_t staging = carved(q_rows * n_max * 4) + carved(q_rows * ld * elem) + carved(q_rows * 8) +
-                          3 * carved(q_rows * 4);
+                          2 * carved(q_rows * 4);
   const int64_t min_cache = q_rows * n_max * 4, whole_pair = n_max * n_max * 4;
   const int64_t fixed_lane = lane_fixed_bytes(n_max, q_rows);
   // The sort's keys (in and out) and its scratch, for every lane's two lists.
@@ -516,7 +516,6 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
   int64_t* d_rows = carve<int64_t>(at, q_rows);
   int* d_self = carve<int>(at, q_rows);
   int* d_new_slots = carve<int>(at, q_rows);
-  carve<int>(at, q_rows);  // spare, kept for alignment of what follows
   const int64_t key_capacity = 2 * n_max * lanes;
   uint64_t* d_keys = carve<uint64_t>(at, key_capacity);
   uint64_t* d_sorted = carve<uint64_t>(at, key_capacity);
