@@ -19,33 +19,14 @@
 #include "kernels/svm/model_selection.h"
 #include "kernels/svm/probability.h"
 #include "kernels/svm/resume.h"
+#include "tests/support/svm_problems.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
-struct Rows {
-  std::vector<float> X;
-  std::vector<int32_t> y;
-  int64_t n = 0;
-  int dim = 0;
-};
-
 // Overlapping Gaussian clouds of `classes` classes in random order.
-Rows clouds(int n, int dim, int classes, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<double> centres(static_cast<size_t>(classes) * dim);
-  for (double& c : centres) c = normal(rng);
-  Rows r;
-  r.n = n;
-  r.dim = dim;
-  for (int i = 0; i < n; ++i) {
-    const int c = i < classes ? i : static_cast<int>(rng() % static_cast<unsigned>(classes));
-    r.y.push_back(c);
-    for (int f = 0; f < dim; ++f) r.X.push_back(static_cast<float>(centres[c * dim + f] + 1.2 * normal(rng)));
-  }
-  return r;
-}
+using Rows = svm_test::Problem;
+Rows clouds(int n, int dim, int classes, unsigned seed) { return svm_test::make_problem(n, dim, classes, seed); }
 
 using cae_test::TempDir;
 

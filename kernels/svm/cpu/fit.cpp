@@ -47,18 +47,6 @@ double class_weight(const ClassWeights& weights, int32_t label) {
 namespace cpu {
 namespace {
 
-// Rows of a dense matrix held in memory.
-class DenseRows : public KernelRows {
- public:
-  DenseRows(const float* m, int n) : m_(m), n_(n) {}
-  const float* row(int t) override { return m_ + static_cast<int64_t>(t) * n_; }
-  double diag(int t) const override { return m_[static_cast<int64_t>(t) * n_ + t]; }
-
- private:
-  const float* m_;
-  int n_;
-};
-
 // The working-set solver within `budget` bytes of kernel values: its q rows of n, the rest
 // the cache (at least the q rows, whatever the budget).
 WorkingSetOptions working_set_options(int64_t budget, int64_t n) {
@@ -237,7 +225,7 @@ std::vector<PairSolution> solve_pairs_cpu(const float* X, const int32_t* y, int6
         transpose_block(M + na, np, na, nb, M + na * np, np);
         kernel_s += t_kernel.seconds();
         cae::Stopwatch t_solve;
-        DenseRows rows(M, static_cast<int>(np));
+        MatrixRows rows(M, static_cast<int>(np));
         r = solve_binary(rows, ys.data(), static_cast<int>(np), Cp, Cn, p.tol);
         solve_s += t_solve.seconds();
       } else {
@@ -404,7 +392,7 @@ Model fit_one_class_cpu(const float* X, int64_t n, int dim, const FitParams& p) 
   if (n * n * static_cast<int64_t>(sizeof(float)) <= budget) {
     std::vector<float> M(static_cast<size_t>(n * n));
     kernel_block_symmetric(spec, X, n, norms.data(), dim, M.data(), n);
-    DenseRows rows(M.data(), static_cast<int>(n));
+    MatrixRows rows(M.data(), static_cast<int>(n));
     r = solve_one_class(rows, static_cast<int>(n), p.nu, p.tol);
   } else {
     PointKernelRows rows(spec, X, norms.data(), static_cast<int>(n), dim);

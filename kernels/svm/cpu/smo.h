@@ -21,6 +21,18 @@ class KernelRows {
   virtual double diag(int t) const = 0;  // K(x_t, x_t)
 };
 
+// The rows of a kernel matrix [n, n] held in memory (row-major), not owned.
+class MatrixRows : public KernelRows {
+ public:
+  MatrixRows(const float* m, int n) : m_(m), n_(n) {}
+  const float* row(int t) override { return m_ + static_cast<int64_t>(t) * n_; }
+  double diag(int t) const override { return m_[static_cast<int64_t>(t) * n_ + t]; }
+
+ private:
+  const float* m_;
+  int n_;
+};
+
 struct BinaryResult {
   std::vector<double> alpha;  // a_t ≥ 0 (libsvm stores y_t a_t; the caller signs them)
   double rho = 0;

@@ -41,18 +41,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The subproblem's rows: Q_BB's kernel values [q, q], held by the round.
-class SubmatrixRows : public KernelRows {
- public:
-  SubmatrixRows(const float* m, int q) : m_(m), q_(q) {}
-  const float* row(int t) override { return m_ + static_cast<int64_t>(t) * q_; }
-  double diag(int t) const override { return m_[static_cast<int64_t>(t) * q_ + t]; }
-
- private:
-  const float* m_;
-  int q_;
-};
-
 struct Candidate {
   float key;
   int t;
@@ -207,7 +195,7 @@ BinaryResult solve_dual_working_set(KernelRowSource& K, const int8_t* y, double 
       aB[r] = alpha[B[r]];
       GB[r] = G[B[r]];
     }
-    SubmatrixRows sub(Kbb.data(), b);
+    MatrixRows sub(Kbb.data(), b);  // Q_BB's kernel values, held by the round
     const BinaryResult inner =
         solve_dual(sub, yB.data(), b, Cp, Cn, std::max(tol, options.inner_gap_share * gap), linear, aB, GB.data(),
                    std::min<int64_t>(static_cast<int64_t>(options.inner_steps_per_variable) * b, max_iter - iter));
