@@ -298,7 +298,7 @@ endif
 # report_browser, install: ~3 min under the sanitizers on 2 cores) and Make's chaining
 # (pipeline: ~4 min; its tool calls — resume after SIGUSR1 included — run sanitized in
 # ae, svm, svm_preempt and kills): the C++ they reach runs sanitized in the other files.
-ASAN_BATS := $(filter-out tests/bats/report.bats tests/bats/report_browser.bats tests/bats/report_server.bats tests/bats/install.bats tests/bats/pipeline.bats,\
+ASAN_BATS := $(filter-out tests/bats/report.bats tests/bats/report_browser.bats tests/bats/install.bats tests/bats/pipeline.bats,\
                $(sort $(wildcard tests/bats/*.bats)))
 SANITIZER_LOG_DIR := $(CURDIR)/build-asan/sanitizer-logs
 SANITIZER_ENV := SANITIZER_LOG_DIR=$(SANITIZER_LOG_DIR) \

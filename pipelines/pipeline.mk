@@ -72,9 +72,6 @@ TRAIN_FLAGS  ?=
 ENCODE_FLAGS ?=
 FIT_FLAGS    ?=
 EVAL_FLAGS   ?=
-# The CUDA driver's library, which pipelines/hold-cuda-driver.py initialises for `make
-# pipeline` (below, "The CUDA driver held").
-CUDA_DRIVER_LIB ?= libcuda.so.1
 # PRESET=accurate: the best combination of the accuracy levers measured in docs/RESULTS.md
 # (chosen on the SVM's cross-validated accuracy, never on the test split): every training
 # image trains the autoencoder (no hold-out; the schedule reads the training loss), several
@@ -225,39 +222,6 @@ report: $(PL_REPORT)
 pipeline-clean:
 	rm -rf $(RUN_DIR)
 
-# ---- the CUDA driver held ----------------------------------------------------------------
-# A process's first cuInit takes 0.1-0.2 s on a GPU host while no other process has the
-# driver initialised, ~0.01 s while one has (docs/DECISIONS.md, "The CUDA driver held through
-# the pipeline"). For `make pipeline` with a stage that may use a GPU, a helper initialises
-# it beside the first stage and holds it, without a context or any GPU memory, until this
-# make ends (it watches make's pid, $$PPID of the recipe's shell): each GPU tool after it
-# starts 0.1-0.2 s sooner. Without Python, the driver or a GPU it does nothing.
-ifneq ($(filter pipeline,$(MAKECMDGOALS)),)
-ifneq ($(strip $(DEVICE)) $(strip $(SVM_DEVICE)),cpu cpu)
-PL_HOLD_DRIVER := pl-hold-cuda-driver
-endif
-endif
-.PHONY: pl-hold-cuda-driver
-pl-hold-cuda-driver:
-	@if command -v $(call pl_q,$(PYTHON)) >/dev/null 2>&1; then $(call pl_q,$(PYTHON)) \
-	  $(call pl_q,$(PL_HERE)hold-cuda-driver.py) "$$PPID" $(call pl_q,$(CUDA_DRIVER_LIB)) </dev/null >/dev/null 2>&1 & fi
-
-# ---- the report served -------------------------------------------------------------------
-# Most of the report's own time on a GPU host is importing numpy, h5py and matplotlib
-# (docs/DECISIONS.md, "The report served by a process that imported its libraries first").
-# For `make pipeline`, `report --serve` starts beside the first stage, imports them and waits
-# on an abstract UNIX socket with a random name until make ends (its pid, as above); the
-# report stage's `report` finds it through REPORT_SERVER (in that command's environment
-# only) and has it run the report (tools/report_lib/server.py), or runs it itself when the
-# server is not there or not the same program and environment.
-ifneq ($(filter pipeline,$(MAKECMDGOALS)),)
-PL_REPORT_SERVER := pl-report-server
-pl_report_socket := cae-report-$(shell od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
-endif
-.PHONY: pl-report-server
-pl-report-server: | $(BIN)/report
-	@$(BIN)/report --serve $(call pl_q,$(pl_report_socket)) "$$PPID" </dev/null >/dev/null 2>&1 &
-
 # ---- data --------------------------------------------------------------------------------
 # A value single-quoted for the shell: user strings (paths, flags) are data, never code.
 pl_q = '$(subst ','\'',$(1))'
@@ -290,7 +254,7 @@ $(CIFAR10_TGZ):
 	@mkdir -p $(@D)
 	@$(call pl_download,$(CIFAR10_URL),$@,md5,md5sum "$$part",$(CIFAR10_MD5),CIFAR10_DIR)
 
-$(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS_STAMP) $(PL_HOLD_DRIVER) $(PL_REPORT_SERVER)
+$(PL_DATASET): $(PL_DATA_STAMP) $(PL_SOURCE_FILES) | $(BIN)/cifar-convert $(DEPS_STAMP)
 	@if [ "$(DATASET)" = cifar10 ] && [ -n $(call pl_q,$(strip $(CIFAR10_DIR))) ] && [ ! -e $(call pl_q,$(CIFAR10_DIR)) ]; then \
 	  echo "data: CIFAR10_DIR="$(call pl_q,$(CIFAR10_DIR))": no such folder (unset it to download the official archive)" >&2; exit 1; fi
 	@if [ ! -e $(call pl_q,$(PL_SOURCE)) ] && [ "$(DATASET)" != cifar10 ]; then \
@@ -337,9 +301,8 @@ $(PL_EVAL): $(PL_SVM) $(PL_FEATURES) $(PL_EVAL_STAMP) | $(BIN)/svm-eval $(DEPS_S
 	  --device $(call pl_q,$(SVM_DEVICE)) $(call pl_words,$(EVAL_FLAGS)) -o $(call pl_q,$@)
 
 # The report is cheap, so a new report.py does re-render it (a real prerequisite).
-# Printed as any other stage; run with the report server's name in its environment when
-# there is one (below).
+# Printed as any other stage.
 PL_REPORT_RUN = $(call pl_words,$(RUN)) $(BIN)/report --run-dir $(call pl_q,$(RUN_DIR)) -o $(call pl_q,$(RUN_DIR)/report)
 $(PL_REPORT): $(PL_MODEL) $(PL_FEATURES) $(PL_SVM) $(PL_EVAL) $(BIN)/report | $(DEPS_STAMP)
 	@printf '%s\n' $(call pl_q,$(strip $(PL_REPORT_RUN)))
-	@$(if $(PL_REPORT_SERVER),REPORT_SERVER=$(call pl_q,$(pl_report_socket)) )$(PL_REPORT_RUN)
+	@$(PL_REPORT_RUN)

@@ -25,15 +25,6 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 from report_lib.interpreter import find_python_with_plotting  # noqa: E402
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--serve"]:  # make pipeline's report server (report_lib/server.py)
-        NO_PYTHON = find_python_with_plotting()
-        from report_lib.server import serve_main  # noqa: E402
-        sys.exit(serve_main(sys.argv[2:], NO_PYTHON))
-    # `make pipeline` has a report process waiting with its libraries imported: asked first,
-    # it runs this report, or declines and this process goes on.
-    if os.environ.get("REPORT_SERVER"):
-        from report_lib.server import hand_over  # noqa: E402
-        hand_over(os.environ["REPORT_SERVER"])
     NO_PYTHON = find_python_with_plotting()
     from report_lib.cli import script_main  # noqa: E402
     script_main(NO_PYTHON)

@@ -7,7 +7,6 @@
 #   make_dataset OUT.h5 TRAIN TEST  → small cifar10.h5 from the generated batches
 #   real_cifar     → prints ../shared/cifar-10-batches-bin if present, else nothing
 #   assert_no_output FILE → FILE and any hidden temp of it are absent
-#   process_ends PID [TENTHS] → PID has ended within TENTHS tenths of a second (10 s)
 #   KILLED_ASAN_OPTIONS   ASAN_OPTIONS for a run the test will SIGKILL (no exit leak check)
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -50,13 +49,6 @@ real_cifar() {
   local d="$REPO_ROOT/../shared/cifar-10-batches-bin"
   [ -f "$d/test_batch.bin" ] && echo "$d"
   return 0
-}
-
-# Succeeds once process $1 has ended, within $2 tenths of a second (default 100: 10 s).
-process_ends() {
-  local _
-  for _ in $(seq "${2:-100}"); do kill -0 "$1" 2> /dev/null || return 0; sleep 0.1; done
-  return 1
 }
 
 assert_no_output() {

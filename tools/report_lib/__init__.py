@@ -12,7 +12,6 @@
   info      report --info: a text summary of any file of this toolkit
   cli       options, the order of work, the atomically replaced output folder
   interpreter  the Python that runs the report: this one, or one with h5py and matplotlib
-  server    `make pipeline`'s report, served by a process that imported its libraries first
 
 tools/report.py is the program; `make` packs it with this package into build/bin/report.
 """

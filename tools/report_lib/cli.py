@@ -410,10 +410,9 @@ def run(args, tmp_holder, phases):
         print(json.dumps(summary), flush=True)
 
 
-def main(argv, started=None):
-    """The report's work for arguments `argv` → exit status. `started`: when the process that
-    was asked started (CLOCK_BOOTTIME), for a report served by another (server.py)."""
-    phases = Phases(started)
+def main(argv):
+    """The report's work for arguments `argv` → exit status."""
+    phases = Phases()
     args = parse_args(argv)
     tmp_holder = []
 

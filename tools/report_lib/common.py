@@ -9,15 +9,10 @@ import sys
 from .escape import visible
 
 
-def apply_environment_defaults():
-    """The plots need no BLAS threads; fewer threads also keep the forked readers simple.
-    Set before numpy loads (here, at import) and again by a served report (server.py), which
-    takes on its asker's environment."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-
-apply_environment_defaults()
+# The plots need no BLAS threads; fewer threads also keep the forked readers simple. Set
+# before numpy loads (here, at import).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 TOOL = "report"
 VERSION = "0.1.0"
@@ -155,11 +150,11 @@ def sha256_file(path, cache={}):
     return cache[path]
 
 
-def process_start(pid="self"):
-    """When process `pid` started, in seconds of CLOCK_BOOTTIME (/proc/PID/stat's field 22),
-    or None. A served report (server.py) counts its start-up from its asker's start."""
+def process_start():
+    """When this process started, in seconds of CLOCK_BOOTTIME (/proc/self/stat's field 22),
+    or None."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open("/proc/self/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
@@ -172,15 +167,14 @@ class Phases:
     Time is charged to the current phase; "startup" runs from the process's start
     (/proc/self/stat) to the first phase: Python and the report's own modules. The plotting
     library is imported while the readers read and charged to "compute" (the figures' work);
-    h5py, imported just before the readers are forked, to "read". A served report (server.py)
-    counts from `start`, the start of the process that asked for it."""
+    h5py, imported just before the readers are forked, to "read"."""
 
     NAMES = ("startup", "read", "hash", "compute", "write", "other")
 
-    def __init__(self, start=None):
+    def __init__(self):
         import time
         self._now = lambda: time.clock_gettime(time.CLOCK_BOOTTIME)
-        self.start = start if start is not None else (process_start() or self._now())
+        self.start = process_start() or self._now()
         self.last, self.current = self.start, "startup"
         self.spent = dict.fromkeys(self.NAMES, 0.0)
 
