@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # svm-fit on 5,000 x 8,192 and svm-eval on 10,000 test features, beside scikit-learn's SVC
 # (StandardScaler + SVC(C=10, gamma='scale')) on the same features in the same run.
-# scikit-learn's predict costs ~50 ms per test row at 5,000 support vectors, so it predicts
+# scikit-learn's predict is slow (docs/BENCHMARKS.md, "CPU, 2026-11-22"), so it predicts
 # the first 2,000 test rows only; the table says so and extrapolates linearly.
 #
 # Features, first that applies:

@@ -134,7 +134,7 @@ if [ "$cpu_train" -gt 0 ]; then
   run cpu_sub_eval "$BIN/svm-eval" --json --device cpu --model "$tmp/cpu_sub.h5" --features "$features" -o "$tmp/cpu_sub_eval.h5"
   run gpu_sub_eval "$BIN/svm-eval" --json --device "$dev" --model "$tmp/gpu_sub.h5" --features "$features" -o "$tmp/gpu_sub_eval.h5"
 fi
-# scikit-learn's SVC on a small subset (its predict costs ~50 ms a row at 5,000 SVs).
+# scikit-learn's SVC on a small subset (its predict is slow: docs/BENCHMARKS.md, "CPU, 2026-11-22").
 sk_json=""
 if [ "$sk_train" -gt 0 ] && "$PY" -c "import sklearn" 2>/dev/null; then
   run gpu_sk_fit "$BIN/svm-fit" --json --device "$dev" --train-limit "$sk_train" --features "$features" -o "$tmp/gpu_sk.h5" &&

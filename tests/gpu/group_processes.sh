@@ -35,10 +35,9 @@ rm -rf "$tmp/cifar-10-batches-bin"
 # 1. two ranks at batch 32 against one GPU at batch 64 (4,097 images: the last global
 #    batch holds one image, so rank 1 takes an empty step every epoch), at lr 3e-5: the two
 #    sum each gradient in another order, and training amplifies that rounding with the step
-#    size. Two H200s, 2026-11-28, worst relative difference of the 3 epochs' train/val losses:
-#    lr 3e-4 (the default) fp32 8.1e-2, bf16 3.0e-3; lr 1e-4 2.5e-4 and 2.5e-3, from 1e-5 in
-#    epoch 1's training loss and growing with each epoch (a wrong gradient would show from the
-#    first); lr 3e-5 1.5e-4 and 1.3e-4.
+#    size: the difference starts at rounding level and grows with each epoch (a wrong
+#    gradient would show from the first), less at a smaller step (the figures:
+#    docs/MULTI_GPU.md, "What was measured").
 for prec in fp32 bf16; do
   common=(--data "$tmp/data.h5" --device gpu --precision "$prec" --epochs 3 --seed 3 --val-split 512 --lr 3e-5 --quiet)
   if ! "$BIN/ae-train" "${common[@]}" --batch-size 64 -o "$tmp/one-$prec.h5" 2> "$tmp/one-$prec.log"; then

@@ -94,10 +94,9 @@ int gpu_count() {
 // within the precision's tolerance, every rank's weights identical. 641 images: the last
 // global batch has one image, so every rank but rank 0 takes an empty step. The learning
 // rate is 1e-4, as in GpuBackend.LossTracksCpu and for its reason: at 1e-3 the run is
-// chaotic, and the group's gradient, summed in another order than one GPU's, drifted from it
-// by up to 6 % in an epoch's loss (two H200s, 2026-11-28; fp32 epoch 5: weights 1.5e-2
-// apart); at 1e-4 the epoch-5 losses agree within 3e-4 and the weights within 8e-4 (fp32) /
-// 1.3e-3 (bf16). The difference starts at rounding level in the first epoch and grows with
+// chaotic, and the group's gradient, summed in another order than one GPU's, drifts from it
+// far past rounding; at 1e-4 the two stay close (the figures: docs/MULTI_GPU.md, "What was
+// measured"). The difference starts at rounding level in the first epoch and grows with
 // each epoch and with the step size (tests/gpu/group_processes.sh): rounding amplified by
 // training, not a wrong computation, which would show from the first epoch.
 void group_follows_single_gpu(int world, Precision precision) {

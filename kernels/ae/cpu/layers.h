@@ -71,7 +71,8 @@ double clip_grad_norm(float* grad, int64_t count, float max_norm);
 // them); idempotent and thread-safe.
 // Pins OpenBLAS to one thread (we parallelise over images) and, when OpenBLAS's runtime
 // CPU detection does not know this CPU (0.3.21 falls back to generic SSE3 kernels on
-// recent Xeons, 4-5x slower), selects the AVX-512 or AVX2 kernels the CPU supports.
+// recent Xeons: common/blas_runtime.h; docs/DECISIONS.md, "OpenMP and OpenBLAS settings
+// in-process; libgomp linked statically"), selects the AVX-512 or AVX2 kernels the CPU supports.
 // An OPENBLAS_CORETYPE set by the user is always respected.
 void prepare_blas();
 // The OpenBLAS kernel set in use, e.g. "SkylakeX" ("" for another BLAS).

@@ -1,7 +1,7 @@
 // prepare_training_rows_gpu: the GPU twin of the part of preprocess.cpp's
 // prepare_training_rows after the scaler, for a GPU fit. The host used to scale, mask and
-// compact CIFAR-10's 50,000 × 8,192 rows in four passes over 1.6 GB (0.3-0.4 s on a 16-core
-// host), then upload them; now it fits the scaler (two of the passes) while the GPU's driver
+// compact CIFAR-10's 50,000 × 8,192 rows in four passes over 1.6 GB (docs/DECISIONS.md,
+// "svm-fit fits its scaler while the driver starts; …"), then upload them; now it fits the scaler (two of the passes) while the GPU's driver
 // starts, the raw rows go up, and the other two passes run where the solver reads the rows
 // (docs/SVM_GPU.md, "The rows prepared on the device").
 //
@@ -186,8 +186,8 @@ std::shared_ptr<DeviceRows> prepare_training_rows_gpu(RawRows X, const int32_t* 
   auto rows = std::make_shared<DeviceRows>();
 
   // The raw rows go up page-locked, float16 in half the bytes (then widened here); the lock
-  // is released on another thread while the GPU works (unlocking CIFAR-10's 1.6 GB takes
-  // 0.03 s), joined when the rows are spent.
+  // is released on another thread while the GPU works (unlocking a gigabyte is not free),
+  // joined when the rows are spent.
   DeviceBuffer<float> d_raw(values);
   {
     const void* host = X.f16 ? static_cast<const void*>(X.f16) : static_cast<const void*>(X.f32);

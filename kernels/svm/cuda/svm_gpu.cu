@@ -608,10 +608,9 @@ void decision_values_gpu(const Model& m, const float* X, int64_t n, double* dec)
   }
 
   // Page-locked while they go up: the copies run at the bus's speed and return at once, so
-  // the first GEMMs' kernels load (CUDA's lazy loading: 0.08-0.13 s for cuBLAS's first SGEMM
-  // and its first DGEMM each on an H200) while the support vectors travel, instead of after
-  // a pageable copy that held this thread for 0.2 s (CIFAR-10's 1.25 GB). svm-eval's predict
-  // 0.47-0.59 -> 0.40-0.47 s there (docs/BENCHMARKS.md).
+  // the first GEMMs' kernels load (CUDA's lazy loading) while the support vectors travel,
+  // instead of after a pageable copy that held this thread (docs/SVM_GPU.md, "Decision
+  // values").
   const PinnedRange pinned_sv(m.support_vectors.data(), m.support_vectors.size() * sizeof(float));
   const PinnedRange pinned_x(X, static_cast<size_t>(n) * static_cast<size_t>(dim) * sizeof(float));
   Stream stream;

@@ -131,9 +131,8 @@ std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int d
 
 // The row stride of rows on the device: dim rounded up to 32 floats (128 bytes), the columns
 // past dim zero. cuBLAS's tensor-core GEMMs need rows that start on 16-byte boundaries; with
-// an odd stride it falls back to kernels 2x slower (CIFAR-10's 7,209 kept features: the
-// kernel matrix 0.59 s against 0.29 s for 7,296, docs/SVM_GPU.md). The zero columns add
-// exact zeros to every dot product and norm.
+// an odd stride it falls back to slower kernels (docs/SVM_GPU.md, "Kernel matrix").
+// The zero columns add exact zeros to every dot product and norm.
 int64_t device_row_stride(int dim);
 
 // out[r] = |X[r, :dim]|² in double; rows ld floats apart.
