@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <new>
 
 #include "common/error.h"
 #include "common/memory_limit.h"
@@ -19,15 +20,6 @@ namespace cae {
 
 namespace {
 
-// What the dense matrix may take: physical memory, or the cgroup's limit when smaller.
-uint64_t memory_available() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  uint64_t bytes = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-  const uint64_t cgroup = cae::cgroup_memory_limit();
-  if (cgroup && (!bytes || cgroup < bytes)) bytes = cgroup;
-  return bytes ? bytes : std::numeric_limits<uint64_t>::max();
-}
-
 struct SparseEntry {
   int64_t row;
   int index;  // 0-based
@@ -35,6 +27,12 @@ struct SparseEntry {
 };
 
 }  // namespace
+
+std::string quoted_token(const std::string& token) {
+  constexpr size_t kShown = 32;
+  if (token.size() <= kShown + 16) return "'" + escape_controls(token) + "'";
+  return "'" + escape_controls(token.substr(0, kShown)) + "'... (" + std::to_string(token.size()) + " bytes)";
+}
 
 bool canonical_libsvm_label(const char* text, std::string& out) {
   char* end = nullptr;
@@ -66,45 +64,54 @@ LibsvmData read_libsvm_data(const std::string& path, const std::vector<std::stri
   std::vector<SparseEntry> entries;
   std::vector<std::string> row_label;
   int max_index = 0;
+  int64_t max_index_line = 0;
   std::string line;
   int64_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    auto bad = [&](const std::string& what) {
-      fail_file(path, "line " + std::to_string(line_no) + ": " + what + " (libsvm format: label index:value ...)");
-    };
-    size_t at = line.find_first_not_of(" \t");
-    if (at == std::string::npos) continue;  // blank line
-    size_t end = line.find_first_of(" \t", at);
-    std::string label;
-    if (!canonical_libsvm_label(line.substr(at, end - at).c_str(), label))
-      bad("label '" + line.substr(at, end - at) + "' is not an integer");
-    const int64_t row = static_cast<int64_t>(row_label.size());
-    row_label.push_back(label);
-    int previous = 0;
-    while (end != std::string::npos) {
-      at = line.find_first_not_of(" \t", end);
-      if (at == std::string::npos) break;
-      end = line.find_first_of(" \t", at);
-      const std::string token = line.substr(at, end - at);
-      const size_t colon = token.find(':');
-      if (colon == std::string::npos) bad("'" + token + "' is not index:value");
-      char* stop = nullptr;
-      errno = 0;
-      const long index = std::strtol(token.c_str(), &stop, 10);
-      if (stop != token.c_str() + colon || errno != 0 || index < 1 || index > std::numeric_limits<int>::max() / 2)
-        bad("'" + token + "' has no index in 1.." + std::to_string(std::numeric_limits<int>::max() / 2));
-      if (index <= previous) bad("index " + std::to_string(index) + " after " + std::to_string(previous) +
-                                 " (indices must ascend)");
-      previous = static_cast<int>(index);
-      const char* value_text = token.c_str() + colon + 1;
-      const double value = std::strtod(value_text, &stop);
-      if (stop == value_text || *stop != '\0') bad("'" + token + "' has no number after ':'");
-      if (!std::isfinite(static_cast<float>(value))) bad("'" + token + "' is not a finite float32 value");
-      max_index = std::max(max_index, previous);
-      if (value != 0) entries.push_back({row, previous - 1, static_cast<float>(value)});
+  // 16 bytes an entry, 4 or more of text: a file near what the process may allocate fails
+  // while its entries grow, named with its line.
+  try {
+    while (std::getline(in, line)) {
+      ++line_no;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      auto bad = [&](const std::string& what) {
+        fail_file(path, "line " + std::to_string(line_no) + ": " + what + " (libsvm format: label index:value ...)");
+      };
+      size_t at = line.find_first_not_of(" \t");
+      if (at == std::string::npos) continue;  // blank line
+      size_t end = line.find_first_of(" \t", at);
+      std::string label;
+      if (!canonical_libsvm_label(line.substr(at, end - at).c_str(), label))
+        bad("label " + quoted_token(line.substr(at, end - at)) + " is not an integer");
+      const int64_t row = static_cast<int64_t>(row_label.size());
+      row_label.push_back(label);
+      int previous = 0;
+      while (end != std::string::npos) {
+        at = line.find_first_not_of(" \t", end);
+        if (at == std::string::npos) break;
+        end = line.find_first_of(" \t", at);
+        const std::string token = line.substr(at, end - at);
+        const size_t colon = token.find(':');
+        if (colon == std::string::npos) bad(quoted_token(token) + " is not index:value");
+        char* stop = nullptr;
+        errno = 0;
+        const long index = std::strtol(token.c_str(), &stop, 10);
+        if (stop != token.c_str() + colon || errno != 0 || index < 1 || index > std::numeric_limits<int>::max() / 2)
+          bad(quoted_token(token) + " has no index in 1.." + std::to_string(std::numeric_limits<int>::max() / 2));
+        if (index <= previous) bad("index " + std::to_string(index) + " after " + std::to_string(previous) +
+                                   " (indices must ascend)");
+        previous = static_cast<int>(index);
+        const char* value_text = token.c_str() + colon + 1;
+        const double value = std::strtod(value_text, &stop);
+        if (stop == value_text || *stop != '\0') bad(quoted_token(token) + " has no number after ':'");
+        if (!std::isfinite(static_cast<float>(value))) bad(quoted_token(token) + " is not a finite float32 value");
+        if (previous > max_index) max_index = previous, max_index_line = line_no;
+        if (value != 0) entries.push_back({row, previous - 1, static_cast<float>(value)});
+      }
     }
+  } catch (const std::bad_alloc&) {
+    fail_file(path, "line " + std::to_string(line_no) + ": its " + std::to_string(entries.size()) +
+                        " non-zero values so far need " + std::to_string(2 * entries.size() * sizeof(SparseEntry)) +
+                        " bytes to grow, more than " + memory_headroom().limit + " allows");
   }
   if (in.bad()) fail_file(path, "read error");
   if (row_label.empty()) fail_file(path, "has no rows (libsvm format: label index:value ...)");
@@ -130,11 +137,13 @@ LibsvmData read_libsvm_data(const std::string& path, const std::vector<std::stri
   d.labels.reserve(row_label.size());
   for (const std::string& label : row_label) d.labels.push_back(index_of[label]);
 
-  const uint64_t dense_bytes = static_cast<uint64_t>(d.n) * static_cast<uint64_t>(d.dim) * sizeof(float);
-  if (dense_bytes / sizeof(float) / static_cast<uint64_t>(d.dim) != static_cast<uint64_t>(d.n) ||
-      dense_bytes > memory_available() / 2)
-    fail_file(path, std::to_string(d.n) + " rows of " + std::to_string(d.dim) + " features need " +
-                        std::to_string(dense_bytes >> 20) + " MiB dense, more than half of this machine's memory");
+  const uint64_t dense_bytes =
+      saturating_product(saturating_product(static_cast<uint64_t>(d.n), static_cast<uint64_t>(d.dim)), sizeof(float));
+  // The message names what set the width: the line with the largest index, or the model.
+  std::string what = std::to_string(d.n) + " rows of " + (d.dim == max_index ? "" : "the model's ") +
+                     std::to_string(d.dim) + " features (dense float32)";
+  if (d.dim == max_index) what = "line " + std::to_string(max_index_line) + ": index " + std::to_string(max_index) + ": " + what;
+  require_memory(path, what, dense_bytes);
   d.X.assign(static_cast<size_t>(d.n) * static_cast<size_t>(d.dim), 0.0f);
   for (const SparseEntry& e : entries) d.X[static_cast<size_t>(e.row) * d.dim + e.index] = e.value;
   return d;

@@ -23,6 +23,11 @@ bool is_libsvm_text(const std::string& path);
 // wrote it.
 bool canonical_libsvm_label(const char* text, std::string& out);
 
+// A token of a libsvm file as an error message quotes it: in single quotes, control bytes
+// escaped (escape_controls), at most its first 32 bytes and then "... (N bytes)", so that a
+// megabyte token gives a one-line message.
+std::string quoted_token(const std::string& token);
+
 struct LibsvmData {
   std::vector<float> X;                  // [n, dim] row-major
   std::vector<int32_t> labels;           // [n] class indices into class_names
@@ -36,8 +41,9 @@ struct LibsvmData {
 // in ascending order (classes the model can never predict). Empty: the file's own labels,
 // ascending. `min_dim`: the width the rows must have at least (a model's feature count).
 // Throws "<path>: line L: <problem>" on malformed text, a non-integer or non-finite value,
-// or a duplicate or descending index, and "<path>: ..." when the dense matrix would not fit
-// in this machine's memory.
+// or a duplicate or descending index, and "<path>: line L: index I: ... need B bytes ..."
+// (common/memory_limit.h: require_memory) when the dense matrix would take more than half
+// of what this process may allocate, before allocating it.
 LibsvmData read_libsvm_data(const std::string& path, const std::vector<std::string>& classes = {}, int min_dim = 0);
 
 }  // namespace cae

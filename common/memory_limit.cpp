@@ -1,10 +1,17 @@
 #include "common/memory_limit.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <vector>
+
+#include "common/error.h"
 
 namespace cae {
 namespace {
@@ -36,7 +43,56 @@ void walk(uint64_t& best, const std::string& mount, std::string path, const char
   }
 }
 
+// A "Name:   123 kB" line of /proc/self/status, in bytes; 0 when absent.
+uint64_t status_bytes(const char* name) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  const size_t n = strlen(name);
+  while (std::getline(in, line))
+    if (line.compare(0, n, name) == 0 && line.size() > n && line[n] == ':')
+      return std::strtoull(line.c_str() + n + 1, nullptr, 10) * 1024;
+  return 0;
+}
+
 }  // namespace
+
+uint64_t saturating_product(uint64_t a, uint64_t b) {
+  return a != 0 && b > std::numeric_limits<uint64_t>::max() / a ? std::numeric_limits<uint64_t>::max() : a * b;
+}
+
+MemoryHeadroom memory_headroom() {
+  MemoryHeadroom h{std::numeric_limits<uint64_t>::max(), "this machine's memory"};
+  auto take_limit = [&h](uint64_t bytes, const char* limit) {
+    if (bytes < h.bytes) h = {bytes, limit};
+  };
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) take_limit(static_cast<uint64_t>(pages) * static_cast<uint64_t>(page), "this machine's memory");
+  if (const uint64_t cgroup = cgroup_memory_limit()) take_limit(cgroup, "the cgroup's memory limit");
+  // What an rlimit leaves: the limit less what the process already holds of that kind.
+  const struct {
+    int resource;
+    const char* in_use;
+    const char* limit;
+  } rlimits[] = {{RLIMIT_AS, "VmSize", "what ulimit -v (RLIMIT_AS) leaves this process"},
+                 {RLIMIT_DATA, "VmData", "what ulimit -d (RLIMIT_DATA) leaves this process"}};
+  for (const auto& r : rlimits) {
+    struct rlimit lim;
+    if (getrlimit(r.resource, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) continue;
+    const uint64_t used = status_bytes(r.in_use);
+    take_limit(lim.rlim_cur > used ? lim.rlim_cur - used : 0, r.limit);
+  }
+  return h;
+}
+
+void require_memory(const std::string& file, const std::string& what, uint64_t bytes) {
+  const MemoryHeadroom h = memory_headroom();
+  if (bytes <= h.bytes / 2) return;
+  const std::string need = bytes == std::numeric_limits<uint64_t>::max()
+                               ? std::string("more than 2^64 bytes")
+                               : std::to_string(bytes) + " bytes (" + std::to_string(bytes >> 20) + " MiB)";
+  fail_file(file, what + " need " + need + ", more than half of " + h.limit + " (" + std::to_string(h.bytes >> 20) +
+                      " MiB)");
+}
 
 uint64_t cgroup_memory_limit(const std::string& cgroup_root, const std::string& proc_cgroup) {
   uint64_t best = 0;

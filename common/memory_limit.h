@@ -1,7 +1,7 @@
 // The memory limit a control group puts on this process. Slurm (ConstrainRAMSpace), Docker,
 // Kubernetes and systemd enforce memory through cgroups, not through RLIMIT_AS: a tool that
 // sizes its buffers from physical RAM alone is killed by the OOM killer instead of fitting.
-// Callers take the smallest of physical memory, the rlimits and this.
+// memory_headroom takes the smallest of physical memory, the rlimits and this.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,5 +16,25 @@ namespace cae {
 // exist for tests (a fake tree).
 uint64_t cgroup_memory_limit(const std::string& cgroup_root = "/sys/fs/cgroup",
                              const std::string& proc_cgroup = "/proc/self/cgroup");
+
+// What this process may still allocate and the limit that says so: the least of physical
+// memory, the cgroup limit, and what RLIMIT_AS (`ulimit -v`, how SGE/PBS enforce memory)
+// and RLIMIT_DATA (`ulimit -d`) leave beside the address space / data segment already in
+// use (/proc/self/status VmSize, VmData). Under `ulimit -v` a process that already maps
+// its libraries and thread stacks has less than the limit, and an allocation past it fails.
+struct MemoryHeadroom {
+  uint64_t bytes = 0;  // UINT64_MAX when nothing could be read
+  std::string limit;   // which one, as a message names it: "this machine's memory", ...
+};
+MemoryHeadroom memory_headroom();
+
+// A buffer sized from what a file declares may take at most half of memory_headroom (the
+// tool needs the rest for its other copies): throws "<file>: <what> need <bytes> bytes
+// (<MiB> MiB), more than half of <limit> (<MiB> MiB)" before anything is allocated. `what`
+// names the field or line the size came from.
+void require_memory(const std::string& file, const std::string& what, uint64_t bytes);
+
+// `a * b` in bytes, UINT64_MAX where it does not fit: a size to hand to require_memory.
+uint64_t saturating_product(uint64_t a, uint64_t b);
 
 }  // namespace cae

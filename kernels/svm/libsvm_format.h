@@ -5,8 +5,11 @@
 //
 //   data   common/libsvm_data.h reads them (below both model layers, so that the one
 //          features reader of kernels/ae reads them too); write_libsvm_data writes them.
-//   model  svm_load_model / svm_save_model (libsvm itself), c_svc with an rbf or linear
-//          kernel, converted to and from svm::ModelFile (classes ascending, pair order).
+//   model  c_svc with an rbf or linear kernel, converted to and from svm::ModelFile
+//          (classes ascending, pair order): read by the toolkit's own parser, which checks
+//          every header field and line before sizing anything (libsvm's svm_load_model
+//          trusts its input: a damaged model is a read out of bounds there); written by
+//          libsvm's svm_save_model.
 //   range  svm-scale -s's file: x, "lower upper", then "index min max" per feature; it
 //          becomes the model's scaler, x' = lower + (upper − lower)(x − min)/(max − min).
 #pragma once
@@ -34,6 +37,11 @@ LibsvmRange read_libsvm_range(const std::string& path);
 // whose libsvm order is reversed has its signs and its probability B flipped), dense over
 // max(dim, the largest index of any support vector, the range's dim) features. `range`:
 // svm-scale's map of the raw features (null: the model reads the features as given).
+// Throws "<path>: line L: <problem>" for a malformed, inconsistent or non-finite field
+// (gamma > 0 as svm-fit --gamma takes it; NaN/Inf coefficients, rho or probA/probB; labels
+// distinct; nr_sv adding up to total_sv; k − 1 coefficients a line), names an svm_type or
+// kernel_type it does not read, and refuses (common/memory_limit.h: require_memory) dense
+// support vectors larger than half of what the process may allocate, before allocating.
 ModelFile import_libsvm_model(const std::string& path, const LibsvmRange* range = nullptr, int dim = 0);
 
 // The model in libsvm's text format, written by libsvm's own svm_save_model to
