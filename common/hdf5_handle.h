@@ -1,8 +1,12 @@
 // An HDF5 identifier (file, dataset, dataspace, type, attribute, property list) that is
-// released when it leaves scope. Shared by the reader/writer (hdf5_io.cpp) and the metadata
-// probe (hdf5_probe.cpp); not part of the toolkit's API.
+// released when it leaves scope, and two facts about a dataset's rows. Shared by the
+// reader/writer (hdf5_io.cpp), its chunk codec (deflate_chunks.cpp) and the metadata probe
+// (hdf5_probe.cpp); not part of the toolkit's API.
 #pragma once
 #include <hdf5.h>
+
+#include <cstddef>
+#include <vector>
 
 namespace cae::h5 {
 
@@ -20,5 +24,19 @@ class Handle {
  private:
   hid_t id_;
 };
+
+// Bytes of one row (all axes but the first) of `type`.
+inline size_t row_bytes_of(hid_t type, const std::vector<hsize_t>& dims) {
+  size_t bytes = H5Tget_size(type);
+  for (size_t d = 1; d < dims.size(); ++d) bytes *= dims[d];
+  return bytes;
+}
+
+// True when the stored bytes are exactly what H5Dread would hand back in `mem_type` (same
+// class, size, sign and byte order): only then may a fast path copy them as they are.
+inline bool stored_as(hid_t ds, hid_t mem_type) {
+  Handle t(H5Dget_type(ds));
+  return t.ok() && H5Tequal(t.get(), mem_type) > 0;
+}
 
 }  // namespace cae::h5

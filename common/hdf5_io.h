@@ -17,6 +17,8 @@
 // Hdf5Reader opens a file only after the metadata probe (the reader sandbox) walked it.
 #include "common/hdf5_probe.h"
 #include "common/half.h"
+// deflated_share: whether deflate pays, judged by the writer's own compressor.
+#include "common/deflate_chunks.h"
 
 namespace cae {
 
@@ -39,12 +41,6 @@ struct DatasetOptions {
   uint64_t chunk_rows = 0;  // chunk along the first axis; 0 = contiguous (no compression)
   int deflate = 0;          // 0..9, needs chunk_rows > 0 (whole-chunk writes compress in parallel)
 };
-
-// The share of their bytes that up to `samples` pieces of `piece_bytes`, spread evenly over
-// `data`, keep when deflated at `level` by the writer's compressor: whether deflate pays,
-// for the price of a few pieces, not the whole array. The pieces are compressed in
-// parallel; 1 for no data or no compressor.
-double deflated_share(const void* data, size_t bytes, size_t piece_bytes, int level, int samples = 8);
 
 class Hdf5Writer {
  public:
@@ -87,8 +83,6 @@ class Hdf5Writer {
   void create_raw(const std::string& name, hid_t type, const Shape& shape, DatasetOptions opt);
   void write_rows_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, const void* data);
   void start_writeback(size_t bytes_written);
-  bool write_chunks_parallel(hid_t ds, hid_t type, const std::vector<hsize_t>& dims, uint64_t row0, uint64_t rows,
-                             const void* data);
   hid_t file_ = -1;
   std::string display_;
 };
@@ -151,10 +145,9 @@ class Hdf5Reader {
   template <typename T>
   std::vector<T> attr_numbers(const std::string& obj, const std::string& key, bool integers_only) const;
   void read_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, void* out) const;
-  // Fast paths of read_raw for the layouts the toolkit writes; false = not handled here
-  // (read_raw then calls H5Dread). Both need the stored type to equal `type` exactly.
-  bool read_chunks_parallel(hid_t ds, hid_t type, const std::string& name, const std::vector<hsize_t>& dims,
-                            uint64_t row0, uint64_t rows, void* out) const;
+  // The fast path of read_raw for unfiltered contiguous data (the deflated chunks' is
+  // read_deflated_chunks); false = not handled here (read_raw then calls H5Dread). Needs the
+  // stored type to equal `type` exactly.
   // widen_halves: `type` is float16 and `out` receives floats (read_floats).
   bool read_contiguous_parallel(hid_t ds, hid_t type, const std::string& name, const std::vector<hsize_t>& dims,
                                 uint64_t row0, uint64_t rows, void* out, bool widen_halves = false) const;
