@@ -7,8 +7,9 @@
 # replayed by tests/unit/test_reliability.cpp) and fix the reader.
 #
 #   FUZZ_SECONDS=60 FUZZ_TARGETS="dataset features" BUILD=build-fuzz TOOLS_BUILD=build tests/fuzz/run.sh
-#   FUZZ_SECONDS=15 FUZZ_TARGETS="idx cifar100 image" ...   the short run for CI (~2 min
-#                         with the build: these targets need common/ only)
+#   FUZZ_SECONDS=15 FUZZ_TARGETS="idx cifar100 image libsvm_data libsvm_model" ...   the short
+#                         run for CI (~3 min with the build: these targets need common/ only,
+#                         libsvm_model also kernels/svm/libsvm_format.cpp)
 #   FUZZ_NO_PROBE=1 ...   fuzz HDF5 in-process, without the metadata probe (expect findings
 #                         inside libhdf5: that is what the probe contains; see RELIABILITY.md)
 set -euo pipefail
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build-fuzz}"
 TOOLS_BUILD="${TOOLS_BUILD:-build}"
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
-FUZZ_TARGETS="${FUZZ_TARGETS:-cifar_batch cifar_archive idx cifar100 image dataset features model svm_model}"
+FUZZ_TARGETS="${FUZZ_TARGETS:-cifar_batch cifar_archive idx cifar100 image dataset features model svm_model libsvm_data libsvm_model}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 
 # ---- clang with libFuzzer ----------------------------------------------------------------------
@@ -38,12 +39,15 @@ CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,ad
   -Wno-unknown-pragmas -I. $HDF5_CFLAGS -DCIFARAE_VERSION=\"fuzz\")
 LIBS=($HDF5_LIBS -larchive -ldeflate -lcrypto -lpng -ljpeg -lsvm -lopenblas -lgomp -lm -lpthread)
 mkdir -p "$BUILD/obj" "$BUILD/findings" "$BUILD/logs"
-# The readers of idx, cifar100 and image live in common/ alone: a run of only those targets
-# (the short CI run) compiles no kernels.
-common_only() { case $1 in idx|cifar100|image) return 0 ;; *) return 1 ;; esac; }
+# The readers of idx, cifar100, image and libsvm data live in common/ alone, the libsvm model
+# reader in common/ and one kernels/svm file: a run of only those targets (the short CI run)
+# compiles no other kernels.
+common_only() { case $1 in idx|cifar100|image|libsvm_data) return 0 ;; *) return 1 ;; esac; }
+libsvm_model_src=kernels/svm/libsvm_format.cpp
 need_kernels=0
-for t in $FUZZ_TARGETS; do common_only "$t" || need_kernels=1; done
+for t in $FUZZ_TARGETS; do common_only "$t" || [ "$t" = libsvm_model ] || need_kernels=1; done
 kernel_srcs=""
+case " $FUZZ_TARGETS " in *" libsvm_model "*) kernel_srcs=$libsvm_model_src ;; esac
 [ $need_kernels -eq 1 ] && kernel_srcs=$(find kernels -name "*.cpp" | sort)
 objs=() common_objs=()
 for src in common/*.cpp $kernel_srcs; do
@@ -60,7 +64,9 @@ for t in $FUZZ_TARGETS; do
   bin="$BUILD/fuzz_$t"
   if [ ! -f "$bin" ] || [ -n "$(find tests/fuzz common kernels -newer "$bin" -name '*.[ch]*' 2>/dev/null | head -1)" ]; then
     echo "fuzz: linking $bin" >&2
-    if common_only "$t"; then link_objs=("${common_objs[@]}"); else link_objs=("${objs[@]}"); fi
+    if common_only "$t"; then link_objs=("${common_objs[@]}")
+    elif [ "$t" = libsvm_model ]; then link_objs=("${common_objs[@]}" "$BUILD/obj/${libsvm_model_src%.cpp}.o")
+    else link_objs=("${objs[@]}"); fi
     clang++ "${CXXFLAGS[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${link_objs[@]}" "${LIBS[@]}" -o "$bin"
   fi
 done
@@ -144,6 +150,30 @@ PY
   touch "$seeds/.done-v2"
 fi
 
+# libsvm text: a model svm-train writes (3 classes, probability sigmoids; a hand-written one
+# where libsvm-tools are missing) and the rows it was trained on.
+if [ ! -f "$seeds/.done-libsvm" ]; then
+  mkdir -p "$seeds/libsvm_model" "$seeds/libsvm_data"
+  "$PYTHON" - "$seeds/libsvm_data/rows.libsvm" <<'PY'
+import random, sys
+random.seed(3)
+centre = {7: (1, 1, 0), -2: (-1, 0, 1), 4: (0, -1, 0)}
+with open(sys.argv[1], "w") as f:
+    for i in range(45):
+        y = (7, -2, 4)[i % 3]
+        f.write(f"{y} " + " ".join(f"{k + 1}:{c + random.gauss(0, 0.5):.5g}" for k, c in enumerate(centre[y])) + "\n")
+PY
+  printf '1 1:0.5 3:-2\n-1 2:1e-3\n3\n' >"$seeds/libsvm_data/sparse.libsvm"
+  if command -v svm-train >/dev/null; then
+    svm-train -q -b 1 -g 0.5 "$seeds/libsvm_data/rows.libsvm" "$seeds/libsvm_model/trained.model"
+    svm-train -q -t 0 "$seeds/libsvm_data/rows.libsvm" "$seeds/libsvm_model/linear.model"
+  fi
+  printf '%s\n' "svm_type c_svc" "kernel_type rbf" "gamma 0.5" "nr_class 2" "total_sv 3" "rho 0.25" "label 1 -1" \
+    "probA -1.5" "probB 0.1" "nr_sv 2 1" "SV" "1 1:0.5 3:1" "0.5 2:-1" "-1.5 1:1 2:2 3:-0.5" \
+    >"$seeds/libsvm_model/hand.model"
+  touch "$seeds/.done-libsvm"
+fi
+
 # ---- run ----------------------------------------------------------------------------------------
 # The metadata probe's forked child runs libhdf5's out-of-bounds reads on purpose (that is
 # what it contains); tests/fuzz/asan.supp keeps ASan's interceptors quiet about reads made
@@ -162,7 +192,7 @@ for t in $FUZZ_TARGETS; do
   # Replay every regression input of this kind first (one execution each).
   case $t in
     cifar_batch) pat='*.bin' ;; cifar_archive) pat='*.tar*' ;; idx) pat='*.idx*' ;; cifar100) pat='*.c100*' ;;
-    image) pat='*.[jp][pn]g' ;; *) pat='*.h5' ;;
+    image) pat='*.[jp][pn]g' ;; libsvm_model) pat='*.model' ;; libsvm_data) pat='*.libsvm' ;; *) pat='*.h5' ;;
   esac
   regs=$(find tests/fuzz/regressions -name "$pat" 2>/dev/null | sort)
   if [ -n "$regs" ]; then
@@ -178,7 +208,11 @@ for t in $FUZZ_TARGETS; do
   before=$(count '(crash|leak|oom|timeout)-')
   slow_before=$(count 'slow-unit-')
   dict=()
-  case $t in cifar_batch|cifar_archive|idx|cifar100|image) ;; *) dict=(-dict=tests/fuzz/hdf5.dict) ;; esac
+  case $t in
+    cifar_batch|cifar_archive|idx|cifar100|image) ;;
+    libsvm_model|libsvm_data) dict=(-dict=tests/fuzz/libsvm.dict) ;;
+    *) dict=(-dict=tests/fuzz/hdf5.dict) ;;
+  esac
   set +e
   "$BUILD/fuzz_$t" "$corpus" "$seeds/$t" "${dict[@]}" -max_total_time="$FUZZ_SECONDS" -timeout=30 \
     -rss_limit_mb=3072 -malloc_limit_mb=2048 -max_len=$((4 << 20)) -print_final_stats=1 \
