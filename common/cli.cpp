@@ -20,7 +20,6 @@
 #include "common/blas_runtime.h"
 #include "common/cublas_runtime.h"
 #include "common/device.h"
-#include "common/driver_teardown.h"
 #include "common/error.h"
 #include "common/escape.h"
 #include "common/json.h"
@@ -417,9 +416,6 @@ int run_tool(int argc, char** argv, const ToolInfo& info, CommonOptions& common,
   g_app = nullptr;  // app ends here
   cublas::settle();  // never exit while cuBLAS loads in the background (common/cublas_runtime.h)
   settle_gpu_context();  // nor while the CUDA context is being created (common/device.h)
-  // Where the GPU was used, the caller gets the status now and a child waits for the
-  // driver's teardown (common/driver_teardown.h); elsewhere this returns.
-  exit_leaving_driver_teardown(status);
   return status;
 }
 
