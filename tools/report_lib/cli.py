@@ -15,7 +15,7 @@ from .common import (DEFAULT_CLASS_NAMES, EXAMPLE, KINDS, TOOL, Phases, ReportEr
                      score_words, version_line, warn)
 from .dataset import dataset_path_recorded, from_dataset_file, guessed, header_line, title_name
 from .escape import visible
-from .load import features_origin, finish_read, read_all, start_read
+from .load import features_origin, finish_read, read_all, regular_file, start_read
 from .parallel import BackgroundHash, ChildFailed, kill_all, run_parallel
 from .render import build_html, build_markdown, lineage, stage_rows, summary_cards
 
@@ -165,7 +165,7 @@ def pictures_of_results(loaded, paths, tmp):
     from .pictures import draw_examples  # numpy: imported only once the interpreter is known to have it
     try:
         return draw_examples(data, paths["eval"], os.path.join(tmp, "examples.png")) or "", None
-    except (OSError, KeyError, ValueError) as err:
+    except (ReportError, OSError, KeyError, ValueError) as err:
         return "", f"no pictures of test images: {err}"
 
 
@@ -243,6 +243,8 @@ def run(args, tmp_holder, phases):
     started = time.time()
     phases.enter("other")
     paths, missing = resolve_inputs(args)
+    for path in paths.values():  # before anything opens them: a FIFO's open would wait forever
+        regular_file(path)
     # Started first, so that hashing a 2 GB features file overlaps everything else.
     hashes = {kind: BackgroundHash(path) for kind, path in paths.items() if kind in HASHED_KINDS}
     phases.enter("read")

@@ -1,22 +1,42 @@
 """Reading and checking a run folder's HDF5 files (docs/FORMATS.md). Every file is read in
 a forked child under a memory and time limit (read_in_child, read_all); what comes back is plain
 numbers, strings and numpy arrays."""
+import codecs
 import json
 import math
 import os
 import resource
 import signal
+import stat
 
 from . import parallel
 from .common import (DEFAULT_CLASS_NAMES, MAX_FORMAT_VERSION, SEED_ENCODER_CHANNELS, SEED_INPUT_SHAPE,
                      ReportError)
 
 
+def _latin1_byte(err):
+    """The first byte that is not part of a valid UTF-8 sequence, read as Latin-1; decoding
+    goes on at the next byte (as cae::utf8_or_latin1)."""
+    return chr(err.object[err.start]), err.start + 1
+
+
+codecs.register_error("cae-latin1", _latin1_byte)
+
+
+def utf8_or_latin1(raw):
+    """A name's bytes as text, by the toolkit's rule (common/class_names.h): valid UTF-8
+    sequences kept, every other byte b becomes U+00b (older files hold raw Latin-1 names).
+    A str from h5py carries such bytes as surrogate escapes; they are put back first."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8", "cae-latin1")
+
+
 def plain(value):
-    """HDF5 attribute → plain Python (str, int, float, list)."""
+    """HDF5 attribute → plain Python (str, int, float, list); text by utf8_or_latin1."""
     import numpy as np
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+    if isinstance(value, (bytes, str)):
+        return utf8_or_latin1(value)
     if isinstance(value, np.ndarray):
         return [plain(v) for v in value.tolist()] if value.dtype.kind in "OSU" else value.tolist()
     if isinstance(value, np.generic):
@@ -26,18 +46,130 @@ def plain(value):
     return value
 
 
-def open_hdf5(path):
-    """The file opened read-only, or ReportError naming what it is instead."""
-    import h5py
-    if not os.path.exists(path):
-        raise ReportError(path, "no such file")
-    if os.path.isdir(path):
-        raise ReportError(path, "is a folder, not an HDF5 file")
+def regular_file(path):
+    """Refuses (ReportError) what the toolkit's readers refuse before opening: a missing
+    path, a folder, anything but a regular file (a FIFO would block the open forever, a
+    device never end). Only stat: nothing is opened. → the file's size in bytes."""
     try:
-        return h5py.File(path, "r")
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ReportError(path, "no such file") from None
+    except OSError as e:
+        raise ReportError(path, f"cannot open: {e.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ReportError(path, "is a folder, not an HDF5 file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ReportError(path, "is not a regular file (a FIFO, socket or device?), expected an HDF5 file")
+    return st.st_size
+
+
+OWN_DATA = "toolkit files must hold their own data"
+
+
+def foreign_storage(f):
+    """What keeps data outside the file, as common/hdf5_probe.cpp's foreign_storage: an
+    external or user-defined link, a virtual dataset, a dataset with external storage.
+    Checked before any object is opened by its path (HDF5 would follow an external link).
+    Soft links are paths inside the file, checked where they point. → the problem or None."""
+    import h5py
+
+    def check(name, info):
+        where = "/" + utf8_or_latin1(name)
+        if info.type == h5py.h5l.TYPE_SOFT:
+            return None
+        if info.type == h5py.h5l.TYPE_EXTERNAL:
+            try:
+                link = f.get(name, getlink=True)
+                target = f"{utf8_or_latin1(link.filename)}:{utf8_or_latin1(link.path)}"
+            except (OSError, KeyError, ValueError, UnicodeError):
+                target = "another file"
+            return f"{where} is an external link to {target}; {OWN_DATA}"
+        if info.type != h5py.h5l.TYPE_HARD:
+            return f"{where} is a user-defined link; {OWN_DATA}"
+        try:
+            oid = h5py.h5o.open(f.id, name)
+        except (OSError, KeyError, ValueError):
+            return None  # unreadable: reading it names the problem
+        if not isinstance(oid, h5py.h5d.DatasetID):
+            return None
+        dcpl = oid.get_create_plist()
+        if dcpl.get_layout() == h5py.h5d.VIRTUAL:
+            return f"dataset {where} is a virtual dataset (its data is in other files); {OWN_DATA}"
+        if dcpl.get_external_count() > 0:
+            which = utf8_or_latin1(dcpl.get_external(0)[0])
+            return f"dataset {where} keeps its data in an external file ({which}); {OWN_DATA}"
+        return None
+    try:
+        return f.id.links.visit(check, info=True)
+    except (OSError, KeyError, ValueError, RuntimeError):
+        return "its link table cannot be read"
+
+
+def open_hdf5(path):
+    """The file opened read-only, or ReportError naming what it is instead: not a regular
+    file, not HDF5, or keeping data in other files (foreign_storage)."""
+    import h5py
+    regular_file(path)
+    try:
+        f = h5py.File(path, "r")
     except OSError as e:
         reason = str(e).split("(")[0].strip().rstrip(",") or "unreadable"
         raise ReportError(path, f"not a readable HDF5 file ({reason})") from None
+    problem = foreign_storage(f)
+    if problem:
+        f.close()
+        raise ReportError(path, problem)
+    return f
+
+
+NEVER_WRITTEN = "but not all of its data was ever written (truncated or corrupted file?)"
+
+
+def storage_problem(ds, file_bytes):
+    """Why dataset `ds`'s claimed shape is not backed by data in the file, or None when it is
+    (common/hdf5_io.cpp's storage_problem): a reader sizes arrays from the shape, so a few-KB
+    file must not claim gigabytes. Contiguous: its block is as large as the data and inside
+    the file; chunked: every chunk exists, and deflate shrinks no more than ~1100:1."""
+    import h5py
+    dsid = ds.id
+    points = 1
+    for extent in ds.shape or ():
+        points *= int(extent)
+    if ds.shape is None or points == 0:
+        return None
+    need = points * dsid.get_type().get_size()
+    stored = dsid.get_storage_size()
+    if stored > file_bytes:
+        return "claims more stored data than the whole file holds (corrupted file?)"
+    dcpl = dsid.get_create_plist()
+    layout = dcpl.get_layout()
+    if layout == h5py.h5d.COMPACT:
+        return None if need <= 65536 else NEVER_WRITTEN  # inside the object header (<64 KB)
+    if layout == h5py.h5d.CONTIGUOUS:
+        if stored < need:
+            return NEVER_WRITTEN
+        offset = dsid.get_offset()
+        if offset is None or offset + need > file_bytes:
+            return "claims data past the end of the file (truncated or corrupted file?)"
+        return None
+    if layout != h5py.h5d.CHUNKED:
+        return "has a storage layout this toolkit does not read"
+    expected = 1
+    for extent, chunk in zip(ds.shape, ds.chunks):
+        expected *= -(-int(extent) // int(chunk))
+    if dsid.get_num_chunks() < expected:
+        return NEVER_WRITTEN
+    if stored * (1100 if dcpl.get_nfilters() > 0 else 1) < need:
+        return NEVER_WRITTEN
+    return None
+
+
+def backed(path, name, obj):
+    """obj (the dataset `name` of the file at `path`), refused unless its shape is backed by stored data."""
+    problem = storage_problem(obj, regular_file(path))
+    if problem:
+        raise ReportError(path, f"/{name} has shape [{','.join(str(v) for v in obj.shape)}] {problem}")
+    return obj
 
 
 def open_checked(path, fmt, allow_plain=False):
@@ -75,6 +207,7 @@ def read_dataset(f, path, name, kinds, shape=None, required=False):
     if obj.dtype.kind not in kinds:
         raise ReportError(path, f"/{name} has dtype {obj.dtype}, expected "
                                 + " or ".join({"f": "float", "i": "int", "u": "uint"}[k] for k in kinds))
+    backed(path, name, obj)
     if shape is not None:
         if len(obj.shape) != len(shape) or any(s is not None and s != g for s, g in zip(shape, obj.shape)):
             want = "[" + ",".join("N" if s is None else str(s) for s in shape) + "]"
@@ -82,10 +215,11 @@ def read_dataset(f, path, name, kinds, shape=None, required=False):
     return obj[()]
 
 
-def dataset_shape(f, name):
+def dataset_shape(f, name, path):
+    """The shape of dataset `name` (backed by stored data), or None when it is not a dataset."""
     import h5py
     obj = f.get(name)
-    return tuple(obj.shape) if isinstance(obj, h5py.Dataset) else None
+    return tuple(backed(path, name, obj).shape) if isinstance(obj, h5py.Dataset) else None
 
 
 def common_attrs(f):
@@ -192,15 +326,47 @@ def open_features(path):
 
 
 def features_splits(f, path):
-    """{split: [N, D]} of the file's /train/features and /test/features."""
+    """{split: [N, D]} of the file's /train/features and /test/features, checked as the
+    toolkit's features reader checks them (kernels/ae/features_reader.cpp): D as
+    latent_shape says, labels [N] of class indices."""
+    latent = plain(f.attrs["latent_shape"]) if "latent_shape" in f.attrs else None
+    if latent is not None:
+        latent = latent if isinstance(latent, list) else [latent]
+        if len(latent) != 3 or not all(isinstance(e, int) and not isinstance(e, bool) and 0 < e <= 1 << 20
+                                        for e in latent):
+            raise ReportError(path, "attribute latent_shape must be three positive extents [c,h,w]")
+    names = plain(f.attrs["class_names"]) if "class_names" in f.attrs else None
     splits = {}
     for split in ("train", "test"):
-        shape = dataset_shape(f, f"{split}/features")
-        if shape is not None:
-            if len(shape) != 2:
-                raise ReportError(path, f"/{split}/features has shape {list(shape)}, expected [N,D]")
-            splits[split] = shape
+        shape = dataset_shape(f, f"{split}/features", path)
+        if shape is None:
+            continue
+        if len(shape) != 2:
+            raise ReportError(path, f"/{split}/features has shape {list(shape)}, expected [N,D]")
+        if f[f"{split}/features"].dtype.kind != "f":
+            raise ReportError(path, f"/{split}/features has dtype {f[f'{split}/features'].dtype}, expected float")
+        if latent is not None and shape[1] != latent[0] * latent[1] * latent[2]:
+            raise ReportError(path, f"/{split}/features has {shape[1]} features per row, but latent_shape "
+                                    f"[{','.join(map(str, latent))}] holds {latent[0] * latent[1] * latent[2]}")
+        check_labels(f, path, split, shape[0], len(names) if isinstance(names, list) and names else None)
+        splits[split] = shape
     return splits
+
+
+def check_labels(f, path, split, rows, n_classes):
+    """/<split>/labels, when present: [rows] integers, each a class 0..n_classes-1 (any
+    non-negative one when the file names no classes)."""
+    import numpy as np
+    labels = read_dataset(f, path, f"{split}/labels", "iu", shape=(rows,))
+    if labels is None or not len(labels):
+        return
+    bad = np.flatnonzero(labels < 0)
+    if len(bad):
+        raise ReportError(path, f"/{split}/labels[{bad[0]}] = {labels[bad[0]]} is negative "
+                                "(labels are class indices 0, 1, ...)")
+    bad = np.flatnonzero(labels >= n_classes) if n_classes else ()
+    if len(bad):
+        raise ReportError(path, f"/{split}/labels[{bad[0]}] = {labels[bad[0]]} is not a class 0..{n_classes - 1}")
 
 
 def viewed_split(splits):
@@ -239,7 +405,7 @@ def features_pca(f, path, split, notes):
     or None (with a note) when there is nothing to draw."""
     import numpy as np
     name = os.path.basename(path)
-    ds = f[f"{split}/features"]
+    ds = backed(path, f"{split}/features", f[f"{split}/features"])
     n_rows, dim = ds.shape
     if ds.dtype.kind != "f":
         raise ReportError(path, f"/{split}/features has dtype {ds.dtype}, expected float")
@@ -248,15 +414,18 @@ def features_pca(f, path, split, notes):
         return None
     rng = np.random.default_rng(PCA_SEED)
     rows = np.sort(rng.choice(n_rows, size=min(n_rows, PCA_ROWS), replace=False))
-    x = sampled_rows(ds, path, rows).astype(np.float32)  # float32 halves the work
+    with np.errstate(over="ignore"):  # a float64 beyond float32's range: an infinity, refused below
+        x = sampled_rows(ds, path, rows).astype(np.float32)  # float32 halves the work
+    # As the features reader refuses a NaN or infinity anywhere (features_reader.cpp), the
+    # report refuses one in the rows it reads. It reads only the sample: scanning every row
+    # would read the whole file (24 GB for PRESET=accurate) to draw 2,000 points.
+    bad = np.flatnonzero(~np.isfinite(x))
+    if len(bad):
+        row, feature = divmod(int(bad[0]), dim)
+        raise ReportError(path, f"/{split}/features row {rows[row]} feature {feature} is "
+                                f"{'NaN' if np.isnan(x.flat[bad[0]]) else 'infinite'} (features must be finite)")
     labels = read_dataset(f, path, f"{split}/labels", "iu", shape=(n_rows,))
     labels = labels[rows].astype(np.int64) if labels is not None else None
-    keep = np.isfinite(x).all(axis=1)
-    if keep.sum() < 3:
-        notes.append(f"{name}: fewer than 3 of the sampled /{split}/features rows are finite: no 2-D view")
-        return None
-    if not keep.all():  # a copy of 65 MB only when some row is not finite
-        x, labels = x[keep], (labels[keep] if labels is not None else None)
     x -= x.mean(axis=0)
     total = float(np.square(x, dtype=np.float64).sum())
     if total <= 0:
@@ -275,10 +444,10 @@ def sampled_rows(ds, path, rows):
     """ds[rows] for sorted row numbers. ae-encode writes each split's features as one
     contiguous block: those rows are copied straight from the file's bytes (mapped read-only),
     0.02 s of CPU for 2,000 rows of 8,192 on the 2-core development machine against 0.14 s
-    for an HDF5 selection of as many row ranges. Chunked, filtered or external data, or a
-    block the file is too short to hold, is left to HDF5 (which names what is wrong)."""
+    for an HDF5 selection of as many row ranges. Chunked or filtered data, or a block the
+    file is too short to hold, is left to HDF5 (which names what is wrong)."""
     import numpy as np
-    offset = ds.id.get_offset() if ds.chunks is None and not ds.external else None
+    offset = ds.id.get_offset() if ds.chunks is None else None
     if offset is not None:
         with open(path, "rb") as raw:
             if os.fstat(raw.fileno()).st_size >= offset + ds.size * ds.dtype.itemsize:
@@ -337,7 +506,7 @@ def features_origin(loaded):
 def load_svm(path):
     with open_checked(path, "svm-model") as f:
         s = {"attrs": common_attrs(f), "notes": []}
-        sv = dataset_shape(f, "svm/support_vectors")
+        sv = dataset_shape(f, "svm/support_vectors", path)
         s["n_sv"] = sv[0] if sv else None
         n_support = read_dataset(f, path, "svm/n_support", "iu", shape=(None,))
         s["n_support"] = n_support.tolist() if n_support is not None else None
@@ -473,7 +642,7 @@ def load_dataset(path):
     with open_checked(path, "image-dataset") as f:
         out = {"path": path, "attrs": common_attrs(f), "counts": {}, "shape": None, "classes": None}
         for split in ("train", "test"):
-            shape = dataset_shape(f, f"{split}/images")
+            shape = dataset_shape(f, f"{split}/images", path)
             if shape is not None and len(shape) == 4:
                 out["counts"][split] = int(shape[0])
                 out["shape"] = [int(v) for v in shape[1:]]

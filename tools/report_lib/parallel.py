@@ -6,12 +6,14 @@ the sandbox each input file is read in (load.start_read adds its memory and time
 A child inherits everything the parent has imported and loaded (copy-on-write), so no
 inputs are pickled; only its result comes back, pickled through a pipe. Every child still
 running is killed when the report stops (kill_all, from cli.main's cleanup)."""
+import errno
 import gc
 import hashlib
 import os
 import pickle
 import select
 import signal
+import stat
 
 _running = set()  # pids of the children not yet waited for
 
@@ -174,10 +176,21 @@ def _stat_key(st):
     return "%d %d %d " % (st.st_size, st.st_mtime_ns // 1_000_000_000, st.st_mtime_ns % 1_000_000_000)
 
 
+def open_regular(path):
+    """`path` opened for reading, refused (OSError) unless it is a regular file. Opened
+    without blocking, as a FIFO's open waits for a writer that may never come."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb", buffering=0)
+
+
 def cached_sha256(path):
     """The cached sha256 of `path`, or None when there is none or the file changed since."""
     try:
-        with open(path, "rb", buffering=0) as f:
+        with open_regular(path) as f:
             value = os.getxattr(f.fileno(), SHA256_XATTR).decode("ascii", "replace")
             key = _stat_key(os.fstat(f.fileno()))
     except (OSError, AttributeError):
@@ -210,7 +223,7 @@ class BackgroundHash:
         buf = bytearray(cls.BLOCK)
         view = memoryview(buf)
         try:
-            with open(path, "rb", buffering=0) as f:
+            with open_regular(path) as f:
                 before = os.fstat(f.fileno())
                 while True:
                     n = f.readinto(buf)

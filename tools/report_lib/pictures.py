@@ -100,14 +100,13 @@ def draw_grid(sections, picked, pred, labels, name, out_png):
 def draw_examples(dataset_path, eval_path, out_png):
     """Draws the grid into out_png; returns its caption (one sentence), or None when the
     evaluation has no predictions to show."""
-    import h5py
+    from .load import backed, open_hdf5, plain
 
-    with h5py.File(eval_path, "r") as e:
+    with open_hdf5(eval_path) as e:
         pred = e["predictions"][:].astype(np.int64)
         labels = e["labels"][:].astype(np.int64)
-        names = [n.decode() if isinstance(n, bytes) else str(n) for n in e.attrs.get("class_names", [])]
-        split = e.attrs.get("split", "test")
-        split = split.decode() if isinstance(split, bytes) else str(split)
+        names = [str(n) for n in plain(e.attrs.get("class_names", []))]
+        split = str(plain(e.attrs.get("split", "test")))
         k = max(len(names), int(max(pred.max(initial=0), labels.max(initial=0))) + 1)
         conf, measure = _confidence(e, pred, labels, k)
     n = len(pred)
@@ -115,8 +114,8 @@ def draw_examples(dataset_path, eval_path, out_png):
         return None
     mistakes, correct = _choose(pred, labels, conf, k)
     chosen = mistakes + correct
-    with h5py.File(dataset_path, "r") as d:
-        images = d[f"{split}/images"]
+    with open_hdf5(dataset_path) as d:
+        images = backed(dataset_path, f"{split}/images", d[f"{split}/images"])
         if images.shape[0] < n:
             raise ValueError(f"{dataset_path}: /{split}/images has {images.shape[0]} rows, {eval_path} has {n}")
         if not chosen:
