@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/class_names.h"
 #include "common/error.h"
 
 namespace cae {
@@ -68,6 +69,7 @@ DatasetReader::DatasetReader(const std::string& path) : h5_(path) {
       fail_file(path, "class_names has " + std::to_string(class_names_.size()) + " entries, expected 1 to 256");
   }
 
+  class_names_ = checked_class_names(class_names_, path);
   const size_t k = class_names_.size();
   for (const char* split : {"train", "test"}) {
     const std::string s = split;

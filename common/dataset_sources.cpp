@@ -13,6 +13,7 @@
 
 #include "common/cifar100.h"
 #include "common/cifar_binary.h"
+#include "common/class_names.h"
 #include "common/error.h"
 #include "common/idx.h"
 #include "common/image_folder.h"
@@ -141,6 +142,8 @@ SourceDataset read_source(const std::string& input, const SourceOptions& opt) {
   } else {
     throw UsageError("--format must be cifar10, idx, cifar100 or folder, not " + quoted_name("'" + d.format + "'"));
   }
+  // Folder names and label files are the names' first entrance (common/class_names.h).
+  d.class_names = checked_class_names(d.class_names, d.format == "folder" ? input + "/train" : input);
   return d;
 }
 

@@ -22,6 +22,7 @@ namespace {
 
 using h5::Handle;
 using h5::row_bytes_of;
+using h5::select_rows;
 using h5::stored_as;
 
 // HDF5 prints its whole error stack by default; we report one line ourselves.
@@ -98,16 +99,6 @@ std::string storage_problem(hid_t ds, uint64_t file_bytes) {
   const long double max_ratio = H5Pget_nfilters(dcpl.get()) > 0 ? 1100.0L : 1.0L;
   if (stored * max_ratio < bytes) return never;
   return "";
-}
-
-// Selects rows [row0, row0 + rows) of `fspace`, a dataspace of `dims` (every other axis
-// whole), and returns the dataspace of that block in memory.
-Handle select_rows(hid_t fspace, const std::vector<hsize_t>& dims, uint64_t row0, uint64_t rows) {
-  std::vector<hsize_t> start(dims.size(), 0), count(dims);
-  start[0] = row0;
-  count[0] = rows;
-  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
-  return Handle(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr));
 }
 
 uint64_t file_size_of(const std::string& path) {
@@ -525,7 +516,15 @@ std::vector<std::string> Hdf5Reader::attr_strings(const std::string& obj, const 
     size_t size = H5Tget_size(t.get());
     std::vector<char> buf(size * static_cast<size_t>(n) + 1, 0);
     if (H5Aread(a.get(), t.get(), buf.data()) < 0) fail_file(path_, "cannot read attribute " + key);
-    for (hssize_t i = 0; i < n; ++i) out.emplace_back(strnlen(&buf[static_cast<size_t>(i) * size], size) ? std::string(&buf[static_cast<size_t>(i) * size], strnlen(&buf[static_cast<size_t>(i) * size], size)) : "");
+    // Null-padded (h5py's fixed-length strings): only the trailing NULs are padding; a NUL
+    // inside stays, so that a reader can refuse it instead of two names becoming one.
+    const bool terminated = H5Tget_strpad(t.get()) == H5T_STR_NULLTERM;
+    for (hssize_t i = 0; i < n; ++i) {
+      const char* s = &buf[static_cast<size_t>(i) * size];
+      size_t len = terminated ? strnlen(s, size) : size;
+      while (len > 0 && s[len - 1] == '\0') --len;
+      out.emplace_back(s, len);
+    }
   }
   return out;
 }

@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   g++ make pkg-config
   libhdf5-dev hdf5-tools libcli11-dev libsvm-dev libsvm-tools libopenblas-dev libarchive-dev libdeflate-dev libssl-dev
-  libpng-dev libjpeg62-turbo-dev
+  libpng-dev libjpeg62-turbo-dev nlohmann-json3-dev
   libgtest-dev bats
   slurm-wlm munge
   dataset-fashion-mnist  # the real Fashion-MNIST (~30 MB): datasets.bats converts and classifies it

@@ -32,7 +32,8 @@ const cae::ToolInfo kInfo{"svm-fit", "train a one-vs-one C-SVM (libsvm formulati
 struct Options {
   std::string features, kernel = "rbf", C = "10", gamma = "scale", scale = "standard", augment = "none";
   std::string export_libsvm, class_weight = "none", kind = "c-svc", cv_scoring = "accuracy";
-  double tol = 1e-3, nu = std::nan("");  // NaN: not given (svm::plan_kind)
+  double tol = 1e-3, nu = 0.5;
+  const CLI::Option* nu_option = nullptr;  // whether --nu was given: c-svc refuses it (svm::plan_kind)
   int64_t cache_mb = 0, train_limit = 0, cv = 0, cv_seed = 1;
   int threads = 0;
   bool probability = false, resume = false;
@@ -51,7 +52,7 @@ void add_options(CLI::App& app, Options& opt) {
                  "c-svc: the one-vs-one classifier; one-class: the support of the training rows (libsvm's -s 2, "
                  "labels ignored)")
       ->check(CLI::IsMember({"c-svc", "one-class"}));
-  cae::default_means(
+  opt.nu_option = cae::default_means(
       app.add_option("--nu", opt.nu, "--kind one-class: 0 < nu <= 1, at most this fraction of training rows outside"),
       "0.5");
   app.add_option("--C", opt.C, "Penalty C (> 0); a comma-separated list (1,10,100) is searched with --cv");
@@ -113,7 +114,8 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   // The CUDA driver is asked from here on, beside the read (common/device.h).
   const cae::DeviceChoice choice(common.device);
   plan.probability_folds = opt.probability ? kProbabilityFolds : 0;
-  svm::plan_kind(plan, opt.kind, opt.nu, opt.class_weight);
+  svm::plan_kind(plan, opt.kind, opt.nu_option->count() ? std::optional<double>(opt.nu) : std::nullopt,
+                 opt.class_weight);
   plan.cv_scoring = svm::cv_scoring_option(opt.cv_scoring, plan.cv_folds);
   if (opt.group.launch > 0) {
     cae::launch_group_checked(opt.group, choice.get() == cae::Device::gpu, common.output, /*share_cores=*/true);

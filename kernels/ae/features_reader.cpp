@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "common/class_names.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/provenance.h"
@@ -12,6 +13,13 @@
 namespace ae {
 
 using cae::fail_file;
+
+namespace {
+// A plain file without class_names has the classes 0..its largest label. 65,536 classes
+// would already be 2^31 class pairs, beyond any fit; a label beyond that is damage or a
+// label of another kind (an id), not a class index.
+constexpr int64_t kMaxUnnamedClasses = int64_t{1} << 16;
+}  // namespace
 
 FeaturesReader::FeaturesReader(const std::string& path) : h5_(path) {
   plain_ = !h5_.has_attr("/", "format");
@@ -56,13 +64,20 @@ int FeaturesReader::dim(const std::string& split) const {
 }
 
 std::vector<std::string> FeaturesReader::class_names() const {
-  if (h5_.has_attr("/", "class_names")) return h5_.attr_strings("/", "class_names");
+  if (h5_.has_attr("/", "class_names")) return cae::checked_class_names(h5_.attr_strings("/", "class_names"), path());
   int64_t n_classes = 10;
   if (plain_) {
     int64_t largest = 0;  // read_labels refuses negative labels
     for (const char* split : {"train", "test"})
       if (has_split(split) && h5_.has("/" + std::string(split) + "/labels"))
-        for (int64_t label : read_labels(split, count(split))) largest = std::max(largest, label);
+        for (int64_t label : read_labels(split, count(split))) {
+          // The classes are 0..the largest label, a name each: a label's value sizes that table.
+          if (label >= kMaxUnnamedClasses)
+            fail_file(path(), "/" + std::string(split) + "/labels holds " + std::to_string(label) +
+                                  ": without a class_names attribute the classes are 0..the largest label, at most " +
+                                  std::to_string(kMaxUnnamedClasses) + " of them (give class_names)");
+          largest = std::max(largest, label);
+        }
     n_classes = largest + 1;
   }
   std::vector<std::string> names;

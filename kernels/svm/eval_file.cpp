@@ -3,6 +3,7 @@
 #include <cmath>
 #include <utility>
 
+#include "common/escape.h"
 #include "common/log.h"
 
 namespace svm {
@@ -16,10 +17,18 @@ std::vector<double> per_class(const Evaluation& e, double ClassMetrics::*field) 
   return v;
 }
 
-std::string json_array(const std::vector<double>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + cae::json_number(v[i]);
-  return s + "]";
+// A class name as a cell of the table, `width` characters wide (left- or right-aligned):
+// control characters escaped as in the logs (a newline would split the table, ESC drive the
+// terminal), cut after `width` characters, never inside a UTF-8 sequence.
+std::string name_cell(const std::string& name, size_t width, bool left) {
+  const std::string shown = cae::escape_controls(name);
+  size_t bytes = 0, chars = 0;
+  while (bytes < shown.size() && chars < width) {
+    ++bytes, ++chars;
+    while (bytes < shown.size() && (static_cast<unsigned char>(shown[bytes]) & 0xC0) == 0x80) ++bytes;
+  }
+  const std::string pad(width - chars, ' ');
+  return left ? shown.substr(0, bytes) + pad : pad + shown.substr(0, bytes);
 }
 
 }  // namespace
@@ -64,25 +73,23 @@ void write_eval_file(cae::Hdf5Writer& w, const Evaluation& e, const EvalRun& run
 }
 
 void add_eval_json(cae::JsonObject& json, const Evaluation& e, const EvalRun& run) {
-  std::string conf = "[", names = "[", support = "[";
+  std::vector<std::vector<int64_t>> conf(static_cast<size_t>(e.K));
+  std::vector<int64_t> support;
   for (int t = 0; t < e.K; ++t) {
-    conf += t ? ",[" : "[";
-    for (int c = 0; c < e.K; ++c)
-      conf += (c ? "," : "") + std::to_string(e.confusion[static_cast<size_t>(t) * e.K + c]);
-    conf += "]";
-    names += (t ? "," : "") + cae::json_escape(e.class_names[t]);
-    support += (t ? "," : "") + std::to_string(e.report.per_class[t].support);
+    const auto row = e.confusion.begin() + static_cast<ptrdiff_t>(t) * e.K;
+    conf[static_cast<size_t>(t)].assign(row, row + e.K);
+    support.push_back(e.report.per_class[t].support);
   }
   json.add("split", run.split).add("tta", run.tta).add("n", e.n)
       .add("correct", e.correct)
       .add("accuracy", e.report.accuracy)
-      .add_raw("per_class_accuracy", json_array(e.per_class_accuracy))
-      .add_raw("class_names", names + "]")
-      .add_raw("confusion", conf + "]")
-      .add_raw("precision", json_array(per_class(e, &ClassMetrics::precision)))
-      .add_raw("recall", json_array(per_class(e, &ClassMetrics::recall)))
-      .add_raw("f1", json_array(per_class(e, &ClassMetrics::f1)))
-      .add_raw("support", support + "]")
+      .add("per_class_accuracy", e.per_class_accuracy)
+      .add("class_names", e.class_names)
+      .add("confusion", conf)
+      .add("precision", per_class(e, &ClassMetrics::precision))
+      .add("recall", per_class(e, &ClassMetrics::recall))
+      .add("f1", per_class(e, &ClassMetrics::f1))
+      .add("support", support)
       .add("macro_precision", e.report.macro_precision)
       .add("macro_recall", e.report.macro_recall)
       .add("macro_f1", e.report.macro_f1)
@@ -90,10 +97,9 @@ void add_eval_json(cae::JsonObject& json, const Evaluation& e, const EvalRun& ru
       .add("balanced_accuracy", e.report.balanced_accuracy);
   if (e.has_probabilities()) {
     json.add("log_loss", e.log_loss);
-    std::string top = "{";
-    for (size_t i = 0; i < e.top_k.size(); ++i)
-      top += (i ? ",\"" : "\"") + std::to_string(e.top_k[i].first) + "\":" + cae::json_number(e.top_k[i].second);
-    json.add_raw("top_k_accuracy", top + "}");
+    cae::JsonObject top;
+    for (const auto& [k, accuracy] : e.top_k) top.add(std::to_string(k), accuracy);
+    json.add("top_k_accuracy", top);
   }
   json.add("n_sv", run.n_sv)
       .add("predict_seconds", run.predict_seconds)
@@ -105,12 +111,12 @@ std::string eval_table(const Evaluation& e) {
   const int K = e.K;
   std::string s = "class        accuracy      n  precision recall     F1   predicted as:\n";
   s += "                                                                ";
-  for (int c = 0; c < K; ++c) s += cae::strprintf(" %5.5s", e.class_names[c].c_str());
+  for (int c = 0; c < K; ++c) s += " " + name_cell(e.class_names[c], 5, false);
   s += "\n";
   for (int t = 0; t < K; ++t) {
     const ClassMetrics& m = e.report.per_class[t];
     const std::string acc = m.support ? cae::strprintf("%6.2f %%", 100.0 * m.recall) : std::string("     -  ");
-    s += cae::strprintf("%-12.12s %s %6lld ", e.class_names[t].c_str(), acc.c_str(), static_cast<long long>(m.support));
+    s += name_cell(e.class_names[t], 12, true) + cae::strprintf(" %s %6lld ", acc.c_str(), static_cast<long long>(m.support));
     s += m.present ? cae::strprintf("   %6.4f %6.4f %6.4f   ", m.precision, m.recall, m.f1)
                    : std::string("        -      -      -   ");
     for (int c = 0; c < K; ++c)

@@ -222,17 +222,16 @@ std::string verdict_text(const RowVerdict& v, const std::vector<std::string>& cl
 }
 
 std::string verdict_json(const RowVerdict& v, const std::vector<std::string>& class_names, bool by_probability) {
-  std::string scores = "[";
-  for (size_t j = 0; j < v.ranked.size(); ++j)
-    scores += (j ? "," : "") + cae::JsonObject()
-                                   .add("class", class_name(class_names, v.ranked[j].label))
-                                   .add("label", v.ranked[j].label)
-                                   .add(by_probability ? "probability" : "votes", v.ranked[j].value)
-                                   .str();
+  std::vector<cae::JsonObject> scores;
+  for (const ClassScore& score : v.ranked)
+    scores.push_back(cae::JsonObject()
+                         .add("class", class_name(class_names, score.label))
+                         .add("label", score.label)
+                         .add(by_probability ? "probability" : "votes", score.value));
   cae::JsonObject json;
   if (v.file.empty()) json.add("row", v.row);
   else json.add("file", v.file);
-  json.add("label", v.label).add("class", class_name(class_names, v.label)).add_raw("scores", scores + "]");
+  json.add("label", v.label).add("class", class_name(class_names, v.label)).add("scores", scores);
   if (v.inside >= 0) json.add("inside", v.inside == 1);
   return json.str();
 }

@@ -7,6 +7,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "common/class_names.h"
 #include "common/error.h"
 #include "common/group.h"
 #include "common/json.h"
@@ -36,14 +37,15 @@ TrainPlan plan_from_options(const std::string& C, const std::string& gamma, cons
   return plan;
 }
 
-void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::string& class_weight) {
+void plan_kind(TrainPlan& plan, const std::string& kind, std::optional<double> given_nu,
+               const std::string& class_weight) {
   plan.params.kind = parse_kind(kind);
   if (plan.params.kind != SvmKind::one_class) {
-    if (!std::isnan(nu)) throw cae::UsageError("--nu is for --kind one-class");
+    if (given_nu) throw cae::UsageError("--nu is for --kind one-class");
     return;
   }
-  if (std::isnan(nu)) nu = 0.5;
-  if (!(nu > 0 && nu <= 1)) throw cae::UsageError("--nu must be in (0, 1]");
+  const double nu = given_nu.value_or(0.5);
+  if (!(nu > 0 && nu <= 1)) throw cae::UsageError("--nu must be in (0, 1], not " + cae::strprintf("%g", nu));
   const char* refused = plan.cv_folds != 0             ? "--cv"
                         : plan.probability_folds != 0  ? "--probability"
                         : class_weight != "none"       ? "--class-weight"
@@ -143,6 +145,14 @@ ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, in
     throw cae::UsageError("--class-weight '" + spec + "': " + why +
                           " (expected none, balanced or NAME:W,NAME:W,... with W > 0)");
   };
+  auto no_class = [&](const std::string& name) {
+    std::string classes;  // the first few: a dataset may have 256
+    const size_t shown = std::min<size_t>(class_names.size(), 12);
+    for (size_t c = 0; c < shown; ++c) classes += (c ? ", " : "") + std::to_string(c) + " " + class_names[c];
+    if (shown < class_names.size()) classes += ", ... (" + std::to_string(class_names.size()) + " classes)";
+    throw cae::UsageError("--class-weight: '" + name + "' is no class name or label of the data (classes: " + classes +
+                          ")");
+  };
   size_t start = 0;
   while (start <= spec.size()) {
     const size_t comma = std::min(spec.find(',', start), spec.size());
@@ -151,13 +161,15 @@ ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, in
     if (colon == std::string::npos || colon == 0) bad("'" + item + "' is not NAME:W");
     const std::string name = item.substr(0, colon), value = item.substr(colon + 1);
     int32_t label = -1;
-    const auto named = std::find(class_names.begin(), class_names.end(), name);
+    // Class names are UTF-8 (common/class_names.h); a name typed in Latin-1 means the same class.
+    const auto named = std::find(class_names.begin(), class_names.end(), cae::utf8_or_latin1(name));
     if (named != class_names.end()) {
       label = static_cast<int32_t>(named - class_names.begin());
     } else {
       char* end = nullptr;
       const long number = std::strtol(name.c_str(), &end, 10);
-      if (*end != '\0' || number < 0 || number > INT32_MAX) bad("'" + name + "' is no class name or label");
+      if (name.empty() || *end != '\0' || number < 0 || static_cast<size_t>(number) >= class_names.size())
+        no_class(name);
       label = static_cast<int32_t>(number);
     }
     char* end = nullptr;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,11 +47,12 @@ struct TrainPlan {
 TrainPlan plan_from_options(const std::string& C, const std::string& gamma, const std::string& kernel, int64_t cv,
                             double tol);
 
-// svm-fit --kind and --nu (NaN: not given, 0.5 for one-class) into the plan: "c-svc" leaves
-// it as it is and refuses a given nu; "one-class" sets the kind and nu and refuses, with a
-// UsageError, what the one-class fit does not have: nu outside (0, 1], cross-validation,
-// probabilities, class weights ("none" is none) and a C list.
-void plan_kind(TrainPlan& plan, const std::string& kind, double nu, const std::string& class_weight);
+// svm-fit --kind and --nu (nullopt: not given, 0.5 for one-class; a NaN given is refused
+// like any nu outside the range) into the plan: "c-svc" leaves it as it is and refuses a
+// given nu; "one-class" sets the kind and nu and refuses, with a UsageError, what the
+// one-class fit does not have: nu outside (0, 1], cross-validation, probabilities, class
+// weights ("none" is none) and a C list.
+void plan_kind(TrainPlan& plan, const std::string& kind, std::optional<double> nu, const std::string& class_weight);
 
 // Each may be empty.
 struct TrainProgress {
@@ -92,7 +94,8 @@ void check_training_labels(const TrainPlan& plan, const int32_t* y, int64_t n,
 // svm-fit --class-weight. "none": no weights. "balanced": w_c = n / (k · n_c) over the n
 // labels, k of them distinct (scikit-learn's class_weight='balanced'). "NAME:W,NAME:W,...":
 // NAME a class name of class_names or a label number, W a finite number > 0; classes not
-// named weigh 1. cae::UsageError on anything else.
+// named weigh 1. cae::UsageError on anything else, and for a NAME that is neither a class
+// name nor the label of one of class_names (naming the classes): a weight on no class.
 ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, int64_t n,
                                    const std::vector<std::string>& class_names);
 
