@@ -22,7 +22,6 @@ namespace {
 
 using h5::Handle;
 using h5::row_bytes_of;
-using h5::select_rows;
 using h5::stored_as;
 
 // HDF5 prints its whole error stack by default; we report one line ourselves.
@@ -99,6 +98,16 @@ std::string storage_problem(hid_t ds, uint64_t file_bytes) {
   const long double max_ratio = H5Pget_nfilters(dcpl.get()) > 0 ? 1100.0L : 1.0L;
   if (stored * max_ratio < bytes) return never;
   return "";
+}
+
+// Selects rows [row0, row0 + rows) of `fspace`, a dataspace of `dims` (every other axis
+// whole), and returns the dataspace of that block in memory.
+Handle select_rows(hid_t fspace, const std::vector<hsize_t>& dims, uint64_t row0, uint64_t rows) {
+  std::vector<hsize_t> start(dims.size(), 0), count(dims);
+  start[0] = row0;
+  count[0] = rows;
+  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  return Handle(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr));
 }
 
 uint64_t file_size_of(const std::string& path) {
