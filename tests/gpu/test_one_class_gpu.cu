@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/device.h"
+#include "common/half.h"
 #include "kernels/svm/classifier.h"
 #include "kernels/svm/cpu/kernel.h"
 #include "kernels/svm/cpu/smo.h"
@@ -112,6 +113,27 @@ TEST(OneClassGpu, StateInGlobalMemoryMatchesCpu) {
   const svm::Model cpu = svm::fit_one_class_cpu(X.data(), n, dim, p);
   const svm::Model gpu = svm::fit_one_class_gpu(X.data(), n, dim, p);
   expect_close(gpu, cpu, X, n, dim, p);
+}
+
+// Working sets, the path past the whole matrix's size (no n × n matrix): the CPU's solution of
+// the float16 rows they compute from, and optimal under the CPU's kernel values of those rows;
+// with q below νn the start's multipliers enter in several batches.
+TEST(OneClassGpu, WorkingSetsMatchCpu) {
+  REQUIRE_GPU();
+  const int64_t n = 3000;
+  const int dim = 20;
+  std::vector<float> X = svm_test::one_class_cloud(n, dim, 21);
+  cae::round_to_half(X.data(), X.size());
+  svm::cuda::FitOptions options;
+  options.path = svm::cuda::FitOptions::Path::working_set;
+  options.working_set_size = 256;
+  for (double nu : {0.05, 0.5}) {
+    SCOPED_TRACE("nu " + std::to_string(nu));
+    const svm::FitParams p = one_class(nu, 1.0 / (dim * 1.5), svm::KernelType::rbf, 1e-3);
+    const svm::Model cpu = svm::fit_one_class_cpu(X.data(), n, dim, p);
+    const svm::Model gpu = svm::cuda::fit_one_class(X.data(), n, dim, p, options);
+    expect_close(gpu, cpu, X, n, dim, p);
+  }
 }
 
 // The Classifier on either device (what svm-fit --kind one-class --device gpu runs).

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cublas_runtime.h"
 #include "common/cuda_check.cuh"
 #include "common/device.h"
 #include "common/half.h"
@@ -32,6 +33,7 @@
 #include "kernels/svm/preprocess.h"
 #include "kernels/svm/svm.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/support/select_one_lane.cuh"
 #include "tests/support/dense_kernel_rows.h"
 #include "tests/support/svm_reference.h"
 
@@ -764,14 +766,14 @@ TEST(SvmWorkingSetGpu, SelectionEqualsTheCpus) {
     std::vector<int> kept;
     for (int t = n - 1; t >= 0 && static_cast<int>(kept.size()) < std::min(q, n) / 2; t -= 3) kept.push_back(t);
     for (const std::vector<int>& k : {std::vector<int>{}, kept}) {
-      const auto gpu = svm::cuda::select_working_set_gpu(d_alpha.get(), d_G.get(), n, na, Cp, Cn, q, k, nullptr);
+      const auto gpu = gpu_test::select_one_lane(d_alpha.get(), d_G.get(), n, na, Cp, Cn, q, k, nullptr);
       std::vector<int> fresh;
       const auto cpu = svm::cpu::select_working_set(y.data(), G.data(), alpha.data(), Cs.data(), n, q, k, &fresh);
       EXPECT_EQ(gpu.ws, cpu) << "n " << n << " q " << q << " kept " << k.size();
       EXPECT_EQ(gpu.fresh, fresh) << "n " << n << " q " << q << " kept " << k.size();
       for (int t : k) EXPECT_TRUE(std::binary_search(cpu.begin(), cpu.end(), t));
     }
-    const auto gpu = svm::cuda::select_working_set_gpu(d_alpha.get(), d_G.get(), n, na, Cp, Cn, q, {}, nullptr);
+    const auto gpu = gpu_test::select_one_lane(d_alpha.get(), d_G.get(), n, na, Cp, Cn, q, {}, nullptr);
     double up = -INFINITY, low = -INFINITY;
     for (int t = 0; t < n; ++t) {
       const bool pos = t < na, below = alpha[t] < Cs[t], above = alpha[t] > 0;
@@ -887,6 +889,82 @@ TEST(SvmWorkingSetGpu, FitMatchesCpu) {
                   static_cast<long long>(cpu.n_sv()), agree, stats.detail.c_str());
     }
   }
+}
+
+// A start other than alpha = 0 (WorkingSetPair::start): from the solution of a subset of the
+// rows (feasible for the whole: the other multipliers 0), the solver reaches the cold start's
+// optimum — optimal under the CPU's kernel values of the float16 rows, the same objective to
+// the tolerance — and from the optimum itself it stops at once.
+TEST(SvmWorkingSetGpu, AStartOtherThanZeroReachesTheSameOptimum) {
+  REQUIRE_GPU();
+  const int na = 1400, nb = 1200, n = na + nb, dim = 24;
+  const double C = 10.0;
+  const Problem pr = rounded_to_half(make_problem({0, 1}, {na, nb}, dim, 0.3, 10, 81));
+  // Class 0 first (+1), then class 1 (−1): the layout of a pair in class-sorted rows.
+  std::vector<float> rows;
+  std::vector<int8_t> y;
+  for (int want : {0, 1})
+    for (int64_t r = 0; r < pr.n; ++r)
+      if (pr.y[r] == want) {
+        rows.insert(rows.end(), pr.X.begin() + r * dim, pr.X.begin() + (r + 1) * dim);
+        y.push_back(want == 0 ? 1 : -1);
+      }
+  const int64_t ld = svm::cuda::device_row_stride(dim);
+  std::vector<float> padded(static_cast<size_t>(n * ld), 0.0f);
+  for (int r = 0; r < n; ++r) std::copy_n(rows.begin() + int64_t{r} * dim, dim, padded.begin() + r * ld);
+  cae::cuda::DeviceBuffer<float> d_X(padded.size());
+  cae::cuda::DeviceBuffer<__half> d_H(padded.size());
+  cae::cuda::DeviceBuffer<double> d_norms(n);
+  cae::cuda::DeviceBuffer<int> d_over(1);
+  ASSERT_EQ(cudaMemcpy(d_X.get(), padded.data(), padded.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d_over.get(), 0, sizeof(int)), cudaSuccess);
+  svm::cuda::rows_to_half(d_X.get(), static_cast<int64_t>(padded.size()), d_H.get(), d_over.get(), nullptr);
+  svm::cuda::half_row_squared_norms(d_H.get(), n, dim, ld, d_norms.get(), nullptr);
+  svm::cuda::WorkingSetRows ws_rows;
+  ws_rows.X16 = d_H.get();
+  ws_rows.ld = ld;
+  ws_rows.norms = d_norms.get();
+  svm::cuda::WorkingSetConfig config;
+  config.working_set_size = 256;
+  config.tol = 1e-3;
+  config.gamma = pr.gamma;
+  config.budget_bytes = int64_t{1} << 30;
+  cublasHandle_t blas = nullptr;
+  ASSERT_EQ(cae::cublas::api().create(&blas), CUBLAS_STATUS_SUCCESS);
+  auto solve = [&](int n_a, int n_b, const double* start, int64_t* rounds) {
+    svm::cuda::WorkingSetPair pair;
+    pair.start_b = na;  // class 1's rows start after all of class 0's
+    pair.na = n_a;
+    pair.nb = n_b;
+    pair.Cp = pair.Cn = C;
+    pair.start = start;
+    const auto out = svm::cuda::solve_working_sets(blas, ws_rows, {pair}, config, nullptr, {}, nullptr);
+    if (rounds) *rounds = out[0].rounds;
+    return out[0];
+  };
+  int64_t cold_rounds = 0, warm_rounds = 0, again_rounds = 0;
+  const auto cold = solve(na, nb, nullptr, &cold_rounds);
+  // The subset: the first half of either class.
+  const auto part = solve(na / 2, nb / 2, nullptr, nullptr);
+  std::vector<double> start(static_cast<size_t>(n), 0.0);
+  for (int t = 0; t < na / 2; ++t) start[t] = part.alpha[t];
+  for (int t = 0; t < nb / 2; ++t) start[na + t] = part.alpha[na / 2 + t];
+  const auto warm = solve(na, nb, start.data(), &warm_rounds);
+  const auto again = solve(na, nb, cold.alpha.data(), &again_rounds);
+  cae::cublas::api().destroy(blas);
+
+  auto K = svm_test::DenseKernelRows::by_cpu_blocks(svm::cpu::KernelSpec{svm::KernelType::rbf, pr.gamma}, rows.data(),
+                                                   n, dim);
+  EXPECT_LT(svm::cpu::kkt_gap(K, y.data(), n, C, cold.alpha), 10 * config.tol);
+  EXPECT_LT(svm::cpu::kkt_gap(K, y.data(), n, C, warm.alpha), 10 * config.tol);
+  EXPECT_NEAR(warm.result.objective, cold.result.objective, 1e-3 * std::fabs(cold.result.objective));
+  EXPECT_NEAR(warm.result.rho, cold.result.rho, 1e-2 * std::max(1.0, std::fabs(cold.result.rho)));
+  // From the optimum: at most a round (its gradient, summed afresh, may see the gap just above tol).
+  EXPECT_LE(again_rounds, 1);
+  EXPECT_NEAR(again.result.objective, cold.result.objective, 1e-4 * std::fabs(cold.result.objective));
+  std::printf("rounds: cold %lld, from the half's solution %lld, from the optimum %lld\n",
+              static_cast<long long>(cold_rounds), static_cast<long long>(warm_rounds),
+              static_cast<long long>(again_rounds));
 }
 
 // A cache of only the working set's rows (every round recomputes what it chose) against one

@@ -167,256 +167,292 @@ void upload_sorted_rows(const float* X, const int32_t* y, int64_t n, int dim, De
   AE_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
-// What the solves leave: per C, each solved pair's result and alphas (pair_* list the solved
-// pairs, options.pairs or every pair).
+// The pairs a fit solves and where their rows lie: rows sorted by class (class_sorted_places),
+// class c occupies [start[c], start[c+1]); pair q is classes pair_a[q] < pair_b[q], its
+// multipliers at [pair_offset[q], pair_offset[q+1]) of the concatenated alpha arrays.
+struct PairLayout {
+  std::vector<int64_t> start;
+  std::vector<int> pair_index, pair_a, pair_b;  // pair_index: libsvm's pair order numbers
+  std::vector<int64_t> pair_offset;
+  int size() const { return static_cast<int>(pair_index.size()); }
+  int rows_of_class(int c) const { return static_cast<int>(start[c + 1] - start[c]); }
+};
+
+PairLayout lay_out_pairs(const std::vector<std::vector<int64_t>>& members, const std::vector<int>& pairs) {
+  const int k = static_cast<int>(members.size());
+  PairLayout L;
+  L.start.assign(k + 1, 0);
+  for (int c = 0; c < k; ++c) L.start[c + 1] = L.start[c] + static_cast<int64_t>(members[c].size());
+  const int all_pairs = k * (k - 1) / 2;
+  L.pair_index = pairs;  // the solved pairs: options.pairs, or every pair
+  if (L.pair_index.empty()) {
+    L.pair_index.resize(static_cast<size_t>(all_pairs));
+    std::iota(L.pair_index.begin(), L.pair_index.end(), 0);
+  }
+  std::vector<int> first_of(all_pairs), second_of(all_pairs);
+  for (int a = 0, q = 0; a < k; ++a)
+    for (int b = a + 1; b < k; ++b, ++q) first_of[q] = a, second_of[q] = b;
+  const int P = L.size();
+  L.pair_a.resize(P);
+  L.pair_b.resize(P);
+  L.pair_offset.assign(P + 1, 0);
+  for (int q = 0; q < P; ++q) {
+    if (L.pair_index[q] < 0 || L.pair_index[q] >= all_pairs)
+      throw std::invalid_argument("svm: pair " + std::to_string(L.pair_index[q]) + " of " + std::to_string(all_pairs));
+    L.pair_a[q] = first_of[L.pair_index[q]];
+    L.pair_b[q] = second_of[L.pair_index[q]];
+    L.pair_offset[q + 1] = L.pair_offset[q] + L.rows_of_class(L.pair_a[q]) + L.rows_of_class(L.pair_b[q]);
+  }
+  return L;
+}
+
+// What the solves leave: per C, each solved pair's result and alphas.
 struct Solved {
   Model m;
   std::vector<std::vector<int64_t>> members;
-  std::vector<int> pair_index, pair_a, pair_b;
-  std::vector<int64_t> pair_offset;
+  PairLayout layout;
   std::vector<std::vector<PairResult>> results;
   std::vector<std::vector<double>> alpha_all;
 };
 
-// The kernel matrix does not depend on C: it is built once (or once per wave) and every C
-// of `Cs` solves on it, each from alpha = 0 as a plain fit would. The rows are X's, uploaded
-// here, or `prepared` (the same rows, already on the device; its split for the tensor cores
-// leaves them spent).
+// What both strategies are given: the class-sorted rows on the device, the pairs, the
+// problem and the device memory they may use (FitOptions::kernel_bytes_limit, else the free
+// memory less a reserve, measured by the strategy once it holds its own state).
+struct SolveContext {
+  cublasHandle_t blas;
+  Stream& stream;
+  DeviceRows& rows;
+  const PairLayout& layout;
+  const Model& m;
+  const FitParams& p;
+  const std::vector<double>& Cs;
+  const PairCallback& cb;
+  const FitOptions& options;
+  int64_t budget() const {
+    const int64_t free = std::max<int64_t>(free_device_bytes() - kDeviceReserveBytes, 0);
+    return options.kernel_bytes_limit >= 0 ? std::min(options.kernel_bytes_limit, free) : free;
+  }
+};
+
+// The rows as the working sets read them (docs/SVM_GPU.md, "Kernel values in working sets"):
+// float16 for the tensor cores, their norms from the rounded values so every distance is that
+// of the rows the GEMM sees; where a value exceeds float16's range, or float32 is asked for,
+// the float32 rows in true FP32. Float16 rows spend the float32 ones, as the TF32 split does.
+struct WorkingSetRowsOnDevice {
+  DeviceBuffer<__half> X16;
+  DeviceBuffer<double> norms;
+  WorkingSetRows view;
+};
+void prepare_working_set_rows(DeviceRows& rows, bool float32, Stream& stream, WorkingSetRowsOnDevice& out) {
+  const int64_t n = rows.n, ld = rows.ld;
+  const cudaStream_t s = stream.get();
+  bool half = !float32;
+  if (half) {
+    DeviceBuffer<int> d_overflow(1);
+    AE_CUDA_CHECK(cudaMemsetAsync(d_overflow.get(), 0, sizeof(int), s));
+    out.X16.resize(static_cast<size_t>(std::max<int64_t>(n * ld, 1)));
+    rows_to_half(rows.X.get(), n * ld, out.X16.get(), d_overflow.get(), s);
+    int overflow = 0;
+    AE_CUDA_CHECK(cudaMemcpyAsync(&overflow, d_overflow.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
+    stream.sync();
+    half = overflow == 0;
+    if (half)
+      rows.X.release();
+    else
+      out.X16.release();
+  }
+  out.norms.resize(static_cast<size_t>(std::max<int64_t>(n, 1)));
+  if (half)
+    half_row_squared_norms(out.X16.get(), n, rows.dim, ld, out.norms.get(), s);
+  else
+    row_squared_norms(rows.X.get(), n, rows.dim, ld, out.norms.get(), s);
+  stream.sync();
+  out.view.X16 = half ? out.X16.get() : nullptr;
+  out.view.X32 = half ? nullptr : rows.X.get();
+  out.view.ld = ld;
+  out.view.norms = out.norms.get();
+}
+
+// The whole kernel matrix over the class-sorted rows, once; each C solves every pair on it,
+// one SMO block per pair, from alpha = 0 as a plain fit would.
+void solve_by_whole_matrix(const SolveContext& x, Solved& out, FitStats& st) {
+  const PairLayout& L = x.layout;
+  const int pairs = L.size();
+  const int64_t n = x.rows.n, ld = x.rows.ld;
+  const cudaStream_t s = x.stream.get();
+  st.mode = "whole-matrix";
+  st.waves = 1;
+  cae::Stopwatch clock;
+  DeviceBuffer<double> d_norms(static_cast<size_t>(n));
+  row_squared_norms(x.rows.X.get(), n, x.rows.dim, ld, d_norms.get(), s);  // of the rows as given, before a split
+  const int64_t state_total = L.pair_offset[pairs];
+  DeviceBuffer<double> d_alpha(static_cast<size_t>(state_total)), d_G(static_cast<size_t>(state_total));
+  DeviceBuffer<uint8_t> d_status(static_cast<size_t>(state_total));
+  DeviceBuffer<PairJob> d_jobs(static_cast<size_t>(pairs));
+  DeviceBuffer<PairResult> d_results(static_cast<size_t>(pairs));
+  const int64_t budget = x.budget();
+  const int64_t whole_bytes = n * n * static_cast<int64_t>(sizeof(float)) + n * static_cast<int64_t>(sizeof(double));
+  if (whole_bytes > budget) throw std::runtime_error("svm gpu: the whole kernel matrix does not fit");
+  // An RBF kernel's dot products on the tensor cores (split rows), where the rows' low
+  // parts fit beside the matrix: its values move by ~1e-4 of themselves at most (γ·|a|·|b|
+  // ~ 1 for γ = scale), which the solver's tolerance absorbs. A linear kernel's values are
+  // the dots themselves: it keeps true FP32.
+  const int64_t lo_bytes = n * ld * static_cast<int64_t>(sizeof(float));
+  DeviceBuffer<float> d_X_lo;
+  const Rows X_rows = x.p.kernel == KernelType::rbf && whole_bytes + lo_bytes <= budget
+                          ? split_rows(x.rows.X.get(), n, ld, d_X_lo, s)
+                          : Rows{x.rows.X.get(), nullptr, ld};
+  DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
+  DeviceBuffer<double> d_diag(static_cast<size_t>(n));
+  build_kernel_matrix(x.blas, X_rows, n, d_norms.get(), x.p, d_K.get(), d_diag.get(), s);
+  x.stream.sync();
+  st.kernel_s = clock.seconds();
+
+  clock = cae::Stopwatch();
+  std::vector<PairJob> jobs(pairs);
+  for (int q = 0; q < pairs; ++q) {
+    const int a = L.pair_a[q], b = L.pair_b[q];
+    PairJob& job = jobs[q];
+    job.K = d_K.get();
+    job.ld = n;
+    job.diag = d_diag.get();
+    job.off_a = L.start[a];
+    job.off_b = L.start[b];
+    job.na = L.rows_of_class(a);
+    job.nb = L.rows_of_class(b);
+    job.weight_a = class_weight(x.p.class_weight, x.m.classes[a]);
+    job.weight_b = class_weight(x.p.class_weight, x.m.classes[b]);
+    job.alpha = d_alpha.get() + L.pair_offset[q];
+    job.G = d_G.get() + L.pair_offset[q];
+    job.status = d_status.get() + L.pair_offset[q];
+  }
+  AE_CUDA_CHECK(cudaMemcpyAsync(d_jobs.get(), jobs.data(), sizeof(PairJob) * pairs, cudaMemcpyHostToDevice, s));
+  int64_t largest = 0;
+  for (int q = 0; q < pairs; ++q) largest = std::max(largest, L.pair_offset[q + 1] - L.pair_offset[q]);
+  const size_t smem = x.options.state_in_global_memory ? 0 : std::min(smo_state_bytes(largest), smo_max_shared_bytes());
+  const bool unit_diag = x.p.kernel == KernelType::rbf;
+  for (size_t c = 0; c < x.Cs.size(); ++c) {
+    // The device state is reused by the next C: each C's results and alphas are copied out.
+    solve_pairs(d_jobs.get(), pairs, d_results.get(), x.Cs[c], x.p.tol, 0, unit_diag, smem, largest, s);
+    AE_CUDA_CHECK(cudaMemcpyAsync(out.results[c].data(), d_results.get(), sizeof(PairResult) * pairs,
+                                  cudaMemcpyDeviceToHost, s));
+    AE_CUDA_CHECK(cudaMemcpyAsync(out.alpha_all[c].data(), d_alpha.get(), sizeof(double) * state_total,
+                                  cudaMemcpyDeviceToHost, s));
+  }
+  x.stream.sync();
+  st.smo_s = clock.seconds();
+  if (x.cb)
+    for (int q = 0; q < pairs; ++q) x.cb(q + 1, pairs);
+}
+
+// Working sets (working_set_gpu.cuh): no pair's matrix is held; each C solves every pair
+// from alpha = 0.
+void solve_by_working_sets(const SolveContext& x, Solved& out, FitStats& st) {
+  const PairLayout& L = x.layout;
+  const int pairs = L.size();
+  DeviceRows& rows = x.rows;
+  const cudaStream_t s = x.stream.get();
+  st.mode = "working-set";
+  st.waves = 1;
+  cae::Stopwatch clock;
+  WorkingSetRowsOnDevice ws_rows;
+  prepare_working_set_rows(rows, x.options.working_set_float32, x.stream, ws_rows);
+  const bool half = ws_rows.view.X16 != nullptr;
+  st.kernel_s = clock.seconds();
+  st.working_set_half = half;
+  WorkingSetConfig config;
+  config.working_set_size = x.options.working_set_size;
+  config.lanes = x.options.working_set_lanes;
+  config.cache_rows = x.options.working_set_cache_rows;
+  config.tol = x.p.tol;
+  config.kernel = x.p.kernel;
+  config.gamma = x.p.gamma;
+
+  clock = cae::Stopwatch();
+  WorkingSetTotals totals;
+  const size_t nC = x.Cs.size();
+  for (size_t c = 0; c < nC; ++c) {
+    std::vector<WorkingSetPair> ws_pairs(static_cast<size_t>(pairs));
+    for (int q = 0; q < pairs; ++q) {
+      const int a = L.pair_a[q], b = L.pair_b[q];
+      WorkingSetPair& wp = ws_pairs[q];
+      wp.start_a = L.start[a];
+      wp.start_b = L.start[b];
+      wp.na = L.rows_of_class(a);
+      wp.nb = L.rows_of_class(b);
+      wp.Cp = x.Cs[c] * class_weight(x.p.class_weight, x.m.classes[a]);
+      wp.Cn = x.Cs[c] * class_weight(x.p.class_weight, x.m.classes[b]);
+    }
+    config.budget_bytes = x.budget();
+    const std::vector<WorkingSetOutcome> solved = solve_working_sets(
+        x.blas, ws_rows.view, ws_pairs, config, s, [&](int done) { if (x.cb && c + 1 == nC) x.cb(done, pairs); }, &totals);
+    for (int q = 0; q < pairs; ++q) {
+      out.results[c][q] = solved[q].result;
+      std::copy(solved[q].alpha.begin(), solved[q].alpha.end(), out.alpha_all[c].begin() + L.pair_offset[q]);
+    }
+  }
+  st.smo_s = clock.seconds();
+  st.working_set_rounds = totals.rounds;
+  st.working_set_rows = totals.rows_computed;
+  char detail[160];
+  std::snprintf(detail, sizeof(detail), "%s rows, %d lanes of %lld cached rows, %lld rounds, %lld kernel rows",
+                half ? "float16" : "float32", totals.lanes, static_cast<long long>(totals.cache_rows_per_lane),
+                static_cast<long long>(totals.rounds), static_cast<long long>(totals.rows_computed));
+  st.detail = detail;
+}
+
+// Every C of `Cs` on one upload of the rows: X's, uploaded here, or `prepared` (the same rows,
+// already on the device; the strategies spend them).
 Solved solve_each_C(const float* X, DeviceRows* prepared, const int32_t* y, int64_t n, int dim, const FitParams& p,
                     const std::vector<double>& Cs, const PairCallback& cb, const FitOptions& options, FitStats& st) {
   if (Cs.empty()) throw std::invalid_argument("svm: no C to fit");
   if (prepared && (prepared->n != n || prepared->dim != dim))
     throw std::invalid_argument("svm: prepared rows of another shape than the fit's");
   st = FitStats{};
-
-  std::vector<std::vector<int64_t>> members;
-  Model m = begin_fit(y, n, dim, p, members);
-  const int k = static_cast<int>(m.classes.size());
-  // Rows sorted by class (stable, class_sorted_places): class c occupies [start[c], start[c+1]).
-  std::vector<int64_t> start(k + 1, 0);
-  for (int c = 0; c < k; ++c) start[c + 1] = start[c] + static_cast<int64_t>(members[c].size());
-
-  const int all_pairs = k * (k - 1) / 2;
-  std::vector<int> pair_index = options.pairs;  // the solved pairs, in libsvm's pair order numbers
-  if (pair_index.empty()) {
-    pair_index.resize(static_cast<size_t>(all_pairs));
-    std::iota(pair_index.begin(), pair_index.end(), 0);
-  }
-  std::vector<int> first_of(all_pairs), second_of(all_pairs);
-  for (int a = 0, q = 0; a < k; ++a)
-    for (int b = a + 1; b < k; ++b, ++q) first_of[q] = a, second_of[q] = b;
-  const int pairs = static_cast<int>(pair_index.size());
-  std::vector<int> pair_a(pairs), pair_b(pairs);
-  std::vector<int64_t> pair_offset(pairs + 1, 0);  // into the concatenated alpha arrays
-  for (int q = 0; q < pairs; ++q) {
-    if (pair_index[q] < 0 || pair_index[q] >= all_pairs)
-      throw std::invalid_argument("svm: pair " + std::to_string(pair_index[q]) + " of " + std::to_string(all_pairs));
-    const int a = first_of[pair_index[q]], b = second_of[pair_index[q]];
-    pair_a[q] = a;
-    pair_b[q] = b;
-    pair_offset[q + 1] = pair_offset[q] + (start[a + 1] - start[a]) + (start[b + 1] - start[b]);
-  }
-  const int64_t state_total = pair_offset[pairs];
+  Solved out;
+  out.m = begin_fit(y, n, dim, p, out.members);
+  out.layout = lay_out_pairs(out.members, options.pairs);
+  const PairLayout& L = out.layout;
+  const int pairs = L.size();
+  out.results.assign(Cs.size(), std::vector<PairResult>(static_cast<size_t>(pairs)));
+  out.alpha_all.assign(Cs.size(), std::vector<double>(static_cast<size_t>(L.pair_offset[pairs])));
 
   cae::Stopwatch clock;
   Stream stream;
   Blas blas(stream.get());
-  const cudaStream_t s = stream.get();
   st.setup_s = clock.seconds();
-
-  // ---- data on the device, sorted by class (class c occupies [start[c], start[c+1])) ----
   clock = cae::Stopwatch();
   DeviceRows uploaded;
-  if (!prepared) upload_sorted_rows(X, y, n, dim, uploaded, s);
+  if (!prepared) upload_sorted_rows(X, y, n, dim, uploaded, stream.get());
   DeviceRows& rows = prepared ? *prepared : uploaded;
-  DeviceBuffer<float>& d_X = rows.X;
-  const int64_t ld = rows.ld;
-  DeviceBuffer<double> d_norms(static_cast<size_t>(n));
-  row_squared_norms(d_X.get(), n, dim, ld, d_norms.get(), s);  // of the rows as given, before a split
-  DeviceBuffer<double> d_alpha(static_cast<size_t>(state_total)), d_G(static_cast<size_t>(state_total));
-  DeviceBuffer<uint8_t> d_status(static_cast<size_t>(state_total));
-  DeviceBuffer<PairJob> d_jobs(static_cast<size_t>(pairs));
-  DeviceBuffer<PairResult> d_results(static_cast<size_t>(pairs));
-  stream.sync();
   st.upload_s = clock.seconds() + (prepared ? prepared->seconds : 0.0);
 
-  const bool unit_diag = p.kernel == KernelType::rbf;
-  int64_t largest = 0;
-  for (int q = 0; q < pairs; ++q) largest = std::max(largest, pair_offset[q + 1] - pair_offset[q]);
-  const size_t smem = options.state_in_global_memory ? 0 : std::min(smo_state_bytes(largest), smo_max_shared_bytes());
-  const int64_t reserve = kDeviceReserveBytes;
-  const int64_t budget =
-      options.kernel_bytes_limit >= 0 ? options.kernel_bytes_limit : std::max<int64_t>(free_device_bytes() - reserve, 0);
-  const int64_t whole_bytes = n * n * static_cast<int64_t>(sizeof(float)) + n * static_cast<int64_t>(sizeof(double));
-
-  std::vector<PairJob> jobs(pairs);
-  const size_t nC = Cs.size();
-  // Per C: each pair's result and every pair's alphas, copied out after each solve (the
-  // device state is reused by the next C).
-  std::vector<std::vector<PairResult>> results(nC, std::vector<PairResult>(pairs));
-  std::vector<std::vector<double>> alpha_all(nC, std::vector<double>(static_cast<size_t>(state_total)));
-  // Solves jobs q0..q1-1 (already on the device in d_jobs) for every C.
-  auto solve_for_each_C = [&](int q0, int q1) {
-    const int wave = q1 - q0;
-    for (size_t c = 0; c < nC; ++c) {
-      solve_pairs(d_jobs.get(), wave, d_results.get(), Cs[c], p.tol, 0, unit_diag, smem, largest, s);
-      AE_CUDA_CHECK(cudaMemcpyAsync(results[c].data() + q0, d_results.get(), sizeof(PairResult) * wave,
-                                    cudaMemcpyDeviceToHost, s));
-      const int64_t a0 = pair_offset[q0], a1 = pair_offset[q1];
-      AE_CUDA_CHECK(cudaMemcpyAsync(alpha_all[c].data() + a0, d_alpha.get() + a0, sizeof(double) * (a1 - a0),
-                                    cudaMemcpyDeviceToHost, s));
-    }
-    stream.sync();
-  };
-  auto job_state = [&](int q, PairJob& job) {
-    job.na = static_cast<int>(start[pair_a[q] + 1] - start[pair_a[q]]);
-    job.nb = static_cast<int>(start[pair_b[q] + 1] - start[pair_b[q]]);
-    job.weight_a = class_weight(p.class_weight, m.classes[pair_a[q]]);
-    job.weight_b = class_weight(p.class_weight, m.classes[pair_b[q]]);
-    job.alpha = d_alpha.get() + pair_offset[q];
-    job.G = d_G.get() + pair_offset[q];
-    job.status = d_status.get() + pair_offset[q];
-  };
-
+  const SolveContext context{blas.get(), stream, rows, L, out.m, p, Cs, cb, options};
   // The path (docs/SVM_GPU.md, "Which path"): the whole matrix for a problem as small as
-  // CIFAR-10's 50,000 rows, where it fits, and working sets otherwise — they compute only the
-  // rows the solver visits and hold no pair's matrix, and won from 100,000 rows on.
+  // CIFAR-10's 50,000 rows, where it fits beside the pairs' state, and working sets
+  // otherwise — they compute only the rows the solver visits and hold no pair's matrix.
   using Path = FitOptions::Path;
   Path path = options.path;
-  if (path == Path::automatic)
-    path = whole_bytes <= budget && n <= kWholeMatrixMaxRows ? Path::whole_matrix : Path::working_set;
-
-  if (path == Path::working_set) {
-    st.mode = "working-set";
-    st.waves = 1;
-    clock = cae::Stopwatch();
-    // The rows as float16 for the tensor cores (docs/SVM_GPU.md, "Kernel values in working
-    // sets"), their norms from the rounded values so every distance is that of the rows the
-    // GEMM sees; where a value exceeds float16's range, float32 rows in true FP32.
-    DeviceBuffer<__half> d_X16;
-    DeviceBuffer<double> d_norms16;
-    bool half = !options.working_set_float32;
-    if (half) {
-      DeviceBuffer<int> d_overflow(1);
-      AE_CUDA_CHECK(cudaMemsetAsync(d_overflow.get(), 0, sizeof(int), s));
-      d_X16.resize(static_cast<size_t>(std::max<int64_t>(n * ld, 1)));
-      rows_to_half(d_X.get(), n * ld, d_X16.get(), d_overflow.get(), s);
-      int overflow = 0;
-      AE_CUDA_CHECK(cudaMemcpyAsync(&overflow, d_overflow.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
-      stream.sync();
-      if (overflow) {
-        half = false;
-        d_X16.release();
-      } else {
-        d_norms16.resize(static_cast<size_t>(n));
-        half_row_squared_norms(d_X16.get(), n, dim, ld, d_norms16.get(), s);
-        stream.sync();
-        d_X.release();  // the float rows are spent, as the TF32 split spends them
-      }
-    }
-    st.kernel_s = clock.seconds();
-    st.working_set_half = half;
-    WorkingSetRows ws_rows;
-    ws_rows.X16 = half ? d_X16.get() : nullptr;
-    ws_rows.X32 = half ? nullptr : d_X.get();
-    ws_rows.ld = ld;
-    ws_rows.norms = half ? d_norms16.get() : d_norms.get();
-    WorkingSetConfig config;
-    config.working_set_size = options.working_set_size;
-    config.lanes = options.working_set_lanes;
-    config.cache_rows = options.working_set_cache_rows;
-    config.tol = p.tol;
-    config.kernel = p.kernel;
-    config.gamma = p.gamma;
-    clock = cae::Stopwatch();
-    WorkingSetTotals totals;
-    for (size_t c = 0; c < nC; ++c) {
-      std::vector<WorkingSetPair> ws_pairs(static_cast<size_t>(pairs));
-      for (int q = 0; q < pairs; ++q) {
-        const int a = pair_a[q], b = pair_b[q];
-        WorkingSetPair& wp = ws_pairs[q];
-        wp.start_a = start[a];
-        wp.start_b = start[b];
-        wp.na = static_cast<int>(start[a + 1] - start[a]);
-        wp.nb = static_cast<int>(start[b + 1] - start[b]);
-        wp.Cp = Cs[c] * class_weight(p.class_weight, m.classes[a]);
-        wp.Cn = Cs[c] * class_weight(p.class_weight, m.classes[b]);
-      }
-      config.budget_bytes = options.kernel_bytes_limit >= 0
-                                ? std::min(options.kernel_bytes_limit, free_device_bytes() - reserve)
-                                : std::max<int64_t>(free_device_bytes() - reserve, 0);
-      const std::vector<WorkingSetOutcome> solved = solve_working_sets(
-          blas.get(), ws_rows, ws_pairs, config, s, [&](int k) { if (cb && c + 1 == nC) cb(k, pairs); }, &totals);
-      for (int q = 0; q < pairs; ++q) {
-        results[c][q] = solved[q].result;
-        std::copy(solved[q].alpha.begin(), solved[q].alpha.end(), alpha_all[c].begin() + pair_offset[q]);
-      }
-    }
-    st.smo_s = clock.seconds();
-    st.working_set_rounds = totals.rounds;
-    st.working_set_rows = totals.rows_computed;
-    char detail[160];
-    std::snprintf(detail, sizeof(detail), "%s rows, %d lanes of %lld cached rows, %lld rounds, %lld kernel rows",
-                  half ? "float16" : "float32", totals.lanes, static_cast<long long>(totals.cache_rows_per_lane),
-                  static_cast<long long>(totals.rounds), static_cast<long long>(totals.rows_computed));
-    st.detail = detail;
-  } else {
-    if (whole_bytes > budget) throw std::runtime_error("svm gpu: the whole kernel matrix does not fit");
-    // ---- the whole matrix: K[i, j] over the class-sorted rows ----
-    st.mode = "whole-matrix";
-    st.waves = 1;
-    clock = cae::Stopwatch();
-    // An RBF kernel's dot products on the tensor cores (split rows), where the rows' low
-    // parts fit beside the matrix: its values move by ~1e-4 of themselves at most (γ·|a|·|b|
-    // ~ 1 for γ = scale), which the solver's tolerance absorbs. A linear kernel's values are
-    // the dots themselves: it keeps true FP32.
-    const int64_t lo_bytes = n * ld * static_cast<int64_t>(sizeof(float));
-    DeviceBuffer<float> d_X_lo;
-    const Rows X_rows = p.kernel == KernelType::rbf && whole_bytes + lo_bytes <= budget
-                            ? split_rows(d_X.get(), n, ld, d_X_lo, s)
-                            : Rows{d_X.get(), nullptr, ld};
-    DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
-    DeviceBuffer<double> d_diag(static_cast<size_t>(n));
-    build_kernel_matrix(blas.get(), X_rows, n, d_norms.get(), p, d_K.get(), d_diag.get(), s);
-    stream.sync();
-    st.kernel_s = clock.seconds();
-
-    clock = cae::Stopwatch();
-    for (int q = 0; q < pairs; ++q) {
-      PairJob& job = jobs[q];
-      job.K = d_K.get();
-      job.ld = n;
-      job.diag = d_diag.get();
-      job.off_a = start[pair_a[q]];
-      job.off_b = start[pair_b[q]];
-      job_state(q, job);
-    }
-    AE_CUDA_CHECK(cudaMemcpyAsync(d_jobs.get(), jobs.data(), sizeof(PairJob) * pairs, cudaMemcpyHostToDevice, s));
-    solve_for_each_C(0, pairs);
-    st.smo_s = clock.seconds();
-    if (cb)
-      for (int q = 0; q < pairs; ++q) cb(q + 1, pairs);
+  if (path == Path::automatic) {
+    const int64_t state_bytes = L.pair_offset[pairs] * 17 + pairs * int64_t{sizeof(PairJob) + sizeof(PairResult)};
+    const int64_t whole_bytes = n * n * int64_t{sizeof(float)} + n * int64_t{sizeof(double)} + state_bytes;
+    path = whole_bytes <= context.budget() && n <= kWholeMatrixMaxRows ? Path::whole_matrix : Path::working_set;
   }
-
-  Solved out;
-  out.m = std::move(m);
-  out.members = std::move(members);
-  out.pair_index = std::move(pair_index);
-  out.pair_a = std::move(pair_a);
-  out.pair_b = std::move(pair_b);
-  out.pair_offset = std::move(pair_offset);
-  out.results = std::move(results);
-  out.alpha_all = std::move(alpha_all);
+  if (path == Path::working_set)
+    solve_by_working_sets(context, out, st);
+  else
+    solve_by_whole_matrix(context, out, st);
   return out;
 }
 
 // C number c's solutions, one per solved pair, for assemble_model.
 std::vector<PairSolution> solutions_of(const Solved& sv, size_t c) {
   std::vector<PairSolution> out;
-  for (size_t q = 0; q < sv.pair_index.size(); ++q) {
+  for (size_t q = 0; q < sv.layout.pair_index.size(); ++q) {
     PairSolution sol;
-    sol.pair = sv.pair_index[q];
-    sol.alpha.assign(sv.alpha_all[c].begin() + sv.pair_offset[q], sv.alpha_all[c].begin() + sv.pair_offset[q + 1]);
+    sol.pair = sv.layout.pair_index[q];
+    const auto& alpha = sv.alpha_all[c];
+    sol.alpha.assign(alpha.begin() + sv.layout.pair_offset[q], alpha.begin() + sv.layout.pair_offset[q + 1]);
     sol.rho = sv.results[c][q].rho;
     sol.iterations = sv.results[c][q].iterations;
     sol.hit_iteration_limit = sv.results[c][q].hit_iteration_limit != 0;
@@ -436,7 +472,7 @@ std::vector<Model> fit_models(const float* X, DeviceRows* prepared, const int32_
   FitStats local_stats;
   FitStats& st = stats ? *stats : local_stats;
   Solved sv = solve_each_C(X, prepared, y, n, dim, p, Cs, cb, options, st);
-  const int pairs = static_cast<int>(sv.pair_index.size());
+  const int pairs = static_cast<int>(sv.layout.pair_index.size());
   cae::Stopwatch clock;
   std::vector<Model> models;
   for (size_t c = 0; c < Cs.size(); ++c) {
@@ -448,8 +484,8 @@ std::vector<Model> fit_models(const float* X, DeviceRows* prepared, const int32_
       st.pair_objective.push_back(r.objective);
       if (r.hit_iteration_limit) {
         ++st.pairs_hit_limit;
-        cae::log_warn("svm: pair (%d,%d) reached the iteration limit before tol %g", sv.m.classes[sv.pair_a[q]],
-                      sv.m.classes[sv.pair_b[q]], p.tol);
+        cae::log_warn("svm: pair (%d,%d) reached the iteration limit before tol %g", sv.m.classes[sv.layout.pair_a[q]],
+                      sv.m.classes[sv.layout.pair_b[q]], p.tol);
       }
     }
     models.push_back(assemble(solutions_of(sv, c)));
@@ -501,33 +537,20 @@ Model fit_prepared(DeviceRows& rows, RawRows X, const int32_t* y, int64_t n, int
 
 }  // namespace cuda
 
-Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) {
-  using namespace cuda;
-  Model m = begin_one_class_fit(n, dim, p);
-  cae::Stopwatch clock;
-  const int64_t matrix_bytes = n * n * static_cast<int64_t>(sizeof(float));
-  if (matrix_bytes > free_device_bytes() - kDeviceReserveBytes)
-    throw std::runtime_error("svm gpu: the one-class fit needs " + std::to_string(matrix_bytes >> 20) +
-                             " MB of GPU memory for its kernel matrix (use --device cpu)");
-  Stream stream;
-  Blas blas(stream.get());
-  const cudaStream_t s = stream.get();
-  const int64_t ld = device_row_stride(dim);
-  DeviceBuffer<float> d_X(static_cast<size_t>(std::max<int64_t>(n * ld, 1)));
-  {
-    const PinnedRange pinned(X, static_cast<size_t>(n) * dim * sizeof(float));
-    upload_rows(d_X.get(), X, n, dim, ld, s);
-    stream.sync();
-  }
-  DeviceBuffer<double> d_norms(static_cast<size_t>(n)), d_diag(static_cast<size_t>(n));
-  row_squared_norms(d_X.get(), n, dim, ld, d_norms.get(), s);
-  // True FP32: a one-class model's multipliers all add up (docs/SVM_GPU.md).
-  const Rows X_rows{d_X.get(), nullptr, ld};
-  DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
-  build_kernel_matrix(blas.get(), X_rows, n, d_norms.get(), p, d_K.get(), d_diag.get(), s);
+namespace cuda {
+namespace {
 
-  // libsvm's start and its gradient K·alpha (only the first ⌊νn⌋ + 1 alphas can be non-zero).
-  std::vector<double> alpha = cpu::one_class_start(static_cast<int>(n), p.nu);
+// The one-class dual on its whole kernel matrix, one SMO block; alpha in: libsvm's start.
+PairResult one_class_by_whole_matrix(cublasHandle_t blas, DeviceRows& rows, const FitParams& p,
+                                     std::vector<double>& alpha, Stream& stream) {
+  const int64_t n = rows.n;
+  const cudaStream_t s = stream.get();
+  DeviceBuffer<double> d_norms(static_cast<size_t>(n)), d_diag(static_cast<size_t>(n));
+  row_squared_norms(rows.X.get(), n, rows.dim, rows.ld, d_norms.get(), s);
+  // True FP32: a one-class model's multipliers all add up (docs/SVM_GPU.md).
+  DeviceBuffer<float> d_K(static_cast<size_t>(n) * static_cast<size_t>(n));
+  build_kernel_matrix(blas, Rows{rows.X.get(), nullptr, rows.ld}, n, d_norms.get(), p, d_K.get(), d_diag.get(), s);
+  // The start's gradient K·alpha (only the first ⌊νn⌋ + 1 alphas can be non-zero).
   const int64_t nonzero = std::min<int64_t>(n, static_cast<int64_t>(p.nu * static_cast<double>(n)) + 1);
   DeviceBuffer<double> d_alpha, d_G(static_cast<size_t>(n));
   upload(d_alpha, alpha.data(), alpha.size(), s);
@@ -556,13 +579,74 @@ Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) 
   AE_CUDA_CHECK(cudaMemcpyAsync(&result, d_result.get(), sizeof(PairResult), cudaMemcpyDeviceToHost, s));
   AE_CUDA_CHECK(cudaMemcpyAsync(alpha.data(), d_alpha.get(), sizeof(double) * n, cudaMemcpyDeviceToHost, s));
   stream.sync();
+  return result;
+}
+
+// The one-class dual by working sets: no n × n matrix, the rows as the C-SVC's working sets
+// read them.
+PairResult one_class_by_working_sets(cublasHandle_t blas, DeviceRows& rows, const FitParams& p,
+                                     const FitOptions& options, std::vector<double>& alpha, Stream& stream) {
+  WorkingSetRowsOnDevice ws_rows;
+  prepare_working_set_rows(rows, options.working_set_float32, stream, ws_rows);
+  WorkingSetPair problem;
+  problem.na = static_cast<int>(rows.n);
+  problem.Cp = problem.Cn = 1;
+  problem.linear = 0;
+  problem.start = alpha.data();
+  WorkingSetConfig config;
+  config.working_set_size = options.working_set_size;
+  config.cache_rows = options.working_set_cache_rows;
+  config.tol = p.tol;
+  config.kernel = p.kernel;
+  config.gamma = p.gamma;
+  config.budget_bytes = std::max<int64_t>(free_device_bytes() - kDeviceReserveBytes, 0);
+  std::vector<WorkingSetOutcome> solved =
+      solve_working_sets(blas, ws_rows.view, {problem}, config, stream.get(), {}, nullptr);
+  alpha = std::move(solved[0].alpha);
+  return solved[0].result;
+}
+
+}  // namespace
+
+Model fit_one_class(const float* X, int64_t n, int dim, const FitParams& p, const FitOptions& options) {
+  Model m = begin_one_class_fit(n, dim, p);
+  cae::Stopwatch clock;
+  Stream stream;
+  Blas blas(stream.get());
+  DeviceRows rows;
+  rows.n = n;
+  rows.dim = dim;
+  rows.ld = device_row_stride(dim);
+  rows.X.resize(static_cast<size_t>(std::max<int64_t>(n * rows.ld, 1)));
+  {
+    const PinnedRange pinned(X, static_cast<size_t>(n) * dim * sizeof(float));
+    upload_rows(rows.X.get(), X, n, dim, rows.ld, stream.get());
+    stream.sync();
+  }
+  // The path as the C-SVC takes it (solve_each_C): the whole matrix where it fits for a
+  // problem of CIFAR-10's size, else working sets.
+  using Path = FitOptions::Path;
+  const int64_t matrix_bytes = n * n * static_cast<int64_t>(sizeof(float)) + n * 24;
+  const bool whole = options.path == Path::automatic
+                         ? matrix_bytes <= free_device_bytes() - kDeviceReserveBytes && n <= kWholeMatrixMaxRows
+                         : options.path == Path::whole_matrix;
+  std::vector<double> alpha = cpu::one_class_start(static_cast<int>(n), p.nu);
+  const PairResult result = whole ? one_class_by_whole_matrix(blas.get(), rows, p, alpha, stream)
+                                  : one_class_by_working_sets(blas.get(), rows, p, options, alpha, stream);
   if (result.hit_iteration_limit)
     cae::log_warn("svm gpu: the one-class fit reached the iteration limit before tol %g", p.tol);
   set_one_class_solution(m, X, alpha, result.rho);
   if (p.log_summary)
-    cae::log_info("svm (gpu): one-class, nu %g: %lld support vectors of %lld rows, %lld iterations, %.2f s", p.nu,
-                  static_cast<long long>(m.n_sv()), static_cast<long long>(n), result.iterations, clock.seconds());
+    cae::log_info("svm (gpu, %s): one-class, nu %g: %lld support vectors of %lld rows, %lld iterations, %.2f s",
+                  whole ? "whole matrix" : "working sets", p.nu, static_cast<long long>(m.n_sv()),
+                  static_cast<long long>(n), result.iterations, clock.seconds());
   return m;
+}
+
+}  // namespace cuda
+
+Model fit_one_class_gpu(const float* X, int64_t n, int dim, const FitParams& p) {
+  return cuda::fit_one_class(X, n, dim, p, cuda::FitOptions{});
 }
 
 Model fit_gpu_prepared(DeviceRows& rows, RawRows X, const int32_t* y, int64_t n, int raw_dim,

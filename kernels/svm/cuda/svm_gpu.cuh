@@ -121,6 +121,9 @@ Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams&
 Model fit_prepared(DeviceRows& rows, RawRows X, const int32_t* y, int64_t n, int raw_dim,
                    const PreparedRows& prepared, const FitParams& p, const PairCallback& cb, const FitOptions& options,
                    FitStats* stats);
+// fit_one_class_gpu (svm.h) with a choice of path (options.path; the other options are the
+// C-SVC's).
+Model fit_one_class(const float* X, int64_t n, int dim, const FitParams& p, const FitOptions& options);
 // One model per C of `Cs` from one kernel matrix (p.C is ignored); `stats` describes the
 // kernel matrix once and the solves of all C together (pair lists: the last C's).
 std::vector<Model> fit_each_C(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p,

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "kernels/svm/cpu/working_set.h"
+#include "kernels/svm/cuda/working_set_select.cuh"
 #include "kernels/svm/row_cache.h"
 
 namespace svm::cuda {
@@ -22,48 +23,8 @@ using cae::cuda::DeviceBuffer;
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr int kMaxWorkingSet = 1024;  // a subproblem's variables: one select block's threads
-constexpr int kSelectThreads = 1024;
-constexpr int kKeyThreads = 256, kKeysPerThread = 8, kKeysPerBlock = kKeyThreads * kKeysPerThread;
 constexpr int kUpdateThreads = 256, kUpdatePerThread = 4, kUpdatePerBlock = kUpdateThreads * kUpdatePerThread;
-// The sort key of a variable: [segment: 8 bits][violation, descending: 32 bits][index: 24
-// bits], so one ascending radix sort orders every lane's two lists at once, each by its
-// violation rounded to float, largest first, ties to the smaller index (the CPU's rule).
-constexpr int kIndexBits = 24, kMaxLanes = 128;
-constexpr int64_t kMaxPairRows = int64_t{1} << kIndexBits;
-
-// What the host reads back of a lane each round, one copy for all lanes.
-struct Readback {
-  int ws[kMaxWorkingSet];
-  int count;
-  double gap[2];  // m(a), −M(a)
-};
-
-// Every lane's device state for one round (uploaded each round; pointers into the lanes'
-// buffers).
-struct Lane {
-  int n = 0, na = 0;
-  double Cp = 1, Cn = 1;
-  double* alpha = nullptr;  // [n]
-  double* G = nullptr;      // [n]
-  uint8_t* chosen = nullptr;  // [n], zero between rounds
-  int64_t key_offset = 0;     // up keys at key_offset, low keys at key_offset + n
-  int* ws = nullptr;          // [q]
-  int* ws_count = nullptr;    // [1]
-  double* gap = nullptr;      // [2]: m(a), −M(a)
-  int q = 0;                  // the working set's size for this pair: min(q, n)
-  const int* kept = nullptr;  // [1 + q]: count, then the variables the last round chose fresh
-  int* fresh = nullptr;       // [1 + q]: this round's, likewise (the next round's kept)
-  // After the host has read the working set back:
-  int count = 0;              // its size
-  const int* ws_slot = nullptr;  // [count]: each row's cache slot
-  float* cache = nullptr;        // [capacity, n]
-  float* Kws = nullptr;          // [count, count]
-  double* alpha_ws = nullptr;    // [count]: in and out of the subproblem
-  double* alpha_old = nullptr;   // [count]
-  double* G_ws = nullptr;        // [count]
-  double* diag_ws = nullptr;     // [count]
-};
+constexpr int kFinishThreads = 1024;
 
 struct Larger {
   __device__ double operator()(double a, double b) const { return fmax(a, b); }
@@ -71,21 +32,6 @@ struct Larger {
 struct Smaller {
   __device__ double operator()(double a, double b) const { return fmin(a, b); }
 };
-
-__device__ __forceinline__ uint32_t descending_bits(float f) {
-  if (f == 0.0f) f = 0.0f;  // −0 ties with +0, as in the CPU's comparison
-  uint32_t u = __float_as_uint(f);
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // ascending order of u = ascending f
-  return ~u;
-}
-__device__ __forceinline__ uint64_t sort_key(int segment, float violation, int t) {
-  return (static_cast<uint64_t>(segment) << 56) | (static_cast<uint64_t>(descending_bits(violation)) << kIndexBits) |
-         static_cast<uint64_t>(t);
-}
-__device__ __forceinline__ bool key_is_member(uint64_t key) {
-  return static_cast<uint32_t>(key >> kIndexBits) != descending_bits(-INFINITY);
-}
-__device__ __forceinline__ int key_index(uint64_t key) { return static_cast<int>(key & ((1u << kIndexBits) - 1)); }
 
 // ---- conversions ---------------------------------------------------------------------------
 
@@ -115,146 +61,12 @@ __global__ void half_row_norms_kernel(const __half* __restrict__ X, int64_t n, i
 
 // ---- step 1 and 2: violations, their order, the working set ---------------------------------
 
-__global__ void init_lane_kernel(double* alpha, double* G, int n) {
+// alpha = 0 and its gradient, the linear term.
+__global__ void init_lane_kernel(double* alpha, double* G, int n, double linear) {
   for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < n; t += gridDim.x * blockDim.x) {
     alpha[t] = 0;
-    G[t] = -1;
+    G[t] = linear;
   }
-}
-
-// Block (chunk, lane): the keys of kKeysPerBlock variables and their largest violations, exact
-// in double, to partial[lane][chunk].
-__global__ void __launch_bounds__(kKeyThreads) violation_keys_kernel(const Lane* __restrict__ lanes,
-                                                                     uint64_t* __restrict__ keys, double* partial_up,
-                                                                     double* partial_low, int chunks) {
-  using Reduce = cub::BlockReduce<double, kKeyThreads>;
-  __shared__ typename Reduce::TempStorage temp;
-  const int l = blockIdx.y;
-  const Lane L = lanes[l];
-  double up_max = -kInf, low_max = -kInf;
-  const int t0 = blockIdx.x * kKeysPerBlock;
-  for (int k = 0; k < kKeysPerThread; ++k) {
-    const int t = t0 + k * kKeyThreads + threadIdx.x;
-    if (t >= L.n) break;
-    const bool positive = t < L.na;
-    const double a = L.alpha[t], C = positive ? L.Cp : L.Cn, yG = positive ? L.G[t] : -L.G[t];
-    const bool up = positive ? a < C : a > 0, low = positive ? a > 0 : a < C;
-    if (up) up_max = fmax(up_max, -yG);
-    if (low) low_max = fmax(low_max, yG);
-    keys[L.key_offset + t] = sort_key(2 * l, up ? __double2float_rn(-yG) : -INFINITY, t);
-    keys[L.key_offset + L.n + t] = sort_key(2 * l + 1, low ? __double2float_rn(yG) : -INFINITY, t);
-  }
-  up_max = Reduce(temp).Reduce(up_max, Larger());
-  __syncthreads();
-  low_max = Reduce(temp).Reduce(low_max, Larger());
-  if (threadIdx.x == 0) {
-    partial_up[l * chunks + blockIdx.x] = up_max;
-    partial_low[l * chunks + blockIdx.x] = low_max;
-  }
-}
-
-// One block per lane: the working set from its two sorted lists, as select_working_set takes
-// it — the first q/2 of I_up, then I_low's not yet taken, then I_up's again — ascending.
-__global__ void __launch_bounds__(kSelectThreads) select_kernel(const Lane* __restrict__ lanes,
-                                                                const uint64_t* __restrict__ sorted,
-                                                                const double* partial_up, const double* partial_low,
-                                                                int chunks) {
-  using Scan = cub::BlockScan<int, kSelectThreads>;
-  using Reduce = cub::BlockReduce<double, kSelectThreads>;
-  using Sort = cub::BlockRadixSort<int, kSelectThreads, 1>;
-  __shared__ union {
-    typename Scan::TempStorage scan;
-    typename Reduce::TempStorage reduce;
-    typename Sort::TempStorage sort;
-  } temp;
-  __shared__ int ws[kMaxWorkingSet];
-  __shared__ int s_taken;
-  const Lane L = lanes[blockIdx.x];
-  const int tid = threadIdx.x;
-
-  double up = -kInf, low = -kInf;
-  for (int c = tid; c < chunks; c += kSelectThreads) {
-    up = fmax(up, partial_up[blockIdx.x * chunks + c]);
-    low = fmax(low, partial_low[blockIdx.x * chunks + c]);
-  }
-  up = Reduce(temp.reduce).Reduce(up, Larger());
-  __syncthreads();
-  low = Reduce(temp.reduce).Reduce(low, Larger());
-  if (tid == 0) {
-    L.gap[0] = up;
-    L.gap[1] = low;
-  }
-  __syncthreads();
-
-  const uint64_t* up_list = sorted + L.key_offset;
-  const uint64_t* low_list = up_list + L.n;
-  // Each list's members come first (a non-member's key sorts after every member's).
-  __shared__ int s_members[2];
-  if (tid < 2) {
-    const uint64_t* list = tid == 0 ? up_list : low_list;
-    int lo = 0, hi = L.n;  // the first non-member
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (key_is_member(list[mid])) lo = mid + 1; else hi = mid;
-    }
-    s_members[tid] = lo;
-  }
-  __syncthreads();
-  int count = 0;
-  // Takes members of `list` from position `from` on, skipping chosen ones, until `limit` are
-  // in the set or the members end; returns the position after the last one taken.
-  auto take = [&](const uint64_t* list, int members, int from, int limit) {
-    int at = from;
-    while (count < limit && at < members) {
-      const int i = at + tid;
-      const int t = i < members ? key_index(list[i]) : -1;
-      const int wanted = t >= 0 && !L.chosen[t] ? 1 : 0;
-      int place = 0, wanted_total = 0;
-      Scan(temp.scan).ExclusiveSum(wanted, place, wanted_total);
-      const int room = limit - count;
-      if (wanted && place < room) {
-        ws[count + place] = t;
-        L.chosen[t] = 1;
-      }
-      if (wanted && place == room - 1) s_taken = i + 1;
-      __syncthreads();
-      if (wanted_total >= room) {
-        at = s_taken;
-        count = limit;
-      } else {
-        count += wanted_total;
-        at = min(at + kSelectThreads, members);
-      }
-      __syncthreads();
-    }
-    return at;
-  };
-  // The last round's fresh variables stay (at most q/2), then the fresh ones of this round.
-  // At least two fresh: both sides' largest violators are in the set (cpu/working_set.cpp).
-  const int kept = min(L.kept ? L.kept[0] : 0, min(L.q / 2, L.q - 2));
-  for (int r = tid; r < kept; r += kSelectThreads) {
-    ws[r] = L.kept[1 + r];
-    L.chosen[ws[r]] = 1;
-  }
-  count = kept;
-  __syncthreads();
-  const int up_next = take(up_list, s_members[0], 0, kept + (L.q - kept) / 2);
-  take(low_list, s_members[1], 0, L.q);
-  take(up_list, s_members[0], up_next, L.q);
-  if (L.fresh) {
-    for (int r = kept + tid; r < count; r += kSelectThreads) L.fresh[1 + r - kept] = ws[r];
-    if (tid == 0) L.fresh[0] = count - kept;
-  }
-
-  // Clear the marks and sort the set ascending.
-  int item[1] = {INT_MAX};
-  if (tid < count) {
-    item[0] = ws[tid];
-    L.chosen[item[0]] = 0;
-  }
-  Sort(temp.sort).Sort(item);
-  if (tid < count) L.ws[tid] = item[0];
-  if (tid == 0) *L.ws_count = count;
 }
 
 // ---- step 3: the rows the cache lacks --------------------------------------------------------
@@ -353,9 +165,9 @@ __global__ void __launch_bounds__(kUpdateThreads) gradient_update_kernel(const L
 
 // ---- the end: rho and the objective (cpu::finish_dual) --------------------------------------
 
-__global__ void __launch_bounds__(kSelectThreads) finish_kernel(const Lane* __restrict__ lanes,
+__global__ void __launch_bounds__(kFinishThreads) finish_kernel(const Lane* __restrict__ lanes,
                                                                 PairResult* __restrict__ results) {
-  using Reduce = cub::BlockReduce<double, kSelectThreads>;
+  using Reduce = cub::BlockReduce<double, kFinishThreads>;
   __shared__ typename Reduce::TempStorage temp;
   const Lane L = lanes[blockIdx.x];
   double ub = kInf, lb = -kInf, free_sum = 0, free_count = 0, obj = 0;
@@ -370,7 +182,7 @@ __global__ void __launch_bounds__(kSelectThreads) finish_kernel(const Lane* __re
       free_sum += yG;
       free_count += 1;
     }
-    obj += a * (L.G[t] - 1.0);
+    obj += a * (L.G[t] + L.linear);
   }
   ub = Reduce(temp).Reduce(ub, Smaller());
   __syncthreads();
@@ -474,18 +286,15 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
 
   // ---- memory: shared staging, then per lane its state and a row cache of at least q rows ----
   const int64_t q_rows = std::min<int64_t>(q_max, n_max);
-  const int chunks_max = static_cast<int>((n_max + kKeysPerBlock - 1) / kKeysPerBlock);
+  const int chunks_max = selection_chunks(n_max);
   const int64_t staging = carved(q_rows * n_max * 4) + carved(q_rows * ld * elem) + carved(q_rows * 8) +
                           2 * carved(q_rows * 4);
   const int64_t min_cache = q_rows * n_max * 4, whole_pair = n_max * n_max * 4;
   const int64_t fixed_lane = lane_fixed_bytes(n_max, q_rows);
   // The sort's keys (in and out) and its scratch, for every lane's two lists.
   auto sort_bytes = [&](int lanes) {
-    size_t temp = 0;
     const int64_t keys = 2 * n_max * lanes;
-    AE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, temp, static_cast<const uint64_t*>(nullptr),
-                                                 static_cast<uint64_t*>(nullptr), keys, 0, 64, s));
-    return 2 * carved(keys * 8) + carved(static_cast<int64_t>(temp)) + 2 * carved(int64_t{chunks_max} * lanes * 8) +
+    return 2 * carved(keys * 8) + carved(static_cast<int64_t>(selection_sort_bytes(keys, s))) + 2 * carved(int64_t{chunks_max} * lanes * 8) +
            carved(lanes * static_cast<int64_t>(sizeof(Lane))) + carved(lanes * static_cast<int64_t>(sizeof(PairJob))) +
            carved(lanes * static_cast<int64_t>(sizeof(PairResult))) +
            carved(lanes * static_cast<int64_t>(sizeof(Readback))) + carved(int64_t{lanes} * kMaxWorkingSet * 4);
@@ -517,13 +326,13 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
   int* d_self = carve<int>(at, q_rows);
   int* d_new_slots = carve<int>(at, q_rows);
   const int64_t key_capacity = 2 * n_max * lanes;
-  uint64_t* d_keys = carve<uint64_t>(at, key_capacity);
-  uint64_t* d_sorted = carve<uint64_t>(at, key_capacity);
-  size_t sort_temp = 0;
-  AE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, sort_temp, d_keys, d_sorted, key_capacity, 0, 64, s));
-  unsigned char* d_sort_temp = carve<unsigned char>(at, static_cast<int64_t>(sort_temp));
-  double* d_partial_up = carve<double>(at, int64_t{chunks_max} * lanes);
-  double* d_partial_low = carve<double>(at, int64_t{chunks_max} * lanes);
+  SelectionScratch selection;
+  selection.keys = carve<uint64_t>(at, key_capacity);
+  selection.sorted = carve<uint64_t>(at, key_capacity);
+  selection.sort_temp_bytes = selection_sort_bytes(key_capacity, s);
+  selection.sort_temp = carve<unsigned char>(at, static_cast<int64_t>(selection.sort_temp_bytes));
+  selection.partial_up = carve<double>(at, int64_t{chunks_max} * lanes);
+  selection.partial_low = carve<double>(at, int64_t{chunks_max} * lanes);
   Lane* d_lanes = carve<Lane>(at, lanes);
   PairJob* d_jobs = carve<PairJob>(at, lanes);
   PairResult* d_results = carve<PairResult>(at, lanes);
@@ -576,6 +385,93 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     return int64_t{pairs[a].na} + pairs[a].nb > int64_t{pairs[b].na} + pairs[b].nb;
   });
+  const int rbf = config.kernel == KernelType::rbf ? 1 : 0;
+  // Lane l's kernel rows of variables vars[0, count) in its cache — the missing ones computed
+  // by one gather and two GEMMs against the pair's rows — and their slots to lane l's part of
+  // slot_args; `part`: the part of the round's host requests these copies use.
+  auto cache_rows = [&](int l, const int* vars, int count, int part) {
+    LaneHost& h = host[l];
+    const WorkingSetPair& pr = pairs[h.pair];
+    RowSlots& slots = *h.slots;
+    int missing = 0;
+    int64_t* lane_rows = row_args.get() + static_cast<size_t>(part) * q_rows;
+    int* lane_self = self_args.get() + static_cast<size_t>(part) * q_rows;
+    int* lane_new = new_slot_args.get() + static_cast<size_t>(part) * q_rows;
+    for (int r = 0; r < count; ++r)
+      if (slots.slot_of(vars[r]) >= 0) slots.touch(slots.slot_of(vars[r]));
+    for (int r = 0; r < count; ++r) {
+      const int t = vars[r];
+      if (slots.slot_of(t) < 0) {
+        lane_new[missing] = slots.take_for(t);
+        lane_self[missing] = t;
+        lane_rows[missing] = t < h.na ? pr.start_a + t : pr.start_b + (t - h.na);
+        ++missing;
+      }
+      slot_args[static_cast<size_t>(l) * kMaxWorkingSet + r] = slots.slot_of(t);
+    }
+    if (missing == 0) return;
+    // Staging is shared: these copies and kernels run in stream order, one lane after another.
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_rows, lane_rows, sizeof(int64_t) * missing, cudaMemcpyHostToDevice, s));
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_self, lane_self, sizeof(int) * missing, cudaMemcpyHostToDevice, s));
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_new_slots, lane_new, sizeof(int) * missing, cudaMemcpyHostToDevice, s));
+    if (half)
+      gather_rows_kernel<<<missing, 256, 0, s>>>(rows.X16, ld, d_rows, reinterpret_cast<__half*>(d_gathered));
+    else
+      gather_rows_kernel<<<missing, 256, 0, s>>>(rows.X32, ld, d_rows, reinterpret_cast<float*>(d_gathered));
+    AE_CUDA_LAUNCH_CHECK();
+    const unsigned char* Xa = static_cast<const unsigned char*>(X) + pr.start_a * ld * elem;
+    const unsigned char* Xb = static_cast<const unsigned char*>(X) + pr.start_b * ld * elem;
+    row_dots(blas, d_gathered, Xa, half, missing, h.na, ld, d_dots, h.n);
+    row_dots(blas, d_gathered, Xb, half, missing, h.n - h.na, ld, d_dots + h.na, h.n);
+    kernel_rows_kernel<<<missing, 256, 0, s>>>(d_dots, h.n, h.na, pr.start_a, pr.start_b, rows.norms, d_rows, d_self,
+                                               d_new_slots, rbf, config.gamma, mem[l].cache);
+    AE_CUDA_LAUNCH_CHECK();
+    h.rows_computed += missing;
+  };
+  // A start of lane l's pair other than alpha = 0 (WorkingSetPair::start): its multipliers
+  // enter from alpha = 0 as moves of up to q variables, each step 5 of a round (Δa = the start
+  // values), so G = Qa + linear·e as the rounds keep it, on the rows they use.
+  cae::cuda::PinnedBuffer<int> start_vars(static_cast<size_t>(q_rows));
+  cae::cuda::PinnedBuffer<double> start_values(static_cast<size_t>(q_rows));
+  cae::cuda::PinnedBuffer<Lane> start_lane(1);
+  auto enter_start = [&](int l) {
+    const LaneHost& h = host[l];
+    const double* start = pairs[h.pair].start;
+    std::vector<int> nonzero;
+    for (int t = 0; t < h.n; ++t)
+      if (start[t] != 0) nonzero.push_back(t);
+    for (size_t b0 = 0; b0 < nonzero.size(); b0 += static_cast<size_t>(q_rows)) {
+      const int count = static_cast<int>(std::min<size_t>(static_cast<size_t>(q_rows), nonzero.size() - b0));
+      cache_rows(l, nonzero.data() + b0, count, 0);
+      for (int r = 0; r < count; ++r) {
+        start_vars[r] = nonzero[b0 + r];
+        start_values[r] = start[nonzero[b0 + r]];
+      }
+      Lane& L = start_lane[0];
+      L = Lane{};
+      L.n = h.n;
+      L.na = h.na;
+      L.alpha = mem[l].alpha;
+      L.G = mem[l].G;
+      L.ws = mem[l].ws;
+      L.count = count;
+      L.ws_slot = mem[l].ws_slot;
+      L.cache = mem[l].cache;
+      L.alpha_ws = mem[l].alpha_ws;
+      L.alpha_old = mem[l].alpha_old;
+      AE_CUDA_CHECK(cudaMemcpyAsync(mem[l].ws, start_vars.get(), sizeof(int) * count, cudaMemcpyHostToDevice, s));
+      AE_CUDA_CHECK(cudaMemcpyAsync(mem[l].alpha_ws, start_values.get(), sizeof(double) * count,
+                                    cudaMemcpyHostToDevice, s));
+      AE_CUDA_CHECK(cudaMemsetAsync(mem[l].alpha_old, 0, sizeof(double) * count, s));
+      AE_CUDA_CHECK(cudaMemcpyAsync(mem[l].ws_slot, slot_args.get() + static_cast<size_t>(l) * kMaxWorkingSet,
+                                    sizeof(int) * count, cudaMemcpyHostToDevice, s));
+      AE_CUDA_CHECK(cudaMemcpyAsync(d_lanes, start_lane.get(), sizeof(Lane), cudaMemcpyHostToDevice, s));
+      const int tiles = (h.n + kUpdatePerBlock - 1) / kUpdatePerBlock;
+      gradient_update_kernel<<<dim3(tiles, 1), kUpdateThreads, 0, s>>>(d_lanes);
+      AE_CUDA_LAUNCH_CHECK();
+      AE_CUDA_CHECK(cudaStreamSynchronize(s));  // the pinned arguments are the next batch's
+    }
+  };
   auto start_pair = [&](int l) {
     LaneHost& h = host[l];
     h = LaneHost{};
@@ -588,13 +484,13 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
     h.slots = std::make_unique<RowSlots>(h.n, static_cast<int>(h.capacity));
     h.max_iter = std::max<long long>(10000000LL, h.n > INT_MAX / 100 ? INT_MAX : 100LL * h.n);
     init_lane_kernel<<<static_cast<unsigned>(std::min<int64_t>((h.n + 255) / 256, 4096)), 256, 0, s>>>(
-        mem[l].alpha, mem[l].G, h.n);
+        mem[l].alpha, mem[l].G, h.n, pr.linear);
     AE_CUDA_LAUNCH_CHECK();
     AE_CUDA_CHECK(cudaMemsetAsync(mem[l].fresh[0], 0, sizeof(int), s));  // nothing kept in the first round
+    if (pr.start) enter_start(l);
   };
   for (int l = 0; l < lanes; ++l) start_pair(l);
 
-  const int rbf = config.kernel == KernelType::rbf ? 1 : 0;
   std::vector<int> active;
   for (;;) {
     active.clear();
@@ -615,6 +511,7 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
       L.na = h.na;
       L.Cp = pr.Cp;
       L.Cn = pr.Cn;
+      L.linear = pr.linear;
       L.alpha = mem[l].alpha;
       L.G = mem[l].G;
       L.chosen = mem[l].chosen;
@@ -627,15 +524,10 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
       L.fresh = mem[l].fresh[1 - h.parity];
       host[l].parity = 1 - h.parity;
       key_total += 2 * int64_t{h.n};
-      chunks = std::max(chunks, (h.n + kKeysPerBlock - 1) / kKeysPerBlock);
+      chunks = std::max(chunks, selection_chunks(h.n));
     }
     AE_CUDA_CHECK(cudaMemcpyAsync(d_lanes, lane_args.get(), sizeof(Lane) * A, cudaMemcpyHostToDevice, s));
-    violation_keys_kernel<<<dim3(chunks, A), kKeyThreads, 0, s>>>(d_lanes, d_keys, d_partial_up, d_partial_low, chunks);
-    AE_CUDA_LAUNCH_CHECK();
-    size_t temp = sort_temp;
-    AE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(d_sort_temp, temp, d_keys, d_sorted, key_total, 0, 64, s));
-    select_kernel<<<A, kSelectThreads, 0, s>>>(d_lanes, d_sorted, d_partial_up, d_partial_low, chunks);
-    AE_CUDA_LAUNCH_CHECK();
+    select_working_sets(d_lanes, A, chunks, key_total, selection, s);
     AE_CUDA_CHECK(cudaMemcpyAsync(readback.get(), d_readback, sizeof(Readback) * lanes, cudaMemcpyDeviceToHost, s));
     AE_CUDA_CHECK(cudaStreamSynchronize(s));
 
@@ -659,7 +551,7 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
       for (size_t f = 0; f < finished.size(); ++f) finish_args[f] = lane_args[finished[f]];
       const int F = static_cast<int>(finished.size());
       AE_CUDA_CHECK(cudaMemcpyAsync(d_lanes, finish_args.get(), sizeof(Lane) * F, cudaMemcpyHostToDevice, s));
-      finish_kernel<<<F, kSelectThreads, 0, s>>>(d_lanes, d_results);
+      finish_kernel<<<F, kFinishThreads, 0, s>>>(d_lanes, d_results);
       AE_CUDA_LAUNCH_CHECK();
       AE_CUDA_CHECK(cudaMemcpyAsync(result_args.get(), d_results, sizeof(PairResult) * F, cudaMemcpyDeviceToHost, s));
       for (int f = 0; f < F; ++f) {
@@ -696,44 +588,7 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
       LaneHost& h = host[l];
       const WorkingSetPair& pr = pairs[h.pair];
       const Readback& rb = readback[active[a]];
-      RowSlots& slots = *h.slots;
-      int missing = 0;
-      int64_t* lane_rows = row_args.get() + static_cast<size_t>(k) * q_rows;
-      int* lane_self = self_args.get() + static_cast<size_t>(k) * q_rows;
-      int* lane_new = new_slot_args.get() + static_cast<size_t>(k) * q_rows;
-      for (int r = 0; r < rb.count; ++r) {
-        const int t = rb.ws[r];
-        if (slots.slot_of(t) >= 0) slots.touch(slots.slot_of(t));
-      }
-      for (int r = 0; r < rb.count; ++r) {
-        const int t = rb.ws[r];
-        if (slots.slot_of(t) < 0) {
-          lane_new[missing] = slots.take_for(t);
-          lane_self[missing] = t;
-          lane_rows[missing] = t < h.na ? pr.start_a + t : pr.start_b + (t - h.na);
-          ++missing;
-        }
-        slot_args[static_cast<size_t>(l) * kMaxWorkingSet + r] = slots.slot_of(t);
-      }
-      if (missing > 0) {
-        // Staging is shared: these copies and kernels run in stream order, one lane after another.
-        AE_CUDA_CHECK(cudaMemcpyAsync(d_rows, lane_rows, sizeof(int64_t) * missing, cudaMemcpyHostToDevice, s));
-        AE_CUDA_CHECK(cudaMemcpyAsync(d_self, lane_self, sizeof(int) * missing, cudaMemcpyHostToDevice, s));
-        AE_CUDA_CHECK(cudaMemcpyAsync(d_new_slots, lane_new, sizeof(int) * missing, cudaMemcpyHostToDevice, s));
-        if (half)
-          gather_rows_kernel<<<missing, 256, 0, s>>>(rows.X16, ld, d_rows, reinterpret_cast<__half*>(d_gathered));
-        else
-          gather_rows_kernel<<<missing, 256, 0, s>>>(rows.X32, ld, d_rows, reinterpret_cast<float*>(d_gathered));
-        AE_CUDA_LAUNCH_CHECK();
-        const unsigned char* Xa = static_cast<const unsigned char*>(X) + pr.start_a * ld * elem;
-        const unsigned char* Xb = static_cast<const unsigned char*>(X) + pr.start_b * ld * elem;
-        row_dots(blas, d_gathered, Xa, half, missing, h.na, ld, d_dots, h.n);
-        row_dots(blas, d_gathered, Xb, half, missing, h.n - h.na, ld, d_dots + h.na, h.n);
-        kernel_rows_kernel<<<missing, 256, 0, s>>>(d_dots, h.n, h.na, pr.start_a, pr.start_b, rows.norms, d_rows, d_self,
-                                                   d_new_slots, rbf, config.gamma, mem[l].cache);
-        AE_CUDA_LAUNCH_CHECK();
-        h.rows_computed += missing;
-      }
+      cache_rows(l, rb.ws, rb.count, k);
       Lane& L = lane_args[k];
       L = lane_args[a];
       L.count = rb.count;
@@ -785,63 +640,6 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
       h.stalled = result_args[k].iterations == 0;
     }
   }
-  return out;
-}
-
-SelectedWorkingSet select_working_set_gpu(const double* d_alpha, const double* d_G, int n, int na, double Cp,
-                                          double Cn, int q, const std::vector<int>& kept, cudaStream_t s) {
-  if (n >= kMaxPairRows || q < 2 || q > kMaxWorkingSet) throw std::invalid_argument("select_working_set_gpu: sizes");
-  const int chunks = (n + kKeysPerBlock - 1) / kKeysPerBlock;
-  DeviceBuffer<uint64_t> keys(2 * static_cast<size_t>(n)), sorted(2 * static_cast<size_t>(n));
-  DeviceBuffer<double> partial_up(static_cast<size_t>(chunks)), partial_low(static_cast<size_t>(chunks)), gap(2);
-  DeviceBuffer<uint8_t> chosen(static_cast<size_t>(n));
-  DeviceBuffer<int> ws(kMaxWorkingSet), count(1);
-  AE_CUDA_CHECK(cudaMemsetAsync(chosen.get(), 0, static_cast<size_t>(n), s));
-  Lane L;
-  L.n = n;
-  L.na = na;
-  L.Cp = Cp;
-  L.Cn = Cn;
-  L.alpha = const_cast<double*>(d_alpha);
-  L.G = const_cast<double*>(d_G);
-  L.chosen = chosen.get();
-  L.ws = ws.get();
-  L.ws_count = count.get();
-  L.gap = gap.get();
-  L.q = std::min(q, n);
-  std::vector<int> kept_list(1, static_cast<int>(kept.size()));
-  kept_list.insert(kept_list.end(), kept.begin(), kept.end());
-  DeviceBuffer<int> d_kept(kept_list.size()), d_fresh(static_cast<size_t>(q) + 1);
-  AE_CUDA_CHECK(cudaMemcpyAsync(d_kept.get(), kept_list.data(), sizeof(int) * kept_list.size(), cudaMemcpyHostToDevice, s));
-  L.kept = d_kept.get();
-  L.fresh = d_fresh.get();
-  DeviceBuffer<Lane> d_lane(1);
-  AE_CUDA_CHECK(cudaMemcpyAsync(d_lane.get(), &L, sizeof(Lane), cudaMemcpyHostToDevice, s));
-  violation_keys_kernel<<<dim3(chunks, 1), kKeyThreads, 0, s>>>(d_lane.get(), keys.get(), partial_up.get(),
-                                                                partial_low.get(), chunks);
-  AE_CUDA_LAUNCH_CHECK();
-  size_t temp_bytes = 0;
-  AE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, temp_bytes, keys.get(), sorted.get(), 2 * int64_t{n}, 0, 64, s));
-  DeviceBuffer<unsigned char> temp(std::max<size_t>(temp_bytes, 1));
-  AE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(temp.get(), temp_bytes, keys.get(), sorted.get(), 2 * int64_t{n}, 0, 64, s));
-  select_kernel<<<1, kSelectThreads, 0, s>>>(d_lane.get(), sorted.get(), partial_up.get(), partial_low.get(), chunks);
-  AE_CUDA_LAUNCH_CHECK();
-  SelectedWorkingSet out;
-  int c = 0;
-  double g[2];
-  std::vector<int> all(kMaxWorkingSet);
-  AE_CUDA_CHECK(cudaMemcpyAsync(&c, count.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
-  AE_CUDA_CHECK(cudaMemcpyAsync(g, gap.get(), sizeof(g), cudaMemcpyDeviceToHost, s));
-  AE_CUDA_CHECK(cudaMemcpyAsync(all.data(), ws.get(), sizeof(int) * kMaxWorkingSet, cudaMemcpyDeviceToHost, s));
-  AE_CUDA_CHECK(cudaStreamSynchronize(s));
-  out.ws.assign(all.begin(), all.begin() + c);
-  int fresh_count = 0;
-  AE_CUDA_CHECK(cudaMemcpy(&fresh_count, d_fresh.get(), sizeof(int), cudaMemcpyDeviceToHost));
-  out.fresh.resize(static_cast<size_t>(fresh_count));
-  if (fresh_count)
-    AE_CUDA_CHECK(cudaMemcpy(out.fresh.data(), d_fresh.get() + 1, sizeof(int) * fresh_count, cudaMemcpyDeviceToHost));
-  out.m_up = g[0];
-  out.m_low = g[1];
   return out;
 }
 

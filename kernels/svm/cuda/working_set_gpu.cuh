@@ -33,11 +33,15 @@ struct WorkingSetRows {
   const double* norms = nullptr;
 };
 
-// One binary problem: class a's rows [start_a, start_a + na) (+1), then class b's (−1).
+// One binary problem: class a's rows [start_a, start_a + na) (+1), then class b's (−1), the
+// dual of cpu::solve_dual_working_set: C-SVC is linear −1 from alpha 0 (start null);
+// one-class is nb = 0, Cp = 1, linear 0 from one_class_start.
 struct WorkingSetPair {
   int64_t start_a = 0, start_b = 0;
   int na = 0, nb = 0;
   double Cp = 1, Cn = 1;
+  double linear = -1;
+  const double* start = nullptr;  // [na + nb] on the host, feasible; null: alpha 0
 };
 
 struct WorkingSetConfig {
@@ -71,22 +75,12 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
                                                   const std::function<void(int)>& on_pair_done,
                                                   WorkingSetTotals* totals);
 
-// ---- pieces, for the tests against their CPU twins ------------------------------------------
+// ---- the rows as float16 (svm_gpu.cu makes the working sets' rows with these) --------------
 
 // out[i] = the float16 nearest x[i] (count values); *overflow = 1 when some |x| rounds past
 // float16's range (out then unusable).
 void rows_to_half(const float* x, int64_t count, __half* out, int* overflow, cudaStream_t stream);
 // out[r] = |X[r, :dim]|² in double of float16 rows ld apart.
 void half_row_squared_norms(const __half* X, int64_t n, int dim, int64_t ld, double* out, cudaStream_t stream);
-
-// select_working_set (cpu/working_set.h) for one problem of n variables on the device: y is
-// +1 for t < na, −1 after. Returns the working set, ascending, its fresh part in the order
-// taken, and m(a), −M(a).
-struct SelectedWorkingSet {
-  std::vector<int> ws, fresh;
-  double m_up = 0, m_low = 0;
-};
-SelectedWorkingSet select_working_set_gpu(const double* d_alpha, const double* d_G, int n, int na, double Cp,
-                                          double Cn, int q, const std::vector<int>& kept, cudaStream_t stream);
 
 }  // namespace svm::cuda
