@@ -150,8 +150,8 @@ ClassWeights resolve_class_weights(const std::string& spec, const int32_t* y, in
     const size_t shown = std::min<size_t>(class_names.size(), 12);
     for (size_t c = 0; c < shown; ++c) classes += (c ? ", " : "") + std::to_string(c) + " " + class_names[c];
     if (shown < class_names.size()) classes += ", ... (" + std::to_string(class_names.size()) + " classes)";
-    throw cae::UsageError("--class-weight: '" + name + "' is no class name or label of the data (classes: " + classes +
-                          ")");
+    throw cae::UsageError("--class-weight '" + spec + "': '" + name + "' is no class name or label of the data (classes: " +
+                          classes + ")");
   };
   size_t start = 0;
   while (start <= spec.size()) {

@@ -44,7 +44,7 @@ PY
   plain "$TMP/p.h5" '["north", "east", "south", "west"]'
   for spec in 7:2 emu:2 east:2,4:1; do
     run "$BIN/svm-fit" --features "$TMP/p.h5" --class-weight "$spec" --device cpu -o "$TMP/svm.h5"
-    assert_error 2 "--class-weight: '(7|emu|4)' is no class name or label of the data \(classes: 0 north, 1 east, 2 south, 3 west\)"
+    assert_error 2 "--class-weight '$spec': '(7|emu|4)' is no class name or label of the data \(classes: 0 north, 1 east, 2 south, 3 west\)"
     assert_no_output "$TMP/svm.h5"
   done
   run "$BIN/svm-fit" -q --features "$TMP/p.h5" --class-weight east:2,3:0.5 --device cpu -o "$TMP/svm.h5"
