@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -12,6 +13,8 @@
 #include "common/class_names.h"
 #include "common/error.h"
 #include "common/json.h"
+#include "kernels/svm/eval_file.h"
+#include "kernels/svm/metrics.h"
 #include "kernels/svm/train.h"
 
 namespace {
@@ -130,4 +133,21 @@ TEST(SvmKind, NuGivenAsNanIsRefusedNotTakenAsUnset) {
   EXPECT_EQ(plan.params.nu, 0.5);
   svm::plan_kind(plan, "one-class", 0.25, "none");
   EXPECT_EQ(plan.params.nu, 0.25);
+}
+
+TEST(EvalTable, ClassNamesAreEscapedAndCutOnCharacters) {
+  svm::Evaluation e;
+  e.K = 3;
+  e.class_names = {"new\nline", "esc\x1b[2J", std::string(8, 'a') + "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"};
+  e.confusion = {3, 1, 0, 0, 2, 2, 1, 0, 5};
+  e.report = svm::classification_report(e.confusion, e.K);
+  const std::string table = svm::eval_table(e);
+  EXPECT_EQ(table.find('\x1b'), std::string::npos) << table;
+  // A header, the columns' names, a line per class, the averages: no name adds a line.
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 6) << table;
+  EXPECT_NE(table.find("\nnew\\nline    "), std::string::npos) << table;
+  EXPECT_NE(table.find("\nesc\\x1B[2J "), std::string::npos) << table;
+  // 12 characters of "aaaaaaaaéééééé": four é kept whole (two bytes each), none split.
+  EXPECT_NE(table.find("\naaaaaaaa\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9 "), std::string::npos) << table;
+  EXPECT_NO_THROW(nlohmann::json(table).dump());  // valid UTF-8 throughout
 }
