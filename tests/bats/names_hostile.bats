@@ -1,9 +1,9 @@
 #!/usr/bin/env bats
 # Class names and option values from outside (common/class_names.h): an option that names
 # no class, NaN and infinities given to floating options, names with a NUL byte, duplicate
-# names (also a Latin-1 folder beside its UTF-8 twin), a label whose value would size the
-# class table, names with control characters in svm-eval's table, and a Latin-1 folder name
-# through every tool to valid JSON.
+# names (also a Latin-1 folder beside its UTF-8 twin, a repeated line of a CIFAR-100 label
+# file), a label whose value would size the class table, names with control characters in
+# svm-eval's table, and a Latin-1 folder name through every tool to valid JSON.
 
 load helpers
 
@@ -170,4 +170,28 @@ for path in ("d.h5", "feat.h5", "svm.h5", "e.h5"):
 with h5py.File(f"{tmp}/svm.h5", "r") as f:  # the weight given by the Latin-1 name is café's
     assert list(f["/svm/class_weight"][:]) == [2.0, 1.0, 1.0], f["/svm/class_weight"][:]
 PY
+}
+
+@test "cifar-convert: CIFAR-100 label files with a Latin-1 name are read as UTF-8, a repeated name is refused" {
+  "$PYTHON" "$REPO_ROOT/tests/helpers/gen_datasets.py" cifar100 "$TMP/c" --train 40 --test 20
+  local names="$TMP/c/cifar-100-binary/coarse_label_names.txt"
+  "$PYTHON" - "$names" <<'PY'
+import sys
+path = sys.argv[1]
+lines = open(path, "rb").read().split(b"\n")
+lines[0] = b"caf\xe9"
+open(path, "wb").write(b"\n".join(lines))
+PY
+  "$BIN/cifar-convert" -q --input "$TMP/c/cifar-100-binary" --labels coarse -o "$TMP/ok.h5"
+  "$PYTHON" -c 'import sys, h5py; n = h5py.File(sys.argv[1], "r").attrs["class_names"]; assert n[0] == "café", n[:3]' "$TMP/ok.h5"
+  "$PYTHON" - "$names" <<'PY'
+import sys
+path = sys.argv[1]
+lines = open(path, "rb").read().split(b"\n")
+lines[3] = lines[1]
+open(path, "wb").write(b"\n".join(lines))
+PY
+  run "$BIN/cifar-convert" --input "$TMP/c/cifar-100-binary" --labels coarse -o "$TMP/bad.h5"
+  assert_error 1 "cifar-100-binary: class 1 \('[^']+'\) and class 3 \('[^']+'\) are one class name \(class names must be distinct\)"
+  assert_no_output "$TMP/bad.h5"
 }
