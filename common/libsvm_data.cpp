@@ -142,7 +142,8 @@ LibsvmData read_libsvm_data(const std::string& path, const std::vector<std::stri
   // The message names what set the width: the line with the largest index, or the model.
   std::string what = std::to_string(d.n) + " rows of " + (d.dim == max_index ? "" : "the model's ") +
                      std::to_string(d.dim) + " features (dense float32)";
-  if (d.dim == max_index) what = "line " + std::to_string(max_index_line) + ": index " + std::to_string(max_index) + ": " + what;
+  if (d.dim == max_index)
+    what = "line " + std::to_string(max_index_line) + ": index " + std::to_string(max_index) + ": " + what;
   require_memory(path, what, dense_bytes);
   d.X.assign(static_cast<size_t>(d.n) * static_cast<size_t>(d.dim), 0.0f);
   for (const SparseEntry& e : entries) d.X[static_cast<size_t>(e.row) * d.dim + e.index] = e.value;

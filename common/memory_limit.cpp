@@ -66,7 +66,8 @@ MemoryHeadroom memory_headroom() {
     if (bytes < h.bytes) h = {bytes, limit};
   };
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0) take_limit(static_cast<uint64_t>(pages) * static_cast<uint64_t>(page), "this machine's memory");
+  if (pages > 0 && page > 0)
+    take_limit(static_cast<uint64_t>(pages) * static_cast<uint64_t>(page), "this machine's memory");
   if (const uint64_t cgroup = cgroup_memory_limit()) take_limit(cgroup, "the cgroup's memory limit");
   // What an rlimit leaves: the limit less what the process already holds of that kind.
   const struct {

@@ -176,7 +176,8 @@ class ModelTextReader {
     const std::string type = f.values.size() == 1 ? f.values[0] : "";
     if (type == "c_svc") return;
     for (const char* other : {"nu_svc", "one_class", "epsilon_svr", "nu_svr"})
-      if (type == other) bad_at(f.line, "svm_type " + type + " is not supported: only c_svc classifiers (svm-train -s 0)");
+      if (type == other)
+        bad_at(f.line, "svm_type " + type + " is not supported: only c_svc classifiers (svm-train -s 0)");
     bad_at(f.line, "svm_type is not one libsvm type (c_svc, nu_svc, one_class, epsilon_svr, nu_svr)");
   }
 
@@ -198,7 +199,8 @@ class ModelTextReader {
     const double v = token.empty() ? 0 : std::strtod(token.data(), &end);
     if (token.empty() || end != token.data() + token.size())
       bad_at(line, field + ": " + cae::quoted_token(std::string(token)) + " is not a number");
-    if (!std::isfinite(v)) bad_at(line, field + ": " + cae::quoted_token(std::string(token)) + " is not finite (NaN or Inf)");
+    if (!std::isfinite(v))
+      bad_at(line, field + ": " + cae::quoted_token(std::string(token)) + " is not finite (NaN or Inf)");
     return v;
   }
 
@@ -207,8 +209,8 @@ class ModelTextReader {
     errno = 0;
     const long long v = token.empty() ? 0 : std::strtoll(token.data(), &end, 10);
     if (token.empty() || end != token.data() + token.size() || errno != 0 || v < lo || v > hi)
-      bad_at(line, field + ": " + cae::quoted_token(std::string(token)) + " is not an integer in " + std::to_string(lo) +
-                       ".." + std::to_string(hi));
+      bad_at(line, field + ": " + cae::quoted_token(std::string(token)) + " is not an integer in " +
+                       std::to_string(lo) + ".." + std::to_string(hi));
     return v;
   }
 

@@ -73,14 +73,8 @@ TrainedModel train_model(const TempDir& dir) {
   for (auto& r : rows) ptrs.push_back(r.data());
   svm_problem prob{static_cast<int>(rows.size()), y.data(), ptrs.data()};
   svm_parameter p{};
-  p.svm_type = C_SVC;
-  p.kernel_type = RBF;
-  p.gamma = 0.4;
-  p.C = 2;
-  p.cache_size = 20;
-  p.eps = 1e-4;
-  p.shrinking = 1;
-  p.probability = 1;
+  p.svm_type = C_SVC, p.kernel_type = RBF, p.gamma = 0.4, p.C = 2;
+  p.cache_size = 20, p.eps = 1e-4, p.shrinking = 1, p.probability = 1;
   svm_model* trained = svm_train(&prob, &p);
   const std::string path = dir.file("trained.model");
   EXPECT_EQ(svm_save_model(path.c_str(), trained), 0);
@@ -189,10 +183,13 @@ TEST(LibsvmHostileModel, DamagedHeadersAndLinesAreRefusedByLine) {
       {with_header(m, "nr_sv", ""), "has no 'nr_sv' line"},
       {with_header(m, "label", ""), "has no 'label' line"},
       {with_header(m, "total_sv", "total_sv -4"), "total_sv: '-4' is not an integer in 1..2147483647"},
-      {with_sv_line(m, 1, "0.25"), "line " + sv_line_no(m, 1) + ": support vector 2 has 1 coefficients, 3 classes need 2"},
+      {with_sv_line(m, 1, "0.25"),
+       "line " + sv_line_no(m, 1) + ": support vector 2 has 1 coefficients, 3 classes need 2"},
       {with_sv_line(m, 0, ""), "total_sv " + total + " but "},
-      {with_sv_line(m, 2, "0.5 nan 1:0.5"), "line " + sv_line_no(m, 2) + ": support vector 3 coefficient: 'nan' is not finite"},
-      {with_sv_line(m, 2, "0.5 0.1 2:0.5 1:1"), "line " + sv_line_no(m, 2) + ": support vector 3: index 1 after 2 (indices must ascend)"},
+      {with_sv_line(m, 2, "0.5 nan 1:0.5"),
+       "line " + sv_line_no(m, 2) + ": support vector 3 coefficient: 'nan' is not finite"},
+      {with_sv_line(m, 2, "0.5 0.1 2:0.5 1:1"),
+       "line " + sv_line_no(m, 2) + ": support vector 3: index 1 after 2 (indices must ascend)"},
       {with_sv_line(m, 2, "0.5 0.1 0:0.5"), "support vector 3 index: '0' is not an integer in 1.."},
       {with_sv_line(m, 2, "0.5 0.1 1:1e60"), "support vector 3: '1:1e60' is not a finite float32 value"},
       {with_sv_line(m, 2, "0.5 0.1 1:0.5 3"), "'3' is not index:value"},
