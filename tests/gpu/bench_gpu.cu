@@ -86,12 +86,12 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
     for (ae::Precision p : {ae::Precision::fp32, ae::Precision::bf16}) {
       if (!only.empty() && only != ae::precision_name(p)) continue;
       ae::OptimizerConfig adam;
-      auto stepped = std::make_unique<SteppedGpuBackend>(arch, adam, p);
-      ae::AeBackend* gpu = stepped.get();
+      auto backend = std::make_unique<ae::cuda::GpuBackend>(arch, adam, p);
+      ae::AeBackend* gpu = backend.get();
       gpu->set_params(ae::init_params(arch, 0));
       gpu->set_train_images(images.data(), n);
       if (!stage.empty()) {
-        std::printf("%s", profile_training_step(*stepped, profile_batch, 1, stage).c_str());
+        std::printf("%s", profile_training_step(*backend, profile_batch, 1, stage).c_str());
         continue;
       }
       if (!profile_only) {
@@ -113,7 +113,7 @@ TEST(BenchGpu, DISABLED_TrainEpochAndEncode) {
         std::printf("BENCH encode arch=%s precision=%s images=%d seconds=%.4f\n", arch_key.c_str(),
                     ae::precision_name(p), n_enc, dt);
       }
-      std::printf("%s", profile_training_step(*stepped, profile_batch, 20, "").c_str());
+      std::printf("%s", profile_training_step(*backend, profile_batch, 20, "").c_str());
       std::fflush(stdout);
     }
   }

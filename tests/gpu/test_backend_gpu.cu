@@ -13,13 +13,14 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ae/backend.h"
 #include "tests/support/cpu_gradient.h"
 #include "kernels/ae/model.h"
 #include "tests/gpu/gpu_test_util.h"
-#include "tests/gpu/support/stepped_gpu_backend.cuh"
+#include "kernels/ae/cuda/backend_gpu.cuh"
 
 using namespace gpu_test;
 using ae::Precision;
@@ -217,7 +218,7 @@ TEST_P(GpuBackend, EpochEqualsItsStepsOneByOne) {
 TEST_P(GpuBackend, OnceAnEpochWorkTimesNoTile) {
   const int n = 37, batch = 16;  // 2 full batches + 5
   const auto imgs = images(n, 71);
-  SteppedGpuBackend g(arch(), ae::OptimizerConfig(), GetParam().precision);
+  ae::cuda::GpuBackend g(arch(), ae::OptimizerConfig(), GetParam().precision);
   g.set_params(ae::init_params(arch(), 19));
   g.set_train_images(imgs.data(), n);
   ASSERT_TRUE(std::isfinite(g.train_epoch(iota_order(0, n), batch, 1e-3f, {})));
@@ -230,6 +231,33 @@ TEST_P(GpuBackend, OnceAnEpochWorkTimesNoTile) {
   EXPECT_TRUE(std::all_of(recon.begin(), recon.end(), [](float v) { return std::isfinite(v); }));
   ASSERT_TRUE(std::isfinite(g.eval_loss(imgs.data(), n, 64)));
   EXPECT_NE(g.conv_tiles().find("(batch 37)"), std::string::npos) << g.conv_tiles();
+}
+
+// The step profiler (tests/gpu/support/step_profiler.h) times stages_of_step's stages one
+// by one and replay_step as the whole step: run in order on stream(), the stages must be
+// the step the graph replays, bit for bit.
+TEST_P(GpuBackend, StagesOfStepAreTheReplayedStep) {
+  const int batch = 16;
+  const auto imgs = images(batch, 91);
+  const auto params = ae::init_params(arch(), 29);
+  const auto one_step = [&](bool by_stages) {
+    ae::cuda::GpuBackend g(arch(), ae::OptimizerConfig(), GetParam().precision);
+    g.set_params(params);
+    g.set_train_images(imgs.data(), batch);
+    std::vector<ae::cuda::GpuBackend::StepStage> stages = g.stages_of_step(batch);
+    g.rewind_step();
+    if (by_stages) {
+      for (auto& s : stages) s.run(g.stream());
+    } else {
+      g.replay_step(batch);
+    }
+    return std::make_pair(g.params(), g.optimizer_state().step);
+  };
+  const auto staged = one_step(true), replayed = one_step(false);
+  EXPECT_NE(staged.first, params);
+  EXPECT_EQ(staged.first, replayed.first);
+  EXPECT_EQ(staged.second, 1);
+  EXPECT_EQ(replayed.second, 1);
 }
 
 // A kernel's shared-memory limit is raised at its first launch (igemm::allow_dynamic_smem),

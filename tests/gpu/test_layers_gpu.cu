@@ -18,7 +18,7 @@
 
 #include "common/error.h"
 #include "kernels/ae/model.h"
-#include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/ops.cuh"
 #include "kernels/ae/cuda/plan.h"
 #include "kernels/ae/cpu/layers.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -416,7 +416,7 @@ TEST(GpuLayers, BiasGradAnyPitch) {
 
 // ---- elementwise layers, fp32 exact up to rounding ----------------------------------------
 // ---- weight packing ------------------------------------------------------------------------
-// Packed element (row, col) as layers_cuda.cuh documents it, summed in the same order.
+// Packed element (row, col) as ops.cuh documents it, summed in the same order.
 float packed_reference(ae::cuda::PackKind kind, const std::vector<float>& w, int K, int C, int pitch, int row, int col) {
   using ae::cuda::PackKind;
   auto W = [&](int k, int c, int ky, int kx) { return w[(size_t(k) * C + c) * 9 + ky * 3 + kx]; };

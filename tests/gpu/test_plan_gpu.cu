@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "kernels/ae/cpu/layers.h"
-#include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/ops.cuh"
 #include "kernels/ae/cuda/plan.h"
 #include "kernels/ae/model.h"
 #include "tests/gpu/gpu_test_util.h"

@@ -1,4 +1,4 @@
-// Implicit-GEMM convolution (conv_igemm, layers_cuda.cuh; docs/GPU.md): rows are output
+// Implicit-GEMM convolution (conv_igemm, ops.cuh; docs/GPU.md): rows are output
 // pixels, columns output channels, the reduction k = tap·Cs + c is gathered from the NHWC
 // source on the fly, and the epilogue (bias, ReLU, pool, masks, unpool, loss) runs on the
 // tile in shared memory. This file holds the mma.sync engine (any GPU from sm_80), the

@@ -1,7 +1,7 @@
 // What the implicit-GEMM convolution's two engines share (conv_igemm.cu: mma.sync, any GPU
 // from sm_80; conv_wgmma.cu: Hopper's warpgroup MMA): the kernel parameter, the loads of a
 // stage's operands into shared memory, and the epilogues that finish a tile. Internal to
-// kernels/ae/cuda; the entry points are in layers_cuda.cuh, the design in docs/GPU.md.
+// kernels/ae/cuda; the entry points are in ops.cuh, the design in docs/GPU.md.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -10,7 +10,7 @@
 
 #include "kernels/ae/cuda/fast_divmod.cuh"
 #include "kernels/ae/cuda/igemm_common.cuh"
-#include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/ops.cuh"
 #include "kernels/ae/cuda/mma_ptx.cuh"
 
 namespace ae::cuda::igemm {

@@ -1,4 +1,4 @@
-// The implicit-GEMM engine (see layers_cuda.cuh, docs/GPU.md): conv_igemm.cu holds the
+// The implicit-GEMM engine (see ops.cuh, docs/GPU.md): conv_igemm.cu holds the
 // convolution kernels and their epilogues, wgrad_igemm.cu the weight-gradient kernels;
 // this file the shared entry points.
 //
@@ -16,7 +16,7 @@
 
 #include "common/cuda_check.cuh"
 #include "kernels/ae/cuda/igemm_common.cuh"
-#include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/ops.cuh"
 
 namespace ae::cuda {
 

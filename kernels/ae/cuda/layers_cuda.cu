@@ -12,7 +12,7 @@
 
 #include "common/cuda_check.cuh"
 #include "kernels/ae/cuda/fast_divmod.cuh"
-#include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/ops.cuh"
 #include "kernels/ae/cuda/mma_ptx.cuh"
 
 namespace ae::cuda {

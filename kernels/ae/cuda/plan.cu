@@ -30,7 +30,7 @@ const char* shape_tag(ConvShape s) {
 int packed_kpad(int taps, int pitch) { return (taps * pitch + 63) / 64 * 64; }
 
 // The sub-pixel form gathers each source pixel once for all four parities; it pays where
-// one parity's channels would leave a 16-wide tile mostly padding (layers_cuda.cuh).
+// one parity's channels would leave a 16-wide tile mostly padding (ops.cuh).
 ConvShape up2_forward_shape(int out_channels, bool output_layer) {
   return output_layer && out_channels <= 4 ? ConvShape::up2_subpixel : ConvShape::up2_parity;
 }

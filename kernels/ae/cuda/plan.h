@@ -2,7 +2,7 @@
 // evaluation needs per convolution, derived from the Architecture alone (make_plan).
 //
 // A plan is host data: tensor shapes, packed-weight layouts and, per layer, the three
-// GEMMs of kernels/ae/cuda/layers_cuda.cuh with their operands named by tensor / pack index
+// GEMMs of kernels/ae/cuda/ops.cuh with their operands named by tensor / pack index
 // instead of pointers. StepBuffers and PackedSet allocate what the plan names; bind() turns
 // an operation into the ConvArgs / PixelMatrix the kernels take. The backend
 // (backend_gpu.cu) and the tests (tests/gpu/test_plan_gpu.cu) run the same bound operations.
@@ -32,7 +32,7 @@
 #include "common/cuda_check.cuh"
 #include "kernels/ae/backend.h"
 #include "kernels/ae/model.h"
-#include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/ops.cuh"
 
 namespace ae::cuda {
 

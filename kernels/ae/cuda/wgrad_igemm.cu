@@ -1,4 +1,4 @@
-// Implicit-GEMM weight gradients (wgrad_igemm, layers_cuda.cuh; docs/GPU.md): a GEMM over
+// Implicit-GEMM weight gradients (wgrad_igemm, ops.cuh; docs/GPU.md): a GEMM over
 // pixels of two pixel-matrix operands gathered from NHWC tensors (plain, 3×3 / 2×2 patches,
 // parity-subsampled, unpooled on the fly), split over pixel ranges into a workspace that
 // wgrad_reduce() scatters into the PyTorch-layout gradient. This file: the mma.sync kernel,

@@ -1,7 +1,7 @@
 // What the weight-gradient GEMM's two engines share (wgrad_igemm.cu: mma.sync, any GPU
 // from sm_80; wgrad_wgmma.cu: Hopper's warpgroup MMA): the kernel parameter and the
 // gathers of the pixel-matrix operands into shared memory. Internal to kernels/ae/cuda; the
-// entry points are in layers_cuda.cuh, the design in docs/GPU.md.
+// entry points are in ops.cuh, the design in docs/GPU.md.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -9,7 +9,7 @@
 
 #include "kernels/ae/cuda/fast_divmod.cuh"
 #include "kernels/ae/cuda/igemm_common.cuh"
-#include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/ops.cuh"
 #include "kernels/ae/cuda/mma_ptx.cuh"
 
 namespace ae::cuda::igemm {

@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "kernels/ae/backend.h"
-#include "kernels/ae/cuda/layers_cuda.cuh"
+#include "kernels/ae/cuda/ops.cuh"
 // The CPU side every twin is checked against (ae::cpu, whole batches).
 #include "tests/support/cpu_layers.h"
 

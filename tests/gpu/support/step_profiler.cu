@@ -13,11 +13,10 @@
 
 namespace gpu_test {
 
-std::string profile_training_step(SteppedGpuBackend& stepped, int batch, int repeats,
-                                  const std::string& only_stages) {
+std::string profile_training_step(ae::cuda::GpuBackend& gpu, int batch, int repeats, const std::string& only_stages) {
   if (repeats <= 0) throw std::invalid_argument("profile: repeats must be positive");
-  std::vector<StepStage> stages = stepped.stages_of_step(batch);
-  const cudaStream_t stream = stepped.stream();
+  std::vector<ae::cuda::GpuBackend::StepStage> stages = gpu.stages_of_step(batch);
+  const cudaStream_t stream = gpu.stream();
   cudaEvent_t t0, t1;
   AE_CUDA_CHECK(cudaEventCreate(&t0));
   AE_CUDA_CHECK(cudaEventCreate(&t1));
@@ -38,9 +37,9 @@ std::string profile_training_step(SteppedGpuBackend& stepped, int batch, int rep
     std::sort(ms.begin(), ms.end());
     return double(ms[ms.size() / 2]);
   };
-  stepped.rewind();
+  gpu.rewind_step();
   for (auto& s : stages) s.run(stream);  // warm-up
-  stepped.rewind();
+  gpu.rewind_step();
   if (!only_stages.empty()) {
     // For Nsight Compute (ncu --profile-from-start off): the matching stages, once, alone.
     AE_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -53,7 +52,7 @@ std::string profile_training_step(SteppedGpuBackend& stepped, int batch, int rep
     cudaEventDestroy(t1);
     return "profiled stages matching '" + only_stages + "' for Nsight Compute\n";
   }
-  const ae::AeBackend& backend = stepped;
+  const ae::AeBackend& backend = gpu;
   std::ostringstream out;
   char line[200];
   out << "per-kernel times, " << backend.describe() << ", " << backend.architecture().describe() << ", batch " << batch
@@ -74,16 +73,16 @@ std::string profile_training_step(SteppedGpuBackend& stepped, int batch, int rep
                 total_flops / (total_ms * 1e-3) / 1e12);
   out << line;
   // The whole step as the graph replays it.
-  const auto rewind = [&] { stepped.rewind(); };
+  const auto rewind = [&] { gpu.rewind_step(); };
   rewind();
-  stepped.replay_step(batch);  // captures the graph, outside the timed runs
+  gpu.replay_step(batch);  // captures the graph, outside the timed runs
   rewind();
-  const double med = median_ms([&] { stepped.replay_step(batch); }, rewind);
+  const double med = median_ms([&] { gpu.replay_step(batch); }, rewind);
   std::snprintf(line, sizeof line, "  %-34s %9.4f %9.2f %9.1f  (%.3f s per 50,000 images)\n",
                 "graph replay (whole step)", med, total_flops / 1e9, total_flops / (med * 1e-3) / 1e12,
                 med * 1e-3 * 50000.0 / batch);
   out << line;
-  out << "  tiles: " << stepped.conv_tiles() << "\n";
+  out << "  tiles: " << gpu.conv_tiles() << "\n";
   cudaEventDestroy(t0);
   cudaEventDestroy(t1);
   rewind();

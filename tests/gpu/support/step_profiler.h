@@ -1,10 +1,10 @@
 // The per-stage profile of one GPU training step (bench/bench-gpu.sh's per-layer table, by
-// way of tests/gpu/bench_gpu.cu): each stage of a SteppedGpuBackend timed alone with CUDA
-// events, then the whole step as its graph replays it.
+// way of tests/gpu/bench_gpu.cu): each stage of the backend's step (GpuBackend::stages_of_step)
+// timed alone with CUDA events, then the whole step as its graph replays it.
 #pragma once
 #include <string>
 
-#include "tests/gpu/support/stepped_gpu_backend.cuh"
+#include "kernels/ae/cuda/backend_gpu.cuh"
 
 namespace gpu_test {
 
@@ -13,7 +13,6 @@ namespace gpu_test {
 // training images. only_stages non-empty: instead, runs the stages whose names start with
 // it once, between cudaProfilerStart/Stop (Nsight Compute with --profile-from-start off),
 // and returns a line saying so.
-std::string profile_training_step(SteppedGpuBackend& stepped, int batch, int repeats,
-                                  const std::string& only_stages);
+std::string profile_training_step(ae::cuda::GpuBackend& gpu, int batch, int repeats, const std::string& only_stages);
 
 }  // namespace gpu_test
