@@ -90,9 +90,9 @@ with h5py.File('eval.h5', 'r+') as F:
 
 @test "a features file that is a FIFO, or a link to one, is refused at once: nothing waits for a writer" {
   mkfifo "$TMP/fifo.h5"
-  ln -s "$TMP/fifo.h5" "$TMP/features.h5"
+  ln -s "$TMP/fifo.h5" "$TMP/link.h5"
   local f
-  for f in "$TMP/fifo.h5" "$TMP/features.h5"; do
+  for f in "$TMP/fifo.h5" "$TMP/link.h5"; do
     run timeout 20 "$BIN/report" --features "$f" -o "$TMP/rep" -q
     refused "$f" "is not a regular file (a FIFO, socket or device?), expected an HDF5 file"
   done
@@ -105,6 +105,11 @@ with h5py.File('eval.h5', 'r+') as F:
   run timeout 20 "$BIN/report" --info "$TMP/fifo.h5"
   [ "$status" -eq 1 ] && [ "${#lines[@]}" -eq 1 ]
   [[ "$output" == *"fifo.h5: is not a regular file"* ]]
+  # An HDF5 external link to the FIFO: refused without being followed.
+  f=$(features_with "del F['test/features']
+F['test/features'] = h5py.ExternalLink('fifo.h5', '/x')")
+  run timeout 20 "$BIN/report" --features "$f" -o "$TMP/rep" -q
+  refused "$f" "/test/features is an external link to fifo.h5:/x; toolkit files must hold their own data"
 }
 
 @test "shapes not backed by the file, features a reader refuses: named with the dataset" {
