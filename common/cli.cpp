@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -211,6 +212,7 @@ std::string explain_parse_error(const CLI::App& app, const std::string& msg) {
     const CLI::Option* opt = find_option(app, name);
     std::string p = type_problem(opt, name, value);
     if (!p.empty()) return p;
+    if (!std::isfinite(strtod(value.c_str(), nullptr))) return name + ": '" + value + "' is not a finite number";
     const std::string type = opt ? opt->get_type_name() : "";
     if (type.find("NONNEGATIVE") != std::string::npos) return name + ": " + value + " is negative; give a value >= 0";
     if (type.find("POSITIVE") != std::string::npos) return name + ": " + value + " is not > 0";
@@ -318,6 +320,10 @@ void check_options(const CLI::App& app) {
     if (name == kRecordOutputAs) continue;  // a name for the record, neither read nor written
     const bool is_output = name == "--output" || g_output_options.count(opt) > 0;
     for (const std::string& v : opt->results()) {
+      // CLI11 reads "nan" and "inf" as numbers, and its range checks let NaN through (every
+      // comparison with it is false): no floating option of a tool means anything by them.
+      if (opt->get_type_name().rfind("FLOAT", 0) == 0 && is_number(v) && !std::isfinite(strtod(v.c_str(), nullptr)))
+        throw UsageError(name + ": '" + v + "' is not a finite number");
       if (v.empty()) continue;
       if (is_output) {
         outputs.push_back({name == "--output" ? "-o" : name, v});
