@@ -22,6 +22,7 @@ namespace {
 
 using h5::Handle;
 using h5::row_bytes_of;
+using h5::select_rows;
 using h5::stored_as;
 
 // HDF5 prints its whole error stack by default; we report one line ourselves.
@@ -100,16 +101,6 @@ std::string storage_problem(hid_t ds, uint64_t file_bytes) {
   return "";
 }
 
-// Selects rows [row0, row0 + rows) of `fspace`, a dataspace of `dims` (every other axis
-// whole), and returns the dataspace of that block in memory.
-Handle select_rows(hid_t fspace, const std::vector<hsize_t>& dims, uint64_t row0, uint64_t rows) {
-  std::vector<hsize_t> start(dims.size(), 0), count(dims);
-  start[0] = row0;
-  count[0] = rows;
-  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
-  return Handle(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr));
-}
-
 uint64_t file_size_of(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : UINT64_MAX;
@@ -150,6 +141,11 @@ Hdf5Writer::~Hdf5Writer() {
 
 void Hdf5Writer::close() {
   if (file_ < 0) return;
+  for (const auto& [name, sum] : sums_) {
+    Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+    if (!ds.ok() || !sum.store(ds.get())) fail_file(display_, "cannot write the checksum of " + name);
+  }
+  sums_.clear();
   herr_t flush = H5Fflush(file_, H5F_SCOPE_GLOBAL);
   herr_t st = H5Fclose(file_);
   file_ = -1;
@@ -185,8 +181,9 @@ void Hdf5Writer::create_raw(const std::string& name, hid_t type, const Shape& sh
   }
   Handle ds(H5Dcreate2(file_, name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
   if (!ds.ok()) fail_file(display_, "cannot create dataset " + name);
+  if (!dims.empty() && dims[0] > 0 && row_bytes_of(type, dims) > 0)
+    sums_.emplace(name, h5::DatasetChecksum(dims[0], row_bytes_of(type, dims)));
 }
-
 
 void Hdf5Writer::write_rows_raw(const std::string& name, hid_t type, uint64_t row0, uint64_t rows, const void* data) {
   Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
@@ -201,6 +198,8 @@ void Hdf5Writer::write_rows_raw(const std::string& name, hid_t type, uint64_t ro
     H5Sget_simple_extent_dims(fspace.get(), dims.data(), nullptr);
     if (row0 + rows > dims[0]) fail_file(display_, "row range past the end of " + name);
     const size_t row_bytes = row_bytes_of(type, dims);
+    const auto sum = sums_.find(name);
+    if (sum != sums_.end()) sum->second.wrote(row0, rows, data);
     if (write_deflated_chunks(ds.get(), type, dims, row0, rows, data, display_)) {
       start_writeback(rows * row_bytes);
       return;
@@ -402,14 +401,15 @@ void Hdf5Reader::read_floats(const std::string& name, uint64_t row0, uint64_t ro
   for (size_t i = 1; i < s.size(); ++i) per_row *= s[i];
   if (rows == 0 || per_row == 0) return;
   if (row0 + rows > s[0]) fail_file(path_, "reading past the end of " + name);
-  {  // What ae-encode and svm-fit write: read and widened in one pass, a piece per thread.
+  {  // Unchecked float16 (h5py's): read and widened in one pass, a piece per thread.
     Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
     const std::vector<hsize_t> dims(s.begin(), s.end());
-    if (ds.ok() && read_contiguous_parallel(ds.get(), H5Type<Half>::id(), name, dims, row0, rows, out,
-                                            /*widen_halves=*/true))
+    if (ds.ok() && !h5::has_checksum(ds.get()) &&
+        read_contiguous_parallel(ds.get(), H5Type<Half>::id(), name, dims, row0, rows, out, /*widen_halves=*/true))
       return;
   }
-  // Any other layout: blocks of about 32 MB of halves, each read, then widened on every core.
+  // Any other layout, and checksummed halves (checked by read_raw as stored): blocks of about
+  // 32 MB of halves, each read, then widened on every core.
   const uint64_t block_rows = std::max<uint64_t>(1, (uint64_t{16} << 20) / per_row);
   LargeVector<Half> halves(static_cast<size_t>(std::min(rows, block_rows) * per_row));
   for (uint64_t r = 0; r < rows; r += block_rows) {
@@ -480,11 +480,16 @@ void Hdf5Reader::read_raw(const std::string& name, hid_t type, uint64_t row0, ui
     std::vector<hsize_t> dims(static_cast<size_t>(rank));
     H5Sget_simple_extent_dims(fspace.get(), dims.data(), nullptr);
     if (row0 + rows > dims[0]) fail_file(path_, "reading past the end of " + name);
-    if (read_deflated_chunks(ds.get(), type, dims, row0, rows, out, path_, name) ||
-        read_contiguous_parallel(ds.get(), type, name, dims, row0, rows, out))
-      return;
-    const Handle mspace = select_rows(fspace.get(), dims, row0, rows);
-    st = H5Dread(ds.get(), type, mspace.get(), fspace.get(), H5P_DEFAULT, out);
+    st = 0;
+    if (!read_deflated_chunks(ds.get(), type, dims, row0, rows, out, path_, name) &&
+        !read_contiguous_parallel(ds.get(), type, name, dims, row0, rows, out)) {
+      const Handle mspace = select_rows(fspace.get(), dims, row0, rows);
+      st = H5Dread(ds.get(), type, mspace.get(), fspace.get(), H5P_DEFAULT, out);
+    }
+    // What was read is what was written: the rows as read where they are the stored bytes.
+    const std::string problem =
+        st < 0 ? "" : h5::checksum_problem(ds.get(), row0, rows, stored_as(ds.get(), type) ? out : nullptr);
+    if (!problem.empty()) fail_file(path_, name + " " + problem);
   }
   if (st < 0) fail_file(path_, "cannot read " + name + " (truncated or corrupted file?)");
 }

@@ -11,6 +11,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "common/half.h"
 // deflated_share: whether deflate pays, judged by the writer's own compressor.
 #include "common/deflate_chunks.h"
+// Every dataset written carries block checksums, checked by every read.
+#include "common/hdf5_checksum.h"
 
 namespace cae {
 
@@ -85,6 +88,7 @@ class Hdf5Writer {
   void start_writeback(size_t bytes_written);
   hid_t file_ = -1;
   std::string display_;
+  std::map<std::string, h5::DatasetChecksum> sums_;  // every dataset of rank >= 1, stored by close()
 };
 
 class Hdf5Reader {

