@@ -97,6 +97,7 @@ int64_t DatasetReader::count(const std::string& split) const {
 std::vector<uint8_t> DatasetReader::read_labels(const std::string& split, int64_t limit) const {
   int64_t n = count(split);
   if (limit > 0) n = std::min(n, limit);
+  require_memory(path(), "/" + split + "/labels", static_cast<uint64_t>(n));
   std::vector<uint8_t> labels(static_cast<size_t>(n));
   h5_.read_rows<uint8_t>("/" + split + "/labels", 0, static_cast<uint64_t>(n), labels.data());
   return labels;
@@ -109,6 +110,10 @@ void DatasetReader::read_images(const std::string& split, int64_t row0, int64_t 
 ImageSplit DatasetReader::read(const std::string& split, int64_t limit) const {
   ImageSplit s;
   s.C = C_, s.H = H_, s.W = W_;
+  // Deflated zeros declare any size: the images are checked against memory before either buffer.
+  const int64_t n = limit > 0 ? std::min(count(split), limit) : count(split);
+  require_memory(path(), "/" + split + "/images",
+                 saturating_product(static_cast<uint64_t>(n), static_cast<uint64_t>(image_bytes())));
   s.labels = read_labels(split, limit);
   s.images.resize(static_cast<size_t>(s.size() * image_bytes()));
   read_images(split, 0, s.size(), s.images.data());

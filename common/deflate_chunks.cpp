@@ -1,12 +1,14 @@
 #include "common/deflate_chunks.h"
 
 #include <libdeflate.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
 #include "common/hdf5_handle.h"
+#include "common/memory_limit.h"
 
 namespace cae {
 
@@ -128,6 +130,11 @@ bool read_deflated_chunks(hid_t ds, hid_t type, const std::vector<hsize_t>& dims
   // zlib's stored blocks grow incompressible data by 5 bytes per 64 KB; anything much
   // larger is not a deflate stream of this chunk (and must not size a buffer).
   const hsize_t max_stored = chunk_bytes + chunk_bytes / 64 + 4096;
+  // Each thread holds a chunk's stream and, where the rows end inside it, the whole chunk:
+  // a chunk declared far larger than the rows asked for must not size those buffers.
+  if (chunk_bytes >= (size_t(64) << 20))
+    require_memory(path, name + "'s chunks of " + std::to_string(crows) + " rows",
+                   saturating_product(chunk_bytes, 2 * static_cast<uint64_t>(omp_get_max_threads())));
   const int64_t first = static_cast<int64_t>(row0 / crows), last = static_cast<int64_t>((row0 + rows - 1) / crows);
   int64_t bad = -1;  // the first damaged chunk
 #pragma omp parallel if (last > first)

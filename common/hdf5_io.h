@@ -18,6 +18,7 @@
 // Hdf5Reader opens a file only after the metadata probe (the reader sandbox) walked it.
 #include "common/hdf5_probe.h"
 #include "common/half.h"
+#include "common/memory_limit.h"
 // deflated_share: whether deflate pays, judged by the writer's own compressor.
 #include "common/deflate_chunks.h"
 // Every dataset written carries block checksums, checked by every read.
@@ -180,7 +181,9 @@ std::vector<T> Hdf5Reader::read(const std::string& name, const Shape& expect) co
   Shape s = expect.empty() ? shape(name) : require(name, expect);
   check_type(name, H5Type<T>::id(), H5Type<T>::name());
   uint64_t count = 1;
-  for (auto d : s) count *= d;
+  for (auto d : s) count = saturating_product(count, d);
+  // A few MB of deflated zeros can declare gigabytes: refused here, not by the allocator.
+  require_memory(path_, name, saturating_product(count, sizeof(T)));
   std::vector<T> out(count);
   if (count) read_raw(name, H5Type<T>::id(), 0, s.empty() ? 1 : s[0], out.data());
   return out;

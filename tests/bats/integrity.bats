@@ -2,7 +2,8 @@
 # What is stored is what is read (docs/RELIABILITY.md): 4 KB overwritten in the middle of a
 # dataset file's images or of a features file's features is one refusal naming the file and
 # the dataset (each dataset the toolkit writes carries block checksums, common/hdf5_checksum.h);
-# files without them (h5py's) still read. Exit 1, no output left.
+# files without them (h5py's) still read; a few MB of deflated zeros declaring gigabytes of
+# images is refused with the bytes before anything is allocated. Exit 1, no output left.
 
 load helpers
 
@@ -117,4 +118,28 @@ PY
       <("$PYTHON" -c 'import h5py,sys; print(h5py.File(sys.argv[1])["/train/features"][()].tobytes().hex())' "$INT_DIR/features.h5")
   "$BIN/svm-fit" -q --features "$TMP/plain-features.h5" -o "$TMP/svm.h5"
   [ -f "$TMP/svm.h5" ]
+}
+
+@test "integrity: gzip chunks of zeros declaring 16 GiB of images, under ulimit -v, are refused with the dataset and the bytes" {
+  # 5,592,405 CIFAR images (16 GiB), each 1 MiB chunk the same ~1 KB deflate stream of zeros.
+  "$PYTHON" - "$TMP/bomb.h5" <<'PY'
+import sys, zlib, h5py, numpy as np
+n, per_chunk = (16 << 30) // 3072, 341
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["format"] = "image-dataset"
+    f.attrs["format_version"] = 1
+    f.attrs["class_names"] = [s.encode() for s in "abcdefghij"]
+    for split, rows in (("train", n), ("test", 10)):
+        d = f.create_dataset(split + "/images", (rows, 3, 32, 32), "u1", chunks=(min(rows, per_chunk), 3, 32, 32),
+                             compression="gzip")
+        stream = zlib.compress(bytes(d.chunks[0] * 3072), 9)
+        for c in range(0, rows, d.chunks[0]):
+            d.id.write_direct_chunk((c, 0, 0, 0), stream)
+        f.create_dataset(split + "/labels", data=np.zeros(rows, "u1"), chunks=True, compression="gzip")
+PY
+  [ "$(stat -c %s "$TMP/bomb.h5")" -lt $((40 << 20)) ]
+  run bash -c 'ulimit -v 4000000 && exec "$1" --device cpu --quiet --data "$2" --epochs 1 --threads 2 -o "$3"' _ \
+    "$BIN/ae-train" "$TMP/bomb.h5" "$TMP/m.h5"
+  assert_error 1 "bomb\.h5.*: /train/images need 17179868160 bytes \(16383 MiB\), more than half of .*ulimit -v"
+  assert_no_output "$TMP/m.h5"
 }
