@@ -33,7 +33,7 @@ with h5py.File(sys.argv[2], "r+") as f:
     for name in ("conv1", "conv2"):
         w = f[f"/encoder/{name}/weight"]
         w[...] = w[...] * float(sys.argv[3])
-        del w.attrs["crc32"]  # an edited dataset's checksum no longer holds
+        w.attrs.pop("crc32", None)  # an edited dataset's checksum no longer holds
 PY
 }
 
@@ -51,7 +51,7 @@ with h5py.File(sys.argv[2], "r+") as f:
     for split in ("train", "test"):
         images = f[f"/{split}/images"][...]
         f[f"/{split}/images"][...] = images[:, :, :, ::-1]
-        del f[f"/{split}/images"].attrs["crc32"]  # an edited dataset's checksum no longer holds
+        f[f"/{split}/images"].attrs.pop("crc32", None)  # an edited dataset's checksum no longer holds
 PY
   "$BIN/ae-encode" --device cpu --threads 2 --quiet --model "$ENC_DIR/model.h5" --data "$TMP/mirrored.h5" -o "$TMP/m.h5"
   "$BIN/ae-encode" --device cpu --threads 2 --quiet --model "$ENC_DIR/model.h5" --data "$ENC_DIR/data.h5" -o "$TMP/plain.h5"

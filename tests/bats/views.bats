@@ -55,7 +55,7 @@ for name, dx, mirrored in (("shift1", 2, False), ("shift2_flip", -2, True)):
             w = images.shape[3]
             moved = images[:, :, :, np.clip(np.arange(w) - dx, 0, w - 1)]
             f[f"/{split}/images"][...] = moved[:, :, :, ::-1] if mirrored else moved
-            del f[f"/{split}/images"].attrs["crc32"]  # an edited dataset's checksum no longer holds
+            f[f"/{split}/images"].attrs.pop("crc32", None)  # an edited dataset's checksum no longer holds
 PY
   for name in shift1 shift2_flip; do
     "$BIN/ae-encode" --device cpu --threads 2 --quiet --model "$VIEWS_DIR/model.h5" --data "$TMP/$name.h5" -o "$TMP/$name.f.h5"
