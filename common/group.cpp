@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
+#include <optional>
 #include <random>
 
 #ifdef CIFARAE_WITH_CUDA
@@ -22,7 +24,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/rank_launcher.h"
-#include "common/rendezvous.h"
+#include "common/stop_signal.h"
 
 namespace cae {
 
@@ -182,9 +184,8 @@ int launch_group(const GroupOptions& opts, const std::string& output, bool share
   // group is interrupted, not failed (each rank said so).
   if (status == kExitInterrupted) throw Interrupted("");
   if (status != 0) {
-    GroupExchange cleanup(0, 1, rendezvous, 1);
     for (const char* tag : {"alive", "done"})
-      for (int r = 0; r < opts.launch; ++r) unlink(cleanup.path_of(tag, r).c_str());
+      for (int r = 0; r < opts.launch; ++r) unlink(GroupExchange::file_of(rendezvous, tag, r).c_str());
     throw std::runtime_error("rank " + std::to_string(failed) + " of " + std::to_string(opts.launch) +
                              " failed (exit status " + std::to_string(status) + "); the other ranks were stopped");
   }
@@ -200,10 +201,11 @@ int launch_group_checked(const GroupOptions& opts, bool on_gpu, const std::strin
   return launch_group(opts, output, share_cores);
 }
 
-GroupRank::GroupRank(const GroupOptions& opts, const std::string& output)
+GroupRank::GroupRank(const GroupOptions& opts, const std::string& output, bool stop_signals)
     : place(resolve_group_place(opts.rank, opts.world_size, opts.local_rank)),
       exchange(place.rank, place.world, place.grouped() ? group_rendezvous_path(opts.rendezvous, output, place) : "",
-               opts.timeout_seconds) {
+               opts.timeout_seconds, place.grouped() ? launch_agreement(tool_command_line()) : "") {
+  if (!stop_signals) take_stop_signals_as_usual();
   if (!exchange.lead()) set_quiet(true);
 }
 
@@ -221,28 +223,279 @@ int select_group_gpu(int local_rank) {
 #endif
 }
 
-GroupExchange::GroupExchange(int rank, int world, std::string rendezvous, double timeout_seconds)
-    : rank_(rank), world_(world), base_(std::move(rendezvous)), timeout_(timeout_seconds) {
-  if (world < 1 || rank < 0 || rank >= world) throw std::invalid_argument("GroupExchange: bad rank");
-  if (world_ > 1) {
-    if (base_.empty()) throw std::invalid_argument("GroupExchange: a group needs a rendezvous path");
-    heartbeat_ = std::thread([this] { heartbeat_loop(); });
+namespace {
+
+constexpr uint32_t kGroupFileMagic = 0x43414547;  // "CAEG": a file of one launch's exchange
+constexpr const char* kLaunchFile = "launch";
+
+using Clock = std::chrono::steady_clock;
+
+std::string errno_text() { return std::strerror(errno); }
+
+// The one polling loop of a group: until `ready()` says yes, every 20 ms; `silent(waited)`
+// says how long the awaited peer has shown no sign of life, and past `timeout` `gone()`
+// is thrown.
+void poll_until(const std::function<bool()>& ready, const std::function<double(double)>& silent, double timeout,
+                const std::function<std::string()>& gone) {
+  const auto started = Clock::now();
+  while (!ready()) {
+    if (silent(std::chrono::duration<double>(Clock::now() - started).count()) > timeout)
+      throw std::runtime_error(gone());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+double waited_only(double waited) { return waited; }
+
+// The folder holding `path` and its last part.
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+// A folder anyone may write to without the sticky bit lets anyone rename or replace what a
+// group puts in it: refused.
+void refuse_open_folder(const std::string& folder) {
+  struct stat st {};
+  if (stat(folder.c_str(), &st) != 0) fail_file(folder, "cannot reach the rendezvous folder: " + errno_text());
+  if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+    fail_file(folder, "is writable by anyone and has no sticky bit: a group's rendezvous needs a folder others "
+                      "cannot replace files in (give --rendezvous a path in a folder of your own)");
+}
+
+// The file `name` in the folder `dir` (no link followed), or nothing when it is not there yet.
+std::optional<std::vector<unsigned char>> read_at(int dir, const std::string& name, const std::string& shown) {
+  const int fd = openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    fail_file(shown, "cannot open: " + errno_text());
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    fail_file(shown, "is not a regular file");
+  }
+  std::vector<unsigned char> bytes(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (got != bytes.size()) fail_file(shown, "cannot read it whole");
+  return bytes;
+}
+
+// Writes `bytes` as `name` in the folder `dir`: a new file under a temporary name, created
+// without following a link and never over an existing one, then renamed into place.
+void publish_at(int dir, const std::string& name, const std::vector<unsigned char>& bytes, const std::string& shown) {
+  const std::string temp = name + ".tmp-" + std::to_string(getpid()) + "-" +
+                           std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  const int fd = openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) fail_file(shown, "cannot create: " + errno_text());
+  size_t put = 0;
+  while (put < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + put, bytes.size() - put);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    put += static_cast<size_t>(n);
+  }
+  const bool written = put == bytes.size() && close(fd) == 0;
+  if (!written || renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
+    const std::string why = errno_text();
+    unlinkat(dir, temp.c_str(), 0);
+    fail_file(shown, "cannot write: " + why);
+  }
+}
+
+std::string launch_token() {
+  std::random_device rd;
+  char token[24];
+  std::snprintf(token, sizeof(token), "%08x%08x", static_cast<unsigned>(rd()), static_cast<unsigned>(rd()));
+  return token;
+}
+
+}  // namespace
+
+std::string launch_agreement(const std::vector<std::string>& argv) {
+  if (argv.empty()) return "";
+  std::vector<std::string> args = argv;
+  for (const char* per_rank : {"--rank", "--local-rank", "--threads", "--group-timeout"}) {
+    std::vector<char*> p;
+    for (std::string& a : args) p.push_back(a.data());
+    std::vector<std::string> rest = args_without_option(int(p.size()), p.data(), per_rank);
+    rest.insert(rest.begin(), args.front());
+    args = std::move(rest);
+  }
+  std::string out = split_path(args.front()).second;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-q" || a == "--quiet" || a == "--json") continue;
+    out += " " + a;
+    const size_t eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
+    const std::string file = eq == std::string::npos ? a : a.substr(eq + 1);
+    struct stat st {};
+    if (!file.empty() && stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      out += " [" + std::to_string(static_cast<long long>(st.st_size)) + " bytes, modified " +
+             std::to_string(static_cast<long long>(st.st_mtim.tv_sec)) + "." +
+             std::to_string(static_cast<long long>(st.st_mtim.tv_nsec)) + "]";
+  }
+  return out;
+}
+
+void publish_rendezvous(const std::string& path, const std::vector<unsigned char>& bytes) {
+  const auto [folder, name] = split_path(path);
+  refuse_open_folder(folder);
+  const int dir = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) fail_file(folder, "cannot open the rendezvous folder: " + errno_text());
+  try {
+    publish_at(dir, name, bytes, path);
+  } catch (...) {
+    close(dir);
+    throw;
+  }
+  close(dir);
+}
+
+std::vector<unsigned char> await_rendezvous(const std::string& path, size_t size, double timeout_seconds) {
+  const auto [folder, name] = split_path(path);
+  std::vector<unsigned char> bytes;
+  poll_until(
+      [&] {
+        const int dir = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0) return false;
+        std::optional<std::vector<unsigned char>> got;
+        try {
+          got = read_at(dir, name, path);
+        } catch (...) {
+          close(dir);
+          throw;
+        }
+        close(dir);
+        if (!got) return false;
+        if (got->size() != size)
+          fail_file(path, "a rendezvous file of " + std::to_string(got->size()) + " bytes, expected " +
+                              std::to_string(size) + " (another program's file?)");
+        bytes = std::move(*got);
+        return true;
+      },
+      waited_only, timeout_seconds,
+      [&] {
+        return path + ": rank 0 did not publish the rendezvous file within " + std::to_string(int(timeout_seconds)) +
+               " s (is the folder shared by every rank?)";
+      });
+  return bytes;
+}
+
+GroupExchange::GroupExchange(int rank, int world, std::string rendezvous, double timeout_seconds, std::string agreement)
+    : rank_(rank), world_(world), base_(std::move(rendezvous)), timeout_(timeout_seconds), agreement_(std::move(agreement)) {
+  if (world < 1 || rank < 0 || rank >= world) throw std::invalid_argument("GroupExchange: bad rank");
+  if (world_ == 1) return;
+  if (base_.empty()) throw std::invalid_argument("GroupExchange: a group needs a rendezvous path");
+  while (base_.size() > 1 && base_.back() == '/') base_.pop_back();
+  refuse_open_folder(split_path(base_).first);
+  try {
+    if (rank_ == 0)
+      create_folder();
+    else
+      join_folder();
+    claim_place();
+  } catch (...) {
+    if (dir_ >= 0) close(dir_);
+    throw;
+  }
+  heartbeat_ = std::thread([this] { heartbeat_loop(); });
 }
 
 GroupExchange::~GroupExchange() {
   stop_ = true;
   if (heartbeat_.joinable()) heartbeat_.join();
+  if (dir_ >= 0) close(dir_);
 }
 
-std::string GroupExchange::path_of(const std::string& tag, int rank) const {
-  return base_ + "." + tag + ".rank" + std::to_string(rank);
+void GroupExchange::create_folder() {
+  // mkdir neither follows a link planted at the path nor takes a folder that is there: the
+  // folder is this launch's alone.
+  if (mkdir(base_.c_str(), 0700) != 0) {
+    if (errno == EEXIST)
+      fail_file(base_, "is already there: another launch's rendezvous (running, or left by a failed one). Give each "
+                       "launch its own --rendezvous, or remove it if no launch uses it");
+    fail_file(base_, "cannot create the group's folder: " + errno_text());
+  }
+  dir_ = open(base_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir_ < 0) fail_file(base_, "cannot open the group's folder: " + errno_text());
+  token_ = launch_token();
+  ByteWriter w;
+  w.put<uint32_t>(kGroupFileMagic);
+  w.put<int32_t>(world_);
+  w.put_vector(std::vector<char>(token_.begin(), token_.end()));
+  w.put_vector(std::vector<char>(agreement_.begin(), agreement_.end()));
+  publish_at(dir_, kLaunchFile, w.bytes(), base_ + "/" + kLaunchFile);
+}
+
+void GroupExchange::join_folder() {
+  const std::string shown = base_ + "/" + kLaunchFile;
+  std::optional<std::vector<unsigned char>> launch;
+  poll_until(
+      [&] {
+        if (dir_ < 0) {
+          dir_ = open(base_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (dir_ < 0) {
+            if (errno == ENOENT) return false;
+            fail_file(base_, "is not a folder rank 0 made (" + errno_text() + ")");
+          }
+          struct stat st {};
+          if (fstat(dir_, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077) != 0)
+            fail_file(base_, "is not this user's private folder (owner " + std::to_string(st.st_uid) + ", mode " +
+                                 strprintf("%04o", unsigned(st.st_mode & 07777)) + "): not a launch of this tool");
+        }
+        launch = read_at(dir_, kLaunchFile, shown);
+        return launch.has_value();
+      },
+      waited_only, timeout_,
+      [&] {
+        return "rank 0 of " + std::to_string(world_) + " made no group folder " + base_ + " within " +
+               std::to_string(int(timeout_)) + " s (did it fail, or is the folder not shared by every rank?)";
+      });
+  ByteReader r(*launch, shown);
+  if (r.get<uint32_t>() != kGroupFileMagic) r.fail("not a group's launch file");
+  const int32_t world = r.get<int32_t>();
+  const std::vector<char> token = r.get_vector<char>(), agreement = r.get_vector<char>();
+  token_.assign(token.begin(), token.end());
+  if (world != world_)
+    r.fail("another launch's rendezvous: it has " + std::to_string(world) + " ranks, this rank's has " +
+           std::to_string(world_) + " (give each launch its own --rendezvous)");
+  if (std::string(agreement.begin(), agreement.end()) != agreement_)
+    r.fail("another launch's rendezvous: its ranks run other options or inputs than this rank " +
+           std::to_string(rank_) + " (give each launch its own --rendezvous)");
+}
+
+void GroupExchange::claim_place() {
+  const std::string name = "claim.rank" + std::to_string(rank_);
+  const int fd = openat(dir_, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST)
+      fail_file(base_, "rank " + std::to_string(rank_) + "'s place is taken: two launches share this --rendezvous "
+                       "(give each its own), or it is a failed launch's folder (remove it)");
+    fail_file(base_ + "/" + name, "cannot create: " + errno_text());
+  }
+  const std::string pid = std::to_string(getpid()) + "\n";
+  const ssize_t n = write(fd, pid.data(), pid.size());
+  close(fd);
+  if (n != ssize_t(pid.size())) fail_file(base_ + "/" + name, "cannot write");
+}
+
+std::string GroupExchange::file_of(const std::string& rendezvous, const std::string& tag, int rank) {
+  return rendezvous + "/" + tag + ".rank" + std::to_string(rank);
 }
 
 void GroupExchange::heartbeat_loop() {
-  const std::string path = path_of("alive", rank_);
+  const std::string name = "alive.rank" + std::to_string(rank_);
   while (!stop_) {
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+    const int fd = openat(dir_, name.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) {
       futimens(fd, nullptr);
       close(fd);
@@ -251,28 +504,40 @@ void GroupExchange::heartbeat_loop() {
   }
 }
 
+void GroupExchange::publish(const std::string& name, const std::vector<unsigned char>& payload) {
+  ByteWriter w;
+  w.put<uint32_t>(kGroupFileMagic);
+  w.put_vector(std::vector<char>(token_.begin(), token_.end()));
+  w.put<int32_t>(rank_);
+  std::vector<unsigned char> bytes = w.bytes();
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  const std::string file = name + ".rank" + std::to_string(rank_);
+  publish_at(dir_, file, bytes, base_ + "/" + file);
+}
+
 std::vector<unsigned char> GroupExchange::await(const std::string& tag, int rank) {
-  using clock = std::chrono::steady_clock;
-  const std::string path = path_of(tag, rank), alive = path_of("alive", rank);
-  const auto started = clock::now();
-  for (;;) {
-    struct stat st;
-    if (stat(path.c_str(), &st) == 0) {
-      std::ifstream f(path, std::ios::binary);
-      std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      if (!f.bad()) return bytes;
-      throw std::runtime_error(path + ": cannot read rank " + std::to_string(rank) + "'s results");
-    }
-    // A peer that still touches its heartbeat is working; one that stopped is gone.
-    const double waited = std::chrono::duration<double>(clock::now() - started).count();
-    double silent = waited;
-    if (stat(alive.c_str(), &st) == 0) silent = std::min(waited, std::difftime(std::time(nullptr), st.st_mtime));
-    if (silent > timeout_)
-      throw std::runtime_error("rank " + std::to_string(rank) + " of " + std::to_string(world_) + " sent no " + tag +
-                               " and showed no sign of life for " + std::to_string(int(timeout_)) + " s (" + path +
-                               "; did it fail, or is the folder not shared by every rank?)");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const std::string name = tag + ".rank" + std::to_string(rank), shown = base_ + "/" + name;
+  const std::string alive = "alive.rank" + std::to_string(rank);
+  std::optional<std::vector<unsigned char>> got;
+  poll_until([&] { return (got = read_at(dir_, name, shown)).has_value(); },
+             [&](double waited) {
+               // A peer that still touches its heartbeat is working; one that stopped is gone.
+               struct stat st {};
+               if (fstatat(dir_, alive.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return waited;
+               return std::min(waited, std::difftime(std::time(nullptr), st.st_mtime));
+             },
+             timeout_,
+             [&] {
+               return "rank " + std::to_string(rank) + " of " + std::to_string(world_) + " sent no " + tag +
+                      " and showed no sign of life for " + std::to_string(int(timeout_)) + " s (" + shown +
+                      "; did it fail, or is the folder not shared by every rank?)";
+             });
+  ByteReader r(*got, shown);
+  if (r.get<uint32_t>() != kGroupFileMagic) r.fail("not a group exchange file");
+  const std::vector<char> token = r.get_vector<char>();
+  if (std::string(token.begin(), token.end()) != token_) r.fail("written by another launch (its token differs)");
+  if (r.get<int32_t>() != rank) r.fail("written by another rank");
+  return std::vector<unsigned char>(got->begin() + static_cast<std::ptrdiff_t>(r.position()), got->end());
 }
 
 std::vector<std::vector<unsigned char>> GroupExchange::gather(const std::string& tag,
@@ -281,7 +546,7 @@ std::vector<std::vector<unsigned char>> GroupExchange::gather(const std::string&
   // Numbered in call order (the same on every rank), so a tag may come again.
   const std::string name = std::to_string(tags_.size()) + "-" + tag;
   tags_.push_back(name);
-  if (rank_ != 0 || to_all) publish_rendezvous(path_of(name, rank_), mine);
+  if (rank_ != 0 || to_all) publish(name, mine);
   if (rank_ != 0 && !to_all) return {};
   std::vector<std::vector<unsigned char>> all(static_cast<size_t>(world_));
   for (int r = 0; r < world_; ++r) all[static_cast<size_t>(r)] = r == rank_ ? mine : await(name, r);
@@ -293,16 +558,18 @@ void GroupExchange::finish() {
   stop_ = true;  // no heartbeat may recreate a file rank 0 removes
   if (heartbeat_.joinable()) heartbeat_.join();
   if (rank_ != 0) {
-    publish_rendezvous(path_of("done", rank_), {});
+    publish("done", {});
     return;
   }
   for (int r = 1; r < world_; ++r) await("done", r);
-  for (const std::string& tag : tags_)
-    for (int r = 0; r < world_; ++r) unlink(path_of(tag, r).c_str());
+  // Every rank has read what it needs: the folder and all in it go.
+  std::vector<std::string> names{kLaunchFile};
   for (int r = 0; r < world_; ++r) {
-    unlink(path_of("done", r).c_str());
-    unlink(path_of("alive", r).c_str());
+    for (const std::string& tag : tags_) names.push_back(tag + ".rank" + std::to_string(r));
+    for (const char* tag : {"done", "alive", "claim"}) names.push_back(std::string(tag) + ".rank" + std::to_string(r));
   }
+  for (const std::string& n : names) unlinkat(dir_, n.c_str(), 0);
+  rmdir(base_.c_str());
 }
 
 }  // namespace cae

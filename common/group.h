@@ -9,15 +9,21 @@
 //                          srun step of more than one task), else torchrun's RANK/WORLD_SIZE/
 //                          LOCAL_RANK, else one process, not in a group;
 //   --rendezvous PATH      a path in a folder every rank sees, unique per launch: rank 0
-//                          hands out the NCCL id through it, and results travel in files
-//                          beside it (GroupExchange);
+//                          hands out the NCCL id through it (ae-train), or makes it the
+//                          launch's folder, through which results travel (GroupExchange);
 //   --group-timeout S      how long a rank waits for a silent peer before it gives up.
 //
 // GroupExchange moves results between ranks through that shared folder, so a group needs
-// neither NCCL nor MPI (CPU ranks on a cluster of plain nodes): each rank writes its bytes
-// to PATH.<n>-<tag>.rank<r> atomically, the readers poll for them. A rank also touches
-// PATH.alive.rank<r> every second while it lives, so a reader waits as long as the peer
-// works and fails within the group timeout of its death, naming it.
+// neither NCCL nor MPI (CPU ranks on a cluster of plain nodes). The folder is not trusted:
+// rank 0 creates the launch's own folder PATH (mode 0700, exclusively: a second launch on
+// the same path, or the leftovers of a failed one, are refused) and writes PATH/launch, the
+// launch's random token, its size and what its ranks must agree on (the command line less
+// the per-rank options, and the size and time of every file it names). A joining rank
+// refuses a folder that is a link, not the user's, or open to others, and a launch file of
+// other options; it claims its place (PATH/claim.rank<r>, exclusively) and every file it
+// writes carries the token, created without following links and renamed into place. A rank
+// touches PATH/alive.rank<r> every second while it lives, so a reader waits as long as the
+// peer works and fails within the group timeout of its death, naming it.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -138,6 +144,7 @@ class ByteReader {
     return v;
   }
   bool done() const { return at_ == b_.size(); }
+  size_t position() const { return at_; }
   [[noreturn]] void fail(const std::string& what) const { throw std::runtime_error(name_ + ": " + what); }
 
  private:
@@ -152,7 +159,10 @@ class ByteReader {
 // The exchange of one rank. With world == 1 every call returns at once (no files).
 class GroupExchange {
  public:
-  GroupExchange(int rank, int world, std::string rendezvous, double timeout_seconds);
+  // Rank 0 creates the folder `rendezvous`; the others wait for it (up to the timeout) and
+  // join it, refusing a launch whose `agreement` differs. Throws std::runtime_error with one
+  // line naming the folder and the problem.
+  GroupExchange(int rank, int world, std::string rendezvous, double timeout_seconds, std::string agreement = "");
   ~GroupExchange();
   GroupExchange(const GroupExchange&) = delete;
   GroupExchange& operator=(const GroupExchange&) = delete;
@@ -168,28 +178,51 @@ class GroupExchange {
                                                  bool to_all = false);
 
   // The last call of every rank: the others say they are done reading, then rank 0 removes
-  // the launch's files. Without it (a failure) the files stay for a post-mortem.
+  // the launch's folder. Without it (a failure) the files stay for a post-mortem.
   void finish();
 
-  // The file named `tag` of rank `rank` (gather numbers its tags: "0-pairs", "1-cv", ...).
-  std::string path_of(const std::string& tag, int rank) const;
+  // The file named `tag` of rank `rank` in the launch folder `rendezvous` (gather numbers
+  // its tags: "0-pairs", "1-cv", ...; "alive" and "done" are the heartbeat and the farewell).
+  static std::string file_of(const std::string& rendezvous, const std::string& tag, int rank);
 
  private:
+  void create_folder();
+  void join_folder();
+  void claim_place();
+  void publish(const std::string& name, const std::vector<unsigned char>& payload);
   std::vector<unsigned char> await(const std::string& tag, int rank);
   void heartbeat_loop();
   int rank_, world_;
   std::string base_;
   double timeout_;
+  std::string agreement_, token_;
+  int dir_ = -1;  // the launch folder, opened once: every file is made and read relative to it
   std::vector<std::string> tags_;
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;
 };
 
+// What the ranks of one launch must agree on, from a command line (argv): the tool's name,
+// its arguments less those that differ per rank (--rank, --local-rank, --threads,
+// --group-timeout, -q, --json), and the size and modification time of each argument that
+// names a file (features rewritten between two launches are other features).
+std::string launch_agreement(const std::vector<std::string>& argv);
+
+// The NCCL id's file (ae-train's data-parallel group): rank 0 writes `bytes` to `path`
+// atomically (made under a temporary name without following links, then renamed); the
+// others wait until it holds exactly `size` bytes, polling as GroupExchange does. Both
+// throw std::runtime_error naming the file; the path must be unique per launch.
+void publish_rendezvous(const std::string& path, const std::vector<unsigned char>& bytes);
+std::vector<unsigned char> await_rendezvous(const std::string& path, size_t size, double timeout_seconds);
+
 // This process as one rank of its group (or the only one): its place, from the options or
 // the launcher's variables, and its exchange, with the rendezvous beside `output` unless
-// --rendezvous names one. Every rank but rank 0 is quiet: rank 0 alone logs and writes.
+// --rendezvous names one, and `launch_agreement` of this command line. Every rank but rank 0
+// is quiet: rank 0 alone logs and writes. A rank that will not catch SIGUSR1/SIGTERM itself
+// (`stop_signals` false: no StopSignals follows) takes them as usual from here on
+// (launch_ranks starts its ranks with them blocked, common/stop_signal.h).
 struct GroupRank {
-  GroupRank(const GroupOptions& opts, const std::string& output);
+  GroupRank(const GroupOptions& opts, const std::string& output, bool stop_signals = false);
   const GroupPlace place;
   GroupExchange exchange;
 };

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/stop_signal.h"
 
 namespace cae {
 
@@ -21,10 +22,26 @@ constexpr int kMaxRanks = 64;
 pid_t g_children[kMaxRanks];
 std::atomic<int> g_child_count{0};
 
-extern "C" void forward_signal(int sig) {
+// The stop signal the launcher was sent (SIGINT, SIGTERM or SIGUSR1), 0 while none was: a
+// rank started after it arrived is sent it too.
+volatile std::sig_atomic_t g_received = 0;
+
+void signal_children(int sig) {
   const int n = g_child_count.load();
   for (int i = 0; i < n; ++i)
     if (g_children[i] > 0) kill(g_children[i], sig);
+}
+
+extern "C" void forward_signal(int sig) {
+  g_received = sig;
+  signal_children(sig);
+}
+
+void set_handler(int sig, void (*handler)(int), struct sigaction* old) {
+  struct sigaction sa {};
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sigaction(sig, &sa, old);
 }
 
 }  // namespace
@@ -52,12 +69,15 @@ int launch_ranks(int ranks, const std::vector<std::string>& args,
   if (len <= 0) throw std::runtime_error("cannot find this executable (/proc/self/exe) to start the ranks");
   self[len] = '\0';
 
-  struct sigaction sa {}, old_int{}, old_term{}, old_usr1{};
-  sa.sa_handler = forward_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  sigaction(SIGUSR1, &sa, &old_usr1);  // a scheduler's "save and stop" (ae-train: preemption)
+  struct sigaction old_int {}, old_term{}, old_usr1{};
+  g_received = 0;
+  set_handler(SIGINT, forward_signal, &old_int);
+  set_handler(SIGTERM, forward_signal, &old_term);
+  set_handler(SIGUSR1, forward_signal, &old_usr1);  // a scheduler's "save and stop" (ae-train: preemption)
+  // While a rank is forked, the signals wait: the child must not run the launcher's handler,
+  // and one that arrives then reaches the rank once its pid is known.
+  sigset_t all = stop_signal_set(), before;
+  sigaddset(&all, SIGINT);
 
   for (int r = 0; r < ranks; ++r) {
     std::vector<std::string> a{self};
@@ -67,20 +87,29 @@ int launch_ranks(int ranks, const std::vector<std::string>& args,
     std::vector<char*> cargv;
     for (auto& s : a) cargv.push_back(const_cast<char*>(s.c_str()));
     cargv.push_back(nullptr);
+    sigprocmask(SIG_BLOCK, &all, &before);
     const pid_t pid = fork();
     if (pid < 0) {
-      forward_signal(SIGTERM);
-      throw std::runtime_error(std::string("cannot start rank ") + std::to_string(r) + ": " + std::strerror(errno));
+      const int err = errno;
+      sigprocmask(SIG_SETMASK, &before, nullptr);
+      signal_children(SIGTERM);
+      throw std::runtime_error(std::string("cannot start rank ") + std::to_string(r) + ": " + std::strerror(err));
     }
     if (pid == 0) {
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
       signal(SIGUSR1, SIG_DFL);
+      // The rank starts with SIGUSR1/SIGTERM held, until its StopSignals (or
+      // take_stop_signals_as_usual) takes them: one sent before would end it unsaved.
+      sigset_t held = stop_signal_set();
+      sigprocmask(SIG_SETMASK, &held, nullptr);
       execv(self, cargv.data());
       _exit(127);
     }
     g_children[r] = pid;
     g_child_count.store(r + 1);
+    if (g_received != 0) kill(pid, g_received);
+    sigprocmask(SIG_SETMASK, &before, nullptr);
   }
 
   int status_out = 0, running = ranks;
@@ -94,7 +123,7 @@ int launch_ranks(int ranks, const std::vector<std::string>& args,
       break;
     }
     if (pid == 0) {  // stopping, none exited yet: SIGKILL whoever ignores SIGTERM
-      if (std::chrono::steady_clock::now() > kill_at) forward_signal(SIGKILL);
+      if (std::chrono::steady_clock::now() > kill_at) signal_children(SIGKILL);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
@@ -111,7 +140,7 @@ int launch_ranks(int ranks, const std::vector<std::string>& args,
       status_out = code;
       if (failed_rank) *failed_rank = rank;
       if (code != kExitInterrupted) {
-        forward_signal(SIGTERM);  // a failed rank stops the group
+        signal_children(SIGTERM);  // a failed rank stops the group
         stopping = true;
         kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       }
@@ -119,8 +148,15 @@ int launch_ranks(int ranks, const std::vector<std::string>& args,
   }
   g_child_count.store(0);
   sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  sigaction(SIGUSR1, &old_usr1, nullptr);
+  // Told to stop, the launcher exits 75 (or the ranks' failure) next: the rest of a burst
+  // must not end it with 138/143 instead.
+  if (g_received != 0) {
+    set_handler(SIGTERM, SIG_IGN, nullptr);
+    set_handler(SIGUSR1, SIG_IGN, nullptr);
+  } else {
+    sigaction(SIGTERM, &old_term, nullptr);
+    sigaction(SIGUSR1, &old_usr1, nullptr);
+  }
   return status_out;
 }
 

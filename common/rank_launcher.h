@@ -2,7 +2,10 @@
 // `ae-train --gpus N` does; on a cluster, srun starts them instead). Each child is this
 // executable with the same arguments, less the launcher's own option, plus its rank's.
 // When a rank fails, the others are stopped (SIGTERM, then SIGKILL) and the failing rank's
-// exit status is returned; SIGINT/SIGTERM/SIGUSR1 to the launcher are passed on to every rank.
+// exit status is returned; SIGINT/SIGTERM/SIGUSR1 to the launcher are passed on to every rank
+// (also to one started after the signal came). Each rank starts with SIGUSR1/SIGTERM held
+// until it takes them (common/stop_signal.h), so a signal passed on before a rank's
+// handler is in place stops it as one passed on later does.
 #pragma once
 #include <functional>
 #include <string>

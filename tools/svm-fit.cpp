@@ -122,7 +122,8 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
     return;
   }
   // A rank of a group: its share of the pairs, cells and folds; rank 0 alone logs and writes.
-  cae::GroupRank me(opt.group, common.output);
+  // A fit with folds catches SIGUSR1/SIGTERM (FitPreemption): a rank holds them until then.
+  cae::GroupRank me(opt.group, common.output, /*stop_signals=*/plan.cv_folds != 0 || opt.probability);
   const cae::GroupPlace& place = me.place;
   cae::GroupExchange& group = me.exchange;
   // The GPU's context and cuBLAS are made while the inputs are read: GPU 0's, or a rank's own.

@@ -94,16 +94,24 @@ void save_resume(const std::string& path, const std::string& fingerprint, const 
 bool load_resume(const std::string& path, const std::string& fingerprint, TrainUnits& units) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return false;
-  const cae::Hdf5Reader h5(path);
-  h5.require_format(kFormat, "svm-fit", kFormatVersion);
-  if (h5.attr_int("/", "format_version") < kFormatVersion)
-    throw cae::UsageError(path + " was written by an older svm-fit, whose cells this one cannot replay; rerun without "
-                                 "--resume to start again (it is then replaced)");
-  if (h5.attr_string("/", "fingerprint") != fingerprint)
-    throw cae::UsageError(path + " was written by svm-fit with other options or features; rerun without --resume "
-                                 "to start again (it is then replaced), or with the options that wrote it");
-  read_log(h5, "/cv", units.cv);
-  read_log(h5, "/probability", units.probability);
+  try {
+    const cae::Hdf5Reader h5(path);
+    h5.require_format(kFormat, "svm-fit", kFormatVersion);
+    if (h5.attr_int("/", "format_version") < kFormatVersion)
+      throw cae::UsageError(path + " was written by an older svm-fit, whose cells this one cannot replay; rerun without "
+                                   "--resume to start again (it is then replaced)");
+    if (h5.attr_string("/", "fingerprint") != fingerprint)
+      throw cae::UsageError(path + " was written by svm-fit with other options or features; rerun without --resume "
+                                   "to start again (it is then replaced), or with the options that wrote it");
+    read_log(h5, "/cv", units.cv);
+    read_log(h5, "/probability", units.probability);
+  } catch (const cae::UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // The reader's own line names the file first; the remedy follows it.
+    throw std::runtime_error(std::string(e.what()) + "; the resume file is damaged: delete it, or rerun without "
+                             "--resume to start from the beginning (it is then replaced)");
+  }
   return true;
 }
 

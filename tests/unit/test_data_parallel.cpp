@@ -1,4 +1,4 @@
-// Data parallelism without GPUs (kernels/ae/data_parallel.h, common/rendezvous.h,
+// Data parallelism without GPUs (kernels/ae/data_parallel.h, common/group.h,
 // common/rank_launcher.h): which rank trains which rows, where the rank comes from, the id
 // exchange, and the sharded gradient equal to the global batch's.
 #include <gtest/gtest.h>
@@ -16,7 +16,6 @@
 #include "common/error.h"
 #include "common/group.h"
 #include "common/rank_launcher.h"
-#include "common/rendezvous.h"
 #include "tests/support/cpu_gradient.h"
 #include "kernels/ae/data_parallel.h"
 #include "kernels/ae/model.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/cuda_check.cuh"
-#include "common/rendezvous.h"
+#include "common/group.h"
 
 // The few NCCL types this file needs, as NCCL's ABI defines them (nccl.h is not needed to
 // build: the library is loaded at run time). These values are part of NCCL 2.x's stable ABI.
