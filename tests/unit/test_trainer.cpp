@@ -430,12 +430,14 @@ TEST_F(TrainerTest, CallsTakeTheBackendsStepsAndACallbackOnlyForAListener) {
 }  // namespace
 
 // While a StopSignals lives, SIGUSR1 and SIGTERM only set its flag (naming the signal);
-// afterwards the previous handlers are back.
+// afterwards they are ignored, the process being on its way to exit 75 (test_stop_signal.cpp).
 TEST(StopSignals, TurnSigusr1AndSigtermIntoARequestAndRestoreTheHandlers) {
   struct sigaction ignore {}, before{}, after{};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   sigaction(SIGUSR1, &ignore, &before);
+  struct sigaction term_before {};
+  sigaction(SIGTERM, nullptr, &term_before);
   for (int sig : {SIGUSR1, SIGTERM}) {
     cae::StopSignals stop;
     EXPECT_FALSE(stop.requested());
@@ -447,5 +449,6 @@ TEST(StopSignals, TurnSigusr1AndSigtermIntoARequestAndRestoreTheHandlers) {
   sigaction(SIGUSR1, nullptr, &after);
   EXPECT_EQ(after.sa_handler, SIG_IGN);
   sigaction(SIGUSR1, &before, nullptr);
+  sigaction(SIGTERM, &term_before, nullptr);
   EXPECT_EQ(cae::kExitInterrupted, 75);  // EX_TEMPFAIL, the contract with the batch system
 }
