@@ -60,7 +60,8 @@ void add_group_options(CLI::App& app, GroupOptions& opts, const std::string& wha
                     ->check(CLI::NonNegativeNumber),
                 "SLURM_LOCALID, else LOCAL_RANK, else --rank");
   default_means(app.add_option("--rendezvous", opts.rendezvous,
-                               "A path in a folder every rank sees, unique per launch: the group's files go beside it"),
+                               "A path in a folder every rank sees, unique per launch: rank 0 creates it as the group's own "
+                               "folder, and a second launch on it is refused (ae-train: the file of the NCCL id)"),
                 "beside -o, named after the launch or the Slurm job step");
   app.add_option("--group-timeout", opts.timeout_seconds,
                  "Seconds a rank waits for a peer that shows no sign of life before it stops with an error naming it")
