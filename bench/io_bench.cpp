@@ -141,8 +141,8 @@ void read_features(const std::string& path) {
     std::vector<float> buf(shape[0] * shape[1]);
     report("  zero-fill of a train-sized buffer", now() - t, double(buf.size()) * 4);
     t = now();
-    h.read_rows<float>("/train/features", 0, shape[0], buf.data());
-    report("  read_rows into that buffer", now() - t, double(buf.size()) * 4);
+    h.read_floats("/train/features", 0, shape[0], buf.data());  // float16 as ae-encode stores them
+    report("  read_floats into that buffer", now() - t, double(buf.size()) * 4);
   }
   double t = now();
   ae::FeaturesReader r(path);
