@@ -127,9 +127,10 @@ svm_DIRS    := kernels/svm
 common_SEES := common
 ae_SEES     := common kernels/ae
 svm_SEES    := common kernels/svm
-# One find for every layer (a process per layer and extension cost ~0.1 s each on a loaded
-# machine, on every make); each layer takes its folders' .cpp files, then their .cu files,
-# each group in sort(1)'s order. PREBUILT=1 builds no layer, so it lists none.
+# One find for every layer (a process per layer and extension was a cost on every make on a
+# loaded machine: docs/DECISIONS.md, "The report's start-up and Make's own time"); each layer
+# takes its folders' .cpp files, then their .cu files, each group in sort(1)'s order.
+# PREBUILT=1 builds no layer, so it lists none.
 LAYER_TREE_SRCS := $(if $(filter 1,$(PREBUILT)),,$(shell find $(foreach L,$(LAYERS),$($(L)_DIRS)) -name '*.cpp' -o -name '*.cu' | sort))
 layer_srcs = $(filter $(addsuffix /%.cpp,$($(1)_DIRS)),$(LAYER_TREE_SRCS)) \
              $(if $(NVCC),$(filter $(addsuffix /%.cu,$($(1)_DIRS)),$(LAYER_TREE_SRCS)))
@@ -232,7 +233,8 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIBS_IN_ORDER)
 # zip, so it installs and runs as one file like the C++ tools. Like version.o it carries
 # `git describe` from build time (report_lib/git-describe.txt): an installed copy has no
 # repository around it to ask. The bytecode goes in beside the sources: zipimport cannot
-# cache what it compiles, so without it every run compiles the package (~0.1 s).
+# cache what it compiles, so without it every run compiles the package (docs/DECISIONS.md,
+# "The report's start-up and Make's own time").
 REPORT_SRCS := tools/report.py $(wildcard tools/report_lib/*.py)
 $(BUILD)/bin/report: $(REPORT_SRCS) $(BUILD)/git-describe.txt
 	@mkdir -p $(@D)

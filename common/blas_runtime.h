@@ -4,13 +4,14 @@
 //
 //  * OMP_WAIT_POLICY=passive: between parallel regions libgomp's workers spin by default;
 //    on a 2-core machine they then steal a core from OpenBLAS's threads in the very next
-//    sgemm (measured: svm-fit's kernel blocks take 2x longer). Passive workers sleep.
+//    sgemm (svm-fit's kernel blocks took far longer). Passive workers sleep.
 //    libgomp reads this only from the environment, once, when it initialises; the tools
 //    link libgomp statically (Makefile) so that a constructor of this file, which runs
 //    before libgomp's own, can set it.
 //  * OPENBLAS_CORETYPE: OpenBLAS 0.3.21 (Debian 12) does not know recent Xeons (e.g. family 6
-//    model 207) and falls back to its SSE3 "Prescott" kernels, ~5x slower sgemm than the
-//    AVX-512 ones the CPU has. When OpenBLAS reports such a fallback core on a CPU with
+//    model 207) and falls back to its SSE3 "Prescott" kernels, a far slower sgemm than the
+//    AVX-512 ones the CPU has (docs/DECISIONS.md, "OpenMP and OpenBLAS settings in-process;
+//    libgomp linked statically"). When OpenBLAS reports such a fallback core on a CPU with
 //    AVX-512 (AVX2), OpenBLAS's own selection is re-run with SkylakeX (Haswell) named.
 //  * An address-space limit (ulimit -v, RLIMIT_AS: how SGE/PBS enforce memory): each
 //    thread of OpenBLAS's pool maps a 128 MB buffer as it starts (the calling thread on its

@@ -60,8 +60,8 @@ void preload(const DeviceChoice& device, int gpu) {
   if (!device.may_use_gpu()) return;
   start_gpu_context(gpu);
   // After the driver's answer, also for --device gpu: mapping cuBLAS's ~700 MB beside the
-  // driver's start slowed both (the tools' start-up 0.12-0.15 -> 0.15-0.17 s on the H200
-  // host), and --device auto loads nothing where there is no GPU.
+  // driver's start slowed both (the tools' start-up: docs/DECISIONS.md, "cuBLAS loaded at run
+  // time (dlopen)"), and --device auto loads nothing where there is no GPU.
   std::call_once(g_preload_started, [] {
     g_preload = std::async(std::launch::async, [] {
       if (gpu_available()) start();

@@ -2,8 +2,8 @@
 //
 // libcublas and libcublasLt are ~700 MB of shared objects; linked the usual way, the
 // dynamic loader maps and relocates them before main() of every tool that can reach the
-// GPU SVM — 0.45 s of svm-fit's, svm-eval's and classify's start-up on a CPU run that never
-// calls them (measured on the 2-core development machine, `svm-fit --version`). Loaded
+// GPU SVM — most of svm-fit's, svm-eval's and classify's start-up on a CPU run that never
+// calls them (docs/DECISIONS.md, "cuBLAS loaded at run time (dlopen)"). Loaded
 // here with dlopen instead: a CPU run never pays, and a GPU run starts the load in the
 // background (preload) while it reads its inputs.
 #pragma once

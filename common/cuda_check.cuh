@@ -116,10 +116,11 @@ class PinnedBuffer {
 };
 
 // Page-locks a large host range while it is copied to the device: the copies then run at the
-// bus's speed (55 GB/s on an H100 host) instead of through the driver's pageable staging
-// (7-8 GB/s), and locking and unlocking a gigabyte of huge pages (cae::LargeVector) cost
-// ~0.04 and ~0.03 s: svm-fit's 1.46 GB of training rows go up in 0.10 s instead of 0.17-0.20.
-// (svm-eval's support vectors went up faster too, but the tool was no shorter: it waits for
+// bus's speed instead of through the driver's pageable staging, several times slower, and
+// locking and unlocking a gigabyte of huge pages (cae::LargeVector) costs far less than that
+// wins: svm-fit's training rows go up in well under the pageable copy's time
+// (docs/BENCHMARKS.md, "Large buffers, svm-fit's sliced write, background checkpoints,
+// pinned uploads"). (svm-eval's support vectors went up faster too, but the tool was no shorter: it waits for
 // the model's hash; docs/BENCHMARKS.md.) Small ranges are left alone, and where locking
 // fails (a range already registered, a limit) the copies just stay pageable. Threads that
 // lock the same range (the ranks of a group in one process share their rows) share one

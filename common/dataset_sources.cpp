@@ -28,8 +28,9 @@ bool exists(const std::string& p) {
 }
 
 // A folder input is hashed file by file (the hash of their digests in reading order), so
-// its provenance is stable. The files are hashed on every core at once: SHA-256 runs at
-// ~1 GB/s on one, and CIFAR-10's six batches are 184 MB. The first failing file, in reading
+// its provenance is stable. The files are hashed on every core at once: one core's SHA-256
+// would make CIFAR-10's six batches (184 MB) a visible wait (docs/DECISIONS.md, "OpenSSL for
+// SHA-256"). The first failing file, in reading
 // order, is the error.
 InputFile hash_files(const std::string& input, const std::vector<std::string>& files) {
   const int64_t n = static_cast<int64_t>(files.size());

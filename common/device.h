@@ -15,7 +15,7 @@ int gpu_count();
 
 // A tool's --device, decided beside its first reads. "cpu" is decided at once and never
 // touches CUDA; "gpu" and "auto" ask the CUDA driver on a thread of its own from the moment
-// the choice is made: the driver's start (cuInit) takes 0.1-0.23 s on the GPU hosts, which
+// the choice is made: the driver's start (cuInit), which
 // was most of a GPU tool's start-up while the main thread asked it (docs/DECISIONS.md, "The
 // driver is asked beside the first reads"). A tool makes its choice as soon as its options
 // are parsed, opens and reads its inputs, and calls get() where the device first matters.
@@ -36,7 +36,8 @@ class DeviceChoice {
 // Starts creating GPU `gpu`'s CUDA context on a background thread and returns at once: the
 // thread waits for the driver's answer (gpu_available) and makes the context only where there
 // is a GPU, so a tool may call it whenever its device may be a GPU. A GPU tool's first CUDA
-// call otherwise creates it (0.1-0.3 s) after the inputs are read; started before they are
+// call otherwise creates it after the inputs are read (docs/DECISIONS.md, "The driver is asked
+// beside the first reads; the context is made while reading"); started before they are
 // read, it is made meanwhile, and the first call finds it ready (or waits for it inside the
 // driver). `gpu` is the GPU the tool will use: 0, or what select_group_gpu chose for a
 // rank of a group. A second call does nothing, and so does a build without CUDA. Errors are

@@ -3,11 +3,11 @@
 // feature slots).
 //
 // resize() leaves the elements uninitialised, and a buffer of 64 MB or more is mapped on
-// its own and asks for transparent huge pages. On the GPU hosts (VMs) first touching 1.6 GB
-// in 4 KB pages cost 1.0 s, 15 times the parallel read that fills it, and zero-filling a
+// its own and asks for transparent huge pages. On the GPU hosts (VMs) first touching a gigabyte
+// buffer in 4 KB pages cost many times the parallel read that fills it, and zero-filling a
 // buffer beforehand touched every page on one thread: the pages are first touched by the
 // threads that fill them (a parallel read or copy), in 2 MB pages where the kernel grants
-// them (docs/DECISIONS.md, "Large buffers").
+// them (docs/DECISIONS.md, "Large buffers are left uninitialised and mapped in huge pages").
 #pragma once
 #include <cstddef>
 #include <memory>

@@ -65,8 +65,8 @@ bool is_hex64(const std::string& h) {
 }
 
 // Reads a file front to back on a thread of its own into a ring of buffers, so that the copy
-// out of the page cache (~15 % of hashing a cached file: 2 GB took 1.9-2.0 s read then
-// hashed, 1.6-1.7 s read beside the hashing, on the H200 host) runs beside the hashing.
+// out of the page cache (a share of hashing a cached file worth taking off: docs/DECISIONS.md,
+// "Hashes start first and read ahead") runs beside the hashing.
 class ReadAhead {
  public:
   explicit ReadAhead(FILE* f) : f_(f) {

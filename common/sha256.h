@@ -1,5 +1,6 @@
 // SHA-256 for the `inputs` provenance attribute, through OpenSSL's libcrypto (which uses
-// the CPU's SHA extensions: ~1.5 GB/s here, 7× a portable implementation).
+// the CPU's SHA extensions, several times a portable implementation: docs/DECISIONS.md,
+// "OpenSSL for SHA-256").
 #pragma once
 #include <atomic>
 #include <cstddef>

@@ -31,8 +31,9 @@ class Encoder {
  public:
   // Reads the weights of `model_path` (an ae-model file) and sets up the backend; `batch`
   // images per encoder pass, `threads` <= 0: OpenMP's default. With `gpu_setup_in_background`
-  // the device's answer (DeviceChoice) and a GPU backend (the CUDA context: ~0.3 s) are
-  // awaited and set up on a thread of its own while the caller goes on (reading its inputs);
+  // the device's answer (DeviceChoice) and a GPU backend (the CUDA context) are
+  // awaited and set up on a thread of its own while the caller goes on (reading its inputs:
+  // docs/DECISIONS.md, "ae-encode overlaps reading, encoding and writing on one I/O thread");
   // the first call that needs the backend waits for it and rethrows its failure. Only for a
   // caller whose thread uses the default GPU: the CUDA device chosen by cudaSetDevice is the
   // calling thread's alone.

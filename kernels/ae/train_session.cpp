@@ -31,8 +31,8 @@ namespace {
 
 // The checkpoint of each epoch, written on a thread of its own, one at a time and in order:
 // the next epoch trains while the last one's file (9 MB for the seed model, fsync'ed)
-// reaches the disk, instead of the GPU waiting ~13 ms an epoch for it (0.25-0.28 s of a
-// 20-epoch run on an H100 host, docs/BENCHMARKS.md). HDF5 is not thread-safe: while a write is in flight the training thread makes no
+// reaches the disk, instead of the GPU waiting for it every epoch (docs/DECISIONS.md, "ae-train
+// writes each epoch's checkpoint while the next epoch trains"). HDF5 is not thread-safe: while a write is in flight the training thread makes no
 // HDF5 call, and every path out of the run waits for it first (the destructor too).
 class CheckpointWrites {
  public:
@@ -216,8 +216,9 @@ TrainResult run_training(const TrainRequest& req) {
   std::optional<cae::PhaseScope> phase(cae::Phase::read);
   cae::DatasetReader data(req.data);
   // The dataset's sha256 (the model's provenance) on a thread of its own once the file has
-  // opened as a dataset: hashed after the read it added 0.15-0.19 s to a CIFAR-10 run
-  // (make bench-pipeline).
+  // opened as a dataset: hashed after the read it lengthened every CIFAR-10 run
+  // (docs/BENCHMARKS.md, "The weight pack, Adam's grid, the input im2col,
+  // the epilogue tile's pitch").
   cae::BackgroundHashes data_hash({req.data});
   const Architecture arch = build_architecture(req, data);
   cae::ImageSplit train_split = data.read("train", req.train_limit);

@@ -43,8 +43,10 @@ cae::ImageSplit take_rows(const cae::ImageSplit& s, const std::vector<int64_t>& 
   const int64_t bytes = s.image_bytes();
   out.images.resize(rows.size() * static_cast<size_t>(bytes));
   out.labels.resize(rows.size());
-  // On the threads that first touch the new pages (docs/DECISIONS.md, "Large buffers"): one
-  // thread copying CIFAR-10's 45,000 training images cost ~0.05 s of every GPU training run.
+  // On the threads that first touch the new pages (docs/DECISIONS.md, "Large buffers are left
+  // uninitialised and mapped in huge pages"): one thread copying CIFAR-10's 45,000 training
+  // images was a fixed cost of every GPU training run (docs/BENCHMARKS.md, "ae-train's fixed
+  // costs, the closing line without Python, what bounds the rest").
   const int64_t count = int64_t(rows.size());
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < count; ++i) {

@@ -206,7 +206,9 @@ void GpuBackend::set_train_images(const uint8_t* images, int64_t n) {
   train_images_.release();
   train_images_.resize(size_t(n) * size_t(arch_.image_dim()));
   // Page-locked while they go up (cae::cuda::PinnedRange): CIFAR-10's 138 MB of training
-  // images through the driver's pageable staging took 0.02 s of every run on an H200.
+  // images through the driver's pageable staging were a fixed cost of every run
+  // (docs/BENCHMARKS.md, "ae-train's fixed costs, the closing line without Python, what
+  // bounds the rest").
   const cae::cuda::PinnedRange pinned(images, train_images_.bytes());
   AE_CUDA_CHECK(cudaMemcpy(train_images_.get(), images, train_images_.bytes(), cudaMemcpyHostToDevice));
   n_train_ = n;

@@ -48,9 +48,10 @@ class GpuBackend : public AeBackend {
   void set_optimizer_state(const OptimizerState& s) override;
   OptimizerState optimizer_state() const override;
   void set_train_images(const uint8_t* images, int64_t n) override;
-  // 128 steps: 0.03–0.12 s of an H200 for the seed model; with 16, each call's order
-  // upload and closing loss read (~0.06 ms of idle GPU) cost 0.8 % of an fp32 epoch at
-  // batch 64 (docs/BENCHMARKS.md).
+  // 128 steps: a fraction of a second of an H200 for the seed model; with 16, each call's
+  // order upload and closing loss read left the GPU idle for a measurable share of an fp32
+  // epoch at batch 64 (docs/DECISIONS.md, "A GPU trains 128 steps per trainer call, the CPU
+  // 16").
   int steps_per_call() const override { return 128; }
   double train_epoch(const std::vector<int64_t>& order, int batch, float lr, const StepCallback& on_progress) override;
   double eval_loss(const uint8_t* images, int64_t n, int batch) override;
@@ -79,8 +80,8 @@ class GpuBackend : public AeBackend {
   // How a convolution's tile is chosen (conv_tile). `timed`: the fastest candidate at this
   // batch, timed once. `borrowed`: the tile timed for the nearest batch, never timed afresh —
   // for work done once an epoch (its last, smaller batch; the samples' reconstruction), where
-  // timing every candidate (0.017 s for the seed model's last batch of 8 on an H200) costs
-  // more than the best tile wins. `rule`: the rule's tile (encode: a few dozen chunks of two
+  // timing every candidate costs more than the best tile wins (docs/BENCHMARKS.md,
+  // "ae-train's fixed costs, the closing line without Python, what bounds the rest"). `rule`: the rule's tile (encode: a few dozen chunks of two
   // convolutions do not win back the time timing the candidates takes). Every tile gives the
   // same bits (PlanLayer.EveryTileGivesTheSameBits): the choice is only about time.
   enum class TileChoice { timed, borrowed, rule };

@@ -166,9 +166,9 @@ std::vector<GpuBackend::Stage> GpuBackend::step_stages(int B, int G, TileChoice 
 // multiprocessors: the 8×8 layers at batch 64), the main chain is captured on a stream of
 // the greatest priority and the graph keeps each node's priority: the chain's kernels
 // start first and the weight-gradient branches fill the room they leave. At larger batches
-// every GEMM fills the GPU and the branches' longer work needs it instead (H100, graph
-// replay: batch 64 −2.4 % fp32, −4.0 % bf16; batch 256 with the same priorities +2.7 /
-// +1.4 %, so it keeps one; docs/GPU.md).
+// every GEMM fills the GPU and the branches' longer work needs it instead (the priorities
+// were slower there, so it keeps one; docs/GPU.md, "No launch overhead, no host
+// synchronisation").
 bool GpuBackend::main_chain_first(int B) const {
   // the smallest row grid of a main-chain GEMM is the latent's
   const int64_t grid = int64_t(arch_.latent_height()) * arch_.latent_width();

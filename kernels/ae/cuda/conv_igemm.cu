@@ -117,8 +117,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) conv_igemm_kernel(const
 // memory once per 128-byte chunk of channels (with the weights of that chunk, all nine
 // taps), and the nine taps become nine shifted ldmatrix row addresses into the halo. Eight
 // warps, one map row each: the block's two 93 KB stages allow two blocks per SM, and with
-// four warps of two rows the loads' latency went unhidden (H100: the stage 7-14 % shorter,
-// docs/BENCHMARKS.md).
+// four warps of two rows the loads' latency went unhidden (docs/GPU.md, "The 3-channel output
+// layer").
 constexpr int kHaloRows = 8, kHaloW = 16, kHaloPix = (kHaloRows + 2) * (kHaloW + 2);
 constexpr int kHaloAStage = kHaloPix * kRowPitch, kHaloStage = kHaloAStage + 9 * 16 * kRowPitch;
 constexpr int kHaloSmem = 2 * kHaloStage;
@@ -249,12 +249,13 @@ constexpr bool kTakesSubpixel = std::is_same_v<Epilogue, SubpixelStoreEpilogue> 
 
 // The tile rule without timing (ConvTile::automatic).
 ConvTile rule_tile(const ConvK& k, int elem_bytes) {
-  if (im2col_pool_fits(k)) return ConvTile::im2col_pool;  // the first layer: 1.5–2× the tiles below (H200)
+  // The first layer: its own kernel beats the tiles below (docs/GPU.md, "The first layer's
+  // own kernel").
+  if (im2col_pool_fits(k)) return ConvTile::im2col_pool;
   // A reduction of one or two stages (the first encoder layer, the output layer's input
   // gradient): no pipeline to fill, the time goes to loads and the epilogue, so 64-row
-  // blocks with two stages let more of them overlap. H100, batch 256, whole step: 1.305 ms
-  // with the 128×128/3-stage tiles, 1.316 (128×128/2), 1.288 (64×128/2, taken), 1.348
-  // (64×128/3), 1.346 (64×128, 4 warps/2) (docs/BENCHMARKS.md).
+  // blocks with two stages let more of them overlap; of the tiles timed, 64×128 with two
+  // stages gave the shortest step (docs/GPU.md, "Short reductions").
   if (k.Kpad / (kRowBytes / elem_bytes) <= 2) return ConvTile::m64n128s2;
   // Too few 128-row tiles to give every multiprocessor two blocks: use 64-row tiles.
   const int64_t tiles128 = int64_t((k.M + 127) / 128) * ((std::max(k.cols, k.ldo) + 127) / 128) * (k.parity ? 4 : 1);

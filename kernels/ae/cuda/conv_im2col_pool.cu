@@ -4,8 +4,9 @@
 // This layer's reduction is one short row per pixel (9·C + 1 values), so the generic
 // kernels (conv_igemm.cu, conv_wgmma.cu) spend it in a block's set-up, one load stage and
 // the epilogue's trip through shared memory; with the next step's input built ahead, it
-// was the longest kernel of the forward pass, which nothing overlaps (H200, bf16 batch 256:
-// 0.077–0.087 of 0.28 ms, a fifth of its memory floor; this kernel 0.043; docs/BENCHMARKS.md).
+// was the longest kernel of the forward pass, which nothing overlaps, far from its memory
+// floor (docs/BENCHMARKS.md, "The first layer's own kernel, the next batch's input, 128 steps
+// per call").
 // Here:
 //  - blocks are persistent: each copies the layer's weights (all ldo columns) into shared
 //    memory once and loops over tiles of 64 im2col rows, the tile after next copied while

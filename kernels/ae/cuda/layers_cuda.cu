@@ -37,9 +37,10 @@ constexpr int im2col_pitch_of(int C) {
 // A thread builds one pixel's row in shared memory (the unrolled loop makes its 9·C taps'
 // offsets constants); the block then writes its pixels' rows, contiguous in `col`, as
 // consecutive 16-byte stores. Each thread storing its own row to global memory (16-byte
-// pieces one row apart in every warp-wide store) ran the fp32 matrix at 0.77 TB/s;
-// splitting the rows over threads instead cost bf16 more in per-column index arithmetic
-// than it won (docs/BENCHMARKS.md).
+// pieces one row apart in every warp-wide store) ran the fp32 matrix well below the memory's
+// speed; splitting the rows over threads instead cost bf16 more in per-column index
+// arithmetic than it won (docs/BENCHMARKS.md, "The weight pack, Adam's grid, the input
+// im2col, the epilogue tile's pitch").
 constexpr int kIm2colThreads = 128;
 template <typename T, int C>
 __global__ void __launch_bounds__(kIm2colThreads)
@@ -155,7 +156,8 @@ __device__ __forceinline__ void parity_taps(int d, int a, int& lo, int& hi) {
 // A thread loads the nine taps w[k][c][·][·] of one (k, c) and writes every element of one
 // packed matrix (blockIdx.y) that they make, in the sums' fixed order. One thread per packed
 // element, gathering its taps, spent the pack's time waiting on those scattered loads: ~2 M
-// elements, 110 instructions each (Nsight, 21 µs). Consecutive threads write consecutive
+// elements (Nsight; docs/BENCHMARKS.md, "The weight pack, Adam's grid, the input im2col,
+// the epilogue tile's pitch"). Consecutive threads write consecutive
 // columns: c runs fastest for the [out][tap][in] layouts, k for the transposed ones. The
 // padding is never written: it stays as the allocation zeroed it.
 template <typename T>
@@ -248,7 +250,8 @@ __device__ __forceinline__ float clipped_grad(const OptimizerDeviceState& s, flo
 }
 
 // Nsight: with a block per 256 parameters (2,938 for the seed model) the adam kernel's
-// warps spent 46 % of their time at the barrier behind thread 0's two double pow().
+// warps spent much of their time at the barrier behind thread 0's two double pow()
+// (docs/GPU.md, "The optimizer stage").
 constexpr unsigned kAdamBlocks = 1024;
 __global__ void adam_kernel(OptimizerDeviceState s, int64_t count, OptK o) {
   // The bias corrections (double pow, as PyTorch computes them in Python floats) once per
@@ -348,7 +351,8 @@ __device__ __forceinline__ void add8(const T* p, float (&acc)[8]) {
 // row, kColsumUnroll rows in flight in separate sums; then the block's row lanes are added
 // in a fixed tree, so the result depends on the shape alone (deterministic). Reading one
 // element per thread and row, with 256 blocks that each strode over the whole matrix, was
-// bound by load latency: ~10 % of the memory system's rate (Nsight Compute, H100).
+// bound by load latency, far below the memory system's rate (Nsight Compute; docs/GPU.md,
+// "Bias gradients: column sums at the memory's speed").
 template <typename T>
 __global__ void __launch_bounds__(kThreads) colsum_partial_kernel(const T* __restrict__ src, int64_t rows, int ld,
                                                                   int64_t span, float* __restrict__ work) {
@@ -392,8 +396,9 @@ __global__ void __launch_bounds__(kThreads) colsum_partial_kernel(const T* __res
 
 // The partial sums of kFinalCols columns per block, kFinalShares threads per column (each
 // summing every kFinalShares-th partial; then their shares in order): one thread per column
-// summing all 256 partials alone took ~10 µs per bias (Nsight Compute, H100: a grid of one
-// block for ≤ 256 columns, bound by the latency of 256 dependent loads).
+// summing all 256 partials alone was slow (a grid of one block for ≤ 256 columns, bound by
+// the latency of 256 dependent loads; docs/BENCHMARKS.md, "Bias sums, the output layer's
+// halo, svm-eval's hashes, the report's probe").
 constexpr int kFinalCols = 32, kFinalShares = kThreads / kFinalCols;
 __global__ void __launch_bounds__(kThreads) colsum_final_kernel(const float* __restrict__ work, int blocks, int ld,
                                                                   int ncols, float* out) {

@@ -22,7 +22,7 @@ using namespace igemm;
 
 // POW2: the reduction grid's height and width are powers of two (every grid of the seed
 // model), so pixels decode with shifts; the general decode cost the seed model's weight
-// gradients 3-11 % (H100, docs/BENCHMARKS.md).
+// gradients measurably (docs/BENCHMARKS.md, "Hopper's warpgroup MMA").
 template <typename T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool UNPOOLED_A, bool POW2>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) wgrad_igemm_kernel(const WgradK p) {
   using G = WgradGeom<T, BM, BN>;
@@ -272,8 +272,8 @@ __global__ void __launch_bounds__(kReduceThreads) wgrad_reduce_kernel(const floa
     // Consecutive threads take consecutive workspace columns j (c fastest, or k for the
     // flipped patch), so a warp's loads of each split are coalesced; the [K][C][9] stores
     // (one per weight, against one load per split) are the strided ones. (With t fastest,
-    // the conv2 gradient's reduction read each 4 bytes from its own sector: 37 µs of the
-    // fp32 batch-64 stage's 145, Nsight Compute, H100.)
+    // the conv2 gradient's reduction read each 4 bytes from its own sector, a large share of
+    // the stage: Nsight Compute; docs/BENCHMARKS.md, "Hopper's warpgroup MMA".)
     int k, c, t;
     if (s.mode == WgradScatter::in_by_flipped_patch) {
       k = int(idx % s.K);
@@ -371,8 +371,9 @@ WgradPlan plan_wgrad(const PixelMatrix& a, const PixelMatrix& b, int images, int
   // As many splits as fill the GPU's block slots in one wave (a partial second wave would
   // leave most multiprocessors idle), each with at least 8 of the kernel's stages. (Eight
   // stages of 64 pixels for fp32 too, i.e. sixteen of its stages, left the fp32 weight
-  // gradients of the output and 8×8 layers on 64–72 blocks: H200, fp32 batch 64, graph
-  // replay 0.4181–0.4191 → 0.4111–0.4129 ms with 8 stages; 4 were slower in bf16.)
+  // gradients of the output and 8×8 layers on 64–72 blocks, slower than 8 of its stages; 4
+  // were slower in bf16: docs/BENCHMARKS.md, "The output layer's halo loads worked out once,
+  // the fp32 weight gradients' splits".)
   const int64_t slots = int64_t(sm_count()) * (p.channel_major      ? 1  // its shared memory: one block per multiprocessor
                                                 : t == DType::bf16 ? wgrad_blocks_per_sm<bf16>(p.bn)
                                                                    : wgrad_blocks_per_sm<float>(p.bn));

@@ -138,9 +138,10 @@ constexpr int tma_smem_bytes() { return STAGES * tma_stage_bytes<BM>() + STAGES 
 // columns of B (channels c0… of one tap). Thread 0 also issues the copies: stage kt +
 // STAGES − 2 is requested once every warpgroup has waited for stage kt − 2's wgmma (the
 // barrier at the top of the loop), so the copies run two stages ahead of the math. Tiles of
-// 256 rows wherever A has them: with 128 the seed's conv2 was 14–22 % slower (more bytes from
-// the L2 per FLOP), and clusters of three blocks sharing A's copies by multicast 1.4–1.7×
-// slower (in lockstep; docs/BENCHMARKS.md).
+// 256 rows wherever A has them: with 128 the seed's conv2 was slower (more bytes from the L2
+// per FLOP), and clusters of three blocks sharing A's copies by multicast slower still (in
+// lockstep; docs/BENCHMARKS.md, "The fp32 weight gradient of conv2 on the tf32 warpgroup
+// MMA").
 template <int BM, int STAGES>
 __global__ void __launch_bounds__(BM * 2) wgrad_wgmma_tf32_kernel(const __grid_constant__ CUtensorMap map_a,
                                                                  const __grid_constant__ CUtensorMap map_b,
