@@ -1,5 +1,6 @@
 #include "common/group.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -312,6 +313,54 @@ void publish_at(int dir, const std::string& name, const std::vector<unsigned cha
   }
 }
 
+// The launch folder `path`, opened without following a link; -1 while it is not there.
+// Throws for a folder that is not this user's alone: not one a rank 0 of this tool made.
+int open_private_folder(const std::string& path) {
+  const int dir = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) {
+    if (errno == ENOENT) return -1;
+    fail_file(path, "is not a folder rank 0 made (" + errno_text() + ")");
+  }
+  struct stat st {};
+  if (fstat(dir, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+    close(dir);
+    fail_file(path, "is not this user's private folder (owner " + std::to_string(st.st_uid) + ", mode " +
+                        strprintf("%04o", unsigned(st.st_mode & 07777)) + "): not a launch of this tool");
+  }
+  return dir;
+}
+
+// Calls `each(name)` for every entry of the folder `dir` but "." and "..".
+void for_each_entry(int dir, const std::function<void(const char*)>& each) {
+  const int listing_fd = dup(dir);
+  DIR* listing = listing_fd >= 0 ? fdopendir(listing_fd) : nullptr;
+  if (!listing) {
+    if (listing_fd >= 0) close(listing_fd);
+    return;
+  }
+  rewinddir(listing);  // the copy shares the offset of `dir`
+  while (const dirent* e = readdir(listing))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) each(e->d_name);
+  closedir(listing);
+}
+
+// Seconds since anything in the launch folder `dir` changed: the folder and its files.
+double idle_seconds(int dir) {
+  struct stat st {};
+  if (fstat(dir, &st) != 0) return 0;
+  std::time_t newest = st.st_mtime;
+  for_each_entry(dir, [&](const char* name) {
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0) newest = std::max(newest, st.st_mtime);
+  });
+  return std::difftime(std::time(nullptr), newest);
+}
+
+// Removes the files of the launch folder `dir`, then the folder `path`.
+void remove_folder(int dir, const std::string& path) {
+  for_each_entry(dir, [&](const char* name) { unlinkat(dir, name, 0); });
+  rmdir(path.c_str());
+}
+
 std::string launch_token() {
   std::random_device rd;
   char token[24];
@@ -419,12 +468,32 @@ GroupExchange::~GroupExchange() {
 
 void GroupExchange::create_folder() {
   // mkdir neither follows a link planted at the path nor takes a folder that is there: the
-  // folder is this launch's alone.
+  // folder is this launch's alone. One that nothing touched for longer than the group
+  // timeout (dead_after) is a dead launch's (a live rank touches its heartbeat every
+  // second): replaced, so a job requeued under the same name starts.
+  const auto refuse = [this] {
+    fail_file(base_, "is already there: another launch's rendezvous (running, or left by a failed one less than " +
+                         std::to_string(int(dead_after())) + " s ago). Give each launch its own --rendezvous, or remove "
+                         "it if no launch uses it");
+  };
   if (mkdir(base_.c_str(), 0700) != 0) {
-    if (errno == EEXIST)
-      fail_file(base_, "is already there: another launch's rendezvous (running, or left by a failed one). Give each "
-                       "launch its own --rendezvous, or remove it if no launch uses it");
-    fail_file(base_, "cannot create the group's folder: " + errno_text());
+    if (errno != EEXIST) fail_file(base_, "cannot create the group's folder: " + errno_text());
+    int old = -1;
+    try {
+      old = open_private_folder(base_);
+    } catch (const std::runtime_error&) {
+      refuse();
+    }
+    if (old < 0) refuse();
+    const double idle = idle_seconds(old);
+    if (idle <= dead_after()) {
+      close(old);
+      refuse();
+    }
+    log_warn("%s: a launch's folder untouched for %.0f s (its ranks are gone): replaced", base_.c_str(), idle);
+    remove_folder(old, base_);
+    close(old);
+    if (mkdir(base_.c_str(), 0700) != 0) refuse();
   }
   dir_ = open(base_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dir_ < 0) fail_file(base_, "cannot open the group's folder: " + errno_text());
@@ -442,19 +511,13 @@ void GroupExchange::join_folder() {
   std::optional<std::vector<unsigned char>> launch;
   poll_until(
       [&] {
-        if (dir_ < 0) {
-          dir_ = open(base_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-          if (dir_ < 0) {
-            if (errno == ENOENT) return false;
-            fail_file(base_, "is not a folder rank 0 made (" + errno_text() + ")");
-          }
-          struct stat st {};
-          if (fstat(dir_, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077) != 0)
-            fail_file(base_, "is not this user's private folder (owner " + std::to_string(st.st_uid) + ", mode " +
-                                 strprintf("%04o", unsigned(st.st_mode & 07777)) + "): not a launch of this tool");
-        }
-        launch = read_at(dir_, kLaunchFile, shown);
-        return launch.has_value();
+        if (dir_ < 0 && (dir_ = open_private_folder(base_)) < 0) return false;
+        // A dead launch's folder, left to rank 0 to replace; or one replaced since it was opened.
+        if (idle_seconds(dir_) <= dead_after()) launch = read_at(dir_, kLaunchFile, shown);
+        if (launch) return true;
+        close(dir_);
+        dir_ = -1;
+        return false;
       },
       waited_only, timeout_,
       [&] {
@@ -487,6 +550,12 @@ void GroupExchange::claim_place() {
   const ssize_t n = write(fd, pid.data(), pid.size());
   close(fd);
   if (n != ssize_t(pid.size())) fail_file(base_ + "/" + name, "cannot write");
+}
+
+double GroupExchange::dead_after() const {
+  // Heartbeats come every second and file times count whole seconds: a few seconds of
+  // silence are no death, whatever the timeout.
+  return std::max(timeout_, 5.0);
 }
 
 std::string GroupExchange::file_of(const std::string& rendezvous, const std::string& tag, int rank) {
@@ -564,13 +633,7 @@ void GroupExchange::finish() {
   }
   for (int r = 1; r < world_; ++r) await("done", r);
   // Every rank has read what it needs: the folder and all in it go.
-  std::vector<std::string> names{kLaunchFile};
-  for (int r = 0; r < world_; ++r) {
-    for (const std::string& tag : tags_) names.push_back(tag + ".rank" + std::to_string(r));
-    for (const char* tag : {"done", "alive", "claim"}) names.push_back(std::string(tag) + ".rank" + std::to_string(r));
-  }
-  for (const std::string& n : names) unlinkat(dir_, n.c_str(), 0);
-  rmdir(base_.c_str());
+  remove_folder(dir_, base_);
 }
 
 }  // namespace cae

@@ -16,7 +16,8 @@
 // GroupExchange moves results between ranks through that shared folder, so a group needs
 // neither NCCL nor MPI (CPU ranks on a cluster of plain nodes). The folder is not trusted:
 // rank 0 creates the launch's own folder PATH (mode 0700, exclusively: a second launch on
-// the same path, or the leftovers of a failed one, are refused) and writes PATH/launch, the
+// the same path is refused, and so are the leftovers of a failed one until nothing in them
+// changed for the group timeout, when they are replaced) and writes PATH/launch, the
 // launch's random token, its size and what its ranks must agree on (the command line less
 // the per-rank options, and the size and time of every file it names). A joining rank
 // refuses a folder that is a link, not the user's, or open to others, and a launch file of
@@ -189,6 +190,7 @@ class GroupExchange {
   void create_folder();
   void join_folder();
   void claim_place();
+  double dead_after() const;  // seconds untouched after which a launch folder is a dead launch's
   void publish(const std::string& name, const std::vector<unsigned char>& payload);
   std::vector<unsigned char> await(const std::string& tag, int rank);
   void heartbeat_loop();

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -63,6 +65,39 @@ TEST(GroupLaunch, ASecondLaunchOnOnePathIsRefusedAndTheFirstStaysRight) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[1], (std::vector<unsigned char>{7, 8, 9}));
   EXPECT_NE(lstat(base.c_str(), &st), 0) << "finish() removes the launch's folder";
+}
+
+// Sets the times of the folder `path` and of everything in it `seconds` back.
+void age_folder(const std::string& path, int seconds) {
+  const std::string cmd = "touch -h -d '-" + std::to_string(seconds) + " seconds' '" + path + "'/* '" + path + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+}
+
+TEST(GroupLaunch, ADeadLaunchsFolderIsReplacedALiveOneIsNot) {
+  TempDir dir;
+  const std::string base = dir.path + "/launch";
+  { cae::GroupExchange failed(0, 2, base, 1, "svm-fit --C 3"); }  // ends without finish(): its files stay
+  struct stat st {};
+  ASSERT_EQ(stat((base + "/claim.rank0").c_str(), &st), 0);
+  std::string e = error_of([&] { cae::GroupExchange soon(0, 2, base, 1, "svm-fit --C 3"); });
+  EXPECT_TRUE(contains(e, "is already there")) << "a few seconds of silence are no death: " << e;
+  age_folder(base, 60);
+  // The next launch's rank 1 waits for a folder that is alive, rank 0 replaces the dead one.
+  std::vector<std::vector<unsigned char>> got;
+  std::thread rank1([&] {
+    cae::GroupExchange g(1, 2, base, 20, "svm-fit --C 3");
+    g.gather("pairs", {4, 2});
+    g.finish();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  {
+    cae::GroupExchange lead(0, 2, base, 20, "svm-fit --C 3");
+    got = lead.gather("pairs", {1});
+    lead.finish();
+  }
+  rank1.join();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1], (std::vector<unsigned char>{4, 2}));
 }
 
 TEST(GroupLaunch, AFileOfAnotherLaunchIsRefused) {
