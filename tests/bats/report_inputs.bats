@@ -242,3 +242,29 @@ PY
   [[ "$output" == *"café"*"naïve"* ]]
   ! printf '%s\n' "$output" | grep -q $'\x1b'
 }
+
+@test "a dataset changed after the toolkit wrote it fails its block checksum, as in the C++ readers" {
+  # eval.h5 as svm-eval writes it: every dataset carries its blocks' CRC-32 (crc32, crc32_rows).
+  "$PYTHON" "$REPO_ROOT/tests/python/formats_check.py" make-plain "$TMP/plain.h5" --names
+  "$BIN/svm-fit" -q --features "$TMP/plain.h5" -o "$TMP/svm.h5"
+  "$BIN/svm-eval" -q --model "$TMP/svm.h5" --features "$TMP/plain.h5" -o "$TMP/eval.h5"
+  run "$BIN/report" --eval "$TMP/eval.h5" -o "$TMP/ok" -q
+  [ "$status" -eq 0 ] && [ -s "$TMP/ok/index.html" ]
+  # One count moved off the diagonal in place (sums unchanged, the attributes kept).
+  local k
+  k=$("$PYTHON" - "$TMP/eval.h5" <<'PY'
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    ds = f["confusion"]
+    assert "crc32" in ds.attrs and "crc32_rows" in ds.attrs, dict(ds.attrs)
+    c = ds[()]
+    i = int(c.diagonal().argmax())
+    c[i, i] -= 1
+    c[i, (i + 1) % len(c)] += 1
+    ds[...] = c
+    print(len(c))
+PY
+)
+  run "$BIN/report" --eval "$TMP/eval.h5" -o "$TMP/rep" -q
+  refused "$TMP/eval.h5" "/confusion rows 0 to $((k - 1)) do not match their checksum (the file changed after it was written: damaged on disk or in a copy)"
+}

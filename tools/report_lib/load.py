@@ -212,7 +212,34 @@ def read_dataset(f, path, name, kinds, shape=None, required=False):
         if len(obj.shape) != len(shape) or any(s is not None and s != g for s, g in zip(shape, obj.shape)):
             want = "[" + ",".join("N" if s is None else str(s) for s in shape) + "]"
             raise ReportError(path, f"/{name} has shape {list(obj.shape)}, expected {want}")
-    return obj[()]
+    data = obj[()]
+    problem = checksum_problem(obj, data)
+    if problem:
+        raise ReportError(path, f"/{name} {problem}")
+    return data
+
+
+def checksum_problem(ds, data):
+    """Whether `data`, the whole of dataset `ds` as read, matches the block checksums the
+    toolkit's writer stores with it (common/hdf5_checksum.h: attribute crc32, the CRC-32 of
+    each block of crc32_rows rows as stored); None when it does or there are none (h5py's
+    files, older ones). The 2-D view's sampled rows are not checked: their blocks would be
+    most of the file."""
+    import zlib
+    import numpy as np
+    if "crc32" not in ds.attrs or "crc32_rows" not in ds.attrs or data.ndim < 1 or data.dtype.kind == "O":
+        return None
+    want, block_rows = np.asarray(ds.attrs["crc32"]), np.asarray(ds.attrs["crc32_rows"])
+    n = len(data)
+    br = int(block_rows.flat[0]) if block_rows.dtype.kind in "iu" and block_rows.size == 1 else 0
+    if br < 1 or want.dtype.kind not in "iu" or want.size != -(-n // br):
+        return "has a damaged checksum attribute (crc32, crc32_rows)"
+    stored = np.ascontiguousarray(data).view(np.uint8).reshape(n, -1) if n else None
+    for b, crc in enumerate(want.ravel().tolist()):
+        if zlib.crc32(stored[b * br:(b + 1) * br]) != crc & 0xFFFFFFFF:
+            return (f"rows {b * br} to {min(n, (b + 1) * br) - 1} do not match their checksum (the file changed "
+                    "after it was written: damaged on disk or in a copy)")
+    return None
 
 
 def dataset_shape(f, name, path):
