@@ -266,6 +266,19 @@ void refuse_open_folder(const std::string& folder) {
                       "cannot replace files in (give --rendezvous a path in a folder of your own)");
 }
 
+// Reads or writes `n` bytes at `p` through `fd`, across short transfers and interruptions;
+// returns how many moved (fewer: the end of the file, or an error in errno).
+size_t transfer(int fd, unsigned char* p, size_t n, bool reading) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t k = reading ? read(fd, p + done, n - done) : write(fd, p + done, n - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    done += static_cast<size_t>(k);
+  }
+  return done;
+}
+
 // The file `name` in the folder `dir` (no link followed), or nothing when it is not there yet.
 std::optional<std::vector<unsigned char>> read_at(int dir, const std::string& name, const std::string& shown) {
   const int fd = openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -279,13 +292,7 @@ std::optional<std::vector<unsigned char>> read_at(int dir, const std::string& na
     fail_file(shown, "is not a regular file");
   }
   std::vector<unsigned char> bytes(static_cast<size_t>(st.st_size));
-  size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t n = read(fd, bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
+  const size_t got = transfer(fd, bytes.data(), bytes.size(), /*reading=*/true);
   close(fd);
   if (got != bytes.size()) fail_file(shown, "cannot read it whole");
   return bytes;
@@ -298,13 +305,7 @@ void publish_at(int dir, const std::string& name, const std::vector<unsigned cha
                            std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   const int fd = openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) fail_file(shown, "cannot create: " + errno_text());
-  size_t put = 0;
-  while (put < bytes.size()) {
-    const ssize_t n = write(fd, bytes.data() + put, bytes.size() - put);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    put += static_cast<size_t>(n);
-  }
+  const size_t put = transfer(fd, const_cast<unsigned char*>(bytes.data()), bytes.size(), /*reading=*/false);
   const bool written = put == bytes.size() && close(fd) == 0;
   if (!written || renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
     const std::string why = errno_text();
