@@ -1,25 +1,11 @@
-// svm-fit: train a one-vs-one RBF (or linear) C-SVM on encoder features, libsvm's way.
-#include <omp.h>
-
-#include <cmath>
-#include <memory>
-#include <optional>
-
-#include "common/atomic_output.h"
+// svm-fit: train a one-vs-one RBF (or linear) C-SVM on encoder features, libsvm's way. The
+// work is svm::run_fit (kernels/svm/fit_request.h); this file turns options into a FitRequest.
 #include "common/cli.h"
-#include "common/cublas_runtime.h"
-#include "common/device.h"
 #include "common/group.h"
-#include "common/hdf5_io.h"
 #include "common/json.h"
-#include "common/log.h"
-#include "common/phases.h"
-#include "common/provenance.h"
-#include "common/timer.h"
+#include "common/view_set.h"
 #include "kernels/ae/features_reader.h"
-#include "kernels/svm/libsvm_format.h"
-#include "kernels/svm/resume.h"
-#include "kernels/svm/train.h"
+#include "kernels/svm/fit_request.h"
 
 namespace {
 
@@ -39,9 +25,6 @@ struct Options {
   bool probability = false, resume = false;
   cae::GroupOptions group;
 };
-
-// libsvm's -b 1 draws 5 folds for its sigmoids; so do we (probability.h).
-constexpr int kProbabilityFolds = 5;
 
 void add_options(CLI::App& app, Options& opt) {
   app.add_option("--features", opt.features,
@@ -105,145 +88,44 @@ void add_options(CLI::App& app, Options& opt) {
                          "of the probability folds");
 }
 
+// The training rows in any features format (ae::read_training_rows), as svm::run_fit takes them.
+svm::FitRows read_rows(const std::string& path, int64_t limit, const cae::ViewSet& views, bool keep_float16) {
+  ae::FeatureRows r = ae::read_training_rows(path, limit, views, keep_float16);
+  ae::FeatureSplit& s = r.split;
+  return {std::move(s.X), std::move(s.X16), std::move(s.labels), r.n, s.n, s.dim, s.float16,
+          std::move(r.class_names), std::move(r.encoder_sha256)};
+}
+
 void fit(const Options& opt, const cae::CommonOptions& common) {
-  // Hashed from the first moment: 2 GB of features take ~1.8 s at SHA-256's ~1.1 GB/s, longer
-  // than the reading and the fit (docs/BENCHMARKS.md).
-  cae::BackgroundHashes hashes({opt.features});
-  svm::TrainPlan plan = svm::plan_from_options(opt.C, opt.gamma, opt.kernel, opt.cv, opt.tol);
-  plan.views = cae::ViewSet::parse(opt.augment);
-  // The CUDA driver is asked from here on, beside the read (common/device.h).
-  const cae::DeviceChoice choice(common.device);
-  plan.probability_folds = opt.probability ? kProbabilityFolds : 0;
-  svm::plan_kind(plan, opt.kind, opt.nu_option->count() ? std::optional<double>(opt.nu) : std::nullopt,
-                 opt.class_weight);
-  plan.cv_scoring = svm::cv_scoring_option(opt.cv_scoring, plan.cv_folds);
-  if (opt.group.launch > 0) {
-    cae::launch_group_checked(opt.group, choice.get() == cae::Device::gpu, common.output, /*share_cores=*/true);
-    return;
-  }
-  // A rank of a group: its share of the pairs, cells and folds; rank 0 alone logs and writes.
-  // A fit with folds catches SIGUSR1/SIGTERM (FitPreemption): a rank holds them until then.
-  cae::GroupRank me(opt.group, common.output, /*stop_signals=*/plan.cv_folds != 0 || opt.probability);
-  const cae::GroupPlace& place = me.place;
-  cae::GroupExchange& group = me.exchange;
-  // The GPU's context and cuBLAS are made while the inputs are read: GPU 0's, or a rank's own.
-  cae::cublas::preload(choice, place);
-  svm::set_cpu_threads(opt.threads);
-  cae::Stopwatch clock;
-  // Output paths are checked now, not after the fit (rank 0 writes them; the others nothing).
-  std::unique_ptr<cae::AtomicOutput> out, libsvm_out;
-  if (group.lead()) out = std::make_unique<cae::AtomicOutput>(common.output);
-  if (group.lead() && !opt.export_libsvm.empty()) libsvm_out = std::make_unique<cae::AtomicOutput>(opt.export_libsvm);
-  // Everything the cross-validations' results depend on (not --threads, --cache-mb, --ranks).
-  auto settings = [&](cae::Device device) {
-    return cae::strprintf(
-        "kernel %s, C %s, gamma %s, cv %lld, cv-seed %lld, augment %s, probability %d, class-weight %s, scale %s, "
-        "tol %.17g, train-limit %lld, device %s", opt.kernel.c_str(), opt.C.c_str(), opt.gamma.c_str(),
-        static_cast<long long>(opt.cv), static_cast<long long>(opt.cv_seed), plan.views.spec().c_str(),
-        opt.probability, opt.class_weight.c_str(), opt.scale.c_str(), opt.tol, static_cast<long long>(opt.train_limit),
-        cae::device_name(device));
+  svm::FitRequest req;
+  req.features = opt.features;
+  req.output = common.output;
+  req.export_libsvm = opt.export_libsvm;
+  req.device = common.device;
+  req.kernel = opt.kernel;
+  req.C = opt.C;
+  req.gamma = opt.gamma;
+  req.scale = opt.scale;
+  req.augment = opt.augment;
+  req.class_weight = opt.class_weight;
+  req.kind = opt.kind;
+  req.cv_scoring = opt.cv_scoring;
+  req.tol = opt.tol;
+  req.nu = opt.nu;
+  req.nu_given = opt.nu_option->count() > 0;
+  req.cache_mb = opt.cache_mb;
+  req.train_limit = opt.train_limit;
+  req.cv = opt.cv;
+  req.cv_seed = opt.cv_seed;
+  req.threads = opt.threads;
+  req.probability = opt.probability;
+  req.resume = opt.resume;
+  req.group = opt.group;
+  req.read_rows = [&](const cae::ViewSet& views, bool keep_float16) {
+    return read_rows(opt.features, opt.train_limit, views, keep_float16);
   };
-  // A fit with folds (--cv, --probability) catches SIGUSR1/SIGTERM from before its read and
-  // fingerprints its settings, the device among them, for --resume: it asks the driver first.
-  // A single fit has nothing to resume and asks it beside the read.
-  const bool has_units = plan.cv_folds != 0 || opt.probability;
-  std::optional<svm::FitPreemption> preemption;
-  auto watch_preemption = [&](cae::Device device) {
-    preemption.emplace(common.output, svm::fit_fingerprint(opt.features, settings(device)), opt.resume, group.lead(),
-                       has_units);
-    plan.units = preemption->units();
-  };
-  if (has_units) watch_preemption(choice.get());
-
-  // A single fit prepares its rows once (PreparedSet); its scaler (two passes over the rows)
-  // is fitted while the CUDA driver starts and the GPU's context is made, which a GPU fit
-  // waits for anyway. Folds prepare their own.
-  const bool single_fit = plan.cv_folds == 0 && plan.probability_folds == 0;
-  std::optional<cae::PhaseScope> phase(cae::Phase::read);
-  // With --augment the n images' V views in one [V·n, D] buffer (scaled in place: one copy).
-  // A single fit that may run on the GPU keeps float16 rows as they are stored: a GPU fit
-  // uploads them so (0.82 GB for CIFAR-10's, not 1.64) and widens them there; a CPU fit
-  // widens them here.
-  ae::FeatureRows rows =
-      ae::read_training_rows(opt.features, opt.train_limit, plan.views, single_fit && choice.may_use_gpu());
-  ae::FeatureSplit& train = rows.split;
-  const int64_t n = rows.n;
-  const int D = train.dim;
-  const std::vector<std::string>& names = rows.class_names;
-  const int32_t* y = train.labels.data();
-  svm::check_training_labels(plan, y, n, names, opt.features);  // per image
-  const double read_s = clock.seconds();
-  svm::ClassifierParams& params = plan.params;
-  params.standardize = opt.scale == "standard";
-  params.data_name = opt.features;
-  const bool halves = !train.X16.empty();
-  std::optional<svm::Scaler> scaler;
-  if (single_fit) {
-    phase.emplace(cae::Phase::compute);
-    scaler = halves ? svm::scaler_for(train.X16.data(), train.n, D, params)
-                    : svm::scaler_for(train.X.data(), train.n, D, params);
-  }
-  phase.emplace(cae::Phase::startup);  // what is left of the driver's answer
-  const cae::Device device = choice.get();
-  if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
-  if (!preemption) watch_preemption(device);
-  phase.emplace(cae::Phase::compute);
-
-  params.class_weight = svm::resolve_class_weights(opt.class_weight, y, n, names);  // per image
-  params.class_weight_spec = opt.class_weight;
-  const uint64_t rows_bytes = static_cast<uint64_t>(train.n) * static_cast<uint64_t>(D) * sizeof(float);
-  params.cache_mb =
-      opt.cache_mb ? opt.cache_mb : svm::default_cache_mb(cae::usable_memory_bytes(), rows_bytes, place.world);
-  cae::record_effective("cache-mb", std::to_string(params.cache_mb));
-  params.group = place.grouped() ? &group : nullptr;
-  plan.seed = static_cast<uint64_t>(opt.cv_seed);
-  if (place.grouped())
-    cae::log_info("a group of %d ranks (%s): each fits its share of the class pairs%s; rank 0 writes %s", place.world,
-                  place.source.c_str(), plan.cv_folds ? ", cross-validation cells" : "", common.output.c_str());
-  // The rest of the preparation on the GPU for a GPU fit: the raw rows go up and stay there
-  // for the solver (the host's other two passes took 0.15-0.2 s, the GPU's take milliseconds).
-  // float16 rows go up as they are and are widened there; elsewhere they are widened here.
-  std::optional<svm::PreparedSet> prepared;
-  if (halves) prepared = svm::PreparedSet::on_gpu(train.X16.data(), y, train.n, D, params, *scaler, device);
-  if (halves && !prepared) train.widen();  // the CPU's fit, or a GPU without the room for them
-  if (single_fit && !prepared) prepared.emplace(train.X.data(), y, train.n, D, params, std::move(*scaler), device);
-  svm::TrainReporter reporter(plan, y, n, D, place.world, device);
-  svm::Trained trained =
-      svm::train(train.X.data(), y, train.n, D, plan, device, reporter.progress(), prepared ? &*prepared : nullptr);
-  reporter.finish();
-  if (trained.interrupted) {
-    group.finish();
-    preemption->stop(static_cast<int>(plan.gamma.size()) * plan.cv_folds, plan.probability_folds);
-  }
-  if (!group.lead()) {  // its pairs are with rank 0, which writes the model
-    group.finish();
-    return;
-  }
-  svm::Classifier& clf = trained.classifier;
-  clf.set_class_names(names);
-  clf.set_augment(plan.views.spec());
-  clf.set_encoder_sha256(rows.encoder_sha256);  // svm-eval and classify check theirs against it
-  if (train.float16) clf.keep_float16();  // its support vectors as float16, as the features were
-
-  phase.emplace(cae::Phase::write);
-  {
-    cae::Hdf5Writer w(out->temp_path(), common.output);
-    // The model first: its support vectors (1.26 GB for CIFAR-10's) go to the file while the
-    // features' hash, which only the provenance needs, finishes.
-    clf.save(w);
-    cae::write_provenance(w, {"svm-model", 1, cae::options_json(), hashes.get()});
-    w.close();
-  }
-  if (libsvm_out) svm::save_libsvm_model(*libsvm_out, clf.file());
-  out->commit();
-  if (libsvm_out) libsvm_out->commit();
-  preemption->finished();
-  group.finish();
-  phase.reset();
-
-  const svm::FitSummary summary{common.output, plan.views.spec(), n, read_s, clock.seconds(), device,
-                                trained.probability_seconds};
-  cae::emit_json(common, svm::report_fit(clf, summary));
+  const std::string json = svm::run_fit(std::move(req));
+  if (!json.empty()) cae::emit_json(common, json);  // rank 0's
 }
 
 }  // namespace
