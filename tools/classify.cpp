@@ -7,11 +7,10 @@
 // ae::read_features), named by their index. The class is the one-vs-one vote (as svm-eval's
 // prediction); the listed scores are probabilities when the SVM has them (svm-fit
 // --probability), else the votes. --reject: a one-class model marks the rows outside it.
+// This file makes the rows; svm::run_classify (kernels/svm/classify_request.h) classifies them.
 #include <algorithm>
-#include <cstdio>
 
 #include "common/cli.h"
-#include "common/cublas_runtime.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "common/half.h"
@@ -24,6 +23,7 @@
 #include "kernels/ae/features_reader.h"
 #include "kernels/ae/model.h"
 #include "kernels/svm/classifier.h"
+#include "kernels/svm/classify_request.h"
 #include "kernels/svm/evaluate.h"
 
 namespace {
@@ -67,17 +67,8 @@ void add_options(CLI::App& app, Options& opt) {
       "Print one JSON line per image (or row) on stdout: {\"file\" (or \"row\"),\"label\",\"class\",\"scores\"}");
 }
 
-// The features to classify, [views·n, D]: view j of row i at row i + j·n (cae::ViewSet::views()
-// order, as ae-encode writes the views and average_views reads them).
-struct Queries {
-  cae::LargeVector<float> X;
-  int64_t n = 0;
-  svm::RowsOrigin origin;  // what the reject model is checked against
-  std::string described, device;  // for the closing log line: what, and the encoder's device
-};
-
 // Images: decoded and converted first (a bad file fails the whole call), then encoded.
-Queries encode_images(const Options& opt, const svm::Classifier& clf, cae::Device device, const cae::ViewSet& tta) {
+svm::ClassifyRows encode_images(const Options& opt, const svm::Classifier& clf, cae::Device device, const cae::ViewSet& tta) {
   ae::Encoder encoder(opt.model, device, 0, opt.batch_size);
   const ae::Architecture& arch = encoder.architecture();
   const int C = arch.input_channels(), H = arch.height(), W = arch.width();
@@ -93,7 +84,7 @@ Queries encode_images(const Options& opt, const svm::Classifier& clf, cae::Devic
   if (!trained_on.empty() && !opt.allow_mismatch && model_sha != trained_on)
     cae::fail_file(opt.model, "is not the model " + opt.svm + " was trained on (its features came from sha256 " +
                                   trained_on.substr(0, 12) + "…); pass that model, or --allow-mismatch");
-  Queries q;
+  svm::ClassifyRows q;
   q.n = static_cast<int64_t>(opt.images.size());
   const int64_t image_dim = arch.image_dim(), latent = arch.latent_dim();
   std::vector<uint8_t> pixels(static_cast<size_t>(q.n * image_dim));
@@ -120,14 +111,14 @@ Queries encode_images(const Options& opt, const svm::Classifier& clf, cae::Devic
   return q;
 }
 
-Queries read_rows(const Options& opt, const svm::Classifier& clf, const cae::ViewSet& tta) {
+svm::ClassifyRows read_rows(const Options& opt, const svm::Classifier& clf, const cae::ViewSet& tta) {
   ae::FeatureRequest request;
   request.split = opt.split;
   request.ask_views(tta, "--tta");
   request.model_classes = clf.file().class_names;
   request.model_dim = clf.n_features();
   ae::FeatureRows rows = ae::read_features(opt.features, request);
-  Queries q;
+  svm::ClassifyRows q;
   q.origin = {opt.features, rows.what, rows.split.dim, rows.encoder_sha256, rows.class_names};
   svm::check_rows_fit_model(clf, opt.svm, q.origin, opt.allow_mismatch);
   if (rows.n == 0) cae::fail_file(opt.features, rows.what + " has no rows");
@@ -140,42 +131,18 @@ Queries read_rows(const Options& opt, const svm::Classifier& clf, const cae::Vie
 void run(const Options& opt, const cae::CommonOptions& common) {
   if (opt.features.empty() == opt.images.empty()) throw cae::UsageError("give images, or --features FILE (not both)");
   if (opt.features.empty() && opt.model.empty()) throw cae::UsageError("images need --model (the autoencoder)");
-  // The CUDA driver is asked, and GPU 0's context and cuBLAS made, while the model is read.
-  const cae::DeviceChoice choice(common.device);
-  cae::cublas::preload(choice, 0);
-  const svm::Classifier clf = svm::Classifier::load(opt.svm);
-  svm::require_classifier(clf, opt.svm);
-  const cae::Device device = choice.get();
-  const cae::ViewSet tta = cae::ViewSet::parse(opt.tta);  // (checked by its option)
-  const int views = tta.count();
-  Queries q = opt.features.empty() ? encode_images(opt, clf, device, tta) : read_rows(opt, clf, tta);
-  const int64_t n = q.n;
-  svm::Rejection rejection;
-  if (!opt.reject.empty()) {
-    const svm::Classifier one_class = svm::load_one_class(opt.reject);
-    svm::check_reject_model(one_class, opt.reject, clf, opt.svm, q.origin, opt.allow_mismatch);
-    rejection = svm::reject_outside(one_class, opt.reject, q.X.data(), n, views, device);
-  }
-  // As svm-eval --tta: each row's decision values are the mean of its views'.
-  const std::vector<double> dec =
-      svm::average_views(clf.decision_values(q.X.data(), views * n, device), n, clf.model().n_pairs(), views);
-  const std::vector<int32_t> pred = clf.vote(dec, n);
-
-  const bool by_prob = clf.has_probability();
-  const std::vector<std::vector<svm::ClassScore>> ranks = svm::ranked_classes(clf, dec, n);
-  for (int64_t i = 0; i < n; ++i) {
-    svm::RowVerdict v{opt.features.empty() ? opt.images[i] : "", i, pred[i], ranks[i], -1};
-    v.ranked.resize(std::min(v.ranked.size(), size_t(opt.top)));
-    if (!opt.reject.empty()) v.inside = rejection.inside[i];
-    if (common.json) cae::emit_json(common, svm::verdict_json(v, clf.file().class_names, by_prob));
-    else printf("%s\n", svm::verdict_text(v, clf.file().class_names, by_prob).c_str());
-  }
-  fflush(stdout);
-  const std::string outside =
-      opt.reject.empty() ? "" : cae::strprintf("; %lld outside %s", static_cast<long long>(rejection.outside),
-                                               opt.reject.c_str());
-  cae::log_info("classified %s; %s%s%s)", q.described.c_str(), by_prob ? "probabilities" : "one-vs-one votes",
-                q.device.c_str(), outside.c_str());
+  svm::ClassifyRequest req;
+  req.svm = opt.svm;
+  req.reject = opt.reject;
+  if (opt.features.empty()) req.images = opt.images;
+  req.common = common;
+  req.tta = opt.tta;
+  req.top = opt.top;
+  req.allow_mismatch = opt.allow_mismatch;
+  req.make_rows = [&](const svm::Classifier& clf, cae::Device device, const cae::ViewSet& tta) {
+    return opt.features.empty() ? encode_images(opt, clf, device, tta) : read_rows(opt, clf, tta);
+  };
+  svm::run_classify(req);
 }
 
 }  // namespace
