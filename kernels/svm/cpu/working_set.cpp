@@ -13,9 +13,9 @@
 namespace svm::cpu {
 
 void PointKernelRows::compute(const int* rows, int count, float* out) {
-  // Batches of exactly kRowBatch rows (the last padded with its first): OpenBLAS takes other
-  // code paths for other shapes (its small-matrix kernels), whose sums round differently, but
-  // one shape gives a row the same bits wherever it sits and whatever rows are beside it.
+  // Batches of exactly kRowBatch rows (the last padded with its first): one shape, one of
+  // OpenBLAS's code paths (it takes its small-matrix kernels for others). A row's last bits
+  // can still depend on its place in the batch (working_set.h).
   gathered_.resize(static_cast<size_t>(kRowBatch) * dim_);
   gathered_norms_.resize(kRowBatch);
   for (int b0 = 0; b0 < count; b0 += kRowBatch) {

@@ -24,8 +24,9 @@
 //      sums whatever the cache held).
 //
 // Memory: the rows the problem's source reads plus q + cache rows of n floats; nothing of
-// size n². The values of a kernel row do not depend on which rows were computed with it (a
-// test holds BLAS to that), so the solution is the same, bit for bit, for every cache size.
+// size n². A kernel row's last bits can depend on the rows computed beside it (OpenBLAS
+// rounds a row by its place in the block), so the cache moves the iterates' path, not the
+// optimum: every cache size stops at the same KKT tolerance.
 #pragma once
 #include <cstdint>
 #include <vector>
