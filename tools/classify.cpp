@@ -15,7 +15,6 @@
 #include "common/error.h"
 #include "common/half.h"
 #include "common/image_decode.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/view_set.h"
