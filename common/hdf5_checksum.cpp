@@ -49,11 +49,12 @@ uint64_t checksum_block_rows(uint64_t rows, size_t row_bytes) {
 
 DatasetChecksum::DatasetChecksum(uint64_t rows, size_t row_bytes)
     : rows_(rows), block_rows_(checksum_block_rows(rows, row_bytes)), row_bytes_(row_bytes),
-      crc_(blocks_of(rows, block_rows_), 0), known_(crc_.size(), 0) {}
+      crc_(blocks_of(rows, block_rows_), 0), known_(crc_.size(), 0), touched_(crc_.size(), 0) {}
 
 void DatasetChecksum::wrote(uint64_t row0, uint64_t rows, const void* data) {
   if (rows == 0) return;
   const uint64_t end = row0 + rows;
+  for (uint64_t b = row0 / block_rows_; b <= (end - 1) / block_rows_ && b < touched_.size(); ++b) touched_[b] = 1;
   const uint64_t first = blocks_of(row0, block_rows_);  // the first block starting at or after row0
   uint64_t last = end / block_rows_;                    // one past the last block ending by `end`
   if (end == rows_) last = crc_.size();                 // the short last block ends at the dataset's end
@@ -67,6 +68,7 @@ void DatasetChecksum::wrote(uint64_t row0, uint64_t rows, const void* data) {
 }
 
 bool DatasetChecksum::store(hid_t ds) const {
+  if (std::find(touched_.begin(), touched_.end(), 0) != touched_.end()) return true;  // not wholly written
   std::vector<uint32_t> crc(crc_);
   std::vector<uint8_t> block;
   for (size_t b = 0; b < crc.size(); ++b) {

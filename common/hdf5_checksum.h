@@ -40,15 +40,19 @@ class DatasetChecksum {
   // Rows [row0, row0 + rows) of `data` were written: the blocks they cover wholly take
   // their CRC from `data`, on every core; a block covered in part is left to store().
   void wrote(uint64_t row0, uint64_t rows, const void* data);
-  // Reads back from `ds` the blocks no single write covered (rows written in pieces, or
-  // never: the fill value), then stores the attributes on `ds`. False when HDF5 fails.
+  // Reads back from `ds` the blocks no single write covered (rows written in pieces), then
+  // stores the attributes on `ds`. A dataset with a block no write touched gets none: that
+  // block holds HDF5's fill value, perhaps never allocated (a dataset of terabytes created
+  // and left hollow), and reading it back would protect nothing that was written. False
+  // when HDF5 fails.
   bool store(hid_t ds) const;
 
  private:
   uint64_t rows_, block_rows_;
   size_t row_bytes_;
   std::vector<uint32_t> crc_;
-  std::vector<uint8_t> known_;  // 1: crc_ holds the block as last written whole
+  std::vector<uint8_t> known_;    // 1: crc_ holds the block as last written whole
+  std::vector<uint8_t> touched_;  // 1: some write reached the block
 };
 
 // True when `ds` carries the checksum attributes.
