@@ -59,9 +59,9 @@ double deflated_share(const void* data, size_t bytes, size_t piece_bytes, int le
   return static_cast<double>(packed) / static_cast<double>(static_cast<size_t>(n) * piece_bytes);
 }
 
-// HDF5's own deflate runs on one core with zlib (~35 MB/s here). Whole chunks are instead
-// compressed in parallel with libdeflate (zlib-format streams, so any HDF5 reader decodes
-// them) and stored with H5Dwrite_chunk: 60,000 CIFAR images convert in ~2 s, not ~9 s.
+// HDF5's own deflate runs on one core with zlib. Whole chunks are instead compressed in
+// parallel with libdeflate (zlib-format streams, so any HDF5 reader decodes them) and stored
+// with H5Dwrite_chunk (docs/DECISIONS.md, "Parallel chunk compression").
 bool write_deflated_chunks(hid_t ds, hid_t type, const std::vector<hsize_t>& dims, uint64_t row0, uint64_t rows,
                            const void* data, const std::string& display) {
   std::vector<hsize_t> chunk;
@@ -108,7 +108,7 @@ bool write_deflated_chunks(hid_t ds, hid_t type, const std::vector<hsize_t>& dim
 }
 
 // The mirror of write_deflated_chunks: HDF5 inflates chunks one at a time with zlib on the
-// calling thread (~120 MB/s of CIFAR pixels). Here the compressed chunks are fetched with
+// calling thread (docs/DECISIONS.md, "Parallel chunk compression"). Here the chunks are fetched with
 // H5Dread_chunk (serialised: one HDF5 call at a time) and inflated with libdeflate on every
 // core, straight into `out` where a chunk lies wholly inside the rows asked for. libdeflate
 // checks each stream's Adler-32 and exact length, so a damaged chunk is an error naming its

@@ -1,8 +1,8 @@
 // The parallel deflate codec behind Hdf5Writer and Hdf5Reader (hdf5_io.h) for chunked
 // datasets whose only filter is deflate (the image datasets cifar-convert writes).
 //
-// HDF5's own deflate filter runs zlib on the calling thread, one chunk at a time: ~35 MB/s
-// compressing and ~120 MB/s inflating CIFAR pixels on this machine's cores. Here whole
+// HDF5's own deflate filter runs zlib on the calling thread, one chunk at a time (its speed:
+// docs/DECISIONS.md, "Parallel chunk compression"). Here whole
 // chunks are compressed and inflated by libdeflate on every core, and moved in and out of
 // the file raw (H5Dwrite_chunk / H5Dread_chunk, one HDF5 call at a time). The streams are
 // zlib-format with the same chunk layout and filter mask as HDF5's own, so h5py and any

@@ -205,8 +205,8 @@ void Hdf5Writer::write_rows_raw(const std::string& name, hid_t type, uint64_t ro
       return;
     }
     // A large block goes in slices of ~64 MB, each handed to the disk as soon as it is in the
-    // page cache: the disk then writes while the rest is copied, instead of after it (svm-fit's
-    // 1.25 GB of support vectors in one call: the commit's fsync waited 0.6 s for all of it).
+    // page cache: the disk then writes while the rest is copied, instead of after it
+    // (docs/DECISIONS.md, "Large blocks are written in 64 MB slices").
     const uint64_t slice = std::max<uint64_t>(1, (uint64_t(64) << 20) / std::max<size_t>(row_bytes, 1));
     st = 0;
     for (uint64_t r = 0; r < rows && st >= 0; r += slice) {
@@ -221,8 +221,8 @@ void Hdf5Writer::write_rows_raw(const std::string& name, hid_t type, uint64_t ro
 }
 
 // Every output is fsync'ed before it is renamed into place (AtomicOutput::commit). Left to
-// the end, that fsync waits for the whole file to reach the disk: ~1 s of ae-encode's
-// 1.9 s write of its 1.97 GB features on an H100 host. Asking the kernel to start writing
+// the end, that fsync waits for the whole file to reach the disk (docs/DECISIONS.md, "File
+// I/O at the speed of the page cache"). Asking the kernel to start writing
 // each large block back as soon as it is in the page cache overlaps the disk with the rest
 // of the run. Only a hint: the commit's fsync is what guarantees the data is on disk.
 void Hdf5Writer::start_writeback(size_t bytes_written) {

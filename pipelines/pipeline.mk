@@ -78,12 +78,11 @@ EVAL_FLAGS   ?=
 # views of every image are encoded, the SVM trains on all of them and each test image's
 # decision values are averaged over its views. On CIFAR-10 (where the search ran): encoder
 # 256,256 (a 16,384-d code) trained 100 epochs, six views (flip,shift:2: the image, two
-# 2-pixel shifts and the three mirrored), C 10 — 77.34 % mean over seeds 1-3 against 69.94 %
-# for the default, about 4.6 min per seed on an H200 (docs/RESULTS.md, "The accurate
-# preset"), which is why it is not the default. Its files are large: 24 GB of features and
-# a 13 GB SVM (220,000 support vectors of 16,384 floats). C is fixed there: a
-# cross-validation over C on 300,000 rows would more than triple the fit, and on seed 1 it
-# scored C 3, 10 and 30 within one standard error (75.31, 75.10, 75.10 %). Elsewhere (no search ran):
+# 2-pixel shifts and the three mirrored), C 10: several points above the default, at several
+# times its time and files of tens of GB (its figures: docs/RESULTS.md, "Where it stands";
+# why it is not the default: docs/DECISIONS.md, "`PRESET=accurate` is a preset, not the
+# default"). C is fixed there: a cross-validation over C on 300,000 rows would more than
+# triple the fit, and on seed 1 C 3, 10 and 30 scored within one standard error. Elsewhere (no search ran):
 # the mirrors only, and C by 5-fold cross-validation over 3 and 10 (an image and its
 # mirror in one fold).
 pl_comma := ,
@@ -106,8 +105,8 @@ endif
 # view sets of docs/SVM.md: flip, shift:K, flip,shift:K; none): ae-encode encodes them
 # (--flip, --shifts K), svm-fit --augment VIEWS, svm-eval --tta VIEWS. PRESET=accurate's is
 # flip,shift:2 on CIFAR-10, flip elsewhere; `make pipeline VIEWS=flip,shift:2` trains the
-# default autoencoder's SVM on six views per image (docs/RESULTS.md, "Shifted views": 75.5 %
-# mean, ~3 min per seed on an H100).
+# default autoencoder's SVM on six views per image (its accuracy and time: docs/RESULTS.md,
+# "Where it stands").
 # `override`: stage flags given on the command line keep the views' options too.
 VIEWS ?= $(or $(pl_preset_views),none)
 ifneq ($(strip $(VIEWS)),none)
@@ -201,7 +200,8 @@ $(eval $(call pl_stamp_rule,$(PL_EVAL_STAMP),eval))
 # Make keeps newer than eval.h5; a report folder without one (an older report) is read by
 # h5dump (hdf5-tools, make deps), which starts in milliseconds, else by a Python with h5py
 # (PYTHON, else the python3 first on PATH: a GPU host's h5py is often in its own
-# environment), whose import took 0.44-0.61 s on an H200 host, ~3 % of the whole pipeline.
+# environment), whose import is a visible share of the pipeline (docs/DECISIONS.md, "The
+# report's start-up and Make's own time").
 PL_SUMMARY := $(dir $(PL_REPORT))summary.json
 pipeline: $(PL_REPORT)
 	@acc=$$(if [ -f $(call pl_q,$(PL_SUMMARY)) ]; then sed -n 's/^ "accuracy": \([-+.0-9eE]*\),\{0,1\}$$/\1/p' \

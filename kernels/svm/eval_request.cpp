@@ -27,8 +27,8 @@ namespace svm {
 std::string run_evaluation(const EvalRequest& req) {
   const std::string& file = req.file;
   // The inputs are hashed from the first moment, while the GPU is checked and the inputs are
-  // read: a fresh model is the largest input (1.3 GB for CIFAR-10's, ~1.15 s of SHA-256), and
-  // hashing it only after loading it left svm-eval waiting 0.5-0.8 s.
+  // read: a fresh model is the largest input, and hashing it only after loading it left
+  // svm-eval waiting (docs/DECISIONS.md, "Hashes start first and read ahead").
   cae::BackgroundHashes hashes(req.reject.empty() ? std::vector<std::string>{req.model, file}
                                                   : std::vector<std::string>{req.model, file, req.reject});
   // The CUDA driver is asked from here on, beside the read (common/device.h).

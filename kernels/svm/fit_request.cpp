@@ -36,8 +36,8 @@ void widen(FitRows& r) {
 }  // namespace
 
 std::string run_fit(FitRequest req) {
-  // Hashed from the first moment: 2 GB of features take ~1.8 s at SHA-256's ~1.1 GB/s, longer
-  // than the reading and the fit (docs/BENCHMARKS.md).
+  // Hashed from the first moment: a large features file's SHA-256 takes longer than its
+  // reading and the fit (docs/DECISIONS.md, "Hashes start first and read ahead").
   cae::BackgroundHashes hashes({req.features});
   TrainPlan plan = plan_from_options(req.C, req.gamma, req.kernel, req.cv, req.tol);
   plan.views = cae::ViewSet::parse(req.augment);
@@ -130,7 +130,7 @@ std::string run_fit(FitRequest req) {
     cae::log_info("a group of %d ranks (%s): each fits its share of the class pairs%s; rank 0 writes %s", place.world,
                   place.source.c_str(), plan.cv_folds ? ", cross-validation cells" : "", req.output.c_str());
   // The rest of the preparation on the GPU for a GPU fit: the raw rows go up and stay there
-  // for the solver (the host's other two passes took 0.15-0.2 s, the GPU's take milliseconds).
+  // for the solver (docs/DECISIONS.md, "svm-fit fits its scaler while the driver starts; …").
   // float16 rows go up as they are and are widened there; elsewhere they are widened here.
   std::optional<PreparedSet> prepared;
   if (halves) prepared = PreparedSet::on_gpu(train.X16.data(), y, train.rows, D, params, *scaler, device);

@@ -445,7 +445,7 @@ def features_pca(f, path, split, notes):
         x = sampled_rows(ds, path, rows).astype(np.float32)  # float32 halves the work
     # As the features reader refuses a NaN or infinity anywhere (features_reader.cpp), the
     # report refuses one in the rows it reads. It reads only the sample: scanning every row
-    # would read the whole file (24 GB for PRESET=accurate) to draw 2,000 points.
+    # would read the whole file (tens of GB for PRESET=accurate) to draw 2,000 points.
     bad = np.flatnonzero(~np.isfinite(x))
     if len(bad):
         row, feature = divmod(int(bad[0]), dim)

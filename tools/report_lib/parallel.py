@@ -116,8 +116,8 @@ def run_parallel(jobs, limit=None, later=()):
     limit = limit or workers()
     if limit < SERIAL_BELOW:
         # On a machine of 2–3 CPUs the children's page faults (each copies what it touches
-        # of the parent) cost more than the overlap gains: measured on 2 cores, 3 s of system
-        # time against 1 s. There the figures are drawn one after another, here.
+        # of the parent) cost more than the overlap gains (docs/DECISIONS.md, "The report's
+        # start-up and Make's own time"). There the figures are drawn one after another, here.
         results = {}
 
         def each_job():  # the waiting ones last: what they wait for is under way meanwhile

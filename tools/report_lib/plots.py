@@ -274,8 +274,9 @@ def plot_confusion(ev, folder):
     size = max(5.5, 0.62 * k + 2.2)
     fig, ax = subplots(figsize=(size + 1.2, size))
     # The cells as a mesh of k x k quads, not an image: an image is resampled to the PNG's
-    # pixels, and twice (once more for the tight box) — ~0.2 s of this figure, the report's
-    # slowest, in a child on the GPU host. The same picture.
+    # pixels, and twice (once more for the tight box), the report's slowest figure
+    # (docs/BENCHMARKS.md, "The SVM solver's row held in registers, the confusion matrix as a
+    # mesh"). The same picture.
     edges = np.arange(k + 1) - 0.5
     im = ax.pcolormesh(edges, edges, frac, cmap="Blues", vmin=0, vmax=1)
     ax.set_xlim(-0.5, k - 0.5)
