@@ -9,28 +9,6 @@
 namespace cae {
 namespace {
 
-// Length of the valid UTF-8 sequence at s[i] (shortest form, no surrogate, at most
-// U+10FFFF), or 0 when the byte there starts none.
-size_t utf8_sequence(const std::string& s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
-  const uint8_t c = b(i);
-  if (c < 0x80) return 1;
-  size_t n;
-  uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) n = 2, cp = c & 0x1F;
-  else if (c >= 0xE0 && c <= 0xEF) n = 3, cp = c & 0x0F;
-  else if (c >= 0xF0 && c <= 0xF4) n = 4, cp = c & 0x07;
-  else return 0;
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = cp << 6 | (b(i + k) & 0x3F);
-  }
-  const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
-  if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
 std::string class_label(size_t c, const std::string& name) {
   return "class " + std::to_string(c) + " (" + quoted_name("'" + name + "'") + ")";
 }

@@ -4,6 +4,8 @@
 // message, log line and export of the C++ tools goes through one of them (JSON strings:
 // json_escape in common/json.h). docs/RELIABILITY.md, class 4.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace cae {
@@ -21,5 +23,11 @@ std::string escape_controls(const std::string& line);
 
 // True when quoted_name would change `name`.
 bool needs_quoting(const std::string& name);
+
+// Length of the valid UTF-8 sequence at s[i] (shortest form, no surrogate, at most
+// U+10FFFF; 1 for ASCII), or 0 when the byte there starts none; its code point to
+// *code_point when given. The one UTF-8 decoder of the names' rules (this file's and
+// common/class_names.h's).
+size_t utf8_sequence(const std::string& s, size_t i, uint32_t* code_point = nullptr);
 
 }  // namespace cae

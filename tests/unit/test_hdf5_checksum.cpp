@@ -14,20 +14,13 @@
 #include "common/half.h"
 #include "common/hdf5_checksum.h"
 #include "common/hdf5_io.h"
+#include "tests/support/random_values.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
 using cae_test::TempDir;
-
-template <typename T>
-std::vector<T> random_values(size_t n, int lo, int hi, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> pick(lo, hi);
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(pick(rng));
-  return v;
-}
+using cae_test::random_values;
 
 // The file offset of the byte `byte` of dataset `name`'s contiguous data.
 uint64_t data_offset(const std::string& path, const std::string& name, uint64_t byte) {

@@ -21,21 +21,13 @@
 #include "common/provenance.h"
 #include "kernels/ae/features_file.h"
 #include "kernels/ae/features_reader.h"
+#include "tests/support/random_values.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
 using cae_test::TempDir;
-
-// Non-zero values drawn from `lo..hi`, a few distinct ones so that deflate compresses them.
-template <typename T>
-std::vector<T> random_values(size_t n, int lo, int hi, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> pick(lo, hi);
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(pick(rng));
-  return v;
-}
+using cae_test::random_values;
 
 // A raw-API dataset [rows, cols] of `file_type` holding `values` (converted from float).
 void write_raw_dataset(const std::string& path, hid_t file_type, hid_t dcpl, hsize_t rows, hsize_t cols,
