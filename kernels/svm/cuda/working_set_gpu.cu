@@ -251,6 +251,29 @@ struct LaneHost {
   int parity = 0;  // which of the lane's two fresh lists is this round's kept one
 };
 
+// A lane's device state pointing at its buffers, for a working set of `count` variables; the
+// selection's own fields (bounds, keys, kept and fresh lists) are the caller's.
+Lane lane_state(const LaneHost& h, const LaneMemory& m, int count) {
+  Lane L;
+  L.n = h.n;
+  L.na = h.na;
+  L.alpha = m.alpha;
+  L.G = m.G;
+  L.chosen = m.chosen;
+  L.ws = m.ws;
+  L.ws_count = m.ws_count;
+  L.gap = m.gap;
+  L.count = count;
+  L.ws_slot = m.ws_slot;
+  L.cache = m.cache;
+  L.Kws = m.Kws;
+  L.alpha_ws = m.alpha_ws;
+  L.alpha_old = m.alpha_old;
+  L.G_ws = m.G_ws;
+  L.diag_ws = m.diag_ws;
+  return L;
+}
+
 }  // namespace
 
 void rows_to_half(const float* x, int64_t count, __half* out, int* overflow, cudaStream_t stream) {
@@ -447,18 +470,7 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
         start_vars[r] = nonzero[b0 + r];
         start_values[r] = start[nonzero[b0 + r]];
       }
-      Lane& L = start_lane[0];
-      L = Lane{};
-      L.n = h.n;
-      L.na = h.na;
-      L.alpha = mem[l].alpha;
-      L.G = mem[l].G;
-      L.ws = mem[l].ws;
-      L.count = count;
-      L.ws_slot = mem[l].ws_slot;
-      L.cache = mem[l].cache;
-      L.alpha_ws = mem[l].alpha_ws;
-      L.alpha_old = mem[l].alpha_old;
+      start_lane[0] = lane_state(h, mem[l], count);
       AE_CUDA_CHECK(cudaMemcpyAsync(mem[l].ws, start_vars.get(), sizeof(int) * count, cudaMemcpyHostToDevice, s));
       AE_CUDA_CHECK(cudaMemcpyAsync(mem[l].alpha_ws, start_values.get(), sizeof(double) * count,
                                     cudaMemcpyHostToDevice, s));
@@ -506,19 +518,11 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
       const LaneHost& h = host[l];
       const WorkingSetPair& pr = pairs[h.pair];
       Lane& L = lane_args[a];
-      L = Lane{};
-      L.n = h.n;
-      L.na = h.na;
+      L = lane_state(h, mem[l], 0);
       L.Cp = pr.Cp;
       L.Cn = pr.Cn;
       L.linear = pr.linear;
-      L.alpha = mem[l].alpha;
-      L.G = mem[l].G;
-      L.chosen = mem[l].chosen;
       L.key_offset = key_total;
-      L.ws = mem[l].ws;
-      L.ws_count = mem[l].ws_count;
-      L.gap = mem[l].gap;
       L.q = std::min(q_max, h.n);
       L.kept = mem[l].fresh[h.parity];
       L.fresh = mem[l].fresh[1 - h.parity];
@@ -590,15 +594,8 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
       const Readback& rb = readback[active[a]];
       cache_rows(l, rb.ws, rb.count, k);
       Lane& L = lane_args[k];
-      L = lane_args[a];
+      L = lane_args[a];  // the selection's state (lane_state), now with its working set
       L.count = rb.count;
-      L.ws_slot = mem[l].ws_slot;
-      L.cache = mem[l].cache;
-      L.Kws = mem[l].Kws;
-      L.alpha_ws = mem[l].alpha_ws;
-      L.alpha_old = mem[l].alpha_old;
-      L.G_ws = mem[l].G_ws;
-      L.diag_ws = mem[l].diag_ws;
       int positives = 0;
       while (positives < rb.count && rb.ws[positives] < h.na) ++positives;
       PairJob& job = job_args[k];
