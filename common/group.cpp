@@ -412,7 +412,10 @@ void publish_rendezvous(const std::string& path, const std::vector<unsigned char
 }
 
 std::vector<unsigned char> await_rendezvous(const std::string& path, size_t size, double timeout_seconds) {
-  const auto [folder, name] = split_path(path);
+  // Named copies, not a structured binding: C++17 lambdas cannot capture one (clang refuses).
+  const std::pair<std::string, std::string> parts = split_path(path);
+  const std::string& folder = parts.first;
+  const std::string& name = parts.second;
   std::vector<unsigned char> bytes;
   poll_until(
       [&] {
