@@ -69,12 +69,13 @@ void add_options(CLI::App& app, Options& opt) {
   app.add_option("--scale", opt.scale, "Feature standardisation (mean/std of the training rows)")
       ->check(CLI::IsMember({"standard", "none"}));
   app.add_option("--tol", opt.tol, "Stopping tolerance on the KKT gap (libsvm -e)");
-  cae::default_means(app.add_option("--cache-mb", opt.cache_mb, "Host memory for the CPU's kernel values, MB: a class "
-                                    "pair's whole matrix where it fits, else the working-set solver's cached kernel "
-                                    "rows, at least its 1,024 rows of the pair (the GPU keeps its kernel values in "
-                                    "its own memory, as much as is free)")
+  cae::default_means(app.add_option("--cache-mb", opt.cache_mb, "Memory for kernel values, MB, on either device: the "
+                                    "whole matrix where it fits (a class pair's on the CPU, all pairs' on the GPU), "
+                                    "else the working-set solver's cached kernel rows, at least one working set's "
+                                    "1,024 rows of a pair")
                          ->check(CLI::PositiveNumber),
-                     "half the memory left after the training rows, shared by a group's ranks");
+                     "CPU: half the host memory left after the training rows, shared by a group's ranks; GPU: "
+                     "what the device has free");
   cae::default_means(app.add_option("--train-limit", opt.train_limit,
                                     "Use the first N training rows (0 = all; more than there are = all, with "
                                     "a warning)")

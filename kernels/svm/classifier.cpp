@@ -90,8 +90,8 @@ Classifier PreparedSet::describe(const ClassifierParams& params, cae::Device dev
 }
 
 FitParams Classifier::fit_params(const ClassifierParams& params) const {
-  return FitParams{params.kernel,   params.C,           resolved_gamma_, params.tol, params.class_weight,
-                   params.cache_mb, params.log_summary, params.kind,    params.nu};
+  return FitParams{params.kernel,       params.C,           resolved_gamma_, params.tol, params.class_weight,
+                   params.cache_mb,     params.gpu_cache_mb, params.log_summary, params.kind, params.nu};
 }
 
 Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, const FitProgress& progress) const {

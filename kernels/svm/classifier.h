@@ -44,7 +44,8 @@ struct ClassifierParams {
   ClassWeights class_weight;    // C of class c is C · w_c (resolve_class_weights); empty: all 1
   std::string class_weight_spec = "none";  // what the weights came from, saved with the model
   bool standardize = true;                 // false: the identity scaler (svm-fit --scale none)
-  int64_t cache_mb = 2048;
+  int64_t cache_mb = 2048;   // FitParams::cache_mb
+  int64_t gpu_cache_mb = 0;  // FitParams::gpu_cache_mb
   std::string data_name = "training data";  // names the rows in error messages (a file)
   bool log_summary = true;                   // the solver's one-line summary on stderr
   // A group of ranks sharing the work (group_fit.h), or null: this process alone. fit()

@@ -123,7 +123,9 @@ std::string run_fit(FitRequest req) {
   const uint64_t rows_bytes = static_cast<uint64_t>(train.rows) * static_cast<uint64_t>(D) * sizeof(float);
   params.cache_mb =
       req.cache_mb ? req.cache_mb : default_cache_mb(cae::usable_memory_bytes(), rows_bytes, place.world);
-  cae::record_effective("cache-mb", std::to_string(params.cache_mb));
+  params.gpu_cache_mb = req.cache_mb;
+  cae::record_effective("cache-mb", device == cae::Device::gpu && !req.cache_mb ? std::string("free device memory")
+                                                                               : std::to_string(params.cache_mb));
   params.group = place.grouped() ? &group : nullptr;
   plan.seed = static_cast<uint64_t>(req.cv_seed);
   if (place.grouped())

@@ -38,7 +38,10 @@ struct FitParams {
   double gamma = 0.0;  // resolved value (> 0 for rbf)
   double tol = 1e-3;   // KKT tolerance, as libsvm's -e
   ClassWeights class_weight;
-  int64_t cache_mb = 2048;
+  int64_t cache_mb = 2048;  // the CPU's kernel values, MB (svm-fit --cache-mb, or its default)
+  // The GPU's kernel values, MB: svm-fit --cache-mb when given; 0: what the device has free.
+  // Two fields because only the CPU's bound has a default of its own (default_cache_mb).
+  int64_t gpu_cache_mb = 0;
   bool log_summary = true;  // the solver's one-line summary (cross-validation's many fits turn it off)
   SvmKind kind = SvmKind::c_svc;
   double nu = 0.5;  // one_class: 0 < nu <= 1, an upper bound on the fraction of training rows outside

@@ -1007,6 +1007,37 @@ TEST(SvmWorkingSetGpu, AutomaticChoosesWorkingSetsWhenTheMatrixDoesNotFit) {
   EXPECT_LE(std::abs(whole.n_sv() - ws.n_sv()), std::max<int64_t>(2, whole.n_sv() / 50));
 }
 
+// svm-fit --cache-mb on the GPU (FitParams::gpu_cache_mb) bounds the kernel values held: a
+// matrix larger than it goes to working sets, whose lanes' cached rows stay within it, and
+// never below one working set's rows; the optimum is the unbounded fit's.
+TEST(SvmWorkingSetGpu, CacheMbBoundsTheKernelValuesHeld) {
+  REQUIRE_GPU();
+  const Problem pr = make_problem({0, 1, 2, 3}, {1400, 1600, 1500, 1500}, 30, 0.3, 800, 79);
+  const int64_t pair_rows = 1600 + 1500;  // the largest pair's
+  svm::FitParams p = params(10.0, pr.gamma);
+  svm::cuda::FitStats free_stats;
+  const svm::Model unbounded = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, {}, &free_stats);
+  EXPECT_EQ(free_stats.mode, "whole-matrix");  // 144 MB, well within the device
+  for (const int64_t mb : {int64_t{64}, int64_t{1}}) {
+    SCOPED_TRACE("--cache-mb " + std::to_string(mb));
+    p.gpu_cache_mb = mb;
+    svm::cuda::FitStats st;
+    const svm::Model bounded = svm::cuda::fit(pr.X.data(), pr.y.data(), pr.n, pr.dim, p, nullptr, {}, &st);
+    EXPECT_EQ(st.mode, "working-set");
+    ASSERT_GE(st.working_set_lanes, 1);
+    const int64_t held = st.working_set_lanes * st.working_set_cache_rows * pair_rows * 4;
+    const int64_t one_set = 1024 * pair_rows * 4;
+    EXPECT_LE(held, std::max((mb << 20) + st.working_set_lanes * 256, st.working_set_lanes * (one_set + 256)));
+    EXPECT_GE(st.working_set_cache_rows, 1024);
+    if (mb == 1) EXPECT_EQ(st.working_set_lanes, 1);
+    expect_pairs_optimal(bounded, rounded_to_half(pr), 10.0, 10 * p.tol);
+    const std::vector<double> a = decisions(unbounded, pr.X_test, pr.n_test, true),
+                              b = decisions(bounded, pr.X_test, pr.n_test, true);
+    EXPECT_GE(agreement(svm::vote(unbounded, a.data(), pr.n_test), svm::vote(bounded, b.data(), pr.n_test)), 0.99);
+    std::printf("--cache-mb %lld: %s\n", static_cast<long long>(mb), st.detail.c_str());
+  }
+}
+
 TEST(SvmGpu, RejectsBadInput) {
   const Problem pr = make_problem({0, 1}, {20, 20}, 4, 1.0, 0, 41);
   EXPECT_THROW(svm::fit_gpu(pr.X.data(), pr.y.data(), pr.n, pr.dim, params(1.0, 0.0), nullptr), std::invalid_argument);

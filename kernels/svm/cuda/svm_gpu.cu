@@ -147,7 +147,21 @@ namespace {
 // Host rows [n, dim] on the device sorted by class (class_sorted_places), ld floats apart:
 // they go up in chunks of ≤ 256 MB through a staging buffer and are scattered to their
 // places, so the device never holds X twice (300,000 rows of a 16,384-d code are 19.7 GB).
+// Rows the device cannot hold are refused before anything is allocated, with the number that
+// would fit: each row as uploaded (float32) and its float16 copy beside it while the working
+// sets' rows are made (prepare_working_set_rows), and its norm.
+void require_rows_fit(int64_t n, int dim) {
+  const int64_t per_row = device_row_stride(dim) * int64_t{sizeof(float) + sizeof(__half)} + int64_t{sizeof(double)};
+  const int64_t room = std::max<int64_t>(free_device_bytes() - 2 * kDeviceReserveBytes, 0);
+  if (n * per_row <= room) return;
+  throw std::runtime_error("svm gpu: " + std::to_string(n) + " training rows of " + std::to_string(dim) +
+                           " features need " + std::to_string((n * per_row) >> 20) + " MB of GPU memory, " +
+                           std::to_string(room >> 20) + " MB are free: at most " + std::to_string(room / per_row) +
+                           " rows of this width fit (--train-limit, fewer --augment views, or --device cpu)");
+}
+
 void upload_sorted_rows(const float* X, const int32_t* y, int64_t n, int dim, DeviceRows& rows, cudaStream_t s) {
+  require_rows_fit(n, dim);
   rows.n = n;
   rows.dim = dim;
   rows.ld = device_row_stride(dim);
@@ -215,9 +229,45 @@ struct Solved {
   std::vector<std::vector<double>> alpha_all;
 };
 
+// The device memory a strategy may allocate: what is free less a reserve (measured by the
+// strategy once it holds its own state), within the tests' FitOptions::kernel_bytes_limit.
+int64_t device_budget(const FitOptions& options) {
+  const int64_t free = std::max<int64_t>(free_device_bytes() - kDeviceReserveBytes, 0);
+  return options.kernel_bytes_limit >= 0 ? std::min(options.kernel_bytes_limit, free) : free;
+}
+
+// svm-fit --cache-mb on the GPU (FitParams::gpu_cache_mb) bounds the kernel values held, as
+// on the CPU: the whole matrix, or the working sets' cached rows; < 0: no bound of its own.
+int64_t kernel_cache_bytes(const FitParams& p) { return p.gpu_cache_mb > 0 ? p.gpu_cache_mb << 20 : -1; }
+
+// The working-set solver's settings for the problem p, from the knobs of `options`.
+WorkingSetConfig working_set_config(const FitParams& p, const FitOptions& options) {
+  WorkingSetConfig config;
+  config.working_set_size = options.working_set_size;
+  config.lanes = options.working_set_lanes;
+  config.cache_rows = options.working_set_cache_rows;
+  config.cache_bytes = kernel_cache_bytes(p);
+  config.budget_bytes = device_budget(options);
+  config.tol = p.tol;
+  config.kernel = p.kernel;
+  config.gamma = p.gamma;
+  return config;
+}
+
+// The path (docs/SVM_GPU.md, "Which path"), unless `options` force one: the whole matrix for a
+// problem as small as CIFAR-10's 50,000 rows, where it fits beside `state_bytes` of solver
+// state and within --cache-mb; working sets otherwise — they compute only the rows the
+// solver visits and hold no pair's matrix.
+bool whole_matrix_chosen(int64_t n, int64_t state_bytes, const FitParams& p, const FitOptions& options) {
+  using Path = FitOptions::Path;
+  if (options.path != Path::automatic) return options.path == Path::whole_matrix;
+  const int64_t matrix_bytes = n * n * int64_t{sizeof(float)}, cache = kernel_cache_bytes(p);
+  return n <= kWholeMatrixMaxRows && matrix_bytes + state_bytes <= device_budget(options) &&
+         (cache < 0 || matrix_bytes <= cache);
+}
+
 // What both strategies are given: the class-sorted rows on the device, the pairs, the
-// problem and the device memory they may use (FitOptions::kernel_bytes_limit, else the free
-// memory less a reserve, measured by the strategy once it holds its own state).
+// problem and the device memory they may use (device_budget).
 struct SolveContext {
   cublasHandle_t blas;
   Stream& stream;
@@ -228,10 +278,7 @@ struct SolveContext {
   const std::vector<double>& Cs;
   const PairCallback& cb;
   const FitOptions& options;
-  int64_t budget() const {
-    const int64_t free = std::max<int64_t>(free_device_bytes() - kDeviceReserveBytes, 0);
-    return options.kernel_bytes_limit >= 0 ? std::min(options.kernel_bytes_limit, free) : free;
-  }
+  int64_t budget() const { return device_budget(options); }
 };
 
 // The rows as the working sets read them (docs/SVM_GPU.md, "Kernel values in working sets"):
@@ -281,7 +328,6 @@ void solve_by_whole_matrix(const SolveContext& x, Solved& out, FitStats& st) {
   const int64_t n = x.rows.n, ld = x.rows.ld;
   const cudaStream_t s = x.stream.get();
   st.mode = "whole-matrix";
-  st.waves = 1;
   cae::Stopwatch clock;
   DeviceBuffer<double> d_norms(static_cast<size_t>(n));
   row_squared_norms(x.rows.X.get(), n, x.rows.dim, ld, d_norms.get(), s);  // of the rows as given, before a split
@@ -353,20 +399,13 @@ void solve_by_working_sets(const SolveContext& x, Solved& out, FitStats& st) {
   DeviceRows& rows = x.rows;
   const cudaStream_t s = x.stream.get();
   st.mode = "working-set";
-  st.waves = 1;
   cae::Stopwatch clock;
   WorkingSetRowsOnDevice ws_rows;
   prepare_working_set_rows(rows, x.options.working_set_float32, x.stream, ws_rows);
   const bool half = ws_rows.view.X16 != nullptr;
   st.kernel_s = clock.seconds();
   st.working_set_half = half;
-  WorkingSetConfig config;
-  config.working_set_size = x.options.working_set_size;
-  config.lanes = x.options.working_set_lanes;
-  config.cache_rows = x.options.working_set_cache_rows;
-  config.tol = x.p.tol;
-  config.kernel = x.p.kernel;
-  config.gamma = x.p.gamma;
+  WorkingSetConfig config = working_set_config(x.p, x.options);
 
   clock = cae::Stopwatch();
   WorkingSetTotals totals;
@@ -394,6 +433,8 @@ void solve_by_working_sets(const SolveContext& x, Solved& out, FitStats& st) {
   st.smo_s = clock.seconds();
   st.working_set_rounds = totals.rounds;
   st.working_set_rows = totals.rows_computed;
+  st.working_set_lanes = totals.lanes;
+  st.working_set_cache_rows = totals.cache_rows_per_lane;
   char detail[160];
   std::snprintf(detail, sizeof(detail), "%s rows, %d lanes of %lld cached rows, %lld rounds, %lld kernel rows",
                 half ? "float16" : "float32", totals.lanes, static_cast<long long>(totals.cache_rows_per_lane),
@@ -428,20 +469,12 @@ Solved solve_each_C(const float* X, DeviceRows* prepared, const int32_t* y, int6
   st.upload_s = clock.seconds() + (prepared ? prepared->seconds : 0.0);
 
   const SolveContext context{blas.get(), stream, rows, L, out.m, p, Cs, cb, options};
-  // The path (docs/SVM_GPU.md, "Which path"): the whole matrix for a problem as small as
-  // CIFAR-10's 50,000 rows, where it fits beside the pairs' state, and working sets
-  // otherwise — they compute only the rows the solver visits and hold no pair's matrix.
-  using Path = FitOptions::Path;
-  Path path = options.path;
-  if (path == Path::automatic) {
-    const int64_t state_bytes = L.pair_offset[pairs] * 17 + pairs * int64_t{sizeof(PairJob) + sizeof(PairResult)};
-    const int64_t whole_bytes = n * n * int64_t{sizeof(float)} + n * int64_t{sizeof(double)} + state_bytes;
-    path = whole_bytes <= context.budget() && n <= kWholeMatrixMaxRows ? Path::whole_matrix : Path::working_set;
-  }
-  if (path == Path::working_set)
-    solve_by_working_sets(context, out, st);
-  else
+  const int64_t state_bytes = n * int64_t{sizeof(double)} + L.pair_offset[pairs] * 17 +
+                              pairs * int64_t{sizeof(PairJob) + sizeof(PairResult)};
+  if (whole_matrix_chosen(n, state_bytes, p, options))
     solve_by_whole_matrix(context, out, st);
+  else
+    solve_by_working_sets(context, out, st);
   return out;
 }
 
@@ -504,9 +537,9 @@ std::vector<Model> fit_models(const float* X, DeviceRows* prepared, const int32_
                     st.kernel_s, st.smo_s, static_cast<long long>(iterations), static_cast<long long>(most_iterations),
                     st.assemble_s, static_cast<long long>(last.n_sv()));
     else
-      cae::log_info("svm (gpu, %s): %d pairs in %d wave(s): setup %.2f s, %s %.2f s, kernel matrix %.2f s, "
+      cae::log_info("svm (gpu, %s): %d pairs: setup %.2f s, %s %.2f s, kernel matrix %.2f s, "
                     "SMO %.2f s (%lld iterations, at most %lld in a pair), model %.2f s; %lld support vectors",
-                    st.mode.c_str(), pairs, st.waves, st.setup_s, prepared ? "rows prepared" : "upload", st.upload_s,
+                    st.mode.c_str(), pairs, st.setup_s, prepared ? "rows prepared" : "upload", st.upload_s,
                     st.kernel_s, st.smo_s, static_cast<long long>(iterations), static_cast<long long>(most_iterations),
                     st.assemble_s, static_cast<long long>(last.n_sv()));
   }
@@ -593,13 +626,7 @@ PairResult one_class_by_working_sets(cublasHandle_t blas, DeviceRows& rows, cons
   problem.Cp = problem.Cn = 1;
   problem.linear = 0;
   problem.start = alpha.data();
-  WorkingSetConfig config;
-  config.working_set_size = options.working_set_size;
-  config.cache_rows = options.working_set_cache_rows;
-  config.tol = p.tol;
-  config.kernel = p.kernel;
-  config.gamma = p.gamma;
-  config.budget_bytes = std::max<int64_t>(free_device_bytes() - kDeviceReserveBytes, 0);
+  const WorkingSetConfig config = working_set_config(p, options);
   std::vector<WorkingSetOutcome> solved =
       solve_working_sets(blas, ws_rows.view, {problem}, config, stream.get(), {}, nullptr);
   alpha = std::move(solved[0].alpha);
@@ -610,6 +637,7 @@ PairResult one_class_by_working_sets(cublasHandle_t blas, DeviceRows& rows, cons
 
 Model fit_one_class(const float* X, int64_t n, int dim, const FitParams& p, const FitOptions& options) {
   Model m = begin_one_class_fit(n, dim, p);
+  require_rows_fit(n, dim);
   cae::Stopwatch clock;
   Stream stream;
   Blas blas(stream.get());
@@ -623,13 +651,7 @@ Model fit_one_class(const float* X, int64_t n, int dim, const FitParams& p, cons
     upload_rows(rows.X.get(), X, n, dim, rows.ld, stream.get());
     stream.sync();
   }
-  // The path as the C-SVC takes it (solve_each_C): the whole matrix where it fits for a
-  // problem of CIFAR-10's size, else working sets.
-  using Path = FitOptions::Path;
-  const int64_t matrix_bytes = n * n * static_cast<int64_t>(sizeof(float)) + n * 24;
-  const bool whole = options.path == Path::automatic
-                         ? matrix_bytes <= free_device_bytes() - kDeviceReserveBytes && n <= kWholeMatrixMaxRows
-                         : options.path == Path::whole_matrix;
+  const bool whole = whole_matrix_chosen(n, n * 24, p, options);  // as the C-SVC chooses (solve_each_C)
   std::vector<double> alpha = cpu::one_class_start(static_cast<int>(n), p.nu);
   const PairResult result = whole ? one_class_by_whole_matrix(blas.get(), rows, p, alpha, stream)
                                   : one_class_by_working_sets(blas.get(), rows, p, options, alpha, stream);
@@ -674,8 +696,8 @@ std::vector<std::vector<PairSolution>> solve_pairs_gpu(const float* X, const int
   const cuda::Solved sv = cuda::solve_each_C(X, nullptr, y, n, dim, p, Cs, cb, options, st);
   for (size_t c = 0; c < Cs.size(); ++c) out[c] = solutions_of(sv, c);
   if (p.log_summary)
-    cae::log_info("svm (gpu, %s): %zu of the pairs in %d wave(s): kernel matrix %.2f s, SMO %.2f s", st.mode.c_str(),
-                  pairs.size(), st.waves, st.kernel_s, st.smo_s);
+    cae::log_info("svm (gpu, %s): %zu of the pairs: kernel matrix %.2f s, SMO %.2f s", st.mode.c_str(), pairs.size(),
+                  st.kernel_s, st.smo_s);
   return out;
 }
 

@@ -103,13 +103,14 @@ std::vector<int64_t> class_sorted_places(const int32_t* y, int64_t n);
 struct FitStats {
   std::string mode;            // "whole-matrix" or "working-set"
   std::string detail;          // working-set: the rows' type, lanes, rounds, rows computed
-  int waves = 0;               // kernel-matrix rounds (1)
   // setup: CUDA context, stream and cuBLAS handle; assemble: the libsvm layout on the host.
   double setup_s = 0, upload_s = 0, kernel_s = 0, smo_s = 0, assemble_s = 0, total_s = 0;
   std::vector<int64_t> pair_iterations;
   std::vector<double> pair_objective;  // dual objective ½aᵀQa − eᵀa of each pair
   int pairs_hit_limit = 0;
   int64_t working_set_rounds = 0, working_set_rows = 0;
+  int working_set_lanes = 0;
+  int64_t working_set_cache_rows = 0;  // a lane's, for the largest pair
   bool working_set_half = false;
 };
 

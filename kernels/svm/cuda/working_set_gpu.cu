@@ -330,9 +330,13 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
   int lanes = config.lanes > 0 ? config.lanes
                                : static_cast<int>(std::clamp<int64_t>((budget - staging) / want_lane, 1, kMaxLanes));
   lanes = std::min({lanes, P, kMaxLanes});
+  // --cache-mb: as many lanes as it gives a working set's rows each (one at least, as the
+  // CPU's solver keeps its q rows whatever the budget), and their caches within it.
+  if (config.cache_bytes >= 0) lanes = static_cast<int>(std::clamp<int64_t>(config.cache_bytes / min_cache, 1, lanes));
   while (lanes > 1 && staging + sort_bytes(lanes) + lanes * (fixed_lane + min_cache) > budget) --lanes;
   int64_t cache_per_lane = std::min(whole_pair, (budget - staging - sort_bytes(lanes)) / lanes - fixed_lane);
   if (config.cache_rows > 0) cache_per_lane = std::min(cache_per_lane, std::max(config.cache_rows, q_rows) * n_max * 4);
+  if (config.cache_bytes >= 0) cache_per_lane = std::min(cache_per_lane, std::max(config.cache_bytes / lanes, min_cache));
   if (cache_per_lane < min_cache)
     throw std::runtime_error("svm gpu: the working-set solver needs " +
                              std::to_string((staging + sort_bytes(1) + fixed_lane + min_cache) >> 20) +

@@ -52,6 +52,7 @@ struct WorkingSetConfig {
   double inner_gap_share = cpu::kInnerGapShare;  // the subproblems' stopping rule (cpu/working_set.h)
   int inner_steps_per_variable = cpu::kInnerStepsPerVariable;
   int64_t cache_rows = 0;                        // > 0: at most this many cached rows a lane (tests)
+  int64_t cache_bytes = -1;  // >= 0: the lanes' cached rows together (--cache-mb), each at least q rows
   KernelType kernel = KernelType::rbf;
   double gamma = 0;
 };
