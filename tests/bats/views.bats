@@ -232,7 +232,7 @@ assert np.abs(a["decision_values"][...]).max() > 0.01
 PY
 }
 
-@test "make pipeline VIEWS=...: the view set reaches ae-encode, svm-fit --augment and svm-eval --tta; PRESET=accurate's is flip,shift:2 on CIFAR-10, flip elsewhere" {
+@test "make pipeline VIEWS=...: the view set reaches ae-encode, svm-fit --augment and svm-eval --tta; PRESET=accurate's is flip,shift:4 on CIFAR-10, flip elsewhere" {
   flags_of() {  # the encode, fit and eval stages' recorded flags under make -n with "$@"
     make -s -n -C "$REPO_ROOT" pipeline PREBUILT=1 BIN="$BIN" CIFAR10_DIR="$TMP/none" DATA_DIR="$TMP/d" RUN_DIR="$TMP/r" "$@" |
       grep -oE "'flags=[^']*' > $TMP/r/\.params/(encode|fit|eval)-" | sed -E "s/^'flags= ?//; s/' > .*\/(encode|fit|eval)-$/ [\1]/"
@@ -249,9 +249,9 @@ PY
   [ "$(sed -n 3p <<<"$output")" = "--decision-values --tta shift:3 [eval]" ]
   run flags_of PRESET=accurate
   echo "$output"
-  [ "$(sed -n 1p <<<"$output")" = "--flip --shifts 2 [encode]" ]
-  [ "$(sed -n 2p <<<"$output")" = "--C 10 --augment flip,shift:2 [fit]" ]
-  [ "$(sed -n 3p <<<"$output")" = "--tta flip,shift:2 [eval]" ]
+  [ "$(sed -n 1p <<<"$output")" = "--flip --shifts 4 [encode]" ]
+  [ "$(sed -n 2p <<<"$output")" = "--C 10 --augment flip,shift:4 [fit]" ]
+  [ "$(sed -n 3p <<<"$output")" = "--tta flip,shift:4 [eval]" ]
   run flags_of PRESET=accurate VIEWS=none
   echo "$output"
   [ "$(sed -n 1p <<<"$output")" = " [encode]" ] || [ "$(sed -n 1p <<<"$output")" = "[encode]" ]
