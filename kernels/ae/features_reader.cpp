@@ -8,6 +8,7 @@
 #include "common/class_names.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/memory_limit.h"
 #include "common/provenance.h"
 
 namespace ae {
@@ -19,6 +20,9 @@ namespace {
 // would already be 2^31 class pairs, beyond any fit; a label beyond that is damage or a
 // label of another kind (an id), not a class index.
 constexpr int64_t kMaxUnnamedClasses = int64_t{1} << 16;
+// Rows of labels read at a time where only their largest value is wanted: the table of a
+// plain file's classes needs one pass over every label, never a copy of them all.
+constexpr int64_t kLabelBlockRows = int64_t{1} << 20;
 }  // namespace
 
 FeaturesReader::FeaturesReader(const std::string& path) : h5_(path) {
@@ -68,9 +72,17 @@ std::vector<std::string> FeaturesReader::class_names() const {
   int64_t n_classes = 10;
   if (plain_) {
     int64_t largest = 0;  // read_labels refuses negative labels
-    for (const char* split : {"train", "test"})
-      if (has_split(split) && h5_.has("/" + std::string(split) + "/labels"))
-        for (int64_t label : read_labels(split, count(split))) {
+    std::vector<int64_t> block;
+    for (const char* split : {"train", "test"}) {
+      if (!has_split(split) || !h5_.has("/" + std::string(split) + "/labels")) continue;
+      const int64_t rows = count(split);
+      require_labels(split);
+      block.resize(static_cast<size_t>(std::min(rows, kLabelBlockRows)));
+      for (int64_t row0 = 0; row0 < rows; row0 += kLabelBlockRows) {
+        const int64_t n = std::min(kLabelBlockRows, rows - row0);
+        read_label_rows(split, row0, n, block.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t label = block[static_cast<size_t>(i)];
           // The classes are 0..the largest label, a name each: a label's value sizes that table.
           if (label >= kMaxUnnamedClasses)
             fail_file(path(), "/" + std::string(split) + "/labels holds " + std::to_string(label) +
@@ -78,6 +90,8 @@ std::vector<std::string> FeaturesReader::class_names() const {
                                   std::to_string(kMaxUnnamedClasses) + " of them (give class_names)");
           largest = std::max(largest, label);
         }
+      }
+    }
     n_classes = largest + 1;
   }
   std::vector<std::string> names;
@@ -85,17 +99,30 @@ std::vector<std::string> FeaturesReader::class_names() const {
   return names;
 }
 
-std::vector<int64_t> FeaturesReader::read_labels(const std::string& split, int64_t rows) const {
+void FeaturesReader::require_labels(const std::string& split) const {
   const std::string lab = "/" + split + "/labels";
   if (!h5_.has(lab)) fail_file(path(), lab + " is missing: the SVM needs labelled features");
   h5_.require(lab, {static_cast<uint64_t>(count(split))});
+}
+
+void FeaturesReader::read_label_rows(const std::string& split, int64_t row0, int64_t rows, int64_t* out) const {
+  const std::string lab = "/" + split + "/labels";
   // Any integer type (HDF5 converts): ae-encode writes uint8, h5py users int64.
-  std::vector<int64_t> labels(static_cast<size_t>(rows));
-  h5_.read_rows_converting<int64_t>(lab, 0, static_cast<uint64_t>(rows), labels.data());
-  for (size_t i = 0; i < labels.size(); ++i)
-    if (labels[i] < 0)
-      fail_file(path(), lab + "[" + std::to_string(i) + "] = " + std::to_string(labels[i]) +
+  h5_.read_rows_converting<int64_t>(lab, static_cast<uint64_t>(row0), static_cast<uint64_t>(rows), out);
+  for (int64_t i = 0; i < rows; ++i)
+    if (out[i] < 0)
+      fail_file(path(), lab + "[" + std::to_string(row0 + i) + "] = " + std::to_string(out[i]) +
                             " is negative (labels are class indices 0, 1, ...)");
+}
+
+std::vector<int64_t> FeaturesReader::read_labels(const std::string& split, int64_t rows) const {
+  require_labels(split);
+  // The rows asked for, not the split's declared length: a few MB of deflated labels can
+  // declare billions of rows (docs/RELIABILITY.md, round 4, class 3).
+  cae::require_memory(path(), "/" + split + "/labels (" + std::to_string(rows) + " rows as int64)",
+                      cae::saturating_product(static_cast<uint64_t>(rows), sizeof(int64_t)));
+  std::vector<int64_t> labels(static_cast<size_t>(rows));
+  read_label_rows(split, 0, rows, labels.data());
   return labels;
 }
 
@@ -140,6 +167,26 @@ FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, 
     h5_.require(datasets.back(), {static_cast<uint64_t>(n_all), static_cast<uint64_t>(d)});
   }
   if (rows < 0 || rows > n_all) rows = n_all;
+  // dtype and stored data checked before sizing the buffer
+  for (const std::string& dataset : datasets) h5_.read_rows_converting<float>(dataset, 0, 0, nullptr);
+  const bool float16 = std::all_of(datasets.begin(), datasets.end(),
+                                   [&](const std::string& dataset) { return h5_.holds_float16(dataset); });
+  const bool halves = keep_float16 && float16;
+  // Everything this read holds at once, sized from the rows asked for, checked before any of
+  // it is allocated: deflated chunks of a few MB can declare any shape that shape() accepts.
+  const uint64_t n_views = static_cast<uint64_t>(views.count());
+  const uint64_t values =
+      cae::saturating_product(cae::saturating_product(static_cast<uint64_t>(rows), n_views), static_cast<uint64_t>(d));
+  const uint64_t label_bytes =
+      cae::saturating_product(static_cast<uint64_t>(rows), sizeof(int64_t) + n_views * sizeof(int32_t));
+  const uint64_t held = cae::saturating_product(values, halves ? sizeof(cae::Half) : sizeof(float));
+  const uint64_t most = std::numeric_limits<uint64_t>::max();
+  std::string what = datasets[0];
+  for (size_t v = 1; v < datasets.size(); ++v) what += ", " + datasets[v].substr(datasets[v].rfind('/') + 1);
+  what += " (" + std::to_string(rows) + " rows";
+  if (n_views > 1) what += " of each of " + std::to_string(n_views) + " views";
+  what += " of " + std::to_string(d) + " features as " + (halves ? "float16" : "float32") + ", with their labels)";
+  cae::require_memory(path(), what, held > most - label_bytes ? most : held + label_bytes);
   const std::vector<int64_t> labels = read_labels(split, rows);
   const int64_t n_classes = static_cast<int64_t>(class_names().size());
   for (size_t i = 0; i < labels.size(); ++i)
@@ -152,12 +199,8 @@ FeatureSplit FeaturesReader::read_views(const std::string& split, int64_t rows, 
   s.labels.reserve(static_cast<size_t>(s.n));
   for (int v = 0; v < views.count(); ++v)
     for (int64_t label : labels) s.labels.push_back(static_cast<int32_t>(label));
-  // dtype and stored data checked before sizing the buffer
-  for (const std::string& dataset : datasets) h5_.read_rows_converting<float>(dataset, 0, 0, nullptr);
-  s.float16 = std::all_of(datasets.begin(), datasets.end(),
-                          [&](const std::string& dataset) { return h5_.holds_float16(dataset); });
-  const size_t values = static_cast<size_t>(s.n) * static_cast<size_t>(d);
-  if (keep_float16 && s.float16) {
+  s.float16 = float16;
+  if (halves) {
     s.X16.resize(values);
     for (size_t v = 0; v < datasets.size(); ++v)
       read_checked(datasets[v], rows, d, s.X16.data() + int64_t(v) * rows * d);
@@ -229,6 +272,12 @@ FeatureRows read_libsvm_rows(const std::string& path, const FeatureRequest& requ
   rows.format = FeaturesFormat::libsvm_text;
   rows.available = d.n;
   rows.n = limit > 0 ? std::min(limit, d.n) : d.n;
+  // The copy is held beside the parsed matrix until this returns.
+  cae::require_memory(path, "its first " + std::to_string(rows.n) + " rows of " + std::to_string(d.dim) +
+                                " features as float32",
+                      cae::saturating_product(
+                          cae::saturating_product(static_cast<uint64_t>(rows.n), static_cast<uint64_t>(d.dim)),
+                          sizeof(float)));
   rows.split.X.assign(d.X.begin(), d.X.begin() + rows.n * d.dim);
   rows.split.labels.assign(d.labels.begin(), d.labels.begin() + rows.n);
   rows.split.n = rows.n;

@@ -84,6 +84,11 @@ class FeaturesReader {
  private:
   void read_checked(const std::string& dataset, int64_t rows, int dim, float* out) const;
   void read_checked(const std::string& dataset, int64_t rows, int dim, cae::Half* out) const;
+  // /<split>/labels present, as long as /<split>/features.
+  void require_labels(const std::string& split) const;
+  // Labels [row0, row0+rows) into `out`, each checked >= 0.
+  void read_label_rows(const std::string& split, int64_t row0, int64_t rows, int64_t* out) const;
+  // The first `rows` labels (require_labels), refused by cae::require_memory before allocating.
   std::vector<int64_t> read_labels(const std::string& split, int64_t rows) const;
 
   cae::Hdf5Reader h5_;

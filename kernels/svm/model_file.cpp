@@ -6,8 +6,10 @@
 #include <memory>
 #include <stdexcept>
 
+#include "common/class_names.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/memory_limit.h"
 #include "common/view_set.h"
 
 namespace svm {
@@ -204,6 +206,10 @@ ModelFile read_model_file(const std::string& path) {
   }
   // Up to gigabytes: read straight into an uninitialised buffer (common/large_buffer.h).
   const cae::Shape sv_shape = h5.require("/svm/support_vectors", {static_cast<uint64_t>(n_sv), kept});
+  // Deflated chunks of a few MB can declare gigabytes of support vectors: refused by their size.
+  cae::require_memory(path, "/svm/support_vectors (" + std::to_string(sv_shape[0]) + " rows of " +
+                                std::to_string(sv_shape[1]) + " features as float32)",
+                      cae::saturating_product(cae::saturating_product(sv_shape[0], sv_shape[1]), sizeof(float)));
   m.support_vectors.resize(static_cast<size_t>(sv_shape[0] * sv_shape[1]));
   f.features_dtype = h5.holds_float16("/svm/support_vectors") ? "float16" : "float32";
   if (f.features_dtype == "float32") h5.read_rows<float>("/svm/support_vectors", 0, sv_shape[0], m.support_vectors.data());
@@ -246,7 +252,10 @@ ModelFile read_model_file(const std::string& path) {
   f.n_train = h5.attr_int("/", "n_train");
   f.fit_seconds = h5.has_attr("/", "fit_seconds") ? h5.attr_double("/", "fit_seconds") : 0.0;
   f.device = h5.has_attr("/", "device") ? h5.attr_string("/", "device") : "";
-  if (h5.has_attr("/", "class_names")) f.class_names = h5.attr_strings("/", "class_names");
+  // The rule of names where they enter (common/class_names.h): a model is an input as a
+  // features file is, whoever wrote it.
+  if (h5.has_attr("/", "class_names"))
+    f.class_names = cae::checked_class_names(h5.attr_strings("/", "class_names"), path);
   // Files written before augmentation existed have no attribute: their rows were the images.
   f.augment = h5.has_attr("/", "augment") ? h5.attr_string("/", "augment") : "none";
   if (h5.has_attr("/", "encoder_sha256")) {
