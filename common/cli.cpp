@@ -1,6 +1,5 @@
 #include "common/cli.h"
 
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -148,7 +147,7 @@ void check_cache_mb(const CLI::Option* opt) {
   const uint64_t have = usable_memory_bytes() >> 20;
   if (mb > 0 && uint64_t(mb) > have)
     throw UsageError("--cache-mb " + v + " is more than the " + std::to_string(have) +
-                     " MB this process may use (physical memory, ulimit -v / -d); give at most that");
+                     " MB this process may use (physical memory, the cgroup's limit, ulimit -v / -d); give at most that");
 }
 
 }  // namespace
@@ -171,17 +170,7 @@ void check_thread_count(const std::string& option, int64_t threads) {
                      " hardware threads of this machine, at least 64, at most 1024)");
 }
 
-uint64_t usable_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  uint64_t bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : UINT64_MAX;
-  for (int res : {RLIMIT_AS, RLIMIT_DATA}) {
-    struct rlimit lim;
-    if (getrlimit(res, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) bytes = std::min<uint64_t>(bytes, lim.rlim_cur);
-  }
-  // The job's cgroup (Slurm, containers) may allow less than the machine has.
-  if (const uint64_t cgroup = cgroup_memory_limit()) bytes = std::min(bytes, cgroup);
-  return bytes;
-}
+uint64_t usable_memory_bytes() { return memory_limit_bytes(); }
 
 std::string closest_option(const CLI::App& app, const std::string& misspelt) {
   std::string best;

@@ -99,7 +99,9 @@ void emit_json(const CommonOptions& common, const std::string& json_line);
 int max_threads();
 // Throws UsageError when `threads` (of `option`) is negative or above max_threads().
 void check_thread_count(const std::string& option, int64_t threads);
-// Bytes this process may allocate: physical memory, capped by RLIMIT_AS and RLIMIT_DATA.
+// Bytes this process may use in all, what it already holds included: the least limit of
+// memory_headroom() (common/memory_limit.h: memory_limit_bytes) — physical memory, the
+// cgroup's limit, RLIMIT_AS or RLIMIT_DATA.
 uint64_t usable_memory_bytes();
 
 // For tests: the toolkit's wording of a CLI11 parse error of `app` (whose options give

@@ -60,15 +60,21 @@ uint64_t saturating_product(uint64_t a, uint64_t b) {
   return a != 0 && b > std::numeric_limits<uint64_t>::max() / a ? std::numeric_limits<uint64_t>::max() : a * b;
 }
 
-MemoryHeadroom memory_headroom() {
+namespace {
+
+// memory_headroom, and in `whole` the least of the same limits before what the process
+// already holds is taken off the rlimits.
+MemoryHeadroom least_limit(uint64_t& whole) {
   MemoryHeadroom h{std::numeric_limits<uint64_t>::max(), "this machine's memory"};
-  auto take_limit = [&h](uint64_t bytes, const char* limit) {
+  whole = std::numeric_limits<uint64_t>::max();
+  auto take_limit = [&h, &whole](uint64_t bytes, const char* limit, uint64_t in_use) {
     if (bytes < h.bytes) h = {bytes, limit};
+    whole = std::min(whole, bytes + in_use);
   };
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0)
-    take_limit(static_cast<uint64_t>(pages) * static_cast<uint64_t>(page), "this machine's memory");
-  if (const uint64_t cgroup = cgroup_memory_limit()) take_limit(cgroup, "the cgroup's memory limit");
+    take_limit(static_cast<uint64_t>(pages) * static_cast<uint64_t>(page), "this machine's memory", 0);
+  if (const uint64_t cgroup = cgroup_memory_limit()) take_limit(cgroup, "the cgroup's memory limit", 0);
   // What an rlimit leaves: the limit less what the process already holds of that kind.
   const struct {
     int resource;
@@ -79,10 +85,23 @@ MemoryHeadroom memory_headroom() {
   for (const auto& r : rlimits) {
     struct rlimit lim;
     if (getrlimit(r.resource, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) continue;
-    const uint64_t used = status_bytes(r.in_use);
-    take_limit(lim.rlim_cur > used ? lim.rlim_cur - used : 0, r.limit);
+    const uint64_t used = std::min<uint64_t>(status_bytes(r.in_use), lim.rlim_cur);
+    take_limit(lim.rlim_cur - used, r.limit, used);
   }
   return h;
+}
+
+}  // namespace
+
+MemoryHeadroom memory_headroom() {
+  uint64_t whole = 0;
+  return least_limit(whole);
+}
+
+uint64_t memory_limit_bytes() {
+  uint64_t whole = 0;
+  least_limit(whole);
+  return whole;
 }
 
 void require_memory(const std::string& file, const std::string& what, uint64_t bytes) {

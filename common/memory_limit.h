@@ -27,6 +27,10 @@ struct MemoryHeadroom {
   std::string limit;   // which one, as a message names it: "this machine's memory", ...
 };
 MemoryHeadroom memory_headroom();
+// The least of the limits memory_headroom weighs, whole: nothing that the process already
+// holds is taken off the rlimits. For a budget whose caller subtracts what it holds itself
+// (cli.h, usable_memory_bytes); UINT64_MAX when nothing could be read.
+uint64_t memory_limit_bytes();
 
 // A buffer sized from what a file declares may take at most half of memory_headroom (the
 // tool needs the rest for its other copies): throws "<file>: <what> need <bytes> bytes
