@@ -71,7 +71,7 @@ std::vector<std::string> FeaturesReader::class_names() const {
   if (h5_.has_attr("/", "class_names")) return cae::checked_class_names(h5_.attr_strings("/", "class_names"), path());
   int64_t n_classes = 10;
   if (plain_) {
-    int64_t largest = 0;  // read_labels refuses negative labels
+    int64_t largest = 0;  // read_label_rows refuses negative labels
     std::vector<int64_t> block;
     for (const char* split : {"train", "test"}) {
       if (!has_split(split) || !h5_.has("/" + std::string(split) + "/labels")) continue;
