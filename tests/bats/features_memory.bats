@@ -12,13 +12,15 @@ load helpers
 setup_file() {
   export FM_DIR
   FM_DIR="$(mktemp -d "${BATS_TMPDIR:-/tmp}/features-memory.XXXXXX")"
-  # small.h5: 10 separable classes of 64 features (the bombs' width), to fit a model on.
+  # small.h5: 10 separable classes of 64 features (the bombs' width), to fit a model on;
+  # small4.h5: 4 of them, without class_names (a plain file's classes are 0..its largest label).
   # bomb.h5: 2^26 rows a split as float16 (8 GiB; 16 GiB as the float32 a reader holds) in
-  # 1 MiB gzip chunks of one ~1 KB stream of 1.0s, labels likewise: about 17 MB on disk.
+  # 1 MiB gzip chunks, each the same short deflate stream of 1.0s, labels (3) likewise;
+  # bomb-nonames.h5: the same without class_names.
   # sparse.h5: the same shape as contiguous float32 (16 GiB a split) of which only the last
   # row was written: the file is as long as its data, which is a hole on disk.
   "$PYTHON" - "$FM_DIR" <<'PY'
-import sys, zlib, h5py, numpy as np
+import shutil, sys, zlib, h5py, numpy as np
 out, D, n = sys.argv[1], 64, 1 << 26
 names = [s.encode() for s in "abcdefghij"]
 rng = np.random.default_rng(11)
@@ -27,6 +29,11 @@ with h5py.File(f"{out}/small.h5", "w") as f:
     f.attrs["class_names"] = names
     for split, rows in (("train", 200), ("test", 100)):
         y = np.arange(rows) % 10
+        f[f"{split}/features"] = (centres[y] + rng.normal(0, 0.3, (rows, D))).astype(np.float32)
+        f[f"{split}/labels"] = y.astype(np.uint8)
+with h5py.File(f"{out}/small4.h5", "w") as f:
+    for split, rows in (("train", 80), ("test", 40)):
+        y = np.arange(rows) % 4
         f[f"{split}/features"] = (centres[y] + rng.normal(0, 0.3, (rows, D))).astype(np.float32)
         f[f"{split}/labels"] = y.astype(np.uint8)
 with h5py.File(f"{out}/bomb.h5", "w") as f:
@@ -41,6 +48,9 @@ with h5py.File(f"{out}/bomb.h5", "w") as f:
         lab = f.create_dataset(f"{split}/labels", (n,), "u1", chunks=(lrow,), compression="gzip")
         for c in range(0, n, lrow):
             lab.id.write_direct_chunk((c,), labels)
+shutil.copyfile(f"{out}/bomb.h5", f"{out}/bomb-nonames.h5")
+with h5py.File(f"{out}/bomb-nonames.h5", "r+") as f:
+    del f.attrs["class_names"]
 with h5py.File(f"{out}/sparse.h5", "w") as f:
     f.attrs["class_names"] = names
     for split in ("train", "test"):
@@ -50,6 +60,7 @@ with h5py.File(f"{out}/sparse.h5", "w") as f:
         lab[n - 1] = 3
 PY
   "$BIN/svm-fit" -q --device cpu --threads 2 --features "$FM_DIR/small.h5" -o "$FM_DIR/svm.h5"
+  "$BIN/svm-fit" -q --device cpu --threads 2 --features "$FM_DIR/small4.h5" -o "$FM_DIR/svm4.h5"
 }
 
 teardown_file() {
@@ -106,6 +117,18 @@ skip_under_asan() {
     --limit 500 -o "$TMP/eval.h5" --json
   [ "$status" -eq 0 ]
   [[ "$output" == *'"n":500,'* ]]
+  [ -f "$TMP/eval.h5" ]
+}
+
+@test "features memory: a plain file's class table is found a block of labels at a time, not from a copy of them all" {
+  skip_under_asan
+  # A split's 2^26 labels as int64 are 512 MiB: a copy of them all does not fit beside the
+  # tool in 900 MB of address space; blocks of them do.
+  run bash -c 'ulimit -v 900000 && exec "$@"' _ "$BIN/svm-eval" -q --device cpu --threads 2 --model "$FM_DIR/svm4.h5" \
+    --features "$FM_DIR/bomb-nonames.h5" --limit 500 -o "$TMP/eval.h5" --json
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"n":500,'* ]]
+  [[ "$output" == *'"class_names":["0","1","2","3"]'* ]]
   [ -f "$TMP/eval.h5" ]
 }
 
