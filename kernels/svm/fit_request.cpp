@@ -12,6 +12,7 @@
 #include "common/device.h"
 #include "common/hdf5_io.h"
 #include "common/log.h"
+#include "common/memory_limit.h"
 #include "common/phases.h"
 #include "common/provenance.h"
 #include "common/timer.h"
@@ -26,8 +27,11 @@ namespace {
 // libsvm's -b 1 draws 5 folds for its sigmoids; so do we (probability.h).
 constexpr int kProbabilityFolds = 5;
 
-// X from X16 (exact), on every core; X16 is freed.
-void widen(FitRows& r) {
+// X from X16 (exact), on every core; X16 is freed. The float32 copy is twice the halves read
+// from `file`, beside them for a moment: checked as the reader checks what it allocates.
+void widen(FitRows& r, const std::string& file) {
+  cae::require_memory(file, "the training rows widened to float32 beside their float16 values",
+                      cae::saturating_product(r.X16.size(), sizeof(float) + sizeof(cae::Half)));
   r.X.resize(r.X16.size());
   cae::halves_to_floats(r.X16.data(), r.X.data(), r.X16.size());
   cae::LargeVector<cae::Half>().swap(r.X16);
@@ -136,7 +140,7 @@ std::string run_fit(FitRequest req) {
   // float16 rows go up as they are and are widened there; elsewhere they are widened here.
   std::optional<PreparedSet> prepared;
   if (halves) prepared = PreparedSet::on_gpu(train.X16.data(), y, train.rows, D, params, *scaler, device);
-  if (halves && !prepared) widen(train);  // the CPU's fit, or a GPU without the room for them
+  if (halves && !prepared) widen(train, req.features);  // the CPU's fit, or a GPU without the room for them
   if (single_fit && !prepared) prepared.emplace(train.X.data(), y, train.rows, D, params, std::move(*scaler), device);
   TrainReporter reporter(plan, y, n, D, place.world, device);
   Trained trained =
