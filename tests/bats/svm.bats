@@ -192,6 +192,32 @@ assert rows["cache-mb"] == "1", rows
 PY
 }
 
+@test "svm-fit --cache-mb bounds the kernel values on either device, as --help says; on a GPU a matrix beyond it goes to working sets, to the same predictions" {
+  run "$BIN/svm-fit" --help
+  [ "$status" -eq 0 ]
+  [[ "$(tr -s ' \n' '  ' <<<"$output")" == *"--cache-mb"*"GPU: what the device has free)"*"Memory for kernel values, MB, on either device"* ]]
+  if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+    skip "no GPU: the GPU half of this case"
+  fi
+  features_variant "$TMP/two.h5" "ytr = ytr % 2; yte = yte % 2"
+  run "$BIN/svm-fit" --device gpu --features "$TMP/two.h5" --cache-mb 1 -o "$TMP/rows.h5"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"svm (gpu, working sets:"* ]]
+  run "$BIN/svm-fit" --device gpu --features "$TMP/two.h5" -o "$TMP/whole.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"svm (gpu, whole-matrix)"* ]]
+  for m in rows whole; do
+    run "$BIN/svm-eval" -q --device gpu --model "$TMP/$m.h5" --features "$TMP/two.h5" -o "$TMP/$m-eval.h5"
+    [ "$status" -eq 0 ]
+  done
+  "$PYTHON" - "$TMP/rows-eval.h5" "$TMP/whole-eval.h5" <<'PY'
+import sys, h5py
+a, b = (h5py.File(p, "r")["predictions"][()] for p in sys.argv[1:3])
+assert (a == b).mean() >= 0.99, (a == b).mean()
+PY
+}
+
 @test "bad input: features file without labels" {
   features_variant "$TMP/nolabels.h5" 'drop = ["/train/labels", "/test/labels"]'
   run "$BIN/svm-fit" --features "$TMP/nolabels.h5" -o "$TMP/svm.h5"
