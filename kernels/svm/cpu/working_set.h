@@ -23,6 +23,23 @@
 //   5. G_t += y_t Σ_{s ∈ B} y_s Δa_s K(x_s, x_t) for every t, in the order of B (the same
 //      sums whatever the cache held).
 //
+// Shrinking (WorkingSetOptions::shrinking; Joachims 1999, libsvm's rule): a variable at a
+// bound whose gradient keeps it out of every violating pair leaves the active set A —
+//
+//   t ∈ I_low only (y_t = +1 at C_t, or −1 at 0):  shrunk when −y_t G_t > m(a);
+//   t ∈ I_up only  (y_t = +1 at 0, or −1 at C_t):  shrunk when −y_t G_t < M(a),
+//
+// with m(a), M(a) over A, checked every round. Steps 1–5 then run over A alone: the selection,
+// the kernel rows K(B, A) (not K(B, ·)), the gradient update of G_A. The gradient of the
+// others goes stale; it is rebuilt from the multipliers,
+//
+//   G_t = linear + y_t Σ_{s: a_s ≠ 0} y_s a_s K(x_s, x_t)   for t ∉ A,
+//
+// and every variable made active again: once when A's gap first falls below 10·tol (libsvm's
+// unshrink: an early shrink undone before the end), and whenever A's gap falls below tol,
+// after which the gap over all n decides — it stops there, or the rounds go on over all n.
+// So the stopping test is always step 1's over all n variables, and the optimum is the same.
+//
 // Memory: the rows the problem's source reads plus q + cache rows of n floats; nothing of
 // size n². A kernel row's last bits can depend on the rows computed beside it (OpenBLAS
 // rounds a row by its place in the block), so the cache moves the iterates' path, not the
@@ -48,6 +65,9 @@ class KernelRowSource {
   virtual int size() const = 0;  // n
   // out[r * n + s] = K(x_rows[r], x_s) for r < count, s < n.
   virtual void compute(const int* rows, int count, float* out) = 0;
+  // out[r * ncols + j] = K(x_rows[r], x_cols[j]): a shrunk problem's rows over its active
+  // variables. This default computes whole rows and keeps the columns asked for.
+  virtual void compute_columns(const int* rows, int count, const int* cols, int ncols, float* out);
   virtual double diag(int t) const = 0;  // K(x_t, x_t)
 };
 
@@ -59,6 +79,7 @@ class PointKernelRows : public KernelRowSource {
       : kernel_(kernel), X_(X), norms_(norms), n_(n), dim_(dim) {}
   int size() const override { return n_; }
   void compute(const int* rows, int count, float* out) override;
+  void compute_columns(const int* rows, int count, const int* cols, int ncols, float* out) override;
   double diag(int t) const override { return kernel_.type == KernelType::rbf ? 1.0 : norms_[t]; }
   static constexpr int kRowBatch = 32;
 
@@ -67,8 +88,8 @@ class PointKernelRows : public KernelRowSource {
   const float* X_;
   const double* norms_;
   int n_, dim_;
-  std::vector<float> gathered_, padded_;
-  std::vector<double> gathered_norms_;
+  std::vector<float> gathered_, padded_, columns_;
+  std::vector<double> gathered_norms_, column_norms_;
 };
 
 struct WorkingSetOptions {
@@ -78,11 +99,16 @@ struct WorkingSetOptions {
   // after inner_steps_per_variable · q SMO steps (docs/SVM.md, "Working sets": measured).
   double inner_gap_share = kInnerGapShare;
   int inner_steps_per_variable = kInnerStepsPerVariable;
+  bool shrinking = false;  // working_set.h's shrinking; the optimum is the same either way
 };
 
 struct WorkingSetStats {
   int64_t rounds = 0;
-  int64_t rows_computed = 0;  // kernel rows computed, cache misses included
+  int64_t rows_computed = 0;    // the rounds' kernel rows computed (whole or over A), cache misses included
+  int64_t kernel_values = 0;    // every kernel value computed, the gradient rebuilds' included
+  int64_t shrunk = 0;           // variables taken out of A, summed over the rounds
+  int64_t unshrunk = 0;         // variables made active again, summed over the rebuilds
+  int64_t reconstructions = 0;  // gradient rebuilds
 };
 
 // C-SVC: linear −1 from alpha 0 (solve_binary's problem); one-class: linear 0 from
@@ -100,7 +126,9 @@ inline BinaryResult solve_binary_working_set(KernelRowSource& K, const int8_t* y
 // Step 2 of a round (exposed for the tests and the GPU's check): the working set, ascending.
 // `kept` (distinct; the first min(q/2, q − 2) of them) come first; the rest are taken fresh — half from
 // I_up, then I_low, then I_up again — and listed in `fresh` in the order taken.
+// With `active` (ascending), the set is chosen from those variables alone.
 std::vector<int> select_working_set(const int8_t* y, const double* G, const double* alpha, const double* Cs, int n,
-                                    int q, const std::vector<int>& kept = {}, std::vector<int>* fresh = nullptr);
+                                    int q, const std::vector<int>& kept = {}, std::vector<int>* fresh = nullptr,
+                                    const std::vector<int>* active = nullptr);
 
 }  // namespace svm::cpu
