@@ -53,10 +53,11 @@ svm_test::DenseKernelRows rows_as_computed(PointKernelRows& src) {
   return svm_test::DenseKernelRows::from_matrix(std::move(m), n);
 }
 
-WorkingSetOptions options(int q, int64_t cache_bytes) {
+WorkingSetOptions options(int q, int64_t cache_bytes, bool shrinking = false) {
   WorkingSetOptions o;
   o.working_set_size = q;
   o.cache_bytes = cache_bytes;
+  o.shrinking = shrinking;
   return o;
 }
 
@@ -81,6 +82,31 @@ TEST(SvmWorkingSet, AKernelRowIsTheSameInAnyBatchToFloatRounding) {
     for (int t = 0; t < 700; ++t)
       ASSERT_NEAR(out[static_cast<size_t>(place) * 700 + t], alone[t], 4e-7f * std::max(1.0f, std::fabs(alone[t])))
           << "batch of " << count << ", column " << t;
+  }
+}
+
+// Rows over some columns (a shrunk problem's active set) are the whole rows' columns, to
+// float rounding: in one chunk of gathered columns (dim 40) and in several (dim 16,384).
+TEST(SvmWorkingSet, RowsOverChosenColumnsAreTheWholeRowsColumns) {
+  for (int dim : {40, 16384}) {
+    Binary b = binary_problem(900, dim, 13);
+    PointKernelRows src(KernelSpec{svm::KernelType::rbf, 0.8 / dim}, b.p.X.data(), b.norms.data(), 900, dim);
+    std::vector<int> rows, cols;
+    for (int t = 0; t < 900; t += 17) rows.push_back(t);
+    for (int t = 3; t < 900; t += 2) cols.push_back(t);
+    const int count = static_cast<int>(rows.size()), ncols = static_cast<int>(cols.size());
+    std::vector<float> whole(static_cast<size_t>(count) * 900), part(static_cast<size_t>(count) * ncols);
+    src.compute(rows.data(), count, whole.data());
+    src.compute_columns(rows.data(), count, cols.data(), ncols, part.data());
+    int sizeable = 0;
+    for (int r = 0; r < count; ++r)
+      for (int j = 0; j < ncols; ++j) {
+        const float w = whole[static_cast<size_t>(r) * 900 + cols[j]];
+        sizeable += w > 0.05f;
+        ASSERT_NEAR(part[static_cast<size_t>(r) * ncols + j], w, 4e-7f * std::max(1.0f, std::fabs(w)))
+            << "dim " << dim << ": " << r << " " << j;
+      }
+    EXPECT_GT(sizeable, count * ncols / 10) << "dim " << dim;  // kernel values, not all near 0
   }
 }
 
@@ -245,5 +271,174 @@ TEST(SvmWorkingSet, AFitBeyondTheCacheMatchesLibsvm) {
     for (int64_t v = 0; v < ours.n_sv(); ++v)
       EXPECT_NEAR(ours.dual_coef[r * ours.n_sv() + v], ref->sv_coef[r][v], 1e-4 * scale);
   for (int q = 0; q < 3; ++q) EXPECT_NEAR(ours.rho[q], ref->rho[q], 1e-4 * std::max(1.0, std::fabs(ref->rho[q])));
+  svm_free_and_destroy_model(&ref);
+}
+
+// Shrinking on and off (working_set.h): both stop with the gap over all n variables within
+// tol, at the whole-matrix SMO's optimum, with class weights too; on, variables do leave the
+// active set and are brought back for the final test.
+TEST(SvmWorkingSet, ShrinkingOnAndOffReachTheSameOptimum) {
+  Binary b = binary_problem(800, 10, 6);
+  const KernelSpec k{svm::KernelType::rbf, 0.05};
+  PointKernelRows src(k, b.p.X.data(), b.norms.data(), 800, 10);
+  auto dense = rows_as_computed(src);
+  for (auto [Cp, Cn] : {std::pair<double, double>{10.0, 10.0}, {1.0, 1.0}, {0.5, 4.0}}) {
+    const double tol = 1e-5;
+    const auto smo = svm::cpu::solve_binary(dense, b.y.data(), 800, Cp, Cn, tol);
+    WorkingSetStats off_st, on_st;
+    const auto off = svm::cpu::solve_binary_working_set(src, b.y.data(), Cp, Cn, tol, options(32, 0, false), &off_st);
+    const auto on = svm::cpu::solve_binary_working_set(src, b.y.data(), Cp, Cn, tol, options(32, 0, true), &on_st);
+    EXPECT_EQ(off_st.shrunk, 0);
+    EXPECT_EQ(off_st.reconstructions, 0);
+    EXPECT_GT(on_st.shrunk, 100) << "Cp " << Cp;  // most of 800 lie at a bound for good
+    EXPECT_EQ(on_st.unshrunk, on_st.shrunk);      // every one back for the final test
+    EXPECT_GE(on_st.reconstructions, 1);
+    EXPECT_LT(on_st.kernel_values, off_st.kernel_values) << "Cp " << Cp;
+    for (const auto* r : {&off, &on}) {
+      EXPECT_FALSE(r->hit_iteration_limit);
+      double balance = 0;
+      for (int i = 0; i < 800; ++i) {
+        ASSERT_GE(r->alpha[i], 0.0);
+        ASSERT_LE(r->alpha[i], b.y[i] > 0 ? Cp : Cn);
+        balance += b.y[i] * r->alpha[i];
+      }
+      EXPECT_NEAR(balance, 0.0, 1e-9 * 800 * std::max(Cp, Cn));
+      EXPECT_LT(svm::cpu::kkt_gap(dense, b.y.data(), 800, Cp, Cn, r->alpha), tol * 1.01 + 1e-6 * std::max(Cp, Cn))
+          << "Cp " << Cp << (r == &on ? " shrinking" : "");
+      EXPECT_NEAR(r->objective, smo.objective, 1e-6 * std::fabs(smo.objective));
+      EXPECT_NEAR(r->rho, smo.rho, 1e-3);
+      int differ = 0;
+      for (int t = 0; t < 800; ++t) {
+        differ += (r->alpha[t] > 0) != (smo.alpha[t] > 0);
+        EXPECT_NEAR(r->alpha[t], smo.alpha[t], 1e-2 * std::max(Cp, Cn)) << t;
+      }
+      EXPECT_LE(differ, 3) << "Cp " << Cp;
+    }
+  }
+}
+
+// A problem where the rule shrinks variables too early (C 100, a small working set): the
+// rebuild finds some whose true gradient lets them join a violating pair, brings them back,
+// and the rounds go on to the optimum shrinking off reaches.
+TEST(SvmWorkingSet, TheUnshrinkBringsBackVariablesShrunkTooEarly) {
+  Binary b = binary_problem(800, 10, 8);
+  const KernelSpec k{svm::KernelType::rbf, 0.05};
+  PointKernelRows src(k, b.p.X.data(), b.norms.data(), 800, 10);
+  auto dense = rows_as_computed(src);
+  const double C = 100, tol = 1e-3;
+  WorkingSetStats st;
+  const auto off = svm::cpu::solve_binary_working_set(src, b.y.data(), C, C, tol, options(16, 0, false));
+  const auto on = svm::cpu::solve_binary_working_set(src, b.y.data(), C, C, tol, options(16, 0, true), &st);
+  EXPECT_GT(st.brought_back, 0);
+  EXPECT_GE(st.reconstructions, 2);
+  EXPECT_LT(svm::cpu::kkt_gap(dense, b.y.data(), 800, C, on.alpha), tol * 1.01 + 1e-6 * C);
+  EXPECT_NEAR(on.objective, off.objective, 1e-4 * std::fabs(off.objective));
+  EXPECT_NEAR(on.rho, off.rho, 1e-2);
+}
+
+// Shrinking with no cache beyond the working set (every round's rows computed again, over the
+// active set), some, and every row (computed whole, each once): the same optimum as shrinking
+// off to the tolerance.
+TEST(SvmWorkingSet, ShrinkingReachesTheSameOptimumForAnyCacheSize) {
+  Binary b = binary_problem(900, 9, 4);
+  const KernelSpec k{svm::KernelType::rbf, 0.06};
+  PointKernelRows src(k, b.p.X.data(), b.norms.data(), 900, 9);
+  auto dense = rows_as_computed(src);
+  const auto off = svm::cpu::solve_binary_working_set(src, b.y.data(), 10, 10, 1e-3, options(64, 0));
+  WorkingSetStats none_st, all_st;
+  const auto none = svm::cpu::solve_binary_working_set(src, b.y.data(), 10, 10, 1e-3, options(64, 0, true), &none_st);
+  const auto some = svm::cpu::solve_binary_working_set(src, b.y.data(), 10, 10, 1e-3, options(64, 100 * 900 * 4, true));
+  const auto all =
+      svm::cpu::solve_binary_working_set(src, b.y.data(), 10, 10, 1e-3, options(64, 900 * 900 * 4, true), &all_st);
+  for (const auto* r : {&none, &some, &all}) {
+    EXPECT_LT(svm::cpu::kkt_gap(dense, b.y.data(), 900, 10.0, r->alpha), 1e-3 * 1.01 + 1e-5);
+    EXPECT_NEAR(r->objective, off.objective, 1e-4 * std::fabs(off.objective));
+    EXPECT_NEAR(r->rho, off.rho, 1e-3);
+    int differ = 0;
+    for (int t = 0; t < 900; ++t) {
+      differ += (r->alpha[t] > 0) != (off.alpha[t] > 0);
+      EXPECT_NEAR(r->alpha[t], off.alpha[t], 1e-2 * 10.0) << t;
+    }
+    EXPECT_LE(differ, 3);
+  }
+  EXPECT_GT(none_st.shrunk, 0);
+  EXPECT_GT(all_st.shrunk, 0);
+  EXPECT_LE(all_st.rows_computed, 900);  // whole rows, each at most once, whatever A was
+}
+
+// The one-class problem (linear term 0 from libsvm's start, y all +1) with shrinking: the
+// start's multipliers sit at the bounds, so the rule has work from the first rounds.
+TEST(SvmWorkingSet, OneClassWithShrinkingMeetsKkt) {
+  const int n = 700, dim = 6;
+  const std::vector<float> X = svm_test::one_class_cloud(n, dim, 11);
+  std::vector<double> norms(n);
+  svm::cpu::row_squared_norms(X.data(), n, dim, norms.data());
+  PointKernelRows oc(KernelSpec{svm::KernelType::rbf, 0.2}, X.data(), norms.data(), n, dim);
+  auto oc_dense = rows_as_computed(oc);
+  const std::vector<int8_t> ones(n, 1);
+  const auto smo = svm::cpu::solve_one_class(oc_dense, n, 0.3, 1e-6);
+  for (bool shrinking : {false, true}) {
+    WorkingSetStats st;
+    const auto ws = svm::cpu::solve_dual_working_set(oc, ones.data(), 1, 1, 1e-6, 0.0, svm::cpu::one_class_start(n, 0.3),
+                                                     options(32, 0, shrinking), &st);
+    EXPECT_EQ(st.shrunk > 0, shrinking);
+    EXPECT_LT(svm::cpu::kkt_gap_one_class(oc_dense, n, ws.alpha), 1.01e-6) << shrinking;
+    double sum = 0;
+    for (double a : ws.alpha) sum += a;
+    EXPECT_NEAR(sum, 0.3 * n, 1e-9 * n);
+    EXPECT_NEAR(ws.rho, smo.rho, 1e-5);
+    EXPECT_NEAR(ws.objective, smo.objective, 1e-6 * std::fabs(smo.objective));
+  }
+}
+
+// Shrinking on and off against libsvm's two-class fit at a tight tolerance (class weights
+// 1 and 3): the same support vectors and multipliers to 1e-4 of C.
+TEST(SvmWorkingSet, ShrinkingOnAndOffMatchLibsvm) {
+  svm_set_print_string_function([](const char*) {});
+  Binary b = binary_problem(500, 12, 12);
+  const double gamma = 0.04, Cp = 2.0, Cn = 6.0, tol = 1e-6;
+  PointKernelRows src(KernelSpec{svm::KernelType::rbf, gamma}, b.p.X.data(), b.norms.data(), 500, 12);
+  std::vector<std::vector<svm_node>> rows(500);
+  std::vector<svm_node*> ptrs;
+  std::vector<double> labels;
+  for (int i = 0; i < 500; ++i) {
+    for (int f = 0; f < 12; ++f) rows[i].push_back({f + 1, b.p.X[static_cast<size_t>(i * 12 + f)]});
+    rows[i].push_back({-1, 0.0});
+    ptrs.push_back(rows[i].data());
+    labels.push_back(b.y[i]);
+  }
+  svm_problem prob{500, labels.data(), ptrs.data()};
+  int weight_label[2] = {1, -1};
+  double weight[2] = {Cp, Cn};
+  svm_parameter lp{};
+  lp.svm_type = C_SVC;
+  lp.kernel_type = RBF;
+  lp.gamma = gamma;
+  lp.cache_size = 100;
+  lp.eps = tol;
+  lp.C = 1.0;
+  lp.nr_weight = 2;
+  lp.weight_label = weight_label;
+  lp.weight = weight;
+  lp.shrinking = 1;
+  svm_model* ref = svm_train(&prob, &lp);
+  // libsvm's first label is its +1; alpha_t = |coefficient| of each support vector.
+  std::vector<double> ref_alpha(500, 0.0);
+  std::vector<int> sv(static_cast<size_t>(ref->l));
+  svm_get_sv_indices(ref, sv.data());
+  for (int v = 0; v < ref->l; ++v) ref_alpha[sv[v] - 1] = std::fabs(ref->sv_coef[0][v]);
+  const double ref_rho = ref->label[0] == 1 ? ref->rho[0] : -ref->rho[0];
+  for (bool shrinking : {false, true}) {
+    WorkingSetStats st;
+    const auto r = svm::cpu::solve_binary_working_set(src, b.y.data(), Cp, Cn, tol, options(32, 0, shrinking), &st);
+    EXPECT_EQ(st.shrunk > 0, shrinking);
+    int n_sv = 0;
+    for (int t = 0; t < 500; ++t) {
+      n_sv += r.alpha[t] > 0;
+      EXPECT_NEAR(r.alpha[t], ref_alpha[t], 1e-4 * Cn) << t << (shrinking ? " shrinking" : "");
+    }
+    EXPECT_EQ(n_sv, ref->l) << shrinking;
+    EXPECT_NEAR(r.rho, ref_rho, 1e-4) << shrinking;
+  }
   svm_free_and_destroy_model(&ref);
 }

@@ -253,7 +253,41 @@ BinaryResult solve_dual_working_set(KernelRowSource& K, const int8_t* y, double 
     }
   }
 
-  // Every variable active again, the stale gradients rebuilt (working_set.h):
+  // m(a) and −M(a) over A.
+  double m_up = -kInf, m_low = -kInf;
+  auto extremes = [&] {
+    m_up = -kInf;
+    m_low = -kInf;
+    for (int t : active) {
+      const bool positive = y[t] > 0, below = alpha[t] < Cs[t], above = alpha[t] > 0;
+      const double yG = positive ? G[t] : -G[t];
+      if (positive ? below : above) m_up = std::max(m_up, -yG);
+      if (positive ? above : below) m_low = std::max(m_low, yG);
+    }
+  };
+
+  // libsvm's be_shrunk, from m(a) and M(a) as extremes() left them: a variable at a bound can
+  // join no violating pair, an I_low-only one with −y_t G_t > m(a), an I_up-only one with
+  // −y_t G_t < M(a).
+  auto can_leave = [&](int t) {
+    const bool positive = y[t] > 0, below = alpha[t] < Cs[t], above = alpha[t] > 0;
+    const double yG = positive ? G[t] : -G[t];
+    const bool in_up = positive ? below : above;
+    return !(below && above) && (in_up ? -yG < -m_low : -yG > m_up);
+  };
+  auto shrink = [&] {
+    size_t w = 0;
+    for (const int t : active) {
+      if (can_leave(t))
+        is_active[t] = 0;
+      else
+        active[w++] = t;
+    }
+    st.shrunk += static_cast<int64_t>(active.size() - w);
+    active.resize(w);
+  };
+
+  // Every variable active again, the stale gradients rebuilt (working_set.h), m(a) and M(a) over all n:
   // G_t = linear + y_t Σ_{s: a_s ≠ 0} y_s a_s K(x_s, x_t) for t ∉ A, from K(nonzero, ∉ A) computed
   // q rows at a time; t's sum runs over s in ascending order, whatever the threads.
   auto make_all_active = [&] {
@@ -290,37 +324,8 @@ BinaryResult solve_dual_working_set(KernelRowSource& K, const int8_t* y, double 
     ++epoch;
     active.resize(static_cast<size_t>(n));
     for (int t = 0; t < n; ++t) active[t] = t, is_active[t] = 1;
-  };
-
-  // m(a) and −M(a) over A.
-  double m_up = -kInf, m_low = -kInf;
-  auto extremes = [&] {
-    m_up = -kInf;
-    m_low = -kInf;
-    for (int t : active) {
-      const bool positive = y[t] > 0, below = alpha[t] < Cs[t], above = alpha[t] > 0;
-      const double yG = positive ? G[t] : -G[t];
-      if (positive ? below : above) m_up = std::max(m_up, -yG);
-      if (positive ? above : below) m_low = std::max(m_low, yG);
-    }
-  };
-
-  // libsvm's be_shrunk over A: a variable at a bound leaves when it can join no violating pair,
-  // an I_low-only one with −y_t G_t > m(a), an I_up-only one with −y_t G_t < M(a).
-  auto shrink = [&] {
-    size_t w = 0;
-    for (const int t : active) {
-      const bool positive = y[t] > 0, below = alpha[t] < Cs[t], above = alpha[t] > 0;
-      const double yG = positive ? G[t] : -G[t];
-      const bool in_up = positive ? below : above;
-      const bool leaves = !(below && above) && (in_up ? -yG < -m_low : -yG > m_up);
-      if (leaves)
-        is_active[t] = 0;
-      else
-        active[w++] = t;
-    }
-    st.shrunk += static_cast<int64_t>(active.size() - w);
-    active.resize(w);
+    extremes();
+    for (int t : inactive) st.brought_back += !can_leave(t);
   };
 
   const int64_t max_iter = std::max<int64_t>(10000000, n > INT_MAX / 100 ? INT_MAX : 100LL * n);
@@ -337,7 +342,6 @@ BinaryResult solve_dual_working_set(KernelRowSource& K, const int8_t* y, double 
     // A's gap at tol, or first within 10·tol: the stale gradients rebuilt and the test over all n.
     if (!all_active() && (!(gap >= tol) || (!unshrunk_near && gap < 10 * tol))) {
       make_all_active();
-      extremes();
       gap = m_up + m_low;
     }
     if (gap < 10 * tol) unshrunk_near = true;

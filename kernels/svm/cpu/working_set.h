@@ -109,6 +109,7 @@ struct WorkingSetStats {
   int64_t shrunk = 0;           // variables taken out of A, summed over the rounds
   int64_t unshrunk = 0;         // variables made active again, summed over the rebuilds
   int64_t reconstructions = 0;  // gradient rebuilds
+  int64_t brought_back = 0;     // of those, the ones their rebuilt gradient no longer lets leave: shrunk too early
 };
 
 // C-SVC: linear −1 from alpha 0 (solve_binary's problem); one-class: linear 0 from
