@@ -53,7 +53,8 @@ svm_test::DenseKernelRows rows_as_computed(PointKernelRows& src) {
   return svm_test::DenseKernelRows::from_matrix(std::move(m), n);
 }
 
-WorkingSetOptions options(int q, int64_t cache_bytes, bool shrinking = false) {
+// Shrinking as the solver's default unless a test says which.
+WorkingSetOptions options(int q, int64_t cache_bytes, bool shrinking = WorkingSetOptions{}.shrinking) {
   WorkingSetOptions o;
   o.working_set_size = q;
   o.cache_bytes = cache_bytes;
@@ -344,7 +345,7 @@ TEST(SvmWorkingSet, ShrinkingReachesTheSameOptimumForAnyCacheSize) {
   const KernelSpec k{svm::KernelType::rbf, 0.06};
   PointKernelRows src(k, b.p.X.data(), b.norms.data(), 900, 9);
   auto dense = rows_as_computed(src);
-  const auto off = svm::cpu::solve_binary_working_set(src, b.y.data(), 10, 10, 1e-3, options(64, 0));
+  const auto off = svm::cpu::solve_binary_working_set(src, b.y.data(), 10, 10, 1e-3, options(64, 0, false));
   WorkingSetStats none_st, all_st;
   const auto none = svm::cpu::solve_binary_working_set(src, b.y.data(), 10, 10, 1e-3, options(64, 0, true), &none_st);
   const auto some = svm::cpu::solve_binary_working_set(src, b.y.data(), 10, 10, 1e-3, options(64, 100 * 900 * 4, true));
