@@ -29,7 +29,7 @@
 //   t ∈ I_low only (y_t = +1 at C_t, or −1 at 0):  shrunk when −y_t G_t > m(a);
 //   t ∈ I_up only  (y_t = +1 at 0, or −1 at C_t):  shrunk when −y_t G_t < M(a),
 //
-// with m(a), M(a) over A, checked every round. Steps 1–5 then run over A alone: the selection,
+// with m(a), M(a) over A, checked every round from the second. Steps 1–5 then run over A alone: the selection,
 // the kernel rows K(B, A) (not K(B, ·)), the gradient update of G_A. The gradient of the
 // others goes stale; it is rebuilt from the multipliers,
 //
