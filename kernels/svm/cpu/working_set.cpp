@@ -288,36 +288,62 @@ BinaryResult solve_dual_working_set(KernelRowSource& K, const int8_t* y, double 
   };
 
   // Every variable active again, the stale gradients rebuilt (working_set.h), m(a) and M(a) over all n:
-  // G_t = linear + y_t Σ_{s: a_s ≠ 0} y_s a_s K(x_s, x_t) for t ∉ A, from K(nonzero, ∉ A) computed
-  // q rows at a time; t's sum runs over s in ascending order, whatever the threads.
+  // G_t = linear + y_t Σ_{s: a_s ≠ 0} y_s a_s K(x_s, x_t) for t ∉ A. An s whose whole row is
+  // cached adds from it; the others' K(s, ∉ A) are computed q rows at a time, and complete a
+  // cached row of this epoch (it covers A, they the rest), which then stays valid as a whole
+  // row. t's sum runs over the cached s, then the computed, in ascending order of s.
   auto make_all_active = [&] {
-    std::vector<int> inactive, nonzero;
+    std::vector<int> inactive, computed;
+    std::vector<const float*> cached;
+    std::vector<double> cached_coef;
     for (int t = 0; t < n; ++t) {
       if (!is_active[t]) inactive.push_back(t);
-      if (alpha[t] != 0) nonzero.push_back(t);
+      if (alpha[t] == 0) continue;
+      const int slot = cache.slot_of(t);
+      if (slot >= 0 && slot_epoch[slot] < 0) {
+        cached.push_back(row_at(slot));
+        cached_coef.push_back((y[t] > 0 ? 1.0 : -1.0) * alpha[t]);
+      } else {
+        computed.push_back(t);
+      }
     }
     const int ni = static_cast<int>(inactive.size());
     if (ni == 0) return;
     std::vector<int> column_of(static_cast<size_t>(n), -1);
     for (int j = 0; j < ni; ++j) column_of[inactive[j]] = j;
     for (int t : inactive) G[t] = linear;
-    for (size_t b0 = 0; b0 < nonzero.size(); b0 += static_cast<size_t>(q)) {
-      const int count = static_cast<int>(std::min(nonzero.size() - b0, static_cast<size_t>(q)));
-      fresh.resize(static_cast<size_t>(count) * ni);
-      K.compute_columns(nonzero.data() + b0, count, inactive.data(), ni, fresh.data());
-      st.kernel_values += static_cast<int64_t>(count) * ni;
-      coef.resize(static_cast<size_t>(count));
-      for (int r = 0; r < count; ++r)  // the diagonal as the source states it, as the rounds' rows hold it
-        if (const int j = column_of[nonzero[b0 + r]]; j >= 0)
-          fresh[static_cast<size_t>(r) * ni + j] = static_cast<float>(K.diag(nonzero[b0 + r]));
-      for (int r = 0; r < count; ++r) coef[r] = (y[nonzero[b0 + r]] > 0 ? 1.0 : -1.0) * alpha[nonzero[b0 + r]];
+    // G_t += y_t Σ_r coef[r] · value(r, j) for t = inactive[j], over `count` rows.
+    auto add_to_inactive = [&](int count, const auto& value) {
 #pragma omp parallel for schedule(static) if (static_cast<int64_t>(ni) * count >= kMinParallelWork)
       for (int j = 0; j < ni; ++j) {
         double acc = 0;
-        for (int r = 0; r < count; ++r) acc += coef[r] * static_cast<double>(fresh[static_cast<size_t>(r) * ni + j]);
+        for (int r = 0; r < count; ++r) acc += coef[r] * static_cast<double>(value(r, j));
         const int t = inactive[j];
         G[t] += (y[t] > 0 ? acc : -acc);
       }
+    };
+    coef = cached_coef;
+    add_to_inactive(static_cast<int>(cached.size()), [&](int r, int j) { return cached[r][inactive[j]]; });
+    for (size_t b0 = 0; b0 < computed.size(); b0 += static_cast<size_t>(q)) {
+      const int count = static_cast<int>(std::min(computed.size() - b0, static_cast<size_t>(q)));
+      const int* rows = computed.data() + b0;
+      fresh.resize(static_cast<size_t>(count) * ni);
+      K.compute_columns(rows, count, inactive.data(), ni, fresh.data());
+      st.kernel_values += static_cast<int64_t>(count) * ni;
+      coef.resize(static_cast<size_t>(count));
+      for (int r = 0; r < count; ++r) {
+        const float* src = fresh.data() + static_cast<size_t>(r) * ni;
+        if (const int j = column_of[rows[r]]; j >= 0)  // the diagonal as the source states it, as rows hold it
+          fresh[static_cast<size_t>(r) * ni + j] = static_cast<float>(K.diag(rows[r]));
+        coef[r] = (y[rows[r]] > 0 ? 1.0 : -1.0) * alpha[rows[r]];
+        const int slot = cache.slot_of(rows[r]);
+        if (slot >= 0 && slot_epoch[slot] == epoch) {
+          float* dst = row_at(slot);
+          for (int j = 0; j < ni; ++j) dst[inactive[j]] = src[j];
+          slot_epoch[slot] = -1;
+        }
+      }
+      add_to_inactive(count, [&](int r, int j) { return fresh[static_cast<size_t>(r) * ni + j]; });
     }
     st.unshrunk += ni;
     ++st.reconstructions;

@@ -99,8 +99,9 @@ struct WorkingSetOptions {
   // after inner_steps_per_variable · q SMO steps (docs/SVM.md, "Working sets": measured).
   double inner_gap_share = kInnerGapShare;
   int inner_steps_per_variable = kInnerStepsPerVariable;
-  // working_set.h's shrinking: the same optimum, less CPU time (docs/SVM.md, "Working sets": measured).
-  bool shrinking = true;
+  // working_set.h's shrinking: the same optimum; off, as it costs CPU time unless the cache holds
+  // little beyond the working set (docs/SVM.md, "Working sets": measured).
+  bool shrinking = false;
 };
 
 struct WorkingSetStats {
