@@ -29,9 +29,10 @@
 //   t ∈ I_low only (y_t = +1 at C_t, or −1 at 0):  shrunk when −y_t G_t > m(a);
 //   t ∈ I_up only  (y_t = +1 at 0, or −1 at C_t):  shrunk when −y_t G_t < M(a),
 //
-// with m(a), M(a) over A, checked every round from the second. Steps 1–5 then run over A alone: the selection,
-// the kernel rows K(B, A) (not K(B, ·)), the gradient update of G_A. The gradient of the
-// others goes stale; it is rebuilt from the multipliers,
+// with m(a), M(a) over A, checked every round from the second. Steps 1–5 then run over A
+// alone: the selection (the kept variables still in A), the kernel rows K(B, A) (not K(B, ·)),
+// the gradient update of G_A. The gradient of the others goes stale; it is rebuilt from the
+// multipliers,
 //
 //   G_t = linear + y_t Σ_{s: a_s ≠ 0} y_s a_s K(x_s, x_t)   for t ∉ A,
 //
@@ -40,8 +41,8 @@
 // after which the gap over all n decides — it stops there, or the rounds go on over all n.
 // So the stopping test is always step 1's over all n variables, and the optimum is the same.
 //
-// Memory: the rows the problem's source reads plus q + cache rows of n floats; nothing of
-// size n². A kernel row's last bits can depend on the rows computed beside it (OpenBLAS
+// Memory: the rows the problem's source reads plus q + cache rows of n floats (shrinking: and
+// a chunk of gathered points, PointKernelRows::compute_columns); nothing of size n². A kernel row's last bits can depend on the rows computed beside it (OpenBLAS
 // rounds a row by its place in the block), so the cache moves the iterates' path, not the
 // optimum: every cache size stops at the same KKT tolerance.
 #pragma once
