@@ -48,10 +48,13 @@ namespace cpu {
 namespace {
 
 // The working-set solver within `budget` bytes of kernel values: its q rows of n, the rest
-// the cache (at least the q rows, whatever the budget).
+// the cache (at least the q rows, whatever the budget). Shrinking where that cache holds
+// under a twentieth of the rows, where it saves time (docs/DECISIONS.md, "Working-set
+// shrinking where the cache is small").
 WorkingSetOptions working_set_options(int64_t budget, int64_t n) {
   WorkingSetOptions o;
   o.cache_bytes = std::max<int64_t>(0, budget - std::min<int64_t>(o.working_set_size, n) * n * 4);
+  o.shrinking = o.cache_bytes / (n * 4) < n / 20;
   return o;
 }
 

@@ -100,8 +100,9 @@ struct WorkingSetOptions {
   // after inner_steps_per_variable · q SMO steps (docs/SVM.md, "Working sets": measured).
   double inner_gap_share = kInnerGapShare;
   int inner_steps_per_variable = kInnerStepsPerVariable;
-  // working_set.h's shrinking: the same optimum; off, as it costs CPU time unless the cache holds
-  // little beyond the working set (docs/SVM.md, "Working sets": measured).
+  // working_set.h's shrinking: the same optimum; it costs CPU time unless the cache holds
+  // little beyond the working set, so svm-fit turns it on only then (cpu/fit.cpp,
+  // working_set_options; docs/DECISIONS.md, "Working-set shrinking where the cache is small").
   bool shrinking = false;
 };
 
