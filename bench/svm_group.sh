@@ -10,6 +10,9 @@
 # Features: SVM_GROUP_FEATURES=file.h5 (an ae-features file, e.g. make pipeline's), else
 # generated ReLU-like features (tests/python/sklearn_parity.py make-features, noise 1.5) of
 # SVM_GROUP_SHAPE="TRAIN TEST DIM" (default CPU "8000 500 256", GPU "50000 1000 8192").
+# SVM_GROUP_CLASSES="N0 N1 ..." keeps the first N_c training rows of class c (unbalanced
+# classes; TRAIN must give each class enough rows), e.g. SVM_GROUP_SHAPE="48000 500 1024"
+# SVM_GROUP_CLASSES="4500 4000 3500 3000 2500 2000 1700 1300 900 600" (24,000 rows).
 # SVM_GROUP_GRID=0 skips the grid rows. SVM_GROUP_KEEP=DIR keeps the files and logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +36,25 @@ if [ -z "$features" ]; then
   features="$tmp/features.h5"
   "$PY" tests/python/sklearn_parity.py make-features "$features" --train "$n_train" --test "$n_test" --dim "$dim" \
     --noise 1.5 --seed 11 || exit 1
+  if [ -n "${SVM_GROUP_CLASSES:-}" ]; then
+    "$PY" - "$features" $SVM_GROUP_CLASSES <<'PY' || exit 1
+import sys, h5py, numpy as np
+path, want = sys.argv[1], [int(v) for v in sys.argv[2:]]
+with h5py.File(path, "r+") as f:
+    y = f["/train/labels"][()]
+    keep = []
+    for c, n in enumerate(want):
+        rows = np.flatnonzero(y == c)[:n]
+        if len(rows) < n:
+            sys.exit("svm_group.sh: class %d has %d training rows, SVM_GROUP_CLASSES asks %d" % (c, len(rows), n))
+        keep.append(rows)
+    keep = np.sort(np.concatenate(keep))
+    x = f["/train/features"][()][keep]
+    del f["/train/features"], f["/train/labels"]
+    f["/train/features"], f["/train/labels"] = x, y[keep]
+PY
+    n_train=$(( $(printf '%s+' $SVM_GROUP_CLASSES)0 ))
+  fi
 fi
 
 # run NAME ARGS...: one svm-fit, its wall time and fit_seconds from --json, its log kept.

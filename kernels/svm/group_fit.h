@@ -18,10 +18,20 @@
 namespace svm {
 
 // The pairs (libsvm's pair order numbers) each of `world` ranks solves, from the classes'
-// row counts: longest processing time first, a pair's cost taken as (n_a + n_b)² (its
-// kernel matrix), ties to the lower pair number and the lower rank — the same answer on
-// every rank. Each rank's list is ascending.
-std::vector<std::vector<int>> balance_pairs(const std::vector<int64_t>& class_sizes, int world);
+// row counts and the rows' features `dim`, dealt so that the slowest rank's cost under the
+// deal's cost model (deal_costs) is small: a rank computes the diagonal kernel block K_cc of
+// every class c its pairs touch, once, so pairs of the same classes are kept together where
+// that pays (docs/DECISIONS.md, "A class-aware deal of the class pairs"). Greedy largest
+// first, then a bounded local search (moving a pair, all of a rank's pairs of one class, or
+// swapping two pairs), every choice in a fixed order with ties to the lower pair and rank:
+// the same answer on every rank. Each rank's list is ascending.
+std::vector<std::vector<int>> balance_pairs(const std::vector<int64_t>& class_sizes, int dim, int world);
+
+// Each rank's cost under the deal's model, in the units of one multiply-add of a kernel block:
+// n_c² · dim for each class c a rank touches (its K_cc, one ssyrk), and for each pair (a, b)
+// its K_ab (sgemm), the copies of K_aa and K_bb into the pair matrix and its SMO.
+std::vector<double> deal_costs(const std::vector<int64_t>& class_sizes, int dim,
+                               const std::vector<std::vector<int>>& deal);
 
 // fit_cpu / fit_gpu (device) on a group: this rank's pairs, then the gather. Rank 0 returns
 // the whole model; the other ranks return a model without support vectors (only classes,

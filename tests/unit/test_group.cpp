@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <set>
 #include <thread>
@@ -146,30 +148,111 @@ TEST(GroupExchange, BytesAreCheckedBeforeUse) {
   EXPECT_THROW(svm::solutions_from_bytes(bytes, "x"), std::runtime_error);
 }
 
-TEST(GroupFit, PairsAreBalancedByTheirSize) {
-  const std::vector<int64_t> sizes{500, 400, 300, 100, 100};
-  for (int world : {1, 2, 3, 7, 12}) {
-    const auto share = svm::balance_pairs(sizes, world);
-    ASSERT_EQ(share.size(), size_t(world));
-    std::set<int> seen;
-    for (const auto& v : share)
-      for (int q : v) EXPECT_TRUE(seen.insert(q).second) << "pair " << q << " twice";
-    EXPECT_EQ(seen.size(), 10u);
-    EXPECT_EQ(share, svm::balance_pairs(sizes, world));  // the same answer on every rank
+namespace {
+
+// libsvm's pair order: pair q is (first[q], second[q]).
+std::vector<std::pair<int, int>> pair_classes(int k) {
+  std::vector<std::pair<int, int>> out;
+  for (int a = 0; a < k; ++a)
+    for (int b = a + 1; b < k; ++b) out.push_back({a, b});
+  return out;
+}
+
+// The deal before the class-aware one: longest processing time first on (n_a + n_b)².
+std::vector<std::vector<int>> lpt_by_pair_size(const std::vector<int64_t>& sizes, int world) {
+  const auto pairs = pair_classes(static_cast<int>(sizes.size()));
+  std::vector<std::pair<double, int>> cost;
+  for (size_t q = 0; q < pairs.size(); ++q) {
+    const double np = static_cast<double>(sizes[size_t(pairs[q].first)] + sizes[size_t(pairs[q].second)]);
+    cost.push_back({np * np, int(q)});
   }
-  // Two ranks: LPT's loads are within the largest pair of each other.
-  const auto two = svm::balance_pairs(sizes, 2);
-  std::vector<int64_t> load(2, 0);
-  std::vector<std::pair<int, int>> pairs;
-  for (int a = 0; a < 5; ++a)
-    for (int b = a + 1; b < 5; ++b) pairs.push_back({a, b});
-  for (int r = 0; r < 2; ++r)
-    for (int q : two[size_t(r)]) {
-      const int64_t np = sizes[size_t(pairs[size_t(q)].first)] + sizes[size_t(pairs[size_t(q)].second)];
-      load[size_t(r)] += np * np;
-    }
-  EXPECT_LE(std::llabs(load[0] - load[1]), 900LL * 900LL);
-  EXPECT_GT(std::min(load[0], load[1]), 0);
+  std::stable_sort(cost.begin(), cost.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<double> load(static_cast<size_t>(world), 0.0);
+  std::vector<std::vector<int>> out(static_cast<size_t>(world));
+  for (const auto& item : cost) {
+    const size_t r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    load[r] += item.first;
+    out[r].push_back(item.second);
+  }
+  return out;
+}
+
+int classes_touched(const std::vector<int>& pairs, int k) {
+  const auto pc = pair_classes(k);
+  std::set<int> c;
+  for (int q : pairs) c.insert(pc[size_t(q)].first), c.insert(pc[size_t(q)].second);
+  return int(c.size());
+}
+
+const std::vector<std::vector<int64_t>> kDealSizes{
+    {500, 400, 300, 100, 100},
+    {2000, 2050, 1990, 2010, 1980, 2020, 2005, 1995, 2015, 1985},        // balanced
+    {4500, 4000, 3500, 3000, 2500, 2000, 1700, 1300, 900, 600},          // unbalanced
+    {6000, 90, 80, 70, 60, 50, 40, 30},                                  // one class dominates
+    {3, 5000},                                                           // one pair
+};
+
+}  // namespace
+
+TEST(GroupFit, TheDealGivesEveryPairToOneRankTheSameOnEveryCall) {
+  for (const auto& sizes : kDealSizes)
+    for (int dim : {16, 820, 8192})
+      for (int world : {1, 2, 3, 4, 7, 12, 64}) {
+        const auto deal = svm::balance_pairs(sizes, dim, world);
+        ASSERT_EQ(deal.size(), size_t(world));
+        const size_t pairs = sizes.size() * (sizes.size() - 1) / 2;
+        std::set<int> seen;
+        for (const auto& v : deal) {
+          EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
+          for (int q : v) {
+            EXPECT_TRUE(q >= 0 && size_t(q) < pairs) << q;
+            EXPECT_TRUE(seen.insert(q).second) << "pair " << q << " twice";
+          }
+        }
+        EXPECT_EQ(seen.size(), pairs) << "world " << world;
+        EXPECT_EQ(deal, svm::balance_pairs(sizes, dim, world));  // the same answer on every rank
+        if (world == 1) {
+          std::vector<int> all(pairs);
+          std::iota(all.begin(), all.end(), 0);
+          EXPECT_EQ(deal[0], all);
+        }
+        if (size_t(world) >= pairs) {  // more ranks than pairs: one pair a rank at most
+          for (const auto& v : deal) EXPECT_LE(v.size(), 1u);
+        }
+      }
+  EXPECT_THROW(svm::balance_pairs({10, 10}, 8, 0), std::invalid_argument);
+  EXPECT_THROW(svm::balance_pairs({10, 10}, 0, 2), std::invalid_argument);
+  EXPECT_THROW(svm::balance_pairs({10, -1}, 8, 2), std::invalid_argument);
+  EXPECT_THROW(svm::deal_costs({10, 10}, 8, {{1}}), std::invalid_argument);
+}
+
+TEST(GroupFit, TheDealBalancesItsCostModelNoWorseThanLongestPairFirst) {
+  for (const auto& sizes : kDealSizes)
+    for (int dim : {16, 820, 8192})
+      for (int world : {2, 3, 4, 7}) {
+        const auto deal = svm::balance_pairs(sizes, dim, world);
+        const auto cost = svm::deal_costs(sizes, dim, deal);
+        const auto old = svm::deal_costs(sizes, dim, lpt_by_pair_size(sizes, world));
+        const double worst = *std::max_element(cost.begin(), cost.end());
+        EXPECT_LE(worst, *std::max_element(old.begin(), old.end()) * (1 + 1e-12))
+            << "dim " << dim << " world " << world << " classes " << sizes.size();
+        // No rank does less than its share of the one-process work allows, less the largest pair.
+        std::vector<int> all(sizes.size() * (sizes.size() - 1) / 2);
+        std::iota(all.begin(), all.end(), 0);
+        const double one = svm::deal_costs(sizes, dim, {all})[0];
+        EXPECT_GE(worst, one / world * (1 - 1e-12));
+      }
+  // Ten unbalanced classes on two ranks: fewer diagonal blocks than two ranks touching every
+  // class, and a slowest rank below the old deal's.
+  const auto& unbalanced = kDealSizes[2];
+  const auto deal = svm::balance_pairs(unbalanced, 820, 2);
+  EXPECT_LT(classes_touched(deal[0], 10) + classes_touched(deal[1], 10), 20);
+  const auto cost = svm::deal_costs(unbalanced, 820, deal);
+  const auto old = svm::deal_costs(unbalanced, 820, lpt_by_pair_size(unbalanced, 2));
+  EXPECT_LT(std::max(cost[0], cost[1]), std::max(old[0], old[1]));
+  // The costs count a class's block once per rank: one rank holding every pair pays each once.
+  EXPECT_DOUBLE_EQ(svm::deal_costs({10, 20}, 4, {{0}})[0],
+                   svm::deal_costs({10, 20}, 4, {{0}, {}})[0] + svm::deal_costs({10, 20}, 4, {{}})[0]);
 }
 
 // Four classes of random rows, not separable: a real SVM problem with free and bound SVs.
