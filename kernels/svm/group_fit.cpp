@@ -1,6 +1,7 @@
 #include "kernels/svm/group_fit.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
@@ -27,8 +28,17 @@ struct DealModel {
   std::vector<int> a, b;
 };
 
-DealModel deal_model(const std::vector<int64_t>& sizes, int dim) {
+DealModel deal_model(const std::vector<int64_t>& sizes, int dim, const std::vector<double>& difficulty) {
   if (dim < 1) throw std::invalid_argument("balance_pairs: dim must be at least 1");
+  const size_t pairs = sizes.size() * (sizes.size() > 0 ? sizes.size() - 1 : 0) / 2;
+  if (!difficulty.empty() && difficulty.size() != pairs)
+    throw std::invalid_argument("balance_pairs: " + std::to_string(difficulty.size()) + " difficulties for " +
+                                std::to_string(pairs) + " pairs");
+  double mean = 0;
+  for (double h : difficulty) {
+    if (!(h > 0) || !std::isfinite(h)) throw std::invalid_argument("balance_pairs: a difficulty must be finite and > 0");
+    mean += h / static_cast<double>(pairs);
+  }
   DealModel m;
   m.k = static_cast<int>(sizes.size());
   for (int64_t n : sizes) {
@@ -38,7 +48,9 @@ DealModel deal_model(const std::vector<int64_t>& sizes, int dim) {
   for (int a = 0; a < m.k; ++a)
     for (int b = a + 1; b < m.k; ++b) {
       const double na = static_cast<double>(sizes[a]), nb = static_cast<double>(sizes[b]);
-      m.pair.push_back(kOffDiagonal * na * nb * dim + kCopy * (na * na + nb * nb) + kSolve * (na + nb) * (na + nb));
+      const double hard = difficulty.empty() ? 1.0 : difficulty[m.pair.size()] / mean;
+      m.pair.push_back(kOffDiagonal * na * nb * dim + kCopy * (na * na + nb * nb) +
+                       kSolve * hard * (na + nb) * (na + nb));
       m.a.push_back(a);
       m.b.push_back(b);
     }
@@ -199,9 +211,10 @@ void improve(Deal& d, const DealModel& m, bool give_back, int64_t& evaluations) 
 
 }  // namespace
 
-std::vector<std::vector<int>> balance_pairs(const std::vector<int64_t>& class_sizes, int dim, int world) {
+std::vector<std::vector<int>> balance_pairs(const std::vector<int64_t>& class_sizes, int dim, int world,
+                                            const std::vector<double>& difficulty) {
   if (world < 1) throw std::invalid_argument("balance_pairs: world must be at least 1");
-  const DealModel m = deal_model(class_sizes, dim);
+  const DealModel m = deal_model(class_sizes, dim, difficulty);
   // Local searches end in different local optima: four of them (both starts, evictions with
   // and without pairs given back), the lowest maximum kept, the first on a tie. One of them
   // starts from longest processing time first, so the deal is never worse under the model.
@@ -218,8 +231,8 @@ std::vector<std::vector<int>> balance_pairs(const std::vector<int64_t>& class_si
 }
 
 std::vector<double> deal_costs(const std::vector<int64_t>& class_sizes, int dim,
-                               const std::vector<std::vector<int>>& deal) {
-  const DealModel m = deal_model(class_sizes, dim);
+                               const std::vector<std::vector<int>>& deal, const std::vector<double>& difficulty) {
+  const DealModel m = deal_model(class_sizes, dim, difficulty);
   std::vector<double> out;
   for (const auto& pairs : deal) {
     std::vector<uint8_t> touched(static_cast<size_t>(m.k), 0);
@@ -232,6 +245,39 @@ std::vector<double> deal_costs(const std::vector<int64_t>& class_sizes, int dim,
     }
     out.push_back(cost);
   }
+  return out;
+}
+
+std::vector<double> pair_difficulty(const float* X, int dim, const std::vector<std::vector<int64_t>>& members) {
+  const int k = static_cast<int>(members.size());
+  std::vector<std::vector<double>> mean(static_cast<size_t>(k), std::vector<double>(static_cast<size_t>(dim), 0.0));
+  std::vector<double> spread(static_cast<size_t>(k), 0.0);
+  for (int c = 0; c < k; ++c) {
+    const auto& rows = members[static_cast<size_t>(c)];
+    const int64_t count = static_cast<int64_t>(rows.size());
+    const int64_t step = std::max<int64_t>(1, (count + kDifficultyRows - 1) / kDifficultyRows);
+    int64_t used = 0;
+    for (int64_t i = 0; i < count; i += step, ++used) {
+      const float* x = X + rows[static_cast<size_t>(i)] * dim;
+      for (int f = 0; f < dim; ++f) mean[c][f] += x[f];
+    }
+    for (double& v : mean[c]) v /= static_cast<double>(std::max<int64_t>(used, 1));
+    for (int64_t i = 0; i < count; i += step) {
+      const float* x = X + rows[static_cast<size_t>(i)] * dim;
+      for (int f = 0; f < dim; ++f) spread[c] += (x[f] - mean[c][f]) * (x[f] - mean[c][f]);
+    }
+    spread[c] /= static_cast<double>(std::max<int64_t>(used, 1));
+  }
+  std::vector<double> out;
+  for (int a = 0; a < k; ++a)
+    for (int b = a + 1; b < k; ++b) {
+      double d2 = 0;
+      for (int f = 0; f < dim; ++f) d2 += (mean[a][f] - mean[b][f]) * (mean[a][f] - mean[b][f]);
+      // Within [1e-3, 1e3]: classes on top of each other, or of no spread (one row each), stay
+      // finite and above zero.
+      const double separation = std::clamp(d2 / std::max(spread[a] + spread[b], 1e-300), 1e-3, 1e3);
+      out.push_back(1.0 / (separation * std::sqrt(separation)));
+    }
   return out;
 }
 
@@ -324,12 +370,13 @@ std::vector<PairSolution> solutions_from_bytes(const std::vector<unsigned char>&
 namespace {
 
 // One line: each rank's pairs and classes, and the slowest rank's modeled share of the work.
-void log_deal(const std::vector<int64_t>& sizes, int dim, const std::vector<std::vector<int>>& deal) {
+void log_deal(const std::vector<int64_t>& sizes, int dim, const std::vector<std::vector<int>>& deal,
+              const std::vector<double>& difficulty) {
   const int k = static_cast<int>(sizes.size());
   std::vector<int> all(static_cast<size_t>(k) * (k - 1) / 2);
   std::iota(all.begin(), all.end(), 0);
-  const double one = deal_costs(sizes, dim, {all})[0];
-  const std::vector<double> cost = deal_costs(sizes, dim, deal);
+  const double one = deal_costs(sizes, dim, {all}, difficulty)[0];
+  const std::vector<double> cost = deal_costs(sizes, dim, deal, difficulty);
   std::vector<int> first_of(all.size()), second_of(all.size());
   for (int a = 0, q = 0; a < k; ++a)
     for (int b = a + 1; b < k; ++b, ++q) first_of[q] = a, second_of[q] = b;
@@ -356,9 +403,11 @@ Model fit_on_group(const float* X, const int32_t* y, int64_t n, int dim, const F
   Model shell = begin_fit(y, n, dim, p, members);
   std::vector<int64_t> sizes;
   for (const auto& m : members) sizes.push_back(static_cast<int64_t>(m.size()));
-  const std::vector<std::vector<int>> deal = balance_pairs(sizes, dim, group.world());
+  const std::vector<double> difficulty = pair_difficulty(X, dim, members);
+  const std::vector<std::vector<int>> deal = balance_pairs(sizes, dim, group.world(), difficulty);
   const std::vector<int>& mine = deal[static_cast<size_t>(group.rank())];
-  if (group.lead() && p.log_summary) log_deal(sizes, dim, deal);
+  if (group.lead() && p.log_summary) log_deal(sizes, dim, deal, difficulty);
+  if (cb && !mine.empty()) cb(0, static_cast<int>(mine.size()));  // this rank's count, before its first pair
   std::vector<PairSolution> solved;
   if (!mine.empty())
     solved = device == cae::Device::gpu ? std::move(solve_pairs_gpu(X, y, n, dim, p, {p.C}, mine, cb).front())

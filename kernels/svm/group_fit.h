@@ -18,20 +18,31 @@
 namespace svm {
 
 // The pairs (libsvm's pair order numbers) each of `world` ranks solves, from the classes'
-// row counts and the rows' features `dim`, dealt so that the slowest rank's cost under the
-// deal's cost model (deal_costs) is small: a rank computes the diagonal kernel block K_cc of
-// every class c its pairs touch, once, so pairs of the same classes are kept together where
-// that pays (docs/DECISIONS.md, "A class-aware deal of the class pairs"). Greedy largest
-// first, then a bounded local search (moving a pair, all of a rank's pairs of one class, or
-// swapping two pairs), every choice in a fixed order with ties to the lower pair and rank:
-// the same answer on every rank. Each rank's list is ascending.
-std::vector<std::vector<int>> balance_pairs(const std::vector<int64_t>& class_sizes, int dim, int world);
+// row counts, the rows' features `dim` and each pair's SMO difficulty (pair_difficulty; empty:
+// all alike), dealt so that the slowest rank's cost under the deal's cost model (deal_costs)
+// is small: a rank computes the diagonal kernel block K_cc of every class c its pairs touch,
+// once, so pairs of the same classes are kept together where that pays (docs/DECISIONS.md,
+// "A class-aware deal of the class pairs"). Greedy largest first, then a bounded local search
+// (moving a pair, all of a rank's pairs of one class, or swapping two pairs), every choice in
+// a fixed order with ties to the lower pair and rank: the same answer on every rank given the
+// same arguments. Each rank's list is ascending.
+std::vector<std::vector<int>> balance_pairs(const std::vector<int64_t>& class_sizes, int dim, int world,
+                                            const std::vector<double>& difficulty = {});
 
-// Each rank's cost under the deal's model, in the units of one multiply-add of a kernel block:
-// n_c² · dim for each class c a rank touches (its K_cc, one ssyrk), and for each pair (a, b)
-// its K_ab (sgemm), the copies of K_aa and K_bb into the pair matrix and its SMO.
+// Each rank's cost under the deal's model, in units of one diagonal block's cost per n_c² · dim:
+// the K_cc of each class c a rank touches (one ssyrk), and for each pair (a, b) its K_ab
+// (sgemm), the copies of K_aa and K_bb into the pair matrix and its SMO, (n_a + n_b)² times the
+// pair's difficulty over the pairs' mean difficulty.
 std::vector<double> deal_costs(const std::vector<int64_t>& class_sizes, int dim,
-                               const std::vector<std::vector<int>>& deal);
+                               const std::vector<std::vector<int>>& deal, const std::vector<double>& difficulty = {});
+
+// How hard each pair's SMO is, relative to the others: its classes' separation
+// ‖μ_a − μ_b‖² / (v_a + v_b) (μ_c a class's mean row, v_c its mean squared distance to it)
+// to the power −1.5, over at most kDifficultyRows rows of each class taken at even steps.
+// Closer classes need more SMO iterations. Plain sums in row order on one thread, so every
+// rank computes the same numbers from the same rows.
+constexpr int64_t kDifficultyRows = 1000;
+std::vector<double> pair_difficulty(const float* X, int dim, const std::vector<std::vector<int64_t>>& members);
 
 // fit_cpu / fit_gpu (device) on a group: this rank's pairs, then the gather. Rank 0 returns
 // the whole model; the other ranks return a model without support vectors (only classes,

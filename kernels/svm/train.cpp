@@ -226,10 +226,8 @@ TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t im
   };
   progress_.probability = [this](int done, int) { probability_bar_->update(done); };
   const int k = static_cast<int>(std::set<int32_t>(y, y + images).size());
-  std::vector<int64_t> class_sizes;  // in class order, for the bar of rank 0's share of the pairs
-  for (int32_t c : std::set<int32_t>(y, y + images)) class_sizes.push_back(std::count(y, y + rows, c));
   const std::string views = plan.views.count() > 1 ? " (" + plan.views.rows_description() + ")" : "";
-  progress_.fit.ready = [this, rows, dim, k, class_sizes, world, views, device](const Classifier& c) {
+  progress_.fit.ready = [this, rows, dim, k, world, views, device](const Classifier& c) {
     if (probability_bar_) probability_bar_->finish();
     const bool one_class = c.model().kind == SvmKind::one_class;
     const std::string what = one_class ? "one-class" : std::to_string(k) + " classes";
@@ -238,13 +236,15 @@ TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t im
                   static_cast<long long>(rows), views.c_str(), dim,
                   dim - c.n_features_kept(), what.c_str(), c.resolved_gamma(), c.file().gamma_spec.c_str(),
                   bound.c_str(), cae::device_name(device));
+    fit_bar_.reset();
     if (one_class) return;  // one solve: no pairs to count
-    // The deal depends on the features the fit keeps.
-    const int64_t pairs = world > 1 ? static_cast<int64_t>(balance_pairs(class_sizes, std::max(1, c.n_features_kept()), world)[0].size())
-                                    : static_cast<int64_t>(k) * (k - 1) / 2;
-    fit_bar_ = std::make_unique<cae::ProgressBar>("svm-fit", pairs, "pairs");
+    // A group's rank learns its share of the pairs from the deal, which the fit makes from the rows.
+    if (world == 1) fit_bar_ = std::make_unique<cae::ProgressBar>("svm-fit", static_cast<int64_t>(k) * (k - 1) / 2, "pairs");
   };
-  progress_.fit.pair = [this](int done, int) { fit_bar_->update(done); };
+  progress_.fit.pair = [this](int done, int total) {
+    if (!fit_bar_) fit_bar_ = std::make_unique<cae::ProgressBar>("svm-fit", total, "pairs");
+    fit_bar_->update(done);
+  };
 }
 
 void TrainReporter::finish() {

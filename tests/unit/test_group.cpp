@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -253,6 +254,46 @@ TEST(GroupFit, TheDealBalancesItsCostModelNoWorseThanLongestPairFirst) {
   // The costs count a class's block once per rank: one rank holding every pair pays each once.
   EXPECT_DOUBLE_EQ(svm::deal_costs({10, 20}, 4, {{0}})[0],
                    svm::deal_costs({10, 20}, 4, {{0}, {}})[0] + svm::deal_costs({10, 20}, 4, {{}})[0]);
+}
+
+TEST(GroupFit, PairDifficultyRanksCloserClassesHarderAndSteersTheDeal) {
+  // Three classes on a line: 0 and 1 close, 2 far from both; rows spread around each centre.
+  const int dim = 3;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  const float centre[3] = {0.0f, 1.0f, 10.0f};
+  std::vector<float> X;
+  std::vector<std::vector<int64_t>> members(3);
+  for (int64_t i = 0; i < 3 * 1500; ++i) {  // more rows than kDifficultyRows in each class
+    const int c = int(i % 3);
+    members[size_t(c)].push_back(i);
+    for (int f = 0; f < dim; ++f) X.push_back(centre[c] + noise(rng));
+  }
+  const auto h = svm::pair_difficulty(X.data(), dim, members);
+  ASSERT_EQ(h.size(), 3u);  // pairs (0,1), (0,2), (1,2)
+  EXPECT_GT(h[0], 10 * h[1]);
+  EXPECT_GT(h[0], 10 * h[2]);
+  for (double v : h) EXPECT_TRUE(v > 0 && std::isfinite(v));
+  EXPECT_EQ(h, svm::pair_difficulty(X.data(), dim, members));
+  // A class of identical rows, and a class of one row: finite, capped.
+  std::vector<float> same(6 * dim, 0.5f);
+  for (int f = 0; f < dim; ++f) same[size_t(5 * dim + f)] = 0.75f;
+  const auto flat = svm::pair_difficulty(same.data(), dim, {{0, 1, 2}, {3, 4}, {5}});
+  for (double v : flat) EXPECT_TRUE(v > 0 && std::isfinite(v)) << v;
+
+  // Equal classes, one pair far harder than the rest: two ranks, the hard pair's rank holds
+  // fewer pairs; and the difficulties' scale does not matter.
+  const std::vector<int64_t> sizes(6, 1000);
+  std::vector<double> hard(15, 1.0);
+  hard[0] = 20.0;
+  const auto deal = svm::balance_pairs(sizes, 64, 2, hard);
+  const size_t with_hard = std::find(deal[0].begin(), deal[0].end(), 0) != deal[0].end() ? 0 : 1;
+  EXPECT_LT(deal[with_hard].size(), deal[1 - with_hard].size());
+  std::vector<double> scaled(hard);
+  for (double& v : scaled) v *= 1e-6;
+  EXPECT_EQ(deal, svm::balance_pairs(sizes, 64, 2, scaled));
+  EXPECT_THROW(svm::balance_pairs(sizes, 64, 2, std::vector<double>(14, 1.0)), std::invalid_argument);
+  EXPECT_THROW(svm::balance_pairs(sizes, 64, 2, std::vector<double>(15, 0.0)), std::invalid_argument);
 }
 
 // Four classes of random rows, not separable: a real SVM problem with free and bound SVs.
