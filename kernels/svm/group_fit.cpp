@@ -18,7 +18,7 @@ namespace {
 // class pairs").
 constexpr double kOffDiagonal = 1.4;  // per n_a · n_b · dim: K_ab's sgemm, exp and transpose
 constexpr double kCopy = 100;         // per n_a² + n_b²: the cached K_aa, K_bb copied into the pair matrix
-constexpr double kSolve = 400;        // per (n_a + n_b)²: SMO, whose iterations the sizes alone cannot tell
+constexpr double kSolve = 400;        // per (n_a + n_b)² at the pairs' mean difficulty: SMO
 // Moves the local search may weigh in all: a bound on its time for many classes.
 constexpr int64_t kSearchEvaluations = 4'000'000;
 
