@@ -257,6 +257,8 @@ def run(args, tmp_holder, phases):
     # The 2-D view of the features takes longest to read: its own reader, whose figure is
     # drawn once it answers, while the other figures are drawn (features_view_job).
     view_reader = start_read("features_view", paths["features"]) if "features" in paths else None
+    # The rows of the splits the view does not show, checked meanwhile: collected last.
+    rows_reader = start_read("features_rows", paths["features"]) if "features" in paths else None
     loaded, _ = read_all(paths, meanwhile=import_matplotlib)
     phases.enter("other")
     needed = referenced_kinds(loaded, paths)
@@ -337,6 +339,9 @@ def run(args, tmp_holder, phases):
                      + "), was refitted on all of them and is the model.")
     stages = stage_rows(loaded, origin)
 
+    if rows_reader:
+        phases.enter("read")
+        finish_read(rows_reader)
     phases.enter("hash")
     digests = {}
     for kind, job in hashes.items():

@@ -8,6 +8,7 @@ import os
 import resource
 import signal
 import stat
+import zlib
 
 from . import parallel
 from .common import (DEFAULT_CLASS_NAMES, MAX_FORMAT_VERSION, SEED_ENCODER_CHANNELS, SEED_INPUT_SHAPE,
@@ -30,6 +31,55 @@ def utf8_or_latin1(raw):
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogateescape")
     return raw.decode("utf-8", "cae-latin1")
+
+
+MAX_CLASS_NAME_BYTES = 255  # cae::kMaxClassNameBytes
+
+
+def _raw(item):
+    """An attribute's string as its bytes (h5py gives str with surrogate escapes for bytes that are not UTF-8)."""
+    return item.encode("utf-8", "surrogateescape") if isinstance(item, str) else item
+
+
+def _as_written(raw):
+    """A name's bytes shown in a message: valid UTF-8 as text, any other byte as \\xNN."""
+    return "'" + raw.decode("utf-8", "backslashreplace") + "'"
+
+
+def checked_class_names(f, path):
+    """The file's class_names attribute by the C++ readers' rule (common/class_names.cpp,
+    checked_class_names): each name non-empty, without a NUL byte, at most 255 bytes once
+    read by utf8_or_latin1, and no two the same after that; a scalar string is one name.
+    → the names as text, or None when the file has no class_names; ReportError otherwise."""
+    import numpy as np
+    if "class_names" not in f.attrs:
+        return None
+    value = f.attrs["class_names"]
+    items = value.tolist() if isinstance(value, np.ndarray) else value
+    items = items if isinstance(items, list) else [items]
+    if not all(isinstance(v, (bytes, str)) for v in items):
+        raise ReportError(path, "attribute class_names is not a string")
+    seen, out = {}, []
+    for c, item in enumerate(items):
+        raw = _raw(item)
+        if not raw:
+            raise ReportError(path, f"class {c} has an empty name")
+        if b"\0" in raw:
+            raise ReportError(path, f"class {c} ({_as_written(raw)}): a class name may not hold a NUL byte")
+        name = utf8_or_latin1(raw)
+        size = len(name.encode("utf-8"))
+        if size > MAX_CLASS_NAME_BYTES:
+            raise ReportError(path, f"class {c} ({_as_written(raw[:32] + b'...')}): a class name is at most "
+                                    f"{MAX_CLASS_NAME_BYTES} bytes of UTF-8, this one {size}")
+        if name in seen:
+            first = seen[name]
+            before = _raw(items[first])
+            same = "" if before == raw else ", the same name once bytes that are not UTF-8 are read as Latin-1"
+            raise ReportError(path, f"class {first} ({_as_written(before)}) and class {c} "
+                                    f"({_as_written(raw)}) are one class name{same} (class names must be distinct)")
+        seen[name] = c
+        out.append(name)
+    return out
 
 
 def plain(value):
@@ -223,23 +273,26 @@ def checksum_problem(ds, data):
     """Whether `data`, the whole of dataset `ds` as read, matches the block checksums the
     toolkit's writer stores with it (common/hdf5_checksum.h: attribute crc32, the CRC-32 of
     each block of crc32_rows rows as stored); None when it does or there are none (h5py's
-    files, older ones). The 2-D view's sampled rows are not checked: their blocks would be
-    most of the file."""
-    import zlib
+    files, older ones). Features are read in pieces instead (scan_rows)."""
     import numpy as np
-    if "crc32" not in ds.attrs or "crc32_rows" not in ds.attrs or data.ndim < 1 or data.dtype.kind == "O":
+    if data.ndim < 1 or data.dtype.kind == "O":
         return None
-    want, block_rows = np.asarray(ds.attrs["crc32"]), np.asarray(ds.attrs["crc32_rows"])
     n = len(data)
-    br = int(block_rows.flat[0]) if block_rows.dtype.kind in "iu" and block_rows.size == 1 else 0
-    if br < 1 or want.dtype.kind not in "iu" or want.size != -(-n // br):
+    want, br = block_checksums(ds, n)
+    if want is False:
         return "has a damaged checksum attribute (crc32, crc32_rows)"
+    if not want:
+        return None
     stored = np.ascontiguousarray(data).view(np.uint8).reshape(n, -1) if n else None
-    for b, crc in enumerate(want.ravel().tolist()):
-        if zlib.crc32(stored[b * br:(b + 1) * br]) != crc & 0xFFFFFFFF:
-            return (f"rows {b * br} to {min(n, (b + 1) * br) - 1} do not match their checksum (the file changed "
-                    "after it was written: damaged on disk or in a copy)")
+    for b, crc in enumerate(want):
+        if zlib.crc32(stored[b * br:(b + 1) * br]) != crc:
+            return mismatch(b * br, min(n, (b + 1) * br) - 1)
     return None
+
+
+def mismatch(first, last):
+    return (f"rows {first} to {last} do not match their checksum (the file changed after it was written: "
+            "damaged on disk or in a copy)")
 
 
 def dataset_shape(f, name, path):
@@ -362,7 +415,7 @@ def features_splits(f, path):
         if len(latent) != 3 or not all(isinstance(e, int) and not isinstance(e, bool) and 0 < e <= 1 << 20
                                         for e in latent):
             raise ReportError(path, "attribute latent_shape must be three positive extents [c,h,w]")
-    names = plain(f.attrs["class_names"]) if "class_names" in f.attrs else None
+    names = checked_class_names(f, path)
     splits = {}
     for split in ("train", "test"):
         shape = dataset_shape(f, f"{split}/features", path)
@@ -375,7 +428,7 @@ def features_splits(f, path):
         if latent is not None and shape[1] != latent[0] * latent[1] * latent[2]:
             raise ReportError(path, f"/{split}/features has {shape[1]} features per row, but latent_shape "
                                     f"[{','.join(map(str, latent))}] holds {latent[0] * latent[1] * latent[2]}")
-        check_labels(f, path, split, shape[0], len(names) if isinstance(names, list) and names else None)
+        check_labels(f, path, split, shape[0], len(names) if names else None)
         splits[split] = shape
     return splits
 
@@ -402,9 +455,25 @@ def viewed_split(splits):
 
 
 def load_features(path):
-    """Shapes and attributes (the 2-D view is a reader of its own: load_features_view)."""
+    """Shapes and attributes (the 2-D view is a reader of its own: load_features_view; the
+    rows of the other splits are checked by load_features_rows)."""
     with open_features(path) as f:
-        return {"attrs": common_attrs(f), "splits": features_splits(f, path), "notes": []}
+        out = {"attrs": common_attrs(f), "splits": features_splits(f, path), "notes": []}
+        names = checked_class_names(f, path)
+        if names is not None:
+            out["attrs"]["class_names"] = names
+        return out
+
+
+def load_features_rows(path):
+    """Every row of the splits the 2-D view does not show, read and checked (scan_rows) as
+    the toolkit's features reader checks what it reads; the view checks its own split's.
+    A reader of its own, collected last, so that the figures are drawn meanwhile. → None."""
+    with open_features(path) as f:
+        splits = features_splits(f, path)
+        for split in splits:
+            if split != viewed_split(splits):
+                scan_rows(f, path, f"{split}/features")
 
 
 def load_features_view(path):
@@ -441,16 +510,8 @@ def features_pca(f, path, split, notes):
         return None
     rng = np.random.default_rng(PCA_SEED)
     rows = np.sort(rng.choice(n_rows, size=min(n_rows, PCA_ROWS), replace=False))
-    with np.errstate(over="ignore"):  # a float64 beyond float32's range: an infinity, refused below
-        x = sampled_rows(ds, path, rows).astype(np.float32)  # float32 halves the work
-    # As the features reader refuses a NaN or infinity anywhere (features_reader.cpp), the
-    # report refuses one in the rows it reads. It reads only the sample: scanning every row
-    # would read the whole file (tens of GB for PRESET=accurate) to draw 2,000 points.
-    bad = np.flatnonzero(~np.isfinite(x))
-    if len(bad):
-        row, feature = divmod(int(bad[0]), dim)
-        raise ReportError(path, f"/{split}/features row {rows[row]} feature {feature} is "
-                                f"{'NaN' if np.isnan(x.flat[bad[0]]) else 'infinite'} (features must be finite)")
+    # Every row is read and checked, the sample taken on the way (one pass over the file).
+    x = scan_rows(f, path, f"{split}/features", sample=rows).astype(np.float32)  # float32 halves the work
     labels = read_dataset(f, path, f"{split}/labels", "iu", shape=(n_rows,))
     labels = labels[rows].astype(np.int64) if labels is not None else None
     x -= x.mean(axis=0)
@@ -467,20 +528,115 @@ def features_pca(f, path, split, notes):
             "explained": [float(s * s / total) for s in strength]}
 
 
-def sampled_rows(ds, path, rows):
-    """ds[rows] for sorted row numbers. ae-encode writes each split's features as one
-    contiguous block: those rows are copied straight from the file's bytes (mapped read-only),
-    0.02 s of CPU for 2,000 rows of 8,192 on the 2-core development machine against 0.14 s
-    for an HDF5 selection of as many row ranges. Chunked or filtered data, or a block the
-    file is too short to hold, is left to HDF5 (which names what is wrong)."""
+SCAN_BYTES = 16 << 20    # what scan_rows holds at once: a few ~1 MiB checksum blocks
+SCRATCH_BYTES = 256 << 10  # its finite test's piece: fits a core's L2 cache
+
+# The exponent bits of IEEE floats: a value is NaN or infinite when they are all set.
+_EXPONENT = {2: (0x7FFF, 0x7C00), 4: (0x7FFFFFFF, 0x7F800000)}
+
+
+def scan_rows(f, path, name, sample=None):
+    """Reads every row of the float dataset `name` [N, D] in pieces of whole checksum blocks
+    (at most SCAN_BYTES, so memory stays bounded), as the toolkit's features reader checks
+    what it reads (features_reader.cpp): each block against its CRC-32 when the file has the
+    attributes (checksum_problem's rule), then every value finite — a float64 too large for
+    float32, which the toolkit computes in, counts as infinite. Each piece restarts the read
+    alarm: a large file is slow, not damaged. sample: sorted row numbers → those rows."""
     import numpy as np
+    ds = backed(path, name, f[name])
+    n, dim = ds.shape
+    dtype = ds.dtype
+    row_bytes = max(1, dim * dtype.itemsize)
+    want, br = block_checksums(ds, n)
+    if want is False:
+        raise ReportError(path, f"/{name} has a damaged checksum attribute (crc32, crc32_rows)")
+    # Checked a block at a time (a checksum block, else ~1 MiB of rows), while it is in cache.
+    unit = br or max(1, (1 << 20) // row_bytes)
+    step = max(unit, SCAN_BYTES // row_bytes // unit * unit)
+    buf = np.empty((min(step, n), dim), dtype=dtype)
+    scratch = np.empty(SCRATCH_BYTES // dtype.itemsize, dtype=f"u{dtype.itemsize}" if dtype.itemsize in (2, 4) else "u1")
+    raw = contiguous_file(ds, path)
+    picked = np.empty((0 if sample is None else len(sample), dim), dtype=dtype)
+    taken = 0
+    try:
+        for r0 in range(0, n, step):
+            rows = min(step, n - r0)
+            piece = buf[:rows]
+            if raw is not None:
+                got = raw.readinto(memoryview(piece).cast("B"))
+                if got != rows * row_bytes:
+                    raise ReportError(path, f"/{name} ends before its rows do (truncated file?)")
+            else:
+                ds.read_direct(piece, np.s_[r0:r0 + rows], np.s_[0:rows])
+            for b in range(0, rows, unit):
+                block, first = piece[b:b + unit], r0 + b
+                if br and zlib.crc32(block) != want[first // br]:
+                    raise ReportError(path, f"/{name} {mismatch(first, min(n, first + br) - 1)}")
+                bad = first_nonfinite(block, scratch)
+                if bad is not None:
+                    row, feature = divmod(bad, dim)
+                    value = block.reshape(-1)[bad]
+                    raise ReportError(path, f"/{name} row {first + row} feature {feature} is "
+                                            f"{'NaN' if np.isnan(value) else 'infinite'} (features must be finite)")
+            if sample is not None:
+                end = np.searchsorted(sample, r0 + rows)
+                picked[taken:end] = piece[sample[taken:end] - r0]
+                taken = end
+            signal.alarm(READ_SECONDS)
+    finally:
+        if raw is not None:
+            raw.close()
+    return picked if sample is not None else None
+
+
+def block_checksums(ds, n):
+    """(the stored CRC-32 of each block, rows per block) of dataset `ds` of n rows; (None, 0)
+    without the attributes; (False, 0) when they are damaged."""
+    import numpy as np
+    if "crc32" not in ds.attrs or "crc32_rows" not in ds.attrs:
+        return None, 0
+    want, block_rows = np.asarray(ds.attrs["crc32"]), np.asarray(ds.attrs["crc32_rows"])
+    br = int(block_rows.flat[0]) if block_rows.dtype.kind in "iu" and block_rows.size == 1 else 0
+    if br < 1 or want.dtype.kind not in "iu" or want.size != -(-n // br):
+        return False, 0
+    return [v & 0xFFFFFFFF for v in want.ravel().tolist()], br
+
+
+def first_nonfinite(x, scratch):
+    """The flat index of the first NaN or infinity in the contiguous float array x, else None.
+    Native float16 and float32 are tested on their exponent bits, integer work in pieces of
+    `scratch` (a small buffer of unsigned ints as wide as x's, which stays in cache); float64
+    is converted, as the toolkit reads it into float32 (a value too large for it: infinite)."""
+    import numpy as np
+    bits = _EXPONENT.get(x.dtype.itemsize) if x.dtype.isnative else None
+    if bits is None:
+        with np.errstate(over="ignore"):
+            bad = np.flatnonzero(~np.isfinite(x.astype(np.float32)))
+        return int(bad[0]) if len(bad) else None
+    flat = x.reshape(-1)
+    u = flat.view(scratch.dtype)
+    for k in range(0, u.size, scratch.size):
+        part = scratch[:min(scratch.size, u.size - k)]
+        np.bitwise_and(u[k:k + scratch.size], bits[0], out=part)
+        if part.max() >= bits[1]:
+            return k + int(np.flatnonzero(~np.isfinite(flat[k:k + scratch.size]))[0])
+    return None
+
+
+def contiguous_file(ds, path):
+    """The file opened at the first byte of dataset `ds` when its rows are stored there as
+    one block (how ae-encode writes features: read straight, not through HDF5's selections),
+    else None (chunked or filtered data, or a block the file is too short to hold: read by
+    HDF5, which names what is wrong)."""
     offset = ds.id.get_offset() if ds.chunks is None else None
-    if offset is not None:
-        with open(path, "rb") as raw:
-            if os.fstat(raw.fileno()).st_size >= offset + ds.size * ds.dtype.itemsize:
-                block = np.memmap(raw, dtype=ds.dtype, mode="r", offset=offset, shape=ds.shape)
-                return np.array(block[rows])
-    return ds[rows]
+    if offset is None:
+        return None
+    raw = open(path, "rb")
+    if os.fstat(raw.fileno()).st_size < offset + ds.size * ds.dtype.itemsize:
+        raw.close()
+        return None
+    raw.seek(offset)
+    return raw
 
 
 def top_components(x, k, rng, oversample=10, power_iterations=4):
@@ -673,12 +829,15 @@ def load_dataset(path):
             if shape is not None and len(shape) == 4:
                 out["counts"][split] = int(shape[0])
                 out["shape"] = [int(v) for v in shape[1:]]
-        names = out["attrs"].get("class_names")
-        out["classes"] = len(names) if isinstance(names, list) and names else None
+        names = checked_class_names(f, path)  # as the dataset reader (common/dataset.cpp)
+        if names is not None:
+            out["attrs"]["class_names"] = names
+        out["classes"] = len(names) if names else None
         return out
 
 
-LOADERS = {"model": load_model, "features": load_features, "features_view": load_features_view, "svm": load_svm,
+LOADERS = {"model": load_model, "features": load_features, "features_view": load_features_view,
+           "features_rows": load_features_rows, "svm": load_svm,
            "eval": load_eval, "dataset": load_dataset}
 
 # libhdf5 trusts a file's metadata: a damaged global heap makes it read out of bounds
