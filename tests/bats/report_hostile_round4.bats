@@ -239,6 +239,18 @@ c = Check(); c.feed(page); c.close()
 assert not c.stack, c.stack
 json.loads(line)
 PY
+  [ -s "$TMP/rep/examples.png" ]
+  # The dataset file's test images, drawn as examples, are checked against their blocks'
+  # checksums: a changed image is not drawn, and a note says why.
+  cp "$TMP/d.h5" "$TMP/d-good.h5"
+  "$PYTHON" -c "import h5py
+with h5py.File('$TMP/d.h5', 'r+') as f:
+    x = f['test/images'][0]; x[0, 0, 0] ^= 0x55; f['test/images'][0] = x"
+  run "$BIN/report" --run-dir "$TMP/run" -o "$TMP/rep1" -q
+  [ "$status" -eq 0 ] || { echo "$output"; false; }
+  [ ! -e "$TMP/rep1/examples.png" ]
+  grep -q "no pictures of test images: $TMP/d.h5: /test/images rows 0 to 5 do not match their checksum" "$TMP/rep1/report.md"
+  mv "$TMP/d-good.h5" "$TMP/d.h5"
   # The dataset file, read for the report's words and pictures, names the classes too: a
   # repeated name there (written by h5py) is the dataset reader's refusal, shown as a note.
   "$PYTHON" -c "import h5py

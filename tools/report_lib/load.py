@@ -290,6 +290,21 @@ def checksum_problem(ds, data):
     return None
 
 
+def check_blocks(ds, path, name, rows):
+    """The checksum blocks of dataset `ds` (`name` in the file at `path`) that hold the given
+    row numbers, read and checked as Hdf5Reader checks the blocks a read touches; ReportError
+    on a mismatch. Nothing to check without the attributes."""
+    import numpy as np
+    n = ds.shape[0]
+    want, br = block_checksums(ds, n)
+    if want is False:
+        raise ReportError(path, f"/{name} has a damaged checksum attribute (crc32, crc32_rows)")
+    for b in sorted({int(r) // br for r in rows}) if want else ():
+        block = np.ascontiguousarray(ds[b * br:min(n, (b + 1) * br)])
+        if zlib.crc32(block) != want[b]:
+            raise ReportError(path, f"/{name} {mismatch(b * br, min(n, (b + 1) * br) - 1)}")
+
+
 def mismatch(first, last):
     return (f"rows {first} to {last} do not match their checksum (the file changed after it was written: "
             "damaged on disk or in a copy)")

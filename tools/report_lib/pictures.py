@@ -100,7 +100,7 @@ def draw_grid(sections, picked, pred, labels, name, out_png):
 def draw_examples(dataset_path, eval_path, out_png):
     """Draws the grid into out_png; returns its caption (one sentence), or None when the
     evaluation has no predictions to show."""
-    from .load import backed, open_hdf5, plain
+    from .load import backed, check_blocks, open_hdf5, plain
 
     with open_hdf5(eval_path) as e:
         pred = e["predictions"][:].astype(np.int64)
@@ -122,6 +122,7 @@ def draw_examples(dataset_path, eval_path, out_png):
             return None
         idx = np.array(sorted(set(chosen)))
         picked = dict(zip(idx.tolist(), images[idx]))  # h5py reads ascending indices
+        check_blocks(images, dataset_path, f"{split}/images", idx)  # no picture of changed bytes
 
     def name(c):  # drawn by matplotlib: its $…$ and control characters escaped
         return plot_text(names[c]) if 0 <= c < len(names) else f"class {c}"
