@@ -120,7 +120,7 @@ F['$split/features'] = x"
   done
 }
 
-@test "the rows are checked in bounded memory and chunked files too: a NaN in the last row of a chunked file" {
+@test "chunked and compressed features, a split too small to draw, damaged checksum attributes: every row still checked" {
   checked "$TMP/ok.h5"
   cp "$TMP/ok.h5" "$TMP/f.h5"
   change "$TMP/f.h5" "x = F['train/features'][()]; x[-1, -1] = np.nan
@@ -128,6 +128,13 @@ del F['train/features']
 F.create_dataset('train/features', data=x, chunks=(7, 1024), compression='gzip')"
   run "$BIN/report" --features "$TMP/f.h5" -o "$TMP/rep" -q
   refused "$TMP/f.h5: /train/features row 599 feature 1023 is NaN (features must be finite)"
+  # A split too small for the 2-D view is still read and checked.
+  cp "$TMP/ok.h5" "$TMP/f.h5"
+  change "$TMP/f.h5" "x = F['test/features'][:2].astype('f4'); x[1, 2] = np.inf; y = F['test/labels'][:2]
+del F['test/features'], F['test/labels']
+F['test/features'], F['test/labels'] = x, y"
+  run "$BIN/report" --features "$TMP/f.h5" -o "$TMP/rep" -q
+  refused "$TMP/f.h5: /test/features row 1 feature 2 is infinite (features must be finite)"
   # Damaged checksum attributes are named, as checksum_problem names them.
   cp "$TMP/ok.h5" "$TMP/f.h5"
   change "$TMP/f.h5" "F['test/features'].attrs['crc32_rows'] = np.int64(0)"

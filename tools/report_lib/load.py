@@ -510,8 +510,8 @@ PCA_SEED = 20240214
 
 def features_pca(f, path, split, notes):
     """The 2-D view of the features: a seeded random sample of at most PCA_ROWS rows of
-    /<split>/features (read by HDF5 row selection: never the whole file), centred and
-    projected on its first two principal components. → {"xy" [n,2], "labels" [n] or None,
+    /<split>/features (taken while every row is checked: scan_rows), centred and projected
+    on its first two principal components. → {"xy" [n,2], "labels" [n] or None,
     "split", "rows" (N in the file), "explained" (share of the variance per component)},
     or None (with a note) when there is nothing to draw."""
     import numpy as np
@@ -521,6 +521,7 @@ def features_pca(f, path, split, notes):
     if ds.dtype.kind != "f":
         raise ReportError(path, f"/{split}/features has dtype {ds.dtype}, expected float")
     if n_rows < 3 or dim < 2 or dim > PCA_MAX_DIM:
+        scan_rows(f, path, f"{split}/features")  # nothing drawn, yet read by no other reader
         notes.append(f"{name}: /{split}/features is {n_rows} × {dim}: no 2-D view of the features")
         return None
     rng = np.random.default_rng(PCA_SEED)
