@@ -569,21 +569,12 @@ def scan_rows(f, path, name, sample=None):
     # Checked a block at a time (a checksum block, else ~1 MiB of rows), while it is in cache.
     unit = br or max(1, (1 << 20) // row_bytes)
     step = max(unit, SCAN_BYTES // row_bytes // unit * unit)
-    buf = np.empty((min(step, n), dim), dtype=dtype)
     scratch = np.empty(SCRATCH_BYTES // dtype.itemsize, dtype=f"u{dtype.itemsize}" if dtype.itemsize in (2, 4) else "u1")
-    raw = contiguous_file(ds, path)
     picked = np.empty((0 if sample is None else len(sample), dim), dtype=dtype)
     taken = 0
-    try:
-        for r0 in range(0, n, step):
-            rows = min(step, n - r0)
-            piece = buf[:rows]
-            if raw is not None:
-                got = raw.readinto(memoryview(piece).cast("B"))
-                if got != rows * row_bytes:
-                    raise ReportError(path, f"/{name} ends before its rows do (truncated file?)")
-            else:
-                ds.read_direct(piece, np.s_[r0:r0 + rows], np.s_[0:rows])
+    if n and dim:
+        for r0, piece in stored_pieces(ds, path, step):
+            rows = len(piece)
             for b in range(0, rows, unit):
                 block, first = piece[b:b + unit], r0 + b
                 if br and zlib.crc32(block) != want[first // br]:
@@ -599,9 +590,6 @@ def scan_rows(f, path, name, sample=None):
                 picked[taken:end] = piece[sample[taken:end] - r0]
                 taken = end
             signal.alarm(READ_SECONDS)
-    finally:
-        if raw is not None:
-            raw.close()
     return picked if sample is not None else None
 
 
@@ -639,20 +627,34 @@ def first_nonfinite(x, scratch):
     return None
 
 
-def contiguous_file(ds, path):
-    """The file opened at the first byte of dataset `ds` when its rows are stored there as
-    one block (how ae-encode writes features: read straight, not through HDF5's selections),
-    else None (chunked or filtered data, or a block the file is too short to hold: read by
-    HDF5, which names what is wrong)."""
+def stored_pieces(ds, path, step):
+    """(first row, rows [k, D]) of dataset `ds`, `step` rows at a time. Rows stored as one
+    contiguous block (how ae-encode writes features) are mapped read-only a window at a time,
+    not copied through HDF5 (no system time, and no memory but the window's; a window is
+    unmapped once its rows are dropped); chunked or filtered data, or a block the file is too
+    short to hold, is read by HDF5 (which names what is wrong) into one reused buffer."""
+    import mmap
+    import numpy as np
+    n, dim = ds.shape
+    row_bytes = dim * ds.dtype.itemsize
     offset = ds.id.get_offset() if ds.chunks is None else None
-    if offset is None:
-        return None
-    raw = open(path, "rb")
-    if os.fstat(raw.fileno()).st_size < offset + ds.size * ds.dtype.itemsize:
-        raw.close()
-        return None
-    raw.seek(offset)
-    return raw
+    if offset is not None:
+        with open(path, "rb") as raw:
+            if os.fstat(raw.fileno()).st_size >= offset + n * row_bytes:
+                for r0 in range(0, n, step):
+                    rows = min(step, n - r0)
+                    start = offset + r0 * row_bytes
+                    aligned = start - start % mmap.ALLOCATIONGRANULARITY
+                    window = mmap.mmap(raw.fileno(), start - aligned + rows * row_bytes, access=mmap.ACCESS_READ,
+                                       offset=aligned)
+                    yield r0, np.frombuffer(window, dtype=ds.dtype, count=rows * dim,
+                                            offset=start - aligned).reshape(rows, dim)
+                return
+    buf = np.empty((min(step, n), dim), dtype=ds.dtype)
+    for r0 in range(0, n, step):
+        rows = min(step, n - r0)
+        ds.read_direct(buf, np.s_[r0:r0 + rows], np.s_[0:rows])
+        yield r0, buf[:rows]
 
 
 def top_components(x, k, rng, oversample=10, power_iterations=4):
