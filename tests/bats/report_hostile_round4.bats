@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
-# The report's gaps left by issue 60 (docs/RELIABILITY.md, round 4, classes 4, 5 and 8):
+# The report's gaps left by issue 60 (docs/RELIABILITY.md, round 4, classes 3, 4, 5 and 8):
 # every row of the features it reads is checked against its block CRC-32 and for NaN and
 # infinities, not only the 2-D view's sample; class names are refused where and as the C++
-# readers refuse them (common/class_names.cpp); a Latin-1 class folder name that came
-# through the whole pipeline gives a valid UTF-8 page that shows it.
+# readers refuse them (common/class_names.cpp), and so are labels of a plain file that would
+# size a class table; a Latin-1 class folder name that came through the whole pipeline gives
+# a valid UTF-8 page that shows it.
 
 load helpers
 
@@ -267,4 +268,16 @@ with h5py.File('$TMP/d.h5', 'r+') as f:
   run "$BIN/report" --run-dir "$TMP/run" -o "$TMP/rep2" -q
   [ "$status" -eq 0 ] || { echo "$output"; false; }
   grep -q "are one class name" "$TMP/rep2/report.md"
+}
+
+@test "a plain features file without class names: a label of 65,536 or more is refused, as the features reader refuses it" {
+  "$PYTHON" "$REPO_ROOT/tests/python/formats_check.py" make-plain "$TMP/p.h5"
+  "$PYTHON" -c "import h5py, numpy as np
+with h5py.File('$TMP/p.h5', 'r+') as f:
+    y = f['train/labels'][()].astype('i8'); y[3] = 2**31 - 1
+    del f['train/labels']; f['train/labels'] = y"
+  run "$BIN/report" --features "$TMP/p.h5" -o "$TMP/rep" -q
+  refused "$TMP/p.h5: /train/labels holds 2147483647: without a class_names attribute the classes are 0..the largest label, at most 65536 of them (give class_names)"
+  run "$BIN/svm-fit" --features "$TMP/p.h5" --device cpu -o "$TMP/svm.h5"
+  assert_error 1 "p.h5: /train/labels holds 2147483647: without a class_names attribute"
 }

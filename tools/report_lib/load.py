@@ -443,14 +443,18 @@ def features_splits(f, path):
         if latent is not None and shape[1] != latent[0] * latent[1] * latent[2]:
             raise ReportError(path, f"/{split}/features has {shape[1]} features per row, but latent_shape "
                                     f"[{','.join(map(str, latent))}] holds {latent[0] * latent[1] * latent[2]}")
-        check_labels(f, path, split, shape[0], len(names) if names else None)
+        check_labels(f, path, split, shape[0], len(names) if names else None, plain="format" not in f.attrs)
         splits[split] = shape
     return splits
 
 
-def check_labels(f, path, split, rows, n_classes):
-    """/<split>/labels, when present: [rows] integers, each a class 0..n_classes-1 (any
-    non-negative one when the file names no classes)."""
+MAX_UNNAMED_CLASSES = 1 << 16  # features_reader.cpp's kMaxUnnamedClasses
+
+
+def check_labels(f, path, split, rows, n_classes, plain=False):
+    """/<split>/labels, when present: [rows] integers, each a class 0..n_classes-1 (when the
+    file names no classes: any non-negative one, below MAX_UNNAMED_CLASSES in a plain file,
+    whose classes are 0..its largest label: a label's value would size the class table)."""
     import numpy as np
     labels = read_dataset(f, path, f"{split}/labels", "iu", shape=(rows,))
     if labels is None or not len(labels):
@@ -459,6 +463,10 @@ def check_labels(f, path, split, rows, n_classes):
     if len(bad):
         raise ReportError(path, f"/{split}/labels[{bad[0]}] = {labels[bad[0]]} is negative "
                                 "(labels are class indices 0, 1, ...)")
+    big = np.flatnonzero(labels >= MAX_UNNAMED_CLASSES) if plain and not n_classes else ()
+    if len(big):
+        raise ReportError(path, f"/{split}/labels holds {labels[big[0]]}: without a class_names attribute the classes "
+                                f"are 0..the largest label, at most {MAX_UNNAMED_CLASSES} of them (give class_names)")
     bad = np.flatnonzero(labels >= n_classes) if n_classes else ()
     if len(bad):
         raise ReportError(path, f"/{split}/labels[{bad[0]}] = {labels[bad[0]]} is not a class 0..{n_classes - 1}")
