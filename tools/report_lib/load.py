@@ -577,7 +577,8 @@ def scan_rows(f, path, name, sample=None):
     # Checked a block at a time (a checksum block, else ~1 MiB of rows), while it is in cache.
     unit = br or max(1, (1 << 20) // row_bytes)
     step = max(unit, SCAN_BYTES // row_bytes // unit * unit)
-    scratch = np.empty(SCRATCH_BYTES // dtype.itemsize, dtype=f"u{dtype.itemsize}" if dtype.itemsize in (2, 4) else "u1")
+    wide = dtype.itemsize if dtype.itemsize in _EXPONENT else 1  # only float16/32 use it (first_nonfinite)
+    scratch = np.empty(SCRATCH_BYTES // wide, dtype=f"u{wide}")
     picked = np.empty((0 if sample is None else len(sample), dim), dtype=dtype)
     taken = 0
     if n and dim:
