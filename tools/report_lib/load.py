@@ -716,6 +716,7 @@ def features_origin(loaded):
 def load_svm(path):
     with open_checked(path, "svm-model") as f:
         s = {"attrs": common_attrs(f), "notes": []}
+        checked_class_names(f, path)  # as svm-eval's model reader (kernels/svm/model_file.cpp)
         sv = dataset_shape(f, "svm/support_vectors", path)
         s["n_sv"] = sv[0] if sv else None
         n_support = read_dataset(f, path, "svm/n_support", "iu", shape=(None,))
@@ -772,7 +773,7 @@ def load_eval(path):
             raise ReportError(path, f"/confusion sums to {total} but there are {len(labels)} labels")
         if total == 0:
             raise ReportError(path, "/confusion is all zero: nothing was evaluated")
-        names = e["attrs"].get("class_names")
+        names = checked_class_names(f, path)
         if not isinstance(names, list) or len(names) != k:
             if names is not None:
                 e["notes"].append(f"{os.path.basename(path)}: class_names has "
