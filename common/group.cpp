@@ -62,7 +62,7 @@ void add_group_options(CLI::App& app, GroupOptions& opts, const std::string& wha
                 "SLURM_LOCALID, else LOCAL_RANK, else --rank");
   default_means(app.add_option("--rendezvous", opts.rendezvous,
                                "A path in a folder every rank sees, unique per launch: rank 0 creates it as the group's own "
-                               "folder, and a second launch on it is refused (ae-train: the file of the NCCL id)"),
+                               "folder, and a second launch on it is refused"),
                 "beside -o, named after the launch or the Slurm job step");
   app.add_option("--group-timeout", opts.timeout_seconds,
                  "Seconds a rank waits for a peer that shows no sign of life before it stops with an error naming it")
@@ -397,51 +397,17 @@ std::string launch_agreement(const std::vector<std::string>& argv) {
   return out;
 }
 
-void publish_rendezvous(const std::string& path, const std::vector<unsigned char>& bytes) {
-  const auto [folder, name] = split_path(path);
-  refuse_open_folder(folder);
-  const int dir = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) fail_file(folder, "cannot open the rendezvous folder: " + errno_text());
-  try {
-    publish_at(dir, name, bytes, path);
-  } catch (...) {
-    close(dir);
-    throw;
-  }
-  close(dir);
-}
-
-std::vector<unsigned char> await_rendezvous(const std::string& path, size_t size, double timeout_seconds) {
-  // Named copies, not a structured binding: C++17 lambdas cannot capture one (clang refuses).
-  const std::pair<std::string, std::string> parts = split_path(path);
-  const std::string& folder = parts.first;
-  const std::string& name = parts.second;
-  std::vector<unsigned char> bytes;
-  poll_until(
-      [&] {
-        const int dir = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir < 0) return false;
-        std::optional<std::vector<unsigned char>> got;
-        try {
-          got = read_at(dir, name, path);
-        } catch (...) {
-          close(dir);
-          throw;
-        }
-        close(dir);
-        if (!got) return false;
-        if (got->size() != size)
-          fail_file(path, "a rendezvous file of " + std::to_string(got->size()) + " bytes, expected " +
-                              std::to_string(size) + " (another program's file?)");
-        bytes = std::move(*got);
-        return true;
-      },
-      waited_only, timeout_seconds,
-      [&] {
-        return path + ": rank 0 did not publish the rendezvous file within " + std::to_string(int(timeout_seconds)) +
-               " s (is the folder shared by every rank?)";
-      });
-  return bytes;
+std::vector<unsigned char> share_nccl_id(int rank, int world, const std::string& rendezvous, double timeout_seconds,
+                                         const std::string& agreement, const std::vector<unsigned char>& id,
+                                         size_t size) {
+  if (world == 1) return id;
+  GroupExchange group(rank, world, rendezvous, timeout_seconds, agreement);
+  std::vector<unsigned char> got = group.broadcast("nccl-id", id);
+  if (got.size() != size)
+    fail_file(GroupExchange::file_of(rendezvous, "0-nccl-id", 0),
+              "an NCCL id of " + std::to_string(got.size()) + " bytes, expected " + std::to_string(size));
+  group.finish();
+  return got;
 }
 
 GroupExchange::GroupExchange(int rank, int world, std::string rendezvous, double timeout_seconds, std::string agreement)
@@ -625,6 +591,17 @@ std::vector<std::vector<unsigned char>> GroupExchange::gather(const std::string&
   std::vector<std::vector<unsigned char>> all(static_cast<size_t>(world_));
   for (int r = 0; r < world_; ++r) all[static_cast<size_t>(r)] = r == rank_ ? mine : await(name, r);
   return all;
+}
+
+std::vector<unsigned char> GroupExchange::broadcast(const std::string& tag, const std::vector<unsigned char>& mine) {
+  if (world_ == 1) return mine;
+  const std::string name = std::to_string(tags_.size()) + "-" + tag;
+  tags_.push_back(name);
+  if (rank_ == 0) {
+    publish(name, mine);
+    return mine;
+  }
+  return await(name, 0);
 }
 
 void GroupExchange::finish() {

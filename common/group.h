@@ -9,8 +9,8 @@
 //                          srun step of more than one task), else torchrun's RANK/WORLD_SIZE/
 //                          LOCAL_RANK, else one process, not in a group;
 //   --rendezvous PATH      a path in a folder every rank sees, unique per launch: rank 0
-//                          hands out the NCCL id through it (ae-train), or makes it the
-//                          launch's folder, through which results travel (GroupExchange);
+//                          makes it the launch's folder, through which results travel
+//                          (GroupExchange), the NCCL id of ae-train among them;
 //   --group-timeout S      how long a rank waits for a silent peer before it gives up.
 //
 // GroupExchange moves results between ranks through that shared folder, so a group needs
@@ -178,6 +178,10 @@ class GroupExchange {
   std::vector<std::vector<unsigned char>> gather(const std::string& tag, const std::vector<unsigned char>& mine,
                                                  bool to_all = false);
 
+  // Every rank calls it, in the same order, with the same tag: rank 0's `mine` on every
+  // rank (the others' `mine` is ignored).
+  std::vector<unsigned char> broadcast(const std::string& tag, const std::vector<unsigned char>& mine);
+
   // The last call of every rank: the others say they are done reading, then rank 0 removes
   // the launch's folder. Without it (a failure) the files stay for a post-mortem.
   void finish();
@@ -210,12 +214,15 @@ class GroupExchange {
 // names a file (features rewritten between two launches are other features).
 std::string launch_agreement(const std::vector<std::string>& argv);
 
-// The NCCL id's file (ae-train's data-parallel group): rank 0 writes `bytes` to `path`
-// atomically (made under a temporary name without following links, then renamed); the
-// others wait until it holds exactly `size` bytes, polling as GroupExchange does. Both
-// throw std::runtime_error naming the file; the path must be unique per launch.
-void publish_rendezvous(const std::string& path, const std::vector<unsigned char>& bytes);
-std::vector<unsigned char> await_rendezvous(const std::string& path, size_t size, double timeout_seconds);
+// The NCCL id of ae-train's data-parallel group: rank 0's `id` handed to every rank through
+// a GroupExchange on the launch folder `rendezvous` (its token and its `agreement`), so a
+// rank takes only the id of its own launch, from a file made without following links, and
+// never a file left at the path by another launch. Returns rank 0's id on every rank;
+// throws std::runtime_error naming the file when it is another launch's, a link, or not
+// `size` bytes. Every rank has the id when it returns, so the folder is gone.
+std::vector<unsigned char> share_nccl_id(int rank, int world, const std::string& rendezvous, double timeout_seconds,
+                                         const std::string& agreement, const std::vector<unsigned char>& id,
+                                         size_t size);
 
 // This process as one rank of its group (or the only one): its place, from the options or
 // the launcher's variables, and its exchange, with the rendezvous beside `output` unless

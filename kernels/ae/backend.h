@@ -97,8 +97,8 @@ std::unique_ptr<AeBackend> make_gpu_backend(const Architecture& arch, const Opti
 
 // One rank of a data-parallel group (kernels/ae/data_parallel.h, docs/MULTI_GPU.md): the
 // backend trains on GPU `local_rank` (modulo the visible GPUs) and all-reduces its gradient
-// with the other ranks through NCCL, which the group's rank 0 sets up through the file
-// `rendezvous`. train_epoch() then takes the global epoch order (the same on every rank),
+// with the other ranks through NCCL, which the group's rank 0 sets up through the launch
+// folder `rendezvous`. train_epoch() then takes the global epoch order (the same on every rank),
 // trains this rank's shards of it and returns the global mean loss; eval_loss() splits its
 // images over the ranks. Throws when NCCL cannot be loaded or the group does not form
 // within `timeout_seconds`.
@@ -106,6 +106,7 @@ struct DataParallelGroup {
   int rank = 0, world = 1, local_rank = 0;
   std::string rendezvous;
   double timeout_seconds = 300;
+  std::string agreement;  // what the ranks of the launch must agree on (cae::launch_agreement)
 };
 std::unique_ptr<AeBackend> make_gpu_backend(const Architecture& arch, const OptimizerConfig& opt, Precision precision,
                                             const DataParallelGroup& group);

@@ -20,9 +20,9 @@
 namespace ae {
 
 // The group of a training process from its group options (--rank, --world-size, ... or
-// Slurm's/torchrun's variables): the rendezvous file through which rank 0 hands the NCCL id
-// to the others lies beside `output` (a folder every rank sees), named after the Slurm job
-// step or the torchrun run, unless given.
+// Slurm's/torchrun's variables): the launch folder through which rank 0 hands the NCCL id
+// to the others (cae::share_nccl_id) lies beside `output` (a folder every rank sees), named after the Slurm job
+// step or the torchrun run, unless given; and what its ranks must agree on.
 DataParallelGroup data_parallel_group(const cae::GroupOptions& options, const std::string& output);
 
 // The rows of one global batch of `global_size` rows that rank `rank` of `world` trains:

@@ -130,39 +130,7 @@ TEST(DataParallel, InconsistentRanksAreUsageErrors) {
   EXPECT_THROW(cae::resolve_group_place(-1, -1, -1, env_of({{"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_PROCID", "x"}})), cae::UsageError);
 }
 
-std::string temp_name(const char* tag) {
-  return (::testing::TempDir() + "dp-" + tag + "-" + std::to_string(getpid()));
-}
-
-TEST(Rendezvous, AWaiterGetsWhatIsPublishedLater) {
-  const std::string path = temp_name("id");
-  std::remove(path.c_str());
-  std::vector<unsigned char> id(128);
-  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<unsigned char>(i * 37 + 11);
-  std::thread publisher([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    cae::publish_rendezvous(path, id);
-  });
-  const std::vector<unsigned char> got = cae::await_rendezvous(path, id.size(), 60.0);
-  publisher.join();
-  EXPECT_EQ(got, id);
-  std::remove(path.c_str());
-}
-
-TEST(Rendezvous, TimesOutAndRefusesAForeignFile) {
-  const std::string path = temp_name("missing");
-  std::remove(path.c_str());
-  try {
-    cae::await_rendezvous(path, 128, 0.2);
-    FAIL() << "no timeout";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("did not publish"), std::string::npos);
-  }
-  std::ofstream(path) << "not an id";
-  EXPECT_THROW(cae::await_rendezvous(path, 128, 1.0), std::runtime_error);
-  std::remove(path.c_str());
-}
+// The NCCL id's exchange: tests/unit/test_nccl_id_exchange.cpp.
 
 TEST(RankLauncher, OptionIsRemovedInBothSpellings) {
   const char* argv[] = {"ae-train", "--gpus", "2", "--data", "d.h5", "--gpus=3", "-o", "m.h5"};

@@ -86,7 +86,8 @@ GpuBackend::GpuBackend(const Architecture& arch, const OptimizerConfig& opt, Pre
   }
   for (auto& e : events_) AE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   if (group) {
-    group_ = std::make_unique<NcclGroup>(group->rank, group->world, group->rendezvous, group->timeout_seconds);
+    group_ = std::make_unique<NcclGroup>(group->rank, group->world, group->rendezvous, group->timeout_seconds,
+                                         group->agreement);
     AE_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
     AE_CUDA_CHECK(cudaEventCreateWithFlags(&comm_join_, cudaEventDisableTiming));
   }

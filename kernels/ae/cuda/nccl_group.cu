@@ -127,34 +127,34 @@ bool nccl_available(std::string* why) {
   return a.error.empty();
 }
 
-NcclGroup::NcclGroup(int rank, int world, const std::string& rendezvous, double timeout_seconds)
+NcclGroup::NcclGroup(int rank, int world, const std::string& rendezvous, double timeout_seconds,
+                     const std::string& agreement)
     : rank_(rank), world_(world), timeout_(timeout_seconds) {
   const NcclApi& api = nccl_or_throw();
   if (world < 1 || rank < 0 || rank >= world) throw std::invalid_argument("NcclGroup: bad rank/world");
-  if (rendezvous.empty()) throw std::invalid_argument("NcclGroup: no rendezvous file");
+  if (rendezvous.empty()) throw std::invalid_argument("NcclGroup: no rendezvous folder");
   api.GetVersion(&version_);
   ncclUniqueId id{};
+  std::vector<unsigned char> mine;
   if (rank == 0) {
     ncclResult_t r = api.GetUniqueId(&id);
     if (r != ncclSuccess) throw std::runtime_error("rank 0: ncclGetUniqueId: " + nccl_error(r));
-    cae::publish_rendezvous(rendezvous, std::vector<unsigned char>(id.internal, id.internal + kNcclUniqueIdBytes));
-  } else {
-    const std::vector<unsigned char> bytes = cae::await_rendezvous(rendezvous, kNcclUniqueIdBytes, timeout_seconds);
-    std::copy(bytes.begin(), bytes.end(), id.internal);
+    mine.assign(id.internal, id.internal + kNcclUniqueIdBytes);
   }
+  // Through the launch's own folder and token: an id another launch left is refused, not joined.
+  const std::vector<unsigned char> bytes =
+      cae::share_nccl_id(rank, world, rendezvous, timeout_seconds, agreement, mine, kNcclUniqueIdBytes);
+  std::copy(bytes.begin(), bytes.end(), id.internal);
   ncclComm_t comm = nullptr;
   {
     InitDeadline deadline(timeout_seconds, "rank " + std::to_string(rank) + " of " + std::to_string(world) +
                                                ": the NCCL group did not form within " +
-                                               std::to_string(int(timeout_seconds)) +
-                                               " s (a rank failed to start, or " + rendezvous + " is stale)");
+                                               std::to_string(int(timeout_seconds)) + " s (a rank failed to start)");
     const ncclResult_t r = api.CommInitRank(&comm, world, id, rank);
     if (r != ncclSuccess)
       throw std::runtime_error("rank " + std::to_string(rank) + ": ncclCommInitRank: " + nccl_error(r));
   }
   comm_ = comm;
-  // Every rank has joined, so every rank has read the id: the file has done its job.
-  if (rank == 0) unlink(rendezvous.c_str());
 }
 
 NcclGroup::~NcclGroup() {

@@ -20,10 +20,12 @@ bool nccl_available(std::string* why = nullptr);
 
 class NcclGroup {
  public:
-  // Rank 0 creates the unique id and publishes it at `rendezvous` (a file every rank sees);
-  // the others read it there. Throws std::runtime_error when NCCL cannot be loaded, the
-  // file does not appear or the group does not form within `timeout_seconds`.
-  NcclGroup(int rank, int world, const std::string& rendezvous, double timeout_seconds);
+  // Rank 0 creates the unique id and hands it to the others through the launch folder
+  // `rendezvous` (cae::share_nccl_id: its token, and the ranks' `agreement`). Throws
+  // std::runtime_error when NCCL cannot be loaded, the id is another launch's, or the id or
+  // the group does not come within `timeout_seconds`.
+  NcclGroup(int rank, int world, const std::string& rendezvous, double timeout_seconds,
+            const std::string& agreement = "");
   ~NcclGroup();
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
