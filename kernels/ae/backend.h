@@ -106,7 +106,7 @@ struct DataParallelGroup {
   int rank = 0, world = 1, local_rank = 0;
   std::string rendezvous;
   double timeout_seconds = 300;
-  std::string agreement;  // what the ranks of the launch must agree on (cae::launch_agreement)
+  std::string agreement{};  // what the ranks of the launch must agree on (cae::launch_agreement)
 };
 std::unique_ptr<AeBackend> make_gpu_backend(const Architecture& arch, const OptimizerConfig& opt, Precision precision,
                                             const DataParallelGroup& group);

@@ -12,7 +12,7 @@ namespace ae {
 
 DataParallelGroup data_parallel_group(const cae::GroupOptions& o, const std::string& output) {
   const cae::GroupPlace p = cae::resolve_group_place(o.rank, o.world_size, o.local_rank);
-  DataParallelGroup g{p.rank, p.world, p.local_rank, o.rendezvous, o.timeout_seconds};
+  DataParallelGroup g{p.rank, p.world, p.local_rank, o.rendezvous, o.timeout_seconds, ""};
   if (p.world > 1 || !o.rendezvous.empty()) g.rendezvous = cae::group_rendezvous_path(o.rendezvous, output, p);
   // Before anything is written: the files the command line names are compared by size and time.
   if (p.world > 1) g.agreement = cae::launch_agreement(cae::tool_command_line());
