@@ -173,14 +173,17 @@ PY
   assert_error 1 "classify: error: $want"
 }
 
-@test "features memory: report reads a sample of a bomb's rows, and refuses the sparse file in one line" {
+@test "features memory: report checks every row of a bomb and of the sparse file in bounded pieces, under the same limit" {
   skip_under_asan
   [ -x "$BIN/report" ] || skip "report not built"
-  # The 2-D view reads a sample of rows by HDF5 selection: the bomb's 16 GiB are never held.
+  # The tools that hold the rows refuse these files; the report never holds them: it checks
+  # every row in pieces of at most 16 MiB (docs/RELIABILITY.md, class 5), so under the
+  # address-space limit that refuses svm-fit it reads both to the end.
   limited "$BIN/report" -q --features "$FM_DIR/bomb.h5" -o "$TMP/rep"
   [ "$status" -eq 0 ]
   [ -f "$TMP/rep/index.html" ]
   limited "$BIN/report" -q --features "$FM_DIR/sparse.h5" -o "$TMP/rep2"
-  assert_error 1 "report: error: .*sparse\.h5: "
-  [ ! -e "$TMP/rep2" ]
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ -f "$TMP/rep2/index.html" ]
 }
