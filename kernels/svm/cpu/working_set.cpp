@@ -12,6 +12,18 @@
 
 namespace svm::cpu {
 
+// The points of rows[0..in_batch) and their norms into gathered_ and gathered_norms_, the
+// batch padded to kRowBatch with its first row: compute() and compute_columns() hand OpenBLAS
+// one shape and gather it the same way.
+void PointKernelRows::gather_batch(const int* rows, int in_batch) {
+  for (int r = 0; r < kRowBatch; ++r) {
+    const int t = rows[r < in_batch ? r : 0];
+    std::memcpy(gathered_.data() + static_cast<int64_t>(r) * dim_, X_ + static_cast<int64_t>(t) * dim_,
+                sizeof(float) * static_cast<size_t>(dim_));
+    gathered_norms_[r] = norms_[t];
+  }
+}
+
 void PointKernelRows::compute(const int* rows, int count, float* out) {
   // Batches of exactly kRowBatch rows (the last padded with its first): one shape, one of
   // OpenBLAS's code paths (it takes its small-matrix kernels for others). A row's last bits
@@ -20,12 +32,7 @@ void PointKernelRows::compute(const int* rows, int count, float* out) {
   gathered_norms_.resize(kRowBatch);
   for (int b0 = 0; b0 < count; b0 += kRowBatch) {
     const int in_batch = std::min(kRowBatch, count - b0);
-    for (int r = 0; r < kRowBatch; ++r) {
-      const int t = rows[b0 + (r < in_batch ? r : 0)];
-      std::memcpy(gathered_.data() + static_cast<int64_t>(r) * dim_, X_ + static_cast<int64_t>(t) * dim_,
-                  sizeof(float) * static_cast<size_t>(dim_));
-      gathered_norms_[r] = norms_[t];
-    }
+    gather_batch(rows + b0, in_batch);
     float* dst = out + static_cast<int64_t>(b0) * n_;
     if (in_batch < kRowBatch) {
       padded_.resize(static_cast<size_t>(kRowBatch) * n_);
@@ -67,12 +74,7 @@ void PointKernelRows::compute_columns(const int* rows, int count, const int* col
     }
     for (int b0 = 0; b0 < count; b0 += kRowBatch) {
       const int in_batch = std::min(kRowBatch, count - b0);
-      for (int r = 0; r < kRowBatch; ++r) {
-        const int t = rows[b0 + (r < in_batch ? r : 0)];
-        std::memcpy(gathered_.data() + static_cast<int64_t>(r) * dim_, X_ + static_cast<int64_t>(t) * dim_,
-                    sizeof(float) * static_cast<size_t>(dim_));
-        gathered_norms_[r] = norms_[t];
-      }
+      gather_batch(rows + b0, in_batch);
       float* dst = out + static_cast<int64_t>(b0) * ncols + j0;
       const bool whole = in_batch == kRowBatch;
       kernel_block(kernel_, gathered_.data(), kRowBatch, gathered_norms_.data(), columns_.data(), width,

@@ -85,6 +85,8 @@ class PointKernelRows : public KernelRowSource {
   static constexpr int kRowBatch = 32;
 
  private:
+  void gather_batch(const int* rows, int in_batch);  // into gathered_, gathered_norms_ (sized by the caller)
+
   KernelSpec kernel_;
   const float* X_;
   const double* norms_;
