@@ -87,28 +87,8 @@ PY
   assert_error 1 "e.h5: class 1 has an empty name"
 }
 
-# folder DIR CLASS...: an image folder of 8x8 PNGs, 6 train and 2 test images per class;
-# class names given as JSON strings (\u00XX for a raw byte of the folder's name).
-folder() {
-  "$PYTHON" - "$@" <<'PY'
-import json, os, sys
-import numpy as np
-from PIL import Image
-root = os.fsencode(sys.argv[1])
-for c, name in enumerate(sys.argv[2:]):
-    raw = json.loads(name).encode("latin-1")
-    for split, n in ((b"train", 6), (b"test", 2)):
-        d = os.path.join(root, split, raw)
-        os.makedirs(d, exist_ok=True)
-        for i in range(n):
-            y, x = np.mgrid[0:8, 0:8]
-            px = np.stack([(90 * c + 7 * i + 3 * y * (c + 1) + 5 * x * (2 - c) + 60 * ch) % 256 for ch in range(3)], -1)
-            Image.fromarray(px.astype(np.uint8)).save(os.path.join(d, b"img%d.png" % i), format="PNG")
-PY
-}
-
 @test "cifar-convert: a Latin-1 folder name beside its UTF-8 twin is refused naming both" {
-  folder "$TMP/f" '"caf\u00e9"' '"caf\u00c3\u00a9"'
+  make_image_folder "$TMP/f" '"caf\u00e9"' '"caf\u00c3\u00a9"'
   run "$BIN/cifar-convert" --input "$TMP/f" -o "$TMP/d.h5"
   assert_error 1 "f/train: class 0 \('café'\) and class 1 \(\"'caf.xE9'\"\) are one class name, the same name once bytes that are not UTF-8 are read as Latin-1"
   assert_no_output "$TMP/d.h5"
@@ -141,7 +121,7 @@ PY
 }
 
 @test "a Latin-1 folder name: cifar-convert, ae-train, ae-encode, svm-fit, svm-eval --json and classify --json hold it as UTF-8" {
-  folder "$TMP/f" '"caf\u00e9"' '"dog"' '"\u00e7a\u00ff"'
+  make_image_folder "$TMP/f" '"caf\u00e9"' '"dog"' '"\u00e7a\u00ff"'
   "$BIN/cifar-convert" -q --input "$TMP/f" -o "$TMP/d.h5"
   "$BIN/ae-train" -q --data "$TMP/d.h5" --epochs 1 --batch-size 6 --encoder-channels 4,4 --val-split 0 --device cpu \
     -o "$TMP/m.h5"

@@ -9,8 +9,7 @@
 load helpers
 
 setup() {
-  [ -x "$BIN/report" ] || skip "report not built"
-  TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/report-round4.XXXXXX")"
+  report_setup report-round4
 }
 
 teardown() {
@@ -71,15 +70,6 @@ $2
 F.close()"
 }
 
-# The last `run` failed with exit 1, one line "report: error: $1", and no report folder.
-refused() {
-  [ "$status" -eq 1 ] || { echo "status $status: $output"; return 1; }
-  [ "${#lines[@]}" -eq 1 ] || { echo "not one line: $output"; return 1; }
-  [ "$output" = "report: error: $1" ] || { echo "got:  $output"; echo "want: report: error: $1"; return 1; }
-  [ ! -e "$TMP/rep" ] || { echo "a report was written"; return 1; }
-  ! ls -a "$TMP" | grep -q '^\.rep\.' || { echo "a temporary report folder was left"; return 1; }
-}
-
 @test "a changed byte or a NaN in a row the 2-D view does not sample is refused, in either split" {
   checked "$TMP/ok.h5"
   run "$BIN/report" --features "$TMP/ok.h5" -o "$TMP/ok" -q
@@ -98,7 +88,7 @@ refused() {
     cp "$TMP/ok.h5" "$TMP/f.h5"
     change "$TMP/f.h5" "d = F['$split/features']; x = d[$row]; x[5] += 1; d[$row] = x"
     run "$BIN/report" --features "$TMP/f.h5" -o "$TMP/rep" -q
-    refused "$TMP/f.h5: /$split/features rows $first to $last do not match their checksum (the file changed after it was written: damaged on disk or in a copy)"
+    report_refused "$TMP/f.h5" "/$split/features rows $first to $last do not match their checksum (the file changed after it was written: damaged on disk or in a copy)"
     # As the C++ reader of that split refuses it.
     if [ "$split" = train ]; then
       run "$BIN/svm-fit" --features "$TMP/f.h5" --device cpu -o "$TMP/svm2.h5"
@@ -116,7 +106,7 @@ refused() {
 del F['$split/features']
 F['$split/features'] = x"
       run "$BIN/report" --features "$TMP/f.h5" -o "$TMP/rep" -q
-      refused "$TMP/f.h5: /$split/features row $row feature 9 is ${bad#*:} (features must be finite)"
+      report_refused "$TMP/f.h5" "/$split/features row $row feature 9 is ${bad#*:} (features must be finite)"
     done
   done
 }
@@ -128,19 +118,19 @@ F['$split/features'] = x"
 del F['train/features']
 F.create_dataset('train/features', data=x, chunks=(7, 1024), compression='gzip')"
   run "$BIN/report" --features "$TMP/f.h5" -o "$TMP/rep" -q
-  refused "$TMP/f.h5: /train/features row 599 feature 1023 is NaN (features must be finite)"
+  report_refused "$TMP/f.h5" "/train/features row 599 feature 1023 is NaN (features must be finite)"
   # A split too small for the 2-D view is still read and checked.
   cp "$TMP/ok.h5" "$TMP/f.h5"
   change "$TMP/f.h5" "x = F['test/features'][:2].astype('f4'); x[1, 2] = np.inf; y = F['test/labels'][:2]
 del F['test/features'], F['test/labels']
 F['test/features'], F['test/labels'] = x, y"
   run "$BIN/report" --features "$TMP/f.h5" -o "$TMP/rep" -q
-  refused "$TMP/f.h5: /test/features row 1 feature 2 is infinite (features must be finite)"
+  report_refused "$TMP/f.h5" "/test/features row 1 feature 2 is infinite (features must be finite)"
   # Damaged checksum attributes are named, as checksum_problem names them.
   cp "$TMP/ok.h5" "$TMP/f.h5"
   change "$TMP/f.h5" "F['test/features'].attrs['crc32_rows'] = np.int64(0)"
   run "$BIN/report" --features "$TMP/f.h5" -o "$TMP/rep" -q
-  refused "$TMP/f.h5: /test/features has a damaged checksum attribute (crc32, crc32_rows)"
+  report_refused "$TMP/f.h5" "/test/features has a damaged checksum attribute (crc32, crc32_rows)"
 }
 
 # names FILE JSON [fixed]: FILE's class_names replaced by the JSON list (\u00XX: a raw byte),
@@ -176,7 +166,7 @@ PY
     cp "$TMP/ok.h5" "$TMP/f.h5"
     names "$TMP/f.h5" "$json" $how
     run "$BIN/report" --features "$TMP/f.h5" -o "$TMP/rep" -q
-    refused "$TMP/f.h5: $want"
+    report_refused "$TMP/f.h5" "$want"
     # The C++ features reader refuses the same file.
     run "$BIN/svm-fit" --features "$TMP/f.h5" --device cpu -o "$TMP/svm.h5"
     [ "$status" -eq 1 ] && [ "${#lines[@]}" -eq 1 ] && [[ "$output" == *"f.h5: class "* ]] || { echo "svm-fit: $output"; false; }
@@ -189,29 +179,8 @@ PY
   "$BIN/svm-fit" -q --features "$TMP/f.h5" --device cpu -o "$TMP/svm.h5"
 }
 
-# folder DIR CLASS...: an image folder of 8x8 PNGs, 6 train and 2 test images per class;
-# class names as JSON strings (\u00XX for a raw byte of the folder's name). As in
-# names_hostile.bats.
-folder() {
-  "$PYTHON" - "$@" <<'PY'
-import json, os, sys
-import numpy as np
-from PIL import Image
-root = os.fsencode(sys.argv[1])
-for c, name in enumerate(sys.argv[2:]):
-    raw = json.loads(name).encode("latin-1")
-    for split, n in ((b"train", 6), (b"test", 2)):
-        d = os.path.join(root, split, raw)
-        os.makedirs(d, exist_ok=True)
-        for i in range(n):
-            y, x = np.mgrid[0:8, 0:8]
-            px = np.stack([(90 * c + 7 * i + 3 * y * (c + 1) + 5 * x * (2 - c) + 60 * ch) % 256 for ch in range(3)], -1)
-            Image.fromarray(px.astype(np.uint8)).save(os.path.join(d, b"img%d.png" % i), format="PNG")
-PY
-}
-
 @test "a Latin-1 class folder name through cifar-convert, ae-train, ae-encode, svm-fit and svm-eval: the report's pages are UTF-8 and show it" {
-  folder "$TMP/f" '"caf\u00e9"' '"dog"' '"\u00e7a\u00ff"'
+  make_image_folder "$TMP/f" '"caf\u00e9"' '"dog"' '"\u00e7a\u00ff"'
   [ -d "$TMP/f/train/caf"$'\xe9' ]  # the folder's name is the Latin-1 byte, not UTF-8
   mkdir "$TMP/run"
   "$BIN/cifar-convert" -q --input "$TMP/f" -o "$TMP/d.h5"
@@ -277,7 +246,7 @@ with h5py.File('$TMP/p.h5', 'r+') as f:
     y = f['train/labels'][()].astype('i8'); y[3] = 2**31 - 1
     del f['train/labels']; f['train/labels'] = y"
   run "$BIN/report" --features "$TMP/p.h5" -o "$TMP/rep" -q
-  refused "$TMP/p.h5: /train/labels holds 2147483647: without a class_names attribute the classes are 0..the largest label, at most 65536 of them (give class_names)"
+  report_refused "$TMP/p.h5" "/train/labels holds 2147483647: without a class_names attribute the classes are 0..the largest label, at most 65536 of them (give class_names)"
   run "$BIN/svm-fit" --features "$TMP/p.h5" --device cpu -o "$TMP/svm.h5"
   assert_error 1 "p.h5: /train/labels holds 2147483647: without a class_names attribute"
 }

@@ -13,8 +13,7 @@ setup_file() {
 }
 
 setup() {
-  [ -x "$BIN/report" ] || skip "report not built"
-  TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/report-inputs.XXXXXX")"
+  report_setup report-inputs
 }
 
 teardown() {
@@ -33,15 +32,6 @@ F.close()")
   echo "$out"
 }
 
-# The last `run` failed with exit 1, one line: "report: error: $1: $2", and no report folder.
-refused() {
-  [ "$status" -eq 1 ] || { echo "status $status: $output"; return 1; }
-  [ "${#lines[@]}" -eq 1 ] || { echo "not one line: $output"; return 1; }
-  [ "$output" = "report: error: $1: $2" ] || { echo "got: $output"; echo "want: report: error: $1: $2"; return 1; }
-  [ ! -e "$TMP/rep" ] || { echo "a report was written"; return 1; }
-  ! ls -a "$TMP" | grep -q '^\.rep\.' || { echo "a temporary report folder was left"; return 1; }
-}
-
 @test "a dataset behind an external link, a virtual dataset, external storage: refused with what and where" {
   local f own="toolkit files must hold their own data"
   f=$(features_with "x = F['test/features'][()]
@@ -50,7 +40,7 @@ with h5py.File('other.h5', 'w') as o:
 del F['test/features']
 F['test/features'] = h5py.ExternalLink('other.h5', '/x')")
   run "$BIN/report" --features "$f" -o "$TMP/rep" -q
-  refused "$f" "/test/features is an external link to other.h5:/x; $own"
+  report_refused "$f" "/test/features is an external link to other.h5:/x; $own"
 
   f=$(features_with "x = F['test/features'][()]
 with h5py.File('other.h5', 'w') as o:
@@ -60,14 +50,14 @@ layout[:] = h5py.VirtualSource('other.h5', 'x', shape=x.shape)
 del F['test/features']
 F.create_virtual_dataset('test/features', layout)")
   run "$BIN/report" --features "$f" -o "$TMP/rep" -q
-  refused "$f" "dataset /test/features is a virtual dataset (its data is in other files); $own"
+  report_refused "$f" "dataset /test/features is a virtual dataset (its data is in other files); $own"
 
   f=$(features_with "x = F['test/features'][()]
 x.tofile('raw.bin')
 del F['test/features']
 F.create_dataset('test/features', shape=x.shape, dtype=x.dtype, external=[('raw.bin', 0, x.nbytes)])")
   run "$BIN/report" --features "$f" -o "$TMP/rep" -q
-  refused "$f" "dataset /test/features keeps its data in an external file (raw.bin); $own"
+  report_refused "$f" "dataset /test/features keeps its data in an external file (raw.bin); $own"
 
   # In a run folder too, and the other kinds of file as well (eval.h5's confusion matrix).
   mkdir "$TMP/run"
@@ -80,7 +70,7 @@ with h5py.File('eval.h5', 'r+') as F:
     del F['confusion']
     F['confusion'] = h5py.ExternalLink('confusion.h5', '/c')")
   run "$BIN/report" --run-dir "$TMP/run" -o "$TMP/rep" -q
-  refused "$TMP/run/eval.h5" "/confusion is an external link to confusion.h5:/c; $own"
+  report_refused "$TMP/run/eval.h5" "/confusion is an external link to confusion.h5:/c; $own"
 
   # A soft link is a path inside the file: followed, and the report is written.
   f=$(features_with "F['test/alias'] = h5py.SoftLink('/test/features')")
@@ -94,14 +84,14 @@ with h5py.File('eval.h5', 'r+') as F:
   local f
   for f in "$TMP/fifo.h5" "$TMP/link.h5"; do
     run timeout 20 "$BIN/report" --features "$f" -o "$TMP/rep" -q
-    refused "$f" "is not a regular file (a FIFO, socket or device?), expected an HDF5 file"
+    report_refused "$f" "is not a regular file (a FIFO, socket or device?), expected an HDF5 file"
   done
   # Found in a run folder, beside a good file.
   mkdir "$TMP/run"
   cp "$RUNS/full/eval.h5" "$TMP/run/"
   ln -s "$TMP/fifo.h5" "$TMP/run/features.h5"
   run timeout 20 "$BIN/report" --run-dir "$TMP/run" -o "$TMP/rep" -q
-  refused "$TMP/run/features.h5" "is not a regular file (a FIFO, socket or device?), expected an HDF5 file"
+  report_refused "$TMP/run/features.h5" "is not a regular file (a FIFO, socket or device?), expected an HDF5 file"
   run timeout 20 "$BIN/report" --info "$TMP/fifo.h5"
   [ "$status" -eq 1 ] && [ "${#lines[@]}" -eq 1 ]
   [[ "$output" == *"fifo.h5: is not a regular file"* ]]
@@ -109,7 +99,7 @@ with h5py.File('eval.h5', 'r+') as F:
   f=$(features_with "del F['test/features']
 F['test/features'] = h5py.ExternalLink('fifo.h5', '/x')")
   run timeout 20 "$BIN/report" --features "$f" -o "$TMP/rep" -q
-  refused "$f" "/test/features is an external link to fifo.h5:/x; toolkit files must hold their own data"
+  report_refused "$f" "/test/features is an external link to fifo.h5:/x; toolkit files must hold their own data"
 }
 
 @test "shapes not backed by the file, features a reader refuses: named with the dataset" {
@@ -119,7 +109,7 @@ F['test/features'] = h5py.ExternalLink('fifo.h5', '/x')")
 del F['test/features']
 F.create_dataset('test/features', shape=(10**9, d), dtype='f4')")
   run "$BIN/report" --features "$f" -o "$TMP/rep" -q
-  refused "$f" "/test/features has shape [1000000000,$(h5_dim)] but not all of its data was ever written (truncated or corrupted file?)"
+  report_refused "$f" "/test/features has shape [1000000000,$(h5_dim)] but not all of its data was ever written (truncated or corrupted file?)"
 
   # A chunked dataset of 10^9 rows of which one chunk was written.
   f=$(features_with "d = F['test/features'].shape[1]
@@ -127,7 +117,7 @@ del F['test/features']
 ds = F.create_dataset('test/features', shape=(10**9, d), dtype='f4', chunks=(64, d))
 ds[:64] = 1")
   run "$BIN/report" --features "$f" -o "$TMP/rep" -q
-  refused "$f" "/test/features has shape [1000000000,$(h5_dim)] but not all of its data was ever written (truncated or corrupted file?)"
+  report_refused "$f" "/test/features has shape [1000000000,$(h5_dim)] but not all of its data was ever written (truncated or corrupted file?)"
 
   # NaN and infinity in the rows the 2-D view reads; a float64 beyond float32's range.
   local bad
@@ -136,7 +126,7 @@ ds[:64] = 1")
 del F['test/features']
 F['test/features'] = x")
     run "$BIN/report" --features "$f" -o "$TMP/rep" -q
-    refused "$f" "/test/features row 7 feature 3 is ${bad#*:} (features must be finite)"
+    report_refused "$f" "/test/features row 7 feature 3 is ${bad#*:} (features must be finite)"
   done
 
   # Integer features, labels of another length, negative or beyond the class names, a
@@ -145,24 +135,24 @@ F['test/features'] = x")
 del F['train/features']
 F['train/features'] = (x * 100).astype('i4')")
   run "$BIN/report" --features "$f" -o "$TMP/rep" -q
-  refused "$f" "/train/features has dtype int32, expected float"
+  report_refused "$f" "/train/features has dtype int32, expected float"
   f=$(features_with "y = F['test/labels'][()]
 del F['test/labels']
 F['test/labels'] = y[:-1]")
   run "$BIN/report" --features "$f" -o "$TMP/rep" -q
-  refused "$f" "/test/labels has shape [$(( $(h5_rows test) - 1 ))], expected [$(h5_rows test)]"
+  report_refused "$f" "/test/labels has shape [$(( $(h5_rows test) - 1 ))], expected [$(h5_rows test)]"
   f=$(features_with "y = F['test/labels'][()].astype('i8'); y[5] = -2
 del F['test/labels']
 F['test/labels'] = y")
   run "$BIN/report" --features "$f" -o "$TMP/rep" -q
-  refused "$f" "/test/labels[5] = -2 is negative (labels are class indices 0, 1, ...)"
+  report_refused "$f" "/test/labels[5] = -2 is negative (labels are class indices 0, 1, ...)"
   f=$(features_with "y = F['test/labels'][()]; y[4] = 10
 F['test/labels'][...] = y")
   run "$BIN/report" --features "$f" -o "$TMP/rep" -q
-  refused "$f" "/test/labels[4] = 10 is not a class 0..9"
+  report_refused "$f" "/test/labels[4] = 10 is not a class 0..9"
   f=$(features_with "F.attrs['latent_shape'] = np.array([3, 5, 7], dtype='i8')")
   run "$BIN/report" --features "$f" -o "$TMP/rep" -q
-  refused "$f" "/train/features has $(h5_dim) features per row, but latent_shape [3,5,7] holds 105"
+  report_refused "$f" "/train/features has $(h5_dim) features per row, but latent_shape [3,5,7] holds 105"
 }
 
 # The full run's features per row and test rows.
@@ -266,5 +256,5 @@ with h5py.File(sys.argv[1], "r+") as f:
 PY
 )
   run "$BIN/report" --eval "$TMP/eval.h5" -o "$TMP/rep" -q
-  refused "$TMP/eval.h5" "/confusion rows 0 to $((k - 1)) do not match their checksum (the file changed after it was written: damaged on disk or in a copy)"
+  report_refused "$TMP/eval.h5" "/confusion rows 0 to $((k - 1)) do not match their checksum (the file changed after it was written: damaged on disk or in a copy)"
 }
