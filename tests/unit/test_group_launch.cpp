@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/group.h"
+#include "tests/support/group_files.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -105,13 +106,10 @@ TEST(GroupLaunch, AFileOfAnotherLaunchIsRefused) {
   const std::string base = dir.path + "/launch";
   cae::GroupExchange lead(0, 2, base, 20);
   // rank 1's results as another launch would write them: the right name, another token.
-  cae::ByteWriter w;
-  w.put<uint32_t>(0x43414547);
-  w.put_vector(std::vector<char>{'f', 'o', 'r', 'e', 'i', 'g', 'n'});
-  w.put<int32_t>(1);
-  w.put<double>(2.5);
-  std::ofstream(cae::GroupExchange::file_of(base, "0-pairs", 1), std::ios::binary)
-      .write(reinterpret_cast<const char*>(w.bytes().data()), std::streamsize(w.bytes().size()));
+  cae::ByteWriter payload;
+  payload.put<double>(2.5);
+  cae_test::write_file(cae::GroupExchange::file_of(base, "0-pairs", 1),
+                       cae_test::rank_file("foreign", 1, payload.bytes()));
   const std::string e = error_of([&] { lead.gather("pairs", {1}); });
   EXPECT_TRUE(contains(e, "0-pairs.rank1: written by another launch")) << e;
 }

@@ -8,21 +8,22 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/group.h"
+#include "tests/support/group_files.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
+using cae_test::kGroupFileMagic;
 using cae_test::TempDir;
+using cae_test::write_file;
 
-constexpr uint32_t kMagic = 0x43414547;  // common/group.cpp's kGroupFileMagic
-constexpr size_t kIdBytes = 128;         // sizeof(ncclUniqueId)
+constexpr size_t kIdBytes = 128;  // sizeof(ncclUniqueId)
 
 template <class F>
 std::string error_of(F f) {
@@ -42,15 +43,11 @@ std::vector<unsigned char> some_id(unsigned char salt) {
   return id;
 }
 
-void write_file(const std::string& path, const std::vector<unsigned char>& bytes) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-}
-
 // A launch folder as rank 0 of a launch with `token` makes it, for a world of 2.
 void make_launch_folder(const std::string& base, const std::string& token, const std::string& agreement) {
   ASSERT_EQ(mkdir(base.c_str(), 0700), 0);
   cae::ByteWriter w;
-  w.put<uint32_t>(kMagic);
+  w.put<uint32_t>(kGroupFileMagic);
   w.put<int32_t>(2);
   w.put_vector(std::vector<char>(token.begin(), token.end()));
   w.put_vector(std::vector<char>(agreement.begin(), agreement.end()));
@@ -59,13 +56,7 @@ void make_launch_folder(const std::string& base, const std::string& token, const
 
 // Rank 0's id file as a launch with `token` writes it.
 std::vector<unsigned char> id_file(const std::string& token, const std::vector<unsigned char>& id) {
-  cae::ByteWriter w;
-  w.put<uint32_t>(kMagic);
-  w.put_vector(std::vector<char>(token.begin(), token.end()));
-  w.put<int32_t>(0);
-  std::vector<unsigned char> bytes = w.bytes();
-  bytes.insert(bytes.end(), id.begin(), id.end());
-  return bytes;
+  return cae_test::rank_file(token, 0, id);
 }
 
 TEST(NcclIdExchange, TheRanksOfOneLaunchGetRankZerosIdAndTheFolderGoes) {
