@@ -29,7 +29,9 @@ struct Options {
 };
 
 void add_options(CLI::App& app, Options& opt) {
-  app.add_option("--model", opt.model, "svm-fit model file (svm-model), or a libsvm model (svm-train)")
+  app.add_option("--model", opt.model,
+                 "svm-fit model file (svm-model; of svm-fit --approx, a nystroem model, which is not a libsvm model "
+                 "and predicts on the CPU), or a libsvm model (svm-train)")
       ->required();
   app.add_option("--features", opt.features,
                  "Features file: ae-features, plain HDF5 (docs/FORMATS.md) or libsvm text");

@@ -17,9 +17,11 @@ const cae::ToolInfo kInfo{"svm-fit", "train a one-vs-one C-SVM (libsvm formulati
 
 struct Options {
   std::string features, kernel = "rbf", C = "10", gamma = "scale", scale = "standard", augment = "none";
-  std::string export_libsvm, class_weight = "none", kind = "c-svc", cv_scoring = "accuracy";
+  std::string export_libsvm, class_weight = "none", kind = "c-svc", cv_scoring = "accuracy", approx;
   double tol = 1e-3, nu = 0.5;
   const CLI::Option* nu_option = nullptr;  // whether --nu was given: c-svc refuses it (svm::plan_kind)
+  int64_t approx_seed = 1;
+  const CLI::Option* approx_seed_option = nullptr;  // the exact SVM refuses it (svm::plan_approx)
   int64_t cache_mb = 0, train_limit = 0, cv = 0, cv_seed = 1;
   int threads = 0;
   bool probability = false, resume = false;
@@ -38,6 +40,13 @@ void add_options(CLI::App& app, Options& opt) {
   opt.nu_option = cae::default_means(
       app.add_option("--nu", opt.nu, "--kind one-class: 0 < nu <= 1, at most this fraction of training rows outside"),
       "0.5");
+  app.add_option("--approx", opt.approx,
+                 "nystroem:M: instead of the exact SVM, Nystroem features of M landmark rows (1 to 30000, at most "
+                 "the training rows; drawn uniformly, seeded by --approx-seed) and a least-squares classifier on "
+                 "them, in one pass over the rows, on the CPU; the model (kind nystroem) is not a libsvm model");
+  opt.approx_seed_option =
+      app.add_option("--approx-seed", opt.approx_seed, "--approx: seed of the landmarks' draw (default 1)")
+          ->check(CLI::NonNegativeNumber);
   app.add_option("--C", opt.C, "Penalty C (> 0); a comma-separated list (1,10,100) is searched with --cv");
   app.add_option("--gamma", opt.gamma,
                  "rbf gamma: scale = 1/(D*Var(X)), auto = 1/D, a multiple of scale (0.5x, 2x) or a number > 0; "
@@ -83,7 +92,8 @@ void add_options(CLI::App& app, Options& opt) {
                      "all");
   cae::add_threads_option(app, opt.threads);
   cae::output_file(app.add_option("--export-libsvm", opt.export_libsvm,
-                                  "Also write the model in libsvm's text format (for svm-predict on scaled data)"));
+                                  "Also write the model in libsvm's text format (for svm-predict on scaled data; "
+                                  "not with --approx: a nystroem model is not a libsvm model)"));
   cae::add_group_options(app, opt.group,
                          "fits its share of the class pairs, of the cross-validation's (fold, gamma) cells and "
                          "of the probability folds");
@@ -111,6 +121,9 @@ void fit(const Options& opt, const cae::CommonOptions& common) {
   req.class_weight = opt.class_weight;
   req.kind = opt.kind;
   req.cv_scoring = opt.cv_scoring;
+  req.approx = opt.approx;
+  req.approx_seed = opt.approx_seed;
+  req.approx_seed_given = opt.approx_seed_option->count() > 0;
   req.tol = opt.tol;
   req.nu = opt.nu;
   req.nu_given = opt.nu_option->count() > 0;

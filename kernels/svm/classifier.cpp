@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/half.h"
+#include "common/log.h"
 #include "common/timer.h"
 #include "kernels/svm/group_fit.h"
 #include "kernels/svm/preprocess.h"
@@ -33,7 +34,7 @@ Scaler scaler_for(RawRows X, int64_t n, int dim, const ClassifierParams& params)
 }
 
 bool PreparedSet::prepared_on_gpu(const ClassifierParams& params, cae::Device device) {
-  return device == cae::Device::gpu && params.kind == SvmKind::c_svc && !params.group;
+  return device == cae::Device::gpu && params.kind == SvmKind::c_svc && !params.group && !params.approx.enabled();
 }
 
 bool PreparedSet::prepare_on_gpu(const Scaler& scaler, const ClassifierParams& params) {
@@ -94,7 +95,57 @@ FitParams Classifier::fit_params(const ClassifierParams& params) const {
                    params.cache_mb,     params.gpu_cache_mb, params.log_summary, params.kind, params.nu};
 }
 
+namespace {
+// Why a fit of Nyström features refuses what it refuses: the GPU side and groups are not
+// written yet (issue 63), and the approximation is of the RBF one-vs-one classifier.
+void check_approx_params(const ClassifierParams& params, cae::Device device, int64_t n) {
+  if (device == cae::Device::gpu)
+    throw cae::UsageError("--approx nystroem is not yet on the GPU; use --device cpu");
+  if (params.kind != SvmKind::c_svc) throw cae::UsageError("--approx nystroem does not fit --kind one-class");
+  if (params.kernel != KernelType::rbf) throw cae::UsageError("--approx nystroem approximates the rbf kernel, not linear");
+  if (params.group) throw cae::UsageError("--approx nystroem fits in one process (no --ranks)");
+  if (params.approx.landmarks > n)
+    throw cae::UsageError(params.data_name + ": --approx nystroem:" + std::to_string(params.approx.landmarks) +
+                          " needs at most the " + std::to_string(n) + " training rows as landmarks");
+}
+}  // namespace
+
+std::vector<Classifier> PreparedSet::fit_approx(const ClassifierParams& params, const std::vector<double>& Cs,
+                                                cae::Device device, const FitProgress& progress) const {
+  check_approx_params(params, device, n_);
+  if (!host_rows_prepared_) throw std::logic_error("PreparedSet: a Nyström fit needs rows prepared on the host");
+  Classifier base = describe(params, device);
+  std::vector<std::vector<int64_t>> members;
+  FitParams p = base.fit_params(params);
+  base.f_.model = begin_fit(y_, n_, rows_.kept, p, members);  // classes, kernel, gamma, dim; the checks
+  base.f_.model.support_vectors.clear();
+  if (progress.ready) progress.ready(base);
+  cae::Stopwatch clock;
+  NystroemModel map = nystroem_map(X_, n_, rows_.kept, base.resolved_gamma_, params.approx);
+  std::vector<NystroemWeights> solved =
+      fit_nystroem_classifiers(map, X_, y_, n_, base.f_.model.classes, params.class_weight, Cs, params.data_name);
+  const double seconds = clock.seconds();
+  if (params.log_summary)
+    cae::log_info("nystroem: %lld landmarks (seed %llu), rank %d (eigenvalues below %g of the largest dropped), "
+                  "%zu classes by least squares, %.1f s", static_cast<long long>(map.M),
+                  static_cast<unsigned long long>(map.seed), map.rank, kEigenvalueFloor, base.f_.model.classes.size(),
+                  seconds);
+  std::vector<Classifier> out;
+  out.reserve(Cs.size());
+  for (size_t c = 0; c < Cs.size(); ++c) {
+    Classifier fitted = base;
+    fitted.f_.C = Cs[c];
+    fitted.f_.fit_seconds = seconds / static_cast<double>(Cs.size());
+    fitted.f_.approx = c + 1 == Cs.size() ? std::move(map) : map;
+    fitted.f_.approx.weights = std::move(solved[c].weights);
+    fitted.f_.approx.bias = std::move(solved[c].bias);
+    out.push_back(std::move(fitted));
+  }
+  return out;
+}
+
 Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, const FitProgress& progress) const {
+  if (params.approx.enabled()) return std::move(fit_approx(params, {params.C}, device, progress).front());
   if (!host_rows_prepared_ && !(gpu_rows_ && prepared_on_gpu(params, device)))
     throw std::logic_error("PreparedSet: rows prepared on the GPU serve one GPU fit of one process");
   Classifier c = describe(params, device);
@@ -119,6 +170,7 @@ Classifier PreparedSet::fit(const ClassifierParams& params, cae::Device device, 
 
 std::vector<Classifier> PreparedSet::fit_each_C(const ClassifierParams& params, const std::vector<double>& Cs,
                                                 cae::Device device) const {
+  if (params.approx.enabled()) return fit_approx(params, Cs, device, {});
   std::vector<Classifier> out;
   out.reserve(Cs.size());
   if (!host_rows_prepared_) throw std::logic_error("PreparedSet: rows prepared on the GPU serve one fit");
@@ -159,6 +211,15 @@ std::vector<double> Classifier::decision_values_kept(const float* X, const std::
                                                      int64_t n, cae::Device device) const {
   const Model& m = f_.model;
   std::vector<double> dec(static_cast<size_t>(n) * m.n_decisions());
+  if (f_.is_approx()) {
+    if (device == cae::Device::gpu)
+      throw cae::UsageError("a nystroem model (svm-fit --approx) predicts on the CPU; it is not yet on the GPU (use "
+                            "--device cpu)");
+    // The dropped features' factor goes on the kernel values themselves (nystroem_features).
+    nystroem_decision_values(f_.approx, X, n, dropped_distance.empty() ? nullptr : dropped_distance.data(),
+                             dec.data());
+    return dec;
+  }
   if (device == cae::Device::gpu)
     decision_values_gpu(m, X, n, dec.data());
   else
@@ -221,7 +282,8 @@ std::vector<double> Classifier::probabilities(const std::vector<double>& decisio
 }
 
 void Classifier::keep_float16() {
-  cae::LargeVector<float>& sv = f_.model.support_vectors;
+  // A nystroem model's landmarks are its training rows as the support vectors are the SVM's.
+  cae::LargeVector<float>& sv = f_.is_approx() ? f_.approx.landmarks : f_.model.support_vectors;
   const int64_t n = static_cast<int64_t>(sv.size());
   float largest = 0;
 #pragma omp parallel for schedule(static) reduction(max : largest) if (n >= (int64_t{1} << 20))

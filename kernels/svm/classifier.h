@@ -48,6 +48,10 @@ struct ClassifierParams {
   int64_t gpu_cache_mb = 0;  // FitParams::gpu_cache_mb
   std::string data_name = "training data";  // names the rows in error messages (a file)
   bool log_summary = true;                   // the solver's one-line summary on stderr
+  // svm-fit --approx nystroem:M (kernels/svm/approx/nystroem.h): Nyström features of M
+  // landmarks and a least-squares classifier instead of the SVM, on the rows prepared as for
+  // it (c-svc, rbf, the CPU, one process; cae::UsageError otherwise). Off: landmarks 0.
+  ApproxSpec approx;
   // A group of ranks sharing the work (group_fit.h), or null: this process alone. fit()
   // splits the class pairs; cross_validate the (fold, gamma) cells; fit_sigmoids the folds.
   // Only rank 0's results are whole: the other ranks' models and sigmoids are not to be saved.
@@ -142,6 +146,13 @@ class Classifier {
   const ModelSelection& model_selection() const { return f_.selection; }
 
   const ModelFile& file() const { return f_; }
+  // A nystroem model (svm-fit --approx): predicts on the CPU only, and is not a libsvm model.
+  bool is_approx() const { return f_.is_approx(); }
+  // The rows of one block of its CPU decision values (decision_block_rows, or the Nyström
+  // features' nystroem_block_rows): where a caller that splits the rows cuts them.
+  int64_t decision_block_rows() const {
+    return is_approx() ? nystroem_block_rows(f_.approx.M) : svm::decision_block_rows(f_.model);
+  }
   const Model& model() const { return f_.model; }
   // The number the gamma spec resolved to; the model keeps it only for rbf (libsvm's linear
   // model has no gamma), svm-fit reports it for either kernel.
@@ -199,6 +210,9 @@ class PreparedSet {
   // Takes the rows prepare_training_rows_gpu made of raw_, or false when the GPU lacks the room.
   bool prepare_on_gpu(const Scaler& scaler, const ClassifierParams& params);
   Classifier describe(const ClassifierParams& params, cae::Device device) const;  // a fit's fields before solving
+  // fit / fit_each_C of a params.approx fit: one map and one pass over the rows for every C.
+  std::vector<Classifier> fit_approx(const ClassifierParams& params, const std::vector<double>& Cs, cae::Device device,
+                                     const FitProgress& progress) const;
   PreparedRows rows_;  // scaler, gamma 'scale', mask, dropped values, kept count
   int dim_ = 0;
   // Rows prepared on the GPU (raw_ then holds the raw rows), until the one fit they serve.

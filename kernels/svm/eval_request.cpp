@@ -69,7 +69,10 @@ std::string run_evaluation(const EvalRequest& req) {
   if (n == 0) cae::fail_file(file, origin.what + " has no rows");
   const double read_s = clock.seconds();
   phase.emplace(cae::Phase::startup);  // what is left of the driver's answer
-  const cae::Device device = choice.get();
+  // A nystroem model predicts on the CPU alone for now (issue 63): --device auto takes it there.
+  if (clf.is_approx() && req.device == "gpu")
+    throw cae::UsageError(req.model + " is a nystroem model (svm-fit --approx): not yet on the GPU; use --device cpu");
+  const cae::Device device = clf.is_approx() ? cae::Device::cpu : choice.get();
   if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   phase.emplace(cae::Phase::compute);
 
@@ -110,11 +113,12 @@ std::string run_evaluation(const EvalRequest& req) {
   const std::string outside = req.reject.empty() ? "" : rejection_summary(rejection, e);
   const std::string rows_of = tta.count() > 1 ? " (tta " + tta.spec() + ")" : "";
   cae::log_info(
-      "%s: accuracy %.2f %% (%lld of %lld), macro-F1 %.4f%s, %lld support vectors, predict %.2f s, total %.2f s "
+      "%s: accuracy %.2f %% (%lld of %lld), macro-F1 %.4f%s, %lld %s, predict %.2f s, total %.2f s "
       "(read %.2f s), %s",
       !req.separate_test ? (req.split + " split of " + file + rows_of).c_str() : file.c_str(),
       100 * e.report.accuracy, static_cast<long long>(e.correct), static_cast<long long>(n), e.report.macro_f1,
-      outside.c_str(), static_cast<long long>(run.n_sv), run.predict_seconds, run.seconds, read_s, run.device.c_str());
+      outside.c_str(), static_cast<long long>(clf.is_approx() ? clf.file().approx.M : run.n_sv),
+      clf.is_approx() ? "Nystroem landmarks" : "support vectors", run.predict_seconds, run.seconds, read_s, run.device.c_str());
   if (e.has_probabilities()) cae::log_info("log-loss %.4f (probabilities from the model's pair sigmoids)", e.log_loss);
   if (!cae::is_quiet()) fputs(eval_table(e).c_str(), stderr);
   cae::JsonObject json;

@@ -45,11 +45,30 @@ std::string run_fit(FitRequest req) {
   cae::BackgroundHashes hashes({req.features});
   TrainPlan plan = plan_from_options(req.C, req.gamma, req.kernel, req.cv, req.tol);
   plan.views = cae::ViewSet::parse(req.augment);
-  // The CUDA driver is asked from here on, beside the read (common/device.h).
-  const cae::DeviceChoice choice(req.device);
   plan.probability_folds = req.probability ? kProbabilityFolds : 0;
   plan_kind(plan, req.kind, req.nu_given ? std::optional<double>(req.nu) : std::nullopt,
                  req.class_weight);
+  if (req.approx_seed_given && req.approx_seed < 0) throw cae::UsageError("--approx-seed must be >= 0");
+  plan_approx(plan, req.approx,
+              req.approx_seed_given ? std::optional<uint64_t>(static_cast<uint64_t>(req.approx_seed)) : std::nullopt);
+  const ApproxSpec& approx = plan.params.approx;
+  if (approx.enabled()) {
+    // The CPU side of issue 63 only: no GPU solver, no group; and no libsvm text to write.
+    if (req.device == "gpu") throw cae::UsageError("--approx nystroem is not yet on the GPU; use --device cpu");
+    if (req.group.launch > 0) throw cae::UsageError("--approx nystroem fits in one process (no --ranks or --gpus)");
+    if (!req.export_libsvm.empty())
+      throw cae::UsageError("--export-libsvm: a nystroem model (--approx) is not a libsvm model");
+    const cae::MemoryHeadroom room = cae::memory_headroom();
+    const uint64_t need = nystroem_peak_bytes(approx.landmarks);
+    if (need > room.bytes)
+      throw cae::UsageError(cae::strprintf(
+          "--approx nystroem:%lld needs %.1f GiB for the landmarks' kernel matrix and its eigendecomposition "
+          "(3 M^2 doubles), more than %s leaves (%.1f GiB)", static_cast<long long>(approx.landmarks),
+          static_cast<double>(need) / (1 << 30), room.limit.c_str(), static_cast<double>(room.bytes) / (1 << 30)));
+  }
+  // The CUDA driver is asked from here on, beside the read (common/device.h). A Nyström fit
+  // runs on the CPU: --device auto asks no driver for it.
+  const cae::DeviceChoice choice(approx.enabled() && req.device == "auto" ? std::string("cpu") : req.device);
   plan.cv_scoring = cv_scoring_option(req.cv_scoring, plan.cv_folds);
   if (req.group.launch > 0) {
     cae::launch_group_checked(req.group, choice.get() == cae::Device::gpu, req.output, /*share_cores=*/true);
@@ -59,6 +78,9 @@ std::string run_fit(FitRequest req) {
   // A fit with folds catches SIGUSR1/SIGTERM (FitPreemption): a rank holds them until then.
   cae::GroupRank me(req.group, req.output, /*stop_signals=*/plan.cv_folds != 0 || req.probability);
   const cae::GroupPlace& place = me.place;
+  if (approx.enabled() && place.grouped())
+    throw cae::UsageError("--approx nystroem fits in one process, not as a rank of a group of " +
+                          std::to_string(place.world));
   cae::GroupExchange& group = me.exchange;
   // The GPU's context and cuBLAS are made while the inputs are read: GPU 0's, or a rank's own.
   cae::cublas::preload(choice, place);
@@ -75,7 +97,12 @@ std::string run_fit(FitRequest req) {
         "tol %.17g, train-limit %lld, device %s", req.kernel.c_str(), req.C.c_str(), req.gamma.c_str(),
         static_cast<long long>(req.cv), static_cast<long long>(req.cv_seed), plan.views.spec().c_str(),
         req.probability, req.class_weight.c_str(), req.scale.c_str(), req.tol, static_cast<long long>(req.train_limit),
-        cae::device_name(device));
+        cae::device_name(device)) +
+        // Only a Nyström fit's: the exact fits' fingerprints stay those of earlier resume files.
+        (approx.enabled() ? cae::strprintf(", approx nystroem:%lld, approx-seed %llu",
+                                           static_cast<long long>(approx.landmarks),
+                                           static_cast<unsigned long long>(approx.seed))
+                          : std::string());
   };
   // A fit with folds (--cv, --probability) catches SIGUSR1/SIGTERM from before its read and
   // fingerprints its settings, the device among them, for --resume: it asks the driver first.
@@ -105,6 +132,9 @@ std::string run_fit(FitRequest req) {
   const std::vector<std::string>& names = rows.class_names;
   const int32_t* y = train.labels.data();
   check_training_labels(plan, y, n, names, req.features);  // per image
+  if (approx.landmarks > train.rows)
+    throw cae::UsageError(req.features + ": --approx nystroem:" + std::to_string(approx.landmarks) +
+                          " needs at most the " + std::to_string(train.rows) + " training rows as landmarks");
   const double read_s = clock.seconds();
   ClassifierParams& params = plan.params;
   params.standardize = req.scale == "standard";

@@ -39,6 +39,9 @@ struct FitRequest {
   std::string device = "auto";   // --device: auto, cpu or gpu
   std::string kernel = "rbf", C = "10", gamma = "scale", scale = "standard", augment = "none";
   std::string class_weight = "none", kind = "c-svc", cv_scoring = "accuracy";
+  std::string approx;            // --approx: "" (the exact SVM) or nystroem:M
+  int64_t approx_seed = 1;
+  bool approx_seed_given = false;  // the exact SVM refuses --approx-seed (svm::plan_approx)
   double tol = 1e-3, nu = 0.5;
   bool nu_given = false;         // c-svc refuses --nu (svm::plan_kind)
   int64_t cache_mb = 0, train_limit = 0, cv = 0, cv_seed = 1;

@@ -294,7 +294,7 @@ std::vector<double> decision_values_on_group(const Classifier& clf, float* X, in
   if (group.world() == 1) return average_views(clf.decision_values_scaled(X, n * views, device), n, pairs, views);
   // Whole blocks of the CPU's row blocks (decision_block_rows), so each rank's sgemm calls
   // are the single process's.
-  const int64_t block = decision_block_rows(clf.model());
+  const int64_t block = clf.decision_block_rows();
   auto rows_of = [&](int r) {
     const Share b = share_of((n + block - 1) / block, r, group.world());
     const int64_t first = std::min(n, b.first * block);

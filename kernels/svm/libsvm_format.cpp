@@ -408,6 +408,8 @@ int libsvm_label(const std::vector<std::string>& class_names, int c) {
 }
 
 void save_libsvm_model(const cae::AtomicOutput& out, const ModelFile& f) {
+  // svm-fit refuses --export-libsvm with --approx before any work; this is the last guard.
+  if (f.is_approx()) throw cae::UsageError("--export-libsvm: a nystroem model (--approx) is not a libsvm model");
   const Model& m = f.model;
   // libsvm keeps a one-class model as two "classes" with no labels and no per-class counts.
   const bool one_class = m.kind == SvmKind::one_class;

@@ -95,7 +95,116 @@ ModelSelection read_model_selection(const cae::Hdf5Reader& h5, const std::string
   return s;
 }
 
+// Rows [rows, cols] of floats as float32, or as float16 where the training features were
+// float16 (`halves`): exact, since the Classifier rounded them to float16 values
+// (Classifier::keep_float16) before anything predicted with them. A slice at a time, so no
+// second copy of them is made.
+void write_float_rows(cae::Hdf5Writer& w, const std::string& name, const float* data, uint64_t rows, uint64_t cols,
+                      bool halves) {
+  if (!halves) {
+    w.write(name, data, {rows, cols});
+    return;
+  }
+  w.create<cae::Half>(name, {rows, cols});
+  const uint64_t slice = std::max<uint64_t>(1, (uint64_t{16} << 20) / std::max<uint64_t>(cols, 1));
+  cae::LargeVector<cae::Half> buf(static_cast<size_t>(std::min(rows, slice) * cols));
+  for (uint64_t r = 0; r < rows; r += slice) {
+    const uint64_t n = std::min(slice, rows - r);
+    const size_t count = static_cast<size_t>(n * cols);
+    if (cae::floats_to_halves(data + r * cols, buf.data(), count) != count)
+      throw std::logic_error("write_model_file: " + name + " holds a value beyond float16's range");
+    w.write_rows(name, r, n, buf.data());
+  }
+}
+
+void write_approx(cae::Hdf5Writer& w, const ModelFile& f) {
+  const NystroemModel& a = f.approx;
+  const uint64_t M = static_cast<uint64_t>(a.M), r = static_cast<uint64_t>(a.rank);
+  const uint64_t k = static_cast<uint64_t>(a.classes());
+  if (a.landmarks.size() != M * static_cast<uint64_t>(a.dim) || a.projection.size() != M * r ||
+      a.weights.size() != k * r || a.eigenvalues.size() != r || a.landmark_indices.size() != M ||
+      k != f.model.classes.size())
+    throw std::logic_error("write_model_file: inconsistent Nyström model");
+  write_float_rows(w, "/approx/landmarks", a.landmarks.data(), M, static_cast<uint64_t>(a.dim),
+                   f.features_dtype == "float16");
+  w.write("/approx/landmark_indices", a.landmark_indices);
+  w.write("/approx/eigenvalues", a.eigenvalues);
+  w.write("/approx/projection", a.projection.data(), {M, r});
+  w.write("/approx/weights", a.weights.data(), {k, r});
+  w.write("/approx/bias", a.bias);
+  w.set_attr("/approx", "method", "nystroem");
+  w.set_attr("/approx", "M", a.M);
+  w.set_attr("/approx", "rank", static_cast<int64_t>(a.rank));
+  w.set_attr("/approx", "seed", static_cast<int64_t>(a.seed));
+  w.set_attr("/approx", "gamma", a.gamma);
+  w.set_attr("/approx", "eigenvalue_floor", kEigenvalueFloor);
+}
+
+// /approx of a nystroem model, every shape and number checked against the rest of the file
+// (kept features `dim`, k classes, n_train) before anything sized from it is allocated.
+NystroemModel read_approx(const cae::Hdf5Reader& h5, const std::string& path, int dim, uint64_t k, int64_t n_train,
+                          double gamma, std::string& features_dtype) {
+  NystroemModel a;
+  if (!h5.has("/approx")) fail_file(path, "a nystroem model has no /approx group");
+  const std::string method = h5.attr_string("/approx", "method");
+  if (method != "nystroem") fail_file(path, "/approx: unknown method '" + method + "' (nystroem)");
+  a.M = h5.attr_int("/approx", "M");
+  if (a.M < 1 || a.M > kMaxLandmarks)
+    fail_file(path, "/approx: M " + std::to_string(a.M) + " is not a landmark count from 1 to " +
+                        std::to_string(kMaxLandmarks));
+  if (a.M > n_train)
+    fail_file(path, "/approx: M " + std::to_string(a.M) + " landmarks of " + std::to_string(n_train) +
+                        " training rows");
+  const int64_t rank = h5.attr_int("/approx", "rank");
+  if (rank < 1 || rank > a.M) fail_file(path, "/approx: rank " + std::to_string(rank) + " is not in [1, M]");
+  a.rank = static_cast<int>(rank);
+  const int64_t seed = h5.attr_int("/approx", "seed");
+  if (seed < 0) fail_file(path, "/approx: seed must be >= 0");
+  a.seed = static_cast<uint64_t>(seed);
+  a.gamma = h5.attr_double("/approx", "gamma");
+  if (!(a.gamma > 0) || !std::isfinite(a.gamma)) fail_file(path, "/approx: gamma must be a positive number");
+  if (a.gamma != gamma) fail_file(path, "/approx: gamma differs from the model's gamma");
+  a.dim = dim;
+  const uint64_t M = static_cast<uint64_t>(a.M), r = static_cast<uint64_t>(a.rank);
+  const cae::Shape shape = h5.require("/approx/landmarks", {M, static_cast<uint64_t>(dim)});
+  cae::require_memory(path, "/approx/landmarks (" + std::to_string(shape[0]) + " rows of " +
+                                std::to_string(shape[1]) + " features as float32)",
+                      cae::saturating_product(cae::saturating_product(shape[0], shape[1]), sizeof(float)));
+  cae::require_memory(path, "/approx/projection (" + std::to_string(M) + " x " + std::to_string(r) + " float64)",
+                      cae::saturating_product(cae::saturating_product(M, r), sizeof(double)));
+  a.landmarks.resize(static_cast<size_t>(shape[0] * shape[1]));
+  features_dtype = h5.holds_float16("/approx/landmarks") ? "float16" : "float32";
+  if (features_dtype == "float32") h5.read_rows<float>("/approx/landmarks", 0, M, a.landmarks.data());
+  else h5.read_floats("/approx/landmarks", 0, M, a.landmarks.data());
+  a.landmark_indices = h5.read<int64_t>("/approx/landmark_indices", {M});
+  a.eigenvalues = h5.read<double>("/approx/eigenvalues", {r});
+  a.projection = h5.read<double>("/approx/projection", {M, r});
+  a.weights = h5.read<double>("/approx/weights", {k, r});
+  a.bias = h5.read<double>("/approx/bias", {k});
+  for (float v : a.landmarks)
+    if (!std::isfinite(v)) fail_file(path, "/approx/landmarks holds NaN or Inf");
+  for (size_t i = 0; i < a.landmark_indices.size(); ++i) {
+    const int64_t row = a.landmark_indices[i];
+    if (row < 0 || row >= n_train || (i > 0 && row <= a.landmark_indices[i - 1]))
+      fail_file(path, "/approx/landmark_indices is not ascending training rows in [0, n_train)");
+  }
+  for (double e : a.eigenvalues)
+    if (!(e > 0) || !std::isfinite(e)) fail_file(path, "/approx/eigenvalues holds a value that is not a finite number > 0");
+  auto require_finite = [&](const char* name, const std::vector<double>& values) {
+    for (double v : values)
+      if (!std::isfinite(v)) fail_file(path, std::string(name) + " holds NaN or Inf");
+  };
+  require_finite("/approx/projection", a.projection);
+  require_finite("/approx/weights", a.weights);
+  require_finite("/approx/bias", a.bias);
+  return a;
+}
+
 }  // namespace
+
+const char* classifier_kind_name(const ModelFile& f) {
+  return f.is_approx() ? "nystroem" : kind_name(f.model.kind);
+}
 
 void write_model_file(cae::Hdf5Writer& w, const ModelFile& f) {
   const Model& m = f.model;
@@ -104,30 +213,19 @@ void write_model_file(cae::Hdf5Writer& w, const ModelFile& f) {
   w.write("/scaler/scale", f.scaler.scale);
   w.write("/svm/feature_mask", f.feature_mask);
   w.write("/svm/dropped_values", f.dropped_values);
-  if (f.features_dtype == "float16") {
-    // Exact: the Classifier rounded them to float16 values (Classifier::keep_float16) before
-    // anything predicted with them. A slice at a time, so no second copy of them is made.
-    const uint64_t D_kept = static_cast<uint64_t>(m.dim);
-    w.create<cae::Half>("/svm/support_vectors", {n_sv, D_kept});
-    const uint64_t slice = std::max<uint64_t>(1, (uint64_t{16} << 20) / std::max<uint64_t>(D_kept, 1));
-    cae::LargeVector<cae::Half> halves(static_cast<size_t>(std::min(n_sv, slice) * D_kept));
-    for (uint64_t r = 0; r < n_sv; r += slice) {
-      const uint64_t rows = std::min(slice, n_sv - r);
-      const size_t count = static_cast<size_t>(rows * D_kept);
-      if (cae::floats_to_halves(m.support_vectors.data() + r * D_kept, halves.data(), count) != count)
-        throw std::logic_error("write_model_file: a support vector is beyond float16's range");
-      w.write_rows("/svm/support_vectors", r, rows, halves.data());
-    }
+  if (f.is_approx()) {
+    write_approx(w, f);
   } else {
-    w.write("/svm/support_vectors", m.support_vectors.data(), {n_sv, static_cast<uint64_t>(m.dim)});
+    write_float_rows(w, "/svm/support_vectors", m.support_vectors.data(), n_sv, static_cast<uint64_t>(m.dim),
+                     f.features_dtype == "float16");
+    const uint64_t coef_rows = m.kind == SvmKind::one_class ? 1 : k - 1;
+    w.write("/svm/dual_coef", m.dual_coef.data(), {coef_rows, n_sv});
+    w.write("/svm/rho", m.rho);
+    w.write("/svm/n_support", m.n_support);
+    w.write("/svm/support_indices", m.support_indices);
   }
-  const uint64_t coef_rows = m.kind == SvmKind::one_class ? 1 : k - 1;
-  w.write("/svm/dual_coef", m.dual_coef.data(), {coef_rows, n_sv});
-  w.write("/svm/rho", m.rho);
-  w.write("/svm/n_support", m.n_support);
   w.write("/svm/classes", m.classes);
-  w.write("/svm/support_indices", m.support_indices);
-  w.set_attr("/", "kind", kind_name(m.kind));
+  w.set_attr("/", "kind", classifier_kind_name(f));
   w.set_attr("/", "kernel", kernel_name(m.kernel));
   if (m.kind == SvmKind::one_class) w.set_attr("/", "nu", f.nu);
   w.set_attr("/", "C", f.C);
@@ -168,12 +266,15 @@ ModelFile read_model_file(const std::string& path) {
   else if (kernel == "linear") m.kernel = KernelType::linear;
   else fail_file(path, "unknown kernel '" + kernel + "'");
   // Files written before one-class models existed have no kind: they are classifiers.
+  bool approx = false;
   if (h5.has_attr("/", "kind")) {
     const std::string kind = h5.attr_string("/", "kind");
     if (kind == kind_name(SvmKind::c_svc)) m.kind = SvmKind::c_svc;
     else if (kind == kind_name(SvmKind::one_class)) m.kind = SvmKind::one_class;
-    else fail_file(path, "unknown kind '" + kind + "' (c-svc or one-class)");
+    else if (kind == "nystroem") approx = true;  // a one-vs-one classifier: m.kind stays c-svc
+    else fail_file(path, "unknown kind '" + kind + "' (c-svc, one-class or nystroem)");
   }
+  if (approx && m.kernel != KernelType::rbf) fail_file(path, "a nystroem model's kernel must be rbf");
   const bool one_class = m.kind == SvmKind::one_class;
   m.gamma = h5.attr_double("/", "gamma");
   if (m.kernel == KernelType::rbf && !(m.gamma > 0 && std::isfinite(m.gamma)))
@@ -198,25 +299,35 @@ ModelFile read_model_file(const std::string& path) {
   if (!one_class && k < 2) fail_file(path, "/svm/classes holds fewer than two classes");
   for (size_t c = 1; c < k; ++c)
     if (m.classes[c] <= m.classes[c - 1]) fail_file(path, "/svm/classes is not strictly ascending");
-  m.n_support = h5.read<int32_t>("/svm/n_support", {one_class ? 1 : k});
-  int64_t n_sv = 0;
-  for (int32_t c : m.n_support) {
-    if (c < 0) fail_file(path, "/svm/n_support holds a negative count");
-    n_sv += c;
+  if (approx) {
+    // Nothing of the exact model's: a file holding both would be read as one of them silently.
+    for (const char* name : {"/svm/support_vectors", "/svm/dual_coef", "/svm/rho", "/svm/n_support",
+                             "/svm/support_indices"})
+      if (h5.has(name)) fail_file(path, std::string("a nystroem model has no ") + name);
+    const int64_t n_train = h5.attr_int("/", "n_train");
+    f.approx = read_approx(h5, path, m.dim, k, n_train, m.gamma, f.features_dtype);
+  } else {
+    if (h5.has("/approx")) fail_file(path, "/approx belongs to a nystroem model, but kind is " + std::string(kind_name(m.kind)));
+    m.n_support = h5.read<int32_t>("/svm/n_support", {one_class ? 1 : k});
+    int64_t n_sv = 0;
+    for (int32_t c : m.n_support) {
+      if (c < 0) fail_file(path, "/svm/n_support holds a negative count");
+      n_sv += c;
+    }
+    // Up to gigabytes: read straight into an uninitialised buffer (common/large_buffer.h).
+    const cae::Shape sv_shape = h5.require("/svm/support_vectors", {static_cast<uint64_t>(n_sv), kept});
+    // Deflated chunks of a few MB can declare gigabytes of support vectors: refused by their size.
+    cae::require_memory(path, "/svm/support_vectors (" + std::to_string(sv_shape[0]) + " rows of " +
+                                  std::to_string(sv_shape[1]) + " features as float32)",
+                        cae::saturating_product(cae::saturating_product(sv_shape[0], sv_shape[1]), sizeof(float)));
+    m.support_vectors.resize(static_cast<size_t>(sv_shape[0] * sv_shape[1]));
+    f.features_dtype = h5.holds_float16("/svm/support_vectors") ? "float16" : "float32";
+    if (f.features_dtype == "float32") h5.read_rows<float>("/svm/support_vectors", 0, sv_shape[0], m.support_vectors.data());
+    else h5.read_floats("/svm/support_vectors", 0, sv_shape[0], m.support_vectors.data());
+    m.dual_coef = h5.read<double>("/svm/dual_coef", {one_class ? 1 : k - 1, static_cast<uint64_t>(n_sv)});
+    m.rho = h5.read<double>("/svm/rho", {static_cast<uint64_t>(m.n_decisions())});
+    m.support_indices = h5.read<int64_t>("/svm/support_indices", {static_cast<uint64_t>(n_sv)});
   }
-  // Up to gigabytes: read straight into an uninitialised buffer (common/large_buffer.h).
-  const cae::Shape sv_shape = h5.require("/svm/support_vectors", {static_cast<uint64_t>(n_sv), kept});
-  // Deflated chunks of a few MB can declare gigabytes of support vectors: refused by their size.
-  cae::require_memory(path, "/svm/support_vectors (" + std::to_string(sv_shape[0]) + " rows of " +
-                                std::to_string(sv_shape[1]) + " features as float32)",
-                      cae::saturating_product(cae::saturating_product(sv_shape[0], sv_shape[1]), sizeof(float)));
-  m.support_vectors.resize(static_cast<size_t>(sv_shape[0] * sv_shape[1]));
-  f.features_dtype = h5.holds_float16("/svm/support_vectors") ? "float16" : "float32";
-  if (f.features_dtype == "float32") h5.read_rows<float>("/svm/support_vectors", 0, sv_shape[0], m.support_vectors.data());
-  else h5.read_floats("/svm/support_vectors", 0, sv_shape[0], m.support_vectors.data());
-  m.dual_coef = h5.read<double>("/svm/dual_coef", {one_class ? 1 : k - 1, static_cast<uint64_t>(n_sv)});
-  m.rho = h5.read<double>("/svm/rho", {static_cast<uint64_t>(m.n_decisions())});
-  m.support_indices = h5.read<int64_t>("/svm/support_indices", {static_cast<uint64_t>(n_sv)});
   for (double s : f.scaler.scale)
     if (!(s > 0) || !std::isfinite(s)) fail_file(path, "/scaler/scale holds a non-positive or non-finite value");
   // A NaN anywhere below poisons decision values silently (every vote goes one way), so a

@@ -9,6 +9,7 @@
 
 #include "common/atomic_output.h"
 #include "common/hdf5_io.h"
+#include "kernels/svm/approx/nystroem.h"
 #include "kernels/svm/metrics.h"
 #include "kernels/svm/preprocess.h"
 #include "kernels/svm/svm.h"
@@ -85,7 +86,16 @@ struct ModelFile {
   uint64_t probability_seed = 0;
   bool has_probability() const { return !prob_A.empty(); }
   int n_features() const { return static_cast<int>(feature_mask.size()); }
+  // Classifier kind nystroem (svm-fit --approx nystroem:M, kernels/svm/approx/nystroem.h):
+  // Nyström features and a least-squares classifier, saved as /approx; model holds the
+  // classes, gamma and dim but no support vectors, coefficients or rho. approx.M == 0: an
+  // exact model (c-svc or one-class).
+  NystroemModel approx;
+  bool is_approx() const { return approx.M > 0; }
 };
+
+// The file's kind attribute: "c-svc", "one-class" or "nystroem".
+const char* classifier_kind_name(const ModelFile& f);
 
 // Datasets and SVM attributes (format and provenance are the caller's).
 void write_model_file(cae::Hdf5Writer& w, const ModelFile& f);

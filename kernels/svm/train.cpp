@@ -55,6 +55,19 @@ void plan_kind(TrainPlan& plan, const std::string& kind, std::optional<double> g
   plan.params.nu = nu;
 }
 
+void plan_approx(TrainPlan& plan, const std::string& approx, std::optional<uint64_t> seed) {
+  if (approx.empty()) {
+    if (seed) throw cae::UsageError("--approx-seed is for --approx nystroem:M");
+    return;
+  }
+  ApproxSpec spec = parse_approx_spec(approx);
+  spec.seed = seed.value_or(1);
+  if (plan.params.kind != SvmKind::c_svc) throw cae::UsageError("--approx nystroem does not fit --kind one-class");
+  if (plan.params.kernel != KernelType::rbf)
+    throw cae::UsageError("--approx nystroem approximates the rbf kernel; --kernel linear has nothing to approximate");
+  plan.params.approx = spec;
+}
+
 Trained train(float* X, const int32_t* y, int64_t n, int dim, const TrainPlan& plan, cae::Device device,
               const TrainProgress& progress, const PreparedSet* prepared) {
   if (plan.C.empty() || plan.gamma.empty()) throw std::invalid_argument("train: empty C or gamma list");
@@ -227,17 +240,20 @@ TrainReporter::TrainReporter(const TrainPlan& plan, const int32_t* y, int64_t im
   progress_.probability = [this](int done, int) { probability_bar_->update(done); };
   const int k = static_cast<int>(std::set<int32_t>(y, y + images).size());
   const std::string views = plan.views.count() > 1 ? " (" + plan.views.rows_description() + ")" : "";
-  progress_.fit.ready = [this, rows, dim, k, world, views, device](const Classifier& c) {
+  const int64_t landmarks = plan.params.approx.landmarks;
+  progress_.fit.ready = [this, rows, dim, k, world, views, device, landmarks](const Classifier& c) {
     if (probability_bar_) probability_bar_->finish();
     const bool one_class = c.model().kind == SvmKind::one_class;
-    const std::string what = one_class ? "one-class" : std::to_string(k) + " classes";
+    const std::string what =
+        (one_class ? "one-class" : std::to_string(k) + " classes") +
+        (landmarks ? cae::strprintf(", Nyström features of %lld landmarks", static_cast<long long>(landmarks)) : "");
     const std::string bound = one_class ? cae::strprintf("nu %g", c.file().nu) : cae::strprintf("C %g", c.file().C);
     cae::log_info("%lld training rows%s x %d features (%d constant, dropped), %s, gamma %.6g (%s), %s, %s",
                   static_cast<long long>(rows), views.c_str(), dim,
                   dim - c.n_features_kept(), what.c_str(), c.resolved_gamma(), c.file().gamma_spec.c_str(),
                   bound.c_str(), cae::device_name(device));
     fit_bar_.reset();
-    if (one_class) return;  // one solve: no pairs to count
+    if (one_class || landmarks) return;  // one solve: no pairs to count
     // A group's rank learns its share of the pairs from the deal, which the fit makes from the rows.
     if (world == 1) fit_bar_ = std::make_unique<cae::ProgressBar>("svm-fit", static_cast<int64_t>(k) * (k - 1) / 2, "pairs");
   };
@@ -256,8 +272,14 @@ std::string report_fit(const Classifier& clf, const FitSummary& s) {
   const Model& model = clf.model();
   std::string counts;
   for (size_t c = 0; c < model.n_support.size(); ++c) counts += (c ? " " : "") + std::to_string(model.n_support[c]);
-  cae::log_info("wrote %s: %lld support vectors (%s), fit %.1f s, total %.1f s (read %.1f s)", s.output.c_str(),
-                static_cast<long long>(model.n_sv()), counts.c_str(), clf.fit_seconds(), s.seconds, s.read_seconds);
+  const NystroemModel& approx = clf.file().approx;
+  if (clf.is_approx())
+    cae::log_info("wrote %s: Nyström features of %lld landmarks (rank %d), fit %.1f s, total %.1f s (read %.1f s)",
+                  s.output.c_str(), static_cast<long long>(approx.M), approx.rank, clf.fit_seconds(), s.seconds,
+                  s.read_seconds);
+  else
+    cae::log_info("wrote %s: %lld support vectors (%s), fit %.1f s, total %.1f s (read %.1f s)", s.output.c_str(),
+                  static_cast<long long>(model.n_sv()), counts.c_str(), clf.fit_seconds(), s.seconds, s.read_seconds);
   const std::vector<double> n_support(model.n_support.begin(), model.n_support.end());
   cae::JsonObject json;
   json.add("tool", "svm-fit")
@@ -268,7 +290,7 @@ std::string report_fit(const Classifier& clf, const FitSummary& s) {
       .add("n_features", clf.n_features())
       .add("n_features_kept", clf.n_features_kept())
       .add("gamma", clf.resolved_gamma())
-      .add("kind", kind_name(model.kind))
+      .add("kind", classifier_kind_name(clf.file()))
       .add("C", clf.file().C)
       .add("gamma_spec", clf.file().gamma_spec)
       .add("class_weight", clf.file().class_weight_spec)
@@ -279,6 +301,9 @@ std::string report_fit(const Classifier& clf, const FitSummary& s) {
       .add_raw("phases", cae::phases_json())
       .add("device", cae::device_name(s.device));
   if (model.kind == SvmKind::one_class) json.add("nu", clf.file().nu);
+  if (clf.is_approx())
+    json.add("landmarks", approx.M).add("rank", static_cast<int64_t>(approx.rank))
+        .add("approx_seed", static_cast<int64_t>(approx.seed));
   json.add("probability", clf.has_probability());
   if (clf.has_probability()) json.add("probability_seconds", s.probability_seconds);
   const ModelSelection& sel = clf.model_selection();

@@ -54,6 +54,12 @@ TrainPlan plan_from_options(const std::string& C, const std::string& gamma, cons
 // weights ("none" is none) and a C list.
 void plan_kind(TrainPlan& plan, const std::string& kind, std::optional<double> nu, const std::string& class_weight);
 
+// svm-fit --approx and --approx-seed (nullopt: not given; 1) into the plan: "" leaves the
+// exact SVM and refuses a given seed; "nystroem:M" (parse_approx_spec) sets plan.params.approx
+// and refuses, with a cae::UsageError, what the Nyström fit does not do: --kind one-class
+// (call after plan_kind) and --kernel linear.
+void plan_approx(TrainPlan& plan, const std::string& approx, std::optional<uint64_t> seed);
+
 // Each may be empty.
 struct TrainProgress {
   CvProgress cv;                                        // after every fit of the search
