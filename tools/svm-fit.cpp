@@ -45,7 +45,7 @@ void add_options(CLI::App& app, Options& opt) {
                  "the training rows; drawn uniformly, seeded by --approx-seed) and a least-squares classifier on "
                  "them, in one pass over the rows, on the CPU; the model (kind nystroem) is not a libsvm model");
   opt.approx_seed_option =
-      app.add_option("--approx-seed", opt.approx_seed, "--approx: seed of the landmarks' draw (default 1)")
+      app.add_option("--approx-seed", opt.approx_seed, "--approx: seed of the landmarks' draw")
           ->check(CLI::NonNegativeNumber);
   app.add_option("--C", opt.C, "Penalty C (> 0); a comma-separated list (1,10,100) is searched with --cv");
   app.add_option("--gamma", opt.gamma,
