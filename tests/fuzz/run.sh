@@ -73,7 +73,7 @@ done
 
 # ---- seeds --------------------------------------------------------------------------------------
 seeds="$BUILD/seeds"
-if [ ! -f "$seeds/.done-v2" ]; then
+if [ ! -f "$seeds/.done-v3" ]; then
   rm -rf "$seeds" && mkdir -p "$seeds"/{cifar_batch,cifar_archive,idx,cifar100,image,dataset,features,model,svm_model}
   gen="$BUILD/gen" && rm -rf "$gen" && mkdir -p "$gen"
   "$PYTHON" tests/helpers/gen_cifar.py "$gen" --tar "$gen/full.tar.gz" >/dev/null
@@ -136,6 +136,9 @@ PY
   fi
   if [ -x "$TOOLS_BUILD/bin/svm-fit" ]; then
     "$TOOLS_BUILD/bin/svm-fit" -q --features "$seeds/features/h5py.h5" -o "$seeds/svm_model/svm.h5"
+    # A nystroem model (svm-fit --approx): the /approx group's reader.
+    "$TOOLS_BUILD/bin/svm-fit" -q --features "$seeds/features/h5py.h5" --approx nystroem:6 --device cpu \
+      -o "$seeds/svm_model/nystroem.h5"
   fi
   if [ -x "$TOOLS_BUILD/bin/ae-train" ]; then
     # sgd without momentum: no optimizer moments, the smallest valid model (~3 MB).
@@ -147,7 +150,7 @@ PY
     fi
   fi
   rm -rf "$gen"
-  touch "$seeds/.done-v2"
+  touch "$seeds/.done-v3"
 fi
 
 # libsvm text: a model svm-train writes (3 classes, probability sigmoids; a hand-written one
