@@ -211,3 +211,14 @@ PY
     assert_no_output "$TMP/e.h5"
   done
 }
+
+@test "report reads a nystroem model: its landmarks where an SVM's support vectors are; --info lists /approx" {
+  "$BIN/svm-eval" -q --model "$AX_DIR/ny.h5" --test "$AX_DIR/test.libsvm" -o "$TMP/e.h5"
+  run "$BIN/report" -q --svm "$AX_DIR/ny.h5" --eval "$TMP/e.h5" -o "$TMP/rep"
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  grep -q "Nyström landmarks" "$TMP/rep/index.html"
+  grep -q "Nyström features of 150 landmarks" "$TMP/rep/index.html"
+  run "$BIN/report" --info "$AX_DIR/ny.h5"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"/approx/projection"* && "$output" == *"nystroem"* ]]
+}

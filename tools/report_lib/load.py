@@ -719,6 +719,9 @@ def load_svm(path):
         checked_class_names(f, path)  # as svm-eval's model reader (kernels/svm/model_file.cpp)
         sv = dataset_shape(f, "svm/support_vectors", path)
         s["n_sv"] = sv[0] if sv else None
+        # A nystroem model (svm-fit --approx) has landmarks where an SVM has support vectors.
+        landmarks = dataset_shape(f, "approx/landmarks", path) if s["attrs"].get("kind") == "nystroem" else None
+        s["landmarks"] = landmarks[0] if landmarks else None
         n_support = read_dataset(f, path, "svm/n_support", "iu", shape=(None,))
         s["n_support"] = n_support.tolist() if n_support is not None else None
         s["grid"] = load_model_selection(f, path, s["attrs"]) if "model_selection" in f else None

@@ -53,6 +53,8 @@ def stage_rows(loaded, features_origin=None):
             details.append(f"γ = {a['gamma']:.3g}" + (f" ({a['gamma_spec']})" if a.get("gamma_spec") else ""))
         if s["n_sv"] is not None:
             details.append(f"{fmt_int(s['n_sv'])} support vectors")
+        if s.get("landmarks") is not None:
+            details.append(f"Nyström features of {fmt_int(s['landmarks'])} landmarks (least squares)")
         if number(a, "n_features_kept") is not None and number(a, "n_features") is not None:
             details.append(f"{fmt_int(a['n_features_kept'])} of {fmt_int(a['n_features'])} features kept")
         if number(a, "cv_accuracy") is not None:
@@ -146,6 +148,10 @@ def summary_cards(loaded):
     if "svm" in loaded and loaded["svm"]["n_sv"] is not None:
         a = loaded["svm"]["attrs"]
         cards.append(("Support vectors", fmt_int(loaded["svm"]["n_sv"]),
+                      f"of {fmt_int(a['n_train'])} training samples" if number(a, "n_train") else ""))
+    if "svm" in loaded and loaded["svm"].get("landmarks") is not None:
+        a = loaded["svm"]["attrs"]
+        cards.append(("Nyström landmarks", fmt_int(loaded["svm"]["landmarks"]),
                       f"of {fmt_int(a['n_train'])} training samples" if number(a, "n_train") else ""))
     return cards
 
