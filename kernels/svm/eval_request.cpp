@@ -24,8 +24,32 @@
 
 namespace svm {
 
+namespace {
+// Whether `path` is a nystroem model (svm-fit --approx), from its root attribute alone: asked
+// before a group's ranks start, which would each load the whole model. A file that cannot be
+// read so is left to the loader, which says what is wrong with it.
+bool is_nystroem_model(const std::string& path) {
+  if (cae::is_libsvm_text(path)) return false;
+  try {
+    const cae::Hdf5Reader h5(path);
+    return h5.has_attr("/", "kind") && h5.attr_string("/", "kind") == "nystroem";
+  } catch (const std::runtime_error&) {
+    return false;
+  }
+}
+
+// A nystroem model's decision values depend on the thread count in their last bits (OpenBLAS's
+// dgemm), so a group's ranks could not give one process's file bit for bit, which is what
+// svm-eval's groups promise (docs/MULTI_GPU.md); and issue 63's groups are not written yet.
+cae::UsageError nystroem_on_a_group(const std::string& model) {
+  return cae::UsageError(model + " is a nystroem model (svm-fit --approx): it predicts in one process (no --ranks, "
+                                 "--gpus or group place)");
+}
+}  // namespace
+
 std::string run_evaluation(const EvalRequest& req) {
   const std::string& file = req.file;
+  if (req.group.launch > 0 && is_nystroem_model(req.model)) throw nystroem_on_a_group(req.model);
   // The inputs are hashed from the first moment, while the GPU is checked and the inputs are
   // read: a fresh model is the largest input, and hashing it only after loading it left
   // svm-eval waiting (docs/DECISIONS.md, "Hashes start first and read ahead").
@@ -69,6 +93,7 @@ std::string run_evaluation(const EvalRequest& req) {
   if (n == 0) cae::fail_file(file, origin.what + " has no rows");
   const double read_s = clock.seconds();
   phase.emplace(cae::Phase::startup);  // what is left of the driver's answer
+  if (clf.is_approx() && group.world() > 1) throw nystroem_on_a_group(req.model);
   // A nystroem model predicts on the CPU alone for now (issue 63): --device auto takes it there.
   if (clf.is_approx() && req.device == "gpu")
     throw cae::UsageError(req.model + " is a nystroem model (svm-fit --approx): not yet on the GPU; use --device cpu");

@@ -166,7 +166,7 @@ PY
   assert_no_output "$TMP/m.h5"
 }
 
-@test "a nystroem model: --device gpu is refused by svm-eval and classify; --help says it is not a libsvm model" {
+@test "a nystroem model: --device gpu is refused by svm-eval and classify, a group by svm-eval; --help says it is not a libsvm model" {
   run "$BIN/svm-eval" --model "$AX_DIR/ny.h5" --test "$AX_DIR/test.libsvm" --device gpu -o "$TMP/e.h5"
   [ "$status" -eq 2 ] || { echo "$output"; return 1; }
   [[ "$output" == *"is a nystroem model (svm-fit --approx): not yet on the GPU; use --device cpu"* ]] || {
@@ -174,6 +174,9 @@ PY
   assert_no_output "$TMP/e.h5"
   run "$BIN/classify" --svm "$AX_DIR/ny.h5" --features "$AX_DIR/test.libsvm" --device gpu
   [ "$status" -eq 2 ] || { echo "$output"; return 1; }
+  run "$BIN/svm-eval" --model "$AX_DIR/ny.h5" --test "$AX_DIR/test.libsvm" --ranks 2 -o "$TMP/e.h5"
+  assert_error 2 "^svm-eval: usage error: .*ny.h5 is a nystroem model \(svm-fit --approx\): it predicts in one process \(no --ranks, --gpus or group place\)$"
+  assert_no_output "$TMP/e.h5"
   run "$BIN/svm-fit" --help
   [[ "$output" == *"nystroem) is not a libsvm model"* ]]
   run "$BIN/svm-eval" --help
