@@ -136,7 +136,7 @@ std::vector<Classifier> PreparedSet::fit_approx(const ClassifierParams& params, 
     Classifier fitted = base;
     fitted.f_.C = Cs[c];
     fitted.f_.fit_seconds = seconds / static_cast<double>(Cs.size());
-    fitted.f_.approx = c + 1 == Cs.size() ? std::move(map) : map;
+    fitted.f_.approx = map;  // the landmarks and the projection shared, not copied
     fitted.f_.approx.weights = std::move(solved[c].weights);
     fitted.f_.approx.bias = std::move(solved[c].bias);
     out.push_back(std::move(fitted));
@@ -281,15 +281,29 @@ std::vector<double> Classifier::probabilities(const std::vector<double>& decisio
                                       f_.prob_B);
 }
 
-void Classifier::keep_float16() {
-  // A nystroem model's landmarks are its training rows as the support vectors are the SVM's.
-  cae::LargeVector<float>& sv = f_.is_approx() ? f_.approx.landmarks : f_.model.support_vectors;
+namespace {
+// Rounds `sv` to float16 values in place, unless one is beyond float16's range (then false).
+bool round_to_float16(cae::LargeVector<float>& sv) {
   const int64_t n = static_cast<int64_t>(sv.size());
   float largest = 0;
 #pragma omp parallel for schedule(static) reduction(max : largest) if (n >= (int64_t{1} << 20))
   for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::fabs(sv[static_cast<size_t>(i)]));
-  if (!(largest < cae::kHalfOverflow)) return;
+  if (!(largest < cae::kHalfOverflow)) return false;
   cae::round_to_half(sv.data(), sv.size());
+  return true;
+}
+}  // namespace
+
+void Classifier::keep_float16() {
+  if (f_.is_approx()) {
+    // A nystroem model's landmarks are its training rows as the support vectors are the SVM's;
+    // they are shared (nystroem.h), so the rounded ones are a copy of their own.
+    auto rounded = std::make_shared<cae::LargeVector<float>>(*f_.approx.landmarks);
+    if (!round_to_float16(*rounded)) return;
+    f_.approx.landmarks = std::move(rounded);
+  } else if (!round_to_float16(f_.model.support_vectors)) {
+    return;
+  }
   f_.features_dtype = "float16";
 }
 

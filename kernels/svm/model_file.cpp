@@ -121,15 +121,16 @@ void write_approx(cae::Hdf5Writer& w, const ModelFile& f) {
   const NystroemModel& a = f.approx;
   const uint64_t M = static_cast<uint64_t>(a.M), r = static_cast<uint64_t>(a.rank);
   const uint64_t k = static_cast<uint64_t>(a.classes());
-  if (a.landmarks.size() != M * static_cast<uint64_t>(a.dim) || a.projection.size() != M * r ||
+  if (!a.landmarks || !a.projection || a.landmarks->size() != M * static_cast<uint64_t>(a.dim) ||
+      a.projection->size() != M * r ||
       a.weights.size() != k * r || a.eigenvalues.size() != r || a.landmark_indices.size() != M ||
       k != f.model.classes.size())
     throw std::logic_error("write_model_file: inconsistent Nyström model");
-  write_float_rows(w, "/approx/landmarks", a.landmarks.data(), M, static_cast<uint64_t>(a.dim),
+  write_float_rows(w, "/approx/landmarks", a.landmarks->data(), M, static_cast<uint64_t>(a.dim),
                    f.features_dtype == "float16");
   w.write("/approx/landmark_indices", a.landmark_indices);
   w.write("/approx/eigenvalues", a.eigenvalues);
-  w.write("/approx/projection", a.projection.data(), {M, r});
+  w.write("/approx/projection", a.projection->data(), {M, r});
   w.write("/approx/weights", a.weights.data(), {k, r});
   w.write("/approx/bias", a.bias);
   w.set_attr("/approx", "method", "nystroem");
@@ -172,16 +173,18 @@ NystroemModel read_approx(const cae::Hdf5Reader& h5, const std::string& path, in
                       cae::saturating_product(cae::saturating_product(shape[0], shape[1]), sizeof(float)));
   cae::require_memory(path, "/approx/projection (" + std::to_string(M) + " x " + std::to_string(r) + " float64)",
                       cae::saturating_product(cae::saturating_product(M, r), sizeof(double)));
-  a.landmarks.resize(static_cast<size_t>(shape[0] * shape[1]));
+  auto landmarks = std::make_shared<cae::LargeVector<float>>(static_cast<size_t>(shape[0] * shape[1]));
   features_dtype = h5.holds_float16("/approx/landmarks") ? "float16" : "float32";
-  if (features_dtype == "float32") h5.read_rows<float>("/approx/landmarks", 0, M, a.landmarks.data());
-  else h5.read_floats("/approx/landmarks", 0, M, a.landmarks.data());
+  if (features_dtype == "float32") h5.read_rows<float>("/approx/landmarks", 0, M, landmarks->data());
+  else h5.read_floats("/approx/landmarks", 0, M, landmarks->data());
+  a.landmarks = landmarks;
   a.landmark_indices = h5.read<int64_t>("/approx/landmark_indices", {M});
   a.eigenvalues = h5.read<double>("/approx/eigenvalues", {r});
-  a.projection = h5.read<double>("/approx/projection", {M, r});
+  auto projection = std::make_shared<std::vector<double>>(h5.read<double>("/approx/projection", {M, r}));
+  a.projection = projection;
   a.weights = h5.read<double>("/approx/weights", {k, r});
   a.bias = h5.read<double>("/approx/bias", {k});
-  for (float v : a.landmarks)
+  for (float v : *landmarks)
     if (!std::isfinite(v)) fail_file(path, "/approx/landmarks holds NaN or Inf");
   for (size_t i = 0; i < a.landmark_indices.size(); ++i) {
     const int64_t row = a.landmark_indices[i];
@@ -194,7 +197,7 @@ NystroemModel read_approx(const cae::Hdf5Reader& h5, const std::string& path, in
     for (double v : values)
       if (!std::isfinite(v)) fail_file(path, std::string(name) + " holds NaN or Inf");
   };
-  require_finite("/approx/projection", a.projection);
+  require_finite("/approx/projection", *projection);
   require_finite("/approx/weights", a.weights);
   require_finite("/approx/bias", a.bias);
   return a;

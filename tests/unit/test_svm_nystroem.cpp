@@ -160,9 +160,9 @@ TEST(SvmNystroem, MappingMatchesADenseReference) {
   spec.landmarks = 24;
   spec.seed = 5;
   const svm::NystroemModel m = svm::nystroem_map(X.data(), n, dim, gamma, spec);
-  ASSERT_EQ(m.landmarks.size(), static_cast<size_t>(24 * dim));
+  ASSERT_EQ(m.landmarks->size(), static_cast<size_t>(24 * dim));
   for (size_t l = 0; l < 24; ++l)  // the landmarks are the drawn rows
-    for (int f = 0; f < dim; ++f) EXPECT_EQ(m.landmarks[l * dim + f], X[m.landmark_indices[l] * dim + f]);
+    for (int f = 0; f < dim; ++f) EXPECT_EQ((*m.landmarks)[l * dim + f], X[m.landmark_indices[l] * dim + f]);
   ASSERT_EQ(m.landmark_indices, svm::draw_landmarks(n, 24, 5));
   ASSERT_EQ(m.rank, 24);  // γ 0.7 on 5 features keeps K_LL well conditioned
   const svm::cpu::KernelSpec k{svm::KernelType::rbf, gamma};
@@ -170,10 +170,10 @@ TEST(SvmNystroem, MappingMatchesADenseReference) {
   std::vector<double> KLL(M * M);
   for (size_t a = 0; a < M; ++a)
     for (size_t b = 0; b < M; ++b)
-      KLL[a * M + b] = svm::cpu::kernel_reference(k, m.landmarks.data() + a * dim, m.landmarks.data() + b * dim, dim);
+      KLL[a * M + b] = svm::cpu::kernel_reference(k, m.landmarks->data() + a * dim, m.landmarks->data() + b * dim, dim);
   auto k_rows = [&](const float* x) {
     std::vector<double> v(M);
-    for (size_t l = 0; l < M; ++l) v[l] = svm::cpu::kernel_reference(k, x, m.landmarks.data() + l * dim, dim);
+    for (size_t l = 0; l < M; ++l) v[l] = svm::cpu::kernel_reference(k, x, m.landmarks->data() + l * dim, dim);
     return v;
   };
   std::vector<double> phi(static_cast<size_t>(queries) * m.rank);
@@ -253,7 +253,7 @@ TEST(SvmNystroem, ASeedGivesOneModelAnotherSeedOtherLandmarks) {
   const svm::Classifier a = fit(7), b = fit(7), c = fit(8);
   ASSERT_TRUE(a.is_approx());
   EXPECT_EQ(a.file().approx.landmark_indices, b.file().approx.landmark_indices);
-  EXPECT_EQ(a.file().approx.projection, b.file().approx.projection);
+  EXPECT_EQ(*a.file().approx.projection, *b.file().approx.projection);
   EXPECT_EQ(a.file().approx.weights, b.file().approx.weights);
   EXPECT_EQ(a.file().approx.bias, b.file().approx.bias);
   EXPECT_NE(a.file().approx.landmark_indices, c.file().approx.landmark_indices);
@@ -594,4 +594,23 @@ TEST(SvmNystroemModelFile, HostileFilesAreRefusedNamingTheFileAndTheProblem) {
     EXPECT_EQ(why.rfind(g.path + ": ", 0), 0u) << why;
     EXPECT_NE(why.find(c.says), std::string::npos) << why;
   }
+}
+
+// The models of every C of one map share its landmarks and projection (one copy for a --cv
+// fold's C list), and each C's weights are its own call's.
+TEST(SvmNystroem, EveryCOfOneMapSharesItsLandmarksAndProjection) {
+  Problem p = make_problem(150, 5, 3, 101);
+  std::vector<float> X = p.X;
+  const svm::ClassifierParams params = approx_params(30);
+  const svm::PreparedSet rows(X.data(), p.y.data(), p.n, p.dim, params);
+  const std::vector<svm::Classifier> both = rows.fit_each_C(params, {0.5, 8.0}, cae::Device::cpu);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].file().approx.landmarks.get(), both[1].file().approx.landmarks.get());
+  EXPECT_EQ(both[0].file().approx.projection.get(), both[1].file().approx.projection.get());
+  EXPECT_NE(both[0].file().approx.weights, both[1].file().approx.weights);
+  EXPECT_EQ(both[0].file().C, 0.5);
+  EXPECT_EQ(both[1].file().C, 8.0);
+  svm::ClassifierParams one = params;
+  one.C = 8.0;
+  EXPECT_EQ(rows.fit(one, cae::Device::cpu).file().approx.weights, both[1].file().approx.weights);
 }

@@ -73,18 +73,19 @@ NystroemModel nystroem_map(const float* X, int64_t n, int dim, double gamma, con
   m.seed = spec.seed;
   m.landmark_indices = draw_landmarks(n, m.M, spec.seed);
   const size_t M = static_cast<size_t>(m.M);
-  m.landmarks.resize(M * static_cast<size_t>(dim));
+  auto landmarks = std::make_shared<cae::LargeVector<float>>(M * static_cast<size_t>(dim));
   for (size_t l = 0; l < M; ++l)
-    std::copy_n(X + m.landmark_indices[l] * dim, dim, m.landmarks.data() + l * static_cast<size_t>(dim));
+    std::copy_n(X + m.landmark_indices[l] * dim, dim, landmarks->data() + l * static_cast<size_t>(dim));
+  m.landmarks = landmarks;
 
   // K_LL as the exact SVM computes kernel blocks (float values, the diagonal exactly 1), then
   // widened for the eigendecomposition.
   std::vector<double> norms(M);
-  cpu::row_squared_norms(m.landmarks.data(), m.M, dim, norms.data());
+  cpu::row_squared_norms(landmarks->data(), m.M, dim, norms.data());
   cae::LargeVector<double> K(M * M);
   {
     cae::LargeVector<float> Kf(M * M);
-    cpu::kernel_block_symmetric(cpu::KernelSpec{KernelType::rbf, gamma}, m.landmarks.data(), m.M, norms.data(), dim,
+    cpu::kernel_block_symmetric(cpu::KernelSpec{KernelType::rbf, gamma}, landmarks->data(), m.M, norms.data(), dim,
                                 Kf.data(), m.M);
     std::copy(Kf.begin(), Kf.end(), K.begin());
   }
@@ -115,13 +116,14 @@ NystroemModel nystroem_map(const float* X, int64_t n, int dim, double gamma, con
   m.rank = static_cast<int>(kept.size());
   const size_t r = kept.size();
   m.eigenvalues.resize(r);
-  m.projection.resize(M * r);
+  auto projection = std::make_shared<std::vector<double>>(M * r);
   for (size_t c = 0; c < r; ++c) {
     const size_t t = kept[c];
     m.eigenvalues[c] = w[t];
     const double s = 1.0 / std::sqrt(w[t]);
-    for (size_t i = 0; i < M; ++i) m.projection[i * r + c] = K[t * M + i] * s;
+    for (size_t i = 0; i < M; ++i) (*projection)[i * r + c] = K[t * M + i] * s;
   }
+  m.projection = projection;
   return m;
 }
 
@@ -134,7 +136,7 @@ void features_block(const NystroemModel& m, const double* l_norms, const float* 
                     std::vector<double>& x_norms, double* phi, int ldp) {
   const int64_t M = m.M;
   cpu::row_squared_norms(X, rows, m.dim, x_norms.data());
-  cpu::kernel_block(cpu::KernelSpec{KernelType::rbf, m.gamma}, X, rows, x_norms.data(), m.landmarks.data(), M, l_norms,
+  cpu::kernel_block(cpu::KernelSpec{KernelType::rbf, m.gamma}, X, rows, x_norms.data(), m.landmarks->data(), M, l_norms,
                     m.dim, Kf.data(), M);
 #pragma omp parallel for schedule(static) if (rows * M >= cpu::kMinParallelWork)
   for (int64_t i = 0; i < rows; ++i) {
@@ -144,28 +146,30 @@ void features_block(const NystroemModel& m, const double* l_norms, const float* 
     for (int64_t l = 0; l < M; ++l) d[l] = factor * static_cast<double>(k[l]);
   }
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows), m.rank, static_cast<blasint>(M),
-              1.0, Kd.data(), static_cast<blasint>(M), m.projection.data(), m.rank, 0.0, phi, ldp);
+              1.0, Kd.data(), static_cast<blasint>(M), m.projection->data(), m.rank, 0.0, phi, ldp);
+}
+
+void check_model(const NystroemModel& m) {
+  const size_t M = static_cast<size_t>(m.M), r = static_cast<size_t>(m.rank);
+  if (m.M < 1 || m.rank < 1 || m.dim < 1 || !m.landmarks || !m.projection ||
+      m.landmarks->size() != M * static_cast<size_t>(m.dim) || m.projection->size() != M * r)
+    throw std::invalid_argument("nystroem: inconsistent model");
 }
 
 struct BlockScratch {
   std::vector<double> l_norms, x_norms, Kd;
   std::vector<float> Kf;
   int64_t block = 0;
-  explicit BlockScratch(const NystroemModel& m, int64_t n) : l_norms(static_cast<size_t>(m.M)) {
+  explicit BlockScratch(const NystroemModel& m, int64_t n) {
+    check_model(m);
     block = std::min(nystroem_block_rows(m.M), std::max<int64_t>(n, 1));
-    cpu::row_squared_norms(m.landmarks.data(), m.M, m.dim, l_norms.data());
+    l_norms.resize(static_cast<size_t>(m.M));
+    cpu::row_squared_norms(m.landmarks->data(), m.M, m.dim, l_norms.data());
     x_norms.resize(static_cast<size_t>(block));
     Kf.resize(static_cast<size_t>(block * m.M));
     Kd.resize(static_cast<size_t>(block * m.M));
   }
 };
-
-void check_model(const NystroemModel& m) {
-  const size_t M = static_cast<size_t>(m.M), r = static_cast<size_t>(m.rank);
-  if (m.M < 1 || m.rank < 1 || m.dim < 1 || m.landmarks.size() != M * static_cast<size_t>(m.dim) ||
-      m.projection.size() != M * r || m.weights.size() != static_cast<size_t>(m.classes()) * r)
-    throw std::invalid_argument("nystroem: inconsistent model");
-}
 
 }  // namespace
 
@@ -263,7 +267,8 @@ std::vector<NystroemWeights> fit_nystroem_classifiers(const NystroemModel& m, co
 
 void nystroem_decision_values(const NystroemModel& m, const float* X, int64_t n, const double* dropped_distance,
                               double* dec) {
-  check_model(m);
+  if (m.weights.size() != static_cast<size_t>(m.classes()) * static_cast<size_t>(m.rank))
+    throw std::invalid_argument("nystroem: inconsistent model");
   const int k = m.classes(), r = m.rank;
   const int pairs = k * (k - 1) / 2;
   BlockScratch s(m, n);

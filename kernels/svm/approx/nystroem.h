@@ -18,6 +18,7 @@
 // rows: memory O(M² + block·M) beside the rows.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,17 +47,19 @@ ApproxSpec parse_approx_spec(const std::string& text);
 // goes before; the projection and the normal equations, 2 M², come after the workspace).
 uint64_t nystroem_peak_bytes(int64_t landmarks);
 
-// A fitted approximation: what prediction needs beside the scaler and the feature mask.
+// A fitted approximation: what prediction needs beside the scaler and the feature mask. The
+// landmarks and the projection, M·D floats and M·r doubles, are shared, never changed once
+// made: the models of every C of one map (a --cv fold's C list) hold one copy of them.
 struct NystroemModel {
   int64_t M = 0;    // landmarks
   int dim = 0;      // features of a landmark (kept features)
   int rank = 0;     // r: eigenvalues kept, columns of the projection
   double gamma = 0;
   uint64_t seed = 0;
-  cae::LargeVector<float> landmarks;      // [M, dim], scaled and compacted training rows
+  std::shared_ptr<const cae::LargeVector<float>> landmarks;  // [M, dim], scaled and compacted training rows
   std::vector<int64_t> landmark_indices;  // [M] their rows in the training set, ascending
   std::vector<double> eigenvalues;        // [r] the kept eigenvalues of K_LL, descending
-  std::vector<double> projection;         // [M, r] P = U Λ^(-1/2)
+  std::shared_ptr<const std::vector<double>> projection;     // [M, r] P = U Λ^(-1/2)
   std::vector<double> weights;            // [k, r] w_c, classes in ascending label order
   std::vector<double> bias;               // [k]
   int classes() const { return static_cast<int>(bias.size()); }
