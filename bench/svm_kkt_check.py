@@ -1,20 +1,35 @@
-"""KKT gap of chosen class pairs of an svm-fit model, recomputed with FP32 kernel values.
+"""KKT gap of chosen class pairs of an svm-fit model, recomputed with FP32 or float64 sums.
 
 The solver's rows are the scaled, masked training rows rounded to float16 (docs/SVM_GPU.md,
 "Kernel values in working sets"); this takes the same rows and computes every kernel value
-with FP32 dot products (cuBLAS SGEMM, TF32 off), norms and distances in float64, and each
+from dot products summed as --dots says (norms and distances in float64, the value rounded
+to float32 as the solver keeps it), and each
 row's gradient G_t = y_t f_t - 1 (f_t = sum_s y_s a_s K(x_t, x_s), in float64), then
 libsvm's gap m(a) - M(a) over all the pair's rows.
-usage: /usr/bin/python3 bench/svm_kkt_check.py MODEL FEATURES VIEWS a,b [a,b ...]
-(VIEWS: the fit's --augment, or none; a,b: class labels of a pair). On the GPU host
-(torch with CUDA); falls back to the CPU for small problems.
+usage: /usr/bin/python3 bench/svm_kkt_check.py [--dots fp32|fp64] MODEL FEATURES VIEWS a,b [a,b ...]
+(VIEWS: the fit's --augment, or none; a,b: class labels of a pair). --dots: how the dot
+products of the rounded rows are summed: fp32 (the default: cuBLAS SGEMM, TF32 off) or fp64
+(float64 GEMM: the products of float16 values summed with no loss that matters, the exact
+problem's gap). On the GPU host (torch with CUDA); falls back to the CPU for small problems.
 """
 import sys, time
 import h5py, numpy as np, torch
 
 torch.backends.cuda.matmul.allow_tf32 = False
 dev = "cuda" if torch.cuda.is_available() else "cpu"
-model, feats, views, pairs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+args = sys.argv[1:]
+dots_mode = "fp32"
+if args[:1] == ["--dots"]:
+    dots_mode, args = args[1], args[2:]
+    assert dots_mode in ("fp32", "fp64"), dots_mode
+model, feats, views, pairs = args[0], args[1], args[2], args[3:]
+
+
+def pair_dots(xr, sv):
+    """xr . sv^T in float64, summed as --dots says."""
+    if dots_mode == "fp64":
+        return xr.double() @ sv.double().T
+    return (xr @ sv.T).double()
 m = h5py.File(model, "r")
 mean = torch.tensor(m["/scaler/mean"][:], device=dev)
 scale = torch.tensor(m["/scaler/scale"][:], device=dev)
@@ -48,7 +63,7 @@ def rows_of(idx_rows):
         out.append((np.sort(sel) + j * N, x.half().float() if half else x))
     order = np.concatenate([o[0] for o in out]); X = torch.cat([o[1] for o in out])
     return order, X
-print(f"model: {len(sv_idx)} SVs, C {C}, gamma {gamma:.6g}, tol {tol}; views {views} ({len(names)}), N {N}")
+print(f"dots {dots_mode}; model: {len(sv_idx)} SVs, C {C}, gamma {gamma:.6g}, tol {tol}; views {views} ({len(names)}), N {N}")
 for spec in pairs:
     a, b = (int(v) for v in spec.split(","))
     ia, ib = classes.index(a), classes.index(b)
@@ -77,7 +92,7 @@ for spec in pairs:
     for r0 in range(0, len(order), B):
         xr = X[r0:r0 + B]
         for s0 in range(0, SVX.shape[0], 32768):
-            dots = (xr @ SVX[s0:s0 + 32768].T).double()
+            dots = pair_dots(xr, SVX[s0:s0 + 32768])
             d2 = (x_n[r0:r0 + B, None] + sv_n[None, s0:s0 + 32768] - 2 * dots).clamp_min(0)
             kv = torch.exp(-gamma * d2).float().double()
             fval[r0:r0 + B] += kv @ c_sorted[s0:s0 + 32768]
