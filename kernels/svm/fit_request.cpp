@@ -63,7 +63,7 @@ std::string run_fit(FitRequest req) {
     if (need > room.bytes)
       throw cae::UsageError(cae::strprintf(
           "--approx nystroem:%lld needs %.1f GiB for the landmarks' kernel matrix and its eigendecomposition "
-          "(3 M^2 doubles), more than %s leaves (%.1f GiB)", static_cast<long long>(approx.landmarks),
+          "(3 M^2 doubles), more than %s (%.1f GiB)", static_cast<long long>(approx.landmarks),
           static_cast<double>(need) / (1 << 30), room.limit.c_str(), static_cast<double>(room.bytes) / (1 << 30)));
   }
   // The CUDA driver is asked from here on, beside the read (common/device.h). A Nyström fit
