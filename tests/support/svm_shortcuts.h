@@ -3,11 +3,13 @@
 // specs, and vote on decision values they also use for other outputs.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "common/device.h"
 #include "kernels/svm/classifier.h"
+#include "kernels/svm/model_file.h"
 #include "kernels/svm/preprocess.h"
 #include "tests/support/preprocess_reference.h"
 
@@ -22,6 +24,16 @@ inline double resolve_gamma(const std::string& spec, const float* X, int64_t n, 
 }  // namespace svm
 
 namespace svm_test {
+
+// What svm::read_model_file says of the file: "" when it reads it.
+inline std::string model_file_refusal(const std::string& path) {
+  try {
+    svm::read_model_file(path);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // Class labels (+1 / −1 for a one-class model) of n unscaled rows X (scratch).
 inline std::vector<int32_t> predict(const svm::Classifier& clf, float* X, int64_t n,

@@ -12,6 +12,7 @@
 
 #include "common/hdf5_io.h"
 #include "kernels/svm/model_file.h"
+#include "tests/support/svm_shortcuts.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -69,16 +70,6 @@ void set_fixed_names(const std::string& path, const std::vector<std::string>& na
   H5Fclose(file);
 }
 
-// What read_model_file says of the file: "" when it reads it.
-std::string refusal(const std::string& path) {
-  try {
-    svm::read_model_file(path);
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST(ModelFileNames, GoodAndLatin1NamesReadAsTheRuleSays) {
@@ -116,7 +107,7 @@ TEST(ModelFileNames, DuplicateNulEmptyAndLongNamesAreRefusedNamingTheFile) {
     write_model(path, {"x", "y"});
     if (c.fixed) set_fixed_names(path, c.names);
     else write_model(path, c.names);
-    const std::string message = refusal(path);
+    const std::string message = svm_test::model_file_refusal(path);
     EXPECT_EQ(message.rfind(path + ": ", 0), 0u) << message;
     EXPECT_NE(message.find(c.says), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;

@@ -443,15 +443,6 @@ bool set_attr(const std::string& path, const std::string& obj, const std::string
   return ok;
 }
 
-std::string refusal(const std::string& path) {
-  try {
-    svm::read_model_file(path);
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // A nystroem model of 3 classes, 4 features and 12 landmarks; its numbers for the edits.
 struct GoodModel {
   std::string path;
@@ -478,7 +469,7 @@ GoodModel write_good_model(const std::string& path) {
 TEST(SvmNystroemModelFile, AGoodFileReads) {
   cae_test::TempDir dir("cae-nystroem-file");
   const GoodModel g = write_good_model(dir.file("good.h5"));
-  EXPECT_EQ(refusal(g.path), "");
+  EXPECT_EQ(svm_test::model_file_refusal(g.path), "");
   const svm::ModelFile f = svm::read_model_file(g.path);
   EXPECT_TRUE(f.is_approx());
   EXPECT_EQ(f.approx.M, 12);
@@ -589,7 +580,7 @@ TEST(SvmNystroemModelFile, HostileFilesAreRefusedNamingTheFileAndTheProblem) {
     SCOPED_TRACE(c.what);
     const GoodModel g = write_good_model(dir.file("case" + std::to_string(index++) + ".h5"));
     ASSERT_TRUE(c.edit(g));
-    const std::string why = refusal(g.path);
+    const std::string why = svm_test::model_file_refusal(g.path);
     ASSERT_NE(why, "") << "read without complaint";
     EXPECT_EQ(why.rfind(g.path + ": ", 0), 0u) << why;
     EXPECT_NE(why.find(c.says), std::string::npos) << why;
