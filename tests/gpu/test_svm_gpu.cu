@@ -967,6 +967,165 @@ TEST(SvmWorkingSetGpu, AStartOtherThanZeroReachesTheSameOptimum) {
               static_cast<long long>(again_rounds));
 }
 
+// Random rows rounded to float16 on the device, ld = device_row_stride(dim) apart, with
+// their norms as the working sets take them (the rows on the host as float, rounded too).
+struct HalfRowsOnDevice {
+  std::vector<float> host;  // [n, dim], each value a float16
+  cae::cuda::DeviceBuffer<__half> X16;
+  cae::cuda::DeviceBuffer<double> norms;
+  svm::cuda::WorkingSetRows view;
+};
+void upload_half_rows(const std::vector<float>& X, int n, int dim, HalfRowsOnDevice& out) {
+  const int64_t ld = svm::cuda::device_row_stride(dim);
+  std::vector<float> padded(static_cast<size_t>(n * ld), 0.0f);
+  for (int r = 0; r < n; ++r) std::copy_n(X.begin() + int64_t{r} * dim, dim, padded.begin() + r * ld);
+  cae::cuda::DeviceBuffer<float> d_X(padded.size());
+  cae::cuda::DeviceBuffer<int> d_over(1);
+  out.X16.resize(padded.size());
+  out.norms.resize(static_cast<size_t>(n));
+  ASSERT_EQ(cudaMemcpy(d_X.get(), padded.data(), padded.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d_over.get(), 0, sizeof(int)), cudaSuccess);
+  svm::cuda::rows_to_half(d_X.get(), static_cast<int64_t>(padded.size()), out.X16.get(), d_over.get(), nullptr);
+  svm::cuda::half_row_squared_norms(out.X16.get(), n, dim, ld, out.norms.get(), nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  out.host = X;
+  for (float& v : out.host) v = cae::half_bits_to_float(cae::float_to_half_bits(v));
+  out.view.X16 = out.X16.get();
+  out.view.ld = ld;
+  out.view.norms = out.norms.get();
+}
+
+// K(a, b) of float16 rows with every sum in double: the float64 gradient's definition.
+double kernel_in_double(const float* a, const float* b, int dim, bool rbf, double gamma) {
+  double dot = 0, aa = 0, bb = 0;
+  for (int f = 0; f < dim; ++f) {
+    dot += double{a[f]} * b[f];
+    aa += double{a[f]} * a[f];
+    bb += double{b[f]} * b[f];
+  }
+  return rbf ? std::exp(-gamma * std::max(aa + bb - 2 * dot, 0.0)) : dot;
+}
+
+// add_float64_kernel_sums against its definition, summed in double on the host, for a pair
+// laid out inside more rows, columns that include some of the pair's own rows, and scratch
+// of the smallest size (so blocks of 128 rows and columns, several of each).
+TEST(SvmWorkingSetGpu, Float64KernelSumsEqualTheirDefinition) {
+  REQUIRE_GPU();
+  const int total = 1100, dim = 37, na = 410, nb = 330, count = 300;
+  const int64_t start_a = 60, start_b = 700;
+  std::mt19937 rng(97);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> X(static_cast<size_t>(total) * dim);
+  for (float& v : X) v = normal(rng);
+  HalfRowsOnDevice rows;
+  upload_half_rows(X, total, dim, rows);
+  svm::cuda::WorkingSetPair pair;
+  pair.start_a = start_a;
+  pair.start_b = start_b;
+  pair.na = na;
+  pair.nb = nb;
+  const int n = na + nb;
+  auto row_of = [&](int t) { return t < na ? start_a + t : start_b + (t - na); };
+  // Columns: the pair's variables 0, 3, 6, ... (so each is some row t's own), then others.
+  std::vector<int64_t> cols;
+  std::vector<int> self;
+  std::vector<double> coef;
+  std::uniform_real_distribution<double> uniform(-10.0, 10.0);
+  for (int j = 0; j < count; ++j) {
+    const int t = j < 200 ? 3 * j : -1;
+    cols.push_back(t >= 0 ? row_of(t) : (j * 7) % 50);  // rows 0..49: in no class of the pair
+    self.push_back(t);
+    coef.push_back(uniform(rng));
+  }
+  cae::cuda::DeviceBuffer<int64_t> d_cols(cols.size());
+  cae::cuda::DeviceBuffer<int> d_self(self.size());
+  cae::cuda::DeviceBuffer<double> d_coef(coef.size()), d_G(static_cast<size_t>(n));
+  ASSERT_EQ(cudaMemcpy(d_cols.get(), cols.data(), cols.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_self.get(), self.data(), self.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_coef.get(), coef.data(), coef.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
+  const int64_t scratch_bytes = svm::cuda::float64_gradient_scratch_bytes(rows.view.ld, n);
+  cae::cuda::DeviceBuffer<unsigned char> scratch(static_cast<size_t>(scratch_bytes));
+  cublasHandle_t blas = nullptr;
+  ASSERT_EQ(cae::cublas::api().create(&blas), CUBLAS_STATUS_SUCCESS);
+  const double gamma = 1.0 / dim;
+  for (const bool rbf : {true, false}) {
+    std::vector<double> start(static_cast<size_t>(n));
+    for (int t = 0; t < n; ++t) start[t] = -1.0 + 0.001 * t;
+    ASSERT_EQ(cudaMemcpy(d_G.get(), start.data(), n * 8, cudaMemcpyHostToDevice), cudaSuccess);
+    svm::cuda::add_float64_kernel_sums(blas, rows.view, pair, d_cols.get(), d_self.get(), d_coef.get(), count,
+                                       rbf ? svm::KernelType::rbf : svm::KernelType::linear, gamma, scratch.get(),
+                                       scratch_bytes, d_G.get(), nullptr);
+    std::vector<double> G(static_cast<size_t>(n));
+    ASSERT_EQ(cudaMemcpy(G.data(), d_G.get(), n * 8, cudaMemcpyDeviceToHost), cudaSuccess);
+    double worst = 0;
+    for (int t = 0; t < n; ++t) {
+      const float* xt = rows.host.data() + row_of(t) * dim;
+      double sum = 0;
+      for (int j = 0; j < count; ++j)
+        sum += coef[j] * (self[j] == t && rbf ? 1.0 : kernel_in_double(rows.host.data() + cols[j] * dim, xt, dim, rbf, gamma));
+      const double want = start[t] + (t < na ? sum : -sum);
+      worst = std::max(worst, std::fabs(G[t] - want) / std::max(1.0, std::fabs(want)));
+    }
+    EXPECT_LT(worst, 1e-11) << (rbf ? "rbf" : "linear");
+  }
+  cae::cublas::api().destroy(blas);
+}
+
+// The stopping test in float64: a pair solved by working sets has a KKT gap below tol when
+// its gradient is summed afresh in double from the float16 rows (not only under float32
+// kernel values), and it took that gradient at least once.
+TEST(SvmWorkingSetGpu, StopsAtTheToleranceUnderFloat64Sums) {
+  REQUIRE_GPU();
+  const int na = 1500, nb = 1300, n = na + nb, dim = 48;
+  const double C = 10.0;
+  const Problem pr = make_problem({0, 1}, {na, nb}, dim, 0.3, 10, 83);
+  std::vector<float> sorted;
+  std::vector<int8_t> y;
+  for (int want : {0, 1})
+    for (int64_t r = 0; r < pr.n; ++r)
+      if (pr.y[r] == want) {
+        sorted.insert(sorted.end(), pr.X.begin() + r * dim, pr.X.begin() + (r + 1) * dim);
+        y.push_back(want == 0 ? 1 : -1);
+      }
+  HalfRowsOnDevice rows;
+  upload_half_rows(sorted, n, dim, rows);
+  svm::cuda::WorkingSetConfig config;
+  config.working_set_size = 256;
+  config.tol = 1e-3;
+  config.gamma = pr.gamma;
+  config.budget_bytes = int64_t{1} << 30;
+  svm::cuda::WorkingSetPair pair;
+  pair.start_b = na;
+  pair.na = na;
+  pair.nb = nb;
+  pair.Cp = pair.Cn = C;
+  cublasHandle_t blas = nullptr;
+  ASSERT_EQ(cae::cublas::api().create(&blas), CUBLAS_STATUS_SUCCESS);
+  const auto out = svm::cuda::solve_working_sets(blas, rows.view, {pair}, config, nullptr, {}, nullptr);
+  cae::cublas::api().destroy(blas);
+  const std::vector<double>& alpha = out[0].alpha;
+  double up = -1e300, low = 1e300;  // m(a), M(a) of smo.cpp
+  for (int t = 0; t < n; ++t) {
+    double G = -1;
+    for (int s = 0; s < n; ++s)
+      if (alpha[s] != 0)
+        G += y[t] * y[s] * alpha[s] *
+             (s == t ? 1.0 : kernel_in_double(rows.host.data() + int64_t{s} * dim, rows.host.data() + int64_t{t} * dim,
+                                              dim, true, pr.gamma));
+    const double v = -y[t] * G;
+    const bool in_up = y[t] > 0 ? alpha[t] < C : alpha[t] > 0, in_low = y[t] > 0 ? alpha[t] > 0 : alpha[t] < C;
+    if (in_up) up = std::max(up, v);
+    if (in_low) low = std::min(low, v);
+  }
+  EXPECT_LT(up - low, config.tol);
+  EXPECT_GE(out[0].refreshes, 1);
+  EXPECT_LE(out[0].refreshes, svm::cuda::kMaxFloat64Refreshes);
+  EXPECT_FALSE(out[0].result.hit_iteration_limit);
+  std::printf("float64 gap %.3g after %lld rounds, %d float64 gradients over %lld changes\n", up - low,
+              static_cast<long long>(out[0].rounds), out[0].refreshes,
+              static_cast<long long>(out[0].refreshed_columns));
+}
+
 // A cache of only the working set's rows (every round recomputes what it chose) against one
 // that holds every row: the same optimum, and fewer rows computed with the larger cache.
 TEST(SvmWorkingSetGpu, ACacheOfOnlyTheWorkingSetGivesTheSameModel) {

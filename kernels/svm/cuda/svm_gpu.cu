@@ -435,10 +435,13 @@ void solve_by_working_sets(const SolveContext& x, Solved& out, FitStats& st) {
   st.working_set_rows = totals.rows_computed;
   st.working_set_lanes = totals.lanes;
   st.working_set_cache_rows = totals.cache_rows_per_lane;
-  char detail[160];
-  std::snprintf(detail, sizeof(detail), "%s rows, %d lanes of %lld cached rows, %lld rounds, %lld kernel rows",
+  char detail[256];
+  std::snprintf(detail, sizeof(detail),
+                "%s rows, %d lanes of %lld cached rows, %lld rounds, %lld kernel rows, %lld float64 gradients "
+                "over %lld multipliers' changes",
                 half ? "float16" : "float32", totals.lanes, static_cast<long long>(totals.cache_rows_per_lane),
-                static_cast<long long>(totals.rounds), static_cast<long long>(totals.rows_computed));
+                static_cast<long long>(totals.rounds), static_cast<long long>(totals.rows_computed),
+                static_cast<long long>(totals.refreshes), static_cast<long long>(totals.refreshed_columns));
   st.detail = detail;
 }
 

@@ -61,11 +61,12 @@ __global__ void half_row_norms_kernel(const __half* __restrict__ X, int64_t n, i
 
 // ---- step 1 and 2: violations, their order, the working set ---------------------------------
 
-// alpha = 0 and its gradient, the linear term.
-__global__ void init_lane_kernel(double* alpha, double* G, int n, double linear) {
+// alpha = 0 and its gradient, the linear term (the rounds' and the float64 reference's).
+__global__ void init_lane_kernel(double* alpha, double* G, double* G_ref, int n, double linear) {
   for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < n; t += gridDim.x * blockDim.x) {
     alpha[t] = 0;
     G[t] = linear;
+    G_ref[t] = linear;
   }
 }
 
@@ -163,6 +164,50 @@ __global__ void __launch_bounds__(kUpdateThreads) gradient_update_kernel(const L
   }
 }
 
+// ---- the stopping test in float64 (kMaxFloat64Refreshes) ------------------------------------
+
+__device__ inline double widened(__half v) { return static_cast<double>(__half2float(v)); }
+__device__ inline double widened(float v) { return static_cast<double>(v); }
+
+// Block r: row r of out [rows, ld] = X's row cols[r] where cols, else the row of the pair's
+// variable t0 + r — as float64, exactly.
+template <typename T>
+__global__ void widen_rows_kernel(const T* __restrict__ X, int64_t ld, const int64_t* __restrict__ cols,
+                                  int64_t start_a, int64_t start_b, int na, int t0, double* __restrict__ out) {
+  const int r = blockIdx.x, t = t0 + r;
+  const int64_t row = cols ? cols[r] : (t < na ? start_a + t : start_b + (t - na));
+  const T* src = X + row * ld;
+  double* dst = out + static_cast<int64_t>(r) * ld;
+  for (int64_t f = threadIdx.x; f < ld; f += blockDim.x) dst[f] = widened(src[f]);
+}
+
+// Block i: G[t0 + i] += y_t Σ_j coef[j] K(x_cols[j], x_t) from dots [rows, width] (row i's
+// float64 dot products with the columns), in one fixed order.
+__global__ void __launch_bounds__(256) add_kernel_sums_kernel(const double* __restrict__ dots, int width, int t0,
+                                                              int na, int64_t start_a, int64_t start_b,
+                                                              const double* __restrict__ norms,
+                                                              const int64_t* __restrict__ cols,
+                                                              const int* __restrict__ self,
+                                                              const double* __restrict__ coef, int rbf, double gamma,
+                                                              double* __restrict__ G) {
+  using Reduce = cub::BlockReduce<double, 256>;
+  __shared__ typename Reduce::TempStorage temp;
+  const int i = blockIdx.x, t = t0 + i;
+  const double row_norm = norms[t < na ? start_a + t : start_b + (t - na)];
+  const double* d = dots + static_cast<int64_t>(i) * width;
+  double acc = 0;
+  for (int j = threadIdx.x; j < width; j += blockDim.x) {
+    double k = d[j];
+    if (self[j] == t)
+      k = rbf ? 1.0 : row_norm;  // the diagonal as the source states it
+    else if (rbf)
+      k = exp(-gamma * fmax(row_norm + norms[cols[j]] - 2.0 * k, 0.0));
+    acc = fma(coef[j], k, acc);
+  }
+  acc = Reduce(temp).Sum(acc);
+  if (threadIdx.x == 0) G[t] += t < na ? acc : -acc;
+}
+
 // ---- the end: rho and the objective (cpu::finish_dual) --------------------------------------
 
 __global__ void __launch_bounds__(kFinishThreads) finish_kernel(const Lane* __restrict__ lanes,
@@ -213,14 +258,14 @@ int64_t carved(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // One lane's buffers, carved from one allocation.
 struct LaneMemory {
-  double *alpha, *G, *alpha_ws, *alpha_old, *G_ws, *diag_ws, *gap;
+  double *alpha, *G, *G_ref, *alpha_ws, *alpha_old, *G_ws, *diag_ws, *gap;
   uint8_t *chosen, *status;
   int *ws, *ws_count, *ws_slot, *fresh[2];
   float *Kws, *cache;
   int64_t cache_bytes;
 };
 int64_t lane_fixed_bytes(int64_t n_max, int64_t q) {
-  return 2 * carved(n_max * 8) + 4 * carved(q * 8) + carved(n_max) + carved(q) + 2 * carved((q + 1) * 4) +
+  return 3 * carved(n_max * 8) + 4 * carved(q * 8) + carved(n_max) + carved(q) + 2 * carved((q + 1) * 4) +
          carved(q * q * 4);
 }
 
@@ -249,6 +294,12 @@ struct LaneHost {
   int64_t rounds = 0, rows_computed = 0;
   bool hit_limit = false, stalled = false;
   int parity = 0;  // which of the lane's two fresh lists is this round's kept one
+  // The float64 test (kMaxFloat64Refreshes): the multipliers of the last float64 gradient,
+  // whether G is that gradient still (no round since), how many were taken.
+  std::vector<double> alpha_ref;
+  bool float64_gradient = false;
+  int refreshes = 0;
+  int64_t refreshed_columns = 0;
 };
 
 // A lane's device state pointing at its buffers, for a working set of `count` variables; the
@@ -274,7 +325,65 @@ Lane lane_state(const LaneHost& h, const LaneMemory& m, int count) {
   return L;
 }
 
+constexpr int64_t kFloat64MinBlock = 128;  // rows and columns of the float64 sums' smallest blocks
+
 }  // namespace
+
+int64_t float64_gradient_scratch_bytes(int64_t ld, int64_t n_max) {
+  const int64_t b = std::clamp<int64_t>(n_max, 1, kFloat64MinBlock);
+  return 2 * carved(b * ld * 8) + carved(b * b * 8);
+}
+
+void add_float64_kernel_sums(cublasHandle_t blas, const WorkingSetRows& rows, const WorkingSetPair& pair,
+                             const int64_t* cols, const int* self, const double* coef, int count, KernelType kernel,
+                             double gamma, void* scratch, int64_t scratch_bytes, double* G, cudaStream_t s) {
+  const int n = pair.na + pair.nb;
+  if (count <= 0 || n <= 0) return;
+  const int64_t ld = rows.ld, row_bytes = ld * 8;
+  // Square blocks of b rows and b columns where the scratch gives room (b²·8 + 2b·row_bytes
+  // bytes), fewer columns where fewer changed, and the rows the columns leave room for.
+  const double room = static_cast<double>(scratch_bytes - 3 * 256);
+  const int64_t b = static_cast<int64_t>(
+      (std::sqrt(4.0 * row_bytes * row_bytes + 32.0 * room) - 2.0 * row_bytes) / 16.0);
+  const int64_t cols_per_block = std::min<int64_t>(b, count);
+  const int64_t rows_per_block =
+      cols_per_block < 1 ? 0
+                         : std::min<int64_t>(n, (scratch_bytes - 3 * 256 - cols_per_block * row_bytes) /
+                                                    (row_bytes + cols_per_block * 8));
+  if (cols_per_block < 1 || rows_per_block < 1)
+    throw std::logic_error("svm gpu: the float64 gradient's scratch holds no block");
+  unsigned char* at = static_cast<unsigned char*>(scratch);
+  double* S = carve<double>(at, cols_per_block * ld);
+  double* T = carve<double>(at, rows_per_block * ld);
+  double* D = carve<double>(at, rows_per_block * cols_per_block);
+  const bool half = rows.X16 != nullptr;
+  auto widen = [&](const int64_t* from, int r0, int64_t count_rows, double* out) {
+    if (half)
+      widen_rows_kernel<<<static_cast<unsigned>(count_rows), 256, 0, s>>>(rows.X16, ld, from, pair.start_a,
+                                                                          pair.start_b, pair.na, r0, out);
+    else
+      widen_rows_kernel<<<static_cast<unsigned>(count_rows), 256, 0, s>>>(rows.X32, ld, from, pair.start_a,
+                                                                          pair.start_b, pair.na, r0, out);
+    AE_CUDA_LAUNCH_CHECK();
+  };
+  const double one = 1.0, zero = 0.0;
+  for (int64_t s0 = 0; s0 < count; s0 += cols_per_block) {
+    const int width = static_cast<int>(std::min<int64_t>(cols_per_block, count - s0));
+    widen(cols + s0, 0, width, S);
+    for (int64_t t0 = 0; t0 < n; t0 += rows_per_block) {
+      const int height = static_cast<int>(std::min<int64_t>(rows_per_block, n - t0));
+      widen(nullptr, static_cast<int>(t0), height, T);
+      // D[i, j] = T_i · S_j (row-major, width apart): D's column-major transpose is Sᵀ·T.
+      SVM_CUBLAS_CHECK(cae::cublas::api().dgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, width, height, static_cast<int>(ld),
+                                                &one, S, static_cast<int>(ld), T, static_cast<int>(ld), &zero, D,
+                                                width));
+      add_kernel_sums_kernel<<<static_cast<unsigned>(height), 256, 0, s>>>(
+          D, width, static_cast<int>(t0), pair.na, pair.start_a, pair.start_b, rows.norms, cols + s0, self + s0,
+          coef + s0, kernel == KernelType::rbf ? 1 : 0, gamma, G);
+      AE_CUDA_LAUNCH_CHECK();
+    }
+  }
+}
 
 void rows_to_half(const float* x, int64_t count, __half* out, int* overflow, cudaStream_t stream) {
   if (count <= 0) return;
@@ -310,8 +419,11 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
   // ---- memory: shared staging, then per lane its state and a row cache of at least q rows ----
   const int64_t q_rows = std::min<int64_t>(q_max, n_max);
   const int chunks_max = selection_chunks(n_max);
-  const int64_t staging = carved(q_rows * n_max * 4) + carved(q_rows * ld * elem) + carved(q_rows * 8) +
-                          2 * carved(q_rows * 4);
+  // The rounds' dot products and the float64 gradient's blocks share one scratch (both run in
+  // stream order), beside the float64 gradient's changed multipliers.
+  const int64_t dots_bytes = std::max(q_rows * n_max * 4, float64_gradient_scratch_bytes(ld, n_max));
+  const int64_t staging = carved(dots_bytes) + carved(q_rows * ld * elem) + carved(q_rows * 8) +
+                          2 * carved(q_rows * 4) + carved(n_max * 8) + carved(n_max * 4) + carved(n_max * 8);
   const int64_t min_cache = q_rows * n_max * 4, whole_pair = n_max * n_max * 4;
   const int64_t fixed_lane = lane_fixed_bytes(n_max, q_rows);
   // The sort's keys (in and out) and its scratch, for every lane's two lists.
@@ -347,11 +459,14 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
   DeviceBuffer<unsigned char> arena(static_cast<size_t>(staging + sort_bytes(lanes) +
                                                         lanes * (fixed_lane + cache_per_lane)));
   unsigned char* at = arena.get();
-  float* d_dots = carve<float>(at, q_rows * n_max);
+  float* d_dots = carve<float>(at, dots_bytes / 4);
   unsigned char* d_gathered = carve<unsigned char>(at, q_rows * ld * elem);
   int64_t* d_rows = carve<int64_t>(at, q_rows);
   int* d_self = carve<int>(at, q_rows);
   int* d_new_slots = carve<int>(at, q_rows);
+  int64_t* d_moved_rows = carve<int64_t>(at, n_max);
+  int* d_moved_self = carve<int>(at, n_max);
+  double* d_moved_coef = carve<double>(at, n_max);
   const int64_t key_capacity = 2 * n_max * lanes;
   SelectionScratch selection;
   selection.keys = carve<uint64_t>(at, key_capacity);
@@ -375,6 +490,7 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
     m.ws_slot = d_slots + static_cast<int64_t>(l) * kMaxWorkingSet;
     m.alpha = carve<double>(at, n_max);
     m.G = carve<double>(at, n_max);
+    m.G_ref = carve<double>(at, n_max);
     m.alpha_ws = carve<double>(at, q);
     m.alpha_old = carve<double>(at, q);
     m.G_ws = carve<double>(at, q);
@@ -499,11 +615,44 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
     h.capacity = std::min<int64_t>(h.n, mem[l].cache_bytes / (int64_t{h.n} * 4));
     h.slots = std::make_unique<RowSlots>(h.n, static_cast<int>(h.capacity));
     h.max_iter = std::max<long long>(10000000LL, h.n > INT_MAX / 100 ? INT_MAX : 100LL * h.n);
+    h.alpha_ref.assign(static_cast<size_t>(h.n), 0.0);
     init_lane_kernel<<<static_cast<unsigned>(std::min<int64_t>((h.n + 255) / 256, 4096)), 256, 0, s>>>(
-        mem[l].alpha, mem[l].G, h.n, pr.linear);
+        mem[l].alpha, mem[l].G, mem[l].G_ref, h.n, pr.linear);
     AE_CUDA_LAUNCH_CHECK();
     AE_CUDA_CHECK(cudaMemsetAsync(mem[l].fresh[0], 0, sizeof(int), s));  // nothing kept in the first round
     if (pr.start) enter_start(l);
+  };
+  // Lane l's gradient in float64 (kMaxFloat64Refreshes): G_ref plus the sums over the
+  // multipliers that moved since it was last taken, then G = G_ref.
+  cae::cuda::PinnedBuffer<double> alpha_now(static_cast<size_t>(n_max)), moved_coef(static_cast<size_t>(n_max));
+  cae::cuda::PinnedBuffer<int64_t> moved_rows(static_cast<size_t>(n_max));
+  cae::cuda::PinnedBuffer<int> moved_self(static_cast<size_t>(n_max));
+  auto refresh_float64 = [&](int l) {
+    LaneHost& h = host[l];
+    const WorkingSetPair& pr = pairs[h.pair];
+    AE_CUDA_CHECK(cudaMemcpyAsync(alpha_now.get(), mem[l].alpha, sizeof(double) * h.n, cudaMemcpyDeviceToHost, s));
+    AE_CUDA_CHECK(cudaStreamSynchronize(s));
+    int moved = 0;
+    for (int t = 0; t < h.n; ++t) {
+      const double delta = alpha_now[t] - h.alpha_ref[t];
+      if (delta == 0) continue;
+      moved_rows[moved] = t < h.na ? pr.start_a + t : pr.start_b + (t - h.na);
+      moved_self[moved] = t;
+      moved_coef[moved] = t < h.na ? delta : -delta;
+      h.alpha_ref[t] = alpha_now[t];
+      ++moved;
+    }
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_moved_rows, moved_rows.get(), sizeof(int64_t) * moved, cudaMemcpyHostToDevice, s));
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_moved_self, moved_self.get(), sizeof(int) * moved, cudaMemcpyHostToDevice, s));
+    AE_CUDA_CHECK(cudaMemcpyAsync(d_moved_coef, moved_coef.get(), sizeof(double) * moved, cudaMemcpyHostToDevice, s));
+    add_float64_kernel_sums(blas, rows, pr, d_moved_rows, d_moved_self, d_moved_coef, moved, config.kernel,
+                            config.gamma, d_dots, dots_bytes, mem[l].G_ref, s);
+    AE_CUDA_CHECK(cudaMemcpyAsync(mem[l].G, mem[l].G_ref, sizeof(double) * h.n, cudaMemcpyDeviceToDevice, s));
+    AE_CUDA_CHECK(cudaStreamSynchronize(s));  // the pinned lists are the next lane's
+    h.float64_gradient = true;
+    h.stalled = false;  // a new gradient: the next subproblem is another one
+    ++h.refreshes;
+    h.refreshed_columns += moved;
   };
   for (int l = 0; l < lanes; ++l) start_pair(l);
 
@@ -546,8 +695,13 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
       LaneHost& h = host[active[a]];
       const Readback& rb = readback[active[a]];
       const double gap = rb.gap[0] + rb.gap[1];
+      const bool converged = !(gap >= config.tol) || rb.count < 2;
+      if (converged && !h.float64_gradient && h.refreshes < kMaxFloat64Refreshes) {
+        refresh_float64(active[a]);  // its next selection tests the float64 gradient
+        continue;
+      }
       // Stalled: the last subproblem could take no step (its gap was below its tolerance).
-      if (!(gap >= config.tol) || rb.count < 2 || h.iterations >= h.max_iter || h.stalled) {
+      if (converged || h.iterations >= h.max_iter || h.stalled) {
         h.hit_limit = gap >= config.tol && (h.iterations >= h.max_iter || h.stalled);
         finished.push_back(a);
         continue;
@@ -579,9 +733,13 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
         o.result.hit_iteration_limit = h.hit_limit ? 1 : 0;
         o.rounds = h.rounds;
         o.rows_computed = h.rows_computed;
+        o.refreshes = h.refreshes;
+        o.refreshed_columns = h.refreshed_columns;
         if (totals) {
           totals->rounds += h.rounds;
           totals->rows_computed += h.rows_computed;
+          totals->refreshes += h.refreshes;
+          totals->refreshed_columns += h.refreshed_columns;
         }
         if (on_pair_done) on_pair_done(++done);
         start_pair(l);  // its first round is the next
@@ -622,6 +780,7 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
       job.max_iter = std::min<long long>(static_cast<long long>(config.inner_steps_per_variable) * rb.count,
                                          h.max_iter - h.iterations);
       ++h.rounds;
+      h.float64_gradient = false;
     }
     AE_CUDA_CHECK(cudaMemcpyAsync(d_slots, slot_args.get(), sizeof(int) * lanes * kMaxWorkingSet,
                                   cudaMemcpyHostToDevice, s));

@@ -61,13 +61,40 @@ struct WorkingSetOutcome {
   std::vector<double> alpha;  // [na + nb]
   PairResult result{};
   int64_t rounds = 0, rows_computed = 0;
+  int refreshes = 0;              // float64 gradients taken (refresh_float64 below)
+  int64_t refreshed_columns = 0;  // the multipliers' changes they summed
 };
 
 struct WorkingSetTotals {
   int lanes = 0;
   int64_t cache_rows_per_lane = 0;  // for the largest pair
   int64_t rounds = 0, rows_computed = 0;
+  int64_t refreshes = 0, refreshed_columns = 0;
 };
+
+// The stopping test in float64 (docs/SVM_GPU.md, "Kernel values in working sets"). The rounds'
+// kernel rows come from float32 sums of float16 products, and at some 10⁵ rows a pair's
+// gradient drifts from the problem's by more than tol. So where a lane's own gradient says
+// the gap is below tol, the gradient is taken again in float64,
+//
+//   G_t = G_ref,t + y_t Σ_s y_s (a_s − a_ref,s) K(x_s, x_t),   a_ref, G_ref ← a, G,
+//
+// over the multipliers that moved since the last time (all of them the first time, from
+// a_ref = 0, G_ref = linear), every dot product summed in float64 (FP64 GEMMs of the rows
+// widened exactly), and the rounds go on from it until such a gradient itself is below tol,
+// at most kMaxFloat64Refreshes times a pair. So the first costs a pass over the support
+// vectors, the later ones over what the rounds after it moved.
+constexpr int kMaxFloat64Refreshes = 4;
+
+// G[t] += y_t Σ_{j < count} coef[j] · K(x_{cols[j]}, x_{row(t)}) for t in [0, na + nb) of
+// `pair` (row(t): the pair's class-sorted rows), y_t = +1 for t < na else −1; K's dot
+// products in float64 from the rows as stored, the norms `rows.norms`, and K = the source's
+// diagonal (1, or |x|² for linear) where self[j] = t. cols/self/coef are on the device.
+// scratch: at least float64_gradient_scratch_bytes(rows.ld, ...) bytes of device memory.
+int64_t float64_gradient_scratch_bytes(int64_t ld, int64_t n_max);
+void add_float64_kernel_sums(cublasHandle_t blas, const WorkingSetRows& rows, const WorkingSetPair& pair,
+                             const int64_t* cols, const int* self, const double* coef, int count, KernelType kernel,
+                             double gamma, void* scratch, int64_t scratch_bytes, double* G, cudaStream_t stream);
 
 // Solves every pair; on_pair_done(k) after each (k pairs done so far).
 std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const WorkingSetRows& rows,
