@@ -2,8 +2,9 @@
 
 The solver's rows are the scaled, masked training rows rounded to float16 (docs/SVM_GPU.md,
 "Kernel values in working sets"); this takes the same rows and computes every kernel value
-from dot products summed as --dots says (norms and distances in float64, the value rounded
-to float32 as the solver keeps it), and each
+from dot products summed as --dots says (norms and distances in float64; under fp32 the value
+rounded to float32 as the solver's cache keeps it, under fp64 kept in float64 as the solver's
+float64 gradient takes it, docs/SVM_GPU.md "The stopping test in float64"), and each
 row's gradient G_t = y_t f_t - 1 (f_t = sum_s y_s a_s K(x_t, x_s), in float64), then
 libsvm's gap m(a) - M(a) over all the pair's rows.
 usage: /usr/bin/python3 bench/svm_kkt_check.py [--dots fp32|fp64] MODEL FEATURES VIEWS a,b [a,b ...]
@@ -94,7 +95,8 @@ for spec in pairs:
         for s0 in range(0, SVX.shape[0], 32768):
             dots = pair_dots(xr, SVX[s0:s0 + 32768])
             d2 = (x_n[r0:r0 + B, None] + sv_n[None, s0:s0 + 32768] - 2 * dots).clamp_min(0)
-            kv = torch.exp(-gamma * d2).float().double()
+            kv = torch.exp(-gamma * d2)
+            if dots_mode == "fp32": kv = kv.float().double()
             fval[r0:r0 + B] += kv @ c_sorted[s0:s0 + 32768]
     G = y * fval - 1
     up = ((y > 0) & (alpha < C)) | ((y < 0) & (alpha > 0))
