@@ -95,15 +95,21 @@ FitParams Classifier::fit_params(const ClassifierParams& params) const {
                    params.cache_mb,     params.gpu_cache_mb, params.log_summary, params.kind, params.nu};
 }
 
+void check_nystroem_fit(SvmKind kind, KernelType kernel, bool gpu, bool group) {
+  if (kind != SvmKind::c_svc) throw cae::UsageError("--approx nystroem does not fit --kind one-class");
+  if (kernel != KernelType::rbf)
+    throw cae::UsageError("--approx nystroem approximates the rbf kernel; --kernel linear has nothing to approximate");
+  if (gpu) throw cae::UsageError("--approx nystroem is not yet on the GPU; use --device cpu");
+  if (group) throw cae::UsageError("--approx nystroem fits in one process (no --ranks or --gpus)");
+}
+
+cae::UsageError nystroem_model_on_the_gpu(const std::string& model) {
+  return cae::UsageError(model + " is a nystroem model (svm-fit --approx): not yet on the GPU; use --device cpu");
+}
+
 namespace {
-// Why a fit of Nyström features refuses what it refuses: the GPU side and groups are not
-// written yet (issue 63), and the approximation is of the RBF one-vs-one classifier.
 void check_approx_params(const ClassifierParams& params, cae::Device device, int64_t n) {
-  if (device == cae::Device::gpu)
-    throw cae::UsageError("--approx nystroem is not yet on the GPU; use --device cpu");
-  if (params.kind != SvmKind::c_svc) throw cae::UsageError("--approx nystroem does not fit --kind one-class");
-  if (params.kernel != KernelType::rbf) throw cae::UsageError("--approx nystroem approximates the rbf kernel, not linear");
-  if (params.group) throw cae::UsageError("--approx nystroem fits in one process (no --ranks)");
+  check_nystroem_fit(params.kind, params.kernel, device == cae::Device::gpu, params.group != nullptr);
   if (params.approx.landmarks > n)
     throw cae::UsageError(params.data_name + ": --approx nystroem:" + std::to_string(params.approx.landmarks) +
                           " needs at most the " + std::to_string(n) + " training rows as landmarks");
@@ -213,8 +219,7 @@ std::vector<double> Classifier::decision_values_kept(const float* X, const std::
   std::vector<double> dec(static_cast<size_t>(n) * m.n_decisions());
   if (f_.is_approx()) {
     if (device == cae::Device::gpu)
-      throw cae::UsageError("a nystroem model (svm-fit --approx) predicts on the CPU; it is not yet on the GPU (use "
-                            "--device cpu)");
+      throw std::logic_error("Classifier: a nystroem model's decision values on the GPU (nystroem_model_on_the_gpu)");
     // The dropped features' factor goes on the kernel values themselves (nystroem_features).
     nystroem_decision_values(f_.approx, X, n, dropped_distance.empty() ? nullptr : dropped_distance.data(),
                              dec.data());

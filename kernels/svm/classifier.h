@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/device.h"
+#include "common/error.h"
 #include "common/hdf5_io.h"
 #include "kernels/svm/model_file.h"
 #include "kernels/svm/preprocess.h"
@@ -59,6 +60,14 @@ struct ClassifierParams {
 };
 
 class Classifier;
+
+// What a fit of Nyström features refuses, the one list (cae::UsageError): the approximation
+// is of the RBF one-vs-one classifier, and its GPU side and groups are not written yet
+// (issue 63). svm-fit asks it before reading anything (plan_approx with what it knows then,
+// run_fit with the device and the group); the library's fit asks it again for its callers.
+void check_nystroem_fit(SvmKind kind, KernelType kernel, bool gpu, bool group);
+// The refusal of a nystroem model's predictions on the GPU (svm-eval, classify), naming it.
+cae::UsageError nystroem_model_on_the_gpu(const std::string& model);
 
 // The scaler a PreparedSet of these params fits on X [n, dim]: StandardScaler's, or the
 // identity for params.standardize false.
@@ -146,7 +155,9 @@ class Classifier {
   const ModelSelection& model_selection() const { return f_.selection; }
 
   const ModelFile& file() const { return f_; }
-  // A nystroem model (svm-fit --approx): predicts on the CPU only, and is not a libsvm model.
+  // A nystroem model (svm-fit --approx): predicts on the CPU only (its decision values on the
+  // GPU are std::logic_error: callers refuse first, nystroem_model_on_the_gpu), and is not a
+  // libsvm model.
   bool is_approx() const { return f_.is_approx(); }
   // The rows of one block of its CPU decision values (decision_block_rows, or the Nyström
   // features' nystroem_block_rows): where a caller that splits the rows cuts them.

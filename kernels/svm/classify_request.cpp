@@ -19,7 +19,7 @@ void run_classify(const ClassifyRequest& req) {
   // A nystroem model predicts on the CPU alone for now (issue 63); the encoder may still
   // run on the GPU under --device auto.
   if (clf.is_approx() && req.common.device == "gpu")
-    throw cae::UsageError(req.svm + " is a nystroem model (svm-fit --approx): not yet on the GPU; use --device cpu");
+    throw nystroem_model_on_the_gpu(req.svm);
   const cae::Device device = choice.get();
   const cae::Device svm_device = clf.is_approx() ? cae::Device::cpu : device;
   const cae::ViewSet tta = cae::ViewSet::parse(req.tta);  // (checked by its option)

@@ -96,7 +96,7 @@ std::string run_evaluation(const EvalRequest& req) {
   if (clf.is_approx() && group.world() > 1) throw nystroem_on_a_group(req.model);
   // A nystroem model predicts on the CPU alone for now (issue 63): --device auto takes it there.
   if (clf.is_approx() && req.device == "gpu")
-    throw cae::UsageError(req.model + " is a nystroem model (svm-fit --approx): not yet on the GPU; use --device cpu");
+    throw nystroem_model_on_the_gpu(req.model);
   const cae::Device device = clf.is_approx() ? cae::Device::cpu : choice.get();
   if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   phase.emplace(cae::Phase::compute);

@@ -54,8 +54,7 @@ std::string run_fit(FitRequest req) {
   const ApproxSpec& approx = plan.params.approx;
   if (approx.enabled()) {
     // The CPU side of issue 63 only: no GPU solver, no group; and no libsvm text to write.
-    if (req.device == "gpu") throw cae::UsageError("--approx nystroem is not yet on the GPU; use --device cpu");
-    if (req.group.launch > 0) throw cae::UsageError("--approx nystroem fits in one process (no --ranks or --gpus)");
+    check_nystroem_fit(plan.params.kind, plan.params.kernel, req.device == "gpu", req.group.launch > 0);
     if (!req.export_libsvm.empty())
       throw cae::UsageError("--export-libsvm: a nystroem model (--approx) is not a libsvm model");
     const cae::MemoryHeadroom room = cae::memory_headroom();

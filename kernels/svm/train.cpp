@@ -62,9 +62,7 @@ void plan_approx(TrainPlan& plan, const std::string& approx, std::optional<uint6
   }
   ApproxSpec spec = parse_approx_spec(approx);
   spec.seed = seed.value_or(1);
-  if (plan.params.kind != SvmKind::c_svc) throw cae::UsageError("--approx nystroem does not fit --kind one-class");
-  if (plan.params.kernel != KernelType::rbf)
-    throw cae::UsageError("--approx nystroem approximates the rbf kernel; --kernel linear has nothing to approximate");
+  check_nystroem_fit(plan.params.kind, plan.params.kernel, /*gpu=*/false, /*group=*/false);
   plan.params.approx = spec;
 }
 
