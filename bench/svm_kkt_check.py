@@ -4,7 +4,7 @@ The solver's rows are the scaled, masked training rows rounded to float16 (docs/
 "Kernel values in working sets"); this takes the same rows and computes every kernel value
 from dot products summed as --dots says (norms and distances in float64; under fp32 the value
 rounded to float32 as the solver's cache keeps it, under fp64 kept in float64 as the solver's
-float64 gradient takes it, docs/SVM_GPU.md "The stopping test in float64"), and each
+float64 gradient takes it, docs/SVM_GPU.md "Kernel values in working sets"), and each
 row's gradient G_t = y_t f_t - 1 (f_t = sum_s y_s a_s K(x_t, x_s), in float64), then
 libsvm's gap m(a) - M(a) over all the pair's rows.
 usage: /usr/bin/python3 bench/svm_kkt_check.py [--dots fp32|fp64] MODEL FEATURES VIEWS a,b [a,b ...]
