@@ -967,32 +967,42 @@ TEST(SvmWorkingSetGpu, AStartOtherThanZeroReachesTheSameOptimum) {
               static_cast<long long>(again_rounds));
 }
 
-// Random rows rounded to float16 on the device, ld = device_row_stride(dim) apart, with
-// their norms as the working sets take them (the rows on the host as float, rounded too).
-struct HalfRowsOnDevice {
-  std::vector<float> host;  // [n, dim], each value a float16
+// Random rows on the device, ld = device_row_stride(dim) apart, with their norms as the
+// working sets take them: rounded to float16 (the rows on the host as float, rounded too),
+// or kept in float32 as the fit keeps rows float16 cannot hold.
+struct RowsOnDevice {
+  std::vector<float> host;  // [n, dim], each value as the device holds it
+  cae::cuda::DeviceBuffer<float> X32;
   cae::cuda::DeviceBuffer<__half> X16;
   cae::cuda::DeviceBuffer<double> norms;
   svm::cuda::WorkingSetRows view;
 };
-void upload_half_rows(const std::vector<float>& X, int n, int dim, HalfRowsOnDevice& out) {
+enum class RowType { float16, float32 };
+void upload_rows(const std::vector<float>& X, int n, int dim, RowsOnDevice& out, RowType type = RowType::float16) {
   const int64_t ld = svm::cuda::device_row_stride(dim);
   std::vector<float> padded(static_cast<size_t>(n * ld), 0.0f);
   for (int r = 0; r < n; ++r) std::copy_n(X.begin() + int64_t{r} * dim, dim, padded.begin() + r * ld);
-  cae::cuda::DeviceBuffer<float> d_X(padded.size());
-  cae::cuda::DeviceBuffer<int> d_over(1);
-  out.X16.resize(padded.size());
+  out.X32.resize(padded.size());
   out.norms.resize(static_cast<size_t>(n));
-  ASSERT_EQ(cudaMemcpy(d_X.get(), padded.data(), padded.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemset(d_over.get(), 0, sizeof(int)), cudaSuccess);
-  svm::cuda::rows_to_half(d_X.get(), static_cast<int64_t>(padded.size()), out.X16.get(), d_over.get(), nullptr);
-  svm::cuda::half_row_squared_norms(out.X16.get(), n, dim, ld, out.norms.get(), nullptr);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(out.X32.get(), padded.data(), padded.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
   out.host = X;
-  for (float& v : out.host) v = cae::half_bits_to_float(cae::float_to_half_bits(v));
-  out.view.X16 = out.X16.get();
   out.view.ld = ld;
   out.view.norms = out.norms.get();
+  if (type == RowType::float32) {
+    svm::cuda::row_squared_norms(out.X32.get(), n, dim, ld, out.norms.get(), nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    out.view.X32 = out.X32.get();
+    return;
+  }
+  cae::cuda::DeviceBuffer<int> d_over(1);
+  out.X16.resize(padded.size());
+  ASSERT_EQ(cudaMemset(d_over.get(), 0, sizeof(int)), cudaSuccess);
+  svm::cuda::rows_to_half(out.X32.get(), static_cast<int64_t>(padded.size()), out.X16.get(), d_over.get(), nullptr);
+  svm::cuda::half_row_squared_norms(out.X16.get(), n, dim, ld, out.norms.get(), nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  out.X32.release();
+  for (float& v : out.host) v = cae::half_bits_to_float(cae::float_to_half_bits(v));
+  out.view.X16 = out.X16.get();
 }
 
 // K(a, b) of float16 rows with every sum in double: the float64 gradient's definition.
@@ -1008,67 +1018,110 @@ double kernel_in_double(const float* a, const float* b, int dim, bool rbf, doubl
 
 // add_float64_kernel_sums against its definition, summed in double on the host, for a pair
 // laid out inside more rows, columns that include some of the pair's own rows, and scratch
-// of the smallest size (so blocks of 128 rows and columns, several of each).
+// for blocks of 128 rows and columns (so several of each). Float32 rows are widened: the
+// sums are float64's. Float16 rows go through int8 slices: within the slices' bound
+// (working_set_gpu.cuh), for rows whose values lie within 2⁴ of each other and for rows
+// where every seventh is 2⁻²⁰ of the rest (below what the slices hold exactly).
 TEST(SvmWorkingSetGpu, Float64KernelSumsEqualTheirDefinition) {
   REQUIRE_GPU();
   const int total = 1100, dim = 37, na = 410, nb = 330, count = 300;
   const int64_t start_a = 60, start_b = 700;
-  std::mt19937 rng(97);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> X(static_cast<size_t>(total) * dim);
-  for (float& v : X) v = normal(rng);
-  HalfRowsOnDevice rows;
-  upload_half_rows(X, total, dim, rows);
-  svm::cuda::WorkingSetPair pair;
-  pair.start_a = start_a;
-  pair.start_b = start_b;
-  pair.na = na;
-  pair.nb = nb;
   const int n = na + nb;
   auto row_of = [&](int t) { return t < na ? start_a + t : start_b + (t - na); };
-  // Columns: the pair's variables 0, 3, 6, ... (so each is some row t's own), then others.
-  std::vector<int64_t> cols;
-  std::vector<int> self;
-  std::vector<double> coef;
-  std::uniform_real_distribution<double> uniform(-10.0, 10.0);
-  for (int j = 0; j < count; ++j) {
-    const int t = j < 200 ? 3 * j : -1;
-    cols.push_back(t >= 0 ? row_of(t) : (j * 7) % 50);  // rows 0..49: in no class of the pair
-    self.push_back(t);
-    coef.push_back(uniform(rng));
-  }
-  cae::cuda::DeviceBuffer<int64_t> d_cols(cols.size());
-  cae::cuda::DeviceBuffer<int> d_self(self.size());
-  cae::cuda::DeviceBuffer<double> d_coef(coef.size()), d_G(static_cast<size_t>(n));
-  ASSERT_EQ(cudaMemcpy(d_cols.get(), cols.data(), cols.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_self.get(), self.data(), self.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_coef.get(), coef.data(), coef.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
-  const int64_t scratch_bytes = svm::cuda::float64_gradient_scratch_bytes(rows.view.ld, n);
-  cae::cuda::DeviceBuffer<unsigned char> scratch(static_cast<size_t>(scratch_bytes));
-  cublasHandle_t blas = nullptr;
-  ASSERT_EQ(cae::cublas::api().create(&blas), CUBLAS_STATUS_SUCCESS);
-  const double gamma = 1.0 / dim;
-  for (const bool rbf : {true, false}) {
-    std::vector<double> start(static_cast<size_t>(n));
-    for (int t = 0; t < n; ++t) start[t] = -1.0 + 0.001 * t;
-    ASSERT_EQ(cudaMemcpy(d_G.get(), start.data(), n * 8, cudaMemcpyHostToDevice), cudaSuccess);
-    svm::cuda::add_float64_kernel_sums(blas, rows.view, pair, d_cols.get(), d_self.get(), d_coef.get(), count,
-                                       rbf ? svm::KernelType::rbf : svm::KernelType::linear, gamma, scratch.get(),
-                                       scratch_bytes, d_G.get(), nullptr);
-    std::vector<double> G(static_cast<size_t>(n));
-    ASSERT_EQ(cudaMemcpy(G.data(), d_G.get(), n * 8, cudaMemcpyDeviceToHost), cudaSuccess);
-    double worst = 0;
-    for (int t = 0; t < n; ++t) {
-      const float* xt = rows.host.data() + row_of(t) * dim;
-      double sum = 0;
-      for (int j = 0; j < count; ++j)
-        sum += coef[j] * (self[j] == t && rbf ? 1.0 : kernel_in_double(rows.host.data() + cols[j] * dim, xt, dim, rbf, gamma));
-      const double want = start[t] + (t < na ? sum : -sum);
-      worst = std::max(worst, std::fabs(G[t] - want) / std::max(1.0, std::fabs(want)));
+  struct Case {
+    RowType type;
+    bool tiny;
+  };
+  for (const Case c : {Case{RowType::float16, false}, Case{RowType::float16, true}, Case{RowType::float32, false}}) {
+    const RowType type = c.type;
+    const bool tiny = c.tiny;
+    const std::string what = std::string(type == RowType::float16 ? "float16" : "float32") +
+                             (tiny ? " rows with tiny values" : " rows");
+    std::mt19937 rng(97);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<float> X(static_cast<size_t>(total) * dim);
+    for (size_t i = 0; i < X.size(); ++i) {
+      // Values in [1/4, 4) in magnitude (within 2⁴ of each other), or every seventh 2⁻²⁰ of that.
+      const float v = normal(rng);
+      X[i] = std::copysign(std::clamp(std::fabs(v), 0.25f, 3.99f), v) * (tiny && i % 7 == 3 ? 0x1p-20f : 1.0f);
     }
-    EXPECT_LT(worst, 1e-11) << (rbf ? "rbf" : "linear");
+    RowsOnDevice rows;
+    upload_rows(X, total, dim, rows, type);
+    svm::cuda::WorkingSetPair pair;
+    pair.start_a = start_a;
+    pair.start_b = start_b;
+    pair.na = na;
+    pair.nb = nb;
+    // Columns: the pair's variables 0, 3, 6, ... (so each is some row t's own), then others.
+    std::vector<int64_t> cols;
+    std::vector<int> self;
+    std::vector<double> coef;
+    std::uniform_real_distribution<double> uniform(-10.0, 10.0);
+    for (int j = 0; j < count; ++j) {
+      const int t = j < 200 ? 3 * j : -1;
+      cols.push_back(t >= 0 ? row_of(t) : (j * 7) % 50);  // rows 0..49: in no class of the pair
+      self.push_back(t);
+      coef.push_back(uniform(rng));
+    }
+    cae::cuda::DeviceBuffer<int64_t> d_cols(cols.size());
+    cae::cuda::DeviceBuffer<int> d_self(self.size());
+    cae::cuda::DeviceBuffer<double> d_coef(coef.size()), d_G(static_cast<size_t>(n));
+    ASSERT_EQ(cudaMemcpy(d_cols.get(), cols.data(), cols.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_self.get(), self.data(), self.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_coef.get(), coef.data(), coef.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
+    const int64_t scratch_bytes = svm::cuda::float64_gradient_scratch_bytes(rows.view, 128);
+    cae::cuda::DeviceBuffer<unsigned char> scratch(static_cast<size_t>(scratch_bytes));
+    cublasHandle_t blas = nullptr;
+    ASSERT_EQ(cae::cublas::api().create(&blas), CUBLAS_STATUS_SUCCESS);
+    const double gamma = 1.0 / dim;
+    // The slices' bound on a dot product's error (0 where a row holds no value they round).
+    auto largest = [&](const float* x) {
+      double m = 0;
+      for (int f = 0; f < dim; ++f) m = std::max(m, std::fabs(double{x[f]}));
+      return m;
+    };
+    auto l1 = [&](const float* x) {
+      double s = 0;
+      for (int f = 0; f < dim; ++f) s += std::fabs(double{x[f]});
+      return s;
+    };
+    auto dot_bound = [&](const float* a, const float* b) {
+      if (type == RowType::float32) return 0.0;
+      return 0x1p-26 * (largest(b) * l1(a) + largest(a) * l1(b)) + 0x1p-31 * dim * largest(a) * largest(b);
+    };
+    for (const bool rbf : {true, false}) {
+      std::vector<double> start(static_cast<size_t>(n));
+      for (int t = 0; t < n; ++t) start[t] = -1.0 + 0.001 * t;
+      ASSERT_EQ(cudaMemcpy(d_G.get(), start.data(), n * 8, cudaMemcpyHostToDevice), cudaSuccess);
+      svm::cuda::add_float64_kernel_sums(blas, rows.view, pair, d_cols.get(), d_self.get(), d_coef.get(), count,
+                                         rbf ? svm::KernelType::rbf : svm::KernelType::linear, gamma, scratch.get(),
+                                         scratch_bytes, d_G.get(), nullptr);
+      std::vector<double> G(static_cast<size_t>(n));
+      ASSERT_EQ(cudaMemcpy(G.data(), d_G.get(), n * 8, cudaMemcpyDeviceToHost), cudaSuccess);
+      double worst = 0, worst_err = 0, worst_bound = 0;
+      for (int t = 0; t < n; ++t) {
+        const float* xt = rows.host.data() + row_of(t) * dim;
+        double sum = 0, bound = 0;
+        for (int j = 0; j < count; ++j) {
+          const float* xs = rows.host.data() + cols[j] * dim;
+          const bool own = self[j] == t;
+          const double k = own && rbf ? 1.0 : kernel_in_double(xs, xt, dim, rbf, gamma);
+          sum += coef[j] * k;
+          // An RBF value moves by at most 2γ·k·(its dot's error) to first order (the error is ≲ 1e-6).
+          if (!own) bound += std::fabs(coef[j]) * (rbf ? 2.01 * gamma * k : 1.0) * dot_bound(xs, xt);
+        }
+        const double want = start[t] + (t < na ? sum : -sum);
+        const double err = std::fabs(G[t] - want) / std::max(1.0, std::fabs(want));
+        worst = std::max(worst, err - bound / std::max(1.0, std::fabs(want)));
+        worst_err = std::max(worst_err, err);
+        worst_bound = std::max(worst_bound, bound / std::max(1.0, std::fabs(want)));
+      }
+      EXPECT_LT(worst, 1e-11) << what << (rbf ? ", rbf" : ", linear");
+      std::printf("%s, %s: relative error at most %.3g, bound at most %.3g\n", what.c_str(), rbf ? "rbf" : "linear",
+                  worst_err, worst_bound);
+    }
+    cae::cublas::api().destroy(blas);
   }
-  cae::cublas::api().destroy(blas);
 }
 
 // The stopping test in float64: a pair solved by working sets has a KKT gap below tol when
@@ -1087,8 +1140,8 @@ TEST(SvmWorkingSetGpu, StopsAtTheToleranceUnderFloat64Sums) {
         sorted.insert(sorted.end(), pr.X.begin() + r * dim, pr.X.begin() + (r + 1) * dim);
         y.push_back(want == 0 ? 1 : -1);
       }
-  HalfRowsOnDevice rows;
-  upload_half_rows(sorted, n, dim, rows);
+  RowsOnDevice rows;
+  upload_rows(sorted, n, dim, rows);
   svm::cuda::WorkingSetConfig config;
   config.working_set_size = 256;
   config.tol = 1e-3;

@@ -165,6 +165,82 @@ __global__ void __launch_bounds__(kUpdateThreads) gradient_update_kernel(const L
 }
 
 // ---- the stopping test in float64 (kMaxFloat64Refreshes) ------------------------------------
+//
+// Its dot products, exact enough to test a gap of 1e-3 at 10⁶ rows (docs/DECISIONS.md,
+// "Float64 sums from int8 slices"), two ways:
+// - float16 rows as int8 slices (Ozaki's scheme). Each row is scaled by a power of two,
+//   v = x·2^σ with max|v| in [32, 64), and written as four signed 7-bit digits,
+//   v ≈ d₀ + d₁2⁻⁷ + d₂2⁻¹⁴ + d₃2⁻²¹ (|d_k| ≤ 64, each the nearest integer to the rest).
+//   Then a·b ≈ 2^(−σa−σb) Σ_{i+j≤4} 2^(−7(i+j)) A_i·B_j: thirteen int8 GEMMs whose sums are
+//   exact in int32 (the products i+j = L added into one level, beta 1), the five levels
+//   combined in float64. A float16 at least 2⁻¹⁶ of its row's largest magnitude is held
+//   exactly; the rest and the dropped products i + j ≥ 5 leave
+//     |a·b − ã·b̃| ≤ 2⁻²⁶ (max|b|·|a|₁ + max|a|·|b|₁) + 2⁻³¹ · dim · max|a| · max|b|.
+//   Level 4 is kept because the dropped products are not noise: a standardized feature
+//   that was zero has one value in every row, so rows of one scale share its digits and
+//   their d₂·d₂ add up with one sign over every such column and every support vector.
+//   The int8 tensor cores are 16× the FP64 units (docs/BENCHMARKS.md), so thirteen of their
+//   GEMMs cost less than one DGEMM.
+// - float32 rows (those float16 cannot hold, 24-bit significands): widened to float64
+//   exactly and multiplied by DGEMM.
+
+constexpr int kSlices = 4;                 // digits of a row
+constexpr int kLevels = 5;                 // the levels i + j = 0 .. kLevels − 1 of their products
+constexpr int kSliceBits = 7;
+constexpr int64_t kSliceAlign = 16;        // slice rows, block rows and columns: cuBLAS's int8 layout
+constexpr int64_t kMaxSlicedLd = 1 << 17;  // a level's ≤ 4 GEMMs of ld products ≤ 64² each stay within int32
+// The float64 sums' blocks: kFloat64Block rows and columns (a few waves of the int8 GEMMs'
+// tiles on every SM) where that takes at most 1/kFloat64BudgetShare of the device budget,
+// else smaller, kFloat64MinBlock at least.
+constexpr int64_t kFloat64Block = 4096, kFloat64MinBlock = 128, kFloat64BudgetShare = 8;
+
+int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+bool sliced_rows(const WorkingSetRows& rows) { return rows.X16 != nullptr && round_up(rows.ld, kSliceAlign) < kMaxSlicedLd; }
+
+__device__ inline int64_t pair_row(int64_t start_a, int64_t start_b, int na, int t) {
+  return t < na ? start_a + t : start_b + (t - na);
+}
+
+// Block r: row r of the slices out [kSlices][rows_pad][ld8] and its scale σ[r]: X's row
+// cols[r] where cols, else the row of the pair's variable t0 + r; rows from `count` on zero.
+__global__ void __launch_bounds__(256) slice_rows_kernel(const __half* __restrict__ X, int64_t ld,
+                                                         const int64_t* __restrict__ cols, int64_t start_a,
+                                                         int64_t start_b, int na, int t0, int count,
+                                                         int64_t rows_pad, int64_t ld8, int8_t* __restrict__ out,
+                                                         int* __restrict__ scale) {
+  using Reduce = cub::BlockReduce<double, 256>;
+  __shared__ typename Reduce::TempStorage temp;
+  __shared__ int sigma;
+  const int r = blockIdx.x;
+  const int64_t slice_stride = rows_pad * ld8;
+  int8_t* dst = out + static_cast<int64_t>(r) * ld8;
+  if (r >= count) {
+    for (int64_t f = threadIdx.x; f < ld8; f += blockDim.x)
+      for (int k = 0; k < kSlices; ++k) dst[k * slice_stride + f] = 0;
+    if (threadIdx.x == 0) scale[r] = 0;
+    return;
+  }
+  const __half* src = X + (cols ? cols[r] : pair_row(start_a, start_b, na, t0 + r)) * ld;
+  double largest = 0;
+  for (int64_t f = threadIdx.x; f < ld; f += blockDim.x) largest = fmax(largest, fabs(__half2float(src[f])));
+  largest = Reduce(temp).Reduce(largest, Larger());
+  if (threadIdx.x == 0) {
+    int e = 0;
+    frexp(largest, &e);  // largest in [2^(e−1), 2^e) (e = 0 for a zero row)
+    sigma = 6 - e;
+    scale[r] = sigma;
+  }
+  __syncthreads();
+  for (int64_t f = threadIdx.x; f < ld8; f += blockDim.x) {
+    // v and every remainder have at most float16's 11 significant bits: each step is exact.
+    float v = f < ld ? ldexpf(__half2float(src[f]), sigma) : 0.0f;
+    for (int k = 0; k < kSlices; ++k) {
+      const float digit = rintf(v);
+      dst[k * slice_stride + f] = static_cast<int8_t>(digit);
+      v = (v - digit) * static_cast<float>(1 << kSliceBits);
+    }
+  }
+}
 
 __device__ inline double widened(__half v) { return static_cast<double>(__half2float(v)); }
 __device__ inline double widened(float v) { return static_cast<double>(v); }
@@ -174,18 +250,37 @@ __device__ inline double widened(float v) { return static_cast<double>(v); }
 template <typename T>
 __global__ void widen_rows_kernel(const T* __restrict__ X, int64_t ld, const int64_t* __restrict__ cols,
                                   int64_t start_a, int64_t start_b, int na, int t0, double* __restrict__ out) {
-  const int r = blockIdx.x, t = t0 + r;
-  const int64_t row = cols ? cols[r] : (t < na ? start_a + t : start_b + (t - na));
-  const T* src = X + row * ld;
+  const int r = blockIdx.x;
+  const T* src = X + (cols ? cols[r] : pair_row(start_a, start_b, na, t0 + r)) * ld;
   double* dst = out + static_cast<int64_t>(r) * ld;
   for (int64_t f = threadIdx.x; f < ld; f += blockDim.x) dst[f] = widened(src[f]);
 }
 
-// Block i: G[t0 + i] += y_t Σ_j coef[j] K(x_cols[j], x_t) from dots [rows, width] (row i's
-// float64 dot products with the columns), in one fixed order.
-__global__ void __launch_bounds__(256) add_kernel_sums_kernel(const double* __restrict__ dots, int width, int t0,
-                                                              int na, int64_t start_a, int64_t start_b,
-                                                              const double* __restrict__ norms,
+// The epilogue's dot products, row i of a block with its column j: DGEMM's, or the int8
+// levels' [kLevels][rows][ld] combined (each term exact in float64, the sum to its rounding).
+struct WidenedDots {
+  const double* D;
+  int64_t ld;
+  __device__ double operator()(int i, int j) const { return D[i * ld + j]; }
+};
+struct SlicedDots {
+  const int32_t* D;
+  int64_t ld, level_stride;
+  const int *row_scale, *col_scale;
+  __device__ double operator()(int i, int j) const {
+    const int32_t* d = D + i * ld + j;
+    double sum = 0;
+    for (int level = kLevels - 1; level >= 0; --level)
+      sum += ldexp(static_cast<double>(d[level * level_stride]), -kSliceBits * level);
+    return ldexp(sum, -(row_scale[i] + col_scale[j]));
+  }
+};
+
+// Block i: G[t0 + i] += y_t Σ_j coef[j] K(x_cols[j], x_t) over the block's `width` columns,
+// from their float64 dot products, in one fixed order.
+template <typename Dots>
+__global__ void __launch_bounds__(256) add_kernel_sums_kernel(Dots dots, int width, int t0, int na, int64_t start_a,
+                                                              int64_t start_b, const double* __restrict__ norms,
                                                               const int64_t* __restrict__ cols,
                                                               const int* __restrict__ self,
                                                               const double* __restrict__ coef, int rbf, double gamma,
@@ -193,15 +288,16 @@ __global__ void __launch_bounds__(256) add_kernel_sums_kernel(const double* __re
   using Reduce = cub::BlockReduce<double, 256>;
   __shared__ typename Reduce::TempStorage temp;
   const int i = blockIdx.x, t = t0 + i;
-  const double row_norm = norms[t < na ? start_a + t : start_b + (t - na)];
-  const double* d = dots + static_cast<int64_t>(i) * width;
+  const double row_norm = norms[pair_row(start_a, start_b, na, t)];
   double acc = 0;
   for (int j = threadIdx.x; j < width; j += blockDim.x) {
-    double k = d[j];
+    double k;
     if (self[j] == t)
       k = rbf ? 1.0 : row_norm;  // the diagonal as the source states it
     else if (rbf)
-      k = exp(-gamma * fmax(row_norm + norms[cols[j]] - 2.0 * k, 0.0));
+      k = exp(-gamma * fmax(row_norm + norms[cols[j]] - 2.0 * dots(i, j), 0.0));
+    else
+      k = dots(i, j);
     acc = fma(coef[j], k, acc);
   }
   acc = Reduce(temp).Sum(acc);
@@ -325,40 +421,100 @@ Lane lane_state(const LaneHost& h, const LaneMemory& m, int count) {
   return L;
 }
 
-constexpr int64_t kFloat64MinBlock = 128;  // rows and columns of the float64 sums' smallest blocks
-
-}  // namespace
-
-int64_t float64_gradient_scratch_bytes(int64_t ld, int64_t n_max) {
-  const int64_t b = std::clamp<int64_t>(n_max, 1, kFloat64MinBlock);
-  return 2 * carved(b * ld * 8) + carved(b * b * 8);
+// The float64 sums' blocks: the bytes of one of `cols` columns and `rows` rows.
+int64_t sliced_block_bytes(int64_t ld8, int64_t cols, int64_t rows) {
+  return carved(kSlices * cols * ld8) + carved(kSlices * rows * ld8) + carved(kLevels * rows * cols * 4) +
+         carved(cols * 4) + carved(rows * 4);
+}
+int64_t widened_block_bytes(int64_t ld, int64_t cols, int64_t rows) {
+  return carved(cols * ld * 8) + carved(rows * ld * 8) + carved(rows * cols * 8);
 }
 
-void add_float64_kernel_sums(cublasHandle_t blas, const WorkingSetRows& rows, const WorkingSetPair& pair,
+// The largest block within `scratch` bytes: as many columns as rows where there is room and
+// that many columns are asked for, then as many rows as are left room for, `align` apart.
+struct Float64Block {
+  int64_t cols = 0, rows = 0;
+};
+template <typename Bytes>
+Float64Block float64_block(const Bytes& bytes, int64_t scratch, int64_t count, int64_t n, int64_t align) {
+  Float64Block b;
+  const int64_t want_cols = round_up(count, align), want_rows = round_up(n, align);
+  int64_t side = align;
+  while (side < want_cols && bytes(2 * side, 2 * side) <= scratch) side *= 2;  // then grow it by align
+  for (int64_t step = side / 2; step >= align; step /= 2)
+    if (side + step <= want_cols && bytes(side + step, side + step) <= scratch) side += step;
+  b.cols = std::min(side, want_cols);
+  b.rows = b.cols;
+  for (int64_t step = int64_t{1} << 40; step >= align; step /= 2)
+    if (b.rows + step <= want_rows && bytes(b.cols, b.rows + step) <= scratch) b.rows += step;
+  b.rows = std::min(b.rows, want_rows);
+  if (bytes(b.cols, b.rows) > scratch) b = {};
+  return b;
+}
+
+void add_sliced_kernel_sums(cublasHandle_t blas, const WorkingSetRows& rows, const WorkingSetPair& pair,
+                            const int64_t* cols, const int* self, const double* coef, int count, KernelType kernel,
+                            double gamma, void* scratch, int64_t scratch_bytes, double* G, cudaStream_t s) {
+  const int n = pair.na + pair.nb;
+  const int64_t ld = rows.ld, ld8 = round_up(ld, kSliceAlign);
+  const Float64Block block = float64_block([&](int64_t c, int64_t r) { return sliced_block_bytes(ld8, c, r); },
+                                           scratch_bytes, count, n, kSliceAlign);
+  if (block.cols < 1) throw std::logic_error("svm gpu: the float64 gradient's scratch holds no block");
+  unsigned char* at = static_cast<unsigned char*>(scratch);
+  int8_t* S = carve<int8_t>(at, kSlices * block.cols * ld8);
+  int8_t* T = carve<int8_t>(at, kSlices * block.rows * ld8);
+  int32_t* D = carve<int32_t>(at, kLevels * block.rows * block.cols);
+  int* col_scale = carve<int>(at, block.cols);
+  int* row_scale = carve<int>(at, block.rows);
+  const int32_t one = 1, zero = 0;
+  for (int64_t s0 = 0; s0 < count; s0 += block.cols) {
+    const int width = static_cast<int>(std::min<int64_t>(block.cols, count - s0));
+    const int64_t width8 = round_up(width, kSliceAlign);
+    slice_rows_kernel<<<static_cast<unsigned>(width8), 256, 0, s>>>(rows.X16, ld, cols + s0, pair.start_a,
+                                                                     pair.start_b, pair.na, 0, width, width8, ld8, S,
+                                                                     col_scale);
+    AE_CUDA_LAUNCH_CHECK();
+    for (int64_t t0 = 0; t0 < n; t0 += block.rows) {
+      const int height = static_cast<int>(std::min<int64_t>(block.rows, n - t0));
+      const int64_t height8 = round_up(height, kSliceAlign);
+      slice_rows_kernel<<<static_cast<unsigned>(height8), 256, 0, s>>>(rows.X16, ld, nullptr, pair.start_a,
+                                                                       pair.start_b, pair.na, static_cast<int>(t0),
+                                                                       height, height8, ld8, T, row_scale);
+      AE_CUDA_LAUNCH_CHECK();
+      // Level L [height8, width8] (row-major, width8 apart) = Σ_{i+j=L} T_j·S_iᵀ: its
+      // column-major transpose is Σ S_iᵀ·T_j.
+      for (int level = 0; level < kLevels; ++level)
+        for (int i = std::max(0, level - (kSlices - 1)); i <= std::min(level, kSlices - 1); ++i)
+          SVM_CUBLAS_CHECK(cae::cublas::api().gemm_ex(
+              blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(width8), static_cast<int>(height8),
+              static_cast<int>(ld8), &one, S + i * width8 * ld8, CUDA_R_8I, static_cast<int>(ld8),
+              T + (level - i) * height8 * ld8, CUDA_R_8I, static_cast<int>(ld8),
+              i == std::max(0, level - (kSlices - 1)) ? &zero : &one,
+              D + level * height8 * width8, CUDA_R_32I, static_cast<int>(width8), CUBLAS_COMPUTE_32I,
+              CUBLAS_GEMM_DEFAULT));
+      const SlicedDots dots{D, width8, height8 * width8, row_scale, col_scale};
+      add_kernel_sums_kernel<<<static_cast<unsigned>(height), 256, 0, s>>>(
+          dots, width, static_cast<int>(t0), pair.na, pair.start_a, pair.start_b, rows.norms, cols + s0, self + s0,
+          coef + s0, kernel == KernelType::rbf ? 1 : 0, gamma, G);
+      AE_CUDA_LAUNCH_CHECK();
+    }
+  }
+}
+
+void add_widened_kernel_sums(cublasHandle_t blas, const WorkingSetRows& rows, const WorkingSetPair& pair,
                              const int64_t* cols, const int* self, const double* coef, int count, KernelType kernel,
                              double gamma, void* scratch, int64_t scratch_bytes, double* G, cudaStream_t s) {
   const int n = pair.na + pair.nb;
-  if (count <= 0 || n <= 0) return;
-  const int64_t ld = rows.ld, row_bytes = ld * 8;
-  // Square blocks of b rows and b columns where the scratch gives room (b²·8 + 2b·row_bytes
-  // bytes), fewer columns where fewer changed, and the rows the columns leave room for.
-  const double room = static_cast<double>(scratch_bytes - 3 * 256);
-  const int64_t b = static_cast<int64_t>(
-      (std::sqrt(4.0 * row_bytes * row_bytes + 32.0 * room) - 2.0 * row_bytes) / 16.0);
-  const int64_t cols_per_block = std::min<int64_t>(b, count);
-  const int64_t rows_per_block =
-      cols_per_block < 1 ? 0
-                         : std::min<int64_t>(n, (scratch_bytes - 3 * 256 - cols_per_block * row_bytes) /
-                                                    (row_bytes + cols_per_block * 8));
-  if (cols_per_block < 1 || rows_per_block < 1)
-    throw std::logic_error("svm gpu: the float64 gradient's scratch holds no block");
+  const int64_t ld = rows.ld;
+  const Float64Block block = float64_block([&](int64_t c, int64_t r) { return widened_block_bytes(ld, c, r); },
+                                           scratch_bytes, count, n, 1);
+  if (block.cols < 1) throw std::logic_error("svm gpu: the float64 gradient's scratch holds no block");
   unsigned char* at = static_cast<unsigned char*>(scratch);
-  double* S = carve<double>(at, cols_per_block * ld);
-  double* T = carve<double>(at, rows_per_block * ld);
-  double* D = carve<double>(at, rows_per_block * cols_per_block);
-  const bool half = rows.X16 != nullptr;
+  double* S = carve<double>(at, block.cols * ld);
+  double* T = carve<double>(at, block.rows * ld);
+  double* D = carve<double>(at, block.rows * block.cols);
   auto widen = [&](const int64_t* from, int r0, int64_t count_rows, double* out) {
-    if (half)
+    if (rows.X16)
       widen_rows_kernel<<<static_cast<unsigned>(count_rows), 256, 0, s>>>(rows.X16, ld, from, pair.start_a,
                                                                           pair.start_b, pair.na, r0, out);
     else
@@ -367,22 +523,43 @@ void add_float64_kernel_sums(cublasHandle_t blas, const WorkingSetRows& rows, co
     AE_CUDA_LAUNCH_CHECK();
   };
   const double one = 1.0, zero = 0.0;
-  for (int64_t s0 = 0; s0 < count; s0 += cols_per_block) {
-    const int width = static_cast<int>(std::min<int64_t>(cols_per_block, count - s0));
+  for (int64_t s0 = 0; s0 < count; s0 += block.cols) {
+    const int width = static_cast<int>(std::min<int64_t>(block.cols, count - s0));
     widen(cols + s0, 0, width, S);
-    for (int64_t t0 = 0; t0 < n; t0 += rows_per_block) {
-      const int height = static_cast<int>(std::min<int64_t>(rows_per_block, n - t0));
+    for (int64_t t0 = 0; t0 < n; t0 += block.rows) {
+      const int height = static_cast<int>(std::min<int64_t>(block.rows, n - t0));
       widen(nullptr, static_cast<int>(t0), height, T);
       // D[i, j] = T_i · S_j (row-major, width apart): D's column-major transpose is Sᵀ·T.
       SVM_CUBLAS_CHECK(cae::cublas::api().dgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, width, height, static_cast<int>(ld),
                                                 &one, S, static_cast<int>(ld), T, static_cast<int>(ld), &zero, D,
                                                 width));
       add_kernel_sums_kernel<<<static_cast<unsigned>(height), 256, 0, s>>>(
-          D, width, static_cast<int>(t0), pair.na, pair.start_a, pair.start_b, rows.norms, cols + s0, self + s0,
-          coef + s0, kernel == KernelType::rbf ? 1 : 0, gamma, G);
+          WidenedDots{D, width}, width, static_cast<int>(t0), pair.na, pair.start_a, pair.start_b, rows.norms,
+          cols + s0, self + s0, coef + s0, kernel == KernelType::rbf ? 1 : 0, gamma, G);
       AE_CUDA_LAUNCH_CHECK();
     }
   }
+}
+
+}  // namespace
+
+int64_t float64_gradient_scratch_bytes(const WorkingSetRows& rows, int64_t block) {
+  const int64_t b = std::max<int64_t>(block, 1);
+  if (sliced_rows(rows)) {
+    const int64_t b8 = round_up(b, kSliceAlign);
+    return sliced_block_bytes(round_up(rows.ld, kSliceAlign), b8, b8);
+  }
+  return widened_block_bytes(rows.ld, b, b);
+}
+
+void add_float64_kernel_sums(cublasHandle_t blas, const WorkingSetRows& rows, const WorkingSetPair& pair,
+                             const int64_t* cols, const int* self, const double* coef, int count, KernelType kernel,
+                             double gamma, void* scratch, int64_t scratch_bytes, double* G, cudaStream_t s) {
+  if (count <= 0 || pair.na + pair.nb <= 0) return;
+  if (sliced_rows(rows))
+    add_sliced_kernel_sums(blas, rows, pair, cols, self, coef, count, kernel, gamma, scratch, scratch_bytes, G, s);
+  else
+    add_widened_kernel_sums(blas, rows, pair, cols, self, coef, count, kernel, gamma, scratch, scratch_bytes, G, s);
 }
 
 void rows_to_half(const float* x, int64_t count, __half* out, int* overflow, cudaStream_t stream) {
@@ -421,7 +598,14 @@ std::vector<WorkingSetOutcome> solve_working_sets(cublasHandle_t blas, const Wor
   const int chunks_max = selection_chunks(n_max);
   // The rounds' dot products and the float64 gradient's blocks share one scratch (both run in
   // stream order), beside the float64 gradient's changed multipliers.
-  const int64_t dots_bytes = std::max(q_rows * n_max * 4, float64_gradient_scratch_bytes(ld, n_max));
+  int64_t float64_bytes = float64_gradient_scratch_bytes(rows, std::min(n_max, kFloat64MinBlock));
+  for (int64_t b = kFloat64Block; b > kFloat64MinBlock; b /= 2)
+    if (const int64_t bytes = float64_gradient_scratch_bytes(rows, std::min(n_max, b));
+        bytes <= config.budget_bytes / kFloat64BudgetShare) {
+      float64_bytes = std::max(float64_bytes, bytes);
+      break;
+    }
+  const int64_t dots_bytes = std::max(q_rows * n_max * 4, float64_bytes);
   const int64_t staging = carved(dots_bytes) + carved(q_rows * ld * elem) + carved(q_rows * 8) +
                           2 * carved(q_rows * 4) + carved(n_max * 8) + carved(n_max * 4) + carved(n_max * 8);
   const int64_t min_cache = q_rows * n_max * 4, whole_pair = n_max * n_max * 4;
