@@ -179,8 +179,8 @@ __global__ void __launch_bounds__(kUpdateThreads) gradient_update_kernel(const L
 //   Level 4 is kept because the dropped products are not noise: a standardized feature
 //   that was zero has one value in every row, so rows of one scale share its digits and
 //   their d₂·d₂ add up with one sign over every such column and every support vector.
-//   The int8 tensor cores are 16× the FP64 units (docs/BENCHMARKS.md), so thirteen of their
-//   GEMMs cost less than one DGEMM.
+//   Thirteen int8 GEMMs cost less than one DGEMM on the tensor cores (the decision's
+//   measurement).
 // - float32 rows (those float16 cannot hold, 24-bit significands): widened to float64
 //   exactly and multiplied by DGEMM.
 
