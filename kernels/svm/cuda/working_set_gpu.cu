@@ -195,7 +195,9 @@ constexpr int64_t kMaxSlicedLd = 1 << 17;  // a level's ≤ 4 GEMMs of ld produc
 constexpr int64_t kFloat64Block = 4096, kFloat64MinBlock = 128, kFloat64BudgetShare = 8;
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
-bool sliced_rows(const WorkingSetRows& rows) { return rows.X16 != nullptr && round_up(rows.ld, kSliceAlign) < kMaxSlicedLd; }
+bool sliced_rows(const WorkingSetRows& rows) {
+  return rows.X16 != nullptr && round_up(rows.ld, kSliceAlign) < kMaxSlicedLd;
+}
 
 __device__ inline int64_t pair_row(int64_t start_a, int64_t start_b, int na, int t) {
   return t < na ? start_a + t : start_b + (t - na);

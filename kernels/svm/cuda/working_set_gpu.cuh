@@ -75,25 +75,25 @@ struct WorkingSetTotals {
 // The stopping test in float64 (docs/SVM_GPU.md, "Kernel values in working sets"). The rounds'
 // kernel rows come from float32 sums of float16 products, and at some 10⁵ rows a pair's
 // gradient drifts from the problem's by more than tol. So where a lane's own gradient says
-// the gap is below tol, the gradient is taken again in float64,
+// the gap is below tol, the gradient is taken again, its sums in float64,
 //
 //   G_t = G_ref,t + y_t Σ_s y_s (a_s − a_ref,s) K(x_s, x_t),   a_ref, G_ref ← a, G,
 //
 // over the multipliers that moved since the last time (all of them the first time, from
-// a_ref = 0, G_ref = linear), every dot product exact to float64's needs (add_float64_kernel_sums
-// says how), and the rounds go on from it until such a gradient itself is below tol,
-// at most kMaxFloat64Refreshes times a pair. So the first costs a pass over the support
+// a_ref = 0, G_ref = linear), every dot product summed far beyond float32
+// (add_float64_kernel_sums says how), and the rounds go on from it until such a gradient
+// itself is below tol, at most kMaxFloat64Refreshes times a pair. So the first costs a pass over the support
 // vectors, the later ones over what the rounds after it moved.
 constexpr int kMaxFloat64Refreshes = 4;
 
 // G[t] += y_t Σ_{j < count} coef[j] · K(x_{cols[j]}, x_{row(t)}) for t in [0, na + nb) of
 // `pair` (row(t): the pair's class-sorted rows), y_t = +1 for t < na else −1; K's dot
-// products in float64 from the rows as stored, the norms `rows.norms`, and K = the source's
+// products from the rows as stored, the norms `rows.norms`, and K = the source's
 // diagonal (1, or |x|² for linear) where self[j] = t. cols/self/coef are on the device.
 // The dot products: float16 rows as int8 slices, thirteen int8 GEMMs summed exactly,
 // within 2⁻²⁶ (max|b|·|a|₁ + max|a|·|b|₁) + 2⁻³¹·dim·max|a|·max|b| of the exact dot;
-// float32 rows widened, in FP64 GEMMs. scratch: float64_gradient_scratch_bytes(rows, b) bytes give blocks of b rows
-// and b columns (more of either where it leaves room); 16 is the least.
+// float32 rows widened, in FP64 GEMMs. scratch: float64_gradient_scratch_bytes(rows, b)
+// bytes give blocks of b rows and b columns at least (float16 rows: b rounded up to 16).
 int64_t float64_gradient_scratch_bytes(const WorkingSetRows& rows, int64_t block);
 void add_float64_kernel_sums(cublasHandle_t blas, const WorkingSetRows& rows, const WorkingSetPair& pair,
                              const int64_t* cols, const int* self, const double* coef, int count, KernelType kernel,
