@@ -34,7 +34,7 @@ Scaler scaler_for(RawRows X, int64_t n, int dim, const ClassifierParams& params)
 }
 
 bool PreparedSet::prepared_on_gpu(const ClassifierParams& params, cae::Device device) {
-  return device == cae::Device::gpu && params.kind == SvmKind::c_svc && !params.group && !params.approx.enabled();
+  return device == cae::Device::gpu && params.kind == SvmKind::c_svc && !params.group;
 }
 
 bool PreparedSet::prepare_on_gpu(const Scaler& scaler, const ClassifierParams& params) {
@@ -95,31 +95,43 @@ FitParams Classifier::fit_params(const ClassifierParams& params) const {
                    params.cache_mb,     params.gpu_cache_mb, params.log_summary, params.kind, params.nu};
 }
 
-void check_nystroem_fit(SvmKind kind, KernelType kernel, bool gpu, bool group) {
+void check_nystroem_fit(SvmKind kind, KernelType kernel, bool group) {
   if (kind != SvmKind::c_svc) throw cae::UsageError("--approx nystroem does not fit --kind one-class");
   if (kernel != KernelType::rbf)
     throw cae::UsageError("--approx nystroem approximates the rbf kernel; --kernel linear has nothing to approximate");
-  if (gpu) throw cae::UsageError("--approx nystroem is not yet on the GPU; use --device cpu");
   if (group) throw cae::UsageError("--approx nystroem fits in one process (no --ranks or --gpus)");
 }
 
-cae::UsageError nystroem_model_on_the_gpu(const std::string& model) {
-  return cae::UsageError(model + " is a nystroem model (svm-fit --approx): not yet on the GPU; use --device cpu");
-}
-
 namespace {
-void check_approx_params(const ClassifierParams& params, cae::Device device, int64_t n) {
-  check_nystroem_fit(params.kind, params.kernel, device == cae::Device::gpu, params.group != nullptr);
+void check_approx_params(const ClassifierParams& params, int64_t n) {
+  check_nystroem_fit(params.kind, params.kernel, params.group != nullptr);
   if (params.approx.landmarks > n)
     throw cae::UsageError(params.data_name + ": --approx nystroem:" + std::to_string(params.approx.landmarks) +
                           " needs at most the " + std::to_string(n) + " training rows as landmarks");
 }
 }  // namespace
 
+NystroemModel PreparedSet::nystroem_map_on(const ClassifierParams& params, double gamma, cae::Device device) const {
+  if (device == cae::Device::cpu) return nystroem_map(X_, n_, rows_.kept, gamma, params.approx);
+  // The landmark rows as the CPU's map takes them: of the host's prepared rows, or made from
+  // the raw rows as the exact fit makes its support vectors (scaled_kept_rows).
+  std::vector<int64_t> indices = draw_landmarks(n_, params.approx.landmarks, params.approx.seed);
+  cae::LargeVector<float> landmarks(indices.size() * static_cast<size_t>(rows_.kept));
+  if (host_rows_prepared_)
+    for (size_t l = 0; l < indices.size(); ++l)
+      std::copy_n(X_ + indices[l] * rows_.kept, rows_.kept, landmarks.data() + l * static_cast<size_t>(rows_.kept));
+  else
+    scaled_kept_rows(rows_, raw_, dim_, indices.data(), static_cast<int64_t>(indices.size()), landmarks.data());
+  NystroemModel map = nystroem_landmarks(std::move(landmarks), std::move(indices), rows_.kept, gamma,
+                                         params.approx.seed);
+  nystroem_projection_gpu(map);
+  return map;
+}
+
 std::vector<Classifier> PreparedSet::fit_approx(const ClassifierParams& params, const std::vector<double>& Cs,
                                                 cae::Device device, const FitProgress& progress) const {
-  check_approx_params(params, device, n_);
-  if (!host_rows_prepared_) throw std::logic_error("PreparedSet: a Nyström fit needs rows prepared on the host");
+  check_approx_params(params, n_);
+  if (!host_rows_prepared_ && !gpu_rows_) throw std::logic_error("PreparedSet: its GPU rows were spent");
   Classifier base = describe(params, device);
   std::vector<std::vector<int64_t>> members;
   FitParams p = base.fit_params(params);
@@ -127,15 +139,20 @@ std::vector<Classifier> PreparedSet::fit_approx(const ClassifierParams& params, 
   base.f_.model.support_vectors.clear();
   if (progress.ready) progress.ready(base);
   cae::Stopwatch clock;
-  NystroemModel map = nystroem_map(X_, n_, rows_.kept, base.resolved_gamma_, params.approx);
+  const NystroemModel map = nystroem_map_on(params, base.resolved_gamma_, device);
+  const double map_seconds = clock.seconds();
+  const std::vector<int>& classes = base.f_.model.classes;
   std::vector<NystroemWeights> solved =
-      fit_nystroem_classifiers(map, X_, y_, n_, base.f_.model.classes, params.class_weight, Cs, params.data_name);
+      device == cae::Device::cpu
+          ? fit_nystroem_classifiers(map, X_, y_, n_, classes, params.class_weight, Cs, params.data_name)
+          : fit_nystroem_classifiers_gpu(map, host_rows_prepared_ ? X_ : nullptr, gpu_rows_.get(), y_, n_, classes,
+                                         params.class_weight, Cs, params.data_name);
   const double seconds = clock.seconds();
   if (params.log_summary)
     cae::log_info("nystroem: %lld landmarks (seed %llu), rank %d (eigenvalues below %g of the largest dropped), "
-                  "%zu classes by least squares, %.1f s", static_cast<long long>(map.M),
-                  static_cast<unsigned long long>(map.seed), map.rank, kEigenvalueFloor, base.f_.model.classes.size(),
-                  seconds);
+                  "%zu classes by least squares on the %s, %.1f s (map %.1f s, rows and solve %.1f s)",
+                  static_cast<long long>(map.M), static_cast<unsigned long long>(map.seed), map.rank, kEigenvalueFloor,
+                  classes.size(), cae::device_name(device), seconds, map_seconds, seconds - map_seconds);
   std::vector<Classifier> out;
   out.reserve(Cs.size());
   for (size_t c = 0; c < Cs.size(); ++c) {
@@ -218,11 +235,12 @@ std::vector<double> Classifier::decision_values_kept(const float* X, const std::
   const Model& m = f_.model;
   std::vector<double> dec(static_cast<size_t>(n) * m.n_decisions());
   if (f_.is_approx()) {
-    if (device == cae::Device::gpu)
-      throw std::logic_error("Classifier: a nystroem model's decision values on the GPU (nystroem_model_on_the_gpu)");
     // The dropped features' factor goes on the kernel values themselves (nystroem_features).
-    nystroem_decision_values(f_.approx, X, n, dropped_distance.empty() ? nullptr : dropped_distance.data(),
-                             dec.data());
+    const double* dropped = dropped_distance.empty() ? nullptr : dropped_distance.data();
+    if (device == cae::Device::gpu)
+      nystroem_decision_values_gpu(f_.approx, X, n, dropped, dec.data());
+    else
+      nystroem_decision_values(f_.approx, X, n, dropped, dec.data());
     return dec;
   }
   if (device == cae::Device::gpu)

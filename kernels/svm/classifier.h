@@ -62,12 +62,10 @@ struct ClassifierParams {
 class Classifier;
 
 // What a fit of Nyström features refuses, the one list (cae::UsageError): the approximation
-// is of the RBF one-vs-one classifier, and its GPU side and groups are not written yet
-// (issue 63). svm-fit asks it before reading anything (plan_approx with what it knows then,
-// run_fit with the device and the group); the library's fit asks it again for its callers.
-void check_nystroem_fit(SvmKind kind, KernelType kernel, bool gpu, bool group);
-// The refusal of a nystroem model's predictions on the GPU (svm-eval, classify), naming it.
-cae::UsageError nystroem_model_on_the_gpu(const std::string& model);
+// is of the RBF one-vs-one classifier, and groups are not written yet (issue 63). svm-fit
+// asks it before reading anything (plan_approx with what it knows then, run_fit with the
+// group); the library's fit asks it again for its callers.
+void check_nystroem_fit(SvmKind kind, KernelType kernel, bool group);
 
 // The scaler a PreparedSet of these params fits on X [n, dim]: StandardScaler's, or the
 // identity for params.standardize false.
@@ -155,9 +153,7 @@ class Classifier {
   const ModelSelection& model_selection() const { return f_.selection; }
 
   const ModelFile& file() const { return f_; }
-  // A nystroem model (svm-fit --approx): predicts on the CPU only (its decision values on the
-  // GPU are std::logic_error: callers refuse first, nystroem_model_on_the_gpu), and is not a
-  // libsvm model.
+  // A nystroem model (svm-fit --approx): not a libsvm model.
   bool is_approx() const { return f_.is_approx(); }
   // The rows of one block of its CPU decision values (decision_block_rows, or the Nyström
   // features' nystroem_block_rows): where a caller that splits the rows cuts them.
@@ -221,12 +217,16 @@ class PreparedSet {
   // Takes the rows prepare_training_rows_gpu made of raw_, or false when the GPU lacks the room.
   bool prepare_on_gpu(const Scaler& scaler, const ClassifierParams& params);
   Classifier describe(const ClassifierParams& params, cae::Device device) const;  // a fit's fields before solving
-  // fit / fit_each_C of a params.approx fit: one map and one pass over the rows for every C.
+  // The Nyström map of params.approx on these rows, made on `device`.
+  NystroemModel nystroem_map_on(const ClassifierParams& params, double gamma, cae::Device device) const;
+  // fit / fit_each_C of a params.approx fit: one map and one pass over the rows for every C,
+  // on the host's prepared rows or the GPU's (which it reads, not spends).
   std::vector<Classifier> fit_approx(const ClassifierParams& params, const std::vector<double>& Cs, cae::Device device,
                                      const FitProgress& progress) const;
   PreparedRows rows_;  // scaler, gamma 'scale', mask, dropped values, kept count
   int dim_ = 0;
-  // Rows prepared on the GPU (raw_ then holds the raw rows), until the one fit they serve.
+  // Rows prepared on the GPU (raw_ then holds the raw rows), until the one exact fit they
+  // serve; Nyström fits only read them.
   mutable std::shared_ptr<DeviceRows> gpu_rows_;
   bool host_rows_prepared_ = true;
   void take(PreparedRows rows, const ClassifierParams& params);

@@ -16,12 +16,7 @@ void run_classify(const ClassifyRequest& req) {
   cae::cublas::preload(choice, 0);
   const Classifier clf = Classifier::load(req.svm);
   require_classifier(clf, req.svm);
-  // A nystroem model predicts on the CPU alone for now (issue 63); the encoder may still
-  // run on the GPU under --device auto.
-  if (clf.is_approx() && req.common.device == "gpu")
-    throw nystroem_model_on_the_gpu(req.svm);
   const cae::Device device = choice.get();
-  const cae::Device svm_device = clf.is_approx() ? cae::Device::cpu : device;
   const cae::ViewSet tta = cae::ViewSet::parse(req.tta);  // (checked by its option)
   const int views = tta.count();
   ClassifyRows q = req.make_rows(clf, device, tta);
@@ -34,7 +29,7 @@ void run_classify(const ClassifyRequest& req) {
   }
   // As svm-eval --tta: each row's decision values are the mean of its views'.
   const std::vector<double> dec =
-      average_views(clf.decision_values(q.X.data(), views * n, svm_device), n, clf.model().n_pairs(), views);
+      average_views(clf.decision_values(q.X.data(), views * n, device), n, clf.model().n_pairs(), views);
   const std::vector<int32_t> pred = clf.vote(dec, n);
 
   const bool by_prob = clf.has_probability();

@@ -94,10 +94,7 @@ std::string run_evaluation(const EvalRequest& req) {
   const double read_s = clock.seconds();
   phase.emplace(cae::Phase::startup);  // what is left of the driver's answer
   if (clf.is_approx() && group.world() > 1) throw nystroem_on_a_group(req.model);
-  // A nystroem model predicts on the CPU alone for now (issue 63): --device auto takes it there.
-  if (clf.is_approx() && req.device == "gpu")
-    throw nystroem_model_on_the_gpu(req.model);
-  const cae::Device device = clf.is_approx() ? cae::Device::cpu : choice.get();
+  const cae::Device device = choice.get();
   if (device == cae::Device::cpu) cae::record_effective("threads", std::to_string(omp_get_max_threads()));
   phase.emplace(cae::Phase::compute);
 

@@ -53,8 +53,8 @@ std::string run_fit(FitRequest req) {
               req.approx_seed_given ? std::optional<uint64_t>(static_cast<uint64_t>(req.approx_seed)) : std::nullopt);
   const ApproxSpec& approx = plan.params.approx;
   if (approx.enabled()) {
-    // The CPU side of issue 63 only: no GPU solver, no group; and no libsvm text to write.
-    check_nystroem_fit(plan.params.kind, plan.params.kernel, req.device == "gpu", req.group.launch > 0);
+    // One process on either device (issue 63's groups are not written); no libsvm text to write.
+    check_nystroem_fit(plan.params.kind, plan.params.kernel, req.group.launch > 0);
     if (!req.export_libsvm.empty())
       throw cae::UsageError("--export-libsvm: a nystroem model (--approx) is not a libsvm model");
     const cae::MemoryHeadroom room = cae::memory_headroom();
@@ -65,9 +65,8 @@ std::string run_fit(FitRequest req) {
           "(3 M^2 doubles), more than %s (%.1f GiB)", static_cast<long long>(approx.landmarks),
           static_cast<double>(need) / (1 << 30), room.limit.c_str(), static_cast<double>(room.bytes) / (1 << 30)));
   }
-  // The CUDA driver is asked from here on, beside the read (common/device.h). A Nyström fit
-  // runs on the CPU: --device auto asks no driver for it.
-  const cae::DeviceChoice choice(approx.enabled() && req.device == "auto" ? std::string("cpu") : req.device);
+  // The CUDA driver is asked from here on, beside the read (common/device.h).
+  const cae::DeviceChoice choice(req.device);
   plan.cv_scoring = cv_scoring_option(req.cv_scoring, plan.cv_folds);
   if (req.group.launch > 0) {
     cae::launch_group_checked(req.group, choice.get() == cae::Device::gpu, req.output, /*share_cores=*/true);

@@ -3,6 +3,7 @@
 #ifndef CIFARAE_WITH_CUDA
 #include <stdexcept>
 
+#include "kernels/svm/approx/nystroem.h"
 #include "kernels/svm/preprocess.h"
 #include "kernels/svm/svm.h"
 
@@ -32,5 +33,13 @@ Model fit_gpu_prepared(DeviceRows&, RawRows, const int32_t*, int64_t, int, const
                        const PairCallback&) {
   no_cuda();
 }
+void nystroem_projection_gpu(NystroemModel&) { no_cuda(); }
+std::vector<NystroemWeights> fit_nystroem_classifiers_gpu(const NystroemModel&, const float*, const DeviceRows*,
+                                                          const int32_t*, int64_t, const std::vector<int>&,
+                                                          const ClassWeights&, const std::vector<double>&,
+                                                          const std::string&) {
+  no_cuda();
+}
+void nystroem_decision_values_gpu(const NystroemModel&, const float*, int64_t, const double*, double*) { no_cuda(); }
 }  // namespace svm
 #endif

@@ -62,7 +62,7 @@ void plan_approx(TrainPlan& plan, const std::string& approx, std::optional<uint6
   }
   ApproxSpec spec = parse_approx_spec(approx);
   spec.seed = seed.value_or(1);
-  check_nystroem_fit(plan.params.kind, plan.params.kernel, /*gpu=*/false, /*group=*/false);
+  check_nystroem_fit(plan.params.kind, plan.params.kernel, /*group=*/false);
   plan.params.approx = spec;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# svm-fit --approx nystroem:M (issue 63, the CPU side): the options and what they refuse, the
-# model file (kind nystroem, /approx) through svm-eval and classify, and hostile values in it.
+# svm-fit --approx nystroem:M (issue 63): the options and what they refuse, the model file
+# (kind nystroem, /approx) through svm-eval and classify on either device, and hostile values
+# in it.
 
 load helpers
 
@@ -63,7 +64,7 @@ PY
 
 @test "svm-eval predicts with a nystroem model on the CPU: accuracy near the exact model's; pair layout" {
   run "$BIN/svm-eval" -q --model "$AX_DIR/ny.h5" --test "$AX_DIR/test.libsvm" --decision-values --json \
-    -o "$TMP/ny_eval.h5"
+    --device cpu -o "$TMP/ny_eval.h5"
   [ "$status" -eq 0 ] || { echo "$output"; return 1; }
   echo "$output" > "$TMP/ny.json"
   run "$BIN/svm-eval" -q --model "$AX_DIR/exact.h5" --test "$AX_DIR/test.libsvm" --json -o "$TMP/ex_eval.h5"
@@ -120,6 +121,44 @@ PY
   [ "$status" -eq 0 ] || { echo "$output"; return 1; }
 }
 
+@test "a nystroem model on the GPU: svm-fit, svm-eval and classify --device gpu give the CPU's model and predictions" {
+  if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+    skip "no GPU: the GPU side of the Nystrom features"
+  fi
+  run "$BIN/svm-fit" -q --features "$AX_DIR/train.libsvm" --approx nystroem:150 --approx-seed 4 --device gpu \
+    -o "$TMP/gpu.h5"
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  run "$BIN/svm-fit" -q --features "$AX_DIR/train.libsvm" --approx nystroem:80 --cv 3 --C 1,10 --device gpu \
+    -o "$TMP/cv.h5"
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  for d in cpu gpu; do
+    for m in "$TMP/gpu.h5" "$AX_DIR/ny.h5"; do
+      run "$BIN/svm-eval" -q --model "$m" --test "$AX_DIR/test.libsvm" --decision-values --device "$d" \
+        -o "$TMP/$(basename "$m" .h5)-$d.h5"
+      [ "$status" -eq 0 ] || { echo "$m on $d: $output"; return 1; }
+    done
+  done
+  run "$BIN/classify" --svm "$TMP/gpu.h5" --features "$AX_DIR/test.libsvm" --json --top 1 --device gpu
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  printf '%s\n' "$output" | grep '^{' > "$TMP/rows.json"
+  run "$PYTHON" - "$TMP" "$AX_DIR/ny.h5" <<'PY'
+import sys, json, h5py, numpy as np
+t = sys.argv[1]
+g, c = h5py.File(t + "/gpu.h5", "r"), h5py.File(sys.argv[2], "r")
+assert g.attrs["kind"] == "nystroem" and g.attrs["device"] == "gpu", dict(g.attrs)
+assert np.array_equal(g["approx/landmark_indices"][()], c["approx/landmark_indices"][()])
+dec = {k: h5py.File(f"{t}/{k}.h5", "r")["decision_values"][()] for k in ("gpu-cpu", "gpu-gpu", "ny-cpu", "ny-gpu")}
+scale = np.abs(dec["ny-cpu"]).max()
+for k, v in dec.items():  # the GPU's fit and predictions are the CPU's up to rounding
+    assert np.abs(v - dec["ny-cpu"]).max() < 1e-6 * scale, (k, np.abs(v - dec["ny-cpu"]).max(), scale)
+pred = h5py.File(t + "/gpu-gpu.h5", "r")["predictions"][()]
+assert np.mean(pred == h5py.File(t + "/ny-cpu.h5", "r")["predictions"][()]) >= 0.99
+rows = [json.loads(l) for l in open(t + "/rows.json")]
+assert [r["label"] for r in rows] == pred.tolist()
+PY
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+}
+
 @test "the same seed gives the same model file's numbers; another seed other landmarks" {
   "$BIN/svm-fit" -q --features "$AX_DIR/train.libsvm" --approx nystroem:150 --approx-seed 4 -o "$TMP/again.h5"
   "$BIN/svm-fit" -q --features "$AX_DIR/train.libsvm" --approx nystroem:150 --approx-seed 5 -o "$TMP/other.h5"
@@ -150,8 +189,6 @@ PY
   assert_error 2 "^svm-fit: usage error: --approx nystroem does not fit --kind one-class$"
   run "$BIN/svm-fit" "${f[@]}" --approx nystroem:10 --kernel linear
   assert_error 2 "^svm-fit: usage error: --approx nystroem approximates the rbf kernel; --kernel linear has nothing to approximate$"
-  run "$BIN/svm-fit" "${f[@]}" --approx nystroem:10 --device gpu
-  assert_error 2 "^svm-fit: usage error: --approx nystroem is not yet on the GPU; use --device cpu$"
   run "$BIN/svm-fit" "${f[@]}" --approx nystroem:10 --export-libsvm "$TMP/m.model"
   assert_error 2 "^svm-fit: usage error: --export-libsvm: a nystroem model \(--approx\) is not a libsvm model$"
   run "$BIN/svm-fit" "${f[@]}" --approx nystroem:10 --ranks 2
@@ -167,14 +204,7 @@ PY
   assert_no_output "$TMP/m.h5"
 }
 
-@test "a nystroem model: --device gpu is refused by svm-eval and classify, a group by svm-eval; --help says it is not a libsvm model" {
-  run "$BIN/svm-eval" --model "$AX_DIR/ny.h5" --test "$AX_DIR/test.libsvm" --device gpu -o "$TMP/e.h5"
-  [ "$status" -eq 2 ] || { echo "$output"; return 1; }
-  [[ "$output" == *"is a nystroem model (svm-fit --approx): not yet on the GPU; use --device cpu"* ]] || {
-    echo "$output"; return 1; }
-  assert_no_output "$TMP/e.h5"
-  run "$BIN/classify" --svm "$AX_DIR/ny.h5" --features "$AX_DIR/test.libsvm" --device gpu
-  [ "$status" -eq 2 ] || { echo "$output"; return 1; }
+@test "a nystroem model: a group is refused by svm-eval; --help says it is not a libsvm model" {
   run "$BIN/svm-eval" --model "$AX_DIR/ny.h5" --test "$AX_DIR/test.libsvm" --ranks 2 -o "$TMP/e.h5"
   assert_error 2 "^svm-eval: usage error: .*ny.h5 is a nystroem model \(svm-fit --approx\): it predicts in one process \(no --ranks, --gpus or group place\)$"
   assert_no_output "$TMP/e.h5"

@@ -64,29 +64,42 @@ int64_t nystroem_block_rows(int64_t M) {
   return std::clamp<int64_t>((int64_t{4} << 20) / std::max<int64_t>(M, 1), 16, 4096);
 }
 
-NystroemModel nystroem_map(const float* X, int64_t n, int dim, double gamma, const ApproxSpec& spec) {
-  if (!(gamma > 0) || !std::isfinite(gamma)) throw std::invalid_argument("nystroem_map: gamma must be > 0");
+NystroemModel nystroem_landmarks(cae::LargeVector<float> landmarks, std::vector<int64_t> indices, int dim,
+                                 double gamma, uint64_t seed) {
+  if (!(gamma > 0) || !std::isfinite(gamma)) throw std::invalid_argument("nystroem: gamma must be > 0");
+  if (indices.empty() || landmarks.size() != indices.size() * static_cast<size_t>(dim))
+    throw std::invalid_argument("nystroem: landmarks and their indices disagree");
   NystroemModel m;
-  m.M = spec.landmarks;
+  m.M = static_cast<int64_t>(indices.size());
   m.dim = dim;
   m.gamma = gamma;
-  m.seed = spec.seed;
-  m.landmark_indices = draw_landmarks(n, m.M, spec.seed);
-  const size_t M = static_cast<size_t>(m.M);
-  auto landmarks = std::make_shared<cae::LargeVector<float>>(M * static_cast<size_t>(dim));
-  for (size_t l = 0; l < M; ++l)
-    std::copy_n(X + m.landmark_indices[l] * dim, dim, landmarks->data() + l * static_cast<size_t>(dim));
-  m.landmarks = landmarks;
+  m.seed = seed;
+  m.landmark_indices = std::move(indices);
+  m.landmarks = std::make_shared<cae::LargeVector<float>>(std::move(landmarks));
+  return m;
+}
 
+NystroemModel nystroem_map(const float* X, int64_t n, int dim, double gamma, const ApproxSpec& spec) {
+  std::vector<int64_t> indices = draw_landmarks(n, spec.landmarks, spec.seed);
+  cae::LargeVector<float> landmarks(indices.size() * static_cast<size_t>(dim));
+  for (size_t l = 0; l < indices.size(); ++l)
+    std::copy_n(X + indices[l] * dim, dim, landmarks.data() + l * static_cast<size_t>(dim));
+  NystroemModel m = nystroem_landmarks(std::move(landmarks), std::move(indices), dim, gamma, spec.seed);
+  nystroem_projection(m);
+  return m;
+}
+
+void nystroem_projection(NystroemModel& m) {
+  const size_t M = static_cast<size_t>(m.M);
   // K_LL as the exact SVM computes kernel blocks (float values, the diagonal exactly 1), then
   // widened for the eigendecomposition.
   std::vector<double> norms(M);
-  cpu::row_squared_norms(landmarks->data(), m.M, dim, norms.data());
+  cpu::row_squared_norms(m.landmarks->data(), m.M, m.dim, norms.data());
   cae::LargeVector<double> K(M * M);
   {
     cae::LargeVector<float> Kf(M * M);
-    cpu::kernel_block_symmetric(cpu::KernelSpec{KernelType::rbf, gamma}, landmarks->data(), m.M, norms.data(), dim,
-                                Kf.data(), m.M);
+    cpu::kernel_block_symmetric(cpu::KernelSpec{KernelType::rbf, m.gamma}, m.landmarks->data(), m.M, norms.data(),
+                                m.dim, Kf.data(), m.M);
     std::copy(Kf.begin(), Kf.end(), K.begin());
   }
   // K is symmetric, so its row-major array is its column-major one. dsyevd leaves the
@@ -107,6 +120,11 @@ NystroemModel nystroem_map(const float* X, int64_t n, int dim, double gamma, con
   if (info != 0)
     throw std::runtime_error("nystroem: the eigendecomposition of the landmarks' kernel matrix failed (dsyevd info " +
                              std::to_string(info) + ")");
+  set_nystroem_projection(m, w.data(), K.data());
+}
+
+void set_nystroem_projection(NystroemModel& m, const double* w, const double* U) {
+  const size_t M = static_cast<size_t>(m.M);
   const double largest = w[M - 1];
   if (!(largest > 0) || !std::isfinite(largest))
     throw std::runtime_error("nystroem: the landmarks' kernel matrix has no positive eigenvalue");
@@ -121,10 +139,9 @@ NystroemModel nystroem_map(const float* X, int64_t n, int dim, double gamma, con
     const size_t t = kept[c];
     m.eigenvalues[c] = w[t];
     const double s = 1.0 / std::sqrt(w[t]);
-    for (size_t i = 0; i < M; ++i) (*projection)[i * r + c] = K[t * M + i] * s;
+    for (size_t i = 0; i < M; ++i) (*projection)[i * r + c] = U[t * M + i] * s;
   }
   m.projection = projection;
-  return m;
 }
 
 namespace {
@@ -183,6 +200,23 @@ void nystroem_features(const NystroemModel& m, const float* X, int64_t n, const 
   }
 }
 
+NystroemRowWeights nystroem_row_weights(const int32_t* y, int64_t n, const std::vector<int>& classes,
+                                        const ClassWeights& weights) {
+  NystroemRowWeights out;
+  out.class_index.resize(static_cast<size_t>(n));
+  out.scale.resize(static_cast<size_t>(n));
+  std::vector<double> class_scale(classes.size());
+  for (size_t c = 0; c < classes.size(); ++c) class_scale[c] = std::sqrt(class_weight(weights, classes[c]));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto at = std::lower_bound(classes.begin(), classes.end(), y[i]);
+    if (at == classes.end() || *at != y[i]) throw std::invalid_argument("nystroem: a label outside the classes");
+    const size_t c = static_cast<size_t>(at - classes.begin());
+    out.class_index[static_cast<size_t>(i)] = static_cast<int32_t>(c);
+    out.scale[static_cast<size_t>(i)] = class_scale[c];
+  }
+  return out;
+}
+
 // The classifier of one class c, on the features φ_i = φ(x_i) (r of them) of the n training
 // rows, with targets t_ic = +1 where y_i = c, else −1, and row weights s_i (class weights;
 // 1 without): the regularised least-squares problem (LS-SVM's primal, Suykens & Vandewalle
@@ -209,20 +243,16 @@ std::vector<NystroemWeights> fit_nystroem_classifiers(const NystroemModel& m, co
   if (k < 2) throw std::invalid_argument("nystroem: fewer than two classes");
   const int r = m.rank;
   const int N = r + 1;  // φ and the bias's constant 1
+  const NystroemRowWeights rw = nystroem_row_weights(y, n, classes, weights);
   std::vector<double> G(static_cast<size_t>(N) * N, 0.0), R(static_cast<size_t>(N) * k, 0.0);
   BlockScratch s(m, n);
   std::vector<double> Z(static_cast<size_t>(s.block) * N), T(static_cast<size_t>(s.block) * k);
-  std::vector<double> class_scale(static_cast<size_t>(k));
-  for (int c = 0; c < k; ++c) class_scale[static_cast<size_t>(c)] = std::sqrt(class_weight(weights, classes[c]));
   for (int64_t r0 = 0; r0 < n; r0 += s.block) {
     const int64_t rows = std::min(s.block, n - r0);
     features_block(m, s.l_norms.data(), X + r0 * m.dim, rows, nullptr, s.Kf, s.Kd, s.x_norms, Z.data(), N);
     for (int64_t i = 0; i < rows; ++i) {
-      const int32_t label = y[r0 + i];
-      const auto at = std::lower_bound(classes.begin(), classes.end(), label);
-      if (at == classes.end() || *at != label) throw std::invalid_argument("nystroem: a label outside the classes");
-      const int ci = static_cast<int>(at - classes.begin());
-      const double scale = class_scale[static_cast<size_t>(ci)];
+      const int ci = rw.class_index[static_cast<size_t>(r0 + i)];
+      const double scale = rw.scale[static_cast<size_t>(r0 + i)];
       double* z = Z.data() + i * N;
       for (int t = 0; t < r; ++t) z[t] *= scale;
       z[r] = scale;
@@ -234,6 +264,16 @@ std::vector<NystroemWeights> fit_nystroem_classifiers(const NystroemModel& m, co
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, k, static_cast<blasint>(rows), 1.0, Z.data(), N, T.data(),
                 k, 1.0, R.data(), k);
   }
+  return solve_nystroem_normal_equations(G, R, r, k, Cs, data_name);
+}
+
+std::vector<NystroemWeights> solve_nystroem_normal_equations(const std::vector<double>& G,
+                                                             const std::vector<double>& R, int r, int k,
+                                                             const std::vector<double>& Cs,
+                                                             const std::string& data_name) {
+  const int N = r + 1;
+  if (G.size() != static_cast<size_t>(N) * N || R.size() != static_cast<size_t>(N) * k)
+    throw std::invalid_argument("nystroem: normal equations of the wrong size");
   std::vector<NystroemWeights> out;
   out.reserve(Cs.size());
   for (double C : Cs) {
@@ -265,6 +305,17 @@ std::vector<NystroemWeights> fit_nystroem_classifiers(const NystroemModel& m, co
   return out;
 }
 
+void nystroem_pair_decisions(const double* f, int64_t rows, int k, const std::vector<double>& bias, double* dec) {
+  const int pairs = k * (k - 1) / 2;
+  for (int64_t i = 0; i < rows; ++i) {
+    const double* fi = f + i * k;
+    double* out = dec + i * pairs;
+    int p = 0;
+    for (int a = 0; a < k; ++a)
+      for (int b = a + 1; b < k; ++b, ++p) out[p] = (fi[a] + bias[a]) - (fi[b] + bias[b]);
+  }
+}
+
 void nystroem_decision_values(const NystroemModel& m, const float* X, int64_t n, const double* dropped_distance,
                               double* dec) {
   if (m.weights.size() != static_cast<size_t>(m.classes()) * static_cast<size_t>(m.rank))
@@ -280,13 +331,7 @@ void nystroem_decision_values(const NystroemModel& m, const float* X, int64_t n,
     // f = φ Wᵀ, then the bias.
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), k, r, 1.0, phi.data(), r,
                 m.weights.data(), r, 0.0, f.data(), k);
-    for (int64_t i = 0; i < rows; ++i) {
-      const double* fi = f.data() + i * k;
-      double* out = dec + (r0 + i) * pairs;
-      int p = 0;
-      for (int a = 0; a < k; ++a)
-        for (int b = a + 1; b < k; ++b, ++p) out[p] = (fi[a] + m.bias[a]) - (fi[b] + m.bias[b]);
-    }
+    nystroem_pair_decisions(f.data(), rows, k, m.bias, dec + r0 * pairs);
   }
 }
 

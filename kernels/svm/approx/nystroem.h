@@ -27,6 +27,8 @@
 
 namespace svm {
 
+struct DeviceRows;  // cuda/svm_gpu.cuh
+
 // The largest M: dsyevd's workspace (1 + 6M + 2M² doubles) must be counted in a 32-bit int.
 inline constexpr int64_t kMaxLandmarks = 30000;
 // Eigenvalues of K_LL below this fraction of the largest are dropped (their directions are
@@ -71,8 +73,20 @@ struct NystroemModel {
 std::vector<int64_t> draw_landmarks(int64_t n, int64_t M, uint64_t seed);
 
 // The landmarks of rows X [n, dim] (prepared as for the exact fit) and the projection from
-// K_LL's eigendecomposition; fills everything but the weights and bias.
+// K_LL's eigendecomposition; fills everything but the weights and bias. The two steps:
 NystroemModel nystroem_map(const float* X, int64_t n, int dim, double gamma, const ApproxSpec& spec);
+// A map of the landmark rows `landmarks` [M, dim] (rows `indices` of the training set, as
+// draw_landmarks gives them), without its projection.
+NystroemModel nystroem_landmarks(cae::LargeVector<float> landmarks, std::vector<int64_t> indices, int dim,
+                                 double gamma, uint64_t seed);
+// m's projection from K_LL of its landmarks: on the CPU (LAPACK dsyevd), or on the GPU
+// (cuSOLVER's dsyevd; cuda/nystroem_gpu.cu), the same up to rounding and the signs of the
+// eigenvectors, which φ·φ and every model on φ do not see.
+void nystroem_projection(NystroemModel& m);
+void nystroem_projection_gpu(NystroemModel& m);
+// Both projections' end, from K_LL = U diag(w) Uᵀ: w [M] ascending and eigenvector t in column
+// t of the column-major U [M, M], as dsyevd leaves them. Sets rank, eigenvalues, projection.
+void set_nystroem_projection(NystroemModel& m, const double* w, const double* U);
 
 // Rows per block of the kernel rows K(x, L): ~16 MB of float kernel values, the same for
 // every thread count, so a block's BLAS calls have the shape one process gives them.
@@ -96,10 +110,36 @@ std::vector<NystroemWeights> fit_nystroem_classifiers(const NystroemModel& m, co
                                                       int64_t n, const std::vector<int>& classes,
                                                       const ClassWeights& weights, const std::vector<double>& Cs,
                                                       const std::string& data_name);
+// The same on the GPU (cuda/nystroem_gpu.cu): X as above, or null with `device_rows` the rows
+// prepare_training_rows_gpu left there (read, not spent), in class order (class_sorted_places).
+std::vector<NystroemWeights> fit_nystroem_classifiers_gpu(const NystroemModel& m, const float* X,
+                                                          const DeviceRows* device_rows, const int32_t* y, int64_t n,
+                                                          const std::vector<int>& classes, const ClassWeights& weights,
+                                                          const std::vector<double>& Cs, const std::string& data_name);
+
+// ---- the steps both devices share ----
+// Row i's class (its place in `classes`) and √class_weight(weights, y_i), the factor its row
+// and targets carry in the normal equations. Throws std::invalid_argument for a label outside.
+struct NystroemRowWeights {
+  std::vector<int32_t> class_index;
+  std::vector<double> scale;
+};
+NystroemRowWeights nystroem_row_weights(const int32_t* y, int64_t n, const std::vector<int>& classes,
+                                        const ClassWeights& weights);
+// The weights for each C of Cs from the accumulated normal equations: G = Zᵀ S Z [N, N]
+// (row-major, its upper triangle read; N = rank + 1) and R = Zᵀ S T [N, k].
+std::vector<NystroemWeights> solve_nystroem_normal_equations(const std::vector<double>& G,
+                                                             const std::vector<double>& R, int rank, int k,
+                                                             const std::vector<double>& Cs,
+                                                             const std::string& data_name);
+// dec [rows, k(k−1)/2] from the class scores f [rows, k] (w_c·φ(x), without the bias).
+void nystroem_pair_decisions(const double* f, int64_t rows, int k, const std::vector<double>& bias, double* dec);
 
 // The one-vs-one decision values [n, k(k−1)/2] of rows X [n, dim]: pair (a, b) in libsvm's
 // order gets f_a − f_b (> 0 votes for a, as svm::vote reads them).
 void nystroem_decision_values(const NystroemModel& m, const float* X, int64_t n, const double* dropped_distance,
                               double* dec);
+void nystroem_decision_values_gpu(const NystroemModel& m, const float* X, int64_t n, const double* dropped_distance,
+                                  double* dec);
 
 }  // namespace svm

@@ -29,38 +29,10 @@ using cae::cuda::PinnedRange;
 
 namespace {
 
-// An owning wrapper (and Stream, svm_gpu.cuh) so that an exception anywhere frees everything.
-class Blas {
- public:
-  explicit Blas(cudaStream_t stream) {
-    SVM_CUBLAS_CHECK(api_.create(&h_));
-    SVM_CUBLAS_CHECK(api_.set_stream(h_, stream));
-    // Plain FP32 products (no TF32) unless dots_rowmajor is given split rows.
-    SVM_CUBLAS_CHECK(api_.set_math_mode(h_, CUBLAS_DEFAULT_MATH));
-  }
-  ~Blas() { api_.destroy(h_); }
-  Blas(const Blas&) = delete;
-  Blas& operator=(const Blas&) = delete;
-  cublasHandle_t get() const { return h_; }
-
- private:
-  const cae::cublas::Api& api_ = cae::cublas::api();  // loaded on first use (common/cublas_runtime.h)
-  cublasHandle_t h_ = nullptr;
-};
-
 template <typename T>
 void upload(DeviceBuffer<T>& dst, const T* src, size_t count, cudaStream_t stream) {
   dst.resize(std::max<size_t>(count, 1));
   if (count) AE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src, count * sizeof(T), cudaMemcpyHostToDevice, stream));
-}
-
-// Host rows [n, dim] (dense) to dst as [n, ld] (device_row_stride), the columns past dim zero.
-void upload_rows(float* dst, const float* src, int64_t n, int dim, int64_t ld, cudaStream_t s) {
-  if (n <= 0) return;
-  const size_t width = static_cast<size_t>(dim) * sizeof(float), pitch = static_cast<size_t>(ld) * sizeof(float);
-  if (ld > dim)
-    AE_CUDA_CHECK(cudaMemset2DAsync(dst + dim, pitch, 0, pitch - width, static_cast<size_t>(n), s));
-  AE_CUDA_CHECK(cudaMemcpy2DAsync(dst, pitch, src, width, width, static_cast<size_t>(n), cudaMemcpyHostToDevice, s));
 }
 
 // Rows on the device, ld floats apart (device_row_stride: the columns past the features are
@@ -124,6 +96,14 @@ void build_kernel_matrix(cublasHandle_t blas, Rows X, int64_t n, const double* d
 }
 
 }  // namespace
+
+void upload_rows(float* dst, const float* src, int64_t n, int dim, int64_t ld, cudaStream_t s) {
+  if (n <= 0) return;
+  const size_t width = static_cast<size_t>(dim) * sizeof(float), pitch = static_cast<size_t>(ld) * sizeof(float);
+  if (ld > dim)
+    AE_CUDA_CHECK(cudaMemset2DAsync(dst + dim, pitch, 0, pitch - width, static_cast<size_t>(n), s));
+  AE_CUDA_CHECK(cudaMemcpy2DAsync(dst, pitch, src, width, width, static_cast<size_t>(n), cudaMemcpyHostToDevice, s));
+}
 
 Model fit(const float* X, const int32_t* y, int64_t n, int dim, const FitParams& p, const PairCallback& cb,
           const FitOptions& options, FitStats* stats) {

@@ -82,6 +82,30 @@ class Stream {
   cudaStream_t s_ = nullptr;
 };
 
+// An owning cuBLAS handle on `stream` (and Stream above), so that an exception anywhere frees
+// everything.
+class Blas {
+ public:
+  explicit Blas(cudaStream_t stream) {
+    SVM_CUBLAS_CHECK(api_.create(&h_));
+    SVM_CUBLAS_CHECK(api_.set_stream(h_, stream));
+    // Plain FP32 products (no TF32) unless a caller asks for the tensor cores (svm_gpu.cu,
+    // dots_rowmajor with split rows).
+    SVM_CUBLAS_CHECK(api_.set_math_mode(h_, CUBLAS_DEFAULT_MATH));
+  }
+  ~Blas() { api_.destroy(h_); }
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+  cublasHandle_t get() const { return h_; }
+
+ private:
+  const cae::cublas::Api& api_ = cae::cublas::api();  // loaded on first use (common/cublas_runtime.h)
+  cublasHandle_t h_ = nullptr;
+};
+
+// Host rows [n, dim] (dense) to dst as [n, ld] (device_row_stride), the columns past dim zero.
+void upload_rows(float* dst, const float* src, int64_t n, int dim, int64_t ld, cudaStream_t s);
+
 // The most rows the automatic choice gives the whole matrix (docs/DECISIONS.md, "The GPU
 // SVM's working sets"): working sets were as fast at 50,000 x 8,192 and twice as fast at
 // 100,000 x 1,024.
