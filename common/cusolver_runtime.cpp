@@ -25,7 +25,7 @@ Api load() {
   void* lib = dlopen(kLibrary.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
-    throw std::runtime_error("cannot load cuSOLVER (" + kLibrary + "), which the GPU's Nyström map needs: " +
+    throw std::runtime_error("cannot load cuSOLVER (" + kLibrary + "), which the GPU's Nyström features need: " +
                              (why ? why : "not found") + "; use --device cpu, or put the CUDA toolkit's lib64 on "
                              "LD_LIBRARY_PATH");
   }
@@ -35,6 +35,9 @@ Api load() {
   bind(lib, "cusolverDnSetStream", a.set_stream);
   bind(lib, "cusolverDnDsyevd_bufferSize", a.dsyevd_buffer_size);
   bind(lib, "cusolverDnDsyevd", a.dsyevd);
+  bind(lib, "cusolverDnDpotrf_bufferSize", a.dpotrf_buffer_size);
+  bind(lib, "cusolverDnDpotrf", a.dpotrf);
+  bind(lib, "cusolverDnDpotrs", a.dpotrs);
   return a;  // the library stays loaded for the life of the process
 }
 

@@ -286,23 +286,33 @@ std::vector<NystroemWeights> solve_nystroem_normal_equations(const std::vector<d
       for (int c = 0; c < k; ++c) B[static_cast<size_t>(c) * N + t] = R[static_cast<size_t>(t) * k + c];
     int info = 0;
     dpotrf_("L", &N, A.data(), &N, &info, 1);
-    if (info != 0)
-      cae::fail_file(data_name, cae::strprintf("the least-squares system of the Nyström features (C %g) is not "
-                                               "positive definite in floating point; try a smaller --C", C));
+    if (info != 0) fail_not_positive_definite(data_name, C);
     dpotrs_("L", &N, &k, A.data(), &N, B.data(), &N, &info, 1);
     if (info != 0) throw std::runtime_error("nystroem: dpotrs failed (info " + std::to_string(info) + ")");
-    NystroemWeights fitted;
-    fitted.weights.resize(static_cast<size_t>(k) * r);
-    fitted.bias.resize(static_cast<size_t>(k));
-    for (int c = 0; c < k; ++c) {
-      std::copy_n(B.data() + static_cast<size_t>(c) * N, r, fitted.weights.data() + static_cast<size_t>(c) * r);
-      fitted.bias[static_cast<size_t>(c)] = B[static_cast<size_t>(c) * N + r];
-    }
-    for (double v : fitted.weights)
-      if (!std::isfinite(v)) cae::fail_file(data_name, "the least-squares weights of the Nyström features are not finite");
-    out.push_back(std::move(fitted));
+    out.push_back(nystroem_weights_from_solution(B.data(), r, k, data_name));
   }
   return out;
+}
+
+void fail_not_positive_definite(const std::string& data_name, double C) {
+  cae::fail_file(data_name, cae::strprintf("the least-squares system of the Nyström features (C %g) is not positive "
+                                           "definite in floating point; try a smaller --C", C));
+}
+
+NystroemWeights nystroem_weights_from_solution(const double* B, int r, int k, const std::string& data_name) {
+  const size_t N = static_cast<size_t>(r) + 1;
+  NystroemWeights fitted;
+  fitted.weights.resize(static_cast<size_t>(k) * r);
+  fitted.bias.resize(static_cast<size_t>(k));
+  for (int c = 0; c < k; ++c) {
+    std::copy_n(B + static_cast<size_t>(c) * N, r, fitted.weights.data() + static_cast<size_t>(c) * r);
+    fitted.bias[static_cast<size_t>(c)] = B[static_cast<size_t>(c) * N + r];
+  }
+  for (double v : fitted.weights)
+    if (!std::isfinite(v)) cae::fail_file(data_name, "the least-squares weights of the Nyström features are not finite");
+  for (double v : fitted.bias)
+    if (!std::isfinite(v)) cae::fail_file(data_name, "the least-squares weights of the Nyström features are not finite");
+  return fitted;
 }
 
 void nystroem_pair_decisions(const double* f, int64_t rows, int k, const std::vector<double>& bias, double* dec) {

@@ -127,11 +127,17 @@ struct NystroemRowWeights {
 NystroemRowWeights nystroem_row_weights(const int32_t* y, int64_t n, const std::vector<int>& classes,
                                         const ClassWeights& weights);
 // The weights for each C of Cs from the accumulated normal equations: G = Zᵀ S Z [N, N]
-// (row-major, its upper triangle read; N = rank + 1) and R = Zᵀ S T [N, k].
+// (row-major, its upper triangle read; N = rank + 1) and R = Zᵀ S T [N, k]: the CPU's
+// Cholesky (LAPACK). The GPU solves its own on the device (cuSOLVER; cuda/nystroem_gpu.cu).
 std::vector<NystroemWeights> solve_nystroem_normal_equations(const std::vector<double>& G,
                                                              const std::vector<double>& R, int rank, int k,
                                                              const std::vector<double>& Cs,
                                                              const std::string& data_name);
+// The weights of the solution B (column-major [N, k], N = r + 1: w_c then b_c in column c), or
+// the failure naming data_name where one is not finite.
+NystroemWeights nystroem_weights_from_solution(const double* B, int r, int k, const std::string& data_name);
+// The failure of a Cholesky factorisation of the system of C (cae::fail_file naming data_name).
+[[noreturn]] void fail_not_positive_definite(const std::string& data_name, double C);
 // dec [rows, k(k−1)/2] from the class scores f [rows, k] (w_c·φ(x), without the bias).
 void nystroem_pair_decisions(const double* f, int64_t rows, int k, const std::vector<double>& bias, double* dec);
 

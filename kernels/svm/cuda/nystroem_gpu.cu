@@ -8,7 +8,8 @@
 //   fit         per block of rows: SGEMM against the landmarks → kernel values in double
 //               (kernel_from_dots) → φ = K·P by DGEMM → the rows' weights and targets → the
 //               normal equations Zᵀ S Z and Zᵀ S T by DGEMM, summed on the device in double;
-//               then solved on the host (solve_nystroem_normal_equations, the CPU's Cholesky)
+//               then solved there for each C by cuSOLVER's Cholesky (dpotrf, dpotrs), the
+//               calls the CPU makes to LAPACK
 //   decisions   per block: the kernel values as above, then f = K · (P Wᵀ) by DGEMM: k columns
 //               instead of r, the same scores up to rounding
 //
@@ -55,6 +56,19 @@ __global__ void weigh_rows_kernel(double* __restrict__ Z, int64_t rows, int r, i
     const double s = scale[i];
     if (t < N) Z[i * N + t] = t < r ? Z[i * N + t] * s : s;
     if (t < k) T[i * k + t] = t == class_index[i] ? s : -s;
+  }
+}
+
+// A = G + diag(1/C on the first r entries, 0 on the bias's), both [N, N]; B (column-major
+// [N, k]) = R (row-major [N, k]).
+__global__ void ridge_system_kernel(const double* __restrict__ G, int N, int r, double ridge, double* __restrict__ A,
+                                    const double* __restrict__ R, int k, double* __restrict__ B) {
+  const int64_t total = static_cast<int64_t>(N) * N;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e / N, j = e - i * N;
+    A[e] = G[e] + (i == j && i < r ? ridge : 0.0);
+    if (j < k) B[j * N + i] = R[i * k + j];
   }
 }
 
@@ -140,6 +154,48 @@ void check_model(const NystroemModel& m) {
       m.landmarks->size() != static_cast<size_t>(m.M) * static_cast<size_t>(m.dim) ||
       m.projection->size() != static_cast<size_t>(m.M) * static_cast<size_t>(m.rank))
     throw std::invalid_argument("nystroem: inconsistent model");
+}
+
+// solve_nystroem_normal_equations on the device: for each C, A = G + I/C (w's entries) is
+// factorised by cuSOLVER's dpotrf and all k right-hand sides solved by dpotrs, as the CPU's
+// LAPACK calls (nystroem.cpp), so the Cholesky of r + 1 unknowns never waits on the host.
+std::vector<NystroemWeights> solve_on_device(const DeviceBuffer<double>& G, const DeviceBuffer<double>& R, int r,
+                                             int k, const std::vector<double>& Cs, const std::string& data_name,
+                                             cudaStream_t s) {
+  const int N = r + 1;
+  const Solver solver(s);
+  const cae::cusolver::Api& api = cae::cusolver::api();
+  DeviceBuffer<double> A(static_cast<size_t>(N) * N), B(static_cast<size_t>(N) * k);
+  DeviceBuffer<int> info(1);
+  int lwork = 0;
+  check_cusolver(api.dpotrf_buffer_size(solver.get(), CUBLAS_FILL_MODE_LOWER, N, A.get(), N, &lwork),
+                 "dpotrf_bufferSize");
+  DeviceBuffer<double> work(static_cast<size_t>(std::max(lwork, 1)));
+  std::vector<NystroemWeights> out;
+  out.reserve(Cs.size());
+  std::vector<double> solution(static_cast<size_t>(N) * k);
+  for (double C : Cs) {
+    if (!(C > 0) || !std::isfinite(C)) throw std::invalid_argument("nystroem: C must be > 0");
+    ridge_system_kernel<<<grid_for(static_cast<int64_t>(N) * N, 256), 256, 0, s>>>(G.get(), N, r, 1.0 / C, A.get(),
+                                                                                    R.get(), k, B.get());
+    AE_CUDA_LAUNCH_CHECK();
+    // G is symmetric: its row-major array is the column-major one, either triangle.
+    check_cusolver(api.dpotrf(solver.get(), CUBLAS_FILL_MODE_LOWER, N, A.get(), N, work.get(), lwork, info.get()),
+                   "dpotrf");
+    int host_info = 0;
+    AE_CUDA_CHECK(cudaMemcpyAsync(&host_info, info.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
+    AE_CUDA_CHECK(cudaStreamSynchronize(s));
+    if (host_info != 0) fail_not_positive_definite(data_name, C);
+    check_cusolver(api.dpotrs(solver.get(), CUBLAS_FILL_MODE_LOWER, N, k, A.get(), N, B.get(), N, info.get()),
+                   "dpotrs");
+    AE_CUDA_CHECK(cudaMemcpyAsync(&host_info, info.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
+    AE_CUDA_CHECK(
+        cudaMemcpyAsync(solution.data(), B.get(), sizeof(double) * solution.size(), cudaMemcpyDeviceToHost, s));
+    AE_CUDA_CHECK(cudaStreamSynchronize(s));
+    if (host_info != 0) throw std::runtime_error("nystroem: cuSOLVER dpotrs failed (info " + std::to_string(host_info) + ")");
+    out.push_back(nystroem_weights_from_solution(solution.data(), r, k, data_name));
+  }
+  return out;
 }
 
 }  // namespace
@@ -248,11 +304,12 @@ std::vector<NystroemWeights> fit_nystroem_classifiers_gpu(const NystroemModel& m
     dgemm_rowmajor(blas.get(), true, false, N, N, rows, Z.get(), N, Z.get(), N, 1.0, G.get(), N);  // G += ZᵀZ
     dgemm_rowmajor(blas.get(), true, false, N, k, rows, Z.get(), N, T.get(), k, 1.0, R.get(), k);  // R += ZᵀT
   }
-  std::vector<double> host_G(static_cast<size_t>(N) * N), host_R(static_cast<size_t>(N) * k);
-  AE_CUDA_CHECK(cudaMemcpyAsync(host_G.data(), G.get(), sizeof(double) * host_G.size(), cudaMemcpyDeviceToHost, s));
-  AE_CUDA_CHECK(cudaMemcpyAsync(host_R.data(), R.get(), sizeof(double) * host_R.size(), cudaMemcpyDeviceToHost, s));
-  stream.sync();
-  return solve_nystroem_normal_equations(host_G, host_R, r, k, Cs, data_name);
+  // The rows' buffers go before the solve's.
+  Z.release();
+  T.release();
+  uploaded.release();
+  kb = KernelBlock(0, 0);
+  return solve_on_device(G, R, r, k, Cs, data_name, s);
 }
 
 void nystroem_decision_values_gpu(const NystroemModel& m, const float* X, int64_t n, const double* dropped_distance,
